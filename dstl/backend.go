@@ -1,0 +1,93 @@
+package dstl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Backend is the small blob interface every storage service implements. The
+// uploader, the reader and the garbage collector call it; it knows nothing of
+// change sets.
+//
+// Implementations must be safe for concurrent use. Every error they return
+// should be a *[BackendError] (see [NewBackendError]) so that it names the
+// operation, the backend and the object, and should wrap one of the sentinel
+// errors below where one applies.
+type Backend interface {
+	// Put stores size bytes of body under name. It is atomic: afterwards the
+	// object is either absent or whole. A cancelled or failed Put leaves
+	// nothing visible. The body is replayable (an io.ReaderAt), so an
+	// implementation may resend it on retry. Putting a name that already
+	// exists fails with ErrExists.
+	Put(ctx context.Context, name string, body io.ReaderAt, size int64) error
+
+	// Get returns length bytes of the object from offset on; a length of -1
+	// reads to the end. A range that runs past the end is cut at the end; an
+	// offset past the end fails with ErrInvalidRange. A missing object fails
+	// with ErrNotFound. The caller closes the reader.
+	Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error)
+
+	// Delete removes the object. Deleting a missing object is not an error.
+	Delete(ctx context.Context, name string) error
+
+	// List calls fn for every object whose name starts with prefix, in
+	// lexical order of names. An error from fn stops the listing and is
+	// returned.
+	List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error
+
+	// Close releases the backend's resources.
+	Close() error
+}
+
+// ObjectInfo describes one stored object, as [Backend.List] reports it.
+type ObjectInfo struct {
+	Name    string    // name relative to the backend's root
+	Size    int64     // size in bytes
+	ModTime time.Time // time of the last modification
+}
+
+// Sentinel errors that backends wrap, checked with [errors.Is].
+var (
+	// ErrNotFound: the object does not exist.
+	ErrNotFound = errors.New("object not found")
+	// ErrExists: the object exists already and is never overwritten.
+	ErrExists = errors.New("object already exists")
+	// ErrPermission: the credentials do not allow the operation.
+	ErrPermission = errors.New("permission denied")
+	// ErrPrecondition: a precondition of the request failed.
+	ErrPrecondition = errors.New("precondition failed")
+	// ErrInvalidName: the object name is not acceptable (empty, or would
+	// escape the backend's root).
+	ErrInvalidName = errors.New("invalid object name")
+	// ErrInvalidRange: the requested range starts past the end of the object.
+	ErrInvalidRange = errors.New("invalid range")
+	// ErrClosed: the storage, writer, reader or backend was closed.
+	ErrClosed = errors.New("closed")
+)
+
+// BackendError is the error a backend returns: it names the operation, the
+// backend and the object, and wraps the cause.
+type BackendError struct {
+	Op      string // "put", "get", "delete", "list"
+	Backend string // backend identifier, e.g. "local"
+	Object  string // object name (or prefix, for list)
+	Err     error  // the cause; may wrap a sentinel such as ErrNotFound
+}
+
+// NewBackendError returns a *BackendError, or nil when err is nil.
+func NewBackendError(op, backend, object string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &BackendError{Op: op, Backend: backend, Object: object, Err: err}
+}
+
+func (e *BackendError) Error() string {
+	return fmt.Sprintf("%s %s %q: %v", e.Backend, e.Op, e.Object, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *BackendError) Unwrap() error { return e.Err }

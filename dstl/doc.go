@@ -1,0 +1,25 @@
+// Package dstl is a durable short-term log (DSTL) for the state changes of
+// stream processors, kept on object storage.
+//
+// A [Storage] exists once per job and process. It opens one [Writer] per
+// operator instance; a writer owns a range of key groups. Operators append
+// opaque changes to a key group ([Writer.Append]) or as metadata
+// ([Writer.AppendMeta]). Changes are grouped into change sets by sequence
+// number; [Writer.NextSequenceNumber] closes the active set and marks a
+// checkpoint boundary. [Writer.Persist] captures every change set from a
+// sequence number on and uploads it in the background; the returned
+// [Future] resolves to a [Handle] that lists the stored bytes.
+//
+// The change sets of all writers of a storage that reach the scheduler within
+// the batching window are written into one object, so the number of requests
+// stays flat as the number of operators grows. Objects are reference-counted
+// by the change sets they hold and deleted once nothing refers to them, unless
+// a checkpoint was confirmed with them ([Writer.Confirm]), in which case they
+// belong to the checkpoint owner.
+//
+// After a crash, a [Reader] reads a handle back: it fetches only the byte
+// ranges the handle needs and yields the changes, metadata first.
+//
+// Storage services plug in as a [Backend], registered by identifier with
+// [Register]; see the packages under backends/.
+package dstl

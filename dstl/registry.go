@@ -1,0 +1,134 @@
+package dstl
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// BackendFactory opens a backend rooted at basePath, a URL (or, for the local
+// backend, a plain path). The backend parses its own URL form and rejects
+// query parameters it does not know.
+type BackendFactory func(ctx context.Context, basePath string) (Backend, error)
+
+// BackendInfo describes a registered backend.
+type BackendInfo struct {
+	ID      string   // identifier, as in the "storage" option
+	Schemes []string // URL schemes of base paths it serves
+}
+
+var registry struct {
+	sync.RWMutex
+	byID     map[string]registration
+	byScheme map[string]string // scheme -> id
+}
+
+type registration struct {
+	info    BackendInfo
+	factory BackendFactory
+}
+
+// Register makes a backend available by identifier and by the URL schemes
+// of its base paths. Backends call it from init, like database/sql drivers:
+// only the backends a program imports are linked. Register panics if the
+// identifier or a scheme is registered twice, or if factory is nil.
+func Register(id string, factory BackendFactory, schemes ...string) {
+	if id == "" || factory == nil {
+		panic("dstl: Register needs an identifier and a factory")
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	if registry.byID == nil {
+		registry.byID = map[string]registration{}
+		registry.byScheme = map[string]string{}
+	}
+	if _, dup := registry.byID[id]; dup {
+		panic(fmt.Sprintf("dstl: Register called twice for backend %q", id))
+	}
+	for _, s := range schemes {
+		if other, dup := registry.byScheme[s]; dup {
+			panic(fmt.Sprintf("dstl: URL scheme %q of backend %q is registered by backend %q already", s, id, other))
+		}
+	}
+	for _, s := range schemes {
+		registry.byScheme[s] = id
+	}
+	registry.byID[id] = registration{info: BackendInfo{ID: id, Schemes: slices.Clone(schemes)}, factory: factory}
+}
+
+// Backends lists the registered backends, sorted by identifier.
+func Backends() []BackendInfo {
+	registry.RLock()
+	defer registry.RUnlock()
+	out := make([]BackendInfo, 0, len(registry.byID))
+	for _, r := range registry.byID {
+		out = append(out, BackendInfo{ID: r.info.ID, Schemes: slices.Clone(r.info.Schemes)})
+	}
+	slices.SortFunc(out, func(a, b BackendInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// OpenBackend opens the backend named by id, or, when id is empty, the one
+// that serves the URL scheme of basePath. A base path without a scheme is a
+// local path (scheme "file"). It returns the backend and its identifier.
+// An unknown identifier or scheme is an error that lists the known ones.
+func OpenBackend(ctx context.Context, id, basePath string) (Backend, string, error) {
+	if basePath == "" {
+		return nil, "", fmt.Errorf("dstl: option %q is required", "base-path")
+	}
+	registry.RLock()
+	if id == "" {
+		scheme := "file"
+		if u, err := url.Parse(basePath); err == nil && u.Scheme != "" && len(u.Scheme) > 1 {
+			scheme = u.Scheme
+		}
+		var ok bool
+		if id, ok = registry.byScheme[scheme]; !ok {
+			registry.RUnlock()
+			return nil, "", fmt.Errorf("dstl: no backend serves URL scheme %q of base path %q (known schemes: %s; import the backend's package, e.g. backends/all)",
+				scheme, basePath, strings.Join(knownSchemes(), ", "))
+		}
+	}
+	r, ok := registry.byID[id]
+	registry.RUnlock()
+	if !ok {
+		return nil, "", fmt.Errorf("dstl: unknown storage %q (known: %s; import the backend's package, e.g. backends/all)",
+			id, strings.Join(knownIDs(), ", "))
+	}
+	b, err := r.factory(ctx, basePath)
+	if err != nil {
+		return nil, "", fmt.Errorf("dstl: open %s backend at %q: %w", id, basePath, err)
+	}
+	return b, id, nil
+}
+
+func knownIDs() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	ids := make([]string, 0, len(registry.byID))
+	for id := range registry.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	if len(ids) == 0 {
+		return []string{"none registered"}
+	}
+	return ids
+}
+
+func knownSchemes() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	s := make([]string, 0, len(registry.byScheme))
+	for k := range registry.byScheme {
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	if len(s) == 0 {
+		return []string{"none registered"}
+	}
+	return s
+}
