@@ -5,6 +5,11 @@
 // engine, so tools (inspect, gc, the fuzzer) use it alone.
 package format
 
+import (
+	"errors"
+	"fmt"
+)
+
 // ChangeSet is one writer's changes under one sequence number.
 type ChangeSet struct {
 	LogID          [16]byte
@@ -19,4 +24,160 @@ type ChangeSet struct {
 type Group struct {
 	KeyGroup int32
 	Changes  [][]byte
+}
+
+// Layout constants of format version 1. See docs/FORMAT.md.
+const (
+	// Magic opens every object.
+	Magic = "DSTL"
+	// FooterMagic closes every object that was completely written.
+	FooterMagic = "LTSD"
+	// Version is the format version this package writes and reads.
+	Version = 1
+
+	// HeaderSize is the size of the object header: magic, version, flags
+	// and two reserved bytes.
+	HeaderSize = 8
+	// FrameHeaderSize is the fixed part of a frame before its key-group
+	// directory.
+	FrameHeaderSize = 40
+	// DirEntrySize is the size of one key-group directory entry.
+	DirEntrySize = 16
+	// FrameCRCSize is the size of the CRC32C that ends every frame.
+	FrameCRCSize = 4
+	// MinFrameSize is the size of a frame with no groups.
+	MinFrameSize = FrameHeaderSize + FrameCRCSize
+	// MaxFrameSize bounds the stored size of one frame.
+	MaxFrameSize = 1<<31 - 1
+	// MaxPayloadSize bounds the uncompressed payload of one frame (changes
+	// plus their length prefixes). Decoders reject larger declared lengths
+	// before allocating anything.
+	MaxPayloadSize = 1 << 30
+
+	// IndexEntrySize is the size of one footer index entry.
+	IndexEntrySize = 36
+	// TrailerSize is the size of the fixed footer trailer that ends every
+	// object: entry count, index offset, index CRC32C and FooterMagic.
+	TrailerSize = 20
+	// MinObjectSize is the size of an object with no frames.
+	MinObjectSize = HeaderSize + TrailerSize
+
+	// MetaKeyGroup is the key group of metadata changes; it sorts before
+	// every other key group.
+	MetaKeyGroup = -1
+)
+
+// Codec identifies how a frame's payload is stored.
+type Codec uint8
+
+const (
+	// CodecNone stores the payload as is.
+	CodecNone Codec = 0
+	// CodecZstd stores the payload as one or more Zstandard frames.
+	CodecZstd Codec = 1
+)
+
+// String returns the codec's name.
+func (c Codec) String() string {
+	switch c {
+	case CodecNone:
+		return "none"
+	case CodecZstd:
+		return "zstd"
+	default:
+		return fmt.Sprintf("codec(%d)", uint8(c))
+	}
+}
+
+// FrameInfo describes a frame just written by [Encoder.WriteChangeSet].
+type FrameInfo struct {
+	// Offset and Length locate the frame in the stored object, so that a
+	// reader can fetch exactly [Offset, Offset+Length) with a ranged read.
+	Offset, Length int64
+	// LogicalSize is the sum of the lengths of the frame's changes.
+	LogicalSize int64
+}
+
+// IndexEntry is one entry of an object's footer index: where one frame is
+// and which change set it holds.
+type IndexEntry struct {
+	Offset, Length int64
+	LogID          [16]byte
+	SequenceNumber uint64
+}
+
+// FrameHeader is a frame's header and key-group directory, as read by
+// [ReadFrameHeader] without decompressing the payload.
+type FrameHeader struct {
+	LogID          [16]byte
+	SequenceNumber uint64
+	Codec          Codec
+	// LogicalSize is the uncompressed payload size: the changes and their
+	// length prefixes.
+	LogicalSize int64
+	// StoredSize is the payload size as stored in the frame (compressed
+	// when Codec is CodecZstd). The frame adds FrameHeaderSize,
+	// DirEntrySize per group and FrameCRCSize to it.
+	StoredSize int64
+	Groups     []GroupInfo
+}
+
+// GroupInfo is one key-group directory entry.
+type GroupInfo struct {
+	KeyGroup int32
+	// Count is the number of changes in the group.
+	Count int
+	// Size is the group's share of the uncompressed payload: its changes
+	// and their length prefixes.
+	Size int64
+}
+
+// Sentinel errors. Every decoding failure is an [*Error] that wraps one of
+// ErrCorrupt, ErrChecksum or ErrVersion; test for them with [errors.Is].
+var (
+	// ErrCorrupt reports a structurally invalid or truncated object or frame.
+	ErrCorrupt = errors.New("corrupt data")
+	// ErrChecksum reports a CRC32C mismatch: the bytes changed after they
+	// were written.
+	ErrChecksum = errors.New("checksum mismatch")
+	// ErrVersion reports an object written in a format version, or with
+	// feature flags, that this package does not know.
+	ErrVersion = errors.New("unsupported format version")
+
+	// ErrInvalidChangeSet is returned by [Encoder.WriteChangeSet] for a
+	// change set that cannot be encoded: groups out of order, duplicate or
+	// invalid key groups, or sizes over the format's limits.
+	ErrInvalidChangeSet = errors.New("invalid change set")
+	// ErrClosed is returned by an [Encoder] used after Close.
+	ErrClosed = errors.New("encoder closed")
+)
+
+// Error is a decoding failure. It names the object and the absolute byte
+// offset in the object where the problem was found.
+type Error struct {
+	// Object is the object's name as given to the decoding function.
+	Object string
+	// Offset is the absolute offset in the object of the field or region
+	// found invalid.
+	Offset int64
+	// Err is ErrCorrupt, ErrChecksum or ErrVersion.
+	Err error
+	// Detail says what was wrong.
+	Detail string
+}
+
+// Error returns a message naming the object, the offset and the problem.
+func (e *Error) Error() string {
+	s := fmt.Sprintf("dstl/format: object %q at offset %d: %v", e.Object, e.Offset, e.Err)
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// Unwrap returns the sentinel error.
+func (e *Error) Unwrap() error { return e.Err }
+
+func errorf(object string, offset int64, sentinel error, format string, args ...any) *Error {
+	return &Error{Object: object, Offset: offset, Err: sentinel, Detail: fmt.Sprintf(format, args...)}
 }

@@ -1,0 +1,241 @@
+package format
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+)
+
+// EncoderOptions configures an [Encoder].
+type EncoderOptions struct {
+	// Compression compresses each frame's payload with zstd, unless the
+	// compressed form is not smaller, in which case the frame is stored raw.
+	Compression bool
+}
+
+// maxRetainedBuffer bounds the scratch buffers an Encoder keeps between
+// frames, so that one huge change set does not pin its memory.
+const maxRetainedBuffer = 4 << 20
+
+// Encoder writes one object: a header, one frame per change set and a footer
+// index. It buffers one frame at a time and writes each frame with a single
+// Write call. An Encoder is not safe for concurrent use.
+type Encoder struct {
+	w      io.Writer
+	opts   EncoderOptions
+	size   int64
+	header bool
+	closed bool
+	err    error // sticky write error, or the result of Close
+
+	buf   []byte // the frame being built; reused across frames
+	zbuf  []byte // compressed payload scratch; reused across frames
+	index []IndexEntry
+}
+
+// NewEncoder returns an encoder writing to w. The header is written with the
+// first frame, or by Close if there is none.
+func NewEncoder(w io.Writer, opts EncoderOptions) *Encoder {
+	return &Encoder{w: w, opts: opts}
+}
+
+// Size returns the number of bytes written to the underlying writer so far.
+func (e *Encoder) Size() int64 { return e.size }
+
+// WriteChangeSet appends cs to the object as one frame and returns where the
+// frame is. The groups of cs must have strictly ascending key groups, the
+// metadata group ([MetaKeyGroup]) first if present; other negative key
+// groups and duplicates are rejected with [ErrInvalidChangeSet], as are change
+// sets whose payload exceeds [MaxPayloadSize]. Such a rejection writes
+// nothing and leaves the encoder usable; a write error is returned by every
+// later call.
+func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
+	if e.closed {
+		return FrameInfo{}, fmt.Errorf("dstl/format: write change set: %w", ErrClosed)
+	}
+	if e.err != nil {
+		return FrameInfo{}, e.err
+	}
+	payloadSize, logical, err := measure(cs)
+	if err != nil {
+		return FrameInfo{}, err
+	}
+	dirEnd := FrameHeaderSize + len(cs.Groups)*DirEntrySize
+	if int64(dirEnd)+payloadSize+FrameCRCSize > MaxFrameSize {
+		return FrameInfo{}, fmt.Errorf("dstl/format: change set %x/%d: frame of %d groups and %d payload bytes exceeds %d bytes: %w",
+			cs.LogID, cs.SequenceNumber, len(cs.Groups), payloadSize, MaxFrameSize, ErrInvalidChangeSet)
+	}
+
+	need := dirEnd + int(payloadSize) + FrameCRCSize
+	buf := e.buf[:0]
+	if cap(buf) < need {
+		buf = make([]byte, 0, need)
+	}
+	buf = buf[:dirEnd]
+	clear(buf[:FrameHeaderSize])
+	var off uint32
+	for i := range cs.Groups {
+		g := &cs.Groups[i]
+		start := len(buf)
+		for _, c := range g.Changes {
+			buf = binary.AppendUvarint(buf, uint64(len(c)))
+			buf = append(buf, c...)
+		}
+		n := uint32(len(buf) - start)
+		d := buf[FrameHeaderSize+i*DirEntrySize:]
+		binary.LittleEndian.PutUint32(d[0:], uint32(g.KeyGroup))
+		binary.LittleEndian.PutUint32(d[4:], uint32(len(g.Changes)))
+		binary.LittleEndian.PutUint32(d[8:], off)
+		binary.LittleEndian.PutUint32(d[12:], n)
+		off += n
+	}
+
+	codec := CodecNone
+	if e.opts.Compression && payloadSize > 0 {
+		enc, err := zstdEncoder()
+		if err != nil {
+			return FrameInfo{}, fmt.Errorf("dstl/format: create zstd encoder: %w", err)
+		}
+		z := enc.EncodeAll(buf[dirEnd:], e.zbuf[:0])
+		if len(z) < int(payloadSize) {
+			buf = append(buf[:dirEnd], z...)
+			codec = CodecZstd
+		}
+		if cap(z) <= maxRetainedBuffer {
+			e.zbuf = z[:0]
+		}
+	}
+
+	frameLen := len(buf) + FrameCRCSize
+	binary.LittleEndian.PutUint32(buf[0:], uint32(frameLen))
+	copy(buf[4:20], cs.LogID[:])
+	binary.LittleEndian.PutUint64(buf[20:], cs.SequenceNumber)
+	buf[28] = byte(codec)
+	binary.LittleEndian.PutUint32(buf[32:], uint32(payloadSize))
+	binary.LittleEndian.PutUint32(buf[36:], uint32(len(cs.Groups)))
+	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
+	if cap(buf) <= maxRetainedBuffer {
+		e.buf = buf[:0]
+	} else {
+		e.buf = nil
+	}
+
+	if err := e.writeHeader(); err != nil {
+		return FrameInfo{}, err
+	}
+	offset := e.size
+	if err := e.write(buf); err != nil {
+		return FrameInfo{}, err
+	}
+	e.index = append(e.index, IndexEntry{
+		Offset:         offset,
+		Length:         int64(frameLen),
+		LogID:          cs.LogID,
+		SequenceNumber: cs.SequenceNumber,
+	})
+	return FrameInfo{Offset: offset, Length: int64(frameLen), LogicalSize: logical}, nil
+}
+
+// measure validates the group order of cs and returns its uncompressed
+// payload size and the sum of its change lengths.
+func measure(cs *ChangeSet) (payload, logical int64, err error) {
+	prev := int64(MetaKeyGroup) - 1
+	for i := range cs.Groups {
+		g := &cs.Groups[i]
+		kg := int64(g.KeyGroup)
+		switch {
+		case kg < MetaKeyGroup:
+			return 0, 0, fmt.Errorf("dstl/format: change set %x/%d: group %d has key group %d: %w",
+				cs.LogID, cs.SequenceNumber, i, kg, ErrInvalidChangeSet)
+		case kg <= prev:
+			return 0, 0, fmt.Errorf("dstl/format: change set %x/%d: group %d has key group %d after %d; want strictly ascending key groups, metadata (%d) first: %w",
+				cs.LogID, cs.SequenceNumber, i, kg, prev, MetaKeyGroup, ErrInvalidChangeSet)
+		}
+		prev = kg
+		if uint64(len(g.Changes)) > MaxPayloadSize {
+			return 0, 0, fmt.Errorf("dstl/format: change set %x/%d: payload exceeds %d bytes: %w",
+				cs.LogID, cs.SequenceNumber, MaxPayloadSize, ErrInvalidChangeSet)
+		}
+		var size int64
+		for _, c := range g.Changes {
+			size += int64(uvarintLen(uint64(len(c))) + len(c))
+			logical += int64(len(c))
+		}
+		payload += size
+		if payload > MaxPayloadSize {
+			return 0, 0, fmt.Errorf("dstl/format: change set %x/%d: payload exceeds %d bytes: %w",
+				cs.LogID, cs.SequenceNumber, MaxPayloadSize, ErrInvalidChangeSet)
+		}
+	}
+	return payload, logical, nil
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+// Close writes the header if no frame was written, then the footer index.
+// The encoder cannot be used afterwards; Close does not close the underlying
+// writer. Calling Close again returns the first call's result.
+func (e *Encoder) Close() error {
+	if e.closed {
+		return e.err
+	}
+	e.closed = true
+	if e.err != nil {
+		return e.err
+	}
+	if err := e.writeHeader(); err != nil {
+		return err
+	}
+	indexOffset := e.size
+	n := len(e.index)*IndexEntrySize + TrailerSize
+	buf := e.buf[:0]
+	if cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
+	for _, x := range e.index {
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(x.Offset))
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(x.Length))
+		buf = append(buf, x.LogID[:]...)
+		buf = binary.LittleEndian.AppendUint64(buf, x.SequenceNumber)
+	}
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(e.index)))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(indexOffset))
+	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
+	buf = append(buf, FooterMagic...)
+	err := e.write(buf)
+	e.buf, e.zbuf, e.index = nil, nil, nil
+	return err
+}
+
+func (e *Encoder) writeHeader() error {
+	if e.header {
+		return nil
+	}
+	e.header = true
+	var h [HeaderSize]byte
+	copy(h[:], Magic)
+	h[4] = Version
+	return e.write(h[:])
+}
+
+// write writes p in full or records a sticky error.
+func (e *Encoder) write(p []byte) error {
+	n, err := e.w.Write(p)
+	e.size += int64(n)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		e.err = fmt.Errorf("dstl/format: write at offset %d: %w", e.size, err)
+		return e.err
+	}
+	return nil
+}

@@ -1,0 +1,598 @@
+package format
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	many := make([]*ChangeSet, 200)
+	for i := range many {
+		many[i] = sampleChangeSet(r, byte(i%7), uint64(i), 1+i%5, i%4, 20, i%2 == 0)
+	}
+	cases := []struct {
+		name string
+		sets []*ChangeSet
+	}{
+		{"no frames", nil},
+		{"empty change set", []*ChangeSet{{LogID: logID(1), SequenceNumber: 0}}},
+		{"metadata only", []*ChangeSet{{LogID: logID(1), SequenceNumber: 5, Groups: []Group{{KeyGroup: -1, Changes: [][]byte{[]byte("m1"), []byte("m2")}}}}}},
+		{"empty groups and zero-length changes", []*ChangeSet{{LogID: logID(2), SequenceNumber: 1 << 63, Groups: []Group{
+			{KeyGroup: -1},
+			{KeyGroup: 0, Changes: [][]byte{{}, nil, []byte("x"), {}}},
+			{KeyGroup: 1},
+			{KeyGroup: 1<<31 - 1, Changes: [][]byte{nil}},
+		}}}},
+		{"large change", []*ChangeSet{{LogID: logID(3), Groups: []Group{{KeyGroup: 7, Changes: [][]byte{textBytes(r, 300_000), randomBytes(r, 200)}}}}}},
+		{"incompressible", []*ChangeSet{sampleChangeSet(r, 4, 9, 3, 10, 100, false)}},
+		{"compressible", []*ChangeSet{sampleChangeSet(r, 5, 10, 30, 20, 100, true)}},
+		{"many frames", many},
+	}
+	for _, tc := range cases {
+		for _, compression := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/compression=%v", tc.name, compression), func(t *testing.T) {
+				data, infos := encode(t, EncoderOptions{Compression: compression}, tc.sets...)
+				index, sets, err := DecodeObject("obj", data)
+				if err != nil {
+					t.Fatalf("DecodeObject: %v", err)
+				}
+				if len(sets) != len(tc.sets) || len(index) != len(tc.sets) {
+					t.Fatalf("decoded %d sets, %d index entries; want %d", len(sets), len(index), len(tc.sets))
+				}
+				for i, cs := range tc.sets {
+					if err := equalChangeSet(cs, sets[i]); err != nil {
+						t.Fatalf("set %d: %v", i, err)
+					}
+					fi := infos[i]
+					if index[i].Offset != fi.Offset || index[i].Length != fi.Length || index[i].LogID != cs.LogID || index[i].SequenceNumber != cs.SequenceNumber {
+						t.Fatalf("index entry %d = %+v, frame info %+v", i, index[i], fi)
+					}
+					var logical int64
+					for _, g := range cs.Groups {
+						for _, c := range g.Changes {
+							logical += int64(len(c))
+						}
+					}
+					if fi.LogicalSize != logical {
+						t.Fatalf("frame %d LogicalSize = %d, want %d", i, fi.LogicalSize, logical)
+					}
+					// Each frame decodes from its own bytes alone.
+					frame := bytes.Clone(data[fi.Offset : fi.Offset+fi.Length])
+					got, err := DecodeFrame("obj", fi.Offset, frame)
+					if err != nil {
+						t.Fatalf("DecodeFrame %d: %v", i, err)
+					}
+					if err := equalChangeSet(cs, got); err != nil {
+						t.Fatalf("DecodeFrame %d: %v", i, err)
+					}
+					// The changes do not alias the frame.
+					clear(frame)
+					if err := equalChangeSet(cs, got); err != nil {
+						t.Fatalf("DecodeFrame %d aliases its input: %v", i, err)
+					}
+				}
+				ri, err := ReadIndex("obj", bytes.NewReader(data), int64(len(data)))
+				if err != nil {
+					t.Fatalf("ReadIndex: %v", err)
+				}
+				if fmt.Sprint(ri) != fmt.Sprint(index) {
+					t.Fatalf("ReadIndex = %v, DecodeObject index = %v", ri, index)
+				}
+			})
+		}
+	}
+}
+
+func TestCompressionChoosesSmaller(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	text := &ChangeSet{LogID: logID(1), Groups: []Group{{KeyGroup: 0, Changes: [][]byte{textBytes(r, 10_000)}}}}
+	noise := &ChangeSet{LogID: logID(1), SequenceNumber: 1, Groups: []Group{{KeyGroup: 0, Changes: [][]byte{randomBytes(r, 10_000)}}}}
+	data, infos := encode(t, EncoderOptions{Compression: true}, text, noise)
+	for i, want := range []Codec{CodecZstd, CodecNone} {
+		fi := infos[i]
+		h, err := ReadFrameHeader("obj", fi.Offset, data[fi.Offset:fi.Offset+fi.Length])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Codec != want {
+			t.Errorf("frame %d codec = %v, want %v", i, h.Codec, want)
+		}
+		if h.Codec == CodecZstd && h.StoredSize >= h.LogicalSize {
+			t.Errorf("frame %d: stored %d >= logical %d", i, h.StoredSize, h.LogicalSize)
+		}
+	}
+}
+
+func TestReadFrameHeader(t *testing.T) {
+	cs := &ChangeSet{LogID: logID(9), SequenceNumber: 77, Groups: []Group{
+		{KeyGroup: -1, Changes: [][]byte{[]byte("abc")}},
+		{KeyGroup: 4},
+		{KeyGroup: 5, Changes: [][]byte{make([]byte, 200), {}}},
+	}}
+	data, infos := encode(t, EncoderOptions{}, cs)
+	fi := infos[0]
+	h, err := ReadFrameHeader("obj", fi.Offset, data[fi.Offset:fi.Offset+fi.Length])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &FrameHeader{
+		LogID: cs.LogID, SequenceNumber: 77, Codec: CodecNone, LogicalSize: 4 + 202 + 1, StoredSize: 207,
+		Groups: []GroupInfo{{-1, 1, 4}, {4, 0, 0}, {5, 2, 203}},
+	}
+	if fmt.Sprint(h) != fmt.Sprint(want) {
+		t.Fatalf("ReadFrameHeader = %+v\nwant %+v", h, want)
+	}
+	if fi.Length != FrameHeaderSize+3*DirEntrySize+207+FrameCRCSize {
+		t.Fatalf("frame length %d", fi.Length)
+	}
+}
+
+// countingReaderAt counts ReadAt calls.
+type countingReaderAt struct {
+	r     io.ReaderAt
+	calls int
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	c.calls++
+	return c.r.ReadAt(p, off)
+}
+
+func TestReadIndexReads(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range []struct {
+		frames, size, maxCalls int
+	}{
+		{0, 0, 1},
+		{3, 10, 1},
+		{10, 10_000, 2},   // object over the read-ahead, index within it
+		{3000, 10, 3},     // index larger than the read-ahead
+		{2000, 10_000, 3}, // both
+	} {
+		t.Run(fmt.Sprintf("%d frames of %d bytes", tc.frames, tc.size), func(t *testing.T) {
+			var sets []*ChangeSet
+			for i := 0; i < tc.frames; i++ {
+				sets = append(sets, &ChangeSet{LogID: logID(byte(i)), SequenceNumber: uint64(i), Groups: []Group{{KeyGroup: 1, Changes: [][]byte{randomBytes(r, tc.size)}}}})
+			}
+			data, infos := encode(t, EncoderOptions{}, sets...)
+			cr := &countingReaderAt{r: bytes.NewReader(data)}
+			index, err := ReadIndex("obj", cr, int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cr.calls > tc.maxCalls {
+				t.Errorf("%d ReadAt calls, want at most %d", cr.calls, tc.maxCalls)
+			}
+			if len(index) != tc.frames {
+				t.Fatalf("%d entries, want %d", len(index), tc.frames)
+			}
+			for i, e := range index {
+				if e.Offset != infos[i].Offset || e.Length != infos[i].Length || e.SequenceNumber != uint64(i) || e.LogID != logID(byte(i)) {
+					t.Fatalf("entry %d = %+v, frame %+v", i, e, infos[i])
+				}
+			}
+		})
+	}
+}
+
+// failingReaderAt fails every read.
+type failingReaderAt struct{ err error }
+
+func (f failingReaderAt) ReadAt([]byte, int64) (int, error) { return 0, f.err }
+
+func TestReadIndexIOError(t *testing.T) {
+	boom := errors.New("boom")
+	_, err := ReadIndex("obj", failingReaderAt{boom}, 100)
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	var fe *Error
+	if errors.As(err, &fe) {
+		t.Fatalf("an I/O error is not a *Error: %v", err)
+	}
+	// A short read (the object is smaller than said) is truncation.
+	data, _ := encode(t, EncoderOptions{})
+	_, err = ReadIndex("obj", bytes.NewReader(data), int64(len(data))+10)
+	checkErr(t, err, "obj", ErrCorrupt)
+}
+
+func TestEncoderRejects(t *testing.T) {
+	for _, groups := range [][]Group{
+		{{KeyGroup: 1}, {KeyGroup: 0}},
+		{{KeyGroup: 1}, {KeyGroup: 1}},
+		{{KeyGroup: 0}, {KeyGroup: -1}},
+		{{KeyGroup: -1}, {KeyGroup: -1}},
+		{{KeyGroup: -2}},
+	} {
+		var buf bytes.Buffer
+		enc := NewEncoder(&buf, EncoderOptions{})
+		_, err := enc.WriteChangeSet(&ChangeSet{Groups: groups})
+		if !errors.Is(err, ErrInvalidChangeSet) {
+			t.Errorf("groups %v: err = %v, want ErrInvalidChangeSet", groups, err)
+		}
+		if buf.Len() != 0 {
+			t.Errorf("groups %v: wrote %d bytes", groups, buf.Len())
+		}
+		// The encoder is still usable.
+		if _, err := enc.WriteChangeSet(&ChangeSet{Groups: []Group{{KeyGroup: 0}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, sets, err := DecodeObject("obj", buf.Bytes()); err != nil || len(sets) != 1 {
+			t.Fatalf("after a rejection: %d sets, %v", len(sets), err)
+		}
+	}
+}
+
+type failingWriter struct {
+	n   int // bytes accepted before failing
+	err error
+}
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) <= w.n {
+		w.n -= len(p)
+		return len(p), nil
+	}
+	n := w.n
+	w.n = 0
+	return n, w.err
+}
+
+func TestEncoderErrors(t *testing.T) {
+	boom := errors.New("boom")
+	w := &failingWriter{n: HeaderSize + 10, err: boom}
+	enc := NewEncoder(w, EncoderOptions{})
+	cs := &ChangeSet{Groups: []Group{{KeyGroup: 0, Changes: [][]byte{make([]byte, 100)}}}}
+	if _, err := enc.WriteChangeSet(cs); !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	if enc.Size() != HeaderSize+10 {
+		t.Fatalf("Size() = %d", enc.Size())
+	}
+	if _, err := enc.WriteChangeSet(cs); !errors.Is(err, boom) {
+		t.Fatalf("error is not sticky: %v", err)
+	}
+	if err := enc.Close(); !errors.Is(err, boom) {
+		t.Fatalf("Close = %v", err)
+	}
+
+	enc = NewEncoder(io.Discard, EncoderOptions{})
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Close(); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	if _, err := enc.WriteChangeSet(cs); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after Close = %v", err)
+	}
+	if enc.Size() != MinObjectSize {
+		t.Fatalf("empty object is %d bytes, want %d", enc.Size(), MinObjectSize)
+	}
+}
+
+// checkErr asserts that err is a *Error naming object that wraps sentinel,
+// and returns it.
+func checkErr(t *testing.T, err error, object string, sentinel error) *Error {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want %v", sentinel)
+	}
+	var fe *Error
+	if !errors.As(err, &fe) {
+		t.Fatalf("error %v (%T) is not a *format.Error", err, err)
+	}
+	if fe.Object != object {
+		t.Fatalf("error names object %q, want %q", fe.Object, object)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, object) || !strings.Contains(msg, "offset "+strconv.FormatInt(fe.Offset, 10)) {
+		t.Fatalf("message %q does not name object %q and offset %d", msg, object, fe.Offset)
+	}
+	if sentinel != nil && !errors.Is(err, sentinel) {
+		t.Fatalf("error %v is not %v", err, sentinel)
+	}
+	return fe
+}
+
+// testObject returns a small object of two frames, compressed or not, and
+// their frame infos.
+func testObject(t *testing.T, compression bool) ([]byte, []FrameInfo) {
+	r := rand.New(rand.NewPCG(7, 8))
+	return encode(t, EncoderOptions{Compression: compression},
+		&ChangeSet{LogID: logID(1), SequenceNumber: 1, Groups: []Group{
+			{KeyGroup: -1, Changes: [][]byte{[]byte("meta")}},
+			{KeyGroup: 3, Changes: [][]byte{textBytes(r, 300), {}}},
+		}},
+		&ChangeSet{LogID: logID(2), SequenceNumber: 2, Groups: []Group{
+			{KeyGroup: 0, Changes: [][]byte{[]byte("a")}},
+		}},
+	)
+}
+
+func TestCorruptHeader(t *testing.T) {
+	data, _ := testObject(t, false)
+	for _, tc := range []struct {
+		name     string
+		at       int
+		val      byte
+		sentinel error
+		offset   int64
+	}{
+		{"bad magic", 0, 'X', ErrCorrupt, 0},
+		{"bad magic 3", 3, 'x', ErrCorrupt, 0},
+		{"newer version", 4, Version + 1, ErrVersion, 4},
+		{"version 0", 4, 0, ErrVersion, 4},
+		{"unknown flags", 5, 1, ErrVersion, 5},
+		{"reserved", 7, 1, ErrCorrupt, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := bytes.Clone(data)
+			d[tc.at] = tc.val
+			_, _, err := DecodeObject("bad-object", d)
+			fe := checkErr(t, err, "bad-object", tc.sentinel)
+			if fe.Offset != tc.offset {
+				t.Errorf("offset %d, want %d", fe.Offset, tc.offset)
+			}
+			_, err = ReadIndex("bad-object", bytes.NewReader(d), int64(len(d)))
+			checkErr(t, err, "bad-object", tc.sentinel)
+		})
+	}
+}
+
+// TestFlippedBytes flips every bit of every byte of an object and checks that
+// decoding fails with an error of the expected class at an offset inside the
+// damaged region.
+func TestFlippedBytes(t *testing.T) {
+	for _, compression := range []bool{false, true} {
+		data, infos := testObject(t, compression)
+		f0 := infos[0]
+		indexOffset := int64(len(data)) - TrailerSize - int64(len(infos))*IndexEntrySize
+		for i := range data {
+			at := int64(i)
+			for bit := range 8 {
+				d := bytes.Clone(data)
+				d[i] ^= 1 << bit
+				_, _, err := DecodeObject("o", d)
+				var want error
+				var region string
+				switch {
+				case at < HeaderSize:
+					region = "header"
+				case at < f0.Offset+4 || (at >= infos[1].Offset && at < infos[1].Offset+4):
+					region, want = "frame length", ErrCorrupt
+				case at < indexOffset:
+					region, want = "frame", ErrChecksum
+				case at < int64(len(data))-8:
+					region = "index" // the index CRC, or a check before it
+				case at < int64(len(data))-4:
+					region, want = "index crc", ErrChecksum
+				default:
+					region, want = "footer magic", ErrCorrupt
+				}
+				fe := checkErr(t, err, "o", want)
+				if region == "frame" {
+					f := infos[0]
+					if at >= infos[1].Offset {
+						f = infos[1]
+					}
+					if fe.Offset != f.Offset+f.Length-FrameCRCSize {
+						t.Fatalf("compression=%v: flip at %d (%s): offset %d, want the frame's CRC", compression, at, region, fe.Offset)
+					}
+				}
+			}
+		}
+		// The same for DecodeFrame on its own: every flip in the frame
+		// after the length field is a checksum error at the CRC offset.
+		frame := data[f0.Offset : f0.Offset+f0.Length]
+		for i := 4; i < len(frame); i++ {
+			d := bytes.Clone(frame)
+			d[i] ^= 0x10
+			_, err := DecodeFrame("o", f0.Offset, d)
+			fe := checkErr(t, err, "o", ErrChecksum)
+			if fe.Offset != f0.Offset+f0.Length-FrameCRCSize {
+				t.Fatalf("flip at %d: offset %d", i, fe.Offset)
+			}
+			_, err = ReadFrameHeader("o", f0.Offset, d)
+			checkErr(t, err, "o", ErrChecksum)
+		}
+	}
+}
+
+func TestTruncation(t *testing.T) {
+	for _, compression := range []bool{false, true} {
+		data, infos := testObject(t, compression)
+		for n := 0; n < len(data); n++ {
+			d := data[:n]
+			_, _, err := DecodeObject("trunc", d)
+			checkErr(t, err, "trunc", nil)
+			_, err = ReadIndex("trunc", bytes.NewReader(d), int64(n))
+			checkErr(t, err, "trunc", nil)
+			// The reader was told the full size, but the object is short.
+			_, err = ReadIndex("trunc", bytes.NewReader(d), int64(len(data)))
+			checkErr(t, err, "trunc", ErrCorrupt)
+		}
+		for _, fi := range infos {
+			frame := data[fi.Offset : fi.Offset+fi.Length]
+			for n := 0; n < len(frame); n++ {
+				_, err := DecodeFrame("trunc", fi.Offset, frame[:n])
+				checkErr(t, err, "trunc", ErrCorrupt)
+				_, err = ReadFrameHeader("trunc", fi.Offset, frame[:n])
+				checkErr(t, err, "trunc", ErrCorrupt)
+			}
+			// Extra bytes after the frame are an error too.
+			_, err := DecodeFrame("trunc", fi.Offset, data[fi.Offset:fi.Offset+fi.Length+1])
+			checkErr(t, err, "trunc", ErrCorrupt)
+		}
+	}
+}
+
+// rawFrame builds a frame from its fields with a valid CRC.
+type rawFrame struct {
+	codec    byte
+	reserved [3]byte
+	logical  uint32
+	groups   uint32
+	dir      [][4]uint32 // key group, count, offset, size
+	payload  []byte
+}
+
+func (f rawFrame) bytes() []byte {
+	b := make([]byte, FrameHeaderSize)
+	copy(b[4:], "0123456789abcdef")
+	binary.LittleEndian.PutUint64(b[20:], 99)
+	b[28] = f.codec
+	copy(b[29:32], f.reserved[:])
+	binary.LittleEndian.PutUint32(b[32:], f.logical)
+	binary.LittleEndian.PutUint32(b[36:], f.groups)
+	for _, d := range f.dir {
+		for _, x := range d {
+			b = binary.LittleEndian.AppendUint32(b, x)
+		}
+	}
+	b = append(b, f.payload...)
+	b = append(b, 0, 0, 0, 0)
+	binary.LittleEndian.PutUint32(b, uint32(len(b)))
+	fixFrameCRC(b)
+	return b
+}
+
+// TestLyingFrames feeds frames whose CRC is valid but whose fields lie.
+func TestLyingFrames(t *testing.T) {
+	const base = 1000 // the frame's offset in its imaginary object
+	zstdHello := func() []byte {
+		enc, err := zstdEncoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return enc.EncodeAll([]byte("\x05hello"), nil)
+	}()
+	u32 := func(x int64) uint32 { return uint32(x) }
+	for _, tc := range []struct {
+		name   string
+		frame  []byte
+		offset int64 // expected error offset relative to base
+	}{
+		{"length below minimum", func() []byte {
+			b := rawFrame{}.bytes()
+			binary.LittleEndian.PutUint32(b, 10)
+			return b
+		}(), 0},
+		{"length above maximum", func() []byte {
+			b := rawFrame{}.bytes()
+			binary.LittleEndian.PutUint32(b, 1<<31)
+			return b
+		}(), 0},
+		{"unknown codec", rawFrame{codec: 2}.bytes(), 28},
+		{"reserved byte", rawFrame{reserved: [3]byte{0, 1, 0}}.bytes(), 30},
+		{"payload over max", rawFrame{logical: MaxPayloadSize + 1}.bytes(), 32},
+		{"raw payload shorter than declared", rawFrame{logical: 5, payload: []byte("abc")}.bytes(), 32},
+		{"raw payload longer than declared", rawFrame{logical: 1, payload: []byte("abc")}.bytes(), 32},
+		{"huge zstd length for tiny payload", rawFrame{codec: 1, logical: MaxPayloadSize, payload: []byte("abcd")}.bytes(), 32},
+		{"zstd length with no payload", rawFrame{codec: 1, logical: 1}.bytes(), 32},
+		{"huge group count", rawFrame{groups: 1 << 30}.bytes(), 36},
+		{"group count beyond directory", rawFrame{groups: 2, dir: [][4]uint32{{0, 0, 0, 0}}}.bytes(), 36},
+		{"key group below -1", rawFrame{groups: 1, dir: [][4]uint32{{u32(-2), 0, 0, 0}}}.bytes(), 40},
+		{"metadata after key group", rawFrame{groups: 2, dir: [][4]uint32{{0, 0, 0, 0}, {u32(-1), 0, 0, 0}}}.bytes(), 56},
+		{"duplicate key group", rawFrame{groups: 2, dir: [][4]uint32{{3, 0, 0, 0}, {3, 0, 0, 0}}}.bytes(), 56},
+		{"group offset gap", rawFrame{logical: 2, groups: 1, dir: [][4]uint32{{0, 1, 1, 1}}, payload: []byte{0, 0}}.bytes(), 48},
+		{"group overruns payload", rawFrame{logical: 2, groups: 1, dir: [][4]uint32{{0, 1, 0, 3}}, payload: []byte{0, 0}}.bytes(), 52},
+		{"more changes than bytes", rawFrame{logical: 2, groups: 1, dir: [][4]uint32{{0, 3, 0, 2}}, payload: []byte{0, 0}}.bytes(), 44},
+		{"groups do not cover payload", rawFrame{logical: 2, groups: 1, dir: [][4]uint32{{0, 1, 0, 1}}, payload: []byte{0, 0}}.bytes(), 32},
+		{"change overruns group", rawFrame{logical: 3, groups: 1, dir: [][4]uint32{{0, 1, 0, 3}}, payload: []byte{5, 'a', 'b'}}.bytes(), 56},
+		{"change overruns into next group", rawFrame{logical: 4, groups: 2, dir: [][4]uint32{{0, 1, 0, 2}, {1, 1, 2, 2}}, payload: []byte{2, 'a', 1, 'b'}}.bytes(), 72},
+		{"bad varint", rawFrame{logical: 11, groups: 1, dir: [][4]uint32{{0, 1, 0, 11}}, payload: bytes.Repeat([]byte{0xff}, 11)}.bytes(), 56},
+		{"trailing bytes in group", rawFrame{logical: 3, groups: 1, dir: [][4]uint32{{0, 1, 0, 3}}, payload: []byte{1, 'a', 'b'}}.bytes(), 58},
+		{"zstd garbage", rawFrame{codec: 1, logical: 4, groups: 1, dir: [][4]uint32{{0, 1, 0, 4}}, payload: []byte("not zstd")}.bytes(), 56},
+		{"zstd decodes to more than declared", rawFrame{codec: 1, logical: 3, groups: 1, dir: [][4]uint32{{0, 1, 0, 3}}, payload: zstdHello}.bytes(), 56},
+		{"zstd decodes to less than declared", rawFrame{codec: 1, logical: 8, groups: 1, dir: [][4]uint32{{0, 1, 0, 8}}, payload: zstdHello}.bytes(), 56},
+		{"zstd valid frame", rawFrame{codec: 1, logical: 6, groups: 1, dir: [][4]uint32{{0, 1, 0, 6}}, payload: zstdHello}.bytes(), -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			cs, err := DecodeFrame("liar", base, tc.frame)
+			runtime.ReadMemStats(&after)
+			if tc.offset < 0 {
+				if err != nil {
+					t.Fatalf("valid frame: %v", err)
+				}
+				if string(cs.Groups[0].Changes[0]) != "hello" {
+					t.Fatalf("decoded %q", cs.Groups[0].Changes[0])
+				}
+				return
+			}
+			fe := checkErr(t, err, "liar", ErrCorrupt)
+			if fe.Offset != base+tc.offset {
+				t.Errorf("offset %d, want %d (%v)", fe.Offset-base, tc.offset, err)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+				t.Errorf("allocated %d bytes for a %d-byte frame", alloc, len(tc.frame))
+			}
+		})
+	}
+}
+
+func TestLyingIndex(t *testing.T) {
+	data, infos := testObject(t, false)
+	size := int64(len(data))
+	indexOffset := size - TrailerSize - 2*IndexEntrySize
+	put32 := func(at int64, v uint32) func([]byte) {
+		return func(d []byte) { binary.LittleEndian.PutUint32(d[at:], v) }
+	}
+	put64 := func(at int64, v uint64) func([]byte) {
+		return func(d []byte) { binary.LittleEndian.PutUint64(d[at:], v) }
+	}
+	e1 := indexOffset + IndexEntrySize
+	for _, tc := range []struct {
+		name   string
+		damage func([]byte)
+		offset int64
+	}{
+		{"huge count", put32(size-20, 1<<31), size - 20},
+		{"count too big for offset", put32(size-20, 3), size - 16},
+		{"offset wrong", put64(size-16, uint64(indexOffset-1)), size - 16},
+		{"first entry not at header", put64(indexOffset, 9), indexOffset},
+		{"entry length too small", put32(indexOffset+8, 10), indexOffset + 8},
+		{"entry length huge", put32(indexOffset+8, 1<<31-1), indexOffset + 8},
+		{"entry length overlaps next", put32(indexOffset+8, uint32(infos[0].Length+1)), e1},
+		{"last frame short of index", put32(e1+8, uint32(infos[1].Length-1)), indexOffset},
+		{"log id mismatch", func(d []byte) { d[e1+12] ^= 1 }, e1 + 12},
+		{"sequence number mismatch", put64(e1+28, 3), e1 + 28},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := bytes.Clone(data)
+			tc.damage(d)
+			fixChecksums(d)
+			_, _, err := DecodeObject("liar", d)
+			fe := checkErr(t, err, "liar", ErrCorrupt)
+			if fe.Offset != tc.offset {
+				t.Errorf("offset %d, want %d (%v)", fe.Offset, tc.offset, err)
+			}
+		})
+	}
+}
+
+func TestErrorMessage(t *testing.T) {
+	data, _ := testObject(t, false)
+	d := bytes.Clone(data)
+	d[HeaderSize+10] ^= 1
+	_, _, err := DecodeObject("jobs/j1/0190-abc", d)
+	fe := checkErr(t, err, "jobs/j1/0190-abc", ErrChecksum)
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrVersion) {
+		t.Errorf("%v matches other sentinels", err)
+	}
+	t.Log(fe)
+}
