@@ -1,0 +1,118 @@
+package dstltest
+
+import (
+	"context"
+	"io"
+	"sync/atomic"
+
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// Stats are the counters of a [Counting] backend.
+type Stats struct {
+	Puts    int64 // Put calls, failed ones included
+	Gets    int64 // Get calls, failed ones included
+	Deletes int64 // Delete calls, failed ones included
+	Lists   int64 // List calls, failed ones included
+	Errors  int64 // calls that returned an error (List: not the callback's)
+
+	BytesPut  int64 // bytes stored by successful Puts
+	BytesRead int64 // bytes read from the readers Get returned
+}
+
+// Requests returns the number of calls of all operations.
+func (s Stats) Requests() int64 { return s.Puts + s.Gets + s.Deletes + s.Lists }
+
+// Counting is a [dstl.Backend] that passes every call to another backend
+// and counts the calls and the bytes that went through. It is safe for
+// concurrent use.
+type Counting struct {
+	b dstl.Backend
+
+	puts, gets, deletes, lists, errors atomic.Int64
+	bytesPut, bytesRead                atomic.Int64
+}
+
+var _ dstl.Backend = (*Counting)(nil)
+
+// NewCounting returns a Counting backend that passes calls to b.
+func NewCounting(b dstl.Backend) *Counting { return &Counting{b: b} }
+
+// Unwrap returns the backend the calls go to.
+func (c *Counting) Unwrap() dstl.Backend { return c.b }
+
+// Stats returns the counters so far.
+func (c *Counting) Stats() Stats {
+	return Stats{
+		Puts:      c.puts.Load(),
+		Gets:      c.gets.Load(),
+		Deletes:   c.deletes.Load(),
+		Lists:     c.lists.Load(),
+		Errors:    c.errors.Load(),
+		BytesPut:  c.bytesPut.Load(),
+		BytesRead: c.bytesRead.Load(),
+	}
+}
+
+func (c *Counting) count(err error) error {
+	if err != nil {
+		c.errors.Add(1)
+	}
+	return err
+}
+
+// Put calls Put of the wrapped backend.
+func (c *Counting) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+	c.puts.Add(1)
+	err := c.b.Put(ctx, name, body, size)
+	if err == nil {
+		c.bytesPut.Add(size)
+	}
+	return c.count(err)
+}
+
+// Get calls Get of the wrapped backend; the bytes read from the reader are
+// counted.
+func (c *Counting) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	c.gets.Add(1)
+	r, err := c.b.Get(ctx, name, offset, length)
+	if err != nil {
+		return nil, c.count(err)
+	}
+	return &countingReader{ReadCloser: r, n: &c.bytesRead}, nil
+}
+
+type countingReader struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	r.n.Add(int64(n))
+	return n, err
+}
+
+// Delete calls Delete of the wrapped backend.
+func (c *Counting) Delete(ctx context.Context, name string) error {
+	c.deletes.Add(1)
+	return c.count(c.b.Delete(ctx, name))
+}
+
+// List calls List of the wrapped backend. An error of fn is returned as it
+// is and not counted as a failed call.
+func (c *Counting) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
+	c.lists.Add(1)
+	var fnErr error
+	err := c.b.List(ctx, prefix, func(o dstl.ObjectInfo) error {
+		fnErr = fn(o)
+		return fnErr
+	})
+	if err != nil && err != fnErr {
+		c.errors.Add(1)
+	}
+	return err
+}
+
+// Close closes the wrapped backend.
+func (c *Counting) Close() error { return c.b.Close() }
