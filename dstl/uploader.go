@@ -1,9 +1,13 @@
 package dstl
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"sync"
 
 	"github.com/dstlgo/dstl/dstl/format"
+	"github.com/google/uuid"
 )
 
 // An Uploader stores batches of upload tasks. The scheduler hands it every
@@ -61,4 +65,91 @@ type UploadResult struct {
 	Length         int64  // stored length of the change set
 	LogicalSize    int64  // size of its changes before encoding
 	LocalObject    string // name of the local copy (same offset and length), "" when none
+}
+
+// BackendUploader is the default [Uploader]: it encodes a batch into one
+// object (see docs/FORMAT.md) and puts it on a [Backend] under a new name
+// that sorts by time.
+type BackendUploader struct {
+	backend     Backend
+	prefix      string
+	compression bool
+	bufSize     int
+	bufs        sync.Pool
+}
+
+// NewBackendUploader returns the default uploader for cfg (job prefix,
+// compression, buffer size) over backend.
+func NewBackendUploader(backend Backend, cfg Config) *BackendUploader {
+	return &BackendUploader{
+		backend:     backend,
+		prefix:      ObjectPrefix(cfg.JobID),
+		compression: cfg.CompressionEnabled,
+		bufSize:     int(cfg.UploadBufferSize),
+	}
+}
+
+// ObjectPrefix returns the prefix of the names of a job's objects.
+func ObjectPrefix(jobID string) string {
+	if jobID == "" {
+		return ""
+	}
+	return jobID + "/"
+}
+
+// ObjectSuffix ends the name of every object the storage writes.
+const ObjectSuffix = ".dstl"
+
+// NewObjectName returns a new object name under prefix. Names are UUIDv7s,
+// so they sort by creation time.
+func NewObjectName(prefix string) (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("dstl: new object name: %w", err)
+	}
+	return prefix + id.String() + ObjectSuffix, nil
+}
+
+// Upload encodes the batch into one object and puts it.
+func (u *BackendUploader) Upload(ctx context.Context, tasks []*UploadTask) (*UploadOutput, error) {
+	name, err := NewObjectName(u.prefix)
+	if err != nil {
+		return nil, err
+	}
+	buf, _ := u.bufs.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = bytes.NewBuffer(make([]byte, 0, u.bufSize))
+	}
+	defer func() {
+		buf.Reset()
+		u.bufs.Put(buf)
+	}()
+	enc := format.NewEncoder(buf, format.EncoderOptions{Compression: u.compression})
+	out := &UploadOutput{Results: make([][]UploadResult, len(tasks))}
+	for i, t := range tasks {
+		rs := make([]UploadResult, len(t.ChangeSets))
+		for j, cs := range t.ChangeSets {
+			fi, err := enc.WriteChangeSet(cs)
+			if err != nil {
+				return nil, fmt.Errorf("dstl: encode change set %d of log %s into %s: %w", cs.SequenceNumber, t.LogID, name, err)
+			}
+			rs[j] = UploadResult{SequenceNumber: SequenceNumber(cs.SequenceNumber), Object: name,
+				Offset: fi.Offset, Length: fi.Length, LogicalSize: fi.LogicalSize}
+		}
+		out.Results[i] = rs
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("dstl: encode %s: %w", name, err)
+	}
+	size := int64(buf.Len())
+	if err := u.backend.Put(ctx, name, bytes.NewReader(buf.Bytes()), size); err != nil {
+		return nil, err
+	}
+	out.Objects = []StoredObject{{Name: name, Size: size}}
+	return out, nil
+}
+
+// Discard deletes an object the uploader wrote.
+func (u *BackendUploader) Discard(ctx context.Context, obj StoredObject) error {
+	return u.backend.Delete(ctx, obj.Name)
 }

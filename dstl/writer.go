@@ -1,6 +1,519 @@
 package dstl
 
-// Writer appends one operator instance's changes. (Being written.)
-type Writer struct{}
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
 
-type changeSet struct{}
+	"github.com/dstlgo/dstl/dstl/format"
+)
+
+// Writer appends the changes of one operator instance, which owns a range
+// of key groups, and persists them. It is safe for concurrent use.
+//
+// Changes are grouped into change sets by sequence number. The active set
+// takes appends; [Writer.NextSequenceNumber] closes it (only if it holds
+// changes) and returns the number of the new active set. [Writer.Persist]
+// uploads every closed set from a sequence number on, reusing sets that are
+// uploaded already.
+//
+// A failed upload is not sticky: the change sets it carried are kept and the
+// next Persist uploads them again.
+type Writer struct {
+	storage  *Storage
+	logID    LogID
+	operator string
+	groups   KeyGroupRange
+	log      *slog.Logger
+
+	mu          sync.Mutex
+	closed      bool
+	active      *changeSet     // takes appends; its number is activeSQN
+	sets        []*changeSet   // closed sets, ascending, none below lowest
+	lowest      SequenceNumber // sets below were truncated
+	unpersisted int64          // bytes appended since the last persist
+	waiters     []*persistWaiter
+}
+
+// changeSet is one sequence number's changes. Appends go to an arena (data)
+// plus an index (refs), so that appending allocates nothing once the arena
+// has grown.
+type changeSet struct {
+	sqn  SequenceNumber
+	data []byte
+	refs []changeRef
+	size int64 // logical bytes
+
+	state     setState
+	task      *UploadTask       // the upload in progress, if any
+	encoded   *format.ChangeSet // built once, kept for re-uploads
+	result    UploadResult      // where it was stored, once uploaded
+	reported  bool              // included in a handle returned by Persist
+	confirmed bool              // a checkpoint with it completed
+	truncated bool
+}
+
+type changeRef struct {
+	kg  int32
+	n   uint32
+	off int
+}
+
+type setState uint8
+
+const (
+	setNotUploaded setState = iota // closed, waiting for a persist
+	setUploading
+	setUploaded
+)
+
+// persistWaiter is a pending Persist: it resolves when every set it
+// captured is uploaded, and fails when one of them fails or is truncated.
+type persistWaiter struct {
+	from, to SequenceNumber
+	sets     []*changeSet
+	future   *Future
+}
+
+func newWriter(s *Storage, operator string, groups KeyGroupRange) *Writer {
+	w := &Writer{
+		storage:  s,
+		logID:    NewLogID(),
+		operator: operator,
+		groups:   groups,
+		active:   &changeSet{},
+	}
+	w.log = s.log.With("operator", operator, "log", w.logID.String())
+	return w
+}
+
+// LogID returns the id of the writer's log.
+func (w *Writer) LogID() LogID { return w.logID }
+
+// KeyGroups returns the writer's key-group range.
+func (w *Writer) KeyGroups() KeyGroupRange { return w.groups }
+
+// InitialSequenceNumber returns the number of the first change set, 0.
+func (w *Writer) InitialSequenceNumber() SequenceNumber { return 0 }
+
+// Append adds a change to key group kg. The bytes are copied. While the
+// storage is over its in-flight limit, Append waits for capacity until ctx
+// ends; an error means the change was not appended. Past the
+// preemptive-persist threshold the writer starts an upload on its own.
+func (w *Writer) Append(ctx context.Context, kg int, change []byte) error {
+	if !w.groups.Contains(kg) {
+		return fmt.Errorf("dstl: append: key group %d is outside the writer's range %v", kg, w.groups)
+	}
+	return w.append(ctx, int32(kg), change)
+}
+
+// AppendMeta adds a metadata change. Readers yield metadata before the
+// changes of any key group.
+func (w *Writer) AppendMeta(ctx context.Context, change []byte) error {
+	return w.append(ctx, MetaKeyGroup, change)
+}
+
+func (w *Writer) append(ctx context.Context, kg int32, change []byte) error {
+	if uint64(len(change)) > maxChangeSize {
+		return fmt.Errorf("dstl: append: change of %d bytes exceeds the limit of %d", len(change), maxChangeSize)
+	}
+	if w.storage.sched.over.Load() {
+		// Hold the caller before the change is taken, so that an error
+		// always means "not appended".
+		if err := w.storage.sched.waitAvailable(ctx); err != nil {
+			return fmt.Errorf("dstl: append: %w", err)
+		}
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return fmt.Errorf("dstl: append: writer %w", ErrClosed)
+	}
+	cs := w.active
+	cs.refs = append(cs.refs, changeRef{kg: kg, n: uint32(len(change)), off: len(cs.data)})
+	cs.data = append(cs.data, change...)
+	cs.size += int64(len(change))
+	w.unpersisted += int64(len(change))
+	due := w.storage.cfg.PreemptivePersistThreshold > 0 && w.unpersisted >= w.storage.cfg.PreemptivePersistThreshold
+	w.mu.Unlock()
+	if due {
+		w.persistPreemptively()
+	}
+	return nil
+}
+
+// maxChangeSize bounds one change (its length is framed as 32 bits).
+const maxChangeSize = 1<<32 - 1
+
+// NextSequenceNumber closes the active change set, if it holds changes, and
+// returns the number of the active set. Callers use it to mark checkpoint
+// boundaries.
+func (w *Writer) NextSequenceNumber() SequenceNumber {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rolloverLocked()
+	return w.active.sqn
+}
+
+func (w *Writer) rolloverLocked() {
+	if len(w.active.refs) == 0 {
+		return
+	}
+	closed := w.active
+	w.sets = append(w.sets, closed)
+	// Size the next arena like the last one, so a steady writer stops growing.
+	w.active = &changeSet{
+		sqn:  closed.sqn + 1,
+		data: make([]byte, 0, cap(closed.data)),
+		refs: make([]changeRef, 0, cap(closed.refs)),
+	}
+}
+
+// Persist captures every change set with a sequence number of at least from
+// (closing the active one) and uploads those not uploaded yet; sets already
+// uploaded are reused. The capture happens now; the upload runs in the
+// background and the returned [Future] resolves to a handle covering
+// [from, active). Persist waits for upload capacity while the storage is
+// over its in-flight limit, until ctx ends. checkpointID is for logs.
+func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID int64) (*Future, error) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil, fmt.Errorf("dstl: persist checkpoint %d: writer %w", checkpointID, ErrClosed)
+	}
+	w.rolloverLocked()
+	waiter := &persistWaiter{from: from, to: w.active.sqn, future: newFuture()}
+	var pending []*changeSet
+	for _, cs := range w.sets {
+		if cs.sqn < from {
+			continue
+		}
+		waiter.sets = append(waiter.sets, cs)
+		if cs.state == setNotUploaded {
+			pending = append(pending, cs)
+		}
+	}
+	task := w.newTaskLocked(pending)
+	w.unpersisted = 0
+	if !w.tryResolveLocked(waiter) {
+		w.waiters = append(w.waiters, waiter)
+	}
+	w.mu.Unlock()
+	w.log.Debug("dstl: persist", "checkpoint", checkpointID, "from", from, "to", waiter.to, "upload", len(pending), "reuse", len(waiter.sets)-len(pending))
+	if task != nil {
+		if err := w.storage.sched.enqueue(ctx, task, false); err != nil {
+			w.uploadFailed(task, err)
+			return nil, fmt.Errorf("dstl: persist checkpoint %d: %w", checkpointID, err)
+		}
+	}
+	return waiter.future, nil
+}
+
+// persistPreemptively uploads every closed set not uploaded yet, with no
+// one waiting, so that a later checkpoint has little left to upload. The
+// caller waited for capacity before appending, so the task is queued even
+// if it takes the storage past its in-flight limit (by at most one
+// threshold per writer).
+func (w *Writer) persistPreemptively() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.rolloverLocked()
+	var pending []*changeSet
+	for _, cs := range w.sets {
+		if cs.state == setNotUploaded {
+			pending = append(pending, cs)
+		}
+	}
+	task := w.newTaskLocked(pending)
+	w.unpersisted = 0
+	w.mu.Unlock()
+	if task == nil {
+		return
+	}
+	if err := w.storage.sched.enqueue(context.Background(), task, true); err != nil {
+		w.uploadFailed(task, err) // kept for the next persist
+	}
+}
+
+// newTaskLocked marks the sets as uploading and returns their upload task,
+// or nil when there are none.
+func (w *Writer) newTaskLocked(sets []*changeSet) *UploadTask {
+	if len(sets) == 0 {
+		return nil
+	}
+	t := &UploadTask{LogID: w.logID, writer: w, sets: sets, ChangeSets: make([]*format.ChangeSet, len(sets))}
+	for i, cs := range sets {
+		cs.state = setUploading
+		cs.task = t
+		if cs.encoded == nil {
+			cs.encoded = cs.encode(w.logID)
+		}
+		t.ChangeSets[i] = cs.encoded
+		t.Size += cs.size
+	}
+	return t
+}
+
+// encode groups the set's changes by key group, metadata first, each group
+// in append order. The changes alias the arena, which is immutable once the
+// set is closed.
+func (cs *changeSet) encode(id LogID) *format.ChangeSet {
+	refs := slices.Clone(cs.refs)
+	slices.SortStableFunc(refs, func(a, b changeRef) int { return int(a.kg) - int(b.kg) })
+	changes := make([][]byte, len(refs))
+	out := &format.ChangeSet{LogID: id, SequenceNumber: uint64(cs.sqn)}
+	for i, r := range refs {
+		changes[i] = cs.data[r.off : r.off+int(r.n) : r.off+int(r.n)]
+		if n := len(out.Groups); n == 0 || out.Groups[n-1].KeyGroup != r.kg {
+			out.Groups = append(out.Groups, format.Group{KeyGroup: r.kg, Changes: changes[i : i+1 : i+1]})
+		} else {
+			g := &out.Groups[n-1]
+			g.Changes = changes[i-len(g.Changes) : i+1 : i+1]
+		}
+	}
+	return out
+}
+
+// uploadCompleted records where the task's sets were stored. A set that was
+// truncated meanwhile, or whose writer was closed, releases its reference.
+func (w *Writer) uploadCompleted(t *UploadTask, results []UploadResult) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, cs := range t.sets {
+		r := results[i]
+		if w.closed || cs.truncated || cs.task != t {
+			w.storage.tracker.release(r.Object)
+			continue
+		}
+		cs.task = nil
+		cs.state = setUploaded
+		cs.result = r
+		cs.data, cs.refs, cs.encoded = nil, nil, nil
+	}
+	w.resolveWaitersLocked()
+}
+
+// uploadFailed puts the task's sets back to be uploaded by the next persist,
+// and fails the persists waiting for them.
+func (w *Writer) uploadFailed(t *UploadTask, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	failed := map[*changeSet]bool{}
+	for _, cs := range t.sets {
+		if cs.task != t {
+			continue
+		}
+		cs.task = nil
+		cs.state = setNotUploaded
+		failed[cs] = true
+	}
+	if !w.closed {
+		w.log.Warn("dstl: upload failed; the change sets are kept for the next persist", "sets", len(failed), "err", err)
+	}
+	w.waiters = slices.DeleteFunc(w.waiters, func(pw *persistWaiter) bool {
+		for _, cs := range pw.sets {
+			if failed[cs] {
+				pw.future.resolve(PersistResult{}, fmt.Errorf("dstl: persist [%d, %d) of log %s: %w", pw.from, pw.to, w.logID, err))
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func (w *Writer) resolveWaitersLocked() {
+	w.waiters = slices.DeleteFunc(w.waiters, w.tryResolveLocked)
+}
+
+// tryResolveLocked resolves the waiter if all its sets are uploaded (or
+// fails it if one was truncated) and reports whether it is done.
+func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
+	for _, cs := range pw.sets {
+		if cs.truncated {
+			pw.future.resolve(PersistResult{}, fmt.Errorf("dstl: persist [%d, %d) of log %s: change set %d was truncated before it was uploaded",
+				pw.from, pw.to, w.logID, cs.sqn))
+			return true
+		}
+		if cs.state != setUploaded {
+			return false
+		}
+	}
+	h := Handle{StorageID: w.storage.id, LogID: w.logID, KeyGroups: w.groups, Entries: make([]HandleEntry, 0, len(pw.sets))}
+	for _, cs := range pw.sets {
+		r := cs.result
+		h.Entries = append(h.Entries, HandleEntry{Object: r.Object, Offset: r.Offset, Length: r.Length, SequenceNumber: cs.sqn, LogicalSize: r.LogicalSize})
+		h.LogicalSize += r.LogicalSize
+		h.StoredSize += r.Length
+		if !cs.reported {
+			h.IncrementalSize += r.Length
+			cs.reported = true
+		}
+	}
+	pw.future.resolve(PersistResult{Remote: h}, nil)
+	return true
+}
+
+// Confirm tells the writer that the checkpoint covering [from, to)
+// completed: the objects holding those change sets now belong to the
+// checkpoint owner and the storage never deletes them.
+func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, cs := range w.sets {
+		if cs.sqn >= from && cs.sqn < to && cs.state == setUploaded && !cs.confirmed {
+			cs.confirmed = true
+			w.storage.tracker.confirm(cs.result.Object)
+			n++
+		}
+	}
+	w.log.Debug("dstl: confirm", "checkpoint", checkpointID, "from", from, "to", to, "sets", n)
+}
+
+// Reset tells the writer that the checkpoint covering [from, to) was
+// aborted. Uploaded change sets stay for the next checkpoint to reuse.
+func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) {
+	w.log.Debug("dstl: reset", "checkpoint", checkpointID, "from", from, "to", to)
+}
+
+// Truncate releases every change set below to: their state was
+// materialised elsewhere. Objects that no change set refers to any more are
+// deleted, unless a confirmed checkpoint owns them. Persists still waiting
+// for a truncated set fail.
+func (w *Writer) Truncate(to SequenceNumber) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if to <= w.lowest {
+		return
+	}
+	if to > w.active.sqn {
+		to = w.active.sqn
+	}
+	keep := w.sets[:0]
+	for _, cs := range w.sets {
+		if cs.sqn < to {
+			w.dropLocked(cs)
+		} else {
+			keep = append(keep, cs)
+		}
+	}
+	clear(w.sets[len(keep):])
+	w.sets = keep
+	w.lowest = to
+	w.resolveWaitersLocked()
+}
+
+// dropLocked forgets a set: an uploaded set releases its object now, an
+// uploading one when its result arrives.
+func (w *Writer) dropLocked(cs *changeSet) {
+	cs.truncated = true
+	if cs.state == setUploaded {
+		w.storage.tracker.release(cs.result.Object)
+	}
+	cs.data, cs.refs, cs.encoded = nil, nil, nil
+}
+
+// TruncateAndClose drops the tail of the log, every change set from from
+// on, releasing its objects, and closes the writer.
+func (w *Writer) TruncateAndClose(from SequenceNumber) error {
+	w.mu.Lock()
+	keep := w.sets[:0]
+	for _, cs := range w.sets {
+		if cs.sqn >= from {
+			w.dropLocked(cs)
+		} else {
+			keep = append(keep, cs)
+		}
+	}
+	clear(w.sets[len(keep):])
+	w.sets = keep
+	w.mu.Unlock()
+	return w.Close()
+}
+
+// Close closes the writer: appends and persists fail from now on, pending
+// persists fail with ErrClosed, change sets that no returned handle covers
+// are released. Change sets covered by a handle stay (a checkpoint may hold
+// the handle); the checkpoint owner, or dstl gc, disposes of them. Closing
+// twice is not an error.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	for _, cs := range w.sets {
+		if !cs.reported && !cs.confirmed {
+			w.dropLocked(cs)
+		}
+	}
+	w.sets = nil
+	w.active = &changeSet{sqn: w.active.sqn}
+	for _, pw := range w.waiters {
+		pw.future.resolve(PersistResult{}, fmt.Errorf("dstl: persist [%d, %d) of log %s: writer %w", pw.from, pw.to, w.logID, ErrClosed))
+	}
+	w.waiters = nil
+	w.storage.forget(w)
+	return nil
+}
+
+// PersistResult is what a persist resolves to.
+type PersistResult struct {
+	// Remote points to the change sets on the storage's backend.
+	Remote Handle
+	// Local points to local copies of the same change sets, when every one
+	// has a local copy; nil otherwise.
+	Local *Handle
+}
+
+// Future is the pending result of [Writer.Persist]. Wait for it with
+// [Future.Wait] or select on [Future.Done].
+type Future struct {
+	done   chan struct{}
+	once   sync.Once
+	result PersistResult
+	err    error
+}
+
+func newFuture() *Future { return &Future{done: make(chan struct{})} }
+
+func (f *Future) resolve(r PersistResult, err error) {
+	f.once.Do(func() {
+		f.result, f.err = r, err
+		close(f.done)
+	})
+}
+
+// Done returns a channel closed once the result is known.
+func (f *Future) Done() <-chan struct{} { return f.done }
+
+// Wait returns the result once it is known, or ctx's error if ctx ends
+// first (the upload goes on).
+func (f *Future) Wait(ctx context.Context) (PersistResult, error) {
+	select {
+	case <-f.done:
+		return f.result, f.err
+	case <-ctx.Done():
+		return PersistResult{}, ctx.Err()
+	}
+}
+
+// ErrNotDone is returned by [Future.Result] before the result is known.
+var ErrNotDone = errors.New("dstl: persist not done")
+
+// Result returns the result if it is known, or ErrNotDone.
+func (f *Future) Result() (PersistResult, error) {
+	select {
+	case <-f.done:
+		return f.result, f.err
+	default:
+		return PersistResult{}, ErrNotDone
+	}
+}

@@ -1,0 +1,510 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/gob"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+// demoOptions size a demo run.
+type demoOptions struct {
+	basePath       string
+	storage        string
+	keep           bool
+	writers        int
+	recoverWriters int
+	keyGroups      int
+	keysPerGroup   int
+	checkpoints    int
+	changes        int
+	changeSize     int
+	abortEvery     int
+	materialize    int
+	compression    bool
+	seed           uint64
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o := demoOptions{}
+	fs := flag.NewFlagSet("dstl demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.basePath, "base-path", "", "where objects go: a URL (file:///..., s3://...) or a local path (default: a new temporary directory, removed afterwards)")
+	fs.StringVar(&o.storage, "storage", "", "backend identifier (default: chosen by the base path's URL scheme)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory")
+	fs.IntVar(&o.writers, "writers", 8, "operator instances (writers), each owning a share of the key groups")
+	fs.IntVar(&o.recoverWriters, "recover-writers", 0, "writers after the crash (rescaling); 0 means the same as -writers")
+	fs.IntVar(&o.keyGroups, "key-groups", 128, "key groups (maximum parallelism)")
+	fs.IntVar(&o.keysPerGroup, "keys", 32, "distinct keys per key group")
+	fs.IntVar(&o.checkpoints, "checkpoints", 20, "checkpoints to take before the crash")
+	fs.IntVar(&o.changes, "changes", 500, "changes each writer appends per checkpoint")
+	fs.IntVar(&o.changeSize, "change-size", 100, "bytes per change")
+	fs.IntVar(&o.abortEvery, "abort-every", 4, "abort every Nth checkpoint (0: never)")
+	fs.IntVar(&o.materialize, "materialize-every", 5, "materialise the state every N checkpoints and truncate the log (0: never)")
+	fs.BoolVar(&o.compression, "compression", false, "compress change sets")
+	fs.Uint64Var(&o.seed, "seed", 1, "random seed")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: dstl demo [flags]\n\nRuns writers through checkpoints (some aborted, some confirmed), materialises and\ntruncates, then crashes, recovers from the last confirmed checkpoint and verifies\nthat the rebuilt state equals the expected state. Exits 1 if it does not.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if o.recoverWriters == 0 {
+		o.recoverWriters = o.writers
+	}
+	if o.writers < 1 || o.recoverWriters < 1 || o.keyGroups < max(o.writers, o.recoverWriters) || o.keysPerGroup < 1 ||
+		o.checkpoints < 1 || o.changes < 0 || o.changeSize < 0 || o.abortEvery < 0 || o.materialize < 0 || o.keyGroups > dstl.MaxKeyGroup+1 {
+		fmt.Fprintln(stderr, "dstl demo: need writers >= 1, key-groups >= writers (at most 32768), keys >= 1, checkpoints >= 1, and no negative sizes")
+		return exitUsage
+	}
+	if o.basePath == "" {
+		dir, err := os.MkdirTemp("", "dstl-demo-")
+		if err != nil {
+			fmt.Fprintf(stderr, "dstl demo: %v\n", err)
+			return exitRuntime
+		}
+		if !o.keep {
+			defer os.RemoveAll(dir)
+		}
+		o.basePath = dir
+	}
+	report, err := demo(ctx, o, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "dstl demo: %v\n", err)
+		if errors.Is(err, errVerification) {
+			return exitFailed
+		}
+		return exitRuntime
+	}
+	report.print(stdout)
+	return exitOK
+}
+
+var errVerification = errors.New("verification failed")
+
+// state is a writer's keyed state: key group -> key -> value.
+type state map[int]map[string][]byte
+
+func (s state) apply(kg int, change []byte) error {
+	op, rest := change[0], change[1:]
+	klen, n := binary.Uvarint(rest)
+	if n <= 0 || uint64(len(rest)-n) < klen {
+		return fmt.Errorf("malformed change in key group %d", kg)
+	}
+	key, value := string(rest[n:n+int(klen)]), rest[n+int(klen):]
+	switch op {
+	case 'S':
+		if s[kg] == nil {
+			s[kg] = map[string][]byte{}
+		}
+		s[kg][key] = bytes.Clone(value)
+	case 'D':
+		delete(s[kg], key)
+	default:
+		return fmt.Errorf("unknown operation %q in key group %d", op, kg)
+	}
+	return nil
+}
+
+func (s state) clone() state {
+	c := make(state, len(s))
+	for kg, m := range s {
+		c[kg] = maps.Clone(m)
+	}
+	return c
+}
+
+// snapshot is a materialised state, written as its own object.
+type snapshot struct {
+	State state
+	From  dstl.SequenceNumber // the log continues from here
+}
+
+// checkpoint is what a checkpoint keeps per writer: the last snapshot and
+// the log handle since it.
+type checkpoint struct {
+	id        int64
+	snapshots []string // object names, per writer ("" when none)
+	handles   []dstl.Handle
+	expected  []state
+}
+
+type demoWriter struct {
+	w        *dstl.Writer
+	kgr      dstl.KeyGroupRange
+	st       state
+	from     dstl.SequenceNumber // first change set since the last materialisation
+	snapshot string
+	rng      *rand.Rand
+}
+
+type demoReport struct {
+	basePath                 string
+	writers, recovered       int
+	changes, logical, stored int64
+	confirmed, aborted       int
+	materialisations         int
+	objects, objectBytes     int64
+	requests                 dstltest.Stats
+	persistP50, persistP99   time.Duration
+	recoveryTime             time.Duration
+	recoveryRead             dstl.ReadStats
+	keys                     int
+	lastCheckpoint           int64
+	elapsed                  time.Duration
+}
+
+func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, error) {
+	start := time.Now()
+	cfg := dstl.DefaultConfig(o.basePath)
+	cfg.Storage = o.storage
+	cfg.JobID = "demo"
+	cfg.CompressionEnabled = o.compression
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	backend, id, err := dstl.OpenBackend(ctx, cfg.Storage, cfg.BasePath)
+	if err != nil {
+		return nil, err
+	}
+	counting := dstltest.NewCounting(backend)
+	defer counting.Close()
+	storage, err := dstl.New(cfg, counting, dstl.WithStorageID(id))
+	if err != nil {
+		return nil, err
+	}
+	defer storage.Close()
+	rep := &demoReport{basePath: o.basePath, writers: o.writers, recovered: o.recoverWriters}
+	fmt.Fprintf(progress, "dstl demo: %d writers, %d key groups, %d checkpoints of %d changes x %d bytes per writer, on %s (%s)\n",
+		o.writers, o.keyGroups, o.checkpoints, o.changes, o.changeSize, id, o.basePath)
+
+	ws := make([]*demoWriter, o.writers)
+	for i := range ws {
+		kgr := splitRange(o.keyGroups, o.writers, i)
+		w, err := storage.NewWriter(fmt.Sprintf("operator-%d", i), kgr)
+		if err != nil {
+			return nil, err
+		}
+		ws[i] = &demoWriter{w: w, kgr: kgr, st: state{}, rng: rand.New(rand.NewPCG(o.seed, uint64(i)))}
+		if err := w.AppendMeta(ctx, []byte(fmt.Sprintf("state-descriptor:v1:operator-%d", i))); err != nil {
+			return nil, err
+		}
+	}
+
+	var last *checkpoint
+	var latencies []time.Duration
+	var mu sync.Mutex
+	for cp := int64(1); cp <= int64(o.checkpoints); cp++ {
+		// Process: every writer appends its changes.
+		err := forEach(ws, func(i int, dw *demoWriter) error {
+			for range o.changes {
+				kg, change := dw.nextChange(o)
+				if err := dw.w.Append(ctx, kg, change); err != nil {
+					return err
+				}
+				if err := dw.st.apply(kg, change); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		rep.changes += int64(o.changes * o.writers)
+
+		// Checkpoint barrier: every writer persists from its last materialisation.
+		c := &checkpoint{id: cp, snapshots: make([]string, len(ws)), handles: make([]dstl.Handle, len(ws)), expected: make([]state, len(ws))}
+		err = forEach(ws, func(i int, dw *demoWriter) error {
+			t0 := time.Now()
+			f, err := dw.w.Persist(ctx, dw.from, cp)
+			if err != nil {
+				return err
+			}
+			res, err := f.Wait(ctx)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			latencies = append(latencies, time.Since(t0))
+			mu.Unlock()
+			c.handles[i], c.snapshots[i], c.expected[i] = res.Remote, dw.snapshot, dw.st.clone()
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %d: %w", cp, err)
+		}
+
+		if o.abortEvery > 0 && cp%int64(o.abortEvery) == 0 {
+			for i, dw := range ws {
+				if n := len(c.handles[i].Entries); n > 0 {
+					dw.w.Reset(dw.from, c.handles[i].Entries[n-1].SequenceNumber+1, cp)
+				}
+			}
+			rep.aborted++
+		} else {
+			for i, dw := range ws {
+				if n := len(c.handles[i].Entries); n > 0 {
+					dw.w.Confirm(dw.from, c.handles[i].Entries[n-1].SequenceNumber+1, cp)
+				}
+			}
+			rep.confirmed++
+			last = c
+		}
+
+		// Materialisation: snapshot the state, then truncate the log before it.
+		// A real job truncates once a checkpoint with the new snapshot is
+		// confirmed; the next confirmed checkpoint here persists from the new
+		// snapshot, so truncating the older changes is safe now only if the
+		// last confirmed checkpoint does not need them: keep them until then.
+		if o.materialize > 0 && cp%int64(o.materialize) == 0 {
+			err := forEach(ws, func(i int, dw *demoWriter) error {
+				from := dw.w.NextSequenceNumber()
+				name := fmt.Sprintf("demo/snapshots/operator-%d-cp-%d.snap", i, cp)
+				if err := putSnapshot(ctx, counting, name, snapshot{State: dw.st, From: from}); err != nil {
+					return err
+				}
+				dw.from, dw.snapshot = from, name
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			rep.materialisations++
+		}
+		// Truncate what no retained checkpoint needs: everything before the
+		// snapshot the last confirmed checkpoint starts from.
+		if last != nil && last.id == cp {
+			for i, dw := range ws {
+				if len(last.handles[i].Entries) > 0 {
+					dw.w.Truncate(last.handles[i].Entries[0].SequenceNumber)
+				}
+			}
+		}
+	}
+	if last == nil {
+		return nil, fmt.Errorf("no checkpoint was confirmed (checkpoints %d, abort every %d)", o.checkpoints, o.abortEvery)
+	}
+	rep.lastCheckpoint = last.id
+	rep.persistP50, rep.persistP99 = percentile(latencies, 50), percentile(latencies, 99)
+
+	// Crash: the process goes away. Nothing of it survives but the storage.
+	if err := storage.Close(); err != nil {
+		return nil, err
+	}
+
+	// Recover, perhaps with another parallelism, from the last confirmed
+	// checkpoint, with a fresh storage.
+	t0 := time.Now()
+	storage2, err := dstl.New(cfg, counting, dstl.WithStorageID(id))
+	if err != nil {
+		return nil, err
+	}
+	defer storage2.Close()
+	expected := state{}
+	for _, st := range last.expected {
+		for kg, m := range st {
+			expected[kg] = m
+		}
+	}
+	recovered := state{}
+	for j := range o.recoverWriters {
+		kgr := splitRange(o.keyGroups, o.recoverWriters, j)
+		st, err := recoverRange(ctx, storage2, counting, kgr, last, rep)
+		if err != nil {
+			return nil, fmt.Errorf("recover key groups %v: %w", kgr, err)
+		}
+		for kg, m := range st {
+			if !kgr.Contains(kg) {
+				return nil, fmt.Errorf("%w: recovery of %v yielded key group %d", errVerification, kgr, kg)
+			}
+			recovered[kg] = m
+		}
+	}
+	rep.recoveryTime = time.Since(t0)
+	if err := compareStates(expected, recovered); err != nil {
+		return nil, fmt.Errorf("%w: state recovered from checkpoint %d differs: %v", errVerification, last.id, err)
+	}
+	for _, m := range expected {
+		rep.keys += len(m)
+	}
+
+	err = counting.List(ctx, "demo/", func(oi dstl.ObjectInfo) error {
+		rep.objects++
+		rep.objectBytes += oi.Size
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep.requests = counting.Stats()
+	rep.elapsed = time.Since(start)
+	return rep, nil
+}
+
+// recoverRange rebuilds the state of key groups kgr: for every old writer
+// whose range overlaps, load its snapshot, then replay its log handle.
+func recoverRange(ctx context.Context, s *dstl.Storage, b dstl.Backend, kgr dstl.KeyGroupRange, c *checkpoint, rep *demoReport) (state, error) {
+	r, err := s.NewReader(kgr)
+	if err != nil {
+		return nil, err
+	}
+	var handles []dstl.Handle
+	for _, h := range c.handles {
+		if h.KeyGroups.Start <= kgr.End && kgr.Start <= h.KeyGroups.End {
+			handles = append(handles, h)
+		}
+	}
+	if err := r.Prefetch(ctx, handles...); err != nil {
+		return nil, err
+	}
+	st := state{}
+	for i, h := range c.handles {
+		if h.KeyGroups.Start > kgr.End || kgr.Start > h.KeyGroups.End {
+			continue
+		}
+		if c.snapshots[i] != "" {
+			snap, err := getSnapshot(ctx, b, c.snapshots[i])
+			if err != nil {
+				return nil, err
+			}
+			for kg, m := range snap.State {
+				if kgr.Contains(kg) {
+					st[kg] = m
+				}
+			}
+		}
+		for ch, err := range r.Changes(ctx, h) {
+			if err != nil {
+				return nil, err
+			}
+			if ch.KeyGroup == dstl.MetaKeyGroup {
+				continue // the state descriptor: nothing to rebuild
+			}
+			if err := st.apply(ch.KeyGroup, ch.Data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rs := r.Stats()
+	rep.recoveryRead.Requests += rs.Requests
+	rep.recoveryRead.BytesFetched += rs.BytesFetched
+	rep.recoveryRead.BytesNeeded += rs.BytesNeeded
+	rep.recoveryRead.CacheHits += rs.CacheHits
+	return st, nil
+}
+
+func (dw *demoWriter) nextChange(o demoOptions) (int, []byte) {
+	kg := dw.kgr.Start + dw.rng.IntN(dw.kgr.End-dw.kgr.Start+1)
+	key := fmt.Sprintf("key-%d-%d", kg, dw.rng.IntN(o.keysPerGroup))
+	op := byte('S')
+	if dw.rng.IntN(10) == 0 {
+		op = 'D'
+	}
+	change := make([]byte, 0, max(o.changeSize, 1+binary.MaxVarintLen64+len(key)))
+	change = append(change, op)
+	change = binary.AppendUvarint(change, uint64(len(key)))
+	change = append(change, key...)
+	if op == 'S' {
+		for len(change) < o.changeSize {
+			change = append(change, byte('a'+dw.rng.IntN(26)))
+		}
+	}
+	return kg, change
+}
+
+// splitRange gives writer i of n its share of key groups [0, total).
+func splitRange(total, n, i int) dstl.KeyGroupRange {
+	return dstl.KeyGroupRange{Start: i * total / n, End: (i+1)*total/n - 1}
+}
+
+func forEach(ws []*demoWriter, fn func(int, *demoWriter) error) error {
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for i, dw := range ws {
+		wg.Go(func() { errs[i] = fn(i, dw) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func putSnapshot(ctx context.Context, b dstl.Backend, name string, s snapshot) error {
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(s); err != nil {
+		return err
+	}
+	return b.Put(ctx, name, bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+}
+
+func getSnapshot(ctx context.Context, b dstl.Backend, name string) (*snapshot, error) {
+	rc, err := b.Get(ctx, name, 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var s snapshot
+	if err := gob.NewDecoder(rc).Decode(&s); err != nil {
+		return nil, fmt.Errorf("decode snapshot %s: %w", name, err)
+	}
+	return &s, nil
+}
+
+func compareStates(want, got state) error {
+	for kg := range want {
+		if len(want[kg]) == 0 && len(got[kg]) == 0 {
+			continue
+		}
+		if len(want[kg]) != len(got[kg]) {
+			return fmt.Errorf("key group %d: %d keys, want %d", kg, len(got[kg]), len(want[kg]))
+		}
+		for k, v := range want[kg] {
+			if g, ok := got[kg][k]; !ok || !bytes.Equal(g, v) {
+				return fmt.Errorf("key group %d key %q: got %q (present %v), want %q", kg, k, g, ok, v)
+			}
+		}
+	}
+	for kg := range got {
+		if len(got[kg]) > 0 && len(want[kg]) == 0 {
+			return fmt.Errorf("key group %d: %d unexpected keys", kg, len(got[kg]))
+		}
+	}
+	return nil
+}
+
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[(len(s)-1)*p/100]
+}
+
+func (r *demoReport) print(w io.Writer) {
+	mib := func(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
+	fmt.Fprintf(w, "checkpoints:        %d confirmed, %d aborted, %d materialisations\n", r.confirmed, r.aborted, r.materialisations)
+	fmt.Fprintf(w, "changes:            %d appended by %d writers\n", r.changes, r.writers)
+	fmt.Fprintf(w, "bytes:              %s logical, %s stored (new bytes of confirmed checkpoints)\n", mib(r.logical), mib(r.stored))
+	fmt.Fprintf(w, "objects left:       %d (%s), snapshots included\n", r.objects, mib(r.objectBytes))
+	fmt.Fprintf(w, "requests:           %d put, %d get, %d delete, %d list\n", r.requests.Puts, r.requests.Gets, r.requests.Deletes, r.requests.Lists)
+	fmt.Fprintf(w, "persist latency:    p50 %v, p99 %v\n", r.persistP50.Round(time.Microsecond), r.persistP99.Round(time.Microsecond))
+	fmt.Fprintf(w, "recovery:           checkpoint %d into %d writers in %v: %d requests, %s fetched for %s needed\n",
+		r.lastCheckpoint, r.recovered, r.recoveryTime.Round(time.Microsecond), r.recoveryRead.Requests, mib(r.recoveryRead.BytesFetched), mib(r.recoveryRead.BytesNeeded))
+	fmt.Fprintf(w, "verification:       OK, %d keys equal the state at checkpoint %d\n", r.keys, r.lastCheckpoint)
+	fmt.Fprintf(w, "elapsed:            %v\n", r.elapsed.Round(time.Millisecond))
+}

@@ -1,0 +1,81 @@
+package dstl
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// meterName is the instrumentation scope of the storage's metrics.
+const meterName = "github.com/dstlgo/dstl"
+
+// metrics are the equivalents of Flink's changelog storage metrics, reported
+// through OpenTelemetry's metric API. They cost next to nothing unless the
+// program installs a meter provider.
+type metrics struct {
+	uploadRequests         metric.Int64Counter   // attempts, retries and hedges included
+	uploadFailures         metric.Int64Counter   // uploads that failed after their last attempt
+	uploadSize             metric.Int64Histogram // logical bytes per uploaded object
+	uploadStoredSize       metric.Int64Histogram // stored bytes per uploaded object
+	uploadLatency          metric.Float64Histogram
+	attemptsPerUpload      metric.Int64Histogram // attempts until the one that succeeded
+	totalAttemptsPerUpload metric.Int64Histogram // attempts started in all, losers included
+	batchSize              metric.Int64Histogram // upload tasks per object
+	discards               metric.Int64Counter   // objects deleted after release
+	discardFailures        metric.Int64Counter
+
+	registration metric.Registration
+}
+
+// newMetrics creates the instruments. queueSize and inFlight are read when
+// a reader collects.
+func newMetrics(mp metric.MeterProvider, queueSize, inFlight func() int64) (*metrics, error) {
+	m := mp.Meter(meterName)
+	var errs []error
+	i64c := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	i64h := func(name, unit, desc string) metric.Int64Histogram {
+		h, err := m.Int64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return h
+	}
+	ms := &metrics{
+		uploadRequests:         i64c("dstl.upload.requests", "{request}", "Upload attempts, retries and hedged attempts included."),
+		uploadFailures:         i64c("dstl.upload.failures", "{upload}", "Uploads that failed after their last attempt."),
+		uploadSize:             i64h("dstl.upload.size", "By", "Logical size of the changes in each uploaded object."),
+		uploadStoredSize:       i64h("dstl.upload.stored_size", "By", "Stored size of each uploaded object."),
+		attemptsPerUpload:      i64h("dstl.upload.attempts", "{attempt}", "Attempts of each successful upload up to the one that succeeded."),
+		totalAttemptsPerUpload: i64h("dstl.upload.total_attempts", "{attempt}", "Attempts started for each upload, losers included."),
+		batchSize:              i64h("dstl.upload.batch_size", "{task}", "Upload tasks (writers' requests) per object."),
+		discards:               i64c("dstl.discard.objects", "{object}", "Objects deleted once no change set referred to them."),
+		discardFailures:        i64c("dstl.discard.failures", "{object}", "Deletes of released objects that failed."),
+	}
+	lat, err := m.Float64Histogram("dstl.upload.latency", metric.WithUnit("ms"),
+		metric.WithDescription("Time from the first attempt of an upload to its success."))
+	errs = append(errs, err)
+	ms.uploadLatency = lat
+	queue, err := m.Int64ObservableGauge("dstl.upload.queue_size", metric.WithUnit("{task}"),
+		metric.WithDescription("Upload tasks waiting for the batching window to close."))
+	errs = append(errs, err)
+	flight, err := m.Int64ObservableGauge("dstl.upload.in_flight", metric.WithUnit("By"),
+		metric.WithDescription("Bytes queued or being uploaded."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	ms.registration, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(queue, queueSize())
+		o.ObserveInt64(flight, inFlight())
+		return nil
+	}, queue, flight)
+	if err != nil {
+		return nil, err
+	}
+	return ms, nil
+}
+
+func (m *metrics) close() error { return m.registration.Unregister() }

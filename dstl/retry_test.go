@@ -1,0 +1,282 @@
+package dstl_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+// failPuts makes the first n puts fail.
+func failPuts(b *dstltest.Backend, n int) {
+	var seen atomic.Int64
+	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+		if op == dstltest.OpPut && seen.Add(1) <= int64(n) {
+			return dstltest.Fault{Err: errInjected}
+		}
+		return dstltest.Fault{}
+	})
+}
+
+func TestRetryAfterError(t *testing.T) {
+	b := dstltest.NewBackend()
+	failPuts(b, 2)
+	s := newStorage(t, b, testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	h := persist(t, w, 0, 1)
+	if got := b.Counts()[dstltest.OpPut]; got != 3 {
+		t.Fatalf("puts = %d, want 3 (two failures, then success)", got)
+	}
+	if b.Len() != 1 {
+		t.Fatalf("objects = %d, want 1", b.Len())
+	}
+	if got := readAll(t, b, h, w.KeyGroups()); !slices.Equal(got, []string{"0:x"}) {
+		t.Fatalf("read back %q", got)
+	}
+}
+
+func TestFailAfterLastAttempt(t *testing.T) {
+	b := dstltest.NewBackend()
+	failPuts(b, 1000)
+	cfg := testConfig()
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	f, err := w.Persist(context.Background(), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Wait(context.Background()); !errors.Is(err, errInjected) {
+		t.Fatalf("persist error = %v, want the injected failure", err)
+	}
+	if got := b.Counts()[dstltest.OpPut]; got != cfg.UploadMaxAttempts {
+		t.Fatalf("puts = %d, want %d (max attempts)", got, cfg.UploadMaxAttempts)
+	}
+}
+
+func TestRetryPolicyNone(t *testing.T) {
+	b := dstltest.NewBackend()
+	failPuts(b, 1)
+	cfg := testConfig()
+	cfg.RetryPolicy = dstl.RetryNone
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	f, err := w.Persist(context.Background(), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Wait(context.Background()); !errors.Is(err, errInjected) {
+		t.Fatalf("persist error = %v, want the injected failure", err)
+	}
+	if got := b.Counts()[dstltest.OpPut]; got != 1 {
+		t.Fatalf("puts = %d, want 1", got)
+	}
+}
+
+// TestFailureIsNotSticky: the change sets of a failed upload are kept and
+// the next persist uploads them again.
+func TestFailureIsNotSticky(t *testing.T) {
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.RetryPolicy = dstl.RetryNone
+	failPuts(b, 1)
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "lost?")
+	f, _ := w.Persist(context.Background(), 0, 1)
+	if _, err := f.Wait(context.Background()); err == nil {
+		t.Fatal("first persist succeeded despite the injected failure")
+	}
+	mustAppend(t, w, 0, "later")
+	h := persist(t, w, 0, 2)
+	if got := readAll(t, b, h, w.KeyGroups()); !slices.Equal(got, []string{"0:lost?", "0:later"}) {
+		t.Fatalf("read back %q, want both changes", got)
+	}
+}
+
+// TestHedgeStalledAttempt: an attempt stalled past upload.timeout is left
+// running while another starts; the second wins, the stalled one is
+// cancelled through its context and leaves nothing.
+func TestHedgeStalledAttempt(t *testing.T) {
+	b := dstltest.NewBackend()
+	var puts atomic.Int64
+	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+		if op == dstltest.OpPut && puts.Add(1) == 1 {
+			return dstltest.Fault{Stall: true}
+		}
+		return dstltest.Fault{}
+	})
+	cfg := testConfig()
+	cfg.UploadTimeout = 20 * time.Millisecond
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	h := persist(t, w, 0, 1)
+	if got := b.Counts()[dstltest.OpPut]; got != 2 {
+		t.Fatalf("puts = %d, want 2 (stalled + hedge)", got)
+	}
+	waitFor(t, "the stalled attempt to end", func() bool { return b.Len() == 1 })
+	if got := readAll(t, b, h, w.KeyGroups()); !slices.Equal(got, []string{"0:x"}) {
+		t.Fatalf("read back %q", got)
+	}
+}
+
+// lateUploader makes its first attempt ignore cancellation and finish
+// late, storing an object after another attempt has won.
+type lateUploader struct {
+	dstl.Uploader
+	calls   atomic.Int64
+	release chan struct{}
+	done    chan string
+}
+
+func (u *lateUploader) Upload(ctx context.Context, tasks []*dstl.UploadTask) (*dstl.UploadOutput, error) {
+	if u.calls.Add(1) == 1 {
+		<-u.release
+		out, err := u.Uploader.Upload(context.WithoutCancel(ctx), tasks)
+		if err == nil {
+			u.done <- out.Objects[0].Name
+		}
+		return out, err
+	}
+	return u.Uploader.Upload(ctx, tasks)
+}
+
+func TestLosingAttemptObjectIsDeleted(t *testing.T) {
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.UploadTimeout = 10 * time.Millisecond
+	lu := &lateUploader{release: make(chan struct{}), done: make(chan string, 1)}
+	s := newStorage(t, b, cfg, dstl.WithUploader(func(u dstl.Uploader) dstl.Uploader { lu.Uploader = u; return lu }))
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	h := persist(t, w, 0, 1) // won by the second attempt
+	close(lu.release)
+	loser := <-lu.done
+	if loser == h.Entries[0].Object {
+		t.Fatal("the late attempt won")
+	}
+	waitFor(t, "the loser's object to be deleted", func() bool { return slices.Contains(b.DeletedNames(), loser) })
+	if _, ok := b.ObjectBytes(h.Entries[0].Object); !ok {
+		t.Fatal("the winner's object is gone")
+	}
+	if b.Len() != 1 {
+		t.Fatalf("objects = %d, want only the winner's", b.Len())
+	}
+}
+
+func TestPermissionErrorIsNotRetried(t *testing.T) {
+	b := dstltest.NewBackend()
+	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+		if op == dstltest.OpPut {
+			return dstltest.Fault{Err: dstl.NewBackendError("put", "memory", name, dstl.ErrPermission)}
+		}
+		return dstltest.Fault{}
+	})
+	s := newStorage(t, b, testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	f, _ := w.Persist(context.Background(), 0, 1)
+	if _, err := f.Wait(context.Background()); !errors.Is(err, dstl.ErrPermission) {
+		t.Fatalf("err = %v, want ErrPermission", err)
+	}
+	if got := b.Counts()[dstltest.OpPut]; got != 1 {
+		t.Fatalf("puts = %d, want 1", got)
+	}
+}
+
+// TestBackpressure: past upload.max-in-flight, Persist and Append hold their
+// callers (released when their context ends) and Available reports it.
+func TestBackpressure(t *testing.T) {
+	b := dstltest.NewBackend()
+	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+		if op == dstltest.OpPut {
+			return dstltest.Fault{Stall: true}
+		}
+		return dstltest.Fault{}
+	})
+	cfg := testConfig()
+	cfg.UploadMaxInFlight = 100
+	cfg.UploadTimeout = time.Hour
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	big := make([]byte, 150)
+	if err := w.Append(context.Background(), 0, big); err != nil {
+		t.Fatal(err)
+	}
+	f1, err := w.Persist(context.Background(), 0, 1) // alone in flight: goes even though over the limit
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.InFlight(); got != 150 {
+		t.Fatalf("in flight = %d, want 150", got)
+	}
+	select {
+	case <-s.Available():
+		t.Fatal("available while over the limit")
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := w.Append(ctx, 0, []byte("held")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Append over the limit = %v, want to be held until the deadline", err)
+	}
+	b.SetFault(nil)
+	b.ReleaseStalls()
+	if _, err := f1.Wait(context.Background()); err != nil {
+		// The stalled attempt ended with an error; the hedge is an hour away,
+		// so the upload's next attempt after the delay succeeds.
+		t.Fatalf("persist: %v", err)
+	}
+	select {
+	case <-s.Available():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not available after the upload finished")
+	}
+	if got := s.InFlight(); got != 0 {
+		t.Fatalf("in flight = %d after completion, want 0", got)
+	}
+	// The held change was not appended: the next persist has nothing new.
+	h := persist(t, w, 0, 2)
+	if len(h.Entries) != 1 {
+		t.Fatalf("entries = %d, want 1", len(h.Entries))
+	}
+}
+
+func TestPersistHeldUntilContextEnds(t *testing.T) {
+	b := dstltest.NewBackend()
+	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault { return dstltest.Fault{Stall: true} })
+	cfg := testConfig()
+	cfg.UploadMaxInFlight = 100
+	cfg.UploadTimeout = time.Hour
+	s := newStorage(t, b, cfg)
+	w1 := newWriter(t, s, "a", dstl.KeyGroupRange{Start: 0, End: 0})
+	w2 := newWriter(t, s, "b", dstl.KeyGroupRange{Start: 1, End: 1})
+	if err := w1.Append(context.Background(), 0, make([]byte, 80)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w1.Persist(context.Background(), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Append(context.Background(), 1, make([]byte, 80)); err != nil {
+		t.Fatal(err) // 80 in flight < 100: not held
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := w2.Persist(ctx, 0, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Persist over the limit = %v, want held until the deadline", err)
+	}
+	b.SetFault(nil)
+	b.ReleaseStalls()
+	h := persist(t, w2, 0, 2) // the held sets were kept
+	if len(h.Entries) != 1 || h.LogicalSize != 80 {
+		t.Fatalf("handle = %+v", h)
+	}
+}

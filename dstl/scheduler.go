@@ -1,0 +1,270 @@
+package dstl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// scheduler batches the upload tasks of all writers of a storage: tasks that
+// arrive within the batching window (or until the size threshold) go to the
+// uploader together, so they end up in one object. It counts the bytes
+// queued or being uploaded and holds callers past the in-flight limit.
+type scheduler struct {
+	cfg      Config
+	uploader Uploader
+	tracker  *tracker
+	m        *metrics
+	log      *slog.Logger
+
+	ctx    context.Context // parent of every attempt; cancelled by close
+	cancel context.CancelFunc
+	slots  chan struct{} // one per concurrent batch (upload.num-threads)
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	closed     bool
+	queue      []*UploadTask
+	queueBytes int64
+	timer      *time.Timer
+	inFlight   int64         // bytes queued or being uploaded
+	freed      chan struct{} // closed (and replaced) whenever in-flight bytes drop
+	available  chan struct{} // closed while inFlight < max
+	over       atomic.Bool   // inFlight >= max; read by Append without the lock
+}
+
+func newScheduler(cfg Config, up Uploader, tr *tracker, log *slog.Logger) *scheduler {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &scheduler{
+		cfg: cfg, uploader: up, tracker: tr, log: log,
+		ctx: ctx, cancel: cancel,
+		slots:     make(chan struct{}, cfg.UploadNumThreads),
+		freed:     make(chan struct{}),
+		available: make(chan struct{}),
+	}
+	close(s.available)
+	return s
+}
+
+// enqueue adds a task to the current batch. While the bytes in flight are
+// over the limit it waits (a single task larger than the limit goes alone
+// when nothing else is in flight); it returns early with ctx's error.
+//
+// With force, the task is queued without waiting: the caller waited for
+// capacity already.
+func (s *scheduler) enqueue(ctx context.Context, t *UploadTask, force bool) error {
+	s.mu.Lock()
+	for {
+		if s.closed {
+			s.mu.Unlock()
+			return fmt.Errorf("dstl: upload: storage %w", ErrClosed)
+		}
+		if force || s.inFlight == 0 || s.inFlight+t.Size <= s.cfg.UploadMaxInFlight {
+			break
+		}
+		freed := s.freed
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dstl: waiting for upload capacity (%d bytes in flight, limit %d): %w",
+				s.InFlight(), s.cfg.UploadMaxInFlight, ctx.Err())
+		case <-freed:
+		}
+		s.mu.Lock()
+	}
+	s.inFlight += t.Size
+	s.updateAvailabilityLocked()
+	s.queue = append(s.queue, t)
+	s.queueBytes += t.Size
+	switch {
+	case s.queueBytes >= s.cfg.BatchPersistSizeThreshold || s.cfg.BatchPersistDelay <= 0:
+		if s.timer != nil {
+			s.timer.Stop()
+			s.timer = nil
+		}
+		s.startDrainLocked()
+	case s.timer == nil:
+		s.timer = time.AfterFunc(s.cfg.BatchPersistDelay, s.onTimer)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *scheduler) onTimer() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timer = nil
+	if !s.closed {
+		s.startDrainLocked()
+	}
+}
+
+// startDrainLocked starts a goroutine that waits for an upload slot and
+// then takes the whole queue as one batch. While every slot is busy, tasks
+// keep joining the queue, so batches grow under load.
+func (s *scheduler) startDrainLocked() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.ctx.Done():
+			s.failQueue()
+			return
+		}
+		defer func() { <-s.slots }()
+		s.mu.Lock()
+		batch := s.queue
+		s.queue, s.queueBytes = nil, 0
+		s.mu.Unlock()
+		if len(batch) > 0 {
+			s.runBatch(batch)
+		}
+	}()
+}
+
+// failQueue fails every queued task: the storage is closing.
+func (s *scheduler) failQueue() {
+	s.mu.Lock()
+	batch := s.queue
+	s.queue, s.queueBytes = nil, 0
+	s.mu.Unlock()
+	s.finish(batch, nil, fmt.Errorf("dstl: upload: storage %w", ErrClosed))
+}
+
+// runBatch uploads one batch with retries and completes its tasks.
+func (s *scheduler) runBatch(batch []*UploadTask) {
+	s.m.batchSize.Record(s.ctx, int64(len(batch)))
+	out, err := s.uploadWithRetries(batch)
+	s.finish(batch, out, err)
+}
+
+// finish completes or fails the tasks and gives their bytes back.
+func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
+	if len(batch) == 0 {
+		return
+	}
+	if err == nil {
+		refs := map[string]int{}
+		for _, rs := range out.Results {
+			for _, r := range rs {
+				refs[r.Object]++
+			}
+		}
+		for _, obj := range out.Objects {
+			s.tracker.track(obj, refs[obj.Name])
+		}
+	} else {
+		s.m.uploadFailures.Add(context.Background(), 1)
+	}
+	var size int64
+	for i, t := range batch {
+		size += t.Size
+		if err != nil {
+			t.writer.uploadFailed(t, err)
+		} else {
+			t.writer.uploadCompleted(t, out.Results[i])
+		}
+	}
+	s.mu.Lock()
+	s.inFlight -= size
+	close(s.freed)
+	s.freed = make(chan struct{})
+	s.updateAvailabilityLocked()
+	s.mu.Unlock()
+}
+
+// checkOutput verifies that an uploader returned one result per change set
+// of every task.
+func checkOutput(batch []*UploadTask, out *UploadOutput) error {
+	if out == nil || len(out.Results) != len(batch) {
+		return fmt.Errorf("dstl: uploader returned results for %d of %d tasks", resultsLen(out), len(batch))
+	}
+	for i, t := range batch {
+		if len(out.Results[i]) != len(t.ChangeSets) {
+			return fmt.Errorf("dstl: uploader returned %d results for a task of %d change sets", len(out.Results[i]), len(t.ChangeSets))
+		}
+		for j, r := range out.Results[i] {
+			if r.SequenceNumber != t.sets[j].sqn || r.Object == "" || r.Length <= 0 || r.Offset < 0 {
+				return fmt.Errorf("dstl: uploader returned an invalid result %+v for change set %d of log %s", r, t.sets[j].sqn, t.LogID)
+			}
+		}
+	}
+	return nil
+}
+
+func resultsLen(out *UploadOutput) int {
+	if out == nil {
+		return 0
+	}
+	return len(out.Results)
+}
+
+func (s *scheduler) updateAvailabilityLocked() {
+	over := s.inFlight >= s.cfg.UploadMaxInFlight
+	if over != s.over.Load() {
+		s.over.Store(over)
+		if over {
+			s.available = make(chan struct{})
+		} else {
+			close(s.available)
+		}
+	}
+}
+
+// waitAvailable waits until the bytes in flight are under the limit, the
+// storage closes, or ctx ends.
+func (s *scheduler) waitAvailable(ctx context.Context) error {
+	select {
+	case <-s.Available():
+		return nil
+	case <-s.ctx.Done():
+		return fmt.Errorf("storage %w", ErrClosed)
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for upload capacity (%d bytes in flight, limit %d): %w",
+			s.InFlight(), s.cfg.UploadMaxInFlight, ctx.Err())
+	}
+}
+
+// Available returns a channel that is closed while the storage accepts more
+// changes without holding callers.
+func (s *scheduler) Available() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.available
+}
+
+// InFlight returns the bytes queued or being uploaded.
+func (s *scheduler) InFlight() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inFlight
+}
+
+// QueueSize returns the number of tasks waiting for the batching window.
+func (s *scheduler) QueueSize() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.queue))
+}
+
+// close stops accepting tasks, cancels running attempts and waits until
+// every batch goroutine has ended; queued tasks fail with ErrClosed.
+func (s *scheduler) close() {
+	s.mu.Lock()
+	s.closed = true
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	pending := len(s.queue) > 0
+	s.mu.Unlock()
+	s.cancel()
+	if pending {
+		s.failQueue()
+	}
+	s.wg.Wait()
+}

@@ -1,0 +1,192 @@
+package dstl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Storage is the changelog storage of one job in one process. It opens a
+// [Writer] per operator instance, batches their uploads into shared objects,
+// tracks those objects and reads handles back. It is safe for concurrent use.
+type Storage struct {
+	cfg         Config
+	id          string
+	backend     Backend
+	ownsBackend bool
+	uploader    Uploader
+	sched       *scheduler
+	tracker     *tracker
+	m           *metrics
+	log         *slog.Logger
+	readerCache *rangeCache
+
+	mu      sync.Mutex
+	closed  bool
+	writers map[*Writer]struct{}
+}
+
+// Option changes how a storage is built.
+type Option func(*options)
+
+type options struct {
+	logger        *slog.Logger
+	meterProvider metric.MeterProvider
+	wrapUploader  func(Uploader) Uploader
+	storageID     string
+}
+
+// WithLogger sets the logger; the default is [slog.Default].
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithMeterProvider sets the OpenTelemetry meter provider of the storage's
+// metrics; the default is the global one (a no-op unless the program
+// installs a provider).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.meterProvider = mp }
+}
+
+// WithUploader wraps the default uploader, for instance to mirror objects to
+// local disk or to inject faults in tests.
+func WithUploader(wrap func(Uploader) Uploader) Option {
+	return func(o *options) { o.wrapUploader = wrap }
+}
+
+// WithStorageID sets the identifier written into handles (the default is the
+// backend's identifier when the storage was opened by [Open], else "custom").
+func WithStorageID(id string) Option { return func(o *options) { o.storageID = id } }
+
+// Open validates cfg, opens the backend it names (by cfg.Storage or by the
+// URL scheme of cfg.BasePath, see [Register]) and returns a storage that
+// owns the backend: closing the storage closes it.
+func Open(ctx context.Context, cfg Config, opts ...Option) (*Storage, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b, id, err := OpenBackend(ctx, cfg.Storage, cfg.BasePath)
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(cfg, b, append([]Option{WithStorageID(id)}, opts...)...)
+	if err != nil {
+		return nil, errors.Join(err, b.Close())
+	}
+	s.ownsBackend = true
+	return s, nil
+}
+
+// New returns a storage over a backend the caller opened and closes. The
+// backend's base path is where objects go; cfg.BasePath and cfg.Storage are
+// not used to open anything.
+func New(cfg Config, backend Backend, opts ...Option) (*Storage, error) {
+	if cfg.BasePath == "" {
+		cfg.BasePath = "(backend given)"
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o := options{logger: slog.Default(), storageID: "custom"}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.meterProvider == nil {
+		o.meterProvider = otel.GetMeterProvider()
+	}
+	up := Uploader(NewBackendUploader(backend, cfg))
+	if o.wrapUploader != nil {
+		up = o.wrapUploader(up)
+	}
+	s := &Storage{
+		cfg:      cfg,
+		id:       o.storageID,
+		backend:  backend,
+		uploader: up,
+		log:      o.logger,
+		writers:  map[*Writer]struct{}{},
+	}
+	s.sched = newScheduler(cfg, up, nil, s.log)
+	m, err := newMetrics(o.meterProvider, s.sched.QueueSize, s.sched.InFlight)
+	if err != nil {
+		s.sched.close()
+		return nil, fmt.Errorf("dstl: metrics: %w", err)
+	}
+	s.m = m
+	s.sched.m = m
+	s.tracker = newTracker(cfg.DiscardNumThreads, up.Discard, s.log, m)
+	s.sched.tracker = s.tracker
+	s.readerCache = newRangeCache(cfg.CacheIdleTimeout)
+	return s, nil
+}
+
+// NewWriter opens a writer for one operator instance owning the key groups
+// of kgr. operator names it in logs.
+func (s *Storage) NewWriter(operator string, kgr KeyGroupRange) (*Writer, error) {
+	if err := kgr.Validate(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("dstl: new writer: storage %w", ErrClosed)
+	}
+	w := newWriter(s, operator, kgr)
+	s.writers[w] = struct{}{}
+	return w, nil
+}
+
+func (s *Storage) forget(w *Writer) {
+	s.mu.Lock()
+	delete(s.writers, w)
+	s.mu.Unlock()
+}
+
+// Available returns a channel that is closed while the bytes queued or in
+// flight are under upload.max-in-flight. A processor selects on it to stop
+// pulling input while uploads catch up.
+func (s *Storage) Available() <-chan struct{} { return s.sched.Available() }
+
+// InFlight returns the bytes queued or being uploaded.
+func (s *Storage) InFlight() int64 { return s.sched.InFlight() }
+
+// ID returns the storage identifier written into handles.
+func (s *Storage) ID() string { return s.id }
+
+// Backend returns the storage's backend.
+func (s *Storage) Backend() Backend { return s.backend }
+
+// Config returns the storage's configuration.
+func (s *Storage) Config() Config { return s.cfg }
+
+// Close closes every writer, fails uploads still queued, cancels those
+// running, lets the discard pool delete what was released, and closes the
+// backend if the storage opened it. No goroutine of the storage outlives
+// Close.
+func (s *Storage) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	writers := make([]*Writer, 0, len(s.writers))
+	for w := range s.writers {
+		writers = append(writers, w)
+	}
+	s.mu.Unlock()
+	for _, w := range writers {
+		w.Close()
+	}
+	s.sched.close()
+	s.tracker.close()
+	s.readerCache.close()
+	err := s.m.close()
+	if s.ownsBackend {
+		err = errors.Join(err, s.backend.Close())
+	}
+	return err
+}

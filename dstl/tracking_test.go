@@ -1,0 +1,214 @@
+package dstl_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+// sharedObject makes two writers persist into one object and returns them
+// with their handles.
+func sharedObject(t *testing.T, b *dstltest.Backend, s *dstl.Storage) (w1, w2 *dstl.Writer, h1, h2 dstl.Handle) {
+	t.Helper()
+	w1 = newWriter(t, s, "a", dstl.KeyGroupRange{Start: 0, End: 0})
+	w2 = newWriter(t, s, "b", dstl.KeyGroupRange{Start: 1, End: 1})
+	mustAppend(t, w1, 0, "a")
+	mustAppend(t, w2, 1, "b")
+	var wg sync.WaitGroup
+	wg.Go(func() { h1 = persist(t, w1, 0, 1) })
+	wg.Go(func() { h2 = persist(t, w2, 0, 1) })
+	wg.Wait()
+	if h1.Entries[0].Object != h2.Entries[0].Object {
+		t.Fatalf("writers did not share an object: %s vs %s", h1.Entries[0].Object, h2.Entries[0].Object)
+	}
+	return w1, w2, h1, h2
+}
+
+func batchingConfig() dstl.Config {
+	cfg := testConfig()
+	cfg.BatchPersistDelay = 200 * time.Millisecond
+	return cfg
+}
+
+// settle waits until the discard pool has had its chance.
+func settle(t *testing.T, b *dstltest.Backend, objects int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d objects to remain", objects), func() bool { return b.Len() == objects })
+	time.Sleep(20 * time.Millisecond)
+	if b.Len() != objects {
+		t.Fatalf("objects = %d, want %d", b.Len(), objects)
+	}
+}
+
+func TestSharedObjectDeletedWhenLastReleases(t *testing.T) {
+	b := dstltest.NewBackend()
+	s := newStorage(t, b, batchingConfig())
+	w1, w2, _, h2 := sharedObject(t, b, s)
+	obj := h2.Entries[0].Object
+
+	w1.Truncate(w1.NextSequenceNumber())
+	time.Sleep(50 * time.Millisecond)
+	if _, ok := b.ObjectBytes(obj); !ok {
+		t.Fatal("object deleted while writer b still refers to it")
+	}
+	if got := readAll(t, b, h2, w2.KeyGroups()); !slices.Equal(got, []string{"1:b"}) {
+		t.Fatalf("read back %q", got)
+	}
+	w2.Truncate(w2.NextSequenceNumber())
+	settle(t, b, 0)
+	if !slices.Contains(b.DeletedNames(), obj) {
+		t.Fatalf("deleted %v, want %s", b.DeletedNames(), obj)
+	}
+}
+
+func TestConfirmedObjectIsNeverDeleted(t *testing.T) {
+	b := dstltest.NewBackend()
+	s := newStorage(t, b, batchingConfig())
+	w1, w2, h1, _ := sharedObject(t, b, s)
+	w1.Confirm(0, w1.NextSequenceNumber(), 1)
+	w1.Truncate(w1.NextSequenceNumber())
+	w2.Truncate(w2.NextSequenceNumber())
+	if err := w1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, b, 1)
+	if _, ok := b.ObjectBytes(h1.Entries[0].Object); !ok {
+		t.Fatal("the confirmed checkpoint's object was deleted")
+	}
+}
+
+func TestResetKeepsResultsForReuse(t *testing.T) {
+	b := dstltest.NewBackend()
+	s := newStorage(t, b, testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	h1 := persist(t, w, 0, 1)
+	w.Reset(0, w.NextSequenceNumber(), 1)
+	h2 := persist(t, w, 0, 2)
+	if !slices.Equal(h1.Entries, h2.Entries) || b.Counts()[dstltest.OpPut] != 1 {
+		t.Fatalf("after reset, persist uploaded again: %+v vs %+v", h1.Entries, h2.Entries)
+	}
+	settle(t, b, 1)
+}
+
+// TestTruncateWhileUploading: a result that arrives after its change set
+// was truncated releases the object, which is then deleted.
+func TestTruncateWhileUploading(t *testing.T) {
+	b := dstltest.NewBackend()
+	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+		if op == dstltest.OpPut {
+			return dstltest.Fault{Delay: 50 * time.Millisecond}
+		}
+		return dstltest.Fault{}
+	})
+	s := newStorage(t, b, testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	f, err := w.Persist(context.Background(), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Truncate(w.NextSequenceNumber())
+	if _, err := f.Wait(context.Background()); err == nil {
+		t.Fatal("persist of a truncated change set succeeded")
+	}
+	waitFor(t, "the put", func() bool { return b.Counts()[dstltest.OpPut] == 1 })
+	settle(t, b, 0)
+}
+
+// TestCloseReleasesUnreported: change sets no returned handle covers are
+// released on Close; those a handle covers stay for the checkpoint owner.
+func TestCloseReleasesUnreported(t *testing.T) {
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.PreemptivePersistThreshold = 1
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "reported")
+	h := persist(t, w, 0, 1)
+	mustAppend(t, w, 0, "preemptive") // uploaded on its own, in no handle
+	waitFor(t, "the preemptive upload", func() bool { return b.Len() == 2 })
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, b, 1)
+	if _, ok := b.ObjectBytes(h.Entries[0].Object); !ok {
+		t.Fatal("an object a handle covers was deleted on close")
+	}
+	if err := w.Append(context.Background(), 0, []byte("x")); err == nil {
+		t.Fatal("append after close succeeded")
+	}
+}
+
+func TestTruncateAndClose(t *testing.T) {
+	b := dstltest.NewBackend()
+	s := newStorage(t, b, testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "kept")
+	persist(t, w, 0, 1)
+	tail := w.NextSequenceNumber()
+	mustAppend(t, w, 0, "tail")
+	persist(t, w, tail, 2)
+	if err := w.TruncateAndClose(tail); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, b, 1) // the tail's object is gone; the first stays with its handle
+}
+
+// TestNeverDeletedWhileReferenced runs writers through many checkpoints
+// with random truncation and checks, after every step, that every handle
+// still in use reads back.
+func TestNeverDeletedWhileReferenced(t *testing.T) {
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.BatchPersistDelay = 2 * time.Millisecond
+	s := newStorage(t, b, cfg)
+	const writers = 8
+	type state struct {
+		w    *dstl.Writer
+		from dstl.SequenceNumber
+		h    dstl.Handle
+		want []string
+	}
+	st := make([]*state, writers)
+	for i := range st {
+		st[i] = &state{w: newWriter(t, s, fmt.Sprint(i), dstl.KeyGroupRange{Start: i, End: i})}
+	}
+	for cp := int64(1); cp <= 20; cp++ {
+		var wg sync.WaitGroup
+		for i, x := range st {
+			wg.Go(func() {
+				c := fmt.Sprintf("%d-%d", i, cp)
+				mustAppend(t, x.w, i, c)
+				x.want = append(x.want, fmt.Sprintf("%d:%s", i, c))
+				x.h = persist(t, x.w, x.from, cp)
+				if cp%2 == 0 {
+					x.w.Confirm(x.from, x.w.NextSequenceNumber(), cp)
+				}
+				if cp%5 == int64(i%5) { // materialised: drop everything before now
+					x.from = x.w.NextSequenceNumber()
+					x.w.Truncate(x.from)
+					x.want = nil
+				}
+			})
+		}
+		wg.Wait()
+		for i, x := range st {
+			if x.from == x.w.NextSequenceNumber() {
+				continue // nothing since the truncation
+			}
+			if got := readAll(t, b, x.h, x.w.KeyGroups()); !slices.Equal(got, x.want) {
+				t.Fatalf("checkpoint %d writer %d: read back %q, want %q", cp, i, got, x.want)
+			}
+		}
+	}
+}

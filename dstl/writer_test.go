@@ -1,0 +1,274 @@
+package dstl_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+// testConfig is a configuration that keeps tests fast: a short batching
+// window and short retry delays.
+func testConfig() dstl.Config {
+	cfg := dstl.DefaultConfig("memory")
+	cfg.BatchPersistDelay = time.Millisecond
+	cfg.UploadTimeout = 5 * time.Second
+	cfg.UploadNextAttemptDelay = 5 * time.Millisecond
+	return cfg
+}
+
+func newStorage(t testing.TB, b dstl.Backend, cfg dstl.Config, opts ...dstl.Option) *dstl.Storage {
+	t.Helper()
+	s, err := dstl.New(cfg, b, append([]dstl.Option{dstl.WithStorageID("memory")}, opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func newWriter(t testing.TB, s *dstl.Storage, name string, kgr dstl.KeyGroupRange) *dstl.Writer {
+	t.Helper()
+	w, err := s.NewWriter(name, kgr)
+	if err != nil {
+		t.Fatalf("NewWriter: %v", err)
+	}
+	return w
+}
+
+func mustAppend(t testing.TB, w *dstl.Writer, kg int, data string) {
+	t.Helper()
+	if err := w.Append(context.Background(), kg, []byte(data)); err != nil {
+		t.Fatalf("Append(%d, %q): %v", kg, data, err)
+	}
+}
+
+func persist(t testing.TB, w *dstl.Writer, from dstl.SequenceNumber, cp int64) dstl.Handle {
+	t.Helper()
+	f, err := w.Persist(context.Background(), from, cp)
+	if err != nil {
+		t.Fatalf("Persist(%d, %d): %v", from, cp, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := f.Wait(ctx)
+	if err != nil {
+		t.Fatalf("persist %d: %v", cp, err)
+	}
+	return res.Remote
+}
+
+// readAll reads a handle back with a fresh reader over b, as a recovering
+// process would, and returns the changes as "kg:data" strings.
+func readAll(t testing.TB, b dstl.Backend, h dstl.Handle, kgr dstl.KeyGroupRange) []string {
+	t.Helper()
+	r, err := dstl.NewReader(b, kgr, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	for c, err := range r.Changes(context.Background(), h) {
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		got = append(got, fmt.Sprintf("%d:%s", c.KeyGroup, c.Data))
+	}
+	return got
+}
+
+func TestSequenceNumbers(t *testing.T) {
+	s := newStorage(t, dstltest.NewBackend(), testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 9})
+	if got := w.InitialSequenceNumber(); got != 0 {
+		t.Fatalf("initial = %d, want 0", got)
+	}
+	if got := w.NextSequenceNumber(); got != 0 {
+		t.Fatalf("next on an empty set = %d, want 0 (no rollover)", got)
+	}
+	mustAppend(t, w, 1, "a")
+	if got := w.NextSequenceNumber(); got != 1 {
+		t.Fatalf("next after append = %d, want 1", got)
+	}
+	if got := w.NextSequenceNumber(); got != 1 {
+		t.Fatalf("next again = %d, want 1 (no rollover of an empty set)", got)
+	}
+	if err := w.AppendMeta(context.Background(), []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.NextSequenceNumber(); got != 2 {
+		t.Fatalf("next after meta = %d, want 2", got)
+	}
+}
+
+func TestAppendOutsideRange(t *testing.T) {
+	s := newStorage(t, dstltest.NewBackend(), testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 10, End: 19})
+	for _, kg := range []int{-2, 9, 20, dstl.MaxKeyGroup + 1} {
+		err := w.Append(context.Background(), kg, []byte("x"))
+		if err == nil || !bytes.Contains([]byte(err.Error()), fmt.Appendf(nil, "key group %d", kg)) {
+			t.Errorf("Append(%d) = %v, want an error naming the key group", kg, err)
+		}
+	}
+}
+
+func TestPersistAndReadBack(t *testing.T) {
+	for _, compress := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compression=%v", compress), func(t *testing.T) {
+			b := dstltest.NewBackend()
+			cfg := testConfig()
+			cfg.CompressionEnabled = compress
+			s := newStorage(t, b, cfg)
+			kgr := dstl.KeyGroupRange{Start: 0, End: 3}
+			w := newWriter(t, s, "op", kgr)
+			mustAppend(t, w, 2, "a1")
+			mustAppend(t, w, 0, "b1")
+			mustAppend(t, w, 2, "a2")
+			if err := w.AppendMeta(context.Background(), []byte("meta1")); err != nil {
+				t.Fatal(err)
+			}
+			sqn := w.NextSequenceNumber()
+			mustAppend(t, w, 3, "c1")
+			mustAppend(t, w, 0, "b2")
+			h := persist(t, w, 0, 1)
+			if len(h.Entries) != 2 || h.Entries[0].SequenceNumber != 0 || h.Entries[1].SequenceNumber != sqn {
+				t.Fatalf("handle entries = %+v, want change sets 0 and %d", h.Entries, sqn)
+			}
+			if h.StorageID != "memory" || h.LogID != w.LogID() || h.KeyGroups != kgr {
+				t.Fatalf("handle = %+v", h)
+			}
+			if h.LogicalSize != 2+2+2+5+2+2 {
+				t.Errorf("logical size = %d, want 15", h.LogicalSize)
+			}
+			if h.IncrementalSize != h.StoredSize || h.StoredSize <= 0 {
+				t.Errorf("stored %d, incremental %d: want equal and positive for a first persist", h.StoredSize, h.IncrementalSize)
+			}
+			want := []string{"-1:meta1", "0:b1", "2:a1", "2:a2", "0:b2", "3:c1"}
+			if got := readAll(t, b, h, kgr); !slices.Equal(got, want) {
+				t.Fatalf("read back %q, want %q", got, want)
+			}
+			// A reader of half the range (after rescaling) skips the rest.
+			if got := readAll(t, b, h, dstl.KeyGroupRange{Start: 2, End: 3}); !slices.Equal(got, []string{"-1:meta1", "2:a1", "2:a2", "3:c1"}) {
+				t.Fatalf("read back [2,3] = %q", got)
+			}
+		})
+	}
+}
+
+func TestPersistReusesUploadedSets(t *testing.T) {
+	b := dstltest.NewBackend()
+	s := newStorage(t, b, testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	h1 := persist(t, w, 0, 1)
+	puts := b.Counts()[dstltest.OpPut]
+	h2 := persist(t, w, 0, 2) // nothing new: reuse
+	if got := b.Counts()[dstltest.OpPut]; got != puts {
+		t.Fatalf("second persist put %d objects, want none", got-puts)
+	}
+	if !slices.Equal(h1.Entries, h2.Entries) {
+		t.Fatalf("entries differ: %+v vs %+v", h1.Entries, h2.Entries)
+	}
+	if h2.IncrementalSize != 0 {
+		t.Errorf("incremental size of a reused persist = %d, want 0", h2.IncrementalSize)
+	}
+	mustAppend(t, w, 0, "y")
+	h3 := persist(t, w, 0, 3)
+	if len(h3.Entries) != 2 || h3.IncrementalSize != h3.Entries[1].Length {
+		t.Fatalf("h3 = %+v, want two entries, incremental = the new one", h3)
+	}
+	// from past everything: an empty handle, at once.
+	if h := persist(t, w, w.NextSequenceNumber(), 4); !h.Empty() {
+		t.Fatalf("persist from the active set = %+v, want empty", h)
+	}
+}
+
+func TestPreemptivePersist(t *testing.T) {
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.PreemptivePersistThreshold = 100
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	chunk := string(bytes.Repeat([]byte("p"), 60))
+	mustAppend(t, w, 0, chunk)
+	if b.Len() != 0 {
+		t.Fatalf("uploaded below the threshold")
+	}
+	mustAppend(t, w, 0, chunk) // 120 bytes: past the threshold
+	waitFor(t, "a preemptive upload", func() bool { return b.Len() == 1 })
+	mustAppend(t, w, 0, "tail")
+	h := persist(t, w, 0, 1)
+	if len(h.Entries) != 2 {
+		t.Fatalf("entries = %d, want 2 (preemptive + tail)", len(h.Entries))
+	}
+	if got := b.Counts()[dstltest.OpPut]; got != 2 {
+		t.Fatalf("puts = %d, want 2: the checkpoint only uploads what came after the preemptive persist", got)
+	}
+	if got := readAll(t, b, h, w.KeyGroups()); !slices.Equal(got, []string{"0:" + chunk, "0:" + chunk, "0:tail"}) {
+		t.Fatalf("read back %q", got)
+	}
+}
+
+// TestBatchingManyWriters: 64 writers persisting at once produce one object
+// per batching window, not one per writer.
+func TestBatchingManyWriters(t *testing.T) {
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.BatchPersistDelay = 300 * time.Millisecond
+	s := newStorage(t, b, cfg)
+	const writers = 64
+	ws := make([]*dstl.Writer, writers)
+	for i := range ws {
+		ws[i] = newWriter(t, s, fmt.Sprintf("op-%d", i), dstl.KeyGroupRange{Start: i, End: i})
+		mustAppend(t, ws[i], i, fmt.Sprintf("change-%d", i))
+	}
+	handles := make([]dstl.Handle, writers)
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Go(func() { handles[i] = persist(t, w, 0, 1) })
+	}
+	wg.Wait()
+	if got := b.Counts()[dstltest.OpPut]; got != 1 {
+		t.Fatalf("64 writers persisting at once wrote %d objects, want 1", got)
+	}
+	for i, h := range handles {
+		if got := readAll(t, b, h, ws[i].KeyGroups()); !slices.Equal(got, []string{fmt.Sprintf("%d:change-%d", i, i)}) {
+			t.Fatalf("writer %d read back %q", i, got)
+		}
+	}
+}
+
+func TestBatchSizeThresholdFlushesEarly(t *testing.T) {
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.BatchPersistDelay = time.Hour
+	cfg.BatchPersistSizeThreshold = 10
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "0123456789ab")
+	persist(t, w, 0, 1) // would wait an hour without the size threshold
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+var errInjected = errors.New("injected failure")
