@@ -26,7 +26,10 @@ type attemptResult struct {
 // context and whatever they stored is discarded. The batch fails only when
 // the last attempt has ended without success. With the none policy there is
 // one attempt and no timeout.
-func (s *scheduler) uploadWithRetries(batch []*UploadTask) (*UploadOutput, error) {
+//
+// settled is closed once every attempt has ended; it is nil when the
+// storage closed while attempts may still run.
+func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, settled <-chan struct{}, err error) {
 	maxAttempts := s.cfg.UploadMaxAttempts
 	if s.cfg.RetryPolicy == RetryNone || maxAttempts < 1 {
 		maxAttempts = 1
@@ -68,17 +71,20 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (*UploadOutput, error
 	}
 	// losers waits for the attempts still running after a winner (or after
 	// the storage closed) and discards whatever they stored.
-	losers := func() {
+	losers := func() chan struct{} {
 		for _, c := range cancels {
 			c()
 		}
+		done := make(chan struct{})
 		if running == 0 {
-			return
+			close(done)
+			return done
 		}
 		n := running
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer close(done)
 			for range n {
 				if r := <-results; r.err == nil {
 					for _, obj := range r.out.Objects {
@@ -88,6 +94,7 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (*UploadOutput, error
 				}
 			}
 		}()
+		return done
 	}
 
 	var lastErr error
@@ -97,7 +104,7 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (*UploadOutput, error
 		case r := <-results:
 			running--
 			if r.err == nil {
-				losers()
+				settled := losers()
 				s.m.attemptsPerUpload.Record(s.ctx, int64(r.n))
 				s.m.totalAttemptsPerUpload.Record(s.ctx, int64(started))
 				s.m.uploadLatency.Record(s.ctx, float64(time.Since(begin))/float64(time.Millisecond))
@@ -110,7 +117,7 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (*UploadOutput, error
 				}
 				s.m.uploadSize.Record(s.ctx, logical)
 				s.m.uploadStoredSize.Record(s.ctx, stored)
-				return r.out, nil
+				return r.out, settled, nil
 			}
 			lastErr = r.err
 			s.log.Warn("dstl: upload attempt failed", "attempt", r.n, "of", maxAttempts, "tasks", len(batch), "err", r.err)
@@ -125,7 +132,7 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (*UploadOutput, error
 				}
 			}
 			s.m.totalAttemptsPerUpload.Record(s.ctx, int64(started))
-			return nil, fmt.Errorf("dstl: upload of %d tasks failed after %d attempts: %w", len(batch), started, lastErr)
+			return nil, losers(), fmt.Errorf("dstl: upload of %d tasks failed after %d attempts: %w", len(batch), started, lastErr)
 		case <-hedge.C:
 			if started < maxAttempts {
 				s.log.Debug("dstl: upload attempt timed out; starting another beside it", "attempt", started, "timeout", s.cfg.UploadTimeout)
@@ -136,7 +143,7 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (*UploadOutput, error
 			start()
 		case <-s.ctx.Done():
 			losers()
-			return nil, fmt.Errorf("dstl: upload: storage %w", ErrClosed)
+			return nil, nil, fmt.Errorf("dstl: upload: storage %w", ErrClosed)
 		}
 	}
 }

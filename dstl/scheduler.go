@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,13 +118,32 @@ func (s *scheduler) startDrainLocked() {
 		}
 		defer func() { <-s.slots }()
 		s.mu.Lock()
-		batch := s.queue
-		s.queue, s.queueBytes = nil, 0
+		batch := s.takeBatchLocked()
+		if len(s.queue) > 0 && !s.closed {
+			s.startDrainLocked() // the rest goes in the next object
+		}
 		s.mu.Unlock()
 		if len(batch) > 0 {
 			s.runBatch(batch)
 		}
 	}()
+}
+
+// takeBatchLocked takes queued tasks, oldest first, up to
+// batch.persist-size-threshold bytes (at least one task), so that an
+// object, and so an attempt, stays bounded however far uploads lag.
+func (s *scheduler) takeBatchLocked() []*UploadTask {
+	var n int
+	var size int64
+	for n < len(s.queue) && (n == 0 || size+s.queue[n].Size <= s.cfg.BatchPersistSizeThreshold) {
+		size += s.queue[n].Size
+		n++
+	}
+	batch := slices.Clone(s.queue[:n])
+	clear(s.queue[:n])
+	s.queue = s.queue[n:]
+	s.queueBytes -= size
+	return batch
 }
 
 // failQueue fails every queued task: the storage is closing.
@@ -138,8 +158,30 @@ func (s *scheduler) failQueue() {
 // runBatch uploads one batch with retries and completes its tasks.
 func (s *scheduler) runBatch(batch []*UploadTask) {
 	s.m.batchSize.Record(s.ctx, int64(len(batch)))
-	out, err := s.uploadWithRetries(batch)
+	for _, t := range batch {
+		t.prepare()
+	}
+	out, settled, err := s.uploadWithRetries(batch)
 	s.finish(batch, out, err)
+	if settled == nil {
+		return // closing: an attempt may still read the buffers
+	}
+	recycle := func() {
+		for _, t := range batch {
+			t.writer.recycle(t)
+		}
+	}
+	select {
+	case <-settled:
+		recycle()
+	default:
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			<-settled
+			recycle()
+		}()
+	}
 }
 
 // finish completes or fails the tasks and gives their bytes back.

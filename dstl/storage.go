@@ -25,6 +25,7 @@ type Storage struct {
 	m           *metrics
 	log         *slog.Logger
 	readerCache *rangeCache
+	buffers     bufferPool
 
 	mu      sync.Mutex
 	closed  bool

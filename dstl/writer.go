@@ -47,12 +47,13 @@ type changeSet struct {
 	refs []changeRef
 	size int64 // logical bytes
 
+	scratch [][]byte // the changes grouped by key group, built for uploads
+
 	state     setState
-	task      *UploadTask       // the upload in progress, if any
-	encoded   *format.ChangeSet // built once, kept for re-uploads
-	result    UploadResult      // where it was stored, once uploaded
-	reported  bool              // included in a handle returned by Persist
-	confirmed bool              // a checkpoint with it completed
+	task      *UploadTask  // the upload in progress, if any
+	result    UploadResult // where it was stored, once uploaded
+	reported  bool         // included in a handle returned by Persist
+	confirmed bool         // a checkpoint with it completed
 	truncated bool
 }
 
@@ -164,12 +165,8 @@ func (w *Writer) rolloverLocked() {
 	}
 	closed := w.active
 	w.sets = append(w.sets, closed)
-	// Size the next arena like the last one, so a steady writer stops growing.
-	w.active = &changeSet{
-		sqn:  closed.sqn + 1,
-		data: make([]byte, 0, cap(closed.data)),
-		refs: make([]changeRef, 0, cap(closed.refs)),
-	}
+	w.active = &changeSet{sqn: closed.sqn + 1}
+	w.storage.buffers.get(w.active, closed)
 }
 
 // Persist captures every change set with a sequence number of at least from
@@ -247,27 +244,68 @@ func (w *Writer) newTaskLocked(sets []*changeSet) *UploadTask {
 	if len(sets) == 0 {
 		return nil
 	}
-	t := &UploadTask{LogID: w.logID, writer: w, sets: sets, ChangeSets: make([]*format.ChangeSet, len(sets))}
-	for i, cs := range sets {
+	t := &UploadTask{LogID: w.logID, writer: w, sets: sets}
+	for _, cs := range sets {
 		cs.state = setUploading
 		cs.task = t
-		if cs.encoded == nil {
-			cs.encoded = cs.encode(w.logID)
-		}
-		t.ChangeSets[i] = cs.encoded
 		t.Size += cs.size
 	}
 	return t
 }
 
-// encode groups the set's changes by key group, metadata first, each group
-// in append order. The changes alias the arena, which is immutable once the
-// set is closed.
-func (cs *changeSet) encode(id LogID) *format.ChangeSet {
-	refs := slices.Clone(cs.refs)
-	slices.SortStableFunc(refs, func(a, b changeRef) int { return int(a.kg) - int(b.kg) })
-	changes := make([][]byte, len(refs))
+// prepare builds the task's change sets for the uploader. The scheduler
+// calls it off the writer's lock: while a set is uploading, its task owns
+// its buffers (Truncate and Close leave them alone).
+func (t *UploadTask) prepare() {
+	if t.ChangeSets != nil {
+		return
+	}
+	t.ChangeSets = make([]*format.ChangeSet, len(t.sets))
+	for i, cs := range t.sets {
+		t.ChangeSets[i] = cs.group(t.LogID, t.writer.groups)
+	}
+}
+
+// group orders the set's changes by key group, metadata first, each group
+// in append order, with a counting sort over the writer's range (or a
+// comparison sort when the range is much larger than the set). The changes
+// alias the arena, which no one writes once the set is closed.
+func (cs *changeSet) group(id LogID, kgr KeyGroupRange) *format.ChangeSet {
 	out := &format.ChangeSet{LogID: id, SequenceNumber: uint64(cs.sqn)}
+	changes := cs.scratch[:0]
+	if cap(changes) < len(cs.refs) {
+		changes = make([][]byte, 0, len(cs.refs))
+	}
+	changes = changes[:len(cs.refs)]
+	cs.scratch = changes
+	slot := func(kg int32) int { return int(kg) - kgr.Start + 1 } // metadata (-1) first
+	if span := kgr.End - kgr.Start + 2; span <= 4*len(cs.refs)+1024 {
+		counts := make([]int32, span+1)
+		for _, r := range cs.refs {
+			counts[slot(r.kg)+1]++
+		}
+		for i := 1; i < len(counts); i++ {
+			counts[i] += counts[i-1]
+		}
+		for k := 0; k < span; k++ {
+			if n := counts[k+1] - counts[k]; n > 0 {
+				out.Groups = append(out.Groups, format.Group{KeyGroup: int32(k + kgr.Start - 1), Changes: changes[counts[k]:counts[k+1]:counts[k+1]]})
+			}
+		}
+		for _, r := range cs.refs {
+			k := slot(r.kg)
+			changes[counts[k]] = cs.data[r.off : r.off+int(r.n) : r.off+int(r.n)]
+			counts[k]++
+		}
+		return out
+	}
+	refs := slices.Clone(cs.refs)
+	slices.SortFunc(refs, func(a, b changeRef) int {
+		if a.kg != b.kg {
+			return int(a.kg) - int(b.kg)
+		}
+		return a.off - b.off // append order
+	})
 	for i, r := range refs {
 		changes[i] = cs.data[r.off : r.off+int(r.n) : r.off+int(r.n)]
 		if n := len(out.Groups); n == 0 || out.Groups[n-1].KeyGroup != r.kg {
@@ -278,6 +316,19 @@ func (cs *changeSet) encode(id LogID) *format.ChangeSet {
 		}
 	}
 	return out
+}
+
+// recycle returns the buffers of the task's sets that no upload will read
+// again to the storage's pool. The scheduler calls it once every attempt
+// of the task's batch has ended.
+func (w *Writer) recycle(t *UploadTask) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, cs := range t.sets {
+		if cs.truncated || cs.state == setUploaded {
+			w.storage.buffers.put(cs)
+		}
+	}
 }
 
 // uploadCompleted records where the task's sets were stored. A set that was
@@ -294,7 +345,6 @@ func (w *Writer) uploadCompleted(t *UploadTask, results []UploadResult) {
 		cs.task = nil
 		cs.state = setUploaded
 		cs.result = r
-		cs.data, cs.refs, cs.encoded = nil, nil, nil
 	}
 	w.resolveWaitersLocked()
 }
@@ -413,10 +463,14 @@ func (w *Writer) Truncate(to SequenceNumber) {
 // uploading one when its result arrives.
 func (w *Writer) dropLocked(cs *changeSet) {
 	cs.truncated = true
-	if cs.state == setUploaded {
+	switch cs.state {
+	case setUploaded:
 		w.storage.tracker.release(cs.result.Object)
+	case setNotUploaded:
+		w.storage.buffers.put(cs)
+	case setUploading:
+		// The upload owns the buffers; the scheduler recycles them.
 	}
-	cs.data, cs.refs, cs.encoded = nil, nil, nil
 }
 
 // TruncateAndClose drops the tail of the log, every change set from from

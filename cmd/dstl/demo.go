@@ -151,12 +151,14 @@ type demoWriter struct {
 	from     dstl.SequenceNumber // first change set since the last materialisation
 	snapshot string
 	rng      *rand.Rand
+	appended int64 // logical bytes
 }
 
 type demoReport struct {
 	basePath                 string
 	writers, recovered       int
 	changes, logical, stored int64
+	snapshotBytes            int64
 	confirmed, aborted       int
 	materialisations         int
 	objects, objectBytes     int64
@@ -220,6 +222,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 				if err := dw.st.apply(kg, change); err != nil {
 					return err
 				}
+				dw.appended += int64(len(change))
 			}
 			return nil
 		})
@@ -276,9 +279,13 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 			err := forEach(ws, func(i int, dw *demoWriter) error {
 				from := dw.w.NextSequenceNumber()
 				name := fmt.Sprintf("demo/snapshots/operator-%d-cp-%d.snap", i, cp)
-				if err := putSnapshot(ctx, counting, name, snapshot{State: dw.st, From: from}); err != nil {
+				n, err := putSnapshot(ctx, counting, name, snapshot{State: dw.st, From: from})
+				if err != nil {
 					return err
 				}
+				mu.Lock()
+				rep.snapshotBytes += n
+				mu.Unlock()
 				dw.from, dw.snapshot = from, name
 				return nil
 			})
@@ -353,6 +360,10 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		return nil, err
 	}
 	rep.requests = counting.Stats()
+	for _, dw := range ws {
+		rep.logical += dw.appended
+	}
+	rep.stored = rep.requests.BytesPut - rep.snapshotBytes
 	rep.elapsed = time.Since(start)
 	return rep, nil
 }
@@ -443,12 +454,12 @@ func forEach(ws []*demoWriter, fn func(int, *demoWriter) error) error {
 	return errors.Join(errs...)
 }
 
-func putSnapshot(ctx context.Context, b dstl.Backend, name string, s snapshot) error {
+func putSnapshot(ctx context.Context, b dstl.Backend, name string, s snapshot) (int64, error) {
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(s); err != nil {
-		return err
+		return 0, err
 	}
-	return b.Put(ctx, name, bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	return int64(buf.Len()), b.Put(ctx, name, bytes.NewReader(buf.Bytes()), int64(buf.Len()))
 }
 
 func getSnapshot(ctx context.Context, b dstl.Backend, name string) (*snapshot, error) {
@@ -499,7 +510,7 @@ func (r *demoReport) print(w io.Writer) {
 	mib := func(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
 	fmt.Fprintf(w, "checkpoints:        %d confirmed, %d aborted, %d materialisations\n", r.confirmed, r.aborted, r.materialisations)
 	fmt.Fprintf(w, "changes:            %d appended by %d writers\n", r.changes, r.writers)
-	fmt.Fprintf(w, "bytes:              %s logical, %s stored (new bytes of confirmed checkpoints)\n", mib(r.logical), mib(r.stored))
+	fmt.Fprintf(w, "bytes:              %s of changes appended, %s of change-set objects stored (%s of snapshots)\n", mib(r.logical), mib(r.stored), mib(r.snapshotBytes))
 	fmt.Fprintf(w, "objects left:       %d (%s), snapshots included\n", r.objects, mib(r.objectBytes))
 	fmt.Fprintf(w, "requests:           %d put, %d get, %d delete, %d list\n", r.requests.Puts, r.requests.Gets, r.requests.Deletes, r.requests.Lists)
 	fmt.Fprintf(w, "persist latency:    p50 %v, p99 %v\n", r.persistP50.Round(time.Microsecond), r.persistP99.Round(time.Microsecond))
