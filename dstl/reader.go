@@ -3,6 +3,7 @@ package dstl
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -107,7 +108,7 @@ func (r *Reader) Changes(ctx context.Context, h Handle) iter.Seq2[Change, error]
 	}
 }
 
-var errStopIteration = fmt.Errorf("stop iteration")
+var errStopIteration = errors.New("stop iteration")
 
 // Read calls fn for each change of the handle, in the order of
 // [Reader.Changes]. An error from fn stops reading and is returned.
@@ -170,6 +171,10 @@ func (r *Reader) fetchRange(ctx context.Context, rg fetchRange) ([]byte, error) 
 		buf := make([]byte, rg.len)
 		n, err := io.ReadFull(rc, buf)
 		r.fetched.Add(int64(n))
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends after %d: %w",
+				rg.object, rg.len, rg.off, n, format.ErrCorrupt)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("dstl: read %q: %d bytes at offset %d, got %d: %w", rg.object, rg.len, rg.off, n, err)
 		}

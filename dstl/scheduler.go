@@ -202,14 +202,11 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 	} else {
 		s.m.uploadFailures.Add(context.Background(), 1)
 	}
+	// Give the bytes back first, so that whoever learns of the completion
+	// also sees the capacity.
 	var size int64
-	for i, t := range batch {
+	for _, t := range batch {
 		size += t.Size
-		if err != nil {
-			t.writer.uploadFailed(t, err)
-		} else {
-			t.writer.uploadCompleted(t, out.Results[i])
-		}
 	}
 	s.mu.Lock()
 	s.inFlight -= size
@@ -217,6 +214,13 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 	s.freed = make(chan struct{})
 	s.updateAvailabilityLocked()
 	s.mu.Unlock()
+	for i, t := range batch {
+		if err != nil {
+			t.writer.uploadFailed(t, err)
+		} else {
+			t.writer.uploadCompleted(t, out.Results[i])
+		}
+	}
 }
 
 // checkOutput verifies that an uploader returned one result per change set

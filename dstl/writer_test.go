@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -26,7 +27,8 @@ func testConfig() dstl.Config {
 
 func newStorage(t testing.TB, b dstl.Backend, cfg dstl.Config, opts ...dstl.Option) *dstl.Storage {
 	t.Helper()
-	s, err := dstl.New(cfg, b, append([]dstl.Option{dstl.WithStorageID("memory")}, opts...)...)
+	quiet := dstl.WithLogger(slog.New(slog.DiscardHandler))
+	s, err := dstl.New(cfg, b, append([]dstl.Option{dstl.WithStorageID("memory"), quiet}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

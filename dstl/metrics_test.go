@@ -1,0 +1,74 @@
+package dstl_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// TestMetrics checks the instruments through an OpenTelemetry SDK reader:
+// one upload that took two attempts (one failure).
+func TestMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+
+	b := dstltest.NewBackend()
+	failPuts(b, 1)
+	s := newStorage(t, b, testConfig(), dstl.WithMeterProvider(mp))
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "0123456789")
+	persist(t, w, 0, 1)
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					got[m.Name] += p.Value
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					got[m.Name] = p.Value
+				}
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					got[m.Name+".sum"] += p.Sum
+					got[m.Name+".count"] += int64(p.Count)
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					got[m.Name+".count"] += int64(p.Count)
+				}
+			}
+		}
+	}
+	for name, want := range map[string]int64{
+		"dstl.upload.requests":           2,
+		"dstl.upload.failures":           0,
+		"dstl.upload.attempts.sum":       2,
+		"dstl.upload.total_attempts.sum": 2,
+		"dstl.upload.batch_size.sum":     1,
+		"dstl.upload.size.sum":           10,
+		"dstl.upload.latency.count":      1,
+		"dstl.upload.in_flight":          0,
+		"dstl.upload.queue_size":         0,
+		"dstl.upload.stored_size.count":  1,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %d, want %d", name, got[name], want)
+		}
+	}
+	if got["dstl.upload.stored_size.sum"] <= 10 {
+		t.Errorf("stored size = %d, want more than the 10 logical bytes (framing)", got["dstl.upload.stored_size.sum"])
+	}
+}

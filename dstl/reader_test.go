@@ -1,0 +1,175 @@
+package dstl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/format"
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+// manyWritersOneObject has 32 writers persist 10 KiB each into one object
+// and returns the backend, the storage and the handles.
+func manyWritersOneObject(t *testing.T) (*dstltest.Backend, *dstl.Storage, []*dstl.Writer, []dstl.Handle) {
+	t.Helper()
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.BatchPersistDelay = 300 * time.Millisecond
+	s := newStorage(t, b, cfg)
+	const writers = 32
+	ws := make([]*dstl.Writer, writers)
+	hs := make([]dstl.Handle, writers)
+	var wg sync.WaitGroup
+	for i := range ws {
+		ws[i] = newWriter(t, s, fmt.Sprint(i), dstl.KeyGroupRange{Start: 4 * i, End: 4*i + 3})
+		for j := range 100 {
+			mustAppend(t, ws[i], 4*i+j%4, strings.Repeat(string(rune('a'+i%26)), 100))
+		}
+	}
+	for i, w := range ws {
+		wg.Go(func() { hs[i] = persist(t, w, 0, 1) })
+	}
+	wg.Wait()
+	if b.Len() != 1 {
+		t.Fatalf("objects = %d, want 1", b.Len())
+	}
+	return b, s, ws, hs
+}
+
+// TestReaderFetchesOnlyWhatItNeeds: a handle that needs 1/32 of an object
+// fetches its range alone: bytes fetched / bytes needed <= 1.1.
+func TestReaderFetchesOnlyWhatItNeeds(t *testing.T) {
+	b, _, ws, hs := manyWritersOneObject(t)
+	obj := b.Objects()[0]
+	r, err := dstl.NewReader(b, ws[7].KeyGroups(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	for _, err := range r.Changes(context.Background(), hs[7]) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 100 {
+		t.Fatalf("read %d changes, want 100", n)
+	}
+	st := r.Stats()
+	ratio := float64(st.BytesFetched) / float64(st.BytesNeeded)
+	t.Logf("object %d bytes; handle needs %d; fetched %d in %d requests (ratio %.3f)", obj.Size, st.BytesNeeded, st.BytesFetched, st.Requests, ratio)
+	if ratio > 1.1 || st.Requests != 1 {
+		t.Fatalf("fetched %d bytes in %d requests for %d needed (ratio %.3f), want one request and ratio <= 1.1", st.BytesFetched, st.Requests, st.BytesNeeded, ratio)
+	}
+	if st.BytesNeeded*10 > obj.Size {
+		t.Fatalf("the handle needs %d of %d bytes: not a small part", st.BytesNeeded, obj.Size)
+	}
+}
+
+// TestReaderCoalescesAndCaches: prefetching every handle of a shared object
+// costs one request; reading them all afterwards costs none.
+func TestReaderCoalescesAndCaches(t *testing.T) {
+	b, s, _, hs := manyWritersOneObject(t)
+	r, err := s.NewReader(dstl.KeyGroupRange{Start: 0, End: 127})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gets := b.Counts()[dstltest.OpGet]
+	if err := r.Prefetch(context.Background(), hs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hs {
+		if err := r.Read(context.Background(), h, func(dstl.Change) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := b.Counts()[dstltest.OpGet] - gets; got != 1 {
+		t.Fatalf("reading 32 handles of one object took %d requests, want 1", got)
+	}
+	// A second reader of the same storage shares the cache.
+	r2, _ := s.NewReader(dstl.KeyGroupRange{Start: 0, End: 3})
+	if err := r2.Read(context.Background(), hs[0], func(dstl.Change) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Counts()[dstltest.OpGet] - gets; got != 1 {
+		t.Fatalf("second reader fetched again: %d requests", got)
+	}
+}
+
+func TestReaderCacheExpiresIdleRanges(t *testing.T) {
+	b := dstltest.NewBackend()
+	s := newStorage(t, b, testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	h := persist(t, w, 0, 1)
+	r, err := dstl.NewReader(b, w.KeyGroups(), 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	read := func() {
+		if err := r.Read(context.Background(), h, func(dstl.Change) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read()
+	read()
+	if got := r.Stats().Requests; got != 1 {
+		t.Fatalf("requests = %d, want 1 (second read cached)", got)
+	}
+	time.Sleep(150 * time.Millisecond)
+	read()
+	if got := r.Stats().Requests; got != 2 {
+		t.Fatalf("requests = %d, want 2 (idle range expired)", got)
+	}
+}
+
+// TestReaderDamagedObject: a flipped byte or a truncation gives an error
+// that names the object and offset, never wrong data.
+func TestReaderDamagedObject(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func([]byte) []byte
+		want   error
+	}{
+		{"flipped byte", func(b []byte) []byte { b[len(b)/3] ^= 0x40; return b }, format.ErrChecksum},
+		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }, format.ErrCorrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			s := newStorage(t, b, testConfig())
+			w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+			for range 50 {
+				mustAppend(t, w, 0, strings.Repeat("z", 40))
+			}
+			h := persist(t, w, 0, 1)
+			obj := h.Entries[0].Object
+			data, _ := b.ObjectBytes(obj)
+			b.SetObjectBytes(obj, tc.damage(append([]byte(nil), data...)))
+			r, _ := dstl.NewReader(b, w.KeyGroups(), time.Minute)
+			defer r.Close()
+			n := 0
+			err := r.Read(context.Background(), h, func(dstl.Change) error { n++; return nil })
+			if err == nil {
+				t.Fatal("read of a damaged object succeeded")
+			}
+			if n != 0 {
+				t.Fatalf("yielded %d changes from a damaged change set", n)
+			}
+			if !strings.Contains(err.Error(), obj) {
+				t.Fatalf("error %q does not name the object", err)
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("error %v, want %v", err, tc.want)
+			}
+			t.Log(err)
+		})
+	}
+}

@@ -1,0 +1,111 @@
+package dstl_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	_ "github.com/dstlgo/dstl/backends/local"
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+func init() {
+	dstl.Register("registry-test", func(ctx context.Context, basePath string) (dstl.Backend, error) {
+		return dstltest.NewBackend(), nil
+	}, "regtest")
+}
+
+func TestRegisterDuplicatePanics(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		id      string
+		schemes []string
+	}{
+		{"identifier", "registry-test", nil},
+		{"scheme", "registry-test-2", []string{"regtest"}},
+		{"local identifier", "local", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("Register did not panic on a duplicate")
+				}
+			}()
+			dstl.Register(tc.id, func(context.Context, string) (dstl.Backend, error) { return nil, nil }, tc.schemes...)
+		})
+	}
+}
+
+func TestOpenBackend(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, id, basePath string
+		wantID, wantErr    string
+	}{
+		{"plain path is local", "", dir, "local", ""},
+		{"file URL", "", "file://" + dir, "local", ""},
+		{"by identifier", "registry-test", "anything", "registry-test", ""},
+		{"by scheme", "", "regtest://bucket/prefix", "registry-test", ""},
+		{"unknown identifier lists the known", "nope", dir, "", `unknown storage "nope" (known: local, registry-test`},
+		{"unknown scheme lists the known", "", "nope://x", "", `no backend serves URL scheme "nope"`},
+		{"empty base path", "", "", "", `"base-path" is required`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, id, err := dstl.OpenBackend(context.Background(), tc.id, tc.basePath)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if id != tc.wantID {
+				t.Fatalf("id = %q, want %q", id, tc.wantID)
+			}
+		})
+	}
+}
+
+func TestBackendsListsRegistrations(t *testing.T) {
+	var ids []string
+	for _, b := range dstl.Backends() {
+		ids = append(ids, b.ID+"="+strings.Join(b.Schemes, ","))
+	}
+	got := strings.Join(ids, " ")
+	if !strings.Contains(got, "local=file") || !strings.Contains(got, "registry-test=regtest") {
+		t.Fatalf("Backends() = %s", got)
+	}
+}
+
+// TestOpenStorageByURL opens a whole storage from a config, as a user does.
+func TestOpenStorageByURL(t *testing.T) {
+	cfg, err := dstl.ParseConfig(map[string]string{
+		"state.changelog.dstl.dfs.base-path":           "file://" + t.TempDir(),
+		"state.changelog.dstl.dfs.batch.persist-delay": "1 ms",
+		"job-id": "job-1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dstl.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.ID() != "local" {
+		t.Fatalf("storage id = %q", s.ID())
+	}
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	h := persist(t, w, 0, 1)
+	if !strings.HasPrefix(h.Entries[0].Object, "job-1/") || !strings.HasSuffix(h.Entries[0].Object, dstl.ObjectSuffix) {
+		t.Fatalf("object %q is not under the job's prefix", h.Entries[0].Object)
+	}
+	if got := readAll(t, s.Backend(), h, w.KeyGroups()); len(got) != 1 || got[0] != "0:x" {
+		t.Fatalf("read back %q", got)
+	}
+}
