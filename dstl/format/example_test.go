@@ -61,5 +61,5 @@ func Example() {
 	// frame at 96, 88 bytes: sqn 1, 2 groups
 	// key group 7: k=v2
 	// true
-	// dstl/format: object "jobs/j1/obj-1" at offset 180: checksum mismatch: frame CRC32C is 0x92d0c492, computed 0xe6de2b90 over 84 bytes from offset 96
+	// dstl/format: object "jobs/j1/obj-1" at offset 180: checksum mismatch: frame CRC32C is 0xfeedb1f3, computed 0x8ae35ef1 over 84 bytes from offset 96
 }
