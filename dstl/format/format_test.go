@@ -484,6 +484,13 @@ func TestLyingFrames(t *testing.T) {
 		}
 		return enc.EncodeAll([]byte("\x05hello"), nil)
 	}()
+	zstdOverrun := func() []byte {
+		enc, err := zstdEncoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return enc.EncodeAll([]byte("\x09hello"), nil)
+	}()
 	u32 := func(x int64) uint32 { return uint32(x) }
 	for _, tc := range []struct {
 		name   string
@@ -523,6 +530,7 @@ func TestLyingFrames(t *testing.T) {
 		{"zstd garbage", rawFrame{codec: 1, logical: 4, groups: 1, dir: [][4]uint32{{0, 1, 0, 4}}, payload: []byte("not zstd")}.bytes(), 56},
 		{"zstd decodes to more than declared", rawFrame{codec: 1, logical: 3, groups: 1, dir: [][4]uint32{{0, 1, 0, 3}}, payload: zstdHello}.bytes(), 56},
 		{"zstd decodes to less than declared", rawFrame{codec: 1, logical: 8, groups: 1, dir: [][4]uint32{{0, 1, 0, 8}}, payload: zstdHello}.bytes(), 56},
+		{"zstd change overruns group", rawFrame{codec: 1, logical: 6, groups: 1, dir: [][4]uint32{{0, 1, 0, 6}}, payload: zstdOverrun}.bytes(), 56},
 		{"zstd valid frame", rawFrame{codec: 1, logical: 6, groups: 1, dir: [][4]uint32{{0, 1, 0, 6}}, payload: zstdHello}.bytes(), -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
