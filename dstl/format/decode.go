@@ -9,6 +9,18 @@ import (
 	"io"
 )
 
+// Offsets of the fields of a frame's fixed header. The length, the version
+// and the trailing CRC32C keep their places in every format version.
+const (
+	frameOffVersion     = 4
+	frameOffCodec       = 5
+	frameOffReserved    = 6 // 2 bytes
+	frameOffLogID       = 8
+	frameOffSQN         = 24
+	frameOffPayloadSize = 32
+	frameOffGroups      = 36
+)
+
 // frameView is a frame whose header, checksum and directory were validated.
 type frameView struct {
 	logID   [16]byte
@@ -43,25 +55,28 @@ func parseFrame(object string, offset int64, frame []byte) (frameView, error) {
 		return v, errorf(object, offset+int64(crcAt), ErrChecksum, "frame CRC32C is %#08x, computed %#08x over %d bytes from offset %d", want, got, crcAt, offset)
 	}
 
-	copy(v.logID[:], frame[4:20])
-	v.sqn = binary.LittleEndian.Uint64(frame[20:])
-	v.codec = Codec(frame[28])
-	if v.codec != CodecNone && v.codec != CodecZstd {
-		return v, errorf(object, offset+28, ErrCorrupt, "unknown codec %d", frame[28])
+	if frame[frameOffVersion] != Version {
+		return v, errorf(object, offset+frameOffVersion, ErrVersion, "frame version %d, this reader supports %d", frame[frameOffVersion], Version)
 	}
-	for i := 29; i < 32; i++ {
+	v.codec = Codec(frame[frameOffCodec])
+	if v.codec != CodecNone && v.codec != CodecZstd {
+		return v, errorf(object, offset+frameOffCodec, ErrCorrupt, "unknown codec %d", frame[frameOffCodec])
+	}
+	for i := frameOffReserved; i < frameOffLogID; i++ {
 		if frame[i] != 0 {
 			return v, errorf(object, offset+int64(i), ErrCorrupt, "reserved frame header byte is %#02x, want 0", frame[i])
 		}
 	}
-	logical := binary.LittleEndian.Uint32(frame[32:])
+	copy(v.logID[:], frame[frameOffLogID:])
+	v.sqn = binary.LittleEndian.Uint64(frame[frameOffSQN:])
+	logical := binary.LittleEndian.Uint32(frame[frameOffPayloadSize:])
 	if logical > MaxPayloadSize {
-		return v, errorf(object, offset+32, ErrCorrupt, "payload size %d exceeds %d", logical, MaxPayloadSize)
+		return v, errorf(object, offset+frameOffPayloadSize, ErrCorrupt, "payload size %d exceeds %d", logical, MaxPayloadSize)
 	}
 	v.logical = int(logical)
-	groups := binary.LittleEndian.Uint32(frame[36:])
+	groups := binary.LittleEndian.Uint32(frame[frameOffGroups:])
 	if uint64(groups) > uint64(crcAt-FrameHeaderSize)/DirEntrySize {
-		return v, errorf(object, offset+36, ErrCorrupt, "%d groups do not fit in a %d-byte frame", groups, len(frame))
+		return v, errorf(object, offset+frameOffGroups, ErrCorrupt, "%d groups do not fit in a %d-byte frame", groups, len(frame))
 	}
 	v.groups = int(groups)
 	dirEnd := FrameHeaderSize + v.groups*DirEntrySize
@@ -71,11 +86,11 @@ func parseFrame(object string, offset int64, frame []byte) (frameView, error) {
 	switch v.codec {
 	case CodecNone:
 		if len(v.payload) != v.logical {
-			return v, errorf(object, offset+32, ErrCorrupt, "payload size %d, but %d payload bytes are stored raw", v.logical, len(v.payload))
+			return v, errorf(object, offset+frameOffPayloadSize, ErrCorrupt, "payload size %d, but %d payload bytes are stored raw", v.logical, len(v.payload))
 		}
 	case CodecZstd:
 		if uint64(v.logical) > uint64(len(v.payload))*zstdMaxRatio {
-			return v, errorf(object, offset+32, ErrCorrupt, "payload size %d is impossible for %d bytes of zstd", v.logical, len(v.payload))
+			return v, errorf(object, offset+frameOffPayloadSize, ErrCorrupt, "payload size %d is impossible for %d bytes of zstd", v.logical, len(v.payload))
 		}
 	}
 
@@ -104,7 +119,7 @@ func parseFrame(object string, offset int64, frame []byte) (frameView, error) {
 		sum += uint64(size)
 	}
 	if sum != uint64(v.logical) {
-		return v, errorf(object, offset+32, ErrCorrupt, "payload size %d, but the groups cover %d bytes", v.logical, sum)
+		return v, errorf(object, offset+frameOffPayloadSize, ErrCorrupt, "payload size %d, but the groups cover %d bytes", v.logical, sum)
 	}
 	return v, nil
 }

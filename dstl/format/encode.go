@@ -109,11 +109,12 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 
 	frameLen := len(buf) + FrameCRCSize
 	binary.LittleEndian.PutUint32(buf[0:], uint32(frameLen))
-	copy(buf[4:20], cs.LogID[:])
-	binary.LittleEndian.PutUint64(buf[20:], cs.SequenceNumber)
-	buf[28] = byte(codec)
-	binary.LittleEndian.PutUint32(buf[32:], uint32(payloadSize))
-	binary.LittleEndian.PutUint32(buf[36:], uint32(len(cs.Groups)))
+	buf[frameOffVersion] = Version
+	buf[frameOffCodec] = byte(codec)
+	copy(buf[frameOffLogID:], cs.LogID[:])
+	binary.LittleEndian.PutUint64(buf[frameOffSQN:], cs.SequenceNumber)
+	binary.LittleEndian.PutUint32(buf[frameOffPayloadSize:], uint32(payloadSize))
+	binary.LittleEndian.PutUint32(buf[frameOffGroups:], uint32(len(cs.Groups)))
 	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
 	if cap(buf) <= maxRetainedBuffer {
 		e.buf = buf[:0]

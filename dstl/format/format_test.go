@@ -441,8 +441,9 @@ func TestTruncation(t *testing.T) {
 
 // rawFrame builds a frame from its fields with a valid CRC.
 type rawFrame struct {
+	version  byte // Version if 0
 	codec    byte
-	reserved [3]byte
+	reserved [2]byte
 	logical  uint32
 	groups   uint32
 	dir      [][4]uint32 // key group, count, offset, size
@@ -451,12 +452,16 @@ type rawFrame struct {
 
 func (f rawFrame) bytes() []byte {
 	b := make([]byte, FrameHeaderSize)
-	copy(b[4:], "0123456789abcdef")
-	binary.LittleEndian.PutUint64(b[20:], 99)
-	b[28] = f.codec
-	copy(b[29:32], f.reserved[:])
-	binary.LittleEndian.PutUint32(b[32:], f.logical)
-	binary.LittleEndian.PutUint32(b[36:], f.groups)
+	b[frameOffVersion] = Version
+	if f.version != 0 {
+		b[frameOffVersion] = f.version
+	}
+	b[frameOffCodec] = f.codec
+	copy(b[frameOffReserved:], f.reserved[:])
+	copy(b[frameOffLogID:], "0123456789abcdef")
+	binary.LittleEndian.PutUint64(b[frameOffSQN:], 99)
+	binary.LittleEndian.PutUint32(b[frameOffPayloadSize:], f.logical)
+	binary.LittleEndian.PutUint32(b[frameOffGroups:], f.groups)
 	for _, d := range f.dir {
 		for _, x := range d {
 			b = binary.LittleEndian.AppendUint32(b, x)
@@ -479,6 +484,13 @@ func TestLyingFrames(t *testing.T) {
 		}
 		return enc.EncodeAll([]byte("\x05hello"), nil)
 	}()
+	zstdOverrun := func() []byte {
+		enc, err := zstdEncoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return enc.EncodeAll([]byte("\x09hello"), nil)
+	}()
 	u32 := func(x int64) uint32 { return uint32(x) }
 	for _, tc := range []struct {
 		name   string
@@ -495,8 +507,8 @@ func TestLyingFrames(t *testing.T) {
 			binary.LittleEndian.PutUint32(b, 1<<31)
 			return b
 		}(), 0},
-		{"unknown codec", rawFrame{codec: 2}.bytes(), 28},
-		{"reserved byte", rawFrame{reserved: [3]byte{0, 1, 0}}.bytes(), 30},
+		{"unknown codec", rawFrame{codec: 2}.bytes(), 5},
+		{"reserved byte", rawFrame{reserved: [2]byte{0, 1}}.bytes(), 7},
 		{"payload over max", rawFrame{logical: MaxPayloadSize + 1}.bytes(), 32},
 		{"raw payload shorter than declared", rawFrame{logical: 5, payload: []byte("abc")}.bytes(), 32},
 		{"raw payload longer than declared", rawFrame{logical: 1, payload: []byte("abc")}.bytes(), 32},
@@ -518,6 +530,7 @@ func TestLyingFrames(t *testing.T) {
 		{"zstd garbage", rawFrame{codec: 1, logical: 4, groups: 1, dir: [][4]uint32{{0, 1, 0, 4}}, payload: []byte("not zstd")}.bytes(), 56},
 		{"zstd decodes to more than declared", rawFrame{codec: 1, logical: 3, groups: 1, dir: [][4]uint32{{0, 1, 0, 3}}, payload: zstdHello}.bytes(), 56},
 		{"zstd decodes to less than declared", rawFrame{codec: 1, logical: 8, groups: 1, dir: [][4]uint32{{0, 1, 0, 8}}, payload: zstdHello}.bytes(), 56},
+		{"zstd change overruns group", rawFrame{codec: 1, logical: 6, groups: 1, dir: [][4]uint32{{0, 1, 0, 6}}, payload: zstdOverrun}.bytes(), 56},
 		{"zstd valid frame", rawFrame{codec: 1, logical: 6, groups: 1, dir: [][4]uint32{{0, 1, 0, 6}}, payload: zstdHello}.bytes(), -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -542,6 +555,15 @@ func TestLyingFrames(t *testing.T) {
 				t.Errorf("allocated %d bytes for a %d-byte frame", alloc, len(tc.frame))
 			}
 		})
+	}
+}
+
+func TestFrameVersion(t *testing.T) {
+	for _, v := range []byte{Version + 1, 0xff} {
+		_, err := DecodeFrame("newer", 100, rawFrame{version: v}.bytes())
+		if fe := checkErr(t, err, "newer", ErrVersion); fe.Offset != 100+frameOffVersion {
+			t.Errorf("version %d: offset %d", v, fe.Offset)
+		}
 	}
 }
 
