@@ -278,7 +278,19 @@ func (cs *changeSet) group(id LogID, kgr KeyGroupRange) *format.ChangeSet {
 	}
 	changes = changes[:len(cs.refs)]
 	cs.scratch = changes
-	slot := func(kg int32) int { return int(kg) - kgr.Start + 1 } // metadata (-1) first
+	// Slot 0 holds metadata, slot k > 0 key group kgr.Start+k-1.
+	slot := func(kg int32) int {
+		if kg == MetaKeyGroup {
+			return 0
+		}
+		return int(kg) - kgr.Start + 1
+	}
+	keyGroup := func(k int) int32 {
+		if k == 0 {
+			return MetaKeyGroup
+		}
+		return int32(kgr.Start + k - 1)
+	}
 	if span := kgr.End - kgr.Start + 2; span <= 4*len(cs.refs)+1024 {
 		counts := make([]int32, span+1)
 		for _, r := range cs.refs {
@@ -289,7 +301,7 @@ func (cs *changeSet) group(id LogID, kgr KeyGroupRange) *format.ChangeSet {
 		}
 		for k := 0; k < span; k++ {
 			if n := counts[k+1] - counts[k]; n > 0 {
-				out.Groups = append(out.Groups, format.Group{KeyGroup: int32(k + kgr.Start - 1), Changes: changes[counts[k]:counts[k+1]:counts[k+1]]})
+				out.Groups = append(out.Groups, format.Group{KeyGroup: keyGroup(k), Changes: changes[counts[k]:counts[k+1]:counts[k+1]]})
 			}
 		}
 		for _, r := range cs.refs {

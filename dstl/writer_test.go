@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -163,6 +164,48 @@ func TestPersistAndReadBack(t *testing.T) {
 			// A reader of half the range (after rescaling) skips the rest.
 			if got := readAll(t, b, h, dstl.KeyGroupRange{Start: 2, End: 3}); !slices.Equal(got, []string{"-1:meta1", "2:a1", "2:a2", "3:c1"}) {
 				t.Fatalf("read back [2,3] = %q", got)
+			}
+		})
+	}
+}
+
+// TestGroupingByKeyGroup covers both ways of grouping a change set: the
+// counting sort over a small range and the comparison sort over a range
+// much larger than the set, with metadata, ranges not starting at 0, and
+// interleaved appends.
+func TestGroupingByKeyGroup(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kgr  dstl.KeyGroupRange
+		kgs  []int
+	}{
+		{"small range from 10", dstl.KeyGroupRange{Start: 10, End: 13}, []int{13, 10, -1, 12, 10, 13, -1}},
+		{"whole range, few changes", dstl.KeyGroupRange{Start: 0, End: dstl.MaxKeyGroup}, []int{30000, 5, -1, 30000, 7, 5}},
+		{"large range from 100", dstl.KeyGroupRange{Start: 100, End: 20000}, []int{19999, -1, 100, 19999, 5000, 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			s := newStorage(t, b, testConfig())
+			w := newWriter(t, s, "op", tc.kgr)
+			byKG := map[int][]string{}
+			for i, kg := range tc.kgs {
+				c := fmt.Sprint("c", i)
+				if kg == dstl.MetaKeyGroup {
+					if err := w.AppendMeta(context.Background(), []byte(c)); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					mustAppend(t, w, kg, c)
+				}
+				byKG[kg] = append(byKG[kg], fmt.Sprintf("%d:%s", kg, c))
+			}
+			var want []string
+			for _, kg := range slices.Sorted(maps.Keys(byKG)) {
+				want = append(want, byKG[kg]...)
+			}
+			h := persist(t, w, 0, 1)
+			if got := readAll(t, b, h, tc.kgr); !slices.Equal(got, want) {
+				t.Fatalf("read back %q, want %q", got, want)
 			}
 		})
 	}

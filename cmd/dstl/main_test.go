@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestDemo(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"defaults, smaller", []string{"-checkpoints", "8", "-changes", "200"}},
+		{"compressed, rescaled to 3 writers", []string{"-checkpoints", "7", "-changes", "100", "-compression", "-recover-writers", "3"}},
+		{"no materialisation, no aborts", []string{"-checkpoints", "5", "-changes", "50", "-materialize-every", "0", "-abort-every", "0", "-writers", "2"}},
+		{"explicit base path", []string{"-checkpoints", "3", "-changes", "20", "-base-path", "file://" + t.TempDir()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append([]string{"demo"}, tc.args...), &out, &errOut)
+			if code != exitOK {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+			}
+			if !strings.Contains(out.String(), "verification:       OK") {
+				t.Fatalf("no verification line:\n%s", out.String())
+			}
+		})
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{nil, exitUsage},
+		{[]string{"nope"}, exitUsage},
+		{[]string{"demo", "-writers", "0"}, exitUsage},
+		{[]string{"demo", "extra"}, exitUsage},
+		{[]string{"demo", "-h"}, exitOK},
+		{[]string{"backends"}, exitOK},
+		{[]string{"demo", "-base-path", "nope://x", "-checkpoints", "1"}, exitRuntime},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), tc.args, &out, &errOut); code != tc.code {
+			t.Errorf("dstl %q: exit %d, want %d (stderr %s)", tc.args, code, tc.code, errOut.String())
+		}
+	}
+}
+
+func TestCompareStates(t *testing.T) {
+	base := func() state {
+		return state{1: {"a": []byte("1"), "b": []byte("2")}, 2: {"c": []byte("3")}}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(state)
+		ok     bool
+	}{
+		{"equal", func(state) {}, true},
+		{"value differs", func(s state) { s[1]["a"] = []byte("x") }, false},
+		{"key missing", func(s state) { delete(s[1], "b") }, false},
+		{"extra key", func(s state) { s[2]["z"] = []byte("9") }, false},
+		{"extra key group", func(s state) { s[9] = map[string][]byte{"q": nil} }, false},
+		{"empty key group is no key group", func(s state) { s[7] = map[string][]byte{} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := base()
+			tc.mutate(got)
+			if err := compareStates(base(), got); (err == nil) != tc.ok {
+				t.Fatalf("compareStates = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
