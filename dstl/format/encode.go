@@ -49,13 +49,16 @@ func (e *Encoder) Size() int64 { return e.size }
 // groups and duplicates are rejected with [ErrInvalidChangeSet], as are change
 // sets whose payload exceeds [MaxPayloadSize]. Such a rejection writes
 // nothing and leaves the encoder usable; a write error is returned by every
-// later call.
+// later call. The encoder does not retain cs.
 func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 	if e.closed {
 		return FrameInfo{}, fmt.Errorf("dstl/format: write change set: %w", ErrClosed)
 	}
 	if e.err != nil {
 		return FrameInfo{}, e.err
+	}
+	if cs == nil {
+		return FrameInfo{}, fmt.Errorf("dstl/format: nil change set: %w", ErrInvalidChangeSet)
 	}
 	payloadSize, logical, err := measure(cs)
 	if err != nil {

@@ -206,6 +206,9 @@ func TestReadIndexIOError(t *testing.T) {
 }
 
 func TestEncoderRejects(t *testing.T) {
+	if _, err := NewEncoder(io.Discard, EncoderOptions{}).WriteChangeSet(nil); !errors.Is(err, ErrInvalidChangeSet) {
+		t.Errorf("nil change set: err = %v", err)
+	}
 	for _, groups := range [][]Group{
 		{{KeyGroup: 1}, {KeyGroup: 0}},
 		{{KeyGroup: 1}, {KeyGroup: 1}},
