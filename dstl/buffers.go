@@ -1,10 +1,34 @@
 package dstl
 
-import "sync"
+// freeList keeps up to its capacity of values for reuse. Unlike a
+// sync.Pool, the garbage collector does not empty it, which matters for the
+// multi-megabyte buffers of the write path: a steady writer reuses the same
+// few arenas and object buffers instead of allocating new ones at every
+// upload.
+type freeList[T any] struct{ ch chan T }
+
+func newFreeList[T any](n int) freeList[T] { return freeList[T]{ch: make(chan T, n)} }
+
+func (f freeList[T]) get() (T, bool) {
+	select {
+	case v := <-f.ch:
+		return v, true
+	default:
+		var zero T
+		return zero, false
+	}
+}
+
+func (f freeList[T]) put(v T) {
+	select {
+	case f.ch <- v:
+	default: // full: let the garbage collector have it
+	}
+}
 
 // bufferPool recycles the arenas of change sets once their upload has
 // ended, so that a steady writer appends without allocating.
-type bufferPool struct{ pool sync.Pool }
+type bufferPool struct{ free freeList[*setBuffers] }
 
 type setBuffers struct {
 	data    []byte
@@ -15,9 +39,11 @@ type setBuffers struct {
 // maxPooledArena bounds the arenas kept for reuse.
 const maxPooledArena = 64 << 20
 
+func newBufferPool(n int) bufferPool { return bufferPool{free: newFreeList[*setBuffers](n)} }
+
 // get gives next buffers, recycled or sized like prev's.
 func (p *bufferPool) get(next, prev *changeSet) {
-	if b, ok := p.pool.Get().(*setBuffers); ok {
+	if b, ok := p.free.get(); ok {
 		next.data, next.refs, next.scratch = b.data, b.refs, b.scratch
 		return
 	}
@@ -27,11 +53,9 @@ func (p *bufferPool) get(next, prev *changeSet) {
 
 // put takes a set's buffers back; the set must not be read again.
 func (p *bufferPool) put(cs *changeSet) {
-	if cs.data == nil || cap(cs.data) > maxPooledArena {
-		cs.data, cs.refs, cs.scratch = nil, nil, nil
-		return
+	if cs.data != nil && cap(cs.data) <= maxPooledArena {
+		clear(cs.scratch) // drop the references into the arena
+		p.free.put(&setBuffers{data: cs.data[:0], refs: cs.refs[:0], scratch: cs.scratch[:0]})
 	}
-	clear(cs.scratch) // drop the references into the arena
-	p.pool.Put(&setBuffers{data: cs.data[:0], refs: cs.refs[:0], scratch: cs.scratch[:0]})
 	cs.data, cs.refs, cs.scratch = nil, nil, nil
 }

@@ -121,6 +121,7 @@ func New(cfg Config, backend Backend, opts ...Option) (*Storage, error) {
 	s.tracker = newTracker(cfg.DiscardNumThreads, up.Discard, s.log, m)
 	s.sched.tracker = s.tracker
 	s.readerCache = newRangeCache(cfg.CacheIdleTimeout)
+	s.buffers = newBufferPool(2 * cfg.UploadNumThreads)
 	return s, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/dstlgo/dstl/dstl/format"
 	"github.com/google/uuid"
@@ -75,8 +74,17 @@ type BackendUploader struct {
 	prefix      string
 	compression bool
 	bufSize     int
-	bufs        sync.Pool
+	scratch     freeList[*uploadScratch]
 }
+
+// uploadScratch is an object buffer and an encoder, reused across uploads.
+type uploadScratch struct {
+	buf *bytes.Buffer
+	enc *format.Encoder
+}
+
+// maxPooledObject bounds the object buffers kept for reuse.
+const maxPooledObject = 64 << 20
 
 // NewBackendUploader returns the default uploader for cfg (job prefix,
 // compression, buffer size) over backend.
@@ -86,6 +94,7 @@ func NewBackendUploader(backend Backend, cfg Config) *BackendUploader {
 		prefix:      ObjectPrefix(cfg.JobID),
 		compression: cfg.CompressionEnabled,
 		bufSize:     int(cfg.UploadBufferSize),
+		scratch:     newFreeList[*uploadScratch](max(cfg.UploadNumThreads, 1)),
 	}
 }
 
@@ -116,15 +125,19 @@ func (u *BackendUploader) Upload(ctx context.Context, tasks []*UploadTask) (*Upl
 	if err != nil {
 		return nil, err
 	}
-	buf, _ := u.bufs.Get().(*bytes.Buffer)
-	if buf == nil {
-		buf = bytes.NewBuffer(make([]byte, 0, u.bufSize))
+	sc, ok := u.scratch.get()
+	if !ok {
+		sc = &uploadScratch{buf: bytes.NewBuffer(make([]byte, 0, u.bufSize)), enc: format.NewEncoder(nil, format.EncoderOptions{})}
 	}
 	defer func() {
-		buf.Reset()
-		u.bufs.Put(buf)
+		sc.buf.Reset()
+		sc.enc.Reset(nil, format.EncoderOptions{})
+		if sc.buf.Cap() <= maxPooledObject {
+			u.scratch.put(sc)
+		}
 	}()
-	enc := format.NewEncoder(buf, format.EncoderOptions{Compression: u.compression})
+	buf, enc := sc.buf, sc.enc
+	enc.Reset(buf, format.EncoderOptions{Compression: u.compression})
 	out := &UploadOutput{Results: make([][]UploadResult, len(tasks))}
 	for i, t := range tasks {
 		rs := make([]UploadResult, len(t.ChangeSets))

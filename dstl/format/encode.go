@@ -15,8 +15,10 @@ type EncoderOptions struct {
 }
 
 // maxRetainedBuffer bounds the scratch buffers an Encoder keeps between
-// frames, so that one huge change set does not pin its memory.
-const maxRetainedBuffer = 4 << 20
+// frames (and across [Encoder.Reset]), so that one huge change set does not
+// pin its memory. It is above the default pre-emptive persist threshold of
+// the engine (5 MiB), so steady writers reuse their buffers.
+const maxRetainedBuffer = 16 << 20
 
 // Encoder writes one object: a header, one frame per change set and a footer
 // index. It buffers one frame at a time and writes each frame with a single
@@ -38,6 +40,12 @@ type Encoder struct {
 // first frame, or by Close if there is none.
 func NewEncoder(w io.Writer, opts EncoderOptions) *Encoder {
 	return &Encoder{w: w, opts: opts}
+}
+
+// Reset makes the encoder write a new object to w with opts, keeping its
+// scratch buffers, so that a pooled encoder encodes without allocating.
+func (e *Encoder) Reset(w io.Writer, opts EncoderOptions) {
+	*e = Encoder{w: w, opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], index: e.index[:0]}
 }
 
 // Size returns the number of bytes written to the underlying writer so far.
@@ -73,7 +81,7 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 	need := dirEnd + int(payloadSize) + FrameCRCSize
 	buf := e.buf[:0]
 	if cap(buf) < need {
-		buf = make([]byte, 0, need)
+		buf = make([]byte, 0, need+need/8) // headroom: the next frame is often a little larger
 	}
 	buf = buf[:dirEnd]
 	clear(buf[:FrameHeaderSize])
@@ -215,7 +223,12 @@ func (e *Encoder) Close() error {
 	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
 	buf = append(buf, FooterMagic...)
 	err := e.write(buf)
-	e.buf, e.zbuf, e.index = nil, nil, nil
+	if cap(buf) <= maxRetainedBuffer {
+		e.buf = buf[:0] // kept for Reset
+	} else {
+		e.buf = nil
+	}
+	e.index = e.index[:0]
 	return err
 }
 
