@@ -41,14 +41,21 @@ const maxPooledArena = 64 << 20
 
 func newBufferPool(n int) bufferPool { return bufferPool{free: newFreeList[*setBuffers](n)} }
 
-// get gives next buffers, recycled or sized like prev's.
-func (p *bufferPool) get(next, prev *changeSet) {
+// get gives next buffers: recycled ones, or new ones sized for what prev
+// held (not for prev's capacity, so that one large set does not make every
+// later one reserve as much), up to limit bytes when limit > 0.
+func (p *bufferPool) get(next, prev *changeSet, limit int64) {
 	if b, ok := p.free.get(); ok {
 		next.data, next.refs, next.scratch = b.data, b.refs, b.scratch
 		return
 	}
-	next.data = make([]byte, 0, cap(prev.data))
-	next.refs = make([]changeRef, 0, cap(prev.refs))
+	size, refs := len(prev.data), len(prev.refs)
+	if limit > 0 && int64(size) > limit {
+		refs = int(int64(refs) * limit / int64(size))
+		size = int(limit)
+	}
+	next.data = make([]byte, 0, size)
+	next.refs = make([]changeRef, 0, refs)
 }
 
 // put takes a set's buffers back; the set must not be read again.

@@ -1,6 +1,9 @@
 package dstl
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -10,8 +13,9 @@ import (
 // timeout are dropped by a janitor goroutine that runs only while the cache
 // holds something.
 type rangeCache struct {
-	idle time.Duration
-	now  func() time.Time
+	idle  time.Duration
+	limit int64 // bytes
+	now   func() time.Time
 
 	mu       sync.Mutex
 	objects  map[string][]*segment
@@ -41,8 +45,12 @@ type fetchCall struct {
 	err  error
 }
 
-func newRangeCache(idle time.Duration) *rangeCache {
-	return &rangeCache{idle: idle, now: time.Now, objects: map[string][]*segment{}, inflight: map[rangeKey]*fetchCall{}}
+// DefaultCacheLimit bounds the bytes a reader's cache keeps: past it, the
+// least recently used ranges go first.
+const DefaultCacheLimit = 256 << 20
+
+func newRangeCache(idle time.Duration, limit int64) *rangeCache {
+	return &rangeCache{idle: idle, limit: limit, now: time.Now, objects: map[string][]*segment{}, inflight: map[rangeKey]*fetchCall{}}
 }
 
 // get returns n bytes of object from off if a cached range covers them.
@@ -60,28 +68,43 @@ func (c *rangeCache) get(object string, off, n int64) ([]byte, bool) {
 
 // fetch returns n bytes of object from off, from the cache or by calling
 // load once however many callers ask at the same time. fetched reports
-// whether this call loaded the bytes.
-func (c *rangeCache) fetch(object string, off, n int64, load func() ([]byte, error)) (data []byte, fetched bool, err error) {
-	if d, ok := c.get(object, off, n); ok {
-		return d, false, nil
-	}
-	key := rangeKey{object, off, n}
-	c.mu.Lock()
-	if call, ok := c.inflight[key]; ok {
+// whether this call loaded the bytes. A caller waiting for another's load
+// stops when its own ctx ends, and loads again itself if the other's failed
+// only because the other's context ended.
+func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, load func(context.Context) ([]byte, error)) (data []byte, fetched bool, err error) {
+	for {
+		if d, ok := c.get(object, off, n); ok {
+			return d, false, nil
+		}
+		key := rangeKey{object, off, n}
+		c.mu.Lock()
+		call, ok := c.inflight[key]
+		if !ok {
+			break // with c.mu held: this caller loads
+		}
 		c.mu.Unlock()
-		<-call.done
+		select {
+		case <-call.done:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+		if call.err != nil && (errors.Is(call.err, context.Canceled) || errors.Is(call.err, context.DeadlineExceeded)) && ctx.Err() == nil {
+			continue
+		}
 		return call.data, false, call.err
 	}
+	key := rangeKey{object, off, n}
 	call := &fetchCall{done: make(chan struct{})}
 	c.inflight[key] = call
 	c.mu.Unlock()
 
-	call.data, call.err = load()
+	call.data, call.err = load(ctx)
 	c.mu.Lock()
 	delete(c.inflight, key)
-	if call.err == nil && !c.closed && c.idle > 0 {
+	if call.err == nil && !c.closed && c.idle > 0 && int64(len(call.data)) <= c.limit {
 		c.objects[object] = append(c.objects[object], &segment{off: off, data: call.data, lastUsed: c.now()})
 		c.bytes += int64(len(call.data))
+		c.evictLocked()
 		c.startJanitorLocked()
 	}
 	c.mu.Unlock()
@@ -111,6 +134,34 @@ func (c *rangeCache) startJanitorLocked() {
 			}
 		}
 	}()
+}
+
+// evictLocked drops the least recently used ranges while the cache holds
+// more than its limit.
+func (c *rangeCache) evictLocked() {
+	for c.bytes > c.limit {
+		var oldObj string
+		var oldIdx = -1
+		var oldest time.Time
+		for obj, segs := range c.objects {
+			for i, s := range segs {
+				if oldIdx < 0 || s.lastUsed.Before(oldest) {
+					oldObj, oldIdx, oldest = obj, i, s.lastUsed
+				}
+			}
+		}
+		if oldIdx < 0 {
+			return
+		}
+		segs := c.objects[oldObj]
+		c.bytes -= int64(len(segs[oldIdx].data))
+		segs = slices.Delete(segs, oldIdx, oldIdx+1)
+		if len(segs) == 0 {
+			delete(c.objects, oldObj)
+		} else {
+			c.objects[oldObj] = segs
+		}
+	}
 }
 
 // expire drops idle ranges and reports whether the janitor should stop

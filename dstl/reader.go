@@ -52,7 +52,7 @@ func NewReader(backend Backend, groups KeyGroupRange, idle time.Duration) (*Read
 	if err := groups.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reader{backend: backend, groups: groups, cache: newRangeCache(idle), ownCache: true}, nil
+	return &Reader{backend: backend, groups: groups, cache: newRangeCache(idle, DefaultCacheLimit), ownCache: true}, nil
 }
 
 // Close drops the reader's own cache. A reader made by [Storage.NewReader]
@@ -161,7 +161,7 @@ func (r *Reader) Read(ctx context.Context, h Handle, fn func(Change) error) erro
 
 // fetchRange returns the bytes of a range, from the cache or the backend.
 func (r *Reader) fetchRange(ctx context.Context, rg fetchRange) ([]byte, error) {
-	data, fetched, err := r.cache.fetch(rg.object, rg.off, rg.len, func() ([]byte, error) {
+	data, fetched, err := r.cache.fetch(ctx, rg.object, rg.off, rg.len, func(ctx context.Context) ([]byte, error) {
 		r.requests.Add(1)
 		rc, err := r.backend.Get(ctx, rg.object, rg.off, rg.len)
 		if err != nil {

@@ -173,3 +173,36 @@ func TestReaderDamagedObject(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedFetchSurvivesOtherCallersCancel: two readers of one storage ask
+// for the same range at once; the first one's context ends while the fetch
+// runs. The second, whose context is live, still gets the bytes.
+func TestSharedFetchSurvivesOtherCallersCancel(t *testing.T) {
+	b := dstltest.NewBackend()
+	s := newStorage(t, b, testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	h := persist(t, w, 0, 1)
+	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+		if op == dstltest.OpGet {
+			return dstltest.Fault{Delay: 100 * time.Millisecond}
+		}
+		return dstltest.Fault{}
+	})
+	r1, _ := s.NewReader(w.KeyGroups())
+	r2, _ := s.NewReader(w.KeyGroups())
+	ctx1, cancel1 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel1()
+	var wg sync.WaitGroup
+	var err1, err2 error
+	wg.Go(func() { err1 = r1.Read(ctx1, h, func(dstl.Change) error { return nil }) })
+	time.Sleep(5 * time.Millisecond)
+	wg.Go(func() { err2 = r2.Read(context.Background(), h, func(dstl.Change) error { return nil }) })
+	wg.Wait()
+	if !errors.Is(err1, context.DeadlineExceeded) {
+		t.Errorf("reader 1 = %v, want its deadline", err1)
+	}
+	if err2 != nil {
+		t.Fatalf("reader 2 with a live context failed: %v", err2)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/dstlgo/dstl/dstl/format"
 )
 
 // attemptResult is what one upload attempt ended with.
@@ -19,20 +20,23 @@ type attemptResult struct {
 // uploadWithRetries runs the attempts of one batch upload.
 //
 // With the fixed policy, an attempt that has not ended after upload.timeout
-// is left running and another starts beside it (hedging); after a failed
-// attempt, and when no other attempt is still running, the next one starts
-// after upload.next-attempt-delay. At most upload.max-attempts start. The
-// first attempt to succeed wins: the others are cancelled through their
-// context and whatever they stored is discarded. The batch fails only when
-// the last attempt has ended without success. With the none policy there is
-// one attempt and no timeout.
+// is left running and another starts beside it (hedging). After a failed
+// attempt the next one starts after upload.next-attempt-delay, whether or
+// not an earlier attempt is still running. At most upload.max-attempts
+// start. The first attempt to succeed wins: the others are cancelled
+// through their context and whatever they stored is discarded. The batch
+// fails when every attempt has ended without success; the last attempt ends
+// at the latest when its own timeout passes (it is then cancelled), so a
+// batch never waits forever on stalled requests. With the none policy there
+// is one attempt and no timeout.
 //
 // settled is closed once every attempt has ended; it is nil when the
 // storage closed while attempts may still run.
 func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, settled <-chan struct{}, err error) {
 	maxAttempts := s.cfg.UploadMaxAttempts
+	timeout := s.cfg.UploadTimeout
 	if s.cfg.RetryPolicy == RetryNone || maxAttempts < 1 {
-		maxAttempts = 1
+		maxAttempts, timeout = 1, 0
 	}
 	delays := backoff.WithContext(backoff.NewConstantBackOff(s.cfg.UploadNextAttemptDelay), s.ctx)
 
@@ -41,10 +45,12 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 	started, running := 0, 0
 	begin := time.Now()
 
+	// hedge fires when the latest attempt has run for the timeout.
 	hedge := time.NewTimer(time.Hour)
 	hedge.Stop()
 	defer hedge.Stop()
-	var retry <-chan time.Time
+	var retry <-chan time.Time // a scheduled attempt after an error
+	stop := false              // a permanent error: start no more attempts
 
 	start := func() {
 		started++
@@ -55,8 +61,7 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 		go func(n int) {
 			out, err := s.uploader.Upload(ctx, batch)
 			if err == nil {
-				err = checkOutput(batch, out)
-				if err != nil && out != nil {
+				if err = checkOutput(batch, out); err != nil && out != nil {
 					for _, obj := range out.Objects {
 						s.tracker.discardNow(obj)
 					}
@@ -65,12 +70,12 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 			}
 			results <- attemptResult{n: n, out: out, err: err}
 		}(started)
-		if s.cfg.RetryPolicy != RetryNone && started < maxAttempts && s.cfg.UploadTimeout > 0 {
-			hedge.Reset(s.cfg.UploadTimeout)
+		if timeout > 0 {
+			hedge.Reset(timeout)
 		}
 	}
-	// losers waits for the attempts still running after a winner (or after
-	// the storage closed) and discards whatever they stored.
+	// losers cancels the attempts still running and discards whatever they
+	// stored once they end; the returned channel closes then.
 	losers := func() chan struct{} {
 		for _, c := range cancels {
 			c()
@@ -81,6 +86,7 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 			return done
 		}
 		n := running
+		running = 0
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -96,6 +102,10 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 		}()
 		return done
 	}
+	fail := func(cause error) (*UploadOutput, <-chan struct{}, error) {
+		s.m.totalAttemptsPerUpload.Record(s.ctx, int64(started))
+		return nil, losers(), fmt.Errorf("dstl: upload of %d tasks failed after %d attempts: %w", len(batch), started, cause)
+	}
 
 	var lastErr error
 	start()
@@ -105,42 +115,45 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 			running--
 			if r.err == nil {
 				settled := losers()
-				s.m.attemptsPerUpload.Record(s.ctx, int64(r.n))
-				s.m.totalAttemptsPerUpload.Record(s.ctx, int64(started))
-				s.m.uploadLatency.Record(s.ctx, float64(time.Since(begin))/float64(time.Millisecond))
-				var logical, stored int64
-				for _, t := range batch {
-					logical += t.Size
-				}
-				for _, obj := range r.out.Objects {
-					stored += obj.Size
-				}
-				s.m.uploadSize.Record(s.ctx, logical)
-				s.m.uploadStoredSize.Record(s.ctx, stored)
+				s.record(batch, r, started, begin)
 				return r.out, settled, nil
 			}
 			lastErr = r.err
 			s.log.Warn("dstl: upload attempt failed", "attempt", r.n, "of", maxAttempts, "tasks", len(batch), "err", r.err)
-			if running > 0 || retry != nil {
-				continue // a running attempt or a scheduled retry may still succeed
-			}
-			if started < maxAttempts && retryable(r.err) && s.ctx.Err() == nil {
-				hedge.Stop()
+			if !retryable(r.err) {
+				stop = true
+				retry = nil
+			} else if retry == nil && started < maxAttempts && s.ctx.Err() == nil {
 				if d := delays.NextBackOff(); d != backoff.Stop {
 					retry = time.After(d)
-					continue
 				}
 			}
-			s.m.totalAttemptsPerUpload.Record(s.ctx, int64(started))
-			return nil, losers(), fmt.Errorf("dstl: upload of %d tasks failed after %d attempts: %w", len(batch), started, lastErr)
+			if running == 0 && retry == nil {
+				return fail(lastErr)
+			}
 		case <-hedge.C:
-			if started < maxAttempts {
-				s.log.Debug("dstl: upload attempt timed out; starting another beside it", "attempt", started, "timeout", s.cfg.UploadTimeout)
+			// The latest attempt has run for the timeout (or ended).
+			switch {
+			case running == 0 || retry != nil:
+				// The attempt after the delay restarts the clock.
+			case !stop && started < maxAttempts:
+				s.log.Debug("dstl: upload attempt timed out; starting another beside it", "attempt", started, "timeout", timeout)
 				start()
+			default:
+				// No attempt may start any more and the last one ran out
+				// of time: give up rather than wait forever.
+				if lastErr == nil {
+					lastErr = fmt.Errorf("every attempt ran past upload.timeout (%v): %w", timeout, context.DeadlineExceeded)
+				}
+				return fail(lastErr)
 			}
 		case <-retry:
 			retry = nil
-			start()
+			if !stop && started < maxAttempts {
+				start()
+			} else if running == 0 {
+				return fail(lastErr)
+			}
 		case <-s.ctx.Done():
 			losers()
 			return nil, nil, fmt.Errorf("dstl: upload: storage %w", ErrClosed)
@@ -148,10 +161,27 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 	}
 }
 
+// record reports a successful upload's metrics.
+func (s *scheduler) record(batch []*UploadTask, r attemptResult, started int, begin time.Time) {
+	s.m.attemptsPerUpload.Record(s.ctx, int64(r.n))
+	s.m.totalAttemptsPerUpload.Record(s.ctx, int64(started))
+	s.m.uploadLatency.Record(s.ctx, float64(time.Since(begin))/float64(time.Millisecond))
+	var logical, stored int64
+	for _, t := range batch {
+		logical += t.Size
+	}
+	for _, obj := range r.out.Objects {
+		stored += obj.Size
+	}
+	s.m.uploadSize.Record(s.ctx, logical)
+	s.m.uploadStoredSize.Record(s.ctx, stored)
+}
+
 // retryable reports whether another attempt could succeed where err failed.
 func retryable(err error) bool {
 	switch {
-	case errors.Is(err, ErrPermission), errors.Is(err, ErrInvalidName), errors.Is(err, ErrClosed):
+	case errors.Is(err, ErrPermission), errors.Is(err, ErrInvalidName), errors.Is(err, ErrClosed),
+		errors.Is(err, format.ErrInvalidChangeSet), errors.Is(err, errBadOutput):
 		return false
 	}
 	return true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -259,14 +260,14 @@ func TestPersistHeldUntilContextEnds(t *testing.T) {
 	s := newStorage(t, b, cfg)
 	w1 := newWriter(t, s, "a", dstl.KeyGroupRange{Start: 0, End: 0})
 	w2 := newWriter(t, s, "b", dstl.KeyGroupRange{Start: 1, End: 1})
-	if err := w1.Append(context.Background(), 0, make([]byte, 80)); err != nil {
+	if err := w2.Append(context.Background(), 1, make([]byte, 80)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.Append(context.Background(), 0, make([]byte, 150)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w1.Persist(context.Background(), 0, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := w2.Append(context.Background(), 1, make([]byte, 80)); err != nil {
-		t.Fatal(err) // 80 in flight < 100: not held
+		t.Fatal(err) // nothing in flight: goes, taking the total past the limit
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -278,5 +279,78 @@ func TestPersistHeldUntilContextEnds(t *testing.T) {
 	h := persist(t, w2, 0, 2) // the held sets were kept
 	if len(h.Entries) != 1 || h.LogicalSize != 80 {
 		t.Fatalf("handle = %+v", h)
+	}
+}
+
+// putScript makes the nth put (1-based) behave as the script says; puts
+// past the script succeed. It records when each put started.
+func putScript(b *dstltest.Backend, script ...dstltest.Fault) func() []time.Time {
+	var mu sync.Mutex
+	var starts []time.Time
+	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+		if op != dstltest.OpPut {
+			return dstltest.Fault{}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		starts = append(starts, time.Now())
+		if n := len(starts); n <= len(script) {
+			return script[n-1]
+		}
+		return dstltest.Fault{}
+	})
+	return func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(starts)
+	}
+}
+
+// TestStalledAttemptsDoNotHangForever: two attempts stall, the third fails:
+// no attempt may start any more, and once the last one's timeout has passed
+// the batch fails (the stalled ones are cancelled) instead of waiting
+// forever; the next persist uploads the change sets again.
+func TestStalledAttemptsDoNotHangForever(t *testing.T) {
+	b := dstltest.NewBackend()
+	putScript(b, dstltest.Fault{Stall: true}, dstltest.Fault{Stall: true}, dstltest.Fault{Err: errInjected})
+	cfg := testConfig()
+	cfg.UploadTimeout = 20 * time.Millisecond
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	f, err := w.Persist(context.Background(), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := f.Wait(ctx); !errors.Is(err, errInjected) {
+		t.Fatalf("persist = %v, want the last attempt's error", err)
+	}
+	h := persist(t, w, 0, 2)
+	if got := readAll(t, b, h, w.KeyGroups()); !slices.Equal(got, []string{"0:x"}) {
+		t.Fatalf("read back %q", got)
+	}
+}
+
+// TestRetryWaitsAfterErrorWhileHedging: attempt 1 stalls, its hedge
+// (attempt 2) fails at once; attempt 3 waits upload.next-attempt-delay
+// after that error even though attempt 1 is still running.
+func TestRetryWaitsAfterErrorWhileHedging(t *testing.T) {
+	b := dstltest.NewBackend()
+	starts := putScript(b, dstltest.Fault{Stall: true}, dstltest.Fault{Err: errInjected})
+	cfg := testConfig()
+	cfg.UploadTimeout = 20 * time.Millisecond
+	cfg.UploadNextAttemptDelay = 300 * time.Millisecond
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	persist(t, w, 0, 1)
+	st := starts()
+	if len(st) != 3 {
+		t.Fatalf("puts = %d, want 3", len(st))
+	}
+	if gap := st[2].Sub(st[1]); gap < cfg.UploadNextAttemptDelay {
+		t.Fatalf("attempt 3 started %v after attempt 2 failed, want at least the next-attempt delay %v", gap, cfg.UploadNextAttemptDelay)
 	}
 }

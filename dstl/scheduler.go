@@ -2,6 +2,7 @@ package dstl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -51,8 +52,8 @@ func newScheduler(cfg Config, up Uploader, tr *tracker, log *slog.Logger) *sched
 }
 
 // enqueue adds a task to the current batch. While the bytes in flight are
-// over the limit it waits (a single task larger than the limit goes alone
-// when nothing else is in flight); it returns early with ctx's error.
+// at or over the limit it waits (the same rule as Available; a task may take
+// the total past the limit, as in Flink); it returns early with ctx's error.
 //
 // With force, the task is queued without waiting: the caller waited for
 // capacity already.
@@ -63,7 +64,7 @@ func (s *scheduler) enqueue(ctx context.Context, t *UploadTask, force bool) erro
 			s.mu.Unlock()
 			return fmt.Errorf("dstl: upload: storage %w", ErrClosed)
 		}
-		if force || s.inFlight == 0 || s.inFlight+t.Size <= s.cfg.UploadMaxInFlight {
+		if force || s.inFlight < s.cfg.UploadMaxInFlight {
 			break
 		}
 		freed := s.freed
@@ -225,22 +226,30 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 
 // checkOutput verifies that an uploader returned one result per change set
 // of every task.
+// (A wrapping uploader with a bug is not helped by another attempt.)
 func checkOutput(batch []*UploadTask, out *UploadOutput) error {
 	if out == nil || len(out.Results) != len(batch) {
-		return fmt.Errorf("dstl: uploader returned results for %d of %d tasks", resultsLen(out), len(batch))
+		return fmt.Errorf("%w: results for %d of %d tasks", errBadOutput, resultsLen(out), len(batch))
+	}
+	objects := make(map[string]bool, len(out.Objects))
+	for _, o := range out.Objects {
+		objects[o.Name] = true
 	}
 	for i, t := range batch {
 		if len(out.Results[i]) != len(t.ChangeSets) {
-			return fmt.Errorf("dstl: uploader returned %d results for a task of %d change sets", len(out.Results[i]), len(t.ChangeSets))
+			return fmt.Errorf("%w: %d results for a task of %d change sets", errBadOutput, len(out.Results[i]), len(t.ChangeSets))
 		}
 		for j, r := range out.Results[i] {
-			if r.SequenceNumber != t.sets[j].sqn || r.Object == "" || r.Length <= 0 || r.Offset < 0 {
-				return fmt.Errorf("dstl: uploader returned an invalid result %+v for change set %d of log %s", r, t.sets[j].sqn, t.LogID)
+			if r.SequenceNumber != t.sets[j].sqn || !objects[r.Object] || r.Length <= 0 || r.Offset < 0 {
+				return fmt.Errorf("%w: result %+v for change set %d of log %s (objects %v)", errBadOutput, r, t.sets[j].sqn, t.LogID, out.Objects)
 			}
 		}
 	}
 	return nil
 }
+
+// errBadOutput: an uploader broke its contract.
+var errBadOutput = errors.New("dstl: uploader returned an invalid output")
 
 func resultsLen(out *UploadOutput) int {
 	if out == nil {

@@ -120,7 +120,7 @@ func New(cfg Config, backend Backend, opts ...Option) (*Storage, error) {
 	s.sched.m = m
 	s.tracker = newTracker(cfg.DiscardNumThreads, up.Discard, s.log, m)
 	s.sched.tracker = s.tracker
-	s.readerCache = newRangeCache(cfg.CacheIdleTimeout)
+	s.readerCache = newRangeCache(cfg.CacheIdleTimeout, DefaultCacheLimit)
 	s.buffers = newBufferPool(2 * cfg.UploadNumThreads)
 	return s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +52,8 @@ func TestSharedObjectDeletedWhenLastReleases(t *testing.T) {
 	s := newStorage(t, b, batchingConfig())
 	w1, w2, _, h2 := sharedObject(t, b, s)
 	obj := h2.Entries[0].Object
+	w1.Reset(0, w1.NextSequenceNumber(), 1) // checkpoint 1 was aborted
+	w2.Reset(0, w2.NextSequenceNumber(), 1)
 
 	w1.Truncate(w1.NextSequenceNumber())
 	time.Sleep(50 * time.Millisecond)
@@ -158,6 +161,7 @@ func TestTruncateAndClose(t *testing.T) {
 	tail := w.NextSequenceNumber()
 	mustAppend(t, w, 0, "tail")
 	persist(t, w, tail, 2)
+	w.Reset(tail, w.NextSequenceNumber(), 2) // aborted
 	if err := w.TruncateAndClose(tail); err != nil {
 		t.Fatal(err)
 	}
@@ -210,5 +214,66 @@ func TestNeverDeletedWhileReferenced(t *testing.T) {
 				t.Fatalf("checkpoint %d writer %d: read back %q, want %q", cp, i, got, x.want)
 			}
 		}
+	}
+}
+
+// TestTruncateKeepsPendingCheckpoint: a materialisation may finish before a
+// checkpoint that still needs the truncated change sets completes; their
+// objects stay until the checkpoint is confirmed (then owned by its owner)
+// or aborted (then deleted).
+func TestTruncateKeepsPendingCheckpoint(t *testing.T) {
+	for _, outcome := range []string{"confirmed", "aborted", "subsumed"} {
+		t.Run(outcome, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			s := newStorage(t, b, testConfig())
+			w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+			mustAppend(t, w, 0, "x")
+			h := persist(t, w, 0, 1) // checkpoint 1 is pending
+			to := w.NextSequenceNumber()
+			if err := w.Truncate(to); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(30 * time.Millisecond)
+			if _, ok := b.ObjectBytes(h.Entries[0].Object); !ok {
+				t.Fatal("object of a pending checkpoint deleted by Truncate")
+			}
+			switch outcome {
+			case "confirmed":
+				w.Confirm(0, to, 1)
+				settle(t, b, 1)
+				if got := readAll(t, b, h, w.KeyGroups()); !slices.Equal(got, []string{"0:x"}) {
+					t.Fatalf("read back %q", got)
+				}
+			case "aborted":
+				w.Reset(0, to, 1)
+				settle(t, b, 0)
+			case "subsumed": // checkpoint 2 completes: 1 never will
+				mustAppend(t, w, 0, "y")
+				from := w.NextSequenceNumber() - 1
+				persist(t, w, from, 2)
+				w.Confirm(from, w.NextSequenceNumber(), 2)
+				settle(t, b, 1) // checkpoint 2's object only
+			}
+		})
+	}
+}
+
+func TestRangeChecks(t *testing.T) {
+	s := newStorage(t, dstltest.NewBackend(), testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "a")
+	w.NextSequenceNumber()
+	mustAppend(t, w, 0, "b")
+	if err := w.Truncate(w.NextSequenceNumber() + 5); err == nil {
+		t.Fatal("truncate past the active change set succeeded")
+	}
+	if err := w.Truncate(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Persist(context.Background(), 0, 1); err == nil || !strings.Contains(err.Error(), "truncated up to 1") {
+		t.Fatalf("persist from below the truncation point = %v, want an error", err)
+	}
+	if err := w.Append(context.Background(), 0, make([]byte, 0)); err != nil {
+		t.Fatalf("empty change: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package dstl
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,12 +30,17 @@ type Writer struct {
 	groups   KeyGroupRange
 	log      *slog.Logger
 
-	mu          sync.Mutex
-	closed      bool
-	active      *changeSet     // takes appends; its number is activeSQN
-	sets        []*changeSet   // closed sets, ascending, none below lowest
-	lowest      SequenceNumber // sets below were truncated
-	unpersisted int64          // bytes appended since the last persist
+	mu     sync.Mutex
+	closed bool
+	active *changeSet     // takes appends; its number is activeSQN
+	sets   []*changeSet   // closed sets, ascending, none below lowest
+	lowest SequenceNumber // sets below were truncated
+	// retained holds truncated sets that a returned handle of a checkpoint
+	// still pending (neither confirmed nor aborted) covers: their objects
+	// stay until that checkpoint is confirmed (and owned by its owner) or
+	// aborted.
+	retained    []*changeSet
+	unpersisted int64 // bytes appended since the last persist
 	waiters     []*persistWaiter
 }
 
@@ -42,18 +48,23 @@ type Writer struct {
 // plus an index (refs), so that appending allocates nothing once the arena
 // has grown.
 type changeSet struct {
-	sqn  SequenceNumber
-	data []byte
-	refs []changeRef
-	size int64 // logical bytes
+	sqn    SequenceNumber
+	data   []byte
+	refs   []changeRef
+	size   int64 // logical bytes
+	framed int64 // bytes of the frame payload: changes with their length prefixes
 
 	scratch [][]byte // the changes grouped by key group, built for uploads
 
 	state     setState
 	task      *UploadTask  // the upload in progress, if any
 	result    UploadResult // where it was stored, once uploaded
+	owner     *UploadTask  // the last task that carried it: only it recycles the buffers
 	reported  bool         // included in a handle returned by Persist
 	confirmed bool         // a checkpoint with it completed
+	// pending are the checkpoints whose returned handles cover the set and
+	// that were neither confirmed nor aborted yet.
+	pending   map[int64]struct{}
 	truncated bool
 }
 
@@ -74,9 +85,10 @@ const (
 // persistWaiter is a pending Persist: it resolves when every set it
 // captured is uploaded, and fails when one of them fails or is truncated.
 type persistWaiter struct {
-	from, to SequenceNumber
-	sets     []*changeSet
-	future   *Future
+	from, to   SequenceNumber
+	checkpoint int64
+	sets       []*changeSet
+	future     *Future
 }
 
 func newWriter(s *Storage, operator string, groups KeyGroupRange) *Writer {
@@ -118,8 +130,8 @@ func (w *Writer) AppendMeta(ctx context.Context, change []byte) error {
 }
 
 func (w *Writer) append(ctx context.Context, kg int32, change []byte) error {
-	if uint64(len(change)) > maxChangeSize {
-		return fmt.Errorf("dstl: append: change of %d bytes exceeds the limit of %d", len(change), maxChangeSize)
+	if len(change) > MaxChangeSize {
+		return fmt.Errorf("dstl: append: change of %d bytes exceeds the limit of %d bytes", len(change), MaxChangeSize)
 	}
 	if w.storage.sched.over.Load() {
 		// Hold the caller before the change is taken, so that an error
@@ -133,7 +145,11 @@ func (w *Writer) append(ctx context.Context, kg int32, change []byte) error {
 		w.mu.Unlock()
 		return fmt.Errorf("dstl: append: writer %w", ErrClosed)
 	}
+	if w.active.framed+framedSize(len(change)) > format.MaxPayloadSize {
+		w.rolloverLocked() // a change set must fit in one frame
+	}
 	cs := w.active
+	cs.framed += framedSize(len(change))
 	cs.refs = append(cs.refs, changeRef{kg: kg, n: uint32(len(change)), off: len(cs.data)})
 	cs.data = append(cs.data, change...)
 	cs.size += int64(len(change))
@@ -146,8 +162,12 @@ func (w *Writer) append(ctx context.Context, kg int32, change []byte) error {
 	return nil
 }
 
-// maxChangeSize bounds one change (its length is framed as 32 bits).
-const maxChangeSize = 1<<32 - 1
+// MaxChangeSize is the largest change Append takes: a change set, framed,
+// must fit in one frame of the object format.
+const MaxChangeSize = format.MaxPayloadSize - binary.MaxVarintLen64
+
+// framedSize is the bytes a change of n bytes takes in a frame's payload.
+func framedSize(n int) int64 { return int64(n + uvarintLen(uint64(n))) }
 
 // NextSequenceNumber closes the active change set, if it holds changes, and
 // returns the number of the active set. Callers use it to mark checkpoint
@@ -166,7 +186,7 @@ func (w *Writer) rolloverLocked() {
 	closed := w.active
 	w.sets = append(w.sets, closed)
 	w.active = &changeSet{sqn: closed.sqn + 1}
-	w.storage.buffers.get(w.active, closed)
+	w.storage.buffers.get(w.active, closed, w.storage.cfg.PreemptivePersistThreshold)
 }
 
 // Persist captures every change set with a sequence number of at least from
@@ -181,8 +201,13 @@ func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID 
 		w.mu.Unlock()
 		return nil, fmt.Errorf("dstl: persist checkpoint %d: writer %w", checkpointID, ErrClosed)
 	}
+	if from < w.lowest {
+		w.mu.Unlock()
+		return nil, fmt.Errorf("dstl: persist checkpoint %d from change set %d: the log of %s was truncated up to %d",
+			checkpointID, from, w.logID, w.lowest)
+	}
 	w.rolloverLocked()
-	waiter := &persistWaiter{from: from, to: w.active.sqn, future: newFuture()}
+	waiter := &persistWaiter{from: from, to: w.active.sqn, checkpoint: checkpointID, future: newFuture()}
 	var pending []*changeSet
 	for _, cs := range w.sets {
 		if cs.sqn < from {
@@ -248,6 +273,7 @@ func (w *Writer) newTaskLocked(sets []*changeSet) *UploadTask {
 	for _, cs := range sets {
 		cs.state = setUploading
 		cs.task = t
+		cs.owner = t
 		t.Size += cs.size
 	}
 	return t
@@ -337,7 +363,7 @@ func (w *Writer) recycle(t *UploadTask) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, cs := range t.sets {
-		if cs.truncated || cs.state == setUploaded {
+		if cs.owner == t && (cs.truncated || cs.state == setUploaded) {
 			w.storage.buffers.put(cs)
 		}
 	}
@@ -416,46 +442,113 @@ func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 			h.IncrementalSize += r.Length
 			cs.reported = true
 		}
+		if !cs.confirmed {
+			if cs.pending == nil {
+				cs.pending = map[int64]struct{}{}
+			}
+			cs.pending[pw.checkpoint] = struct{}{}
+		}
 	}
 	pw.future.resolve(PersistResult{Remote: h}, nil)
 	return true
 }
 
-// Confirm tells the writer that the checkpoint covering [from, to)
-// completed: the objects holding those change sets now belong to the
-// checkpoint owner and the storage never deletes them.
+// Confirm tells the writer that checkpoint checkpointID, covering
+// [from, to), completed: the objects holding those change sets now belong to
+// the checkpoint owner and the storage never deletes them. Checkpoints
+// older than checkpointID that are still pending will never complete (a
+// newer one subsumes them); sets only they kept are released.
 func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
 	for _, cs := range w.sets {
-		if cs.sqn >= from && cs.sqn < to && cs.state == setUploaded && !cs.confirmed {
-			cs.confirmed = true
-			w.storage.tracker.confirm(cs.result.Object)
-			n++
+		if cs.sqn >= from && cs.sqn < to && cs.state == setUploaded {
+			n += w.confirmLocked(cs, checkpointID)
 		}
 	}
+	for _, cs := range w.retained {
+		if cs.sqn >= from && cs.sqn < to {
+			n += w.confirmLocked(cs, checkpointID)
+		}
+	}
+	for _, cs := range w.sets {
+		for cp := range cs.pending {
+			if cp < checkpointID {
+				delete(cs.pending, cp)
+			}
+		}
+	}
+	w.releaseRetainedLocked(func(cs *changeSet) {
+		for cp := range cs.pending {
+			if cp < checkpointID {
+				delete(cs.pending, cp)
+			}
+		}
+	})
 	w.log.Debug("dstl: confirm", "checkpoint", checkpointID, "from", from, "to", to, "sets", n)
 }
 
-// Reset tells the writer that the checkpoint covering [from, to) was
-// aborted. Uploaded change sets stay for the next checkpoint to reuse.
+func (w *Writer) confirmLocked(cs *changeSet, checkpointID int64) int {
+	delete(cs.pending, checkpointID)
+	if cs.confirmed {
+		return 0
+	}
+	cs.confirmed = true
+	w.storage.tracker.confirm(cs.result.Object)
+	return 1
+}
+
+// Reset tells the writer that checkpoint checkpointID, covering [from, to),
+// was aborted. Uploaded change sets stay for the next checkpoint to reuse;
+// truncated ones that only this checkpoint kept are released.
 func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, cs := range w.sets {
+		if cs.sqn >= from && cs.sqn < to {
+			delete(cs.pending, checkpointID)
+		}
+	}
+	w.releaseRetainedLocked(func(cs *changeSet) {
+		if cs.sqn >= from && cs.sqn < to {
+			delete(cs.pending, checkpointID)
+		}
+	})
 	w.log.Debug("dstl: reset", "checkpoint", checkpointID, "from", from, "to", to)
+}
+
+// releaseRetainedLocked applies update to every retained set, then releases
+// those that no pending checkpoint needs any more.
+func (w *Writer) releaseRetainedLocked(update func(*changeSet)) {
+	w.retained = slices.DeleteFunc(w.retained, func(cs *changeSet) bool {
+		update(cs)
+		if cs.confirmed {
+			w.storage.tracker.release(cs.result.Object) // owned: never deleted
+			return true
+		}
+		if len(cs.pending) == 0 {
+			w.storage.tracker.release(cs.result.Object)
+			return true
+		}
+		return false
+	})
 }
 
 // Truncate releases every change set below to: their state was
 // materialised elsewhere. Objects that no change set refers to any more are
-// deleted, unless a confirmed checkpoint owns them. Persists still waiting
-// for a truncated set fail.
-func (w *Writer) Truncate(to SequenceNumber) {
+// deleted, unless a confirmed checkpoint owns them. A set that a returned
+// handle of a still pending checkpoint covers keeps its object until that
+// checkpoint is confirmed or aborted. Persists still waiting for a
+// truncated set fail. to may not be past the active change set.
+func (w *Writer) Truncate(to SequenceNumber) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if to <= w.lowest {
-		return
-	}
 	if to > w.active.sqn {
-		to = w.active.sqn
+		return fmt.Errorf("dstl: truncate log %s to %d: past the active change set %d", w.logID, to, w.active.sqn)
+	}
+	if to <= w.lowest {
+		return nil
 	}
 	keep := w.sets[:0]
 	for _, cs := range w.sets {
@@ -469,14 +562,20 @@ func (w *Writer) Truncate(to SequenceNumber) {
 	w.sets = keep
 	w.lowest = to
 	w.resolveWaitersLocked()
+	return nil
 }
 
-// dropLocked forgets a set: an uploaded set releases its object now, an
+// dropLocked forgets a set: an uploaded set releases its object now (or,
+// when a pending checkpoint covers it, once that checkpoint ends), an
 // uploading one when its result arrives.
 func (w *Writer) dropLocked(cs *changeSet) {
 	cs.truncated = true
 	switch cs.state {
 	case setUploaded:
+		if !cs.confirmed && len(cs.pending) > 0 {
+			w.retained = append(w.retained, cs)
+			return
+		}
 		w.storage.tracker.release(cs.result.Object)
 	case setNotUploaded:
 		w.storage.buffers.put(cs)
@@ -486,7 +585,8 @@ func (w *Writer) dropLocked(cs *changeSet) {
 }
 
 // TruncateAndClose drops the tail of the log, every change set from from
-// on, releasing its objects, and closes the writer.
+// on, and closes the writer. Objects of the dropped sets are released as by
+// [Writer.Truncate].
 func (w *Writer) TruncateAndClose(from SequenceNumber) error {
 	w.mu.Lock()
 	keep := w.sets[:0]
@@ -504,10 +604,10 @@ func (w *Writer) TruncateAndClose(from SequenceNumber) error {
 }
 
 // Close closes the writer: appends and persists fail from now on, pending
-// persists fail with ErrClosed, change sets that no returned handle covers
-// are released. Change sets covered by a handle stay (a checkpoint may hold
-// the handle); the checkpoint owner, or dstl gc, disposes of them. Closing
-// twice is not an error.
+// persists fail with ErrClosed, and every change set is released except
+// those a returned handle of a still pending checkpoint covers (their
+// owner may yet confirm it; if not, dstl gc disposes of them) and those a
+// confirmed checkpoint owns. Closing twice is not an error.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -516,11 +616,10 @@ func (w *Writer) Close() error {
 	}
 	w.closed = true
 	for _, cs := range w.sets {
-		if !cs.reported && !cs.confirmed {
-			w.dropLocked(cs)
-		}
+		w.dropLocked(cs)
 	}
-	w.sets = nil
+	w.sets, w.retained = nil, nil
+	w.storage.buffers.put(w.active)
 	w.active = &changeSet{sqn: w.active.sqn}
 	for _, pw := range w.waiters {
 		pw.future.resolve(PersistResult{}, fmt.Errorf("dstl: persist [%d, %d) of log %s: writer %w", pw.from, pw.to, w.logID, ErrClosed))

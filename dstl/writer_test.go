@@ -28,7 +28,7 @@ func testConfig() dstl.Config {
 
 func newStorage(t testing.TB, b dstl.Backend, cfg dstl.Config, opts ...dstl.Option) *dstl.Storage {
 	t.Helper()
-	quiet := dstl.WithLogger(slog.New(slog.DiscardHandler))
+	quiet := dstl.WithLogger(discardLogger)
 	s, err := dstl.New(cfg, b, append([]dstl.Option{dstl.WithStorageID("memory"), quiet}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -317,3 +317,5 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 var errInjected = errors.New("injected failure")
+
+var discardLogger = slog.New(slog.DiscardHandler)
