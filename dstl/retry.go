@@ -25,12 +25,14 @@ type attemptResult struct {
 // not an earlier attempt is still running. At most upload.max-attempts
 // start. The first attempt to succeed wins: the others are cancelled
 // through their context and whatever they stored is discarded. The batch
-// fails when every attempt has ended without success; the last attempt ends
-// at the latest when its own timeout passes (it is then cancelled), so a
-// batch never waits forever on stalled requests. With the none policy there
-// is one attempt and no timeout.
+// fails when no attempt succeeded and none may start any more: after the
+// last attempt's error, or once the last attempt has run past its own
+// timeout (then the attempts still running are cancelled, so that a batch
+// never waits forever on stalled requests). With the none policy there is
+// one attempt and no timeout.
 //
-// settled is closed once every attempt has ended; it is nil when the
+// settled is closed once every attempt has returned; the caller hands
+// failed change sets back to their writers only then. It is nil when the
 // storage closed while attempts may still run.
 func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, settled <-chan struct{}, err error) {
 	maxAttempts := s.cfg.UploadMaxAttempts

@@ -163,6 +163,11 @@ func (s *scheduler) runBatch(batch []*UploadTask) {
 		t.prepare()
 	}
 	out, settled, err := s.uploadWithRetries(batch)
+	if err != nil && settled != nil {
+		// Cancelled attempts may still be reading the change sets: they go
+		// back to their writers (to be uploaded again) once all have ended.
+		<-settled
+	}
 	s.finish(batch, out, err)
 	if settled == nil {
 		return // closing: an attempt may still read the buffers
