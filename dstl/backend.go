@@ -68,6 +68,20 @@ var (
 	ErrClosed = errors.New("closed")
 )
 
+// Sentinel errors of the engine, checked with [errors.Is].
+var (
+	// ErrUnknownBackend: no registered backend has the identifier or serves
+	// the URL scheme of the base path.
+	ErrUnknownBackend = errors.New("dstl: unknown backend")
+	// ErrKeyGroup: a key group outside the writer's range.
+	ErrKeyGroup = errors.New("dstl: key group out of range")
+	// ErrTooLarge: a change larger than [MaxChangeSize].
+	ErrTooLarge = errors.New("dstl: change too large")
+	// ErrTruncated: a sequence number below the writer's truncation point, or
+	// a truncation past the active change set.
+	ErrTruncated = errors.New("dstl: sequence number out of the log's range")
+)
+
 // BackendError is the error a backend returns: it names the operation, the
 // backend and the object, and wraps the cause.
 type BackendError struct {

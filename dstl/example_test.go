@@ -36,8 +36,7 @@ func Example() {
 	_ = w.Append(ctx, 7, []byte("apples=4"))
 
 	// Checkpoint 1: persist everything from the first change set on.
-	from := w.InitialSequenceNumber()
-	future, err := w.Persist(ctx, from, 1)
+	future, err := w.Persist(ctx, w.InitialSequenceNumber(), 1)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -45,7 +44,8 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	w.Confirm(from, w.NextSequenceNumber(), 1)
+	// Keep res.Remote in the checkpoint; once it completes:
+	w.Confirm(res.From, res.To, 1)
 
 	// After a crash: read the checkpoint's handle back.
 	r, err := storage.NewReader(dstl.KeyGroupRange{Start: 0, End: 127})

@@ -50,7 +50,7 @@ type HandleEntry struct {
 }
 
 // Empty reports whether the handle covers no change set.
-func (h *Handle) Empty() bool { return len(h.Entries) == 0 }
+func (h Handle) Empty() bool { return len(h.Entries) == 0 }
 
 // ErrInvalidHandle is wrapped by every error about a handle that is not
 // valid ([Handle.Validate]) or whose encoding does not decode: bad magic,

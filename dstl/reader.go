@@ -20,10 +20,11 @@ import (
 // that objects shared by many handles are fetched once. It is safe for
 // concurrent use.
 type Reader struct {
-	backend  Backend
-	groups   KeyGroupRange
-	cache    *rangeCache
-	ownCache bool
+	backend   Backend
+	storageID string // when set, handles must name this storage
+	groups    KeyGroupRange
+	cache     *rangeCache
+	ownCache  bool
 
 	requests, fetched, needed, hits atomic.Int64
 }
@@ -43,7 +44,7 @@ func (s *Storage) NewReader(groups KeyGroupRange) (*Reader, error) {
 	if err := groups.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reader{backend: s.backend, groups: groups, cache: s.readerCache}, nil
+	return &Reader{backend: s.backend, storageID: s.id, groups: groups, cache: s.readerCache}, nil
 }
 
 // NewReader returns a reader over backend, with a cache of its own whose
@@ -93,7 +94,11 @@ func (r *Reader) Prefetch(ctx context.Context, handles ...Handle) error {
 // reader's range in ascending order, each group's changes in append order.
 // Key groups outside the reader's range are skipped (rescaling). A change's
 // Data is valid until the next iteration. A damaged object ends the
-// iteration with an error naming the object and offset.
+// iteration with an error naming the object and offset that wraps
+// format.ErrChecksum (a checksum mismatch) or format.ErrCorrupt (any other
+// damage, a truncated object included); never with wrong data. A handle
+// that is not valid, or that names another storage than the reader's, is an
+// error wrapping ErrInvalidHandle.
 func (r *Reader) Changes(ctx context.Context, h Handle) iter.Seq2[Change, error] {
 	return func(yield func(Change, error) bool) {
 		err := r.Read(ctx, h, func(c Change) error {
@@ -115,6 +120,9 @@ var errStopIteration = errors.New("stop iteration")
 func (r *Reader) Read(ctx context.Context, h Handle, fn func(Change) error) error {
 	if err := h.Validate(); err != nil {
 		return err
+	}
+	if r.storageID != "" && h.StorageID != r.storageID {
+		return fmt.Errorf("dstl: read: the handle of log %s is on storage %q, the reader reads %q: %w", h.LogID, h.StorageID, r.storageID, ErrInvalidHandle)
 	}
 	ranges := planRanges(h.Entries)
 	loaded := make(map[int][]byte, len(ranges)) // by index in ranges

@@ -77,7 +77,7 @@ func Backends() []BackendInfo {
 // An unknown identifier or scheme is an error that lists the known ones.
 func OpenBackend(ctx context.Context, id, basePath string) (Backend, string, error) {
 	if basePath == "" {
-		return nil, "", fmt.Errorf("dstl: option %q is required", "base-path")
+		return nil, "", fmt.Errorf("dstl: option %q is required: %w", "base-path", ErrInvalidConfig)
 	}
 	registry.RLock()
 	if id == "" {
@@ -88,15 +88,15 @@ func OpenBackend(ctx context.Context, id, basePath string) (Backend, string, err
 		var ok bool
 		if id, ok = registry.byScheme[scheme]; !ok {
 			registry.RUnlock()
-			return nil, "", fmt.Errorf("dstl: no backend serves URL scheme %q of base path %q (known schemes: %s; import the backend's package, e.g. backends/all)",
-				scheme, basePath, strings.Join(knownSchemes(), ", "))
+			return nil, "", fmt.Errorf("%w: no backend serves URL scheme %q of base path %q (known schemes: %s; is the backend's package imported?)",
+				ErrUnknownBackend, scheme, basePath, strings.Join(knownSchemes(), ", "))
 		}
 	}
 	r, ok := registry.byID[id]
 	registry.RUnlock()
 	if !ok {
-		return nil, "", fmt.Errorf("dstl: unknown storage %q (known: %s; import the backend's package, e.g. backends/all)",
-			id, strings.Join(knownIDs(), ", "))
+		return nil, "", fmt.Errorf("%w %q (known: %s; is the backend's package imported?)",
+			ErrUnknownBackend, id, strings.Join(knownIDs(), ", "))
 	}
 	b, err := r.factory(ctx, basePath)
 	if err != nil {

@@ -170,7 +170,7 @@ func (s *scheduler) record(batch []*UploadTask, r attemptResult, started int, be
 	s.m.uploadLatency.Record(s.ctx, float64(time.Since(begin))/float64(time.Millisecond))
 	var logical, stored int64
 	for _, t := range batch {
-		logical += t.Size
+		logical += t.LogicalSize
 	}
 	for _, obj := range r.out.Objects {
 		stored += obj.Size

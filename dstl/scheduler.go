@@ -77,10 +77,10 @@ func (s *scheduler) enqueue(ctx context.Context, t *UploadTask, force bool) erro
 		}
 		s.mu.Lock()
 	}
-	s.inFlight += t.Size
+	s.inFlight += t.LogicalSize
 	s.updateAvailabilityLocked()
 	s.queue = append(s.queue, t)
-	s.queueBytes += t.Size
+	s.queueBytes += t.LogicalSize
 	switch {
 	case s.queueBytes >= s.cfg.BatchPersistSizeThreshold || s.cfg.BatchPersistDelay <= 0:
 		if s.timer != nil {
@@ -136,8 +136,8 @@ func (s *scheduler) startDrainLocked() {
 func (s *scheduler) takeBatchLocked() []*UploadTask {
 	var n int
 	var size int64
-	for n < len(s.queue) && (n == 0 || size+s.queue[n].Size <= s.cfg.BatchPersistSizeThreshold) {
-		size += s.queue[n].Size
+	for n < len(s.queue) && (n == 0 || size+s.queue[n].LogicalSize <= s.cfg.BatchPersistSizeThreshold) {
+		size += s.queue[n].LogicalSize
 		n++
 	}
 	batch := slices.Clone(s.queue[:n])
@@ -212,7 +212,7 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 	// also sees the capacity.
 	var size int64
 	for _, t := range batch {
-		size += t.Size
+		size += t.LogicalSize
 	}
 	s.mu.Lock()
 	s.inFlight -= size

@@ -277,3 +277,37 @@ func TestRangeChecks(t *testing.T) {
 		t.Fatalf("empty change: %v", err)
 	}
 }
+
+// TestConfirmOnlyTakesTheCheckpointsSets: a late confirm of checkpoint 1
+// over a range that reaches into checkpoint 2's sets hands over only what
+// checkpoint 1's handle covered; checkpoint 2, aborted, leaves nothing.
+func TestConfirmOnlyTakesTheCheckpointsSets(t *testing.T) {
+	b := dstltest.NewBackend()
+	s := newStorage(t, b, testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "one")
+	f1, _ := w.Persist(context.Background(), 0, 1)
+	r1, err := f1.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, w, 0, "two")
+	from2 := w.NextSequenceNumber() - 1
+	f2, _ := w.Persist(context.Background(), from2, 2)
+	r2, err := f2.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.From != 0 || r1.To != 1 || r2.From != from2 || r2.To != from2+1 {
+		t.Fatalf("ranges [%d,%d) and [%d,%d)", r1.From, r1.To, r2.From, r2.To)
+	}
+	w.Confirm(0, w.NextSequenceNumber(), 1) // too wide a range
+	w.Reset(r2.From, r2.To, 2)
+	if err := w.Truncate(w.NextSequenceNumber()); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, b, 1)
+	if _, ok := b.ObjectBytes(r1.Remote.Entries[0].Object); !ok {
+		t.Fatal("checkpoint 1's object was deleted")
+	}
+}

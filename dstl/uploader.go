@@ -33,8 +33,8 @@ type UploadTask struct {
 	LogID LogID
 	// ChangeSets are the change sets to store, in sequence-number order.
 	ChangeSets []*format.ChangeSet
-	// Size is the logical size of the change sets, in bytes.
-	Size int64
+	// LogicalSize is the size of the change sets' changes, in bytes.
+	LogicalSize int64
 
 	// engine side: who to tell
 	writer *Writer

@@ -118,7 +118,7 @@ func (w *Writer) InitialSequenceNumber() SequenceNumber { return 0 }
 // preemptive-persist threshold the writer starts an upload on its own.
 func (w *Writer) Append(ctx context.Context, kg int, change []byte) error {
 	if !w.groups.Contains(kg) {
-		return fmt.Errorf("dstl: append: key group %d is outside the writer's range %v", kg, w.groups)
+		return fmt.Errorf("dstl: append: key group %d is outside the writer's range %v: %w", kg, w.groups, ErrKeyGroup)
 	}
 	return w.append(ctx, int32(kg), change)
 }
@@ -131,7 +131,7 @@ func (w *Writer) AppendMeta(ctx context.Context, change []byte) error {
 
 func (w *Writer) append(ctx context.Context, kg int32, change []byte) error {
 	if len(change) > MaxChangeSize {
-		return fmt.Errorf("dstl: append: change of %d bytes exceeds the limit of %d bytes", len(change), MaxChangeSize)
+		return fmt.Errorf("dstl: append: change of %d bytes exceeds the limit of %d bytes: %w", len(change), MaxChangeSize, ErrTooLarge)
 	}
 	if w.storage.sched.over.Load() {
 		// Hold the caller before the change is taken, so that an error
@@ -194,7 +194,16 @@ func (w *Writer) rolloverLocked() {
 // uploaded are reused. The capture happens now; the upload runs in the
 // background and the returned [Future] resolves to a handle covering
 // [from, active). Persist waits for upload capacity while the storage is
-// over its in-flight limit, until ctx ends. checkpointID is for logs.
+// over its in-flight limit, until ctx ends.
+//
+// checkpointID names the checkpoint the handle is for: pass the same id to
+// [Writer.Confirm] when the checkpoint completes or to [Writer.Reset] when
+// it is aborted. Until then, the change sets the handle covers keep their
+// objects even if they are truncated. Ids grow with time: confirming a
+// checkpoint ends every older one still pending.
+//
+// from may not be below the truncation point ([Writer.Truncate]); that is
+// an error wrapping [ErrTruncated].
 func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID int64) (*Future, error) {
 	w.mu.Lock()
 	if w.closed {
@@ -203,8 +212,8 @@ func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID 
 	}
 	if from < w.lowest {
 		w.mu.Unlock()
-		return nil, fmt.Errorf("dstl: persist checkpoint %d from change set %d: the log of %s was truncated up to %d",
-			checkpointID, from, w.logID, w.lowest)
+		return nil, fmt.Errorf("dstl: persist checkpoint %d from change set %d: the log of %s was truncated up to %d: %w",
+			checkpointID, from, w.logID, w.lowest, ErrTruncated)
 	}
 	w.rolloverLocked()
 	waiter := &persistWaiter{from: from, to: w.active.sqn, checkpoint: checkpointID, future: newFuture()}
@@ -274,7 +283,7 @@ func (w *Writer) newTaskLocked(sets []*changeSet) *UploadTask {
 		cs.state = setUploading
 		cs.task = t
 		cs.owner = t
-		t.Size += cs.size
+		t.LogicalSize += cs.size
 	}
 	return t
 }
@@ -449,26 +458,28 @@ func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 			cs.pending[pw.checkpoint] = struct{}{}
 		}
 	}
-	pw.future.resolve(PersistResult{Remote: h}, nil)
+	pw.future.resolve(PersistResult{Remote: h, From: pw.from, To: pw.to}, nil)
 	return true
 }
 
 // Confirm tells the writer that checkpoint checkpointID, covering
-// [from, to), completed: the objects holding those change sets now belong to
-// the checkpoint owner and the storage never deletes them. Checkpoints
-// older than checkpointID that are still pending will never complete (a
-// newer one subsumes them); sets only they kept are released.
+// [from, to) (pass the [PersistResult]'s From and To), completed: the
+// objects holding the change sets its handle covers now belong to the
+// checkpoint owner, and the storage never deletes them. Sets in the range
+// that no handle of the checkpoint covered are left alone. Checkpoints older
+// than checkpointID that are still pending will never complete (a newer one
+// subsumes them); sets only they kept are released.
 func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
 	for _, cs := range w.sets {
-		if cs.sqn >= from && cs.sqn < to && cs.state == setUploaded {
+		if cs.sqn >= from && cs.sqn < to && cs.state == setUploaded && cs.coveredBy(checkpointID) {
 			n += w.confirmLocked(cs, checkpointID)
 		}
 	}
 	for _, cs := range w.retained {
-		if cs.sqn >= from && cs.sqn < to {
+		if cs.sqn >= from && cs.sqn < to && cs.coveredBy(checkpointID) {
 			n += w.confirmLocked(cs, checkpointID)
 		}
 	}
@@ -489,6 +500,13 @@ func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) {
 	w.log.Debug("dstl: confirm", "checkpoint", checkpointID, "from", from, "to", to, "sets", n)
 }
 
+// coveredBy reports whether a handle returned for the checkpoint covers the
+// set (or a checkpoint confirmed it already).
+func (cs *changeSet) coveredBy(checkpointID int64) bool {
+	_, ok := cs.pending[checkpointID]
+	return ok || cs.confirmed
+}
+
 func (w *Writer) confirmLocked(cs *changeSet, checkpointID int64) int {
 	delete(cs.pending, checkpointID)
 	if cs.confirmed {
@@ -499,8 +517,8 @@ func (w *Writer) confirmLocked(cs *changeSet, checkpointID int64) int {
 	return 1
 }
 
-// Reset tells the writer that checkpoint checkpointID, covering [from, to),
-// was aborted. Uploaded change sets stay for the next checkpoint to reuse;
+// Reset tells the writer that checkpoint checkpointID, covering [from, to)
+// (the [PersistResult]'s From and To), was aborted. Uploaded change sets stay for the next checkpoint to reuse;
 // truncated ones that only this checkpoint kept are released.
 func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) {
 	w.mu.Lock()
@@ -545,7 +563,7 @@ func (w *Writer) Truncate(to SequenceNumber) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if to > w.active.sqn {
-		return fmt.Errorf("dstl: truncate log %s to %d: past the active change set %d", w.logID, to, w.active.sqn)
+		return fmt.Errorf("dstl: truncate log %s to %d: past the active change set %d: %w", w.logID, to, w.active.sqn, ErrTruncated)
 	}
 	if to <= w.lowest {
 		return nil
@@ -631,6 +649,9 @@ func (w *Writer) Close() error {
 
 // PersistResult is what a persist resolves to.
 type PersistResult struct {
+	// From and To delimit the change sets the handles cover, [From, To):
+	// what to pass to [Writer.Confirm] or [Writer.Reset] for the checkpoint.
+	From, To SequenceNumber
 	// Remote points to the change sets on the storage's backend.
 	Remote Handle
 	// Local points to local copies of the same change sets, when every one

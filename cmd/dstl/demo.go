@@ -19,6 +19,7 @@ import (
 
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstltest"
+	"github.com/google/uuid"
 )
 
 // demoOptions size a demo run.
@@ -43,7 +44,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o := demoOptions{}
 	fs := flag.NewFlagSet("dstl demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.basePath, "base-path", "", "where objects go: a URL (file:///..., s3://...) or a local path (default: a new temporary directory, removed afterwards)")
+	fs.StringVar(&o.basePath, "base-path", "", "where objects go: a URL (file:///...) or a local path; each run writes under a prefix of its own (default: a new temporary directory, removed afterwards)")
 	fs.StringVar(&o.storage, "storage", "", "backend identifier (default: chosen by the base path's URL scheme)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory")
 	fs.IntVar(&o.writers, "writers", 8, "operator instances (writers), each owning a share of the key groups")
@@ -67,9 +68,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.recoverWriters == 0 {
 		o.recoverWriters = o.writers
 	}
-	if o.writers < 1 || o.recoverWriters < 1 || o.keyGroups < max(o.writers, o.recoverWriters) || o.keysPerGroup < 1 ||
-		o.checkpoints < 1 || o.changes < 0 || o.changeSize < 0 || o.abortEvery < 0 || o.materialize < 0 || o.keyGroups > dstl.MaxKeyGroup+1 {
-		fmt.Fprintln(stderr, "dstl demo: need writers >= 1, key-groups >= writers (at most 32768), keys >= 1, checkpoints >= 1, and no negative sizes")
+	if msg := o.check(); msg != "" {
+		fmt.Fprintf(stderr, "dstl demo: %s\n", msg)
 		return exitUsage
 	}
 	if o.basePath == "" {
@@ -86,8 +86,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	report, err := demo(ctx, o, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "dstl demo: %v\n", err)
-		if errors.Is(err, errVerification) {
+		switch {
+		case errors.Is(err, errVerification):
 			return exitFailed
+		case errors.Is(err, dstl.ErrUnknownBackend), errors.Is(err, dstl.ErrInvalidConfig):
+			return exitUsage
 		}
 		return exitRuntime
 	}
@@ -96,6 +99,33 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 var errVerification = errors.New("verification failed")
+
+// check returns what is wrong with the options, naming the flag, or "".
+func (o demoOptions) check() string {
+	switch {
+	case o.writers < 1:
+		return "-writers must be at least 1"
+	case o.recoverWriters < 1:
+		return "-recover-writers must be at least 1 (0 means as many as -writers)"
+	case o.keyGroups < 1 || o.keyGroups > dstl.MaxKeyGroup+1:
+		return fmt.Sprintf("-key-groups must be between 1 and %d", dstl.MaxKeyGroup+1)
+	case o.keyGroups < o.writers:
+		return fmt.Sprintf("-key-groups (%d) must be at least -writers (%d): every writer owns one or more", o.keyGroups, o.writers)
+	case o.keyGroups < o.recoverWriters:
+		return fmt.Sprintf("-key-groups (%d) must be at least -recover-writers (%d)", o.keyGroups, o.recoverWriters)
+	case o.keysPerGroup < 1:
+		return "-keys must be at least 1"
+	case o.checkpoints < 1:
+		return "-checkpoints must be at least 1"
+	case o.changes < 0, o.changeSize < 0:
+		return "-changes and -change-size may not be negative"
+	case o.abortEvery < 0 || o.abortEvery == 1:
+		return "-abort-every must be 0 (never) or at least 2: some checkpoint must complete"
+	case o.materialize < 0:
+		return "-materialize-every may not be negative"
+	}
+	return ""
+}
 
 // state is a writer's keyed state: key group -> key -> value.
 type state map[int]map[string][]byte
@@ -140,7 +170,8 @@ type snapshot struct {
 type checkpoint struct {
 	id        int64
 	snapshots []string // object names, per writer ("" when none)
-	handles   []dstl.Handle
+	handles   [][]byte // encoded handles, per writer
+	ranges    [][2]dstl.SequenceNumber
 	expected  []state
 }
 
@@ -175,7 +206,11 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 	start := time.Now()
 	cfg := dstl.DefaultConfig(o.basePath)
 	cfg.Storage = o.storage
-	cfg.JobID = "demo"
+	run, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	cfg.JobID = "demo-" + run.String() // a prefix of its own: runs never collide
 	cfg.CompressionEnabled = o.compression
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -232,7 +267,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		rep.changes += int64(o.changes * o.writers)
 
 		// Checkpoint barrier: every writer persists from its last materialisation.
-		c := &checkpoint{id: cp, snapshots: make([]string, len(ws)), handles: make([]dstl.Handle, len(ws)), expected: make([]state, len(ws))}
+		c := &checkpoint{id: cp, snapshots: make([]string, len(ws)), handles: make([][]byte, len(ws)), ranges: make([][2]dstl.SequenceNumber, len(ws)), expected: make([]state, len(ws))}
 		err = forEach(ws, func(i int, dw *demoWriter) error {
 			t0 := time.Now()
 			f, err := dw.w.Persist(ctx, dw.from, cp)
@@ -246,7 +281,12 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 			mu.Lock()
 			latencies = append(latencies, time.Since(t0))
 			mu.Unlock()
-			c.handles[i], c.snapshots[i], c.expected[i] = res.Remote, dw.snapshot, dw.st.clone()
+			// A checkpoint keeps the handle's bytes, as a real one would.
+			b, err := res.Remote.MarshalBinary()
+			if err != nil {
+				return err
+			}
+			c.handles[i], c.ranges[i], c.snapshots[i], c.expected[i] = b, [2]dstl.SequenceNumber{res.From, res.To}, dw.snapshot, dw.st.clone()
 			return nil
 		})
 		if err != nil {
@@ -255,16 +295,12 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 
 		if o.abortEvery > 0 && cp%int64(o.abortEvery) == 0 {
 			for i, dw := range ws {
-				if n := len(c.handles[i].Entries); n > 0 {
-					dw.w.Reset(dw.from, c.handles[i].Entries[n-1].SequenceNumber+1, cp)
-				}
+				dw.w.Reset(c.ranges[i][0], c.ranges[i][1], cp)
 			}
 			rep.aborted++
 		} else {
 			for i, dw := range ws {
-				if n := len(c.handles[i].Entries); n > 0 {
-					dw.w.Confirm(dw.from, c.handles[i].Entries[n-1].SequenceNumber+1, cp)
-				}
+				dw.w.Confirm(c.ranges[i][0], c.ranges[i][1], cp)
 			}
 			rep.confirmed++
 			last = c
@@ -278,7 +314,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		if o.materialize > 0 && cp%int64(o.materialize) == 0 {
 			err := forEach(ws, func(i int, dw *demoWriter) error {
 				from := dw.w.NextSequenceNumber()
-				name := fmt.Sprintf("demo/snapshots/operator-%d-cp-%d.snap", i, cp)
+				name := fmt.Sprintf("%ssnapshots/operator-%d-cp-%d.snap", dstl.ObjectPrefix(cfg.JobID), i, cp)
 				n, err := putSnapshot(ctx, counting, name, snapshot{State: dw.st, From: from})
 				if err != nil {
 					return err
@@ -298,8 +334,8 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		// snapshot the last confirmed checkpoint starts from.
 		if last != nil && last.id == cp {
 			for i, dw := range ws {
-				if len(last.handles[i].Entries) > 0 {
-					dw.w.Truncate(last.handles[i].Entries[0].SequenceNumber)
+				if err := dw.w.Truncate(last.ranges[i][0]); err != nil {
+					return nil, err
 				}
 			}
 		}
@@ -351,7 +387,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		rep.keys += len(m)
 	}
 
-	err = counting.List(ctx, "demo/", func(oi dstl.ObjectInfo) error {
+	err = counting.List(ctx, dstl.ObjectPrefix(cfg.JobID), func(oi dstl.ObjectInfo) error {
 		rep.objects++
 		rep.objectBytes += oi.Size
 		return nil
@@ -375,9 +411,13 @@ func recoverRange(ctx context.Context, s *dstl.Storage, b dstl.Backend, kgr dstl
 	if err != nil {
 		return nil, err
 	}
+	all := make([]dstl.Handle, len(c.handles))
 	var handles []dstl.Handle
-	for _, h := range c.handles {
-		if h.KeyGroups.Start <= kgr.End && kgr.Start <= h.KeyGroups.End {
+	for i, b := range c.handles {
+		if err := all[i].UnmarshalBinary(b); err != nil {
+			return nil, fmt.Errorf("handle of writer %d: %w", i, err)
+		}
+		if h := all[i]; h.KeyGroups.Start <= kgr.End && kgr.Start <= h.KeyGroups.End {
 			handles = append(handles, h)
 		}
 	}
@@ -385,7 +425,7 @@ func recoverRange(ctx context.Context, s *dstl.Storage, b dstl.Backend, kgr dstl
 		return nil, err
 	}
 	st := state{}
-	for i, h := range c.handles {
+	for i, h := range all {
 		if h.KeyGroups.Start > kgr.End || kgr.Start > h.KeyGroups.End {
 			continue
 		}
@@ -509,13 +549,21 @@ func percentile(ds []time.Duration, p int) time.Duration {
 func (r *demoReport) print(w io.Writer) {
 	mib := func(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
 	fmt.Fprintf(w, "checkpoints:        %d confirmed, %d aborted, %d materialisations\n", r.confirmed, r.aborted, r.materialisations)
-	fmt.Fprintf(w, "changes:            %d appended by %d writers\n", r.changes, r.writers)
+	fmt.Fprintf(w, "changes:            %d appended by %d %s\n", r.changes, r.writers, plural(r.writers, "writer"))
 	fmt.Fprintf(w, "bytes:              %s of changes appended, %s of change-set objects stored (%s of snapshots)\n", mib(r.logical), mib(r.stored), mib(r.snapshotBytes))
 	fmt.Fprintf(w, "objects left:       %d (%s), snapshots included\n", r.objects, mib(r.objectBytes))
 	fmt.Fprintf(w, "requests:           %d put, %d get, %d delete, %d list\n", r.requests.Puts, r.requests.Gets, r.requests.Deletes, r.requests.Lists)
 	fmt.Fprintf(w, "persist latency:    p50 %v, p99 %v\n", r.persistP50.Round(time.Microsecond), r.persistP99.Round(time.Microsecond))
-	fmt.Fprintf(w, "recovery:           checkpoint %d into %d writers in %v: %d requests, %s fetched for %s needed\n",
-		r.lastCheckpoint, r.recovered, r.recoveryTime.Round(time.Microsecond), r.recoveryRead.Requests, mib(r.recoveryRead.BytesFetched), mib(r.recoveryRead.BytesNeeded))
+	fmt.Fprintf(w, "recovery:           checkpoint %d into %d %s in %v: %d ranged reads fetched %s for %s of change sets (%d served from the cache)\n",
+		r.lastCheckpoint, r.recovered, plural(r.recovered, "writer"), r.recoveryTime.Round(time.Microsecond), r.recoveryRead.Requests,
+		mib(r.recoveryRead.BytesFetched), mib(r.recoveryRead.BytesNeeded), r.recoveryRead.CacheHits)
 	fmt.Fprintf(w, "verification:       OK, %d keys equal the state at checkpoint %d\n", r.keys, r.lastCheckpoint)
 	fmt.Fprintf(w, "elapsed:            %v\n", r.elapsed.Round(time.Millisecond))
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }

@@ -45,7 +45,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"demo", "extra"}, exitUsage},
 		{[]string{"demo", "-h"}, exitOK},
 		{[]string{"backends"}, exitOK},
-		{[]string{"demo", "-base-path", "nope://x", "-checkpoints", "1"}, exitRuntime},
+		{[]string{"demo", "-base-path", "nope://x", "-checkpoints", "1"}, exitUsage},
+		{[]string{"demo", "-abort-every", "1"}, exitUsage},
+		{[]string{"demo", "-recover-writers", "200"}, exitUsage},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errOut); code != tc.code {
