@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
+	"strings"
 	"time"
 )
 
@@ -105,3 +107,25 @@ func (e *BackendError) Error() string {
 
 // Unwrap returns the cause.
 func (e *BackendError) Unwrap() error { return e.Err }
+
+// CheckObjectName checks the rules every backend applies to object names: a
+// name is a non-empty, clean, relative, slash-separated path, with no "."
+// or ".." segment, no empty segment, and no backslash or NUL byte, so that
+// it means the same on a filesystem and in a bucket and can never escape a
+// backend's root. A violation is an error wrapping [ErrInvalidName].
+// Backends may add rules of their own.
+func CheckObjectName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	case strings.ContainsAny(name, "\\\x00"):
+		return fmt.Errorf("%w: contains a backslash or a NUL byte", ErrInvalidName)
+	case strings.HasPrefix(name, "/"):
+		return fmt.Errorf("%w: absolute", ErrInvalidName)
+	case path.Clean(name) != name:
+		return fmt.Errorf("%w: not a clean path (empty, \".\" or \"..\" segment, or trailing slash)", ErrInvalidName)
+	case name == "." || name == ".." || strings.HasPrefix(name, "../"):
+		return fmt.Errorf("%w: escapes the root", ErrInvalidName)
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package dstl_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -107,5 +108,21 @@ func TestOpenStorageByURL(t *testing.T) {
 	}
 	if got := readAll(t, s.Backend(), h, w.KeyGroups()); len(got) != 1 || got[0] != "0:x" {
 		t.Fatalf("read back %q", got)
+	}
+}
+
+func TestCheckObjectName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"a", true}, {"job/0190.dstl", true}, {"a b/ü%20.x", true}, {"a/.hidden", true},
+		{"", false}, {".", false}, {"..", false}, {"../a", false}, {"a/../b", false}, {"a/./b", false},
+		{"/a", false}, {"a/", false}, {"a//b", false}, {`a\b`, false}, {"a\x00b", false},
+	} {
+		err := dstl.CheckObjectName(tc.name)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, dstl.ErrInvalidName)) {
+			t.Errorf("CheckObjectName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
 	}
 }

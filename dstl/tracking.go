@@ -125,7 +125,7 @@ func (t *tracker) discardLoop() {
 		cancel()
 		if err != nil {
 			t.m.discardFailures.Add(context.Background(), 1)
-			t.log.Warn("dstl: could not delete released object; dstl gc will find it", "object", obj.Name, "err", err)
+			t.log.Warn("dstl: could not delete released object; it stays until a garbage collection of the job's prefix", "object", obj.Name, "err", err)
 		} else {
 			t.m.discards.Add(context.Background(), 1)
 		}

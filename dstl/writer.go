@@ -624,7 +624,8 @@ func (w *Writer) TruncateAndClose(from SequenceNumber) error {
 // Close closes the writer: appends and persists fail from now on, pending
 // persists fail with ErrClosed, and every change set is released except
 // those a returned handle of a still pending checkpoint covers (their
-// owner may yet confirm it; if not, dstl gc disposes of them) and those a
+// owner may yet confirm it; if not, a garbage collection of the job's
+// prefix disposes of them) and those a
 // confirmed checkpoint owns. Closing twice is not an error.
 func (w *Writer) Close() error {
 	w.mu.Lock()

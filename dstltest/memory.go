@@ -192,22 +192,7 @@ func (b *Backend) addStalled(d int) {
 	b.changed = make(chan struct{})
 }
 
-func validName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", dstl.ErrInvalidName)
-	case strings.ContainsAny(name, "\\\x00"):
-		return fmt.Errorf("%w: contains a backslash or a NUL byte", dstl.ErrInvalidName)
-	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//"):
-		return fmt.Errorf("%w: leading, trailing or doubled slash", dstl.ErrInvalidName)
-	}
-	for seg := range strings.SplitSeq(name, "/") {
-		if seg == "." || seg == ".." {
-			return fmt.Errorf("%w: segment %q", dstl.ErrInvalidName, seg)
-		}
-	}
-	return nil
-}
+func validName(name string) error { return dstl.CheckObjectName(name) }
 
 func wrap(op Op, name string, err error) error {
 	if _, ok := errors.AsType[*dstl.BackendError](err); ok {

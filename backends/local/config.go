@@ -16,8 +16,9 @@ type Config struct {
 	// Required.
 	Root string
 	// CreateRoot creates Root (and its missing parents) when it does not
-	// exist. When false, a missing Root is an error. Default true
-	// (URL parameter "mkdir").
+	// exist. When false, a missing Root is an error. [DefaultConfig] and
+	// the URL form set it (URL parameter "mkdir", default true); the zero
+	// Config does not.
 	CreateRoot bool
 	// NoSync skips every fsync: of written files and of the directories
 	// that name them. Objects are still published atomically, but an

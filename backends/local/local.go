@@ -552,20 +552,13 @@ func (b *Backend) walk(ctx context.Context, dir, prefix string, fn func(dstl.Obj
 // checkName reports whether name is a valid object name; see the package
 // documentation.
 func checkName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", dstl.ErrInvalidName)
-	case strings.ContainsAny(name, "\\\x00"):
-		return fmt.Errorf("%w: contains a backslash or a NUL byte", dstl.ErrInvalidName)
-	case path.IsAbs(name) || !filepath.IsLocal(filepath.FromSlash(name)):
+	if err := dstl.CheckObjectName(name); err != nil {
+		return err
+	}
+	if !filepath.IsLocal(filepath.FromSlash(name)) {
 		return fmt.Errorf("%w: not a local relative path", dstl.ErrInvalidName)
-	case path.Clean(name) != name:
-		return fmt.Errorf("%w: not a clean path", dstl.ErrInvalidName)
 	}
 	for seg := range strings.SplitSeq(name, "/") {
-		if seg == "." || seg == ".." {
-			return fmt.Errorf("%w: segment %q", dstl.ErrInvalidName, seg)
-		}
 		if strings.HasPrefix(seg, TempPrefix) {
 			return fmt.Errorf("%w: segment starts with %q, reserved for temporary files", dstl.ErrInvalidName, TempPrefix)
 		}

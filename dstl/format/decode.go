@@ -239,8 +239,8 @@ func payloadError(object string, v frameView, pos int, format string, args ...an
 const indexReadAhead = 64 << 10
 
 // ReadIndex reads and validates the header and the footer index of an object
-// of size bytes, with two reads (three if the index exceeds 64 KiB). The
-// entries it returns are validated to be contiguous frames from HeaderSize to
+// of size bytes: with one read for objects up to 64 KiB, two for larger
+// ones (three if the index exceeds 64 KiB). The entries it returns are validated to be contiguous frames from HeaderSize to
 // the index. Corruption and truncation are reported as an [*Error]; an error
 // of r other than io.EOF is returned wrapped as it is.
 func ReadIndex(object string, r io.ReaderAt, size int64) ([]IndexEntry, error) {

@@ -2,7 +2,8 @@
 // version, change-set frames (each with its length, log id, sequence number,
 // key-group directory, changes and CRC32C, optionally compressed on its own)
 // and a footer index. See docs/FORMAT.md. The package does not depend on the
-// engine, so tools (inspect, gc, the fuzzer) use it alone.
+// engine, so tools (an object inspector, a garbage collector, the fuzzer)
+// use it alone.
 package format
 
 import (
