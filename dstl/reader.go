@@ -130,7 +130,7 @@ func (r *Reader) Read(ctx context.Context, h Handle, fn func(Change) error) erro
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		i := slices.IndexFunc(ranges, func(rg fetchRange) bool { return rg.contains(e) })
+		i := findRange(ranges, e)
 		data, ok := loaded[i]
 		if !ok {
 			var err error
@@ -200,8 +200,13 @@ type fetchRange struct {
 	off, len int64
 }
 
-func (rg fetchRange) contains(e HandleEntry) bool {
-	return e.Object == rg.object && e.Offset >= rg.off && e.Offset+e.Length <= rg.off+rg.len
+// findRange returns the index of the planned range that holds the entry:
+// the last range of its object starting at or before it.
+func findRange(ranges []fetchRange, e HandleEntry) int {
+	i, _ := slices.BinarySearchFunc(ranges, e, func(rg fetchRange, e HandleEntry) int {
+		return cmp.Or(cmp.Compare(rg.object, e.Object), cmp.Compare(rg.off, e.Offset+1))
+	})
+	return i - 1 // ranges are merged, so the one before the insertion point holds it
 }
 
 // planRanges merges the entries' ranges: per object, ranges that touch or

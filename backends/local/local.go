@@ -234,9 +234,14 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 
 // copyBody copies size bytes of body to f in chunks, checking ctx between
 // them.
+// copyBufs holds the buffers Put copies bodies through.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyChunk); return &b }}
+
 func copyBody(ctx context.Context, f *os.File, body io.ReaderAt, size int64) error {
 	r := io.NewSectionReader(body, 0, size)
-	buf := make([]byte, min(size, copyChunk))
+	pooled := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(pooled)
+	buf := (*pooled)[:min(size, copyChunk)]
 	var done int64
 	for done < size {
 		if err := ctx.Err(); err != nil {
