@@ -42,42 +42,38 @@ func TestRetryAfterError(t *testing.T) {
 	}
 }
 
+// TestFailAfterLastAttempt: a persist fails only after every attempt the
+// policy allows has failed.
 func TestFailAfterLastAttempt(t *testing.T) {
-	b := dstltest.NewBackend()
-	failPuts(b, 1000)
-	cfg := testConfig()
-	s := newStorage(t, b, cfg)
-	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
-	mustAppend(t, w, 0, "x")
-	f, err := w.Persist(context.Background(), 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Wait(context.Background()); !errors.Is(err, errInjected) {
-		t.Fatalf("persist error = %v, want the injected failure", err)
-	}
-	if got := b.Counts()[dstltest.OpPut]; got != cfg.UploadMaxAttempts {
-		t.Fatalf("puts = %d, want %d (max attempts)", got, cfg.UploadMaxAttempts)
-	}
-}
-
-func TestRetryPolicyNone(t *testing.T) {
-	b := dstltest.NewBackend()
-	failPuts(b, 1)
-	cfg := testConfig()
-	cfg.RetryPolicy = dstl.RetryNone
-	s := newStorage(t, b, cfg)
-	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
-	mustAppend(t, w, 0, "x")
-	f, err := w.Persist(context.Background(), 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Wait(context.Background()); !errors.Is(err, errInjected) {
-		t.Fatalf("persist error = %v, want the injected failure", err)
-	}
-	if got := b.Counts()[dstltest.OpPut]; got != 1 {
-		t.Fatalf("puts = %d, want 1", got)
+	for _, tc := range []struct {
+		name     string
+		policy   string
+		attempts int
+		wantPuts int
+	}{
+		{"fixed, 3 attempts", dstl.RetryFixed, 3, 3},
+		{"fixed, 1 attempt", dstl.RetryFixed, 1, 1},
+		{"none", dstl.RetryNone, 3, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			failPuts(b, 1000)
+			cfg := testConfig()
+			cfg.RetryPolicy, cfg.UploadMaxAttempts = tc.policy, tc.attempts
+			s := newStorage(t, b, cfg)
+			w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+			mustAppend(t, w, 0, "x")
+			f, err := w.Persist(context.Background(), 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Wait(context.Background()); !errors.Is(err, errInjected) {
+				t.Fatalf("persist error = %v, want the injected failure", err)
+			}
+			if got := b.Counts()[dstltest.OpPut]; got != tc.wantPuts {
+				t.Fatalf("puts = %d, want %d", got, tc.wantPuts)
+			}
+		})
 	}
 }
 
