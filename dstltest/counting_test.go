@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -64,4 +65,10 @@ func TestCounting(t *testing.T) {
 	if err := mem.Put(t.Context(), "x", strings.NewReader(""), 0); !errors.Is(err, dstl.ErrClosed) {
 		t.Fatalf("Close did not close the wrapped backend: %v", err)
 	}
+}
+
+// TestCountingConformance checks that the wrapper passes every call, result
+// and error through unchanged.
+func TestCountingConformance(t *testing.T) {
+	conformance.TestBackend(t, func(*testing.T) dstl.Backend { return NewCounting(NewBackend()) })
 }

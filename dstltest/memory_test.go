@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
 	"go.uber.org/goleak"
 )
@@ -427,4 +428,8 @@ func TestConcurrent(t *testing.T) {
 	if _, ok := b.ObjectBytes("race"); !ok {
 		t.Error("no put of the raced name succeeded")
 	}
+}
+
+func TestConformance(t *testing.T) {
+	conformance.TestBackend(t, func(*testing.T) dstl.Backend { return NewBackend() })
 }

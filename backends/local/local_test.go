@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
 	"go.uber.org/goleak"
 )
@@ -683,5 +684,41 @@ func TestWrapClassifies(t *testing.T) {
 	}
 	if b.wrap("put", "x", nil) != nil {
 		t.Fatal("wrap(nil) != nil")
+	}
+}
+
+// TestConformance runs the backend contract's suite. After each case, every
+// file under the root must be an object that List reports: no temporary
+// file, and no object file of a failed Put, is left behind.
+func TestConformance(t *testing.T) {
+	conformance.TestBackend(t, func(t *testing.T) dstl.Backend {
+		root := t.TempDir()
+		b, err := Open(t.Context(), DefaultConfig(root))
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() { checkRoot(t, root) })
+		return b
+	})
+}
+
+// checkRoot checks, with a backend of its own, that every file under root
+// is an object that List reports.
+func checkRoot(t *testing.T, root string) {
+	t.Helper()
+	ctx := context.Background() // the test's context is done in cleanups
+	b, err := Open(ctx, DefaultConfig(root))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer b.Close()
+	var objects []string
+	if err := b.List(ctx, "", func(o dstl.ObjectInfo) error { objects = append(objects, o.Name); return nil }); err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	for _, f := range files(t, root) {
+		if !strings.HasSuffix(f, "/") && !slices.Contains(objects, f) {
+			t.Errorf("file %q left behind is no object", f)
+		}
 	}
 }
