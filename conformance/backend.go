@@ -391,33 +391,39 @@ func (s *suite) testDelete(t *testing.T) {
 
 func (s *suite) testList(t *testing.T) {
 	b := s.backend(t)
-	objects := map[string]string{
-		"a":              "1",
-		"a-b":            "22",
-		"a.b":            "333",
-		"a0":             "4",
-		"ab/c":           "5",
-		"b c":            "66",
-		"d/x":            "6",
-		"d/y/z":          "77",
-		"d/y/z0":         "8",
-		"d-/q":           "9",
-		"with space/o k": "10",
-		"ünï/cödé":       "11",
-		"100%/50%25":     "12",
-		"z":              "",
+	// Put in an order of their own, neither sorted nor reversed, so that a
+	// listing in the order of the Puts shows; "d/x" comes before "d/y/z", as
+	// a name in a directory that exists comes before one that needs a new
+	// directory in it.
+	objects := []struct{ name, data string }{
+		{"d-/q", "9"},
+		{"z", ""},
+		{"a.b", "333"},
+		{"d/x", "6"},
+		{"ünï/cödé", "11"},
+		{"a", "1"},
+		{"d/y/z0", "8"},
+		{"with space/o k", "10"},
+		{"ab/c", "5"},
+		{"100%/50%25", "12"},
+		{"a0", "4"},
+		{"b c", "66"},
+		{"d/y/z", "77"},
+		{"a-b", "22"},
 	}
+	data := map[string]string{}
 	before := time.Now().Add(-clockSkew)
-	for name, data := range objects {
-		put(t, b, name, data)
+	for _, o := range objects {
+		put(t, b, o.name, o.data)
+		data[o.name] = o.data
 	}
 	after := time.Now().Add(clockSkew)
-	for name, data := range objects {
-		if got, err := get(t.Context(), b, name, 0, -1); err != nil || got != data {
-			t.Errorf("Get(%q) = %q, %v; want %q", name, got, err, data)
+	for name, want := range data {
+		if got, err := get(t.Context(), b, name, 0, -1); err != nil || got != want {
+			t.Errorf("Get(%q) = %q, %v; want %q", name, got, err, want)
 		}
 	}
-	all := slices.Sorted(maps.Keys(objects))
+	all := slices.Sorted(maps.Keys(data))
 	prefixes := []string{
 		"", "a", "a-", "a/", "ab", "ab/", "b ", "d", "d/", "d/y", "d/y/", "d/y/z", "d-",
 		"with", "with space/", "ü", "ünï/c", "100%", "100%/50%", "z", "zz",
@@ -428,7 +434,7 @@ func (s *suite) testList(t *testing.T) {
 			var got, want []string
 			for _, o := range listInfo(t, b, p) {
 				got = append(got, o.Name)
-				if size := int64(len(objects[o.Name])); o.Size != size {
+				if size := int64(len(data[o.Name])); o.Size != size {
 					t.Errorf("%q: size %d, want %d", o.Name, o.Size, size)
 				}
 				if o.ModTime.Before(before) || o.ModTime.After(after) {
