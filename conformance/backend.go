@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -94,63 +93,15 @@ func (s *suite) backend(t *testing.T) dstl.Backend {
 	return b
 }
 
-// checkErr checks that err wraps want (is any error, when want is nil), and
-// that it is a *dstl.BackendError naming op, object and the backend that
-// every other error of the run named, in its message too.
+// checkErr checks err with [CheckError], and that it names the backend
+// that every other error of the run named.
 func (s *suite) checkErr(t *testing.T, err error, op, object string, want error) {
 	t.Helper()
-	if err == nil {
-		if want == nil {
-			t.Fatalf("%s %q: no error, want one", op, object)
-		}
-		t.Fatalf("%s %q: no error, want %v", op, object, want)
-	}
-	if want != nil && !errors.Is(err, want) {
-		t.Fatalf("%s %q: error %v, want %v", op, object, err, want)
-	}
-	be, ok := errors.AsType[*dstl.BackendError](err)
-	if !ok {
-		t.Fatalf("%s %q: error %v (%T) is not a *dstl.BackendError", op, object, err, err)
-	}
-	if be.Op != op || be.Object != object || be.Backend == "" {
-		t.Fatalf("error %v names op %q backend %q object %q, want %q, a backend and %q",
-			err, be.Op, be.Backend, be.Object, op, object)
-	}
+	CheckError(t, err, op, s.id, object, want)
 	if s.id == "" {
+		be, _ := errors.AsType[*dstl.BackendError](err)
 		s.id = be.Backend
-	} else if be.Backend != s.id {
-		t.Fatalf("error %v names backend %q, earlier errors %q", err, be.Backend, s.id)
 	}
-	msg := err.Error()
-	parts := []string{be.Backend, op, strconv.Quote(object)}
-	if want != nil {
-		parts = append(parts, want.Error())
-	}
-	for _, p := range parts {
-		if !strings.Contains(msg, p) {
-			t.Errorf("error message %q does not mention %q", msg, p)
-		}
-	}
-}
-
-func put(t *testing.T, b dstl.Backend, name, data string) {
-	t.Helper()
-	if err := b.Put(t.Context(), name, strings.NewReader(data), int64(len(data))); err != nil {
-		t.Fatalf("Put(%q): %v", name, err)
-	}
-}
-
-// get reads a range of an object whole and closes the reader.
-func get(ctx context.Context, b dstl.Backend, name string, offset, length int64) (string, error) {
-	r, err := b.Get(ctx, name, offset, length)
-	if err != nil {
-		return "", err
-	}
-	data, err := io.ReadAll(r)
-	if cerr := r.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("close: %w", cerr)
-	}
-	return string(data), err
 }
 
 // listInfo returns what List reports under prefix.
@@ -176,7 +127,7 @@ func list(t *testing.T, b dstl.Backend, prefix string) []string {
 // checkEmpty checks that name cannot be read and that nothing is listed.
 func (s *suite) checkEmpty(t *testing.T, b dstl.Backend, name string) {
 	t.Helper()
-	_, err := get(t.Context(), b, name, 0, -1)
+	_, err := Read(t.Context(), b, name, 0, -1)
 	s.checkErr(t, err, "get", name, dstl.ErrNotFound)
 	if names := list(t, b, ""); len(names) != 0 {
 		t.Fatalf("objects left behind: %q", names)
@@ -186,9 +137,9 @@ func (s *suite) checkEmpty(t *testing.T, b dstl.Backend, name string) {
 func (s *suite) testGetRange(t *testing.T) {
 	b := s.backend(t)
 	const data = "0123456789"
-	put(t, b, "obj", data)
-	put(t, b, "empty", "")
-	put(t, b, "dir/obj", "x")
+	Put(t, b, "obj", data)
+	Put(t, b, "empty", "")
+	Put(t, b, "dir/obj", "x")
 	tests := []struct {
 		name           string
 		object         string
@@ -218,7 +169,7 @@ func (s *suite) testGetRange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := get(t.Context(), b, tt.object, tt.offset, tt.length)
+			got, err := Read(t.Context(), b, tt.object, tt.offset, tt.length)
 			if tt.err != nil {
 				s.checkErr(t, err, "get", tt.object, tt.err)
 				return
@@ -236,7 +187,7 @@ func (s *suite) testPutUsesSize(t *testing.T) {
 	if err := b.Put(t.Context(), "x", strings.NewReader("abcdef"), 3); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := get(t.Context(), b, "x", 0, -1); err != nil || got != "abc" {
+	if got, err := Read(t.Context(), b, "x", 0, -1); err != nil || got != "abc" {
 		t.Fatalf("Get = %q, %v; want abc", got, err)
 	}
 	if got := listInfo(t, b, ""); len(got) != 1 || got[0].Size != 3 {
@@ -246,10 +197,10 @@ func (s *suite) testPutUsesSize(t *testing.T) {
 
 func (s *suite) testPutExisting(t *testing.T) {
 	b := s.backend(t)
-	put(t, b, "a/obj", "original")
+	Put(t, b, "a/obj", "original")
 	err := b.Put(t.Context(), "a/obj", strings.NewReader("other"), 5)
 	s.checkErr(t, err, "put", "a/obj", dstl.ErrExists)
-	if got, err := get(t.Context(), b, "a/obj", 0, -1); err != nil || got != "original" {
+	if got, err := Read(t.Context(), b, "a/obj", 0, -1); err != nil || got != "original" {
 		t.Fatalf("after the failed Put: %q, %v; want the original", got, err)
 	}
 	if got := listInfo(t, b, ""); len(got) != 1 || got[0].Name != "a/obj" || got[0].Size != int64(len("original")) {
@@ -330,8 +281,8 @@ func (s *suite) testPutFailureLeavesNothing(t *testing.T) {
 			s.checkErr(t, b.Put(ctx, "sub/dir/obj", body, tt.size), "put", "sub/dir/obj", tt.want)
 			s.checkEmpty(t, b, "sub/dir/obj")
 			// The name is free for a retry.
-			put(t, b, "sub/dir/obj", "ok")
-			if got, err := get(t.Context(), b, "sub/dir/obj", 0, -1); err != nil || got != "ok" {
+			Put(t, b, "sub/dir/obj", "ok")
+			if got, err := Read(t.Context(), b, "sub/dir/obj", 0, -1); err != nil || got != "ok" {
 				t.Fatalf("after the retry: %q, %v", got, err)
 			}
 		})
@@ -362,9 +313,9 @@ func (s *suite) testInvalidNames(t *testing.T) {
 
 func (s *suite) testDelete(t *testing.T) {
 	b := s.backend(t)
-	put(t, b, "a/b", "x")
-	put(t, b, "file", "y")
-	put(t, b, "keep/x", "z")
+	Put(t, b, "a/b", "x")
+	Put(t, b, "file", "y")
+	Put(t, b, "keep/x", "z")
 	tests := []struct {
 		name, object string
 	}{
@@ -380,7 +331,7 @@ func (s *suite) testDelete(t *testing.T) {
 			if err := b.Delete(t.Context(), tt.object); err != nil {
 				t.Fatalf("Delete(%q): %v", tt.object, err)
 			}
-			_, err := get(t.Context(), b, tt.object, 0, -1)
+			_, err := Read(t.Context(), b, tt.object, 0, -1)
 			s.checkErr(t, err, "get", tt.object, dstl.ErrNotFound)
 		})
 	}
@@ -414,12 +365,12 @@ func (s *suite) testList(t *testing.T) {
 	data := map[string]string{}
 	before := time.Now().Add(-clockSkew)
 	for _, o := range objects {
-		put(t, b, o.name, o.data)
+		Put(t, b, o.name, o.data)
 		data[o.name] = o.data
 	}
 	after := time.Now().Add(clockSkew)
 	for name, want := range data {
-		if got, err := get(t.Context(), b, name, 0, -1); err != nil || got != want {
+		if got, err := Read(t.Context(), b, name, 0, -1); err != nil || got != want {
 			t.Errorf("Get(%q) = %q, %v; want %q", name, got, err, want)
 		}
 	}
@@ -455,9 +406,9 @@ func (s *suite) testList(t *testing.T) {
 
 func (s *suite) testListCallbackError(t *testing.T) {
 	b := s.backend(t)
-	put(t, b, "a", "")
-	put(t, b, "b/c", "")
-	put(t, b, "d", "")
+	Put(t, b, "a", "")
+	Put(t, b, "b/c", "")
+	Put(t, b, "d", "")
 	stop := errors.New("stop")
 	var seen []string
 	err := b.List(t.Context(), "", func(o dstl.ObjectInfo) error {
@@ -481,12 +432,12 @@ func (s *suite) testListCallbackCallsBackend(t *testing.T) {
 	b := s.backend(t)
 	names := []string{"a", "b/c", "d"}
 	for _, name := range names {
-		put(t, b, name, "data of "+name)
+		Put(t, b, name, "data of "+name)
 	}
 	var seen []string
 	err := b.List(t.Context(), "", func(o dstl.ObjectInfo) error {
 		seen = append(seen, o.Name)
-		if got, err := get(t.Context(), b, o.Name, 0, -1); err != nil || got != "data of "+o.Name {
+		if got, err := Read(t.Context(), b, o.Name, 0, -1); err != nil || got != "data of "+o.Name {
 			return fmt.Errorf("Get(%q) in the callback = %q, %v", o.Name, got, err)
 		}
 		return b.Delete(t.Context(), o.Name)
@@ -504,8 +455,8 @@ func (s *suite) testListCallbackCallsBackend(t *testing.T) {
 
 func (s *suite) testListCancelled(t *testing.T) {
 	b := s.backend(t)
-	put(t, b, "a", "")
-	put(t, b, "b", "")
+	Put(t, b, "a", "")
+	Put(t, b, "b", "")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	n := 0
@@ -520,7 +471,7 @@ func (s *suite) testListCancelled(t *testing.T) {
 // testPutFailureLeavesNothing.)
 func (s *suite) testCancelledContext(t *testing.T) {
 	b := s.backend(t)
-	put(t, b, "obj", "data")
+	Put(t, b, "obj", "data")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := b.Get(ctx, "obj", 0, -1)
@@ -532,7 +483,7 @@ func (s *suite) testCancelledContext(t *testing.T) {
 
 func (s *suite) testReaderHonoursContext(t *testing.T) {
 	b := s.backend(t)
-	put(t, b, "a", "abcdef")
+	Put(t, b, "a", "abcdef")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	r, err := b.Get(ctx, "a", 0, -1)
@@ -564,7 +515,7 @@ func (s *suite) testConcurrent(t *testing.T) {
 				errs <- err
 				return
 			}
-			got, err := get(t.Context(), b, name, 0, -1)
+			got, err := Read(t.Context(), b, name, 0, -1)
 			if err != nil || got != data {
 				errs <- fmt.Errorf("get %s: %d bytes, %v", name, len(got), err)
 			}
@@ -600,7 +551,7 @@ func (s *suite) testConcurrent(t *testing.T) {
 	if len(winners) != 1 {
 		t.Fatalf("%d Puts of one name succeeded: %q", len(winners), winners)
 	}
-	if got, err := get(t.Context(), b, "race/obj", 0, -1); err != nil || got != winners[0] {
+	if got, err := Read(t.Context(), b, "race/obj", 0, -1); err != nil || got != winners[0] {
 		t.Fatalf("race/obj = %q, %v; want %q", got, err, winners[0])
 	}
 	if got := list(t, b, ""); len(got) != n+1 {
@@ -610,7 +561,7 @@ func (s *suite) testConcurrent(t *testing.T) {
 
 func (s *suite) testClosed(t *testing.T) {
 	b := s.backend(t)
-	put(t, b, "a", "abc")
+	Put(t, b, "a", "abc")
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

@@ -48,14 +48,15 @@
 // harness may register cleanups of its own to check what the backend left
 // behind, such as temporary files: they run after the suite's Close. The
 // tests of a backend keep only what is specific to it (its configuration,
-// its on-disk or on-wire details) and leave the contract to this package.
+// its on-disk or on-wire details) and leave the contract to this package;
+// [CheckError], [Put], [Read] and [InvalidNames] serve them too.
 //
 // What the suite takes for granted, so that every backend can pass it:
 //
-//   - It only uses names that [dstl.CheckObjectName] accepts, with no
+//   - It only stores names that [dstl.CheckObjectName] accepts, with no
 //     segment that starts with a dot, and it never stores both a name and a
 //     name below it ("a" and "a/b"), which a filesystem cannot hold.
-//   - Its largest object is 3 MiB.
+//   - Its largest body is 3 MiB, sent by Puts that are made to fail.
 //   - The modification times a List reports lie within a few seconds of the
 //     clock of the machine that runs the tests.
 package conformance

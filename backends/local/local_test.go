@@ -37,23 +37,6 @@ func open(t *testing.T) *Backend {
 	return b
 }
 
-func put(t *testing.T, b *Backend, name, data string) {
-	t.Helper()
-	if err := b.Put(t.Context(), name, strings.NewReader(data), int64(len(data))); err != nil {
-		t.Fatalf("Put(%q): %v", name, err)
-	}
-}
-
-func get(ctx context.Context, b *Backend, name string, offset, length int64) (string, error) {
-	r, err := b.Get(ctx, name, offset, length)
-	if err != nil {
-		return "", err
-	}
-	defer r.Close()
-	data, err := io.ReadAll(r)
-	return string(data), err
-}
-
 // files returns every file and directory under dir, relative and sorted.
 func files(t *testing.T, dir string) []string {
 	t.Helper()
@@ -77,20 +60,11 @@ func files(t *testing.T, dir string) []string {
 	return out
 }
 
-// checkBackendError checks that err is a *dstl.BackendError naming op, the
-// backend and object, and wrapping want.
+// checkBackendError checks err with [conformance.CheckError], for this
+// backend.
 func checkBackendError(t *testing.T, err error, op, object string, want error) {
 	t.Helper()
-	if !errors.Is(err, want) {
-		t.Fatalf("error %v: want %v", err, want)
-	}
-	be, ok := errors.AsType[*dstl.BackendError](err)
-	if !ok {
-		t.Fatalf("error %v (%T) is not a *dstl.BackendError", err, err)
-	}
-	if be.Op != op || be.Backend != ID || be.Object != object {
-		t.Fatalf("error names op %q backend %q object %q, want %q %q %q", be.Op, be.Backend, be.Object, op, ID, object)
-	}
+	conformance.CheckError(t, err, op, ID, object, want)
 }
 
 // TestConformance runs the backend contract's suite. After each case, every
@@ -136,11 +110,11 @@ func TestPutLarge(t *testing.T) {
 	if err := b.Put(t.Context(), "big/one", bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
-	got, err := get(t.Context(), b, "big/one", 0, -1)
+	got, err := conformance.Read(t.Context(), b, "big/one", 0, -1)
 	if err != nil || got != string(data) {
 		t.Fatalf("Get: %d bytes, err %v; want %d bytes", len(got), err, len(data))
 	}
-	got, err = get(t.Context(), b, "big/one", copyChunk-1, 3)
+	got, err = conformance.Read(t.Context(), b, "big/one", copyChunk-1, 3)
 	if want := string(data[copyChunk-1 : copyChunk+2]); err != nil || got != want {
 		t.Fatalf("Get range = %q, %v; want %q", got, err, want)
 	}
@@ -148,8 +122,8 @@ func TestPutLarge(t *testing.T) {
 
 func TestPutFileDirectoryConflict(t *testing.T) {
 	b := open(t)
-	put(t, b, "file", "x")
-	put(t, b, "dir/obj", "y")
+	conformance.Put(t, b, "file", "x")
+	conformance.Put(t, b, "dir/obj", "y")
 	tests := []struct{ name string }{{"file/sub"}, {"file/sub/deeper"}, {"dir"}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,8 +167,8 @@ func TestInvalidNamesTouchNothing(t *testing.T) {
 // an empty one, is no object and stays.
 func TestDeleteLeavesDirectories(t *testing.T) {
 	b := open(t)
-	put(t, b, "a/b", "x")
-	put(t, b, "c/d", "y")
+	conformance.Put(t, b, "a/b", "x")
+	conformance.Put(t, b, "c/d", "y")
 	for _, name := range []string{"a/b", "a", "c"} {
 		if err := b.Delete(t.Context(), name); err != nil {
 			t.Fatalf("Delete(%q): %v", name, err)
@@ -209,8 +183,8 @@ func TestDeleteLeavesDirectories(t *testing.T) {
 // names are no object names, and directories are not listed.
 func TestListSkipsNonObjects(t *testing.T) {
 	b := open(t)
-	put(t, b, "a", "1")
-	put(t, b, "d/x", "22")
+	conformance.Put(t, b, "a", "1")
+	conformance.Put(t, b, "d/x", "22")
 	for _, f := range []string{".tmp-1", "d/.tmp-2", `back\slash`} {
 		if err := os.WriteFile(filepath.Join(b.Root(), filepath.FromSlash(f)), []byte("t"), 0o644); err != nil {
 			t.Fatal(err)
@@ -253,7 +227,7 @@ func TestListSkipsNonObjects(t *testing.T) {
 // usable.
 func TestReaderOutlivesClose(t *testing.T) {
 	b := open(t)
-	put(t, b, "a", "abc")
+	conformance.Put(t, b, "a", "abc")
 	r, err := b.Get(t.Context(), "a", 0, -1)
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +255,7 @@ func TestSymlinkEscape(t *testing.T) {
 	if err := os.Symlink(filepath.Dir(outside), filepath.Join(b.Root(), "dirlink")); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := get(t.Context(), b, "link", 0, -1); err == nil {
+	if got, err := conformance.Read(t.Context(), b, "link", 0, -1); err == nil {
 		t.Fatalf("Get through an escaping symlink = %q", got)
 	}
 	if err := b.Put(t.Context(), "dirlink/new", strings.NewReader("x"), 1); err == nil {
@@ -304,7 +278,7 @@ func TestPermissionError(t *testing.T) {
 		t.Skip("root ignores file permissions")
 	}
 	b := open(t)
-	put(t, b, "ro/a", "x")
+	conformance.Put(t, b, "ro/a", "x")
 	dir := filepath.Join(b.Root(), "ro")
 	if err := os.Chmod(dir, 0o500); err != nil {
 		t.Fatal(err)
@@ -316,12 +290,12 @@ func TestPermissionError(t *testing.T) {
 
 func TestDirectoryRemovedBehindBackend(t *testing.T) {
 	b := open(t)
-	put(t, b, "a/b/one", "1")
+	conformance.Put(t, b, "a/b/one", "1")
 	if err := os.RemoveAll(filepath.Join(b.Root(), "a")); err != nil {
 		t.Fatal(err)
 	}
-	put(t, b, "a/b/two", "2")
-	if got, err := get(t.Context(), b, "a/b/two", 0, -1); err != nil || got != "2" {
+	conformance.Put(t, b, "a/b/two", "2")
+	if got, err := conformance.Read(t.Context(), b, "a/b/two", 0, -1); err != nil || got != "2" {
 		t.Fatalf("Get = %q, %v", got, err)
 	}
 }
