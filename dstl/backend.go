@@ -17,19 +17,29 @@ import (
 // Implementations must be safe for concurrent use. Every error they return
 // should be a *[BackendError] (see [NewBackendError]) so that it names the
 // operation, the backend and the object, and should wrap one of the sentinel
-// errors below where one applies.
+// errors below where one applies. A call whose context is done fails with an
+// error that wraps the context's error. A name that breaks the rules of
+// [CheckObjectName] fails with ErrInvalidName.
+//
+// The package github.com/dstlgo/dstl/conformance holds the tests every
+// implementation must pass.
 type Backend interface {
 	// Put stores size bytes of body under name. It is atomic: afterwards the
 	// object is either absent or whole. A cancelled or failed Put leaves
 	// nothing visible. The body is replayable (an io.ReaderAt), so an
 	// implementation may resend it on retry. Putting a name that already
-	// exists fails with ErrExists.
+	// exists fails with ErrExists; of Puts racing for one name, exactly one
+	// succeeds. A negative size or a nil body is an error, a body shorter
+	// than size fails with an error that wraps io.ErrUnexpectedEOF, and an
+	// error of the body is wrapped.
 	Put(ctx context.Context, name string, body io.ReaderAt, size int64) error
 
 	// Get returns length bytes of the object from offset on; a length of -1
 	// reads to the end. A range that runs past the end is cut at the end; an
-	// offset past the end fails with ErrInvalidRange. A missing object fails
-	// with ErrNotFound. The caller closes the reader.
+	// offset past the end, a negative offset or a length below -1 fails with
+	// ErrInvalidRange. A missing object fails with ErrNotFound. Reads from
+	// the returned reader fail once ctx is done. The caller closes the
+	// reader.
 	Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error)
 
 	// Delete removes the object. Deleting a missing object is not an error.
@@ -37,10 +47,12 @@ type Backend interface {
 
 	// List calls fn for every object whose name starts with prefix, in
 	// lexical order of names. An error from fn stops the listing and is
-	// returned.
+	// returned as it is. fn may call the backend's other methods, Close
+	// excepted. Once ctx is done, fn is not called again.
 	List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error
 
-	// Close releases the backend's resources.
+	// Close releases the backend's resources. Later calls fail with
+	// ErrClosed; closing twice is not an error.
 	Close() error
 }
 
@@ -64,7 +76,8 @@ var (
 	// ErrInvalidName: the object name is not acceptable (empty, or would
 	// escape the backend's root).
 	ErrInvalidName = errors.New("invalid object name")
-	// ErrInvalidRange: the requested range starts past the end of the object.
+	// ErrInvalidRange: the requested range starts past the end of the
+	// object, or is negative.
 	ErrInvalidRange = errors.New("invalid range")
 	// ErrClosed: the storage, writer, reader or backend was closed.
 	ErrClosed = errors.New("closed")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -15,8 +16,8 @@ func TestCounting(t *testing.T) {
 	if c.Unwrap() != mem {
 		t.Fatal("Unwrap")
 	}
-	put(t, c, "a", "hello")
-	put(t, c, "b", "world!")
+	conformance.Put(t, c, "a", "hello")
+	conformance.Put(t, c, "b", "world!")
 	if err := c.Put(t.Context(), "a", strings.NewReader("again"), 5); !errors.Is(err, dstl.ErrExists) {
 		t.Fatalf("Put existing: %v", err)
 	}
@@ -30,7 +31,7 @@ func TestCounting(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := get(t.Context(), c, "a", 1, -1); err != nil {
+	if _, err := conformance.Read(t.Context(), c, "a", 1, -1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Get(t.Context(), "missing", 0, -1); !errors.Is(err, dstl.ErrNotFound) {
@@ -64,4 +65,10 @@ func TestCounting(t *testing.T) {
 	if err := mem.Put(t.Context(), "x", strings.NewReader(""), 0); !errors.Is(err, dstl.ErrClosed) {
 		t.Fatalf("Close did not close the wrapped backend: %v", err)
 	}
+}
+
+// TestCountingConformance checks that the wrapper passes every call, result
+// and error through unchanged.
+func TestCountingConformance(t *testing.T) {
+	conformance.TestBackend(t, func(*testing.T) dstl.Backend { return NewCounting(NewBackend()) })
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -47,7 +48,7 @@ func TestFaultErr(t *testing.T) {
 		t.Run(string(tt.op), func(t *testing.T) {
 			b := NewBackend()
 			defer b.Close()
-			put(t, b, "obj", "data")
+			conformance.Put(t, b, "obj", "data")
 			before := b.Counts()
 			var asked []string
 			b.SetFault(func(op Op, name string) Fault {
@@ -101,7 +102,7 @@ func TestFailNthAndFailAll(t *testing.T) {
 	for range 2 {
 		checkBackendError(t, b.Delete(t.Context(), "a"), OpDelete, "a", dstl.ErrPermission)
 	}
-	if _, err := get(t.Context(), b, "a", 0, -1); err != nil {
+	if _, err := conformance.Read(t.Context(), b, "a", 0, -1); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -146,7 +147,7 @@ func TestDelay(t *testing.T) {
 		return Fault{}
 	})
 	start := time.Now()
-	put(t, b, "a", "x")
+	conformance.Put(t, b, "a", "x")
 	if d := time.Since(start); d < delay {
 		t.Fatalf("put took %v, want at least %v", d, delay)
 	}
@@ -189,7 +190,7 @@ func TestStall(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Other calls are not held up by the stalled one.
-			put(t, b, "other", "y")
+			conformance.Put(t, b, "other", "y")
 			select {
 			case err := <-done:
 				t.Fatalf("stalled put returned early: %v", err)
@@ -221,7 +222,7 @@ func TestReleaseStallsReleasesOnlyCurrentStalls(t *testing.T) {
 	b := NewBackend()
 	defer b.Close()
 	b.SetFault(func(op Op, _ string) Fault { return Fault{Stall: op == OpGet} })
-	put(t, b, "a", "x")
+	conformance.Put(t, b, "a", "x")
 	done := make(chan error, 3)
 	for range 2 {
 		go func() { done <- call(t.Context(), b, OpGet, "a") }()
