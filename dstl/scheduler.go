@@ -105,8 +105,9 @@ func (s *scheduler) onTimer() {
 }
 
 // startDrainLocked starts a goroutine that waits for an upload slot and
-// then takes the whole queue as one batch. While every slot is busy, tasks
-// keep joining the queue, so batches grow under load.
+// then takes a batch from the queue (up to the size threshold; a drain for
+// the rest follows at once). While every slot is busy, tasks keep joining
+// the queue, so batches grow under load.
 func (s *scheduler) startDrainLocked() {
 	s.wg.Add(1)
 	go func() {
