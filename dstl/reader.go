@@ -172,6 +172,10 @@ func (r *Reader) fetchRange(ctx context.Context, rg fetchRange) ([]byte, error) 
 	data, fetched, err := r.cache.fetch(ctx, rg.object, rg.off, rg.len, func(ctx context.Context) ([]byte, error) {
 		r.requests.Add(1)
 		rc, err := r.backend.Get(ctx, rg.object, rg.off, rg.len)
+		if errors.Is(err, ErrInvalidRange) {
+			return nil, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends before: %w",
+				rg.object, rg.len, rg.off, errors.Join(format.ErrCorrupt, err))
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -141,6 +141,7 @@ func TestReaderDamagedObject(t *testing.T) {
 	}{
 		{"flipped byte", func(b []byte) []byte { b[len(b)/3] ^= 0x40; return b }, format.ErrChecksum},
 		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }, format.ErrCorrupt},
+		{"truncated before the change set", func(b []byte) []byte { return b[:5] }, format.ErrCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := dstltest.NewBackend()

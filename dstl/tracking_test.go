@@ -311,3 +311,31 @@ func TestConfirmOnlyTakesTheCheckpointsSets(t *testing.T) {
 		t.Fatal("checkpoint 1's object was deleted")
 	}
 }
+
+// TestResetBeforeUploadFinishes: a checkpoint aborted while its upload runs
+// does not keep the change sets once they are truncated.
+func TestResetBeforeUploadFinishes(t *testing.T) {
+	b := dstltest.NewBackend()
+	b.SetFault(func(op dstltest.Op, _ string) dstltest.Fault {
+		if op == dstltest.OpPut {
+			return dstltest.Fault{Delay: 50 * time.Millisecond}
+		}
+		return dstltest.Fault{}
+	})
+	s := newStorage(t, b, testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	f, err := w.Persist(context.Background(), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Reset(0, w.NextSequenceNumber(), 1) // aborted while uploading
+	res, err := f.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Truncate(res.To); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, b, 0)
+}

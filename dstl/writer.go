@@ -87,6 +87,7 @@ const (
 type persistWaiter struct {
 	from, to   SequenceNumber
 	checkpoint int64
+	aborted    bool // Reset came before the upload finished
 	sets       []*changeSet
 	future     *Future
 }
@@ -451,7 +452,7 @@ func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 			h.IncrementalSize += r.Length
 			cs.reported = true
 		}
-		if !cs.confirmed {
+		if !cs.confirmed && !pw.aborted {
 			if cs.pending == nil {
 				cs.pending = map[int64]struct{}{}
 			}
@@ -523,6 +524,11 @@ func (w *Writer) confirmLocked(cs *changeSet, checkpointID int64) int {
 func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for _, pw := range w.waiters {
+		if pw.checkpoint == checkpointID {
+			pw.aborted = true // its handle will not keep the sets
+		}
+	}
 	for _, cs := range w.sets {
 		if cs.sqn >= from && cs.sqn < to {
 			delete(cs.pending, checkpointID)
