@@ -25,11 +25,7 @@ type Harness func(t *testing.T) dstl.Backend
 // of t, each on a backend of its own from open. See the package
 // documentation for what the cases check and assume.
 func TestBackend(t *testing.T, open Harness) {
-	s := &suite{open: open}
-	cases := []struct {
-		name string
-		run  func(*suite, *testing.T)
-	}{
+	runCases(t, open, []suiteCase{
 		{"GetRange", (*suite).testGetRange},
 		{"PutUsesSize", (*suite).testPutUsesSize},
 		{"PutExisting", (*suite).testPutExisting},
@@ -45,7 +41,19 @@ func TestBackend(t *testing.T, open Harness) {
 		{"ReaderHonoursContext", (*suite).testReaderHonoursContext},
 		{"Concurrent", (*suite).testConcurrent},
 		{"Closed", (*suite).testClosed},
-	}
+	})
+}
+
+// suiteCase is one case of a suite.
+type suiteCase struct {
+	name string
+	run  func(*suite, *testing.T)
+}
+
+// runCases runs each case as a subtest of t; each opens its backends from
+// open.
+func runCases(t *testing.T, open Harness, cases []suiteCase) {
+	s := &suite{open: open}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(s, t) })
 	}

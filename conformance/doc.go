@@ -10,8 +10,33 @@
 // the operation, the backend and the object. Each case runs as a subtest on
 // a backend of its own.
 //
-// A backend, in this module or outside it, runs the suite from a test of its
-// own with a [Harness] that opens a fresh, empty backend. For a cloud store,
+// [TestEngine] runs the DSTL itself, a [dstl.Storage] made by [dstl.New],
+// over the backend, each case again on a backend of its own:
+//
+//   - ManyWriters: 16 writers over disjoint key-group ranges append changes
+//     and metadata and go through checkpoints that are confirmed, aborted
+//     ([dstl.Writer.Reset]) and truncated, also while pending. Once the
+//     storage is closed, the objects left are exactly those of confirmed
+//     checkpoints; a second storage over the same backend reads each
+//     writer's last confirmed handle, after a round trip through its binary
+//     encoding, back to exactly the changes appended: per key group in
+//     order, metadata first in each change set.
+//   - Rescaling: readers of other key-group ranges than the writers' (half
+//     a writer's range, or across two) get exactly their key groups and all
+//     metadata.
+//   - ReleasedObjectsDeleted, SharedObjectKeptWhileReferenced,
+//     ConfirmedObjectSurvives: an object goes (Get fails with
+//     [dstl.ErrNotFound], List omits it) once every change set in it is
+//     released, and not before: not while another writer's change set in it
+//     is referenced, not while a pending checkpoint covers it, never once a
+//     checkpoint with it was confirmed.
+//   - FlippedByte, TruncatedObject: an object rewritten with a byte flipped
+//     inside a change set, or cut inside one, reads back as an error that
+//     names the object and wraps format.ErrChecksum or format.ErrCorrupt
+//     (package github.com/dstlgo/dstl/dstl/format), and no change.
+//
+// A backend, in this module or outside it, runs the suites from a test of
+// its own with a [Harness] that opens a fresh, empty backend. For a cloud store,
 // fresh and empty usually means a new bucket, or a new random prefix in a
 // shared one; skip the test, saying why, when the store is not reachable:
 //
@@ -27,36 +52,47 @@
 //		"example.com/mystore"
 //	)
 //
-//	func TestConformance(t *testing.T) {
+//	func harness(t *testing.T) dstl.Backend {
 //		endpoint := os.Getenv("MYSTORE_ENDPOINT")
 //		if endpoint == "" {
 //			t.Skip("MYSTORE_ENDPOINT is not set")
 //		}
-//		conformance.TestBackend(t, func(t *testing.T) dstl.Backend {
-//			b, err := mystore.Open(t.Context(), mystore.Config{
-//				Endpoint: endpoint,
-//				Prefix:   "conformance/" + rand.Text() + "/",
-//			})
-//			if err != nil {
-//				t.Fatalf("open: %v", err)
-//			}
-//			return b
+//		b, err := mystore.Open(t.Context(), mystore.Config{
+//			Endpoint: endpoint,
+//			Prefix:   "conformance/" + rand.Text() + "/",
 //		})
+//		if err != nil {
+//			t.Fatalf("open: %v", err)
+//		}
+//		return b
 //	}
 //
-// The suite closes every backend it opens, with [testing.T.Cleanup]. A
+//	func TestConformance(t *testing.T) { conformance.TestBackend(t, harness) }
+//
+//	func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
+//
+// The suites close every backend they open, with [testing.T.Cleanup]. A
 // harness may register cleanups of its own to check what the backend left
 // behind, such as temporary files: they run after the suite's Close. The
 // tests of a backend keep only what is specific to it (its configuration,
 // its on-disk or on-wire details) and leave the contract to this package;
 // [CheckError], [Put], [Read] and [InvalidNames] serve them too.
 //
-// What the suite takes for granted, so that every backend can pass it:
+// What the suites take for granted, so that every backend can pass them:
 //
-//   - It only stores names that [dstl.CheckObjectName] accepts, with no
-//     segment that starts with a dot, and it never stores both a name and a
-//     name below it ("a" and "a/b"), which a filesystem cannot hold.
-//   - Its largest body is 3 MiB, sent by Puts that are made to fail.
+//   - They only store names that [dstl.CheckObjectName] accepts, with no
+//     segment that starts with a dot, and they never store both a name and
+//     a name below it ("a" and "a/b"), which a filesystem cannot hold. The
+//     engine names its objects "<UUIDv7>.dstl".
+//   - The largest body is 3 MiB, sent by Puts that are made to fail; the
+//     engine's objects are smaller.
 //   - The modification times a List reports lie within a few seconds of the
 //     clock of the machine that runs the tests.
+//   - A Delete, or a Put, is seen by the Gets and Lists that follow it. To
+//     damage an object, TestEngine deletes it and puts the damaged bytes
+//     under the same name.
+//   - Each case of TestEngine ends within a minute, and within a few
+//     seconds unless a request takes more than a fraction of one; the
+//     storage's batching window is 5 ms (100 ms in the cases of two writers
+//     sharing an object) and an upload is not hedged before 20 s.
 package conformance

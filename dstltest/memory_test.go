@@ -36,11 +36,15 @@ func checkBackendError(t *testing.T, err error, op Op, object string, want error
 	conformance.CheckError(t, err, string(op), ID, object, want)
 }
 
+// harness opens a fresh in-memory backend for the conformance suites.
+func harness(*testing.T) dstl.Backend { return NewBackend() }
+
 // TestConformance runs the backend contract's suite; the tests below are of
 // what the in-memory backend adds: inspection, fault injection, counting.
-func TestConformance(t *testing.T) {
-	conformance.TestBackend(t, func(*testing.T) dstl.Backend { return NewBackend() })
-}
+func TestConformance(t *testing.T) { conformance.TestBackend(t, harness) }
+
+// TestEngine runs the DSTL over the in-memory backend.
+func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
 
 func TestInspection(t *testing.T) {
 	b := NewBackend()

@@ -67,20 +67,25 @@ func checkBackendError(t *testing.T, err error, op, object string, want error) {
 	conformance.CheckError(t, err, op, ID, object, want)
 }
 
-// TestConformance runs the backend contract's suite. After each case, every
-// file under the root must be an object that List reports: no temporary
-// file, and no object file of a failed Put, is left behind.
-func TestConformance(t *testing.T) {
-	conformance.TestBackend(t, func(t *testing.T) dstl.Backend {
-		root := t.TempDir()
-		b, err := Open(t.Context(), DefaultConfig(root))
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		t.Cleanup(func() { checkRoot(t, root) })
-		return b
-	})
+// harness opens a backend on a fresh directory for the conformance suites.
+// After each case, every file under the root must be an object that List
+// reports: no temporary file, and no object file of a failed Put, is left
+// behind.
+func harness(t *testing.T) dstl.Backend {
+	root := t.TempDir()
+	b, err := Open(t.Context(), DefaultConfig(root))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { checkRoot(t, root) })
+	return b
 }
+
+// TestConformance runs the backend contract's suite.
+func TestConformance(t *testing.T) { conformance.TestBackend(t, harness) }
+
+// TestEngine runs the DSTL over the backend.
+func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
 
 // checkRoot checks, with a backend of its own, that every file under root
 // is an object that List reports.
