@@ -1,0 +1,11 @@
+// Package miniotest proves the emulator harness with raw SDK round trips,
+// until dstl's cloud backends exist to run the conformance suite instead.
+//
+// Each test talks to one emulator through its cloud SDK, with the settings
+// that emulator needs: MinIO through aws-sdk-go-v2, fake-gcs-server through
+// cloud.google.com/go/storage and Azurite through azblob. The tests find the
+// emulators through environment variables (DSTL_S3_*, DSTL_GCS_* and
+// DSTL_AZURE_*), which `make test` sets after starting all three, and skip,
+// naming the missing variables, when they are not set. The package holds no
+// code of its own.
+package miniotest
