@@ -22,20 +22,20 @@ if [ ! -d "$state" ]; then
 fi
 
 stop() { # NAME PID STARTED
-	local name=$1 pid=$2 started=$3 i
+	local name=$1 pid=$2 started=$3 _
 	if ! alive "$pid" "$started"; then
 		say "$name (pid $pid) is not running"
 		return
 	fi
 	kill -TERM "$pid" 2>/dev/null
-	for i in $(seq 100); do # 10s
+	for _ in $(seq 100); do # 10s
 		alive "$pid" "$started" || break
 		sleep 0.1
 	done
 	if alive "$pid" "$started"; then
 		say "$name (pid $pid) ignored SIGTERM for 10s; sending SIGKILL"
 		kill -KILL "$pid" 2>/dev/null
-		for i in $(seq 50); do
+		for _ in $(seq 50); do
 			alive "$pid" "$started" || break
 			sleep 0.1
 		done
@@ -51,7 +51,7 @@ stop() { # NAME PID STARTED
 failed=
 for f in "$state"/pids/*; do
 	[ -f "$f" ] || continue
-	pid= started=
+	pid='' started=''
 	{ read -r pid; read -r started; } <"$f"
 	case $pid in
 	'' | *[!0-9]*) say "ignoring $f: no process id in it" ;;

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034
 # Settings and helpers shared by the emulator scripts; sourced, not run.
 
 # Pinned versions. Changing one makes install.sh build or fetch it again into a

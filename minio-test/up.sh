@@ -49,8 +49,8 @@ free_port() {
 		python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 		return
 	fi
-	local port i
-	for i in $(seq 100); do
+	local port _
+	for _ in $(seq 100); do
 		port=$((20000 + RANDOM % 40000))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 			echo "$port"
@@ -100,7 +100,9 @@ launch() {
 		rc=0
 		"start_$name" || rc=$?
 		[ "$rc" -eq 0 ] && return
-		[ "$rc" -eq 2 ] && [ "$try" -lt 3 ] || die "$name did not start"
+		if [ "$rc" -ne 2 ] || [ "$try" -eq 3 ]; then
+			die "$name did not start"
+		fi
 		say "starting $name again on another port"
 	done
 }

@@ -19,6 +19,7 @@ fi
 export DSTL_EMULATORS_DIR
 
 status=1
+# shellcheck disable=SC2317 # called by the EXIT trap
 finish() {
 	trap '' INT TERM
 	if [ "$status" -eq 0 ]; then
