@@ -17,6 +17,7 @@ state=$DSTL_EMULATORS_DIR
 
 need curl "curl is needed for the emulators' health checks and setup"
 need openssl "openssl is needed to sign the request that creates the Azurite container"
+need ps "ps is needed to record which processes were started (down.sh stops only those)"
 curl --help all 2>/dev/null | grep -q -- --aws-sigv4 ||
 	die "curl $(curl --version | sed -n '1s/^curl \([^ ]*\).*/\1/p') lacks --aws-sigv4 (curl 7.75 or later is needed to create the MinIO bucket)"
 
