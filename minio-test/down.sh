@@ -6,6 +6,7 @@
 #
 # --keep-logs  leave $DSTL_EMULATORS_DIR/logs (to look at after a failure)
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
 keep_logs=

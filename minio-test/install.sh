@@ -4,6 +4,7 @@
 # per version; what is already there is reused. Safe to run concurrently: a
 # second run waits for the first and then reuses its result.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
 mkdir -p "$DSTL_TOOLS" || die "cannot create the tools cache $DSTL_TOOLS"

@@ -10,6 +10,7 @@
 # DSTL_EMULATOR_TIMEOUT  seconds to wait for each health check (default 60)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$here/lib.sh"
 
 timeout=${DSTL_EMULATOR_TIMEOUT:-60}
