@@ -1,12 +1,14 @@
 # dstl: build, test, benchmark and demo targets.
-# `make demo` runs the main job on local disk; `make test` runs every test.
+# `make demo` runs the main job on local disk; `make test` runs every test,
+# with MinIO, fake-gcs-server and Azurite started on loopback (minio-test/).
 
 GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 1s
 FUZZTIME  ?= 30s
 
-.PHONY: all build demo test vet race fuzz bench clean
+.PHONY: all build demo test test-unit vet race fuzz bench clean \
+	emulators-install emulators-up emulators-down
 
 all: build test
 
@@ -17,8 +19,14 @@ build:
 demo:
 	$(GO) run ./cmd/dstl demo
 
-## test: go vet, then every test with the race detector
-test: vet race
+## test: go vet, then every test with the race detector, with the emulators
+## started first and stopped afterwards (even when a test fails); the exit
+## status is the tests'
+test: vet
+	GO="$(GO)" bash minio-test/with-emulators.sh $(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## test-unit: go vet and every test, without emulators (their tests skip)
+test-unit: vet race
 
 vet:
 	$(GO) vet $(PKGS)
@@ -34,9 +42,25 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeFrame$$' -fuzztime=$(FUZZTIME) ./dstl/format/
 	$(GO) test -run='^$$' -fuzz='^FuzzHandleUnmarshalBinary$$' -fuzztime=$(FUZZTIME) ./dstl/
 
-## bench: the engine's benchmarks (compare runs with benchstat)
+## bench: the engine's and the backends' benchmarks, with the emulators up
+## (compare runs with benchstat)
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=6 ./dstl/... ./backends/... | tee bench.txt
+	GO="$(GO)" bash minio-test/with-emulators.sh \
+		$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=6 ./dstl/... ./backends/... | tee bench.txt
+
+## emulators-install: build or fetch the pinned emulators into the tools cache
+## (${DSTL_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/dstl-tools}); reuses what is there
+emulators-install:
+	GO="$(GO)" bash minio-test/install.sh
+
+## emulators-up: start them and write their settings to $DSTL_EMULATORS_DIR/env
+## (default ${TMPDIR:-/tmp}/dstl-emulators-$(id -u)); then `. that-file`
+emulators-up:
+	GO="$(GO)" bash minio-test/up.sh
+
+## emulators-down: stop what emulators-up started
+emulators-down:
+	bash minio-test/down.sh
 
 clean:
 	rm -f bench.txt
