@@ -21,11 +21,25 @@ import (
 // t.Cleanup, which run after the suite has closed the backend.
 type Harness func(t *testing.T) dstl.Backend
 
+// Option adjusts the backend suite to a backend.
+type Option func(*suite)
+
+// WithPartSize tells the suite the backend's part size: the size above
+// which a Put goes up in parts (S3 multipart parts, GCS resumable chunks,
+// Azure staged blocks). The large-object case puts an object of three and a
+// half parts. The default is [DefaultPartSize].
+func WithPartSize(n int64) Option { return func(s *suite) { s.partSize = n } }
+
+// DefaultPartSize is the part size the suite assumes when no [WithPartSize]
+// is given: S3's smallest part size.
+const DefaultPartSize = 5 << 20
+
 // TestBackend runs every case of the [dstl.Backend] contract as a subtest
 // of t, each on a backend of its own from open. See the package
 // documentation for what the cases check and assume.
-func TestBackend(t *testing.T, open Harness) {
+func TestBackend(t *testing.T, open Harness, opts ...Option) {
 	runCases(t, open, []suiteCase{
+		{"LargeObject", (*suite).testLargeObject},
 		{"GetRange", (*suite).testGetRange},
 		{"PutUsesSize", (*suite).testPutUsesSize},
 		{"PutExisting", (*suite).testPutExisting},
@@ -41,7 +55,7 @@ func TestBackend(t *testing.T, open Harness) {
 		{"ReaderHonoursContext", (*suite).testReaderHonoursContext},
 		{"Concurrent", (*suite).testConcurrent},
 		{"Closed", (*suite).testClosed},
-	})
+	}, opts...)
 }
 
 // suiteCase is one case of a suite.
@@ -52,8 +66,11 @@ type suiteCase struct {
 
 // runCases runs each case as a subtest of t; each opens its backends from
 // open.
-func runCases(t *testing.T, open Harness, cases []suiteCase) {
-	s := &suite{open: open}
+func runCases(t *testing.T, open Harness, cases []suiteCase, opts ...Option) {
+	s := &suite{open: open, partSize: DefaultPartSize}
+	for _, o := range opts {
+		o(s)
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(s, t) })
 	}
@@ -78,8 +95,9 @@ const clockSkew = 5 * time.Second
 
 // suite is one run of [TestBackend].
 type suite struct {
-	open Harness
-	id   string // the backend identifier the first checked error named
+	open     Harness
+	id       string // the backend identifier the first checked error named
+	partSize int64
 }
 
 // backend opens a fresh backend, checks that it is empty and closes it at
@@ -581,4 +599,40 @@ func (s *suite) testClosed(t *testing.T) {
 	s.checkErr(t, err, "get", "a", dstl.ErrClosed)
 	s.checkErr(t, b.Delete(t.Context(), "a"), "delete", "a", dstl.ErrClosed)
 	s.checkErr(t, b.List(t.Context(), "p", func(dstl.ObjectInfo) error { return nil }), "list", "p", dstl.ErrClosed)
+}
+
+// testLargeObject puts an object of three and a half parts, so that a
+// backend that uploads in parts needs at least four, and reads it back
+// whole and in ranges that straddle every part boundary.
+func (s *suite) testLargeObject(t *testing.T) {
+	b := s.backend(t)
+	size := 3*s.partSize + s.partSize/2
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*7 + i>>13)
+	}
+	const name = "large/object"
+	if err := b.Put(t.Context(), name, bytes.NewReader(data), size); err != nil {
+		t.Fatalf("Put of %d bytes (%d parts of %d): %v", size, (size+s.partSize-1)/s.partSize, s.partSize, err)
+	}
+	got, err := Read(t.Context(), b, name, 0, -1)
+	if err != nil {
+		t.Fatalf("Get whole: %v", err)
+	}
+	if !bytes.Equal([]byte(got), data) {
+		t.Fatalf("read back %d bytes that differ from the %d put", len(got), size)
+	}
+	for i := int64(1); i <= 3; i++ {
+		off := i*s.partSize - 100
+		got, err := Read(t.Context(), b, name, off, 200)
+		if err != nil {
+			t.Fatalf("Get [%d, +200) across part boundary %d: %v", off, i, err)
+		}
+		if !bytes.Equal([]byte(got), data[off:off+200]) {
+			t.Fatalf("Get [%d, +200) across part boundary %d returned other bytes", off, i)
+		}
+	}
+	if infos := listInfo(t, b, "large/"); len(infos) != 1 || infos[0].Size != size {
+		t.Fatalf("List = %+v, want the object with size %d", infos, size)
+	}
 }

@@ -7,7 +7,9 @@
 // order with sizes and times, readers and calls that honour their context,
 // names checked by [dstl.CheckObjectName], [dstl.ErrClosed] after Close,
 // concurrent use, and errors that are *[dstl.BackendError] values naming
-// the operation, the backend and the object. Each case runs as a subtest on
+// the operation, the backend and the object, and a large object of three
+// and a half parts read back whole and across every part boundary (give the
+// backend's part size with [WithPartSize]). Each case runs as a subtest on
 // a backend of its own.
 //
 // [TestEngine] runs the DSTL itself, a [dstl.Storage] made by [dstl.New],
