@@ -106,20 +106,7 @@ func TestResetKeepsResultsForReuse(t *testing.T) {
 // TestTruncateWhileUploading: a result that arrives after its change set
 // was truncated releases the object, which is then deleted.
 func TestTruncateWhileUploading(t *testing.T) {
-	b := dstltest.NewBackend()
-	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
-		if op == dstltest.OpPut {
-			return dstltest.Fault{Delay: 50 * time.Millisecond}
-		}
-		return dstltest.Fault{}
-	})
-	s := newStorage(t, b, testConfig())
-	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
-	mustAppend(t, w, 0, "x")
-	f, err := w.Persist(context.Background(), 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, w, f := slowPersist(t)
 	w.Truncate(w.NextSequenceNumber())
 	if _, err := f.Wait(context.Background()); err == nil {
 		t.Fatal("persist of a truncated change set succeeded")
@@ -315,6 +302,22 @@ func TestConfirmOnlyTakesTheCheckpointsSets(t *testing.T) {
 // TestResetBeforeUploadFinishes: a checkpoint aborted while its upload runs
 // does not keep the change sets once they are truncated.
 func TestResetBeforeUploadFinishes(t *testing.T) {
+	b, w, f := slowPersist(t)
+	w.Reset(0, w.NextSequenceNumber(), 1) // aborted while uploading
+	res, err := f.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Truncate(res.To); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, b, 0)
+}
+
+// slowPersist starts checkpoint 1 of one change over a backend whose puts
+// take 50 ms, and returns while the upload runs.
+func slowPersist(t *testing.T) (*dstltest.Backend, *dstl.Writer, *dstl.Future) {
+	t.Helper()
 	b := dstltest.NewBackend()
 	b.SetFault(func(op dstltest.Op, _ string) dstltest.Fault {
 		if op == dstltest.OpPut {
@@ -329,13 +332,5 @@ func TestResetBeforeUploadFinishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Reset(0, w.NextSequenceNumber(), 1) // aborted while uploading
-	res, err := f.Wait(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Truncate(res.To); err != nil {
-		t.Fatal(err)
-	}
-	settle(t, b, 0)
+	return b, w, f
 }
