@@ -1,0 +1,80 @@
+// Package request runs one backend request with a timeout per attempt and
+// retries with exponential backoff and jitter, for the cloud backends.
+package request
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Policy says how a backend retries one request.
+type Policy struct {
+	// Timeout bounds each attempt; 0 means none (the caller's context only).
+	Timeout time.Duration
+	// MaxAttempts is the number of attempts, the first included (at least 1).
+	MaxAttempts int
+	// InitialBackoff is the wait after the first failed attempt; it doubles
+	// (with ±50 % jitter) up to MaxBackoff.
+	InitialBackoff time.Duration
+	// MaxBackoff caps the wait between attempts.
+	MaxBackoff time.Duration
+}
+
+// DefaultPolicy is what the backends use unless configured otherwise.
+var DefaultPolicy = Policy{Timeout: 30 * time.Second, MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second}
+
+// Validate checks the policy; field names the option in errors.
+func (p Policy) Validate() error {
+	switch {
+	case p.Timeout < 0:
+		return fmt.Errorf("request timeout %v is negative", p.Timeout)
+	case p.MaxAttempts < 1:
+		return fmt.Errorf("max attempts %d: want at least 1", p.MaxAttempts)
+	case p.InitialBackoff < 0 || p.MaxBackoff < p.InitialBackoff:
+		return fmt.Errorf("backoff %v..%v: want 0 <= initial <= max", p.InitialBackoff, p.MaxBackoff)
+	}
+	return nil
+}
+
+// Do runs fn until it succeeds, returns an error retryable does not accept,
+// the attempts run out, or ctx ends. Each attempt gets its own context,
+// bounded by the policy's timeout. The error of the last attempt is
+// returned; an attempt that timed out while ctx is alive counts as
+// retryable.
+func Do(ctx context.Context, p Policy, retryable func(error) bool, fn func(ctx context.Context) error) error {
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(max(p.InitialBackoff, time.Millisecond)),
+		backoff.WithMaxInterval(max(p.MaxBackoff, time.Millisecond)),
+		backoff.WithRandomizationFactor(0.5),
+		backoff.WithMaxElapsedTime(0),
+	)
+	var bo backoff.BackOff = backoff.WithContext(backoff.WithMaxRetries(b, uint64(max(p.MaxAttempts, 1)-1)), ctx)
+	return backoff.Retry(func() error {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if p.Timeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, p.Timeout)
+		}
+		err := fn(actx)
+		timedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return backoff.Permanent(err)
+		case timedOut, retryable(err):
+			return err
+		default:
+			return backoff.Permanent(err)
+		}
+	}, bo)
+}
+
+// IsContextError reports whether err is a context's cancellation or deadline.
+func IsContextError(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,64 @@
+package request
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+var (
+	errTransient = errors.New("transient")
+	errPermanent = errors.New("permanent")
+)
+
+func TestDo(t *testing.T) {
+	fast := Policy{Timeout: 50 * time.Millisecond, MaxAttempts: 4, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
+	for _, tc := range []struct {
+		name      string
+		results   []error // per attempt; past the end: nil
+		stallAt   int     // 1-based attempt that waits for its context; 0: none
+		wantCalls int
+		want      error
+	}{
+		{"first succeeds", nil, 0, 1, nil},
+		{"transient then success", []error{errTransient, errTransient}, 0, 3, nil},
+		{"permanent stops", []error{errPermanent}, 0, 1, errPermanent},
+		{"attempts run out", []error{errTransient, errTransient, errTransient, errTransient, errTransient}, 0, 4, errTransient},
+		{"stalled attempt times out and is retried", nil, 1, 2, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			err := Do(context.Background(), fast, func(err error) bool { return errors.Is(err, errTransient) }, func(ctx context.Context) error {
+				calls++
+				if calls == tc.stallAt {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				if calls <= len(tc.results) {
+					return tc.results[calls-1]
+				}
+				return nil
+			})
+			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+				t.Fatalf("Do = %v, want %v", err, tc.want)
+			}
+			if calls != tc.wantCalls {
+				t.Fatalf("calls = %d, want %d", calls, tc.wantCalls)
+			}
+		})
+	}
+}
+
+func TestDoStopsWhenContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	err := Do(ctx, Policy{MaxAttempts: 10, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}, func(error) bool { return true }, func(context.Context) error {
+		calls++
+		cancel()
+		return errTransient
+	})
+	if err == nil || calls != 1 {
+		t.Fatalf("Do = %v after %d calls, want an error after 1", err, calls)
+	}
+}
