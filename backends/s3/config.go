@@ -1,0 +1,267 @@
+package s3
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// Limits of S3 multipart uploads.
+const (
+	// MinPartSize is the smallest part S3 accepts, the last part excepted.
+	MinPartSize = 5 << 20
+	// MaxPartSize is the largest part S3 accepts.
+	MaxPartSize = 5 << 30
+	// maxParts is the largest number of parts of one upload.
+	maxParts = 10000
+	// maxConcurrency bounds Config.Concurrency.
+	maxConcurrency = 64
+)
+
+// Server-side encryption modes of [Config.SSE].
+const (
+	SSENone   = ""        // no server-side encryption header (the bucket's default applies)
+	SSEAES256 = "AES256"  // SSE-S3, keys managed by S3
+	SSEKMS    = "aws:kms" // SSE-KMS, with Config.SSEKMSKeyID or the account's default key
+)
+
+// Config configures an S3 [Backend]. Start from [DefaultConfig].
+type Config struct {
+	// Bucket is the bucket that holds the objects. Required.
+	Bucket string
+	// Prefix is prepended to every object name, e.g. "dstl/job-1/". A
+	// non-empty prefix without a trailing slash gets one. Default "".
+	Prefix string
+
+	// Client, when set, is a ready S3 client that the backend uses as it
+	// is: Endpoint, Region and UsePathStyle are then ignored, and Close
+	// leaves the client's HTTP connections alone. The backend does its own
+	// retries (RequestTimeout, MaxAttempts), so a client with the SDK's
+	// retryer retries twice over.
+	Client *awss3.Client
+
+	// Endpoint is the base URL of an S3-compatible service, such as
+	// "http://127.0.0.1:9000" for MinIO. Default "": AWS's endpoint for the
+	// region (URL parameter "endpoint").
+	Endpoint string
+	// Region is the signing region. Default "": the SDK's default chain
+	// (AWS_REGION, the shared config), or "us-east-1" when that has none
+	// (URL parameter "region").
+	Region string
+	// UsePathStyle addresses buckets as http://host/bucket/key instead of
+	// http://bucket.host/key; most S3-compatible services on a plain host
+	// name or IP address need it. Default false (URL parameter
+	// "use_path_style").
+	UsePathStyle bool
+
+	// PartSize is the size above which a Put goes up as a multipart
+	// upload, and the size of its parts, between [MinPartSize] and
+	// [MaxPartSize]. Default 8 MiB (URL parameter "part_size", in bytes).
+	PartSize int64
+	// Concurrency bounds the parts of one Put in flight at once, 1 to 64.
+	// Default 4 (URL parameter "concurrency").
+	Concurrency int
+
+	// SSE is the server-side encryption requested for new objects:
+	// [SSENone], [SSEAES256] or [SSEKMS]. Default none (URL parameter
+	// "sse", with "none" for [SSENone]).
+	SSE string
+	// SSEKMSKeyID is the KMS key of [SSEKMS]; only with it. Default "":
+	// the account's default key (URL parameter "sse_kms_key_id").
+	SSEKMSKeyID string
+
+	// RequestTimeout bounds each attempt of each request (and of each
+	// part); 0 means no bound but the caller's context. Default 30s (URL
+	// parameter "request_timeout", a Go duration such as "10s").
+	RequestTimeout time.Duration
+	// MaxAttempts is the number of attempts of each request, the first
+	// included, at least 1. Throttling, 5xx answers, cut connections and
+	// timed-out attempts are retried with exponential backoff and jitter;
+	// permission errors and other 4xx answers are not. Default 5 (URL
+	// parameter "max_attempts").
+	MaxAttempts int
+}
+
+// DefaultConfig returns the default configuration for bucket and prefix.
+func DefaultConfig(bucket, prefix string) Config {
+	return Config{
+		Bucket:         bucket,
+		Prefix:         prefix,
+		PartSize:       8 << 20,
+		Concurrency:    4,
+		RequestTimeout: 30 * time.Second,
+		MaxAttempts:    5,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.Bucket == "":
+		return errors.New("s3: bucket is required")
+	case strings.ContainsAny(c.Bucket, "/?#"):
+		return fmt.Errorf("s3: bucket %q: invalid bucket name", c.Bucket)
+	case strings.HasPrefix(c.Prefix, "/") || strings.ContainsRune(c.Prefix, 0):
+		return fmt.Errorf("s3: prefix %q: must be relative and without NUL bytes", c.Prefix)
+	case c.PartSize < MinPartSize || c.PartSize > MaxPartSize:
+		return fmt.Errorf("s3: %s %d: want %d to %d bytes", paramPartSize, c.PartSize, MinPartSize, int64(MaxPartSize))
+	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
+		return fmt.Errorf("s3: %s %d: want 1 to %d", paramConcurrency, c.Concurrency, maxConcurrency)
+	case c.SSE != SSENone && c.SSE != SSEAES256 && c.SSE != SSEKMS:
+		return fmt.Errorf("s3: %s %q: want none, %s or %s", paramSSE, c.SSE, SSEAES256, SSEKMS)
+	case c.SSEKMSKeyID != "" && c.SSE != SSEKMS:
+		return fmt.Errorf("s3: %s is set but %s is not %s", paramSSEKMSKeyID, paramSSE, SSEKMS)
+	case c.RequestTimeout < 0:
+		return fmt.Errorf("s3: %s %v: must not be negative", paramRequestTimeout, c.RequestTimeout)
+	case c.MaxAttempts < 1:
+		return fmt.Errorf("s3: %s %d: want at least 1", paramMaxAttempts, c.MaxAttempts)
+	}
+	if c.Client == nil && c.Endpoint != "" {
+		u, err := url.Parse(c.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("s3: %s %q: want an http or https URL", paramEndpoint, c.Endpoint)
+		}
+	}
+	return nil
+}
+
+// prefix returns the key prefix, with a trailing slash when not empty.
+func (c Config) prefix() string {
+	if c.Prefix != "" && !strings.HasSuffix(c.Prefix, "/") {
+		return c.Prefix + "/"
+	}
+	return c.Prefix
+}
+
+// URL query parameters of the s3:// form, see [ParseURL].
+const (
+	paramEndpoint       = "endpoint"
+	paramRegion         = "region"
+	paramUsePathStyle   = "use_path_style"
+	paramPartSize       = "part_size"
+	paramConcurrency    = "concurrency"
+	paramSSE            = "sse"
+	paramSSEKMSKeyID    = "sse_kms_key_id"
+	paramRequestTimeout = "request_timeout"
+	paramMaxAttempts    = "max_attempts"
+)
+
+var knownParams = []string{
+	paramConcurrency, paramEndpoint, paramMaxAttempts, paramPartSize, paramRegion,
+	paramRequestTimeout, paramSSE, paramSSEKMSKeyID, paramUsePathStyle,
+}
+
+// ParseURL parses a base path "s3://bucket/prefix" into a [Config],
+// starting from [DefaultConfig]. The prefix is optional; these query
+// parameters are known:
+//
+//	endpoint=URL          base URL of an S3-compatible service, e.g.
+//	                      http://127.0.0.1:9000 (default: AWS)
+//	region=NAME           signing region (default: the SDK's chain, else us-east-1)
+//	use_path_style=BOOL   path-style addressing, for MinIO and the like (default false)
+//	part_size=BYTES       multipart threshold and part size, 5 MiB to 5 GiB
+//	                      (default 8388608)
+//	concurrency=N         parts of one Put in flight at once, 1 to 64 (default 4)
+//	sse=MODE              server-side encryption: none, AES256 or aws:kms
+//	                      (default none)
+//	sse_kms_key_id=ID     the KMS key of sse=aws:kms (default: the account's)
+//	request_timeout=DUR   bound of each attempt of a request, a Go duration;
+//	                      0 for none (default 30s)
+//	max_attempts=N        attempts per request, at least 1 (default 5)
+//
+// For example "s3://my-bucket/dstl/job-1?region=eu-west-1&sse=AES256", or
+// "s3://dstl/demo?endpoint=http://127.0.0.1:9000&use_path_style=true" for
+// MinIO. Credentials come from the SDK's default chain (AWS_ACCESS_KEY_ID
+// and AWS_SECRET_ACCESS_KEY, the shared files, the instance role, ...),
+// never from the URL. Unknown or repeated parameters are rejected.
+func ParseURL(basePath string) (Config, error) {
+	u, err := url.Parse(basePath)
+	if err != nil {
+		return Config{}, fmt.Errorf("s3: base path %q: %w", basePath, err)
+	}
+	switch {
+	case !strings.EqualFold(u.Scheme, Scheme):
+		return Config{}, fmt.Errorf("s3: base path %q: URL scheme %q is not %q", basePath, u.Scheme, Scheme)
+	case u.Opaque != "" || u.Host == "":
+		return Config{}, fmt.Errorf("s3: base path %q: want s3://bucket/prefix", basePath)
+	case u.User != nil:
+		return Config{}, fmt.Errorf("s3: base path %q: credentials do not belong in the URL; use the SDK's default chain", redact(u))
+	case u.Fragment != "":
+		return Config{}, fmt.Errorf("s3: base path %q: a fragment is not allowed", basePath)
+	}
+	cfg := DefaultConfig(u.Host, strings.TrimPrefix(u.Path, "/"))
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return Config{}, fmt.Errorf("s3: base path %q: query: %w", basePath, err)
+	}
+	var unknown []string
+	for k, vs := range q {
+		if !slices.Contains(knownParams, k) {
+			unknown = append(unknown, strconv.Quote(k))
+		} else if len(vs) != 1 {
+			return Config{}, fmt.Errorf("s3: base path %q: query parameter %q given %d times", basePath, k, len(vs))
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return Config{}, fmt.Errorf("s3: base path %q: unknown query parameter(s) %s (known: %s)",
+			basePath, strings.Join(unknown, ", "), strings.Join(knownParams, ", "))
+	}
+	bad := func(key string, want string) error {
+		return fmt.Errorf("s3: base path %q: query parameter %q: want %s, got %q", basePath, key, want, q.Get(key))
+	}
+	for k := range q {
+		v := q.Get(k)
+		switch k {
+		case paramEndpoint:
+			cfg.Endpoint = v
+		case paramRegion:
+			cfg.Region = v
+		case paramUsePathStyle:
+			if cfg.UsePathStyle, err = strconv.ParseBool(v); err != nil {
+				return Config{}, bad(k, "true or false")
+			}
+		case paramPartSize:
+			if cfg.PartSize, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return Config{}, bad(k, "a number of bytes")
+			}
+		case paramConcurrency:
+			if cfg.Concurrency, err = strconv.Atoi(v); err != nil {
+				return Config{}, bad(k, "an integer")
+			}
+		case paramSSE:
+			if v == "none" {
+				v = SSENone
+			} else if v == "" {
+				return Config{}, bad(k, "none, AES256 or aws:kms")
+			}
+			cfg.SSE = v
+		case paramSSEKMSKeyID:
+			cfg.SSEKMSKeyID = v
+		case paramRequestTimeout:
+			if cfg.RequestTimeout, err = time.ParseDuration(v); err != nil {
+				return Config{}, bad(k, "a duration such as 30s")
+			}
+		case paramMaxAttempts:
+			if cfg.MaxAttempts, err = strconv.Atoi(v); err != nil {
+				return Config{}, bad(k, "an integer")
+			}
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("s3: base path %q: %s", basePath, strings.TrimPrefix(err.Error(), "s3: "))
+	}
+	return cfg, nil
+}
+
+func redact(u *url.URL) string {
+	c := *u
+	c.User = nil
+	return c.String()
+}

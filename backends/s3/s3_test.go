@@ -1,0 +1,232 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"go.uber.org/goleak"
+
+	"github.com/dstlgo/dstl/conformance"
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// testPartSize is the part size of the tests: S3's smallest.
+const testPartSize = MinPartSize
+
+// TestMain gives the SDK's default chain the emulator's credentials, as
+// the standard AWS variables, and fails if any goroutine outlives the tests.
+func TestMain(m *testing.M) {
+	if k, s := os.Getenv("DSTL_S3_ACCESS_KEY"), os.Getenv("DSTL_S3_SECRET_KEY"); k != "" && s != "" {
+		os.Setenv("AWS_ACCESS_KEY_ID", k)
+		os.Setenv("AWS_SECRET_ACCESS_KEY", s)
+		os.Unsetenv("AWS_SESSION_TOKEN")
+		os.Unsetenv("AWS_PROFILE")
+	}
+	goleak.VerifyTestMain(m)
+}
+
+var emulatorVars = []string{"DSTL_S3_ENDPOINT", "DSTL_S3_REGION", "DSTL_S3_ACCESS_KEY", "DSTL_S3_SECRET_KEY", "DSTL_S3_BUCKET"}
+
+// requireEnv returns the emulator's variables, or skips the test naming
+// the missing ones.
+func requireEnv(t *testing.T) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	var missing []string
+	for _, n := range emulatorVars {
+		if v := os.Getenv(n); v != "" {
+			env[n] = v
+		} else {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		t.Skipf("%s not set (run with minio-test/with-emulators.sh)", strings.Join(missing, ", "))
+	}
+	return env
+}
+
+// testURL returns the base path of a fresh random prefix in the emulator's
+// bucket, reached at endpoint (the emulator's, when empty), with extra
+// query parameters.
+func testURL(t *testing.T, endpoint string, extra url.Values) (string, string) {
+	env := requireEnv(t)
+	if endpoint == "" {
+		endpoint = env["DSTL_S3_ENDPOINT"]
+	}
+	prefix := "dstl-test/" + strings.ToLower(rand.Text()[:16]) + "/"
+	q := url.Values{
+		"endpoint":       {endpoint},
+		"region":         {env["DSTL_S3_REGION"]},
+		"use_path_style": {"true"},
+		"part_size":      {"5242880"},
+	}
+	for k, v := range extra {
+		q[k] = v
+	}
+	return "s3://" + env["DSTL_S3_BUCKET"] + "/" + prefix + "?" + q.Encode(), prefix
+}
+
+// openURL opens a backend by URL, closed at the end of the test, and
+// deletes what it left under its prefix.
+func openURL(t *testing.T, basePath string) *Backend {
+	t.Helper()
+	b, err := New(t.Context(), basePath)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		clean(t, b)
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b
+}
+
+// clean deletes the objects under the backend's prefix.
+func clean(t *testing.T, b *Backend) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var names []string
+	if err := b.List(ctx, "", func(o dstl.ObjectInfo) error { names = append(names, o.Name); return nil }); err != nil {
+		t.Logf("cleanup: %v", err)
+		return
+	}
+	for _, n := range names {
+		if err := b.Delete(ctx, n); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	}
+}
+
+// harness opens a backend on a fresh prefix for the conformance suites;
+// after each case it deletes what is left with a backend of its own.
+func harness(t *testing.T) dstl.Backend {
+	u, _ := testURL(t, "", nil)
+	b, err := New(t.Context(), u)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		c, err := New(context.Background(), u)
+		if err != nil {
+			t.Errorf("New: %v", err)
+			return
+		}
+		clean(t, c)
+		c.Close()
+	})
+	return b
+}
+
+func TestConformance(t *testing.T) {
+	conformance.TestBackend(t, harness, conformance.WithPartSize(testPartSize))
+}
+
+func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
+
+// uploads returns the ids of the incomplete multipart uploads of key.
+// MinIO lists the uploads of one exact key only, so the prefix is the key.
+func uploads(t *testing.T, b *Backend, key string) []string {
+	t.Helper()
+	out, err := b.client.ListMultipartUploads(t.Context(), &awss3.ListMultipartUploadsInput{Bucket: &b.bucket, Prefix: &key})
+	if err != nil {
+		t.Fatalf("ListMultipartUploads %s: %v", key, err)
+	}
+	var ids []string
+	for _, u := range out.Uploads {
+		if aws.ToString(u.Key) == key {
+			ids = append(ids, aws.ToString(u.UploadId))
+		}
+	}
+	return ids
+}
+
+func payload(n int) []byte {
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i*31 + i>>11)
+	}
+	return data
+}
+
+// TestCancelledMultipartLeavesNothing: a multipart Put cancelled while its
+// parts go up is aborted: no object and no incomplete upload remain.
+func TestCancelledMultipartLeavesNothing(t *testing.T) {
+	u, _ := testURL(t, "", url.Values{"concurrency": {"1"}})
+	b := openURL(t, u)
+	data := payload(3 * testPartSize)
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &cancelAt{r: bytes.NewReader(data), at: testPartSize + 10, cancel: cancel}
+	err := b.Put(ctx, "big", r, int64(len(data)))
+	conformance.CheckError(t, err, "put", ID, "big", context.Canceled)
+	if ids := uploads(t, b, b.key("big")); len(ids) != 0 {
+		t.Fatalf("incomplete uploads left: %v", ids)
+	}
+	if _, err := b.Get(t.Context(), "big", 0, -1); err == nil {
+		t.Fatal("the cancelled object exists")
+	}
+}
+
+// cancelAt cancels a context once a read reaches offset at.
+type cancelAt struct {
+	r      *bytes.Reader
+	at     int64
+	cancel context.CancelFunc
+}
+
+func (c *cancelAt) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > c.at {
+		c.cancel()
+	}
+	return c.r.ReadAt(p, off)
+}
+
+// TestPrefixAndSSE: objects live under the URL's prefix, and sse=AES256 is
+// sent (MinIO without KMS may refuse it; then the test only checks the
+// prefix).
+func TestPrefix(t *testing.T) {
+	u, prefix := testURL(t, "", nil)
+	b := openURL(t, u)
+	conformance.Put(t, b, "a/b", "xyz")
+	key := prefix + "a/b"
+	out, err := b.client.HeadObject(t.Context(), &awss3.HeadObjectInput{Bucket: &b.bucket, Key: &key})
+	if err != nil {
+		t.Fatalf("HeadObject %s: %v", key, err)
+	}
+	if aws.ToInt64(out.ContentLength) != 3 {
+		t.Fatalf("size %d", aws.ToInt64(out.ContentLength))
+	}
+}
+
+// TestGivenClient: Open uses a ready client as it is.
+func TestGivenClient(t *testing.T) {
+	u, prefix := testURL(t, "", nil)
+	made, err := New(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer made.Close()
+	cfg := DefaultConfig(made.bucket, prefix)
+	cfg.Client = made.client
+	cfg.PartSize = testPartSize
+	b, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	conformance.Put(t, b, "x", "1")
+	if got, err := conformance.Read(t.Context(), made, "x", 0, -1); err != nil || got != "1" {
+		t.Fatalf("Read = %q, %v", got, err)
+	}
+	clean(t, b)
+}
