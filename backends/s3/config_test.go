@@ -1,0 +1,105 @@
+package s3
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseURL(t *testing.T) {
+	def := DefaultConfig("bkt", "a/b")
+	tests := []struct {
+		name    string
+		url     string
+		want    func(*Config) // edits of def, when no error
+		wantErr string        // a part of the error
+	}{
+		{"defaults", "s3://bkt/a/b", func(*Config) {}, ""},
+		{"no prefix", "s3://bkt", func(c *Config) { c.Prefix = "" }, ""},
+		{"slash only", "s3://bkt/", func(c *Config) { c.Prefix = "" }, ""},
+		{"all parameters", "s3://bkt/a/b?endpoint=http://127.0.0.1:9000&region=eu-west-1&use_path_style=true" +
+			"&part_size=6291456&concurrency=8&sse=aws:kms&sse_kms_key_id=k1&request_timeout=10s&max_attempts=3",
+			func(c *Config) {
+				c.Endpoint, c.Region, c.UsePathStyle = "http://127.0.0.1:9000", "eu-west-1", true
+				c.PartSize, c.Concurrency = 6<<20, 8
+				c.SSE, c.SSEKMSKeyID = SSEKMS, "k1"
+				c.RequestTimeout, c.MaxAttempts = 10*time.Second, 3
+			}, ""},
+		{"sse none", "s3://bkt/a/b?sse=none", func(*Config) {}, ""},
+		{"sse AES256", "s3://bkt/a/b?sse=AES256", func(c *Config) { c.SSE = SSEAES256 }, ""},
+		{"no timeout", "s3://bkt/a/b?request_timeout=0s", func(c *Config) { c.RequestTimeout = 0 }, ""},
+		{"unknown parameter", "s3://bkt/a?region=x&colour=red&size=1", nil, `"colour", "size"`},
+		{"repeated parameter", "s3://bkt/a?region=x&region=y", nil, `"region" given 2 times`},
+		{"bad bool", "s3://bkt/a?use_path_style=yes", nil, "use_path_style"},
+		{"bad part size", "s3://bkt/a?part_size=big", nil, "part_size"},
+		{"part size too small", "s3://bkt/a?part_size=1024", nil, "part_size"},
+		{"part size too large", "s3://bkt/a?part_size=6000000000", nil, "part_size"},
+		{"bad concurrency", "s3://bkt/a?concurrency=0", nil, "concurrency"},
+		{"concurrency too large", "s3://bkt/a?concurrency=65", nil, "concurrency"},
+		{"bad sse", "s3://bkt/a?sse=rot13", nil, "sse"},
+		{"empty sse", "s3://bkt/a?sse=", nil, "sse"},
+		{"kms key without kms", "s3://bkt/a?sse=AES256&sse_kms_key_id=k", nil, "sse_kms_key_id"},
+		{"bad timeout", "s3://bkt/a?request_timeout=soon", nil, "request_timeout"},
+		{"negative timeout", "s3://bkt/a?request_timeout=-1s", nil, "request_timeout"},
+		{"bad attempts", "s3://bkt/a?max_attempts=0", nil, "max_attempts"},
+		{"bad endpoint", "s3://bkt/a?endpoint=127.0.0.1:9000", nil, "endpoint"},
+		{"other scheme", "gs://bkt/a", nil, "scheme"},
+		{"no bucket", "s3:///a", nil, "s3://bucket/prefix"},
+		{"opaque", "s3:bkt/a", nil, "s3://bucket/prefix"},
+		{"credentials", "s3://key:secret@bkt/a", nil, "credentials"},
+		{"fragment", "s3://bkt/a#x", nil, "fragment"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseURL(tt.url)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseURL(%q) = %+v, %v; want an error with %q", tt.url, got, err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), "secret") {
+					t.Fatalf("the error shows the credentials: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseURL(%q): %v", tt.url, err)
+			}
+			want := def
+			tt.want(&want)
+			if got != want {
+				t.Fatalf("ParseURL(%q) =\n%+v, want\n%+v", tt.url, got, want)
+			}
+		})
+	}
+}
+
+func TestDefaultConfig(t *testing.T) {
+	c := DefaultConfig("bkt", "p")
+	if c.PartSize != 8<<20 || c.Concurrency != 4 || c.RequestTimeout != 30*time.Second || c.MaxAttempts != 5 ||
+		c.SSE != SSENone || c.UsePathStyle || c.Endpoint != "" || c.Region != "" {
+		t.Fatalf("DefaultConfig = %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.prefix(); got != "p/" {
+		t.Fatalf("prefix = %q, want p/", got)
+	}
+	if err := (Config{Bucket: "bkt"}).Validate(); err == nil || !strings.Contains(err.Error(), "part_size") {
+		t.Fatalf("zero Config: %v, want an error naming part_size", err)
+	}
+	if err := DefaultConfig("", "p").Validate(); err == nil || !strings.Contains(err.Error(), "bucket") {
+		t.Fatalf("no bucket: %v", err)
+	}
+}
+
+func TestCanMatch(t *testing.T) {
+	for p, want := range map[string]bool{
+		"": true, "a": true, "a/": true, "a/b": true, ".": true, "a/..": true,
+		"/": false, "a//": false, "./": false, "../x": false, "a/./b": false, "a\\b": false,
+	} {
+		if got := canMatch(p); got != want {
+			t.Errorf("canMatch(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
