@@ -17,6 +17,16 @@
 // Every request (and every part) runs with a timeout per attempt and is
 // retried with exponential backoff and jitter when it is throttled, meets a
 // 5xx answer, a cut connection or a timeout; the SDK's own retryer is off.
+// A Get's attempt timeout bounds the wait for the answer's headers; reading
+// the body is bounded by the caller's context only.
+//
+// Limits: [Config.Concurrency] bounds the parts of one Put, not of all
+// Puts together. Should the answer to a CompleteMultipartUpload that did
+// succeed be lost, its retry sees the object and the Put reports
+// [dstl.ErrExists] for an object it wrote itself; likewise a
+// CreateMultipartUpload whose answer is lost leaves an incomplete upload
+// for the bucket's lifecycle rule (AbortIncompleteMultipartUpload) to
+// remove.
 package s3
 
 import (
