@@ -17,7 +17,7 @@ import (
 	"os"
 	"os/signal"
 
-	_ "github.com/dstlgo/dstl/backends/local"
+	_ "github.com/dstlgo/dstl/backends/all"
 )
 
 // exit codes

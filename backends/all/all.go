@@ -1,0 +1,13 @@
+// Package all links every dstl backend into a program, like importing the
+// database/sql drivers one wants:
+//
+//	import _ "github.com/dstlgo/dstl/backends/all"
+//
+// Programs that need only some backends import those packages instead, so
+// that only their SDKs are linked.
+package all
+
+import (
+	_ "github.com/dstlgo/dstl/backends/local" // local, file://
+	_ "github.com/dstlgo/dstl/backends/s3"    // s3, s3://
+)
