@@ -179,42 +179,48 @@ func ParseURL(basePath string) (Config, error) {
 func parseURL(basePath string, env func(string) string) (Config, error) {
 	u, err := url.Parse(basePath)
 	if err != nil {
-		return Config{}, fmt.Errorf("azure: base path %q: %w", redact(basePath), err)
+		if ue, ok := err.(*url.Error); ok {
+			err = ue.Err // without the URL, which may hold a secret
+		}
+		return Config{}, fmt.Errorf("azure: base path is not a URL: %w", err)
 	}
+	// Error messages show the base path without user information and
+	// query: a secret put there by mistake is not echoed.
+	shown := redact(u)
 	switch {
 	case !strings.EqualFold(u.Scheme, Scheme):
-		return Config{}, fmt.Errorf("azure: base path %q: URL scheme %q is not %q", redact(basePath), u.Scheme, Scheme)
+		return Config{}, fmt.Errorf("azure: base path %q: URL scheme %q is not %q", shown, u.Scheme, Scheme)
 	case u.User != nil:
-		return Config{}, fmt.Errorf("azure: base path %q: user information is not allowed (put secrets in the environment)", redact(basePath))
-	case u.Fragment != "" || strings.Contains(basePath, "#"):
-		return Config{}, fmt.Errorf("azure: base path %q: a fragment is not allowed", basePath)
+		return Config{}, fmt.Errorf("azure: base path %q: user information is not allowed (credentials come from the environment)", shown)
+	case u.Fragment != "" || strings.Contains(shown, "#"):
+		return Config{}, fmt.Errorf("azure: base path %q: a fragment is not allowed", shown)
 	case u.Host == "":
-		return Config{}, fmt.Errorf("azure: base path %q: missing container (azblob://container/prefix)", basePath)
+		return Config{}, fmt.Errorf("azure: base path %q: missing container (azblob://container/prefix)", shown)
 	}
 	cfg := DefaultConfig(u.Host)
 	cfg.Prefix = strings.TrimPrefix(u.Path, "/")
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return Config{}, fmt.Errorf("azure: base path %q: query: %w", basePath, err)
+		return Config{}, fmt.Errorf("azure: base path %q: query: %w", shown, err)
 	}
 	var unknown []string
 	for k, vs := range q {
 		if !slices.Contains(knownParams, k) {
 			unknown = append(unknown, strconv.Quote(k))
 		} else if len(vs) != 1 {
-			return Config{}, fmt.Errorf("azure: base path %q: query parameter %q given %d times", basePath, k, len(vs))
+			return Config{}, fmt.Errorf("azure: base path %q: query parameter %q given %d times", shown, k, len(vs))
 		}
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
 		return Config{}, fmt.Errorf("azure: base path %q: unknown query parameter(s) %s (known: %s)",
-			basePath, strings.Join(unknown, ", "), strings.Join(knownParams, ", "))
+			shown, strings.Join(unknown, ", "), strings.Join(knownParams, ", "))
 	}
 	bad := func(key, want string) error {
-		return fmt.Errorf("azure: base path %q: query parameter %q: want %s, got %q", basePath, key, want, q.Get(key))
+		return fmt.Errorf("azure: base path %q: query parameter %q: want %s, got %q", shown, key, want, q.Get(key))
 	}
 	if q.Has(paramEndpoint) && q.Has(paramAccountURL) {
-		return Config{}, fmt.Errorf("azure: base path %q: query parameters %q and %q are the same; give one", basePath, paramEndpoint, paramAccountURL)
+		return Config{}, fmt.Errorf("azure: base path %q: query parameters %q and %q are the same; give one", shown, paramEndpoint, paramAccountURL)
 	}
 	cfg.AccountURL = q.Get(paramEndpoint) + q.Get(paramAccountURL)
 	cfg.Account = q.Get(paramAccount)
@@ -256,7 +262,7 @@ func parseURL(basePath string, env func(string) string) (Config, error) {
 		cfg.AccountKey = env(EnvKey)
 	}
 	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("azure: base path %q: %w", basePath, err)
+		return Config{}, fmt.Errorf("azure: base path %q: %w", shown, err)
 	}
 	return cfg, nil
 }
@@ -282,15 +288,14 @@ func parseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// redact drops user information from a URL for an error message.
-func redact(s string) string {
-	u, err := url.Parse(s)
-	switch {
-	case err != nil:
-		return "(unparsable URL)"
-	case u.User != nil:
-		u.User = nil
-		return u.String()
+// redact returns u without user information and with "?..." for its
+// query, for error messages.
+func redact(u *url.URL) string {
+	v := *u
+	v.User = nil
+	if v.RawQuery != "" {
+		v.RawQuery = "..."
 	}
-	return s
+	v.Fragment, v.RawFragment = "", ""
+	return v.String()
 }
