@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/conformance"
@@ -235,6 +237,14 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("Get %s through faults: %d bytes, %v; want the %d put", name, len(got), err, len(d))
 		}
 	}
+	staged := objects["faults/staged"]
+	for i := int64(1); i <= 4; i++ {
+		off := i*testPartSize - 3
+		got, err := conformance.Read(t.Context(), b, "faults/staged", off, 6)
+		if err != nil || got != string(staged[off:off+6]) {
+			t.Fatalf("ranged Get at %d through faults = %q, %v", off, got, err)
+		}
+	}
 	if p.Faults() < 4 {
 		t.Fatalf("only %d faults injected", p.Faults())
 	}
@@ -291,5 +301,33 @@ func TestRetriedCreateIsOwn(t *testing.T) {
 	}
 	if err := createWithLostAnswer("other", "id-2", "id-3"); !errors.Is(err, dstl.ErrExists) {
 		t.Fatalf("retried create that meets another upload's blob: %v, want ErrExists", err)
+	}
+}
+
+// TestReadyClient: Open takes a ready container client.
+func TestReadyClient(t *testing.T) {
+	cfg := testConfig(t, "")
+	cred, err := container.NewSharedKeyCredential(cfg.Account, cfg.AccountKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	client, err := container.NewClientWithSharedKeyCredential(cfg.AccountURL+"/"+cfg.Container, cred, &container.ClientOptions{
+		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}, Retry: policy.RetryOptions{MaxRetries: -1}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := DefaultConfig(cfg.Container)
+	own.Client, own.Prefix, own.PartSize = client, cfg.Prefix, testPartSize
+	b := open(t, own)
+	d := data(2*testPartSize + 1)
+	if err := b.Put(t.Context(), "obj", bytes.NewReader(d), int64(len(d))); err != nil {
+		t.Fatal(err)
+	}
+	got, err := conformance.Read(t.Context(), b, "obj", testPartSize-5, 10)
+	if err != nil || got != string(d[testPartSize-5:testPartSize+5]) {
+		t.Fatalf("Get across a block boundary = %q, %v", got, err)
 	}
 }
