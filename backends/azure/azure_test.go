@@ -1,0 +1,333 @@
+package azure
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/dstlgo/dstl/backends/internal/faultproxy"
+	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/conformance"
+	"github.com/dstlgo/dstl/dstl"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testPartSize is the small part size of the tests: the conformance
+// suite's large object goes up in four blocks.
+const testPartSize = 64 << 10
+
+var envNames = []string{"DSTL_AZURE_ENDPOINT", "DSTL_AZURE_ACCOUNT", "DSTL_AZURE_KEY", "DSTL_AZURE_CONTAINER"}
+
+// emulator returns the emulator's settings, or skips the test naming the
+// variables that are not set.
+func emulator(t *testing.T) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	var missing []string
+	for _, n := range envNames {
+		if v := os.Getenv(n); v != "" {
+			env[n] = v
+		} else {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		t.Skipf("%s not set (run under minio-test/with-emulators.sh)", strings.Join(missing, ", "))
+	}
+	return env
+}
+
+// testConfig returns a configuration for a fresh random prefix in the
+// emulator's container (created when missing), with endpoint in place of
+// the emulator's when it is not empty.
+func testConfig(t *testing.T, endpoint string) Config {
+	t.Helper()
+	env := emulator(t)
+	cfg := DefaultConfig(env["DSTL_AZURE_CONTAINER"])
+	cfg.AccountURL = env["DSTL_AZURE_ENDPOINT"]
+	cfg.Account = env["DSTL_AZURE_ACCOUNT"]
+	cfg.AccountKey = env["DSTL_AZURE_KEY"]
+	cfg.Prefix = "test/" + strings.ToLower(rand.Text()) + "/"
+	cfg.PartSize = testPartSize
+	cfg.Request = request.Policy{Timeout: 10 * time.Second, MaxAttempts: 4, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+	ensureContainer(t, cfg)
+	if endpoint != "" {
+		cfg.AccountURL = endpoint
+	}
+	return cfg
+}
+
+// ensureContainer creates cfg's container when it does not exist.
+func ensureContainer(t *testing.T, cfg Config) {
+	t.Helper()
+	b, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer b.Close()
+	if _, err := b.client.Create(t.Context(), nil); err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+		t.Fatalf("creating container %s: %v", cfg.Container, err)
+	}
+}
+
+func open(t *testing.T, cfg Config) *Backend {
+	t.Helper()
+	b, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b
+}
+
+func harness(t *testing.T) dstl.Backend {
+	b, err := Open(t.Context(), testConfig(t, ""))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return b
+}
+
+func TestConformance(t *testing.T) {
+	conformance.TestBackend(t, harness, conformance.WithPartSize(testPartSize))
+}
+
+func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
+
+func data(n int) []byte {
+	d := make([]byte, n)
+	for i := range d {
+		d[i] = byte(i*31 + i>>11)
+	}
+	return d
+}
+
+// committedBlocks returns the committed block ids of name.
+func committedBlocks(t *testing.T, b *Backend, name string) []string {
+	t.Helper()
+	bl, err := b.client.NewBlockBlobClient(b.prefix+name).GetBlockList(t.Context(), blockblob.BlockListTypeCommitted, nil)
+	if err != nil {
+		t.Fatalf("GetBlockList %s: %v", name, err)
+	}
+	var ids []string
+	for _, blk := range bl.CommittedBlocks {
+		ids = append(ids, deref(blk.Name))
+	}
+	return ids
+}
+
+// TestStagedBlocks: above the part size a Put stages blocks of the part
+// size under ids of one length, below it it is one request.
+func TestStagedBlocks(t *testing.T) {
+	b := open(t, testConfig(t, ""))
+	want := data(3*testPartSize + 100)
+	if err := b.Put(t.Context(), "big", bytes.NewReader(want), int64(len(want))); err != nil {
+		t.Fatal(err)
+	}
+	ids := committedBlocks(t, b, "big")
+	if len(ids) != 4 {
+		t.Fatalf("committed %d blocks, want 4", len(ids))
+	}
+	for _, id := range ids {
+		if len(id) != len(ids[0]) {
+			t.Fatalf("block ids of different lengths: %q", ids)
+		}
+	}
+	got, err := conformance.Read(t.Context(), b, "big", 0, -1)
+	if err != nil || got != string(want) {
+		t.Fatalf("read back %d bytes, %v; want the %d put", len(got), err, len(want))
+	}
+	small := data(testPartSize)
+	if err := b.Put(t.Context(), "small", bytes.NewReader(small), int64(len(small))); err != nil {
+		t.Fatal(err)
+	}
+	if ids := committedBlocks(t, b, "small"); len(ids) > 1 {
+		t.Fatalf("a Put of the part size committed %d blocks, want one request", len(ids))
+	}
+}
+
+// TestPermission: a wrong key is ErrPermission, without retries.
+func TestPermission(t *testing.T) {
+	cfg := testConfig(t, "")
+	var n atomic.Int32
+	p, err := faultproxy.New(strings.TrimSuffix(cfg.AccountURL, "/"+cfg.Account), func(*http.Request, int) faultproxy.Action {
+		n.Add(1)
+		return faultproxy.Action{}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cfg.AccountURL = p.URL() + "/" + cfg.Account
+	cfg.AccountKey = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 64))
+	b := open(t, cfg)
+	conformance.CheckError(t, b.Put(t.Context(), "x", strings.NewReader("x"), 1), "put", ID, "x", dstl.ErrPermission)
+	if got := n.Load(); got != 1 {
+		t.Fatalf("%d requests for a permission error, want 1 (no retry)", got)
+	}
+	if err := b.Put(t.Context(), "x", strings.NewReader("x"), 1); !strings.Contains(err.Error(), cfg.Container) {
+		t.Fatalf("error %q does not name the container %q", err, cfg.Container)
+	}
+}
+
+// TestFaults: requests that fail with 503 or 500, stall past the
+// per-request timeout or are cut are retried, and the objects read back
+// whole; a staged upload that fails for good leaves no blob.
+func TestFaults(t *testing.T) {
+	cfg := testConfig(t, "")
+	account := cfg.Account
+	p, err := faultproxy.New(strings.TrimSuffix(cfg.AccountURL, "/"+account), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cfg.AccountURL = p.URL() + "/" + account
+	cfg.Request.Timeout = 500 * time.Millisecond
+	cfg.Request.MaxAttempts = 5
+	cfg.Concurrency = 2
+	b := open(t, cfg)
+
+	p.SetRule(func(r *http.Request, n int) faultproxy.Action {
+		switch n % 7 {
+		case 1:
+			return faultproxy.Action{Status: http.StatusServiceUnavailable}
+		case 3:
+			return faultproxy.Action{Stall: 2 * time.Second}
+		case 4:
+			return faultproxy.Action{Reset: true}
+		case 6:
+			return faultproxy.Action{Status: http.StatusInternalServerError}
+		}
+		return faultproxy.Action{}
+	})
+	objects := map[string][]byte{"faults/small": data(1000), "faults/staged": data(4*testPartSize + 7)}
+	for name, d := range objects {
+		if err := b.Put(t.Context(), name, bytes.NewReader(d), int64(len(d))); err != nil {
+			t.Fatalf("Put %s through faults: %v", name, err)
+		}
+	}
+	for name, d := range objects {
+		got, err := conformance.Read(t.Context(), b, name, 0, -1)
+		if err != nil || got != string(d) {
+			t.Fatalf("Get %s through faults: %d bytes, %v; want the %d put", name, len(got), err, len(d))
+		}
+	}
+	staged := objects["faults/staged"]
+	for i := int64(1); i <= 4; i++ {
+		off := i*testPartSize - 3
+		got, err := conformance.Read(t.Context(), b, "faults/staged", off, 6)
+		if err != nil || got != string(staged[off:off+6]) {
+			t.Fatalf("ranged Get at %d through faults = %q, %v", off, got, err)
+		}
+	}
+	if p.Faults() < 4 {
+		t.Fatalf("only %d faults injected", p.Faults())
+	}
+
+	// Every block after the first fails for good: the Put fails and
+	// leaves no blob, and the name stays free.
+	var blocks atomic.Int32
+	p.SetRule(func(r *http.Request, n int) faultproxy.Action {
+		if r.URL.Query().Get("comp") == "block" && blocks.Add(1) > 1 {
+			return faultproxy.Action{Status: http.StatusServiceUnavailable}
+		}
+		return faultproxy.Action{}
+	})
+	d := data(5 * testPartSize)
+	err = b.Put(t.Context(), "faults/failed", bytes.NewReader(d), int64(len(d)))
+	conformance.CheckError(t, err, "put", ID, "faults/failed", nil)
+	p.SetRule(nil)
+	var names []string
+	if err := b.List(t.Context(), "faults/", func(o dstl.ObjectInfo) error { names = append(names, o.Name); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 2 {
+		t.Fatalf("List after the failed Put = %q, want the two objects put before", names)
+	}
+	_, err = b.Get(t.Context(), "faults/failed", 0, -1)
+	conformance.CheckError(t, err, "get", ID, "faults/failed", dstl.ErrNotFound)
+	if err := b.Put(t.Context(), "faults/failed", bytes.NewReader(d), int64(len(d))); err != nil {
+		t.Fatalf("Put after the failed one: %v", err)
+	}
+}
+
+// TestRetriedCreateIsOwn: a create whose first attempt succeeded but whose
+// answer was lost is not reported as ErrExists; one that meets another
+// Put's blob is.
+func TestRetriedCreateIsOwn(t *testing.T) {
+	b := open(t, testConfig(t, ""))
+	ifNone := &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}}
+	createWithLostAnswer := func(name, storedID, putID string) error {
+		bb := b.client.NewBlockBlobClient(b.prefix + name)
+		attempts := 0
+		return b.create(t.Context(), bb, putID, func(ctx context.Context) error {
+			attempts++
+			_, err := bb.Upload(ctx, streaming.NopCloser(strings.NewReader("data")), &blockblob.UploadOptions{
+				Metadata: map[string]*string{metaUploadID: to.Ptr(storedID)}, AccessConditions: ifNone,
+			})
+			if attempts == 1 && err == nil {
+				return io.ErrUnexpectedEOF // the answer is lost on the way
+			}
+			return err
+		})
+	}
+	if err := createWithLostAnswer("own", "id-1", "id-1"); err != nil {
+		t.Fatalf("retried create of its own blob: %v", err)
+	}
+	if err := createWithLostAnswer("other", "id-2", "id-3"); !errors.Is(err, dstl.ErrExists) {
+		t.Fatalf("retried create that meets another upload's blob: %v, want ErrExists", err)
+	}
+}
+
+// TestReadyClient: Open takes a ready container client.
+func TestReadyClient(t *testing.T) {
+	cfg := testConfig(t, "")
+	cred, err := container.NewSharedKeyCredential(cfg.Account, cfg.AccountKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	client, err := container.NewClientWithSharedKeyCredential(cfg.AccountURL+"/"+cfg.Container, cred, &container.ClientOptions{
+		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}, Retry: policy.RetryOptions{MaxRetries: -1}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := DefaultConfig(cfg.Container)
+	own.Client, own.Prefix, own.PartSize = client, cfg.Prefix, testPartSize
+	b := open(t, own)
+	d := data(2*testPartSize + 1)
+	if err := b.Put(t.Context(), "obj", bytes.NewReader(d), int64(len(d))); err != nil {
+		t.Fatal(err)
+	}
+	got, err := conformance.Read(t.Context(), b, "obj", testPartSize-5, 10)
+	if err != nil || got != string(d[testPartSize-5:testPartSize+5]) {
+		t.Fatalf("Get across a block boundary = %q, %v", got, err)
+	}
+}
