@@ -8,6 +8,7 @@
 package all
 
 import (
+	_ "github.com/dstlgo/dstl/backends/azure" // azure, azblob://
 	_ "github.com/dstlgo/dstl/backends/local" // local, file://
 	_ "github.com/dstlgo/dstl/backends/s3"    // s3, s3://
 )
