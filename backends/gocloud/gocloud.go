@@ -36,13 +36,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // azblob:// URLs
 	_ "gocloud.dev/blob/fileblob"  // file:// URLs
@@ -75,6 +79,8 @@ type Backend struct {
 	owned  bool   // opened from the URL, so closed by Close
 	where  string // the bucket URL without query, for errors
 	cfg    Config
+	s3     *s3.Client // the bucket's S3 client, for s3blob buckets
+	s3Name string     // the S3 bucket's name, when known from the URL
 
 	mu       sync.Mutex
 	closed   bool
@@ -110,6 +116,13 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if b.where == "" {
 		b.where = "bucket"
 	}
+	var client *s3.Client
+	if b.bucket.As(&client) && client != nil {
+		b.s3 = client
+		if u, err := url.Parse(cfg.URL); err == nil && u.Scheme == "s3" && !u.Query().Has("prefix") {
+			b.s3Name = u.Host
+		}
+	}
 	return b, nil
 }
 
@@ -139,9 +152,8 @@ func (b *Backend) Close() error {
 	if !b.owned {
 		return nil
 	}
-	var client *s3.Client
-	if b.bucket.As(&client) && client != nil {
-		if c, ok := client.Options().HTTPClient.(interface{ CloseIdleConnections() }); ok {
+	if b.s3 != nil {
+		if c, ok := b.s3.Options().HTTPClient.(interface{ CloseIdleConnections() }); ok {
 			defer c.CloseIdleConnections()
 		}
 	}
@@ -208,6 +220,7 @@ func (b *Backend) putOnce(ctx context.Context, name string, body io.ReaderAt, si
 		IfNotExist:     true,
 		BufferSize:     b.cfg.PartSize,
 		MaxConcurrency: b.cfg.Concurrency,
+		BeforeWrite:    b.beforeWrite,
 	})
 	if err != nil {
 		return err
@@ -225,9 +238,67 @@ func (b *Backend) putOnce(ctx context.Context, name string, body io.ReaderAt, si
 		if werr := ctx.Err(); werr != nil && !errors.Is(err, werr) {
 			err = fmt.Errorf("%w (%w)", werr, err)
 		}
+		b.abort(ctx, name, err)
 		return err
 	}
-	return w.Close()
+	if err := w.Close(); err != nil {
+		b.abort(ctx, name, err)
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w (%w)", cerr, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// abortTimeout bounds the abort of a failed multipart upload.
+const abortTimeout = 30 * time.Second
+
+// abort aborts the S3 multipart upload that err names, if any. s3blob's
+// transfer manager aborts it already; this makes sure, even when ctx is
+// done or the first abort failed.
+func (b *Backend) abort(ctx context.Context, name string, err error) {
+	var mpe transfermanager.MultipartUploadError
+	if b.s3 == nil || !errors.As(err, &mpe) || mpe.UploadID() == "" {
+		return
+	}
+	bucket, key := b.s3Name, b.key(name)
+	if bucket == "" {
+		return
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	_ = request.Do(actx, b.cfg.Retry, retryable, func(ctx context.Context) error {
+		_, err := b.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &bucket, Key: &key, UploadId: aws.String(mpe.UploadID())})
+		var nsu *s3types.NoSuchUpload
+		if errors.As(err, &nsu) {
+			return nil
+		}
+		return err
+	})
+}
+
+// beforeWrite tunes s3blob's transfer manager: s3blob passes it the part
+// size and the concurrency, but not the threshold above which it uploads
+// in parts (16 MiB by default), so the transfer manager is rebuilt with the
+// threshold at the part size. The bucket's checksum setting is kept.
+func (b *Backend) beforeWrite(as func(any) bool) error {
+	var tm *transfermanager.Client
+	if b.s3 == nil || b.cfg.PartSize == 0 || !as(&tm) || tm == nil {
+		return nil
+	}
+	*tm = *transfermanager.New(b.s3, func(o *transfermanager.Options) {
+		o.RequestChecksumCalculation = b.s3.Options().RequestChecksumCalculation
+		o.PartSizeBytes = int64(b.cfg.PartSize)
+		o.MultipartUploadThreshold = int64(b.cfg.PartSize)
+		if b.cfg.Concurrency > 0 {
+			o.Concurrency = b.cfg.Concurrency
+		}
+		// Abort a failed upload on a context of its own, even when the
+		// Put's context was cancelled.
+		o.FailTimeout = abortTimeout
+	})
+	return nil
 }
 
 // holds reports whether the stored object name holds exactly body.
@@ -405,6 +476,10 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 	if err := b.begin("list", prefix); err != nil {
 		return err
 	}
+	if noValidName(prefix) {
+		b.inflight.Done()
+		return nil
+	}
 	var objs []dstl.ObjectInfo
 	err = func() error {
 		defer b.inflight.Done()
@@ -452,6 +527,23 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 		}
 	}
 	return nil
+}
+
+// noValidName reports whether no valid object name starts with prefix: it
+// is absolute, or holds an empty, "." or ".." segment before its last
+// slash, a backslash or a NUL byte. Some services refuse to list such
+// prefixes.
+func noValidName(prefix string) bool {
+	if strings.HasPrefix(prefix, "/") || strings.ContainsAny(prefix, "\\\x00") {
+		return true
+	}
+	segs := strings.Split(prefix, "/")
+	for _, seg := range segs[:len(segs)-1] {
+		if seg == "" || seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // retryable reports whether a failed request may succeed when sent again:

@@ -411,7 +411,7 @@ func TestFaultsS3(t *testing.T) {
 		t.Fatalf("read back: %d bytes, %v; want %d bytes", len(got), err, len(data))
 	}
 	if proxy.Faults() < 4 {
-		t.Fatalf("only %d faults injected", proxy.Faults())
+		t.Fatalf("only %d faults injected: %+v", proxy.Faults(), proxy.Records())
 	}
 	checkNoUploads(t, check, bucket, prefix)
 
