@@ -43,7 +43,10 @@ type Config struct {
 	Prefix string
 	// PartSize is the driver's buffer size: objects larger than this go up
 	// in parts of this size, as the driver does it (S3 multipart upload,
-	// GCS resumable chunks, Azure staged blocks); 0 lets the driver choose.
+	// GCS resumable chunks, Azure staged blocks), smaller ones in one
+	// request; 0 lets the driver choose (s3blob then uploads in parts only
+	// above 16 MiB). S3 needs at least 5 MiB. memblob and fileblob keep
+	// objects whole.
 	// Default [DefaultPartSize] (URL parameter "part_size", in bytes).
 	PartSize int
 	// Concurrency bounds the parts of one object uploaded at once; 0 lets

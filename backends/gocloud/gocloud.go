@@ -22,10 +22,17 @@
 // before its answer was lost: the Put succeeds if the stored object holds
 // exactly the body, and fails with ErrExists otherwise.
 //
-// With s3:// URLs on this machine's kind of setup, note that the AWS SDK
-// reads AWS_CA_BUNDLE: a bundle that does not match the endpoint breaks TLS,
-// and some SDK versions refuse a custom HTTP client along with it. Unset it
-// (or set it empty) for plain-HTTP emulators such as MinIO.
+// For s3:// URLs, s3blob builds its AWS client from the URL parameters and
+// the SDK's standard chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_PROFILE, ...). That chain also reads AWS_CA_BUNDLE: when it is set,
+// the SDK accepts only its own HTTP client, with the bundle as the only
+// trusted roots, so a bundle meant for other endpoints breaks TLS to this
+// one. Unset it, or set it empty, when it does not apply (the tests set it
+// empty for MinIO). A client built this way keeps its transport out of
+// reach: Close cannot close its idle keep-alive connections, which end
+// after the transport's idle timeout (90 s). For S3-compatible stores such
+// as MinIO use endpoint=..., use_path_style=true and
+// request_checksum_calculation=when_required&response_checksum_validation=when_required.
 package gocloud
 
 import (
@@ -137,8 +144,8 @@ func redact(u string) string {
 func (b *Backend) Bucket() *blob.Bucket { return b.bucket }
 
 // Close waits for running calls to return and, when the backend opened the
-// bucket itself, closes it and the idle connections of its HTTP client. A
-// Bucket given in [Config] stays open. Later calls fail with
+// bucket itself, closes it (and, where the driver's HTTP client allows it,
+// that client's idle connections). A Bucket given in [Config] stays open. Later calls fail with
 // [dstl.ErrClosed]; closing twice is not an error.
 func (b *Backend) Close() error {
 	b.mu.Lock()

@@ -30,9 +30,8 @@ func TestMain(m *testing.M) {
 		// that the SDK keeps out of reach (BuildableClient hands out
 		// copies), so Close cannot close its idle keep-alive
 		// connections; they end after the transport's idle timeout.
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 	)
 }
 
