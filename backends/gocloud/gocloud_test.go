@@ -97,7 +97,7 @@ func TestParseURL(t *testing.T) {
 			check: func(c Config) bool { return c.PartSize == 6000000 && c.Concurrency == 2 }},
 		{in: "mem://?request_timeout=2s&max_attempts=3", url: "mem:",
 			check: func(c Config) bool { return c.Retry.Timeout == 2*time.Second && c.Retry.MaxAttempts == 3 }},
-		{in: "file:///tmp/x/y?prefix=a/", url: "file:///tmp/x/y?prefix=a%2F"},
+		{in: "file:///var/dstl?prefix=a/", url: "file:///var/dstl?prefix=a%2F"},
 		{in: "mem://?part_size=-1", wantErr: `"part_size"`},
 		{in: "mem://?part_size=x", wantErr: `"part_size"`},
 		{in: "mem://?concurrency=1&concurrency=2", wantErr: `"concurrency"`},
@@ -133,7 +133,7 @@ func TestParseURL(t *testing.T) {
 // TestUnknownParams: a parameter neither this package nor the driver knows
 // is rejected, naming it and the URL.
 func TestUnknownParams(t *testing.T) {
-	for _, u := range []string{"mem://?bogus=1", "s3://bkt?region=us-east-1&bogus=1", "file:///tmp?bogus=1"} {
+	for _, u := range []string{"mem://?bogus=1", "s3://bkt?region=us-east-1&bogus=1", "file:///var/dstl?bogus=1"} {
 		_, err := New(t.Context(), u)
 		if err == nil || !strings.Contains(err.Error(), "bogus") || !strings.Contains(err.Error(), "open bucket") {
 			t.Errorf("New(%q) = %v; want an error naming %q", u, err, "bogus")
