@@ -8,7 +8,8 @@
 package all
 
 import (
-	_ "github.com/dstlgo/dstl/backends/azure" // azure, azblob://
-	_ "github.com/dstlgo/dstl/backends/local" // local, file://
-	_ "github.com/dstlgo/dstl/backends/s3"    // s3, s3://
+	_ "github.com/dstlgo/dstl/backends/azure"   // azure, azblob://
+	_ "github.com/dstlgo/dstl/backends/gocloud" // gocloud, mem:// (and any gocloud.dev URL by identifier)
+	_ "github.com/dstlgo/dstl/backends/local"   // local, file://
+	_ "github.com/dstlgo/dstl/backends/s3"      // s3, s3://
 )

@@ -1,0 +1,236 @@
+package gocloud
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gocloud.dev/blob"
+
+	"github.com/dstlgo/dstl/backends/internal/request"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultPartSize is the default part size (the driver's buffer size):
+	// larger objects go up in parts of this size where the driver uploads
+	// in parts (s3blob, gcsblob, azureblob). S3 needs parts of at least
+	// 5 MiB.
+	DefaultPartSize = 5 << 20
+	// DefaultConcurrency is the default number of parts uploaded at once.
+	DefaultConcurrency = 4
+)
+
+// Config configures a gocloud [Backend]. Start from [DefaultConfig].
+type Config struct {
+	// URL is a gocloud.dev/blob bucket URL, such as "mem://",
+	// "file:///var/dstl", "s3://bucket?region=eu-west-1",
+	// "gs://bucket" or "azblob://container". Its query parameters are the
+	// driver's own. Required unless Bucket is set. [ParseURL] fills it from
+	// a base path, having taken the object prefix and this package's own
+	// parameters out.
+	URL string
+	// Bucket is a ready bucket to use instead of opening URL. The backend
+	// does not close it: it stays the caller's. When Bucket is set, URL is
+	// used only to name the bucket in errors (optional).
+	Bucket *blob.Bucket
+	// Prefix is put before every object name, e.g. "jobs/42/" (usually
+	// ending in "/"). Default none.
+	Prefix string
+	// PartSize is the driver's buffer size: objects larger than this go up
+	// in parts of this size, as the driver does it (S3 multipart upload,
+	// GCS resumable chunks, Azure staged blocks), smaller ones in one
+	// request; 0 lets the driver choose (s3blob then uploads in parts only
+	// above 16 MiB). S3 needs at least 5 MiB. memblob and fileblob keep
+	// objects whole.
+	// Default [DefaultPartSize] (URL parameter "part_size", in bytes).
+	PartSize int
+	// Concurrency bounds the parts of one object uploaded at once; 0 lets
+	// the driver choose. Default [DefaultConcurrency] (URL parameter
+	// "concurrency").
+	Concurrency int
+	// Retry is the per-request timeout and the retries with exponential
+	// backoff. Default request.DefaultPolicy: 30 s per attempt, 5 attempts
+	// (URL parameters "request_timeout", a Go duration, and
+	// "max_attempts").
+	Retry request.Policy
+}
+
+// DefaultConfig returns the default configuration for the bucket URL u.
+func DefaultConfig(u string) Config {
+	return Config{
+		URL:         u,
+		PartSize:    DefaultPartSize,
+		Concurrency: DefaultConcurrency,
+		Retry:       request.DefaultPolicy,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.URL == "" && c.Bucket == nil:
+		return errors.New("gocloud: a bucket URL or a Bucket is required")
+	case c.PartSize < 0:
+		return fmt.Errorf("gocloud: part size %d is negative", c.PartSize)
+	case c.Concurrency < 0:
+		return fmt.Errorf("gocloud: concurrency %d is negative", c.Concurrency)
+	case strings.HasPrefix(c.Prefix, "/"):
+		return fmt.Errorf("gocloud: prefix %q starts with a slash", c.Prefix)
+	}
+	if err := c.Retry.Validate(); err != nil {
+		return fmt.Errorf("gocloud: %w", err)
+	}
+	return nil
+}
+
+// This package's own URL query parameters, see [ParseURL].
+const (
+	paramPartSize       = "part_size"
+	paramConcurrency    = "concurrency"
+	paramRequestTimeout = "request_timeout"
+	paramMaxAttempts    = "max_attempts"
+)
+
+// ParseURL parses a base path into a [Config], starting from
+// [DefaultConfig]. The base path is a gocloud.dev/blob bucket URL
+//
+//	SCHEME://BUCKET[/PREFIX][?PARAMS]
+//
+// with SCHEME one of the drivers this package links: mem, file, s3, gs,
+// azblob. The path after the bucket becomes the object prefix (a trailing
+// "/" is added), so "s3://b/jobs/42" stores object "x" as key "jobs/42/x".
+// For file URLs the path is the directory of the bucket, and gocloud's own
+// "prefix" parameter gives a prefix. Every mem:// URL opens a new, empty
+// bucket in memory (for tests).
+//
+// These query parameters belong to this package:
+//
+//	part_size=BYTES        objects larger than this go up in parts of this
+//	                       size (default 5 MiB; 0: the driver's default)
+//	concurrency=N          parts of one object uploaded at once (default 4;
+//	                       0: the driver's default)
+//	request_timeout=DUR    timeout of each attempt of a request, a Go
+//	                       duration such as 30s (default 30s; 0: none)
+//	max_attempts=N         attempts of each request, the first included
+//	                       (default 5)
+//
+// Every other parameter is handed to the driver with the URL, and the
+// driver rejects those it does not know. For example s3blob takes region,
+// endpoint, use_path_style, disable_https, profile, anonymous, fips,
+// dualstack, hostname_immutable, rate_limiter_capacity,
+// request_checksum_calculation, response_checksum_validation, ssetype,
+// kmskeyid and accelerate; gcsblob takes anonymous, access_id,
+// private_key_path, universe_domain, grpc and zonal; azureblob takes
+// domain, protocol, cdn and localemu; fileblob takes create_dir,
+// dir_file_mode, no_tmp_dir, base_url, secret_key_path and metadata;
+// memblob takes nomd5 (see each driver's URLOpener documentation). gocloud's "prefix" works
+// for every driver; its "key" is rejected. The driver's error is returned
+// wrapped, naming the URL. Credentials come from each SDK's standard chain
+// (for S3: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...).
+func ParseURL(basePath string) (Config, error) {
+	if basePath == "" {
+		return Config{}, errors.New("gocloud: empty base path")
+	}
+	u, err := url.Parse(basePath)
+	if err != nil {
+		return Config{}, fmt.Errorf("gocloud: base path %q: %w", basePath, err)
+	}
+	switch {
+	case u.Scheme == "":
+		return Config{}, fmt.Errorf("gocloud: base path %q: not a URL (want e.g. mem://, s3://bucket/prefix)", basePath)
+	case u.Opaque != "":
+		return Config{}, fmt.Errorf("gocloud: base path %q: want SCHEME://BUCKET/PREFIX", basePath)
+	case u.User != nil:
+		return Config{}, fmt.Errorf("gocloud: base path %q: URLs cannot carry user information", basePath)
+	case u.Fragment != "":
+		return Config{}, fmt.Errorf("gocloud: base path %q: URLs cannot carry a fragment", basePath)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return Config{}, fmt.Errorf("gocloud: base path %q: query: %w", basePath, err)
+	}
+	if q.Has("key") {
+		return Config{}, fmt.Errorf("gocloud: base path %q: query parameter %q (a single-key bucket) is not supported", basePath, "key")
+	}
+	cfg := DefaultConfig("")
+	one := func(key string) (string, bool, error) {
+		vs, ok := q[key]
+		if !ok {
+			return "", false, nil
+		}
+		q.Del(key)
+		if len(vs) != 1 {
+			return "", false, fmt.Errorf("gocloud: base path %q: query parameter %q given %d times", basePath, key, len(vs))
+		}
+		return vs[0], true, nil
+	}
+	intParam := func(key string, min int, dst *int) error {
+		v, ok, err := one(key)
+		if err != nil || !ok {
+			return err
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min {
+			return fmt.Errorf("gocloud: base path %q: query parameter %q: %q is not an integer >= %d", basePath, key, v, min)
+		}
+		*dst = n
+		return nil
+	}
+	if err := intParam(paramPartSize, 0, &cfg.PartSize); err != nil {
+		return Config{}, err
+	}
+	if err := intParam(paramConcurrency, 0, &cfg.Concurrency); err != nil {
+		return Config{}, err
+	}
+	if err := intParam(paramMaxAttempts, 1, &cfg.Retry.MaxAttempts); err != nil {
+		return Config{}, err
+	}
+	if v, ok, err := one(paramRequestTimeout); err != nil {
+		return Config{}, err
+	} else if ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return Config{}, fmt.Errorf("gocloud: base path %q: query parameter %q: %q is not a duration >= 0 such as 30s", basePath, paramRequestTimeout, v)
+		}
+		cfg.Retry.Timeout = d
+	}
+	bucketURL := *u
+	bucketURL.RawQuery = encodeQuery(q)
+	if u.Scheme != "file" {
+		if p := strings.Trim(u.Path, "/"); p != "" {
+			cfg.Prefix = p + "/"
+		}
+		bucketURL.Path, bucketURL.RawPath = "", ""
+	}
+	cfg.URL = bucketURL.String()
+	return cfg, cfg.Validate()
+}
+
+// encodeQuery encodes q with its keys sorted; a key with one empty value
+// (such as memblob's "nomd5") is written bare.
+func encodeQuery(q url.Values) string {
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		for _, v := range q[k] {
+			if b.Len() > 0 {
+				b.WriteByte('&')
+			}
+			b.WriteString(url.QueryEscape(k))
+			if v != "" {
+				b.WriteByte('=')
+				b.WriteString(url.QueryEscape(v))
+			}
+		}
+	}
+	return b.String()
+}

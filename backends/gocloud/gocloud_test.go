@@ -1,0 +1,468 @@
+package gocloud
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"go.uber.org/goleak"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/dstlgo/dstl/backends/internal/faultproxy"
+	"github.com/dstlgo/dstl/conformance"
+	"github.com/dstlgo/dstl/dstl"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// s3blob builds its AWS client itself, with an HTTP transport
+		// that the SDK keeps out of reach (BuildableClient hands out
+		// copies), so Close cannot close its idle keep-alive
+		// connections; they end after the transport's idle timeout.
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	)
+}
+
+// memPartSize is the part size of the tests on mem://, which keeps objects
+// whole anyway.
+const memPartSize = 64 << 10
+
+// memHarness opens a backend on a new mem:// bucket, under a random prefix.
+func memHarness(t *testing.T) dstl.Backend {
+	b, err := New(t.Context(), "mem://test/"+rand.Text()+"?part_size=65536")
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return b
+}
+
+func TestConformanceMem(t *testing.T) {
+	conformance.TestBackend(t, memHarness, conformance.WithPartSize(memPartSize))
+}
+
+func TestEngineMem(t *testing.T) { conformance.TestEngine(t, memHarness) }
+
+// TestRegistry: mem:// opens this backend by scheme, and any gocloud URL
+// opens it by identifier.
+func TestRegistry(t *testing.T) {
+	ctx := t.Context()
+	b, id, err := dstl.OpenBackend(ctx, "", "mem://x/p")
+	if err != nil || id != ID {
+		t.Fatalf("OpenBackend(mem://) = %q, %v", id, err)
+	}
+	_ = b.Close()
+	dir := t.TempDir()
+	b, id, err = dstl.OpenBackend(ctx, ID, "file://"+dir+"?metadata=skip")
+	if err != nil || id != ID {
+		t.Fatalf("OpenBackend(gocloud, file://) = %q, %v", id, err)
+	}
+	conformance.Put(t, b, "a/b", "xyz")
+	if got, err := conformance.Read(ctx, b, "a/b", 1, -1); err != nil || got != "yz" {
+		t.Fatalf("Read = %q, %v", got, err)
+	}
+	if _, err := os.Stat(dir + "/a/b"); err != nil {
+		t.Fatalf("file bucket: %v", err)
+	}
+	_ = b.Close()
+}
+
+func TestParseURL(t *testing.T) {
+	def := DefaultConfig("")
+	tests := []struct {
+		in      string
+		url     string
+		prefix  string
+		check   func(Config) bool
+		wantErr string // substring; "" means no error
+	}{
+		{in: "mem://", url: "mem:", check: func(c Config) bool {
+			return c.PartSize == def.PartSize && c.Concurrency == def.Concurrency && c.Retry == def.Retry
+		}},
+		{in: "mem://b/jobs/42", url: "mem://b", prefix: "jobs/42/"},
+		{in: "mem://b/jobs/42/?nomd5", url: "mem://b?nomd5", prefix: "jobs/42/"},
+		{in: "s3://bkt/p?region=us-east-1&endpoint=http%3A%2F%2F127.0.0.1%3A9000&use_path_style=true&part_size=6000000&concurrency=2",
+			url: "s3://bkt?endpoint=http%3A%2F%2F127.0.0.1%3A9000&region=us-east-1&use_path_style=true", prefix: "p/",
+			check: func(c Config) bool { return c.PartSize == 6000000 && c.Concurrency == 2 }},
+		{in: "mem://?request_timeout=2s&max_attempts=3", url: "mem:",
+			check: func(c Config) bool { return c.Retry.Timeout == 2*time.Second && c.Retry.MaxAttempts == 3 }},
+		{in: "file:///var/dstl?prefix=a/", url: "file:///var/dstl?prefix=a%2F"},
+		{in: "mem://?part_size=-1", wantErr: `"part_size"`},
+		{in: "mem://?part_size=x", wantErr: `"part_size"`},
+		{in: "mem://?concurrency=1&concurrency=2", wantErr: `"concurrency"`},
+		{in: "mem://?max_attempts=0", wantErr: `"max_attempts"`},
+		{in: "mem://?request_timeout=soon", wantErr: `"request_timeout"`},
+		{in: "mem://?key=a", wantErr: `"key"`},
+		{in: "", wantErr: "empty"},
+		{in: "/just/a/path", wantErr: "not a URL"},
+		{in: "mem://u:p@b", wantErr: "user information"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			c, err := ParseURL(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseURL = %+v, %v; want error with %s", c, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.URL != tt.url || c.Prefix != tt.prefix {
+				t.Fatalf("URL %q prefix %q; want %q, %q", c.URL, c.Prefix, tt.url, tt.prefix)
+			}
+			if tt.check != nil && !tt.check(c) {
+				t.Fatalf("config %+v", c)
+			}
+		})
+	}
+}
+
+// TestUnknownParams: a parameter neither this package nor the driver knows
+// is rejected, naming it and the URL.
+func TestUnknownParams(t *testing.T) {
+	for _, u := range []string{"mem://?bogus=1", "s3://bkt?region=us-east-1&bogus=1", "file:///var/dstl?bogus=1"} {
+		_, err := New(t.Context(), u)
+		if err == nil || !strings.Contains(err.Error(), "bogus") || !strings.Contains(err.Error(), "open bucket") {
+			t.Errorf("New(%q) = %v; want an error naming %q", u, err, "bogus")
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	bad := []Config{
+		{},
+		{URL: "mem://", PartSize: -1, Retry: DefaultConfig("").Retry},
+		{URL: "mem://", Concurrency: -1, Retry: DefaultConfig("").Retry},
+		{URL: "mem://", Prefix: "/abs/", Retry: DefaultConfig("").Retry},
+		{URL: "mem://"}, // zero retry policy: max attempts 0
+	}
+	for i, c := range bad {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%d: Validate(%+v) = nil", i, c)
+		}
+	}
+	if err := DefaultConfig("mem://").Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadyBucket: a Bucket given in Config is used under the prefix and
+// stays open after Close.
+func TestReadyBucket(t *testing.T) {
+	bk := memblob.OpenBucket(nil)
+	defer bk.Close()
+	cfg := DefaultConfig("")
+	cfg.Bucket, cfg.Prefix = bk, "pre/"
+	b, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conformance.Put(t, b, "obj", "data")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := bk.ReadAll(t.Context(), "pre/obj")
+	if err != nil || string(got) != "data" {
+		t.Fatalf("ReadAll = %q, %v", got, err)
+	}
+	err = b.Put(t.Context(), "x", strings.NewReader("x"), 1)
+	conformance.CheckError(t, err, "put", ID, "x", dstl.ErrClosed)
+}
+
+// TestErrorNamesBucket: errors name the bucket URL and the key.
+func TestErrorNamesBucket(t *testing.T) {
+	b, err := New(t.Context(), "mem://bkt/pre")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = b.Get(t.Context(), "missing", 0, -1)
+	conformance.CheckError(t, err, "get", ID, "missing", dstl.ErrNotFound)
+	if !strings.Contains(err.Error(), "mem://bkt") || !strings.Contains(err.Error(), "pre/missing") {
+		t.Fatalf("error %q does not name bucket and key", err)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{context.Canceled, false},
+		{dstl.ErrInvalidRange, false},
+		{context.DeadlineExceeded, true},
+		{errors.New("plain"), false},
+		{statusErr(503), true},
+		{statusErr(429), true},
+		{statusErr(403), false},
+		{statusErr(404), false},
+	}
+	for _, tt := range tests {
+		if got := retryable(tt.err); got != tt.want {
+			t.Errorf("retryable(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+type statusErr int
+
+func (s statusErr) Error() string       { return http.StatusText(int(s)) }
+func (s statusErr) HTTPStatusCode() int { return int(s) }
+
+// s3Env returns the MinIO settings, or skips the test naming what is
+// missing. It also sets the AWS environment the SDK's standard chain reads:
+// the credentials, and an empty AWS_CA_BUNDLE (a bundle set for other
+// endpoints must not apply to the plain-HTTP emulator).
+func s3Env(t *testing.T) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	var missing []string
+	for _, k := range []string{"DSTL_S3_ENDPOINT", "DSTL_S3_REGION", "DSTL_S3_ACCESS_KEY", "DSTL_S3_SECRET_KEY", "DSTL_S3_BUCKET"} {
+		if env[k] = os.Getenv(k); env[k] == "" {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		t.Skipf("S3 emulator not configured: %s unset", strings.Join(missing, ", "))
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", env["DSTL_S3_ACCESS_KEY"])
+	t.Setenv("AWS_SECRET_ACCESS_KEY", env["DSTL_S3_SECRET_KEY"])
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CA_BUNDLE", "")
+	empty := t.TempDir() + "/empty"
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CONFIG_FILE", empty)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", empty)
+	return env
+}
+
+// s3URL is the gocloud URL of prefix in the emulator's bucket, through
+// endpoint, with extra query parameters.
+func s3URL(env map[string]string, endpoint, prefix, extra string) string {
+	q := url.Values{}
+	q.Set("endpoint", endpoint)
+	q.Set("region", env["DSTL_S3_REGION"])
+	q.Set("use_path_style", "true")
+	q.Set("disable_https", "true")
+	q.Set("request_checksum_calculation", "when_required")
+	q.Set("response_checksum_validation", "when_required")
+	u := "s3://" + env["DSTL_S3_BUCKET"] + "/" + prefix + "?" + q.Encode()
+	if extra != "" {
+		u += "&" + extra
+	}
+	return u
+}
+
+// s3Check is a raw S3 client of the test's own, to look at the bucket.
+func s3Check(t *testing.T, env map[string]string) *s3.Client {
+	t.Helper()
+	cfg, err := config.LoadDefaultConfig(context.Background(),
+		config.WithRegion(env["DSTL_S3_REGION"]),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(env["DSTL_S3_ACCESS_KEY"], env["DSTL_S3_SECRET_KEY"], "")),
+		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
+		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
+		config.WithSharedConfigFiles([]string{}),
+		config.WithSharedCredentialsFiles([]string{}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(env["DSTL_S3_ENDPOINT"])
+		o.UsePathStyle = true
+		o.HTTPClient = &http.Client{Transport: tr}
+	})
+}
+
+// checkNoUploads fails the test when an incomplete multipart upload is
+// left under prefix.
+func checkNoUploads(t *testing.T, c *s3.Client, bucket, prefix string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &bucket, Prefix: &prefix})
+	if err != nil {
+		t.Errorf("ListMultipartUploads: %v", err)
+		return
+	}
+	for _, u := range out.Uploads {
+		t.Errorf("incomplete multipart upload left behind: %s (%s)", aws.ToString(u.Key), aws.ToString(u.UploadId))
+		_, _ = c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &bucket, Key: u.Key, UploadId: u.UploadId})
+	}
+}
+
+// s3Clean deletes every object under prefix.
+func s3Clean(t *testing.T, c *s3.Client, bucket, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Errorf("clean %s: %v", prefix, err)
+			return
+		}
+		for _, o := range page.Contents {
+			_, _ = c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: o.Key})
+		}
+	}
+}
+
+// s3PartSize is the smallest part S3 accepts.
+const s3PartSize = 5 << 20
+
+func s3Harness(t *testing.T) dstl.Backend {
+	env := s3Env(t)
+	check := s3Check(t, env)
+	prefix := "gocloud-test/" + rand.Text() + "/"
+	b, err := New(t.Context(), s3URL(env, env["DSTL_S3_ENDPOINT"], strings.TrimSuffix(prefix, "/"), "part_size=5242880&concurrency=3"))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		checkNoUploads(t, check, env["DSTL_S3_BUCKET"], prefix)
+		s3Clean(t, check, env["DSTL_S3_BUCKET"], prefix)
+	})
+	return b
+}
+
+func TestConformanceS3(t *testing.T) {
+	s3Env(t)
+	conformance.TestBackend(t, s3Harness, conformance.WithPartSize(s3PartSize))
+}
+
+func TestEngineS3(t *testing.T) {
+	s3Env(t)
+	conformance.TestEngine(t, s3Harness)
+}
+
+// TestFaultsS3: through a proxy that fails, stalls and cuts requests, the
+// retries deliver the object whole; an upload in parts that fails for good
+// leaves no incomplete multipart upload.
+func TestFaultsS3(t *testing.T) {
+	env := s3Env(t)
+	check := s3Check(t, env)
+	bucket := env["DSTL_S3_BUCKET"]
+	proxy, err := faultproxy.New(env["DSTL_S3_ENDPOINT"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	prefix := "gocloud-fault/" + rand.Text() + "/"
+	t.Cleanup(func() { s3Clean(t, check, bucket, prefix) })
+	b, err := New(t.Context(), s3URL(env, proxy.URL(), strings.TrimSuffix(prefix, "/"),
+		"part_size=5242880&concurrency=2&request_timeout=4s&max_attempts=6"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	data := make([]byte, 2*s3PartSize+12345) // three parts
+	_, _ = rand.Read(data)
+
+	// Faults on writes: requests 2, 5, 9 answer 503, 500 and are cut; one
+	// part upload stalls past the request timeout.
+	stalled := false
+	proxy.SetRule(func(r *http.Request, n int) faultproxy.Action {
+		switch {
+		case n == 2:
+			return faultproxy.Action{Status: http.StatusServiceUnavailable}
+		case n == 5:
+			return faultproxy.Action{Status: http.StatusInternalServerError}
+		case n == 9:
+			return faultproxy.Action{Reset: true}
+		case !stalled && r.Method == http.MethodPut && r.URL.Query().Has("partNumber"):
+			stalled = true
+			return faultproxy.Action{Stall: time.Minute}
+		}
+		return faultproxy.Action{}
+	})
+	if err := b.Put(t.Context(), "big", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatalf("Put through faults: %v (records %+v)", err, proxy.Records())
+	}
+	// Faults on reads.
+	proxy.SetRule(func(r *http.Request, n int) faultproxy.Action {
+		if r.Method == http.MethodGet && n%2 == 1 {
+			return faultproxy.Action{Status: http.StatusServiceUnavailable}
+		}
+		return faultproxy.Action{}
+	})
+	got, err := conformance.Read(t.Context(), b, "big", 0, -1)
+	if err != nil || got != string(data) {
+		t.Fatalf("read back: %d bytes, %v; want %d bytes", len(got), err, len(data))
+	}
+	if proxy.Faults() < 4 {
+		t.Fatalf("only %d faults injected: %+v", proxy.Faults(), proxy.Records())
+	}
+	checkNoUploads(t, check, bucket, prefix)
+
+	// Every part upload fails: the Put fails, leaving no object and no
+	// incomplete upload.
+	proxy.SetRule(func(r *http.Request, n int) faultproxy.Action {
+		if r.Method == http.MethodPut && r.URL.Query().Has("partNumber") {
+			return faultproxy.Action{Status: http.StatusInternalServerError}
+		}
+		return faultproxy.Action{}
+	})
+	if err := b.Put(t.Context(), "doomed", bytes.NewReader(data), int64(len(data))); err == nil {
+		t.Fatal("Put with every part failing succeeded")
+	}
+	proxy.SetRule(nil)
+	_, err = b.Get(t.Context(), "doomed", 0, -1)
+	conformance.CheckError(t, err, "get", ID, "doomed", dstl.ErrNotFound)
+	checkNoUploads(t, check, bucket, prefix)
+
+	// A Put cancelled midway leaves nothing either.
+	ctx, cancel := context.WithCancel(t.Context())
+	proxy.SetRule(func(r *http.Request, n int) faultproxy.Action {
+		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "2" {
+			cancel()
+		}
+		return faultproxy.Action{}
+	})
+	if err := b.Put(ctx, "cancelled", bytes.NewReader(data), int64(len(data))); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Put = %v", err)
+	}
+	proxy.SetRule(nil)
+	_, err = b.Get(t.Context(), "cancelled", 0, -1)
+	conformance.CheckError(t, err, "get", ID, "cancelled", dstl.ErrNotFound)
+	checkNoUploads(t, check, bucket, prefix)
+}
+
+// TestListSorted: List reports lexical order even where the driver walks
+// directories (fileblob).
+func TestListSorted(t *testing.T) {
+	b, err := New(t.Context(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, n := range []string{"a/b", "a-c", "a0"} {
+		conformance.Put(t, b, n, n)
+	}
+	var got []string
+	if err := b.List(t.Context(), "a", func(o dstl.ObjectInfo) error { got = append(got, o.Name); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != "a-c a/b a0" {
+		t.Fatalf("List = %q", got)
+	}
+}
