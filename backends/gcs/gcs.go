@@ -247,7 +247,25 @@ func (b *Backend) putResumable(ctx context.Context, name string, body io.ReaderA
 		storage.WithBackoff(gax.Backoff{Initial: max(b.cfg.InitialBackoff, time.Millisecond), Max: max(b.cfg.MaxBackoff, time.Millisecond), Multiplier: 2}),
 		storage.WithErrorFunc(retryable),
 	)
+	if b.cfg.Timeout > 0 {
+		// A bound on the whole upload: every chunk, and the start of the
+		// session, may use all its attempts. (A client the backend builds
+		// for an endpoint also bounds each answer's wait by the timeout;
+		// a client built for Application Default Credentials relies on
+		// this bound for the start of the session.)
+		chunks := (size + b.cfg.PartSize - 1) / b.cfg.PartSize
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(chunks+1)*b.chunkRetryDeadline())
+		defer cancel()
+	}
 	return b.write(ctx, o, body, size, int(b.cfg.PartSize), nil)
+}
+
+// chunkRetryDeadline is the time one chunk may take, all its attempts
+// included.
+func (b *Backend) chunkRetryDeadline() time.Duration {
+	n := time.Duration(b.cfg.MaxAttempts)
+	return n*b.cfg.Timeout + n*b.cfg.MaxBackoff
 }
 
 // write sends one upload of body with the DoesNotExist precondition, in one
@@ -266,7 +284,7 @@ func (b *Backend) write(ctx context.Context, o *storage.ObjectHandle, body io.Re
 	if chunk > 0 {
 		w.ChunkTransferTimeout = b.cfg.Timeout
 		if b.cfg.Timeout > 0 {
-			w.ChunkRetryDeadline = time.Duration(b.cfg.MaxAttempts)*b.cfg.Timeout + time.Duration(b.cfg.MaxAttempts)*b.cfg.MaxBackoff
+			w.ChunkRetryDeadline = b.chunkRetryDeadline()
 		}
 	}
 	n, err := io.Copy(w, &bodyReader{r: io.NewSectionReader(body, 0, size)})
