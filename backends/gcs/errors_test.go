@@ -52,7 +52,6 @@ func TestErrorMapping(t *testing.T) {
 	}
 }
 
-
 func TestRetryable(t *testing.T) {
 	tests := []struct {
 		err  error
