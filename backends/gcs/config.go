@@ -1,0 +1,269 @@
+package gcs
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
+
+	"github.com/dstlgo/dstl/backends/internal/request"
+)
+
+// Defaults of [DefaultConfig].
+const (
+	// DefaultPartSize is the chunk size of resumable uploads.
+	DefaultPartSize = 16 << 20
+	// MinPartSize is the smallest part size: the client rounds chunk sizes
+	// up to a multiple of it.
+	MinPartSize = 256 << 10
+	// DefaultTimeout bounds each request (each chunk of a resumable upload).
+	DefaultTimeout = 30 * time.Second
+	// DefaultMaxAttempts is the number of attempts of each request, the
+	// first included.
+	DefaultMaxAttempts = 5
+	// DefaultPageSize is the number of objects a List asks for per request.
+	DefaultPageSize = 1000
+)
+
+// Config configures a GCS [Backend]. Start from [DefaultConfig].
+type Config struct {
+	// Bucket is the bucket that holds the objects. Required.
+	Bucket string
+	// Prefix is put in front of every object name; when not empty it ends
+	// with "/" (Open adds a missing one). Default "" (the bucket's
+	// root).
+	Prefix string
+	// Endpoint is the base URL of the service, e.g. "http://127.0.0.1:4443"
+	// for fake-gcs-server; empty means Google Cloud Storage. The JSON API is
+	// reached under Endpoint + "/storage/v1/". URL parameter "endpoint".
+	// STORAGE_EMULATOR_HOST is not needed (the client still honours it
+	// when Endpoint is empty).
+	Endpoint string
+	// CredentialsFile is a service account or other credentials JSON file.
+	// When empty, credentials come from Application Default Credentials,
+	// except with an Endpoint, where requests are sent without any
+	// (emulators want none). URL parameter "credentials_file".
+	CredentialsFile string
+	// Anonymous sends requests without credentials, e.g. for public buckets
+	// or emulators. URL parameter "anonymous" (default false, but true in
+	// effect when Endpoint is set and CredentialsFile is not).
+	Anonymous bool
+	// PartSize is the size above which Put uploads resumably, in chunks of
+	// PartSize bytes; at or below it an object goes up in one request. A
+	// multiple of [MinPartSize]. Chunks of one resumable upload go one
+	// after another: the service takes them in order only, so, unlike S3
+	// or Azure, there are no parts in parallel. Default [DefaultPartSize];
+	// URL parameter "part_size" (bytes, or with a KiB/MiB/GiB suffix).
+	PartSize int64
+	// Timeout bounds each request: each attempt of a single-request call
+	// and the wait for the answer to each chunk of a resumable upload.
+	// Default [DefaultTimeout]; URL parameter "timeout" (a Go duration).
+	Timeout time.Duration
+	// MaxAttempts is the number of attempts of each request, the first
+	// included; only throttling, 408, 5xx, connection errors and timed-out
+	// attempts are retried, with exponential backoff and jitter. Default
+	// [DefaultMaxAttempts]; URL parameter "max_attempts".
+	MaxAttempts int
+	// InitialBackoff and MaxBackoff bound the waits between attempts.
+	// Defaults 100 ms and 5 s (not settable by URL).
+	InitialBackoff, MaxBackoff time.Duration
+	// PageSize is the number of objects a List asks for per request.
+	// Default [DefaultPageSize].
+	PageSize int
+	// Client, when set, is used instead of a client built from Endpoint,
+	// CredentialsFile, Anonymous and ClientOptions, which are then
+	// ignored. The backend does not close it, and sets no retry policy on
+	// the client itself (it sets one on each object handle).
+	Client *storage.Client
+	// ClientOptions are added to the options of the client the backend
+	// builds (after its own).
+	ClientOptions []option.ClientOption
+}
+
+// DefaultConfig returns the default configuration for bucket and prefix.
+func DefaultConfig(bucket, prefix string) Config {
+	return Config{
+		Bucket:         bucket,
+		Prefix:         prefix,
+		PartSize:       DefaultPartSize,
+		Timeout:        DefaultTimeout,
+		MaxAttempts:    DefaultMaxAttempts,
+		InitialBackoff: request.DefaultPolicy.InitialBackoff,
+		MaxBackoff:     request.DefaultPolicy.MaxBackoff,
+		PageSize:       DefaultPageSize,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.Bucket == "":
+		return errors.New("gcs: bucket is required")
+	case strings.ContainsAny(c.Bucket, "/?#") || strings.ContainsRune(c.Bucket, 0):
+		return fmt.Errorf("gcs: bucket %q is not a bucket name", c.Bucket)
+	case strings.HasPrefix(c.Prefix, "/") || strings.ContainsRune(c.Prefix, 0):
+		return fmt.Errorf("gcs: prefix %q: want a relative prefix without NUL bytes", c.Prefix)
+	case c.PartSize < MinPartSize || c.PartSize%MinPartSize != 0:
+		return fmt.Errorf("gcs: part size (part_size) %d: want a positive multiple of %d", c.PartSize, MinPartSize)
+	case c.PartSize > 1<<31-MinPartSize:
+		return fmt.Errorf("gcs: part size (part_size) %d: too large", c.PartSize)
+	case c.Timeout < 0:
+		return fmt.Errorf("gcs: timeout %v is negative", c.Timeout)
+	case c.MaxAttempts < 1:
+		return fmt.Errorf("gcs: max attempts (max_attempts) %d: want at least 1", c.MaxAttempts)
+	case c.InitialBackoff < 0 || c.MaxBackoff < c.InitialBackoff:
+		return fmt.Errorf("gcs: backoff %v..%v: want 0 <= initial <= max", c.InitialBackoff, c.MaxBackoff)
+	case c.PageSize < 0:
+		return fmt.Errorf("gcs: page size %d is negative", c.PageSize)
+	}
+	if c.Endpoint != "" {
+		u, err := url.Parse(c.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("gcs: endpoint %q: want an http or https URL such as http://127.0.0.1:4443", c.Endpoint)
+		}
+	}
+	return nil
+}
+
+// policy is the retry policy of single requests.
+func (c Config) policy() request.Policy {
+	return request.Policy{Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, InitialBackoff: c.InitialBackoff, MaxBackoff: c.MaxBackoff}
+}
+
+// URL query parameters of the gs:// form, see [ParseURL].
+const (
+	paramEndpoint    = "endpoint"
+	paramCredentials = "credentials_file"
+	paramAnonymous   = "anonymous"
+	paramPartSize    = "part_size"
+	paramTimeout     = "timeout"
+	paramMaxAttempts = "max_attempts"
+)
+
+var knownParams = []string{paramAnonymous, paramCredentials, paramEndpoint, paramMaxAttempts, paramPartSize, paramTimeout}
+
+// ParseURL parses a base path "gs://bucket/prefix" into a [Config],
+// starting from [DefaultConfig]. Object names go under the prefix (a "/"
+// is added when missing). These query parameters are accepted:
+//
+//	endpoint=URL           service base URL, e.g. http://127.0.0.1:4443
+//	                       for fake-gcs-server (default: Google Cloud
+//	                       Storage); without credentials_file, requests
+//	                       to it carry no credentials
+//	credentials_file=PATH  credentials JSON file (default: Application
+//	                       Default Credentials)
+//	anonymous=true|false   send no credentials (default false)
+//	part_size=SIZE         resumable upload above this size, in chunks of
+//	                       it; a multiple of 256KiB, in bytes or with a
+//	                       KiB/MiB/GiB suffix (default 16MiB)
+//	timeout=DURATION       per-request timeout, e.g. 30s (default 30s)
+//	max_attempts=N         attempts per request, the first included
+//	                       (default 5)
+//
+// For example "gs://my-bucket/jobs/dstl?part_size=8MiB". Unknown or
+// repeated parameters, bad values, user information and fragments are
+// rejected with an error that names them.
+func ParseURL(basePath string) (Config, error) {
+	u, err := url.Parse(basePath)
+	if err != nil {
+		return Config{}, fmt.Errorf("gcs: base path %q: %w", basePath, err)
+	}
+	switch {
+	case !strings.EqualFold(u.Scheme, Scheme):
+		return Config{}, fmt.Errorf("gcs: base path %q: URL scheme %q is not %q", basePath, u.Scheme, Scheme)
+	case u.Opaque != "" || u.Host == "":
+		return Config{}, fmt.Errorf("gcs: base path %q: want gs://bucket/prefix", basePath)
+	case u.User != nil:
+		return Config{}, fmt.Errorf("gcs: base path %q: user information is not supported (credentials come from Application Default Credentials or credentials_file)", basePath)
+	case u.Fragment != "" || strings.Contains(basePath, "#"):
+		return Config{}, fmt.Errorf("gcs: base path %q: a fragment is not supported", basePath)
+	}
+	cfg := DefaultConfig(u.Host, strings.TrimPrefix(u.Path, "/"))
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return Config{}, fmt.Errorf("gcs: base path %q: query: %w", basePath, err)
+	}
+	var unknown []string
+	for k, vs := range q {
+		if !slices.Contains(knownParams, k) {
+			unknown = append(unknown, strconv.Quote(k))
+		} else if len(vs) != 1 {
+			return Config{}, fmt.Errorf("gcs: base path %q: query parameter %q given %d times", basePath, k, len(vs))
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return Config{}, fmt.Errorf("gcs: base path %q: unknown query parameter(s) %s (known: %s)",
+			basePath, strings.Join(unknown, ", "), strings.Join(knownParams, ", "))
+	}
+	bad := func(key, want string) error {
+		return fmt.Errorf("gcs: base path %q: query parameter %q: want %s, got %q", basePath, key, want, q.Get(key))
+	}
+	if q.Has(paramEndpoint) {
+		cfg.Endpoint = q.Get(paramEndpoint)
+		if cfg.Endpoint == "" {
+			return Config{}, bad(paramEndpoint, "a URL")
+		}
+	}
+	if q.Has(paramCredentials) {
+		cfg.CredentialsFile = q.Get(paramCredentials)
+		if cfg.CredentialsFile == "" {
+			return Config{}, bad(paramCredentials, "a file path")
+		}
+	}
+	if q.Has(paramAnonymous) {
+		if cfg.Anonymous, err = strconv.ParseBool(q.Get(paramAnonymous)); err != nil {
+			return Config{}, bad(paramAnonymous, "true or false")
+		}
+	}
+	if q.Has(paramPartSize) {
+		n, ok := parseSize(q.Get(paramPartSize))
+		if !ok || n < MinPartSize || n%MinPartSize != 0 {
+			return Config{}, bad(paramPartSize, "a size that is a multiple of 256KiB, such as 8MiB")
+		}
+		cfg.PartSize = n
+	}
+	if q.Has(paramTimeout) {
+		d, err := time.ParseDuration(q.Get(paramTimeout))
+		if err != nil || d <= 0 {
+			return Config{}, bad(paramTimeout, "a positive duration such as 30s")
+		}
+		cfg.Timeout = d
+	}
+	if q.Has(paramMaxAttempts) {
+		n, err := strconv.Atoi(q.Get(paramMaxAttempts))
+		if err != nil || n < 1 {
+			return Config{}, bad(paramMaxAttempts, "a whole number of at least 1")
+		}
+		cfg.MaxAttempts = n
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("gcs: base path %q: %w", basePath, err)
+	}
+	return cfg, nil
+}
+
+// parseSize parses a byte count with an optional KiB, MiB or GiB suffix.
+func parseSize(s string) (int64, bool) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = rest, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > (1<<31)/mult {
+		return 0, false
+	}
+	return n * mult, true
+}

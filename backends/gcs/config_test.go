@@ -1,0 +1,99 @@
+package gcs
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseURL(t *testing.T) {
+	def := DefaultConfig("bkt", "jobs/a")
+	tests := []struct {
+		url     string
+		want    func(c *Config) // changes from the defaults
+		wantErr string          // substring of the error
+	}{
+		{url: "gs://bkt/jobs/a", want: func(c *Config) {}},
+		{url: "gs://bkt", want: func(c *Config) { c.Prefix = "" }},
+		{url: "gs://bkt/jobs/a?endpoint=http://127.0.0.1:4443", want: func(c *Config) { c.Endpoint = "http://127.0.0.1:4443" }},
+		{url: "gs://bkt/jobs/a?part_size=512KiB&timeout=2s&max_attempts=2&anonymous=true&credentials_file=/x.json",
+			want: func(c *Config) {
+				c.PartSize, c.Timeout, c.MaxAttempts, c.Anonymous, c.CredentialsFile = 512<<10, 2*time.Second, 2, true, "/x.json"
+			}},
+		{url: "gs://bkt/jobs/a?part_size=8MiB", want: func(c *Config) { c.PartSize = 8 << 20 }},
+		{url: "gs://bkt/jobs/a?part_size=262144", want: func(c *Config) { c.PartSize = 262144 }},
+		{url: "gs://bkt/jobs/a?bogus=1&other=2", wantErr: `unknown query parameter(s) "bogus", "other"`},
+		{url: "gs://bkt/jobs/a?part_size=100", wantErr: `"part_size"`},
+		{url: "gs://bkt/jobs/a?part_size=1MB", wantErr: `"part_size"`},
+		{url: "gs://bkt/jobs/a?timeout=fast", wantErr: `"timeout"`},
+		{url: "gs://bkt/jobs/a?timeout=-1s", wantErr: `"timeout"`},
+		{url: "gs://bkt/jobs/a?max_attempts=0", wantErr: `"max_attempts"`},
+		{url: "gs://bkt/jobs/a?anonymous=maybe", wantErr: `"anonymous"`},
+		{url: "gs://bkt/jobs/a?endpoint=", wantErr: `"endpoint"`},
+		{url: "gs://bkt/jobs/a?endpoint=ftp://x", wantErr: `endpoint "ftp://x"`},
+		{url: "gs://bkt/jobs/a?timeout=1s&timeout=2s", wantErr: `"timeout" given 2 times`},
+		{url: "s3://bkt/jobs/a", wantErr: `scheme "s3"`},
+		{url: "gs:///jobs", wantErr: "want gs://bucket/prefix"},
+		{url: "gs://user@bkt/a", wantErr: "user information"},
+		{url: "gs://bkt/a#frag", wantErr: "fragment"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			got, err := ParseURL(tt.url)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseURL(%q) = %+v, %v; want an error containing %s", tt.url, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseURL(%q): %v", tt.url, err)
+			}
+			want := def
+			tt.want(&want)
+			if got.Bucket != want.Bucket || got.Prefix != want.Prefix || got.Endpoint != want.Endpoint ||
+				got.CredentialsFile != want.CredentialsFile || got.Anonymous != want.Anonymous || got.PartSize != want.PartSize ||
+				got.Timeout != want.Timeout || got.MaxAttempts != want.MaxAttempts || got.InitialBackoff != want.InitialBackoff ||
+				got.MaxBackoff != want.MaxBackoff || got.PageSize != want.PageSize {
+				t.Fatalf("ParseURL(%q) = %+v, want %+v", tt.url, got, want)
+			}
+		})
+	}
+}
+
+func TestDefaultConfig(t *testing.T) {
+	c := DefaultConfig("b", "")
+	if c.PartSize != 16<<20 || c.Timeout != 30*time.Second || c.MaxAttempts != 5 || c.PageSize != 1000 || c.Endpoint != "" || c.Anonymous {
+		t.Fatalf("DefaultConfig = %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		change  func(c *Config)
+		wantErr string
+	}{
+		{"no bucket", func(c *Config) { c.Bucket = "" }, "bucket is required"},
+		{"bucket with slash", func(c *Config) { c.Bucket = "a/b" }, "bucket"},
+		{"absolute prefix", func(c *Config) { c.Prefix = "/x" }, "prefix"},
+		{"part size not a multiple", func(c *Config) { c.PartSize = MinPartSize + 1 }, "part_size"},
+		{"part size zero", func(c *Config) { c.PartSize = 0 }, "part_size"},
+		{"negative timeout", func(c *Config) { c.Timeout = -1 }, "timeout"},
+		{"no attempts", func(c *Config) { c.MaxAttempts = 0 }, "max_attempts"},
+		{"backoff", func(c *Config) { c.MaxBackoff = c.InitialBackoff - 1 }, "backoff"},
+		{"endpoint", func(c *Config) { c.Endpoint = "127.0.0.1:4443" }, "endpoint"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig("b", "p/")
+			tt.change(&c)
+			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}

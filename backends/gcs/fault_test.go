@@ -1,0 +1,210 @@
+package gcs
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
+
+	"github.com/dstlgo/dstl/backends/internal/faultproxy"
+	"github.com/dstlgo/dstl/conformance"
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// faults applies its actions, in turn, to the requests that match, and
+// forwards everything else.
+type faults struct {
+	mu      sync.Mutex
+	match   func(r *http.Request) bool
+	actions []faultproxy.Action
+	always  *faultproxy.Action // when set, applied to every match after actions
+}
+
+func (f *faults) rule(r *http.Request, _ int) faultproxy.Action {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.match != nil && !f.match(r) {
+		return faultproxy.Action{}
+	}
+	if len(f.actions) > 0 {
+		a := f.actions[0]
+		f.actions = f.actions[1:]
+		return a
+	}
+	if f.always != nil {
+		return *f.always
+	}
+	return faultproxy.Action{}
+}
+
+// redirect sends the requests for the emulator (the resumable session URIs
+// it hands out name its own host) through the proxy, with the emulator's
+// host in the Host header, which the proxy passes on: fake-gcs-server
+// reads other hosts as bucket names.
+type redirect struct {
+	emulator, proxy string
+	base            http.RoundTripper
+}
+
+func (r *redirect) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Host == r.emulator || req.URL.Host == r.proxy {
+		req = req.Clone(req.Context())
+		req.URL.Host = r.proxy
+		req.Host = r.emulator
+	}
+	return r.base.RoundTrip(req)
+}
+
+// faultBackend opens a backend whose requests all go through a fault proxy
+// in front of the emulator, with a short per-request timeout. Its client
+// is a ready one, given in the Config.
+func faultBackend(t *testing.T) (*Backend, *faultproxy.Proxy, Config) {
+	t.Helper()
+	cfg := testConfig(t)
+	p, err := faultproxy.New(cfg.Endpoint, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	eu, _ := url.Parse(cfg.Endpoint)
+	pu, _ := url.Parse(p.URL())
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = time.Second
+	client, err := storage.NewClient(t.Context(), option.WithEndpoint(p.URL()+"/storage/v1/"), option.WithoutAuthentication(),
+		option.WithHTTPClient(&http.Client{Transport: &redirect{emulator: eu.Host, proxy: pu.Host, base: tr}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Client = client
+	cfg.Timeout = 500 * time.Millisecond
+	cfg.MaxAttempts = 5
+	cfg.InitialBackoff, cfg.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
+	b, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		_ = client.Close()
+		tr.CloseIdleConnections()
+	})
+	return b, p, cfg
+}
+
+func randomBytes(n int) []byte {
+	r := rand.New(rand.NewPCG(uint64(n), 7))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+var (
+	fail503 = faultproxy.Action{Status: http.StatusServiceUnavailable}
+	fail500 = faultproxy.Action{Status: http.StatusInternalServerError}
+	stall   = faultproxy.Action{Stall: 3 * time.Second}
+	cut     = faultproxy.Action{Reset: true}
+)
+
+func isUpload(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/upload/") }
+func isChunk(r *http.Request) bool  { return isUpload(r) && r.URL.Query().Has("upload_id") }
+
+// TestFaultsRetried: requests that fail (503, 500), stall past the
+// per-request timeout or are cut are retried, and the objects arrive
+// whole, in one request and in resumable chunks; reads are retried too.
+func TestFaultsRetried(t *testing.T) {
+	b, p, _ := faultBackend(t)
+	ctx := t.Context()
+
+	small := randomBytes(100 << 10)
+	f := &faults{match: isUpload, actions: []faultproxy.Action{fail503, stall, cut, fail500}}
+	p.SetRule(f.rule)
+	if err := b.Put(ctx, "small", bytes.NewReader(small), int64(len(small))); err != nil {
+		t.Fatalf("Put small: %v", err)
+	}
+
+	large := randomBytes(3*testPartSize + testPartSize/2)
+	// The session's start fails once; then chunks fail, stall and are cut.
+	f = &faults{match: isUpload, actions: []faultproxy.Action{fail503, {}, fail503, {}, stall, {}, cut, fail500}}
+	p.SetRule(f.rule)
+	if err := b.Put(ctx, "large", bytes.NewReader(large), int64(len(large))); err != nil {
+		t.Fatalf("Put large: %v", err)
+	}
+
+	// Reads: the first attempts fail, stall and are cut.
+	f = &faults{match: func(r *http.Request) bool { return r.Method == http.MethodGet }, actions: []faultproxy.Action{fail503, stall, cut}}
+	p.SetRule(f.rule)
+	for name, want := range map[string][]byte{"small": small, "large": large} {
+		got, err := conformance.Read(ctx, b, name, 0, -1)
+		if err != nil {
+			t.Fatalf("Get %s: %v", name, err)
+		}
+		if !bytes.Equal([]byte(got), want) {
+			t.Fatalf("Get %s: %d bytes, not the %d put", name, len(got), len(want))
+		}
+	}
+	var chunks int
+	for _, r := range p.Records() {
+		if strings.HasPrefix(r.Path, "/upload/") && strings.Contains(r.Query, "upload_id=") && r.Action == (faultproxy.Action{}) {
+			chunks++
+		}
+	}
+	if chunks < 4 {
+		t.Errorf("%d chunk requests went through, want at least 4 for %d bytes in %d-byte parts", chunks, len(large), testPartSize)
+	}
+	if n := p.Faults(); n != 12 {
+		t.Errorf("%d faults injected, want 12", n)
+	}
+}
+
+// TestFaultsForGood: uploads whose requests keep failing fail, and leave
+// nothing visible: not the resumable upload whose chunks fail, not the
+// single request.
+func TestFaultsForGood(t *testing.T) {
+	b, p, cfg := faultBackend(t)
+	ctx := t.Context()
+
+	large := randomBytes(3*testPartSize + testPartSize/2)
+	// The first chunk goes through, every later one fails.
+	f := &faults{match: isChunk, actions: []faultproxy.Action{{}}, always: &fail503}
+	p.SetRule(f.rule)
+	err := b.Put(ctx, "large", bytes.NewReader(large), int64(len(large)))
+	conformance.CheckError(t, err, "put", ID, "large", nil)
+	if errors.Is(err, dstl.ErrExists) {
+		t.Fatalf("Put: %v, want a failure that is not ErrExists", err)
+	}
+
+	f = &faults{match: isUpload, always: &fail500}
+	p.SetRule(f.rule)
+	small := randomBytes(1000)
+	err = b.Put(ctx, "small", bytes.NewReader(small), int64(len(small)))
+	conformance.CheckError(t, err, "put", ID, "small", nil)
+
+	p.SetRule(nil)
+	for _, name := range []string{"large", "small"} {
+		_, err := b.Get(ctx, name, 0, -1)
+		conformance.CheckError(t, err, "get", ID, name, dstl.ErrNotFound)
+	}
+	if names := rawNames(t, cfg.Endpoint, cfg.Bucket, cfg.Prefix); len(names) != 0 {
+		t.Fatalf("objects left under %s: %v", cfg.Prefix, names)
+	}
+	// The names are free: a Put now succeeds.
+	if err := b.Put(ctx, "large", bytes.NewReader(large), int64(len(large))); err != nil {
+		t.Fatalf("Put after the failure: %v", err)
+	}
+	got, err := conformance.Read(ctx, b, "large", 0, -1)
+	if err != nil || !bytes.Equal([]byte(got), large) {
+		t.Fatalf("Get after the failure: %d bytes, %v", len(got), err)
+	}
+}

@@ -1,0 +1,123 @@
+package gcs
+
+import (
+	"crypto/rand"
+	"errors"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+
+	"github.com/dstlgo/dstl/conformance"
+	"github.com/dstlgo/dstl/dstl"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testPartSize is the part size of the tests: the smallest chunk the
+// client sends.
+const testPartSize = MinPartSize
+
+// emulator returns the endpoint and bucket of the emulator, or skips the
+// test naming the missing variables. The bucket is created when missing.
+func emulator(t *testing.T) (endpoint, bucket string) {
+	t.Helper()
+	var missing []string
+	for _, v := range []string{"DSTL_GCS_ENDPOINT", "DSTL_GCS_BUCKET"} {
+		if os.Getenv(v) == "" {
+			missing = append(missing, v)
+		}
+	}
+	if len(missing) > 0 {
+		t.Skipf("%s not set: run `make test` or bash minio-test/with-emulators.sh", strings.Join(missing, ", "))
+	}
+	// The backend reaches the emulator by its endpoint option alone.
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	endpoint, bucket = os.Getenv("DSTL_GCS_ENDPOINT"), os.Getenv("DSTL_GCS_BUCKET")
+	ensureBucket(t, endpoint, bucket)
+	return endpoint, bucket
+}
+
+func ensureBucket(t *testing.T, endpoint, bucket string) {
+	t.Helper()
+	c := rawClient(t, endpoint)
+	h := c.Bucket(bucket)
+	if _, err := h.Attrs(t.Context()); errors.Is(err, storage.ErrBucketNotExist) {
+		if err := h.Create(t.Context(), "dstl-test", nil); err != nil && !strings.Contains(err.Error(), "409") {
+			t.Fatalf("creating bucket %s: %v", bucket, err)
+		}
+	} else if err != nil {
+		t.Fatalf("bucket %s: %v", bucket, err)
+	}
+}
+
+// testConfig returns the configuration of a backend on a fresh prefix of the
+// emulator's bucket.
+func testConfig(t *testing.T) Config {
+	t.Helper()
+	endpoint, bucket := emulator(t)
+	cfg := DefaultConfig(bucket, "test/"+rand.Text()+"/")
+	cfg.Endpoint = endpoint
+	cfg.PartSize = testPartSize
+	cfg.Timeout = 10 * time.Second
+	return cfg
+}
+
+// harness opens a backend on a fresh prefix for the conformance suites.
+func harness(t *testing.T) dstl.Backend {
+	b, err := Open(t.Context(), testConfig(t))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return b
+}
+
+func TestConformance(t *testing.T) {
+	conformance.TestBackend(t, harness, conformance.WithPartSize(testPartSize))
+}
+
+func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
+
+// rawNames lists the names under prefix in the bucket, with a client of
+// its own.
+func rawNames(t *testing.T, endpoint, bucket, prefix string) []string {
+	t.Helper()
+	c := rawClient(t, endpoint)
+	var names []string
+	it := c.Bucket(bucket).Objects(t.Context(), &storage.Query{Prefix: prefix})
+	for {
+		a, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return names
+		}
+		if err != nil {
+			t.Fatalf("listing %s: %v", prefix, err)
+		}
+		names = append(names, a.Name)
+	}
+}
+
+// rawClient returns a client of the emulator at endpoint, with a transport
+// of its own whose idle connections are closed at the end of the test.
+func rawClient(t *testing.T, endpoint string) *storage.Client {
+	t.Helper()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	c, err := storage.NewClient(t.Context(), option.WithEndpoint(endpoint+"/storage/v1/"),
+		option.WithoutAuthentication(), option.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Close()
+		tr.CloseIdleConnections()
+	})
+	return c
+}
