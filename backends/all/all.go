@@ -9,6 +9,7 @@ package all
 
 import (
 	_ "github.com/dstlgo/dstl/backends/azure"   // azure, azblob://
+	_ "github.com/dstlgo/dstl/backends/gcs"     // gcs, gs://
 	_ "github.com/dstlgo/dstl/backends/gocloud" // gocloud, mem:// (and any gocloud.dev URL by identifier)
 	_ "github.com/dstlgo/dstl/backends/local"   // local, file://
 	_ "github.com/dstlgo/dstl/backends/s3"      // s3, s3://
