@@ -124,8 +124,16 @@ func (c Config) Validate() error {
 	}
 	if c.Client == nil && c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("s3: %s %q: want an http or https URL", paramEndpoint, c.Endpoint)
+		switch {
+		case err != nil:
+			if ue, ok := err.(*url.Error); ok {
+				err = ue.Err // without the URL, which may hold a secret
+			}
+			return fmt.Errorf("s3: %s: want an http or https URL: %w", paramEndpoint, err)
+		case u.User != nil:
+			return fmt.Errorf("s3: %s %q: credentials do not go in the URL; use the SDK's default chain", paramEndpoint, redact(u))
+		case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			return fmt.Errorf("s3: %s %q: want an http or https URL", paramEndpoint, redact(u))
 		}
 	}
 	return nil
@@ -183,15 +191,19 @@ var knownParams = []string{
 func ParseURL(basePath string) (Config, error) {
 	u, err := url.Parse(basePath)
 	if err != nil {
-		return Config{}, fmt.Errorf("s3: base path %q: %w", basePath, err)
+		if ue, ok := err.(*url.Error); ok {
+			err = ue.Err // without the URL, which may hold a secret
+		}
+		return Config{}, fmt.Errorf("s3: base path is not a URL: %w", err)
 	}
+	basePath = redact(u) // what the errors below show
 	switch {
+	case u.User != nil:
+		return Config{}, fmt.Errorf("s3: base path %q: credentials do not go in the URL; use the SDK's default chain", basePath)
 	case !strings.EqualFold(u.Scheme, Scheme):
 		return Config{}, fmt.Errorf("s3: base path %q: URL scheme %q is not %q", basePath, u.Scheme, Scheme)
 	case u.Opaque != "" || u.Host == "":
 		return Config{}, fmt.Errorf("s3: base path %q: want s3://bucket/prefix", basePath)
-	case u.User != nil:
-		return Config{}, fmt.Errorf("s3: base path %q: credentials do not belong in the URL; use the SDK's default chain", redact(u))
 	case u.Fragment != "":
 		return Config{}, fmt.Errorf("s3: base path %q: a fragment is not allowed", basePath)
 	}
@@ -260,8 +272,20 @@ func ParseURL(basePath string) (Config, error) {
 	return cfg, nil
 }
 
+// redact returns u for error messages: without user information, and
+// without an endpoint parameter's, whose value is then left out.
 func redact(u *url.URL) string {
 	c := *u
 	c.User = nil
+	if c.Opaque != "" {
+		c.Opaque = "..." // "s3:key:secret@bkt" holds them there
+	}
+	if q, err := url.ParseQuery(c.RawQuery); err != nil {
+		c.RawQuery = "..."
+	} else if vs := q[paramEndpoint]; slices.ContainsFunc(vs, func(v string) bool { return strings.Contains(v, "@") }) {
+		q[paramEndpoint] = []string{"..."}
+		c.RawQuery = q.Encode()
+	}
+	c.Fragment, c.RawFragment = "", ""
 	return c.String()
 }

@@ -47,6 +47,14 @@ func TestParseURL(t *testing.T) {
 		{"no bucket", "s3:///a", nil, "s3://bucket/prefix"},
 		{"opaque", "s3:bkt/a", nil, "s3://bucket/prefix"},
 		{"credentials", "s3://key:secret@bkt/a", nil, "credentials"},
+		{"credentials, bad escape", "s3://AKIA:secret@bkt/%zz", nil, "not a URL"},
+		{"credentials, bad port", "s3://AKIA:secret@bkt:port/a", nil, "not a URL"},
+		{"credentials, no host", "s3://AKIA:secret@/a", nil, "credentials"},
+		{"credentials, opaque", "s3:AKIA:secret@bkt/a", nil, "s3://bucket/prefix"},
+		{"credentials, other scheme", "gs://AKIA:secret@bkt/a", nil, "credentials"},
+		{"credentials in endpoint", "s3://bkt/a?endpoint=http://AKIA:secret@h:9000", nil, "credentials"},
+		{"credentials in bad endpoint", "s3://bkt/a?endpoint=http://AKIA:secret@h:port", nil, "endpoint"},
+		{"credentials, endpoint without host", "s3://bkt/a?endpoint=ftp://AKIA:secret@h", nil, "endpoint"},
 		{"fragment", "s3://bkt/a#x", nil, "fragment"},
 	}
 	for _, tt := range tests {
