@@ -2,10 +2,14 @@ package s3
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +31,17 @@ func apiError(status int, code string) error {
 		},
 	}}
 }
+
+// send returns err as the SDK reports a request that did not go out.
+func send(err error) error {
+	return &smithy.OperationError{ServiceID: "S3", OperationName: "Op", Err: &smithyhttp.RequestSendError{Err: err}}
+}
+
+type timeoutError struct{}
+
+func (*timeoutError) Error() string   { return "i/o timeout" }
+func (*timeoutError) Timeout() bool   { return true }
+func (*timeoutError) Temporary() bool { return true }
 
 func TestErrorMapping(t *testing.T) {
 	b := &Backend{bucket: "bkt", prefix: "p/"}
@@ -52,7 +67,20 @@ func TestErrorMapping(t *testing.T) {
 		{"too many", apiError(429, ""), false, nil, true},
 		{"request timeout", apiError(400, "RequestTimeout"), false, nil, true},
 		{"bad request", apiError(400, "InvalidArgument"), false, nil, false},
+		{"conditional conflict", apiError(409, "ConditionalRequestConflict"), true, nil, true},
+		{"other conflict", apiError(409, "OperationAborted"), false, nil, false},
 		{"reset", sendErr, false, nil, true},
+		{"refused", send(&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), false, nil, true},
+		{"dial timeout", send(&net.OpError{Op: "dial", Err: &timeoutError{}}), false, nil, true},
+		{"dns temporary", send(&net.DNSError{Err: "server misbehaving", Name: "h", IsTemporary: true}), false, nil, true},
+		{"dns timeout", send(&net.DNSError{Err: "i/o timeout", Name: "h", IsTimeout: true}), false, nil, true},
+		{"dns not found", send(&net.DNSError{Err: "no such host", Name: "h", IsNotFound: true}), false, nil, false},
+		{"dns other", send(&net.DNSError{Err: "bad", Name: "h"}), false, nil, false},
+		{"unknown authority", send(&url.Error{Op: "Put", URL: "u", Err: x509.UnknownAuthorityError{}}), false, nil, false},
+		{"wrong host", send(x509.HostnameError{Certificate: &x509.Certificate{}, Host: "h"}), false, nil, false},
+		{"expired", send(x509.CertificateInvalidError{Cert: &x509.Certificate{}, Reason: x509.Expired}), false, nil, false},
+		{"verification", send(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), false, nil, false},
+		{"not tls", send(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), false, nil, false},
 		{"cut answer", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), false, nil, true},
 		{"body failed", &bodyError{io.ErrUnexpectedEOF}, true, io.ErrUnexpectedEOF, false},
 		{"cancelled", fmt.Errorf("op: %w", context.Canceled), false, context.Canceled, false},

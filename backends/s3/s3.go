@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -409,9 +410,9 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (i
 	}
 	in := &awss3.GetObjectInput{Bucket: &b.bucket, Key: &key}
 	switch {
-	case length > 0:
+	case length > 0 && length <= math.MaxInt64-offset:
 		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", offset, offset+length-1))
-	case offset > 0:
+	case offset > 0: // also a length past any possible end
 		in.Range = aws.String(fmt.Sprintf("bytes=%d-", offset))
 	}
 	var out *awss3.GetObjectOutput
@@ -664,17 +665,43 @@ func retryable(err error) bool {
 	}
 	switch apiCode(err) {
 	case "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeoutException",
-		"InternalError", "ServiceUnavailable", "TooManyRequests", "RequestLimitExceeded":
+		"InternalError", "ServiceUnavailable", "TooManyRequests", "RequestLimitExceeded",
+		"ConditionalRequestConflict": // 409 of racing conditional writes; a retry resolves it
 		return true
 	}
 	if code := statusCode(err); code != 0 {
 		return code == http.StatusTooManyRequests || code == http.StatusRequestTimeout || code >= 500
+	}
+	if permanentTransport(err) {
+		return false
 	}
 	var send *smithyhttp.RequestSendError
 	var ne net.Error
 	return errors.As(err, &send) || errors.As(err, &ne) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
+}
+
+// permanentTransport reports whether err is a transport failure that
+// another attempt cannot heal: a certificate the client does not trust, a
+// peer that does not speak TLS, a host name that does not resolve.
+func permanentTransport(err error) bool {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		invalid          x509.CertificateInvalidError
+		verify           *tls.CertificateVerificationError
+		record           tls.RecordHeaderError
+		dns              *net.DNSError
+	)
+	switch {
+	case errors.As(err, &unknownAuthority), errors.As(err, &hostname), errors.As(err, &invalid),
+		errors.As(err, &verify), errors.As(err, &record):
+		return true
+	case errors.As(err, &dns):
+		return dns.IsNotFound || !(dns.IsTemporary || dns.IsTimeout)
+	}
+	return false
 }
 
 func statusCode(err error) int {

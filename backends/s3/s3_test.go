@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"math"
 	"net/url"
 	"os"
 	"strings"
@@ -229,4 +230,23 @@ func TestGivenClient(t *testing.T) {
 		t.Fatalf("Read = %q, %v", got, err)
 	}
 	clean(t, b)
+}
+
+// TestHugeLength: a length past any possible end (offset+length overflows)
+// reads to the end, not the whole object from 0.
+func TestHugeLength(t *testing.T) {
+	u, _ := testURL(t, "", nil)
+	b := openURL(t, u)
+	data := []byte("0123456789")
+	if err := b.Put(t.Context(), "obj", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	for _, tt := range []struct{ off, length int64 }{
+		{3, math.MaxInt64}, {3, math.MaxInt64 - 2}, {0, math.MaxInt64}, {10, math.MaxInt64},
+	} {
+		got, err := conformance.Read(t.Context(), b, "obj", tt.off, tt.length)
+		if want := string(data[tt.off:]); err != nil || got != want {
+			t.Errorf("Get(%d, %d) = %q, %v; want %q", tt.off, tt.length, got, err, want)
+		}
+	}
 }
