@@ -20,17 +20,22 @@
 // A Get's attempt timeout bounds the wait for the answer's headers; reading
 // the body is bounded by the caller's context only.
 //
+// Every Put marks its object with a random id in the metadata
+// x-amz-meta-dstl-upload-id. Should the answer to a PutObject or
+// CompleteMultipartUpload that did succeed be lost, its retry meets the
+// object (412); the Put then reads the object's metadata and succeeds when
+// the id and size are its own, and fails with [dstl.ErrExists] otherwise.
+// The same check runs when the retries of that request run out.
+//
 // Limits: [Config.Concurrency] bounds the parts of one Put, not of all
-// Puts together. Should the answer to a CompleteMultipartUpload that did
-// succeed be lost, its retry sees the object and the Put reports
-// [dstl.ErrExists] for an object it wrote itself; likewise a
-// CreateMultipartUpload whose answer is lost leaves an incomplete upload
-// for the bucket's lifecycle rule (AbortIncompleteMultipartUpload) to
-// remove.
+// Puts together. A CreateMultipartUpload whose answer is lost leaves an
+// incomplete upload for the bucket's lifecycle rule
+// (AbortIncompleteMultipartUpload) to remove.
 package s3
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -276,7 +281,10 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 
 func (b *Backend) putSingle(ctx context.Context, name string, body io.ReaderAt, size int64) error {
 	key := b.key(name)
-	return b.do(ctx, func(ctx context.Context) error {
+	id := rand.Text()
+	attempts := 0
+	err := b.do(ctx, func(ctx context.Context) error {
+		attempts++
 		r := newBody(body, 0, size)
 		_, err := b.client.PutObject(ctx, &awss3.PutObjectInput{
 			Bucket:               &b.bucket,
@@ -284,11 +292,13 @@ func (b *Backend) putSingle(ctx context.Context, name string, body io.ReaderAt, 
 			Body:                 r,
 			ContentLength:        aws.Int64(size),
 			IfNoneMatch:          aws.String("*"),
+			Metadata:             map[string]string{metaUploadID: id},
 			ServerSideEncryption: b.sse,
 			SSEKMSKeyId:          b.kmsKeyID,
 		})
 		return r.check(err)
 	})
+	return b.settle(ctx, key, id, size, attempts, err)
 }
 
 func (b *Backend) putMultipart(ctx context.Context, name string, body io.ReaderAt, size int64) (err error) {
@@ -297,10 +307,12 @@ func (b *Backend) putMultipart(ctx context.Context, name string, body io.ReaderA
 	n := int((size + partSize - 1) / partSize)
 
 	var uploadID *string
+	id := rand.Text()
 	err = b.do(ctx, func(ctx context.Context) error {
 		out, err := b.client.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{
 			Bucket:               &b.bucket,
 			Key:                  &key,
+			Metadata:             map[string]string{metaUploadID: id},
 			ServerSideEncryption: b.sse,
 			SSEKMSKeyId:          b.kmsKeyID,
 		})
@@ -352,7 +364,9 @@ func (b *Backend) putMultipart(ctx context.Context, name string, body io.ReaderA
 		}
 		return fmt.Errorf("upload part: %w", err)
 	}
+	attempts := 0
 	err = b.do(ctx, func(ctx context.Context) error {
+		attempts++
 		_, err := b.client.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{
 			Bucket:          &b.bucket,
 			Key:             &key,
@@ -362,10 +376,56 @@ func (b *Backend) putMultipart(ctx context.Context, name string, body io.ReaderA
 		})
 		return err
 	})
-	if err != nil {
+	if err = b.settle(ctx, key, id, size, attempts, err); err != nil {
 		return fmt.Errorf("complete multipart upload: %w", err)
 	}
 	return nil
+}
+
+// metaUploadID is the object metadata (x-amz-meta-dstl-upload-id) that
+// holds the random id of the Put that wrote the object.
+const metaUploadID = "dstl-upload-id"
+
+// settle decides the outcome of the request that makes a Put's object
+// visible (PutObject or CompleteMultipartUpload), which failed with err
+// after attempts attempts. The answer to an attempt that succeeded may
+// have been lost, so that a retry met the object (412, or NoSuchUpload
+// for a completed upload) or the retries ran out: then the object is ours,
+// and the Put succeeded, when it carries the Put's id and size. A 412 on
+// the first attempt, or an object of another Put, is err as it is.
+func (b *Backend) settle(ctx context.Context, key, id string, size int64, attempts int, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	var be *bodyError
+	code, status := apiCode(err), statusCode(err)
+	switch {
+	case errors.As(err, &be):
+		return err
+	case status == http.StatusPreconditionFailed || code == "PreconditionFailed",
+		code == "NoSuchUpload" || status == http.StatusNotFound:
+		if attempts <= 1 {
+			return err
+		}
+	case retryable(err), request.IsContextError(err): // the retries ran out
+	default:
+		return err
+	}
+	var got *awss3.HeadObjectOutput
+	herr := b.do(ctx, func(ctx context.Context) error {
+		out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &b.bucket, Key: &key})
+		got = out
+		return err
+	})
+	if herr != nil || aws.ToInt64(got.ContentLength) != size {
+		return err
+	}
+	for k, v := range got.Metadata {
+		if strings.EqualFold(k, metaUploadID) && v == id {
+			return nil
+		}
+	}
+	return err
 }
 
 // abort aborts a multipart upload on a context of its own, bounded, since
