@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -38,7 +39,9 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (i
 		return io.NopCloser(strings.NewReader("")), nil
 	}
 	opts := &blob.DownloadStreamOptions{Range: blob.HTTPRange{Offset: offset}}
-	if length > 0 {
+	// A length past any possible end reads to the end: the SDK would
+	// overflow computing offset+length-1 for the range header.
+	if length > 0 && length <= math.MaxInt64-offset {
 		opts.Range.Count = length
 	}
 	var (
@@ -235,11 +238,15 @@ func isExists(err error) bool {
 
 // retryable reports whether a failed request is worth another attempt:
 // throttling, request timeouts, server errors and broken connections, never
-// an authorisation, precondition or client error. The caller's context
+// an authorisation, precondition or client error, nor a transport error
+// another attempt cannot heal (see [permanentTransportError]). The caller's context
 // ending is never retried; request.Do retries an attempt that timed out.
 func retryable(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
+	}
+	if permanentTransportError(err) {
+		return false // an untrusted certificate or an unknown host stays so
 	}
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {

@@ -49,10 +49,17 @@ type Config struct {
 	// When empty, credentials come from Application Default Credentials,
 	// except with an Endpoint, where requests are sent without any
 	// (emulators want none). URL parameter "credentials_file".
+	//
+	// Which credentials requests carry, in short: CredentialsFile's when
+	// it is set; none when Anonymous is set or an Endpoint is; else
+	// Application Default Credentials. Anonymous together with a
+	// CredentialsFile is a conflict that Validate rejects.
 	CredentialsFile string
 	// Anonymous sends requests without credentials, e.g. for public buckets
-	// or emulators. URL parameter "anonymous" (default false, but true in
-	// effect when Endpoint is set and CredentialsFile is not).
+	// or emulators. It may not be set together with CredentialsFile. URL
+	// parameter "anonymous" (default false, but true in effect when
+	// Endpoint is set and CredentialsFile is not; see [ParseURL] for
+	// anonymous=false with an endpoint).
 	Anonymous bool
 	// PartSize is the size above which Put uploads resumably, in chunks of
 	// PartSize bytes; at or below it an object goes up in one request. A
@@ -121,14 +128,42 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gcs: backoff %v..%v: want 0 <= initial <= max", c.InitialBackoff, c.MaxBackoff)
 	case c.PageSize < 0:
 		return fmt.Errorf("gcs: page size %d is negative", c.PageSize)
+	case c.Anonymous && c.CredentialsFile != "":
+		return errors.New("gcs: anonymous and credentials_file conflict: anonymous requests carry no credentials; set one of them")
 	}
 	if c.Endpoint != "" {
-		u, err := url.Parse(c.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("gcs: endpoint %q: want an http or https URL such as http://127.0.0.1:4443", c.Endpoint)
+		if err := validateEndpoint(c.Endpoint); err != nil {
+			return fmt.Errorf("gcs: %w", err)
 		}
 	}
 	return nil
+}
+
+// validateEndpoint checks an endpoint URL. Its errors never show user
+// information, nor anything of a URL that does not parse.
+func validateEndpoint(endpoint string) error {
+	u, err := url.Parse(endpoint)
+	switch {
+	case err != nil:
+		return errors.New("endpoint is not a URL: want an http or https URL such as http://127.0.0.1:4443")
+	case u.User != nil:
+		return fmt.Errorf("endpoint %q: user information is not allowed (credentials do not go in the URL)", redact(u))
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("endpoint %q: want an http or https URL such as http://127.0.0.1:4443", redact(u))
+	}
+	return nil
+}
+
+// redact returns u without user information and with "..." for its query,
+// for error messages.
+func redact(u *url.URL) string {
+	v := *u
+	v.User = nil
+	if v.RawQuery != "" || v.ForceQuery {
+		v.RawQuery, v.ForceQuery = "...", false
+	}
+	v.Fragment, v.RawFragment = "", ""
+	return v.String()
 }
 
 // policy is the retry policy of single requests.
@@ -158,7 +193,8 @@ var knownParams = []string{paramAnonymous, paramCredentials, paramEndpoint, para
 //	                       to it carry no credentials
 //	credentials_file=PATH  credentials JSON file (default: Application
 //	                       Default Credentials)
-//	anonymous=true|false   send no credentials (default false)
+//	anonymous=true|false   send no credentials (default false, but
+//	                       true in effect with an endpoint)
 //	part_size=SIZE         resumable upload above this size, in chunks of
 //	                       it; a multiple of 256KiB, in bytes or with a
 //	                       KiB/MiB/GiB suffix (default 16MiB)
@@ -166,49 +202,80 @@ var knownParams = []string{paramAnonymous, paramCredentials, paramEndpoint, para
 //	max_attempts=N         attempts per request, the first included
 //	                       (default 5)
 //
-// For example "gs://my-bucket/jobs/dstl?part_size=8MiB". Unknown or
-// repeated parameters, bad values, user information and fragments are
-// rejected with an error that names them.
+// For example "gs://my-bucket/jobs/dstl?part_size=8MiB".
+//
+// Credentials: credentials_file's when given; with endpoint and without
+// credentials_file, none (anonymous is implied); else Application Default
+// Credentials, unless anonymous=true. Parameters that contradict each
+// other are rejected with an error naming both: anonymous=true with
+// credentials_file, and anonymous=false with endpoint but without
+// credentials_file (requests to an endpoint carry credentials only from a
+// credentials_file).
+//
+// Unknown or repeated parameters, bad values, user information (in the
+// base path or in endpoint) and fragments are rejected with an error that
+// names them. Errors show the base path without user information and
+// query, and never an endpoint's user information: credentials do not go
+// in the URL.
 func ParseURL(basePath string) (Config, error) {
+	// User information is looked for first, before anything could echo
+	// it, and without a parse that might fail.
+	if hasUserinfo(basePath) {
+		return Config{}, errors.New("gcs: base path: user information is not allowed (credentials do not go in the URL; they come from Application Default Credentials or credentials_file)")
+	}
 	u, err := url.Parse(basePath)
 	if err != nil {
-		return Config{}, fmt.Errorf("gcs: base path %q: %w", basePath, err)
+		if before, _, _ := strings.Cut(basePath, "?"); strings.Contains(before, "@") {
+			// Parts of what may be user information could be in the
+			// error.
+			return Config{}, errors.New("gcs: base path is not a URL, and may carry user information (credentials do not go in the URL)")
+		}
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err // without the whole base path
+		}
+		return Config{}, fmt.Errorf("gcs: base path is not a URL: %w", err)
 	}
+	// Error messages show the base path without user information and
+	// query.
+	shown := redact(u)
 	switch {
-	case !strings.EqualFold(u.Scheme, Scheme):
-		return Config{}, fmt.Errorf("gcs: base path %q: URL scheme %q is not %q", basePath, u.Scheme, Scheme)
-	case u.Opaque != "" || u.Host == "":
-		return Config{}, fmt.Errorf("gcs: base path %q: want gs://bucket/prefix", basePath)
 	case u.User != nil:
-		return Config{}, fmt.Errorf("gcs: base path %q: user information is not supported (credentials come from Application Default Credentials or credentials_file)", basePath)
+		return Config{}, fmt.Errorf("gcs: base path %q: user information is not allowed (credentials do not go in the URL; they come from Application Default Credentials or credentials_file)", shown)
+	case !strings.EqualFold(u.Scheme, Scheme):
+		return Config{}, fmt.Errorf("gcs: base path %q: URL scheme %q is not %q", shown, u.Scheme, Scheme)
+	case u.Opaque != "" || u.Host == "":
+		return Config{}, fmt.Errorf("gcs: base path %q: want gs://bucket/prefix", shown)
 	case u.Fragment != "" || strings.Contains(basePath, "#"):
-		return Config{}, fmt.Errorf("gcs: base path %q: a fragment is not supported", basePath)
+		return Config{}, fmt.Errorf("gcs: base path %q: a fragment is not supported", shown)
 	}
 	cfg := DefaultConfig(u.Host, strings.TrimPrefix(u.Path, "/"))
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return Config{}, fmt.Errorf("gcs: base path %q: query: %w", basePath, err)
+		return Config{}, fmt.Errorf("gcs: base path %q: query: %w", shown, err)
 	}
 	var unknown []string
 	for k, vs := range q {
 		if !slices.Contains(knownParams, k) {
 			unknown = append(unknown, strconv.Quote(k))
 		} else if len(vs) != 1 {
-			return Config{}, fmt.Errorf("gcs: base path %q: query parameter %q given %d times", basePath, k, len(vs))
+			return Config{}, fmt.Errorf("gcs: base path %q: query parameter %q given %d times", shown, k, len(vs))
 		}
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
 		return Config{}, fmt.Errorf("gcs: base path %q: unknown query parameter(s) %s (known: %s)",
-			basePath, strings.Join(unknown, ", "), strings.Join(knownParams, ", "))
+			shown, strings.Join(unknown, ", "), strings.Join(knownParams, ", "))
 	}
 	bad := func(key, want string) error {
-		return fmt.Errorf("gcs: base path %q: query parameter %q: want %s, got %q", basePath, key, want, q.Get(key))
+		return fmt.Errorf("gcs: base path %q: query parameter %q: want %s, got %q", shown, key, want, q.Get(key))
 	}
 	if q.Has(paramEndpoint) {
 		cfg.Endpoint = q.Get(paramEndpoint)
 		if cfg.Endpoint == "" {
 			return Config{}, bad(paramEndpoint, "a URL")
+		}
+		if err := validateEndpoint(cfg.Endpoint); err != nil {
+			return Config{}, fmt.Errorf("gcs: base path %q: query parameter %q: %w", shown, paramEndpoint, err)
 		}
 	}
 	if q.Has(paramCredentials) {
@@ -220,6 +287,14 @@ func ParseURL(basePath string) (Config, error) {
 	if q.Has(paramAnonymous) {
 		if cfg.Anonymous, err = strconv.ParseBool(q.Get(paramAnonymous)); err != nil {
 			return Config{}, bad(paramAnonymous, "true or false")
+		}
+		switch {
+		case cfg.Anonymous && cfg.CredentialsFile != "":
+			return Config{}, fmt.Errorf("gcs: base path %q: query parameters %q and %q conflict: anonymous requests carry no credentials; give one of them",
+				shown, paramAnonymous+"=true", paramCredentials)
+		case !cfg.Anonymous && cfg.Endpoint != "" && cfg.CredentialsFile == "":
+			return Config{}, fmt.Errorf("gcs: base path %q: query parameters %q and %q conflict: requests to an endpoint carry credentials only from %q; add it, or drop %q",
+				shown, paramAnonymous+"=false", paramEndpoint, paramCredentials, paramAnonymous+"=false")
 		}
 	}
 	if q.Has(paramPartSize) {
@@ -244,9 +319,22 @@ func ParseURL(basePath string) (Config, error) {
 		cfg.MaxAttempts = n
 	}
 	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("gcs: base path %q: %w", basePath, err)
+		return Config{}, fmt.Errorf("gcs: base path %q: %w", shown, err)
 	}
 	return cfg, nil
+}
+
+// hasUserinfo reports whether the authority of rawURL ("scheme://authority/...")
+// has user information ("user:password@").
+func hasUserinfo(rawURL string) bool {
+	_, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return false
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return strings.Contains(rest, "@")
 }
 
 // parseSize parses a byte count with an optional KiB, MiB or GiB suffix.

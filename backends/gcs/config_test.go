@@ -16,10 +16,37 @@ func TestParseURL(t *testing.T) {
 		{url: "gs://bkt/jobs/a", want: func(c *Config) {}},
 		{url: "gs://bkt", want: func(c *Config) { c.Prefix = "" }},
 		{url: "gs://bkt/jobs/a?endpoint=http://127.0.0.1:4443", want: func(c *Config) { c.Endpoint = "http://127.0.0.1:4443" }},
-		{url: "gs://bkt/jobs/a?part_size=512KiB&timeout=2s&max_attempts=2&anonymous=true&credentials_file=/x.json",
+		{url: "gs://bkt/jobs/a?part_size=512KiB&timeout=2s&max_attempts=2&credentials_file=/x.json",
 			want: func(c *Config) {
-				c.PartSize, c.Timeout, c.MaxAttempts, c.Anonymous, c.CredentialsFile = 512<<10, 2*time.Second, 2, true, "/x.json"
+				c.PartSize, c.Timeout, c.MaxAttempts, c.CredentialsFile = 512<<10, 2*time.Second, 2, "/x.json"
 			}},
+		{url: "gs://bkt/jobs/a?anonymous=true", want: func(c *Config) { c.Anonymous = true }},
+		{url: "gs://bkt/jobs/a?anonymous=false&credentials_file=/x.json", want: func(c *Config) { c.CredentialsFile = "/x.json" }},
+		{url: "gs://bkt/jobs/a?endpoint=http://h:1&anonymous=true",
+			want: func(c *Config) { c.Endpoint, c.Anonymous = "http://h:1", true }},
+		{url: "gs://bkt/jobs/a?endpoint=http://h:1&anonymous=false&credentials_file=/x.json",
+			want: func(c *Config) { c.Endpoint, c.CredentialsFile = "http://h:1", "/x.json" }},
+		// Conflicting parameters.
+		{url: "gs://bkt/jobs/a?anonymous=true&credentials_file=/x.json", wantErr: `"anonymous=true" and "credentials_file" conflict`},
+		{url: "gs://bkt/jobs/a?credentials_file=/x.json&anonymous=1", wantErr: `"anonymous=true" and "credentials_file" conflict`},
+		{url: "gs://bkt/jobs/a?endpoint=http://h:1&anonymous=false", wantErr: `"anonymous=false" and "endpoint" conflict`},
+		{url: "gs://bkt/jobs/a?anonymous=false&endpoint=http://h:1", wantErr: `"anonymous=false" and "endpoint" conflict`},
+		// Credentials are never echoed (see the check below).
+		{url: "gs://user:SECRET@bkt/a", wantErr: "user information is not allowed"},
+		{url: "gs://user:SECRET@bkt/%zz", wantErr: "user information"},
+		{url: "gs://user:SECRET@bkt/a?bogus=1", wantErr: "user information"},
+		{url: "GS://user:SECRET@bkt/a", wantErr: "user information"},
+		{url: "gs://user:SECRET/x@bkt/a", wantErr: "user information"},
+		{url: "s3://AKIA:SECRET@bkt/a", wantErr: "user information"},
+		{url: "gs://bkt/a?endpoint=http://u:SECRET@h:1", wantErr: `query parameter "endpoint": endpoint "http://h:1": user information is not allowed`},
+		{url: "gs://bkt/a?endpoint=http://u:SECRET@h:1/%zz", wantErr: `query: invalid URL escape`},
+		{url: "gs://bkt/a?endpoint=http://u:SECRET@h:1/%25zz", wantErr: `"endpoint"`},
+		{url: "gs://bkt/a?endpoint=ftp://u:SECRET@h", wantErr: `"endpoint"`},
+		{url: "gs://bkt/a?endpoint=http://u:SECRET@h:1&bogus=1", wantErr: `unknown query parameter(s) "bogus"`},
+		{url: "gs://bkt/a?timeout=x&endpoint=http://u:SECRET@h:1", wantErr: `"endpoint"`},
+		{url: "gs://bkt/a?endpoint=http://u:SECRET@h:1&timeout=1s&timeout=2s", wantErr: `given 2 times`},
+		{url: "gs://bkt/a?endpoint=http://u:SECRET@h:1#frag", wantErr: "fragment"},
+		{url: "gs://bkt/a?endpoint=http%3A%2F%2Fu%3ASECRET%40h%3A1", wantErr: "user information"},
 		{url: "gs://bkt/jobs/a?part_size=8MiB", want: func(c *Config) { c.PartSize = 8 << 20 }},
 		{url: "gs://bkt/jobs/a?part_size=262144", want: func(c *Config) { c.PartSize = 262144 }},
 		{url: "gs://bkt/jobs/a?bogus=1&other=2", wantErr: `unknown query parameter(s) "bogus", "other"`},
@@ -40,6 +67,9 @@ func TestParseURL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
 			got, err := ParseURL(tt.url)
+			if err != nil && strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("ParseURL(%q): error %q shows the secret", tt.url, err)
+			}
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("ParseURL(%q) = %+v, %v; want an error containing %s", tt.url, got, err, tt.wantErr)
@@ -86,13 +116,20 @@ func TestValidate(t *testing.T) {
 		{"no attempts", func(c *Config) { c.MaxAttempts = 0 }, "max_attempts"},
 		{"backoff", func(c *Config) { c.MaxBackoff = c.InitialBackoff - 1 }, "backoff"},
 		{"endpoint", func(c *Config) { c.Endpoint = "127.0.0.1:4443" }, "endpoint"},
+		{"endpoint with user information", func(c *Config) { c.Endpoint = "http://u:SECRET@127.0.0.1:4443" }, "user information"},
+		{"endpoint not a URL", func(c *Config) { c.Endpoint = "http://u:SECRET@127.0.0.1:4443/%zz" }, "endpoint"},
+		{"anonymous and credentials file", func(c *Config) { c.Anonymous, c.CredentialsFile = true, "/x.json" }, "anonymous and credentials_file conflict"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := DefaultConfig("b", "p/")
 			tt.change(&c)
-			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Validate = %v, want an error containing %q", err, tt.wantErr)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Fatalf("Validate = %v shows the secret", err)
 			}
 		})
 	}

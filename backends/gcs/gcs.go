@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -358,6 +359,11 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_
 	if length == 0 {
 		return b.emptyRead(ctx, name, offset)
 	}
+	if length > math.MaxInt64-offset {
+		// Past any possible end, and offset+length would overflow in the
+		// client's range header: read to the end.
+		length = -1
+	}
 	// The reader lives past the attempt, so the attempt's timeout is a
 	// timer that cancels its context only until the answer is there.
 	var rd *reader
@@ -528,14 +534,18 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 }
 
 // retryable reports whether a failed request may be sent again: throttling,
-// 408, 5xx, connection errors and timeouts; never the body's errors or a
-// cancellation.
+// 408, 5xx, connection errors and timeouts; never the body's errors, a
+// cancellation, or a transport error another attempt cannot heal (see
+// [permanentTransportError]).
 func retryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
 	if _, ok := errors.AsType[*bodyError](err); ok {
 		return false
+	}
+	if permanentTransportError(err) {
+		return false // an untrusted certificate or an unknown host stays so
 	}
 	if e, ok := errors.AsType[*googleapi.Error](err); ok {
 		return e.Code == http.StatusRequestTimeout || e.Code == http.StatusTooManyRequests || e.Code >= 500
