@@ -116,7 +116,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if b.bucket == nil {
 		bk, err := blob.OpenBucket(ctx, cfg.URL)
 		if err != nil {
-			return nil, fmt.Errorf("gocloud: open bucket %q: %w", cfg.URL, err)
+			return nil, fmt.Errorf("gocloud: open bucket %q: %w", b.where, redactError(err, cfg.URL))
 		}
 		b.bucket, b.owned = bk, true
 	}
@@ -133,10 +133,53 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	return b, nil
 }
 
-// redact drops the query of a bucket URL, for error messages.
-func redact(u string) string {
-	u, _, _ = strings.Cut(u, "?")
-	return u
+// redact returns a bucket URL for messages: without user information,
+// with "?..." for its query (whose values may be secrets) and without
+// fragment; of a URL that does not parse, only the scheme.
+func redact(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Opaque != "" {
+		if i := strings.Index(raw, ":"); i > 0 && err == nil {
+			return raw[:i] + ":..."
+		}
+		return "..."
+	}
+	v := *u
+	v.User = nil
+	if v.RawQuery != "" {
+		v.RawQuery = "..."
+	}
+	v.ForceQuery = false
+	v.Fragment, v.RawFragment = "", ""
+	return v.String()
+}
+
+// redactError returns err with the bucket URL raw, which the drivers'
+// errors echo, replaced by its redacted form, in any of the ways it may be
+// written. The result does not wrap err, which would keep the URL.
+func redactError(err error, raw string) error {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.URL == raw {
+		err = fmt.Errorf("%s: %w", ue.Op, ue.Err)
+	}
+	msg := err.Error()
+	shown := redact(raw)
+	forms := []string{raw}
+	if u, perr := url.Parse(raw); perr == nil {
+		forms = append(forms, u.String(), u.Redacted())
+		if u.RawQuery != "" {
+			forms = append(forms, "?"+u.RawQuery)
+		}
+	}
+	for _, f := range forms {
+		if f != "" && f != shown {
+			msg = strings.ReplaceAll(msg, f, shown)
+		}
+	}
+	return errors.New(msg)
 }
 
 // Bucket returns the bucket the backend stores objects in (without the

@@ -107,6 +107,7 @@ func TestParseURL(t *testing.T) {
 		{in: "", wantErr: "empty"},
 		{in: "/just/a/path", wantErr: "not a URL"},
 		{in: "mem://u:p@b", wantErr: "user information"},
+		{in: "s3://b?endpoint=http://u:p@host", wantErr: "credentials do not go in the URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -464,5 +465,70 @@ func TestListSorted(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "a-c a/b a0" {
 		t.Fatalf("List = %q", got)
+	}
+}
+
+// TestNoSecretsInErrors: errors about base paths and bucket URLs that
+// carry credentials, or a query that may, never show them.
+func TestNoSecretsInErrors(t *testing.T) {
+	for _, u := range []string{
+		"s3://AKIA:SECRET@b/p",
+		"s3://AKIA:SECRET@b/%zz",
+		"gs://user:SECRET@b/p",
+		"mem://u:SECRET@b",
+		"s3://SECRET@b/p?region=us-east-1",
+		"s3:AKIA:SECRET@b",
+		"s3://b:SECRET/p",
+		"s3://b/p?endpoint=http://u:SECRET@127.0.0.1:9000&region=us-east-1",
+		"s3://b/p?endpoint=http%3A%2F%2Fu%3ASECRET%40127.0.0.1%3A9000&region=us-east-1",
+		"s3://b/p?endpoint=u:SECRET@127.0.0.1:9000&region=us-east-1",
+		"s3://b/p?token=SECRET&part_size=x",
+		"s3://b/p?token=SECRET&region=%zz",
+		"mem://b?sig=SECRET&max_attempts=0",
+		"nosuchscheme://b?sig=SECRET",
+	} {
+		_, perr := ParseURL(u)
+		_, nerr := New(t.Context(), u)
+		_, oerr := Open(t.Context(), DefaultConfig(u))
+		for i, err := range []error{perr, nerr, oerr} {
+			if err == nil {
+				if i > 0 || !strings.HasPrefix(u, "nosuchscheme:") { // ParseURL knows no schemes
+					t.Errorf("%q: call %d succeeded", u, i)
+				}
+			} else if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("%q: call %d: error shows the secret: %v", u, i, err)
+			}
+		}
+	}
+	for _, u := range []string{"s3://AKIA:SECRET@b/p", "s3://b/p?endpoint=http://u:SECRET@127.0.0.1:9000&region=us-east-1"} {
+		if _, err := ParseURL(u); err == nil || !strings.Contains(err.Error(), "credentials do not go in the URL") {
+			t.Errorf("ParseURL(%q) = %v; want the credentials rejected", u, err)
+		}
+	}
+	// Errors of a backend name its bucket without the query.
+	b, err := New(t.Context(), "mem://bkt/p?nomd5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = b.Get(t.Context(), "missing", 0, -1)
+	if err == nil || strings.Contains(err.Error(), "nomd5") {
+		t.Fatalf("Get error %v shows the query", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"mem://b", "mem://b"},
+		{"s3://u:p@b/x?endpoint=e#f", "s3://b/x?..."},
+		{"s3:u:p@b", "s3:..."},
+		{"s3://b/%zz?x=y", "..."},
+		{"mem://?", "mem:"},
+	}
+	for _, tt := range tests {
+		if got := redact(tt.in); got != tt.want {
+			t.Errorf("redact(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }
