@@ -54,7 +54,11 @@ type Config struct {
 	// "concurrency").
 	Concurrency int
 	// Retry is the per-request timeout and the retries with exponential
-	// backoff. Default request.DefaultPolicy: 30 s per attempt, 5 attempts
+	// backoff. One attempt of a Put uploads the whole object, in parts
+	// when it is larger than PartSize: it may take the timeout once per
+	// part and twice more (once, for an object of at most one part; parts
+	// of [DefaultPartSize] are counted when PartSize is 0). Default
+	// request.DefaultPolicy: 30 s per attempt, 5 attempts
 	// (URL parameters "request_timeout", a Go duration, and
 	// "max_attempts").
 	Retry request.Policy
@@ -85,7 +89,69 @@ func (c Config) Validate() error {
 	if err := c.Retry.Validate(); err != nil {
 		return fmt.Errorf("gocloud: %w", err)
 	}
+	if c.URL != "" {
+		return checkURL(c.URL)
+	}
 	return nil
+}
+
+// errUserinfo rejects a URL with user information.
+var errUserinfo = errors.New("credentials do not go in the URL (user information is not allowed; they come from the SDK's environment)")
+
+// checkURL checks that a bucket URL parses and carries no credentials:
+// no user information, in itself or in its "endpoint" parameter. Its
+// errors show the URL redacted.
+func checkURL(raw string) error {
+	shown := redact(raw)
+	if hasUserinfo(raw) {
+		return fmt.Errorf("gocloud: bucket URL %q: %w", shown, errUserinfo)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("gocloud: bucket URL %q: %w", shown, urlError(err))
+	}
+	if u.User != nil {
+		return fmt.Errorf("gocloud: bucket URL %q: %w", shown, errUserinfo)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return fmt.Errorf("gocloud: bucket URL %q: query: %w", shown, urlError(err))
+	}
+	for _, ep := range q["endpoint"] {
+		if hasUserinfo(ep) {
+			return fmt.Errorf("gocloud: bucket URL %q: query parameter %q: %w", shown, "endpoint", errUserinfo)
+		}
+	}
+	return nil
+}
+
+// hasUserinfo reports whether the URL s (with or without a scheme) holds
+// user information: an "@" in its authority, before the path, query or
+// fragment.
+func hasUserinfo(s string) bool {
+	if i := strings.Index(s, "://"); i >= 0 {
+		s = s[i+3:]
+	} else if i := strings.Index(s, ":"); i >= 0 && !strings.ContainsAny(s[:i], "/?#@") && strings.Contains(s[i+1:], "@") && !strings.HasPrefix(s[i+1:], "/") {
+		// An opaque URL such as "s3:user:secret@bucket".
+		s = s[i+1:]
+	}
+	if i := strings.IndexAny(s, "/?#"); i >= 0 {
+		s = s[:i]
+	}
+	return strings.Contains(s, "@")
+}
+
+// urlError strips the URL, which may hold a secret, from an error of
+// url.Parse or url.ParseQuery, and the value from an invalid port.
+func urlError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if strings.HasPrefix(err.Error(), "invalid port ") {
+		return errors.New("invalid port after host")
+	}
+	return err
 }
 
 // This package's own URL query parameters, see [ParseURL].
@@ -130,32 +196,40 @@ const (
 // dir_file_mode, no_tmp_dir, base_url, secret_key_path and metadata;
 // memblob takes nomd5 (see each driver's URLOpener documentation). gocloud's "prefix" works
 // for every driver; its "key" is rejected. The driver's error is returned
-// wrapped, naming the URL. Credentials come from each SDK's standard chain
+// wrapped, naming the URL redacted (without user information and query).
+// Credentials never go in the URL: user information, also in the
+// "endpoint" parameter, is rejected. They come from each SDK's standard chain
 // (for S3: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...).
 func ParseURL(basePath string) (Config, error) {
 	if basePath == "" {
 		return Config{}, errors.New("gocloud: empty base path")
 	}
+	// Error messages show the base path redacted: without user
+	// information and query, where a secret may have been put by mistake.
+	shown := redact(basePath)
+	if hasUserinfo(basePath) {
+		return Config{}, fmt.Errorf("gocloud: base path %q: %w", shown, errUserinfo)
+	}
 	u, err := url.Parse(basePath)
 	if err != nil {
-		return Config{}, fmt.Errorf("gocloud: base path %q: %w", basePath, err)
+		return Config{}, fmt.Errorf("gocloud: base path %q: %w", shown, urlError(err))
 	}
 	switch {
 	case u.Scheme == "":
-		return Config{}, fmt.Errorf("gocloud: base path %q: not a URL (want e.g. mem://, s3://bucket/prefix)", basePath)
+		return Config{}, fmt.Errorf("gocloud: base path %q: not a URL (want e.g. mem://, s3://bucket/prefix)", shown)
 	case u.Opaque != "":
-		return Config{}, fmt.Errorf("gocloud: base path %q: want SCHEME://BUCKET/PREFIX", basePath)
+		return Config{}, fmt.Errorf("gocloud: base path %q: want SCHEME://BUCKET/PREFIX", shown)
 	case u.User != nil:
-		return Config{}, fmt.Errorf("gocloud: base path %q: URLs cannot carry user information", basePath)
+		return Config{}, fmt.Errorf("gocloud: base path %q: %w", shown, errUserinfo)
 	case u.Fragment != "":
-		return Config{}, fmt.Errorf("gocloud: base path %q: URLs cannot carry a fragment", basePath)
+		return Config{}, fmt.Errorf("gocloud: base path %q: URLs cannot carry a fragment", shown)
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return Config{}, fmt.Errorf("gocloud: base path %q: query: %w", basePath, err)
+		return Config{}, fmt.Errorf("gocloud: base path %q: query: %w", shown, urlError(err))
 	}
 	if q.Has("key") {
-		return Config{}, fmt.Errorf("gocloud: base path %q: query parameter %q (a single-key bucket) is not supported", basePath, "key")
+		return Config{}, fmt.Errorf("gocloud: base path %q: query parameter %q (a single-key bucket) is not supported", shown, "key")
 	}
 	cfg := DefaultConfig("")
 	one := func(key string) (string, bool, error) {
@@ -165,7 +239,7 @@ func ParseURL(basePath string) (Config, error) {
 		}
 		q.Del(key)
 		if len(vs) != 1 {
-			return "", false, fmt.Errorf("gocloud: base path %q: query parameter %q given %d times", basePath, key, len(vs))
+			return "", false, fmt.Errorf("gocloud: base path %q: query parameter %q given %d times", shown, key, len(vs))
 		}
 		return vs[0], true, nil
 	}
@@ -176,7 +250,7 @@ func ParseURL(basePath string) (Config, error) {
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < min {
-			return fmt.Errorf("gocloud: base path %q: query parameter %q: %q is not an integer >= %d", basePath, key, v, min)
+			return fmt.Errorf("gocloud: base path %q: query parameter %q: %q is not an integer >= %d", shown, key, v, min)
 		}
 		*dst = n
 		return nil
@@ -195,7 +269,7 @@ func ParseURL(basePath string) (Config, error) {
 	} else if ok {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			return Config{}, fmt.Errorf("gocloud: base path %q: query parameter %q: %q is not a duration >= 0 such as 30s", basePath, paramRequestTimeout, v)
+			return Config{}, fmt.Errorf("gocloud: base path %q: query parameter %q: %q is not a duration >= 0 such as 30s", shown, paramRequestTimeout, v)
 		}
 		cfg.Retry.Timeout = d
 	}

@@ -16,8 +16,11 @@
 // nothing (s3blob aborts its multipart upload). Each request (a Put as a
 // whole, a Get's opening, a Delete, a page of a List) has its own timeout
 // and is retried with exponential backoff when it fails for a transient
-// reason (throttling, 5xx, a connection reset, a timeout); the drivers'
-// SDKs retry single HTTP requests of their own as well. When a retried Put
+// reason (throttling, 5xx, a connection reset, a timeout), but not for a
+// certificate that does not verify or a host name that does not resolve;
+// the drivers' SDKs retry single HTTP requests of their own as well. The
+// timeout of a Put grows with the object: the request timeout once per
+// part it goes up in, and twice more (see [Config].Retry). When a retried Put
 // finds the object present, the earlier attempt may have committed it
 // before its answer was lost: the Put succeeds if the stored object holds
 // exactly the body, and fails with ErrExists otherwise.
@@ -38,9 +41,12 @@ package gocloud
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -116,7 +122,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if b.bucket == nil {
 		bk, err := blob.OpenBucket(ctx, cfg.URL)
 		if err != nil {
-			return nil, fmt.Errorf("gocloud: open bucket %q: %w", cfg.URL, err)
+			return nil, fmt.Errorf("gocloud: open bucket %q: %w", b.where, redactError(err, cfg.URL))
 		}
 		b.bucket, b.owned = bk, true
 	}
@@ -133,10 +139,53 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	return b, nil
 }
 
-// redact drops the query of a bucket URL, for error messages.
-func redact(u string) string {
-	u, _, _ = strings.Cut(u, "?")
-	return u
+// redact returns a bucket URL for messages: without user information,
+// with "?..." for its query (whose values may be secrets) and without
+// fragment; of a URL that does not parse, only the scheme.
+func redact(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Opaque != "" {
+		if i := strings.Index(raw, ":"); i > 0 && err == nil {
+			return raw[:i] + ":..."
+		}
+		return "..."
+	}
+	v := *u
+	v.User = nil
+	if v.RawQuery != "" {
+		v.RawQuery = "..."
+	}
+	v.ForceQuery = false
+	v.Fragment, v.RawFragment = "", ""
+	return v.String()
+}
+
+// redactError returns err with the bucket URL raw, which the drivers'
+// errors echo, replaced by its redacted form, in any of the ways it may be
+// written. The result does not wrap err, which would keep the URL.
+func redactError(err error, raw string) error {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.URL == raw {
+		err = fmt.Errorf("%s: %w", ue.Op, ue.Err)
+	}
+	msg := err.Error()
+	shown := redact(raw)
+	forms := []string{raw}
+	if u, perr := url.Parse(raw); perr == nil {
+		forms = append(forms, u.String(), u.Redacted())
+		if u.RawQuery != "" {
+			forms = append(forms, "?"+u.RawQuery)
+		}
+	}
+	for _, f := range forms {
+		if f != "" && f != shown {
+			msg = strings.ReplaceAll(msg, f, shown)
+		}
+	}
+	return errors.New(msg)
 }
 
 // Bucket returns the bucket the backend stores objects in (without the
@@ -203,7 +252,7 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 		return err
 	}
 	attempt := 0
-	return request.Do(ctx, b.cfg.Retry, retryable, func(ctx context.Context) error {
+	return request.Do(ctx, b.putPolicy(size), retryable, func(ctx context.Context) error {
 		attempt++
 		err := b.putOnce(ctx, name, body, size)
 		if attempt > 1 && gcerrors.Code(err) == gcerrors.FailedPrecondition {
@@ -215,6 +264,36 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 		}
 		return err
 	})
+}
+
+// putPolicy is the retry policy of a Put of size bytes. One attempt of a
+// Put is the whole upload, which may take many requests (the parts of an
+// S3 multipart upload, GCS resumable chunks, Azure staged blocks), so its
+// timeout is the request timeout once per request: once for an object of
+// at most one part, otherwise once per part and twice more (starting and
+// completing the upload), as if the parts went up one after the other. An
+// object that takes longer than one request timeout to upload as a whole
+// but whose every request fits in it is thus not cut short and sent again.
+// A part size of 0 counts parts of [DefaultPartSize].
+func (b *Backend) putPolicy(size int64) request.Policy {
+	p := b.cfg.Retry
+	if p.Timeout <= 0 {
+		return p
+	}
+	part := int64(b.cfg.PartSize)
+	if part <= 0 {
+		part = DefaultPartSize
+	}
+	requests := int64(1)
+	if parts := size/part + min(size%part, 1); parts > 1 {
+		requests = parts + min(2, math.MaxInt64-parts)
+	}
+	if requests > int64(math.MaxInt64/p.Timeout) {
+		p.Timeout = 0 // beyond any clock: the caller's context bounds it
+	} else {
+		p.Timeout *= time.Duration(requests)
+	}
+	return p
 }
 
 // putOnce makes one attempt of a Put. On any failure it cancels the
@@ -352,6 +431,12 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_
 	defer func() { err = b.wrap("get", name, err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if length > math.MaxInt64-offset {
+		// Past any possible end, and offset+length-1 would overflow in
+		// the drivers' range headers (s3blob and azureblob then read the
+		// whole object): read to the end.
+		length = -1
 	}
 	var rc io.ReadCloser
 	err = request.Do(ctx, b.cfg.Retry, retryable, func(actx context.Context) error {
@@ -558,7 +643,7 @@ func noValidName(prefix string) bool {
 // missing object, a refused permission, a failed precondition or a bad
 // argument.
 func retryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, context.Canceled) || permanentTransport(err) {
 		return false
 	}
 	switch gcerrors.Code(err) {
@@ -578,6 +663,31 @@ func retryable(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, context.DeadlineExceeded)
+}
+
+// permanentTransport reports whether err is a transport error that sending
+// again cannot heal: a certificate that does not verify, a TLS handshake
+// with something that does not speak TLS, or a host name that does not
+// resolve (a DNS error that is not temporary or says the name is not
+// found).
+func permanentTransport(err error) bool {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		invalidCert      x509.CertificateInvalidError
+		hostname         x509.HostnameError
+		systemRoots      x509.SystemRootsError
+		verification     *tls.CertificateVerificationError
+		recordHeader     tls.RecordHeaderError
+		dns              *net.DNSError
+	)
+	switch {
+	case errors.As(err, &unknownAuthority), errors.As(err, &invalidCert), errors.As(err, &hostname),
+		errors.As(err, &systemRoots), errors.As(err, &verification), errors.As(err, &recordHeader):
+		return true
+	case errors.As(err, &dns):
+		return dns.IsNotFound || !(dns.IsTemporary || dns.IsTimeout)
+	}
+	return false
 }
 
 // httpStatus digs the HTTP status code out of an SDK error, or returns 0.

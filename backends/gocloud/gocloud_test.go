@@ -4,11 +4,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,6 +115,7 @@ func TestParseURL(t *testing.T) {
 		{in: "", wantErr: "empty"},
 		{in: "/just/a/path", wantErr: "not a URL"},
 		{in: "mem://u:p@b", wantErr: "user information"},
+		{in: "s3://b?endpoint=http://u:p@host", wantErr: "credentials do not go in the URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -464,5 +473,262 @@ func TestListSorted(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "a-c a/b a0" {
 		t.Fatalf("List = %q", got)
+	}
+}
+
+// TestPutPolicy: the timeout of a Put's attempt is the request timeout once
+// per request of the upload.
+func TestPutPolicy(t *testing.T) {
+	const T = 10 * time.Second
+	tests := []struct {
+		partSize int
+		timeout  time.Duration
+		size     int64
+		want     time.Duration
+	}{
+		{partSize: 100, timeout: T, size: 0, want: T},
+		{partSize: 100, timeout: T, size: 100, want: T},
+		{partSize: 100, timeout: T, size: 101, want: 4 * T},
+		{partSize: 100, timeout: T, size: 1000, want: 12 * T},
+		{partSize: 0, timeout: T, size: 3 * DefaultPartSize, want: 5 * T},
+		{partSize: 100, timeout: 0, size: 1000, want: 0},
+		{partSize: 1, timeout: T, size: math.MaxInt64, want: 0}, // beyond any clock
+	}
+	for _, tt := range tests {
+		b := &Backend{cfg: DefaultConfig("mem://")}
+		b.cfg.PartSize, b.cfg.Retry.Timeout = tt.partSize, tt.timeout
+		p := b.putPolicy(tt.size)
+		if p.Timeout != tt.want {
+			t.Errorf("part size %d, timeout %v, size %d: Put timeout %v, want %v", tt.partSize, tt.timeout, tt.size, p.Timeout, tt.want)
+		}
+		if p.MaxAttempts != b.cfg.Retry.MaxAttempts || p.InitialBackoff != b.cfg.Retry.InitialBackoff || p.MaxBackoff != b.cfg.Retry.MaxBackoff {
+			t.Errorf("Put policy %+v changes more than the timeout of %+v", p, b.cfg.Retry)
+		}
+	}
+}
+
+// slowBody is a body that takes perKiB for every KiB read, and counts the
+// bytes read.
+type slowBody struct {
+	data   []byte
+	perKiB time.Duration
+	read   atomic.Int64
+}
+
+func (s *slowBody) ReadAt(p []byte, off int64) (int, error) {
+	r := bytes.NewReader(s.data)
+	n, err := r.ReadAt(p, off)
+	time.Sleep(time.Duration(n) * s.perKiB / 1024)
+	s.read.Add(int64(n))
+	return n, err
+}
+
+// TestSlowPutMem: a Put whose upload as a whole takes longer than the
+// request timeout, each part well within it, succeeds at its first
+// attempt.
+func TestSlowPutMem(t *testing.T) {
+	b, err := New(t.Context(), "mem://b?part_size=65536&request_timeout=300ms&max_attempts=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	body := &slowBody{data: make([]byte, 4*65536), perKiB: 2 * time.Millisecond} // ~128 ms a part, ~512 ms in all
+	_, _ = rand.Read(body.data)
+	start := time.Now()
+	if err := b.Put(t.Context(), "slow", body, int64(len(body.data))); err != nil {
+		t.Fatalf("slow Put: %v (after %v)", err, time.Since(start))
+	}
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Fatalf("Put took %v, not longer than the request timeout: the test proves nothing", el)
+	}
+	if got := body.read.Load(); got != int64(len(body.data)) {
+		t.Fatalf("body read %d bytes for a %d-byte object: the Put took more than one attempt", got, len(body.data))
+	}
+	got, err := conformance.Read(t.Context(), b, "slow", 0, -1)
+	if err != nil || got != string(body.data) {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+}
+
+// TestSlowPutS3: through a proxy that holds every part a little, a Put in
+// parts that takes longer than the request timeout as a whole, each
+// request well within it, succeeds at its first attempt.
+func TestSlowPutS3(t *testing.T) {
+	env := s3Env(t)
+	check := s3Check(t, env)
+	bucket := env["DSTL_S3_BUCKET"]
+	proxy, err := faultproxy.New(env["DSTL_S3_ENDPOINT"], func(r *http.Request, n int) faultproxy.Action {
+		if r.Method == http.MethodPut && r.URL.Query().Has("partNumber") {
+			return faultproxy.Action{Stall: 700 * time.Millisecond}
+		}
+		return faultproxy.Action{}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	prefix := "gocloud-slow/" + rand.Text() + "/"
+	t.Cleanup(func() {
+		checkNoUploads(t, check, bucket, prefix)
+		s3Clean(t, check, bucket, prefix)
+	})
+	b, err := New(t.Context(), s3URL(env, proxy.URL(), strings.TrimSuffix(prefix, "/"),
+		"part_size=5242880&concurrency=1&request_timeout=1500ms&max_attempts=5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	data := make([]byte, 2*s3PartSize+1) // three parts, ~2.1 s in all
+	_, _ = rand.Read(data)
+	start := time.Now()
+	if err := b.Put(t.Context(), "slow", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatalf("slow Put: %v (after %v)", err, time.Since(start))
+	}
+	if el := time.Since(start); el < 1500*time.Millisecond {
+		t.Fatalf("Put took %v, not longer than the request timeout: the test proves nothing", el)
+	}
+	creates := 0
+	for _, r := range proxy.Records() {
+		if r.Method == http.MethodPost && strings.Contains(r.Query, "uploads") {
+			creates++
+		}
+	}
+	if creates != 1 {
+		t.Fatalf("%d multipart uploads started, want 1 (one attempt): %+v", creates, proxy.Records())
+	}
+	got, err := conformance.Read(t.Context(), b, "slow", 0, -1)
+	if err != nil || got != string(data) {
+		t.Fatalf("read back %d bytes, %v; want %d", len(got), err, len(data))
+	}
+}
+
+// hugeLengths are Get lengths from offset 3 that run past any end, some so
+// far that offset+length-1 overflows.
+var hugeLengths = []int64{math.MaxInt64, math.MaxInt64 - 2, math.MaxInt64 - 3, math.MaxInt64 / 2}
+
+// checkHugeGet: Get(name, 3, huge) returns the object from byte 3 to the
+// end.
+func checkHugeGet(t *testing.T, b dstl.Backend) {
+	t.Helper()
+	const data = "0123456789abcdef"
+	conformance.Put(t, b, "huge", data)
+	for _, n := range hugeLengths {
+		got, err := conformance.Read(t.Context(), b, "huge", 3, n)
+		if err != nil || got != data[3:] {
+			t.Errorf("Get(huge, 3, %d) = %q, %v; want %q", n, got, err, data[3:])
+		}
+	}
+}
+
+func TestHugeGetLengthMem(t *testing.T) {
+	b := memHarness(t)
+	defer b.Close()
+	checkHugeGet(t, b)
+}
+
+func TestHugeGetLengthS3(t *testing.T) {
+	s3Env(t)
+	b := s3Harness(t)
+	defer b.Close()
+	checkHugeGet(t, b)
+}
+
+// TestRetryableTransport: transport errors that sending again cannot heal
+// are not retried, however they are wrapped; other network errors are.
+func TestRetryableTransport(t *testing.T) {
+	wrap := func(err error) error {
+		return fmt.Errorf("send: %w", &url.Error{Op: "Put", URL: "http://127.0.0.1/x", Err: err})
+	}
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"unknown authority", x509.UnknownAuthorityError{}, false},
+		{"certificate invalid", x509.CertificateInvalidError{Reason: x509.Expired}, false},
+		{"hostname", x509.HostnameError{Host: "h"}, false},
+		{"system roots", x509.SystemRootsError{}, false},
+		{"verification", &tls.CertificateVerificationError{Err: errors.New("bad")}, false},
+		{"record header", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, false},
+		{"dns not found", &net.DNSError{Err: "no such host", Name: "h", IsNotFound: true}, false},
+		{"dns permanent", &net.DNSError{Err: "server misbehaving", Name: "h"}, false},
+		{"dns temporary", &net.DNSError{Err: "try again", Name: "h", IsTemporary: true}, true},
+		{"dns timeout", &net.DNSError{Err: "i/o timeout", Name: "h", IsTimeout: true}, true},
+		{"reset", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
+		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, true},
+		{"timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
+		{"unexpected EOF", io.ErrUnexpectedEOF, true},
+	}
+	for _, tt := range tests {
+		for _, err := range []error{tt.err, wrap(tt.err)} {
+			if got := retryable(err); got != tt.want {
+				t.Errorf("%s (%T): retryable = %v, want %v", tt.name, err, got, tt.want)
+			}
+		}
+	}
+}
+
+// TestNoSecretsInErrors: errors about base paths and bucket URLs that
+// carry credentials, or a query that may, never show them.
+func TestNoSecretsInErrors(t *testing.T) {
+	for _, u := range []string{
+		"s3://AKIA:SECRET@b/p",
+		"s3://AKIA:SECRET@b/%zz",
+		"gs://user:SECRET@b/p",
+		"mem://u:SECRET@b",
+		"s3://SECRET@b/p?region=us-east-1",
+		"s3:AKIA:SECRET@b",
+		"s3://b:SECRET/p",
+		"s3://b/p?endpoint=http://u:SECRET@127.0.0.1:9000&region=us-east-1",
+		"s3://b/p?endpoint=http%3A%2F%2Fu%3ASECRET%40127.0.0.1%3A9000&region=us-east-1",
+		"s3://b/p?endpoint=u:SECRET@127.0.0.1:9000&region=us-east-1",
+		"s3://b/p?token=SECRET&part_size=x",
+		"s3://b/p?token=SECRET&region=%zz",
+		"mem://b?sig=SECRET&max_attempts=0",
+		"nosuchscheme://b?sig=SECRET",
+	} {
+		_, perr := ParseURL(u)
+		_, nerr := New(t.Context(), u)
+		_, oerr := Open(t.Context(), DefaultConfig(u))
+		for i, err := range []error{perr, nerr, oerr} {
+			if err == nil {
+				if i > 0 || !strings.HasPrefix(u, "nosuchscheme:") { // ParseURL knows no schemes
+					t.Errorf("%q: call %d succeeded", u, i)
+				}
+			} else if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("%q: call %d: error shows the secret: %v", u, i, err)
+			}
+		}
+	}
+	for _, u := range []string{"s3://AKIA:SECRET@b/p", "s3://b/p?endpoint=http://u:SECRET@127.0.0.1:9000&region=us-east-1"} {
+		if _, err := ParseURL(u); err == nil || !strings.Contains(err.Error(), "credentials do not go in the URL") {
+			t.Errorf("ParseURL(%q) = %v; want the credentials rejected", u, err)
+		}
+	}
+	// Errors of a backend name its bucket without the query.
+	b, err := New(t.Context(), "mem://bkt/p?nomd5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = b.Get(t.Context(), "missing", 0, -1)
+	if err == nil || strings.Contains(err.Error(), "nomd5") {
+		t.Fatalf("Get error %v shows the query", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"mem://b", "mem://b"},
+		{"s3://u:p@b/x?endpoint=e#f", "s3://b/x?..."},
+		{"s3:u:p@b", "s3:..."},
+		{"s3://b/%zz?x=y", "..."},
+		{"mem://?", "mem:"},
+	}
+	for _, tt := range tests {
+		if got := redact(tt.in); got != tt.want {
+			t.Errorf("redact(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }
