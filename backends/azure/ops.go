@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -239,13 +240,13 @@ func isExists(err error) bool {
 // retryable reports whether a failed request is worth another attempt:
 // throttling, request timeouts, server errors and broken connections, never
 // an authorisation, precondition or client error, nor a transport error
-// another attempt cannot heal (see [permanentTransportError]). The caller's context
+// another attempt cannot heal (see [request.PermanentTransportError]). The caller's context
 // ending is never retried; request.Do retries an attempt that timed out.
 func retryable(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	if permanentTransportError(err) {
+	if request.PermanentTransportError(err) {
 		return false // an untrusted certificate or an unknown host stays so
 	}
 	var re *azcore.ResponseError

@@ -536,7 +536,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 // retryable reports whether a failed request may be sent again: throttling,
 // 408, 5xx, connection errors and timeouts; never the body's errors, a
 // cancellation, or a transport error another attempt cannot heal (see
-// [permanentTransportError]).
+// [request.PermanentTransportError]).
 func retryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
@@ -544,7 +544,7 @@ func retryable(err error) bool {
 	if _, ok := errors.AsType[*bodyError](err); ok {
 		return false
 	}
-	if permanentTransportError(err) {
+	if request.PermanentTransportError(err) {
 		return false // an untrusted certificate or an unknown host stays so
 	}
 	if e, ok := errors.AsType[*googleapi.Error](err); ok {

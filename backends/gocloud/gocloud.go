@@ -41,8 +41,6 @@ package gocloud
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -643,7 +641,7 @@ func noValidName(prefix string) bool {
 // missing object, a refused permission, a failed precondition or a bad
 // argument.
 func retryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || permanentTransport(err) {
+	if err == nil || errors.Is(err, context.Canceled) || request.PermanentTransportError(err) {
 		return false
 	}
 	switch gcerrors.Code(err) {
@@ -663,31 +661,6 @@ func retryable(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, context.DeadlineExceeded)
-}
-
-// permanentTransport reports whether err is a transport error that sending
-// again cannot heal: a certificate that does not verify, a TLS handshake
-// with something that does not speak TLS, or a host name that does not
-// resolve (a DNS error that is not temporary or says the name is not
-// found).
-func permanentTransport(err error) bool {
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		invalidCert      x509.CertificateInvalidError
-		hostname         x509.HostnameError
-		systemRoots      x509.SystemRootsError
-		verification     *tls.CertificateVerificationError
-		recordHeader     tls.RecordHeaderError
-		dns              *net.DNSError
-	)
-	switch {
-	case errors.As(err, &unknownAuthority), errors.As(err, &invalidCert), errors.As(err, &hostname),
-		errors.As(err, &systemRoots), errors.As(err, &verification), errors.As(err, &recordHeader):
-		return true
-	case errors.As(err, &dns):
-		return dns.IsNotFound || !(dns.IsTemporary || dns.IsTimeout)
-	}
-	return false
 }
 
 // httpStatus digs the HTTP status code out of an SDK error, or returns 0.

@@ -732,7 +732,7 @@ func retryable(err error) bool {
 	if code := statusCode(err); code != 0 {
 		return code == http.StatusTooManyRequests || code == http.StatusRequestTimeout || code >= 500
 	}
-	if permanentTransport(err) {
+	if request.PermanentTransportError(err) {
 		return false
 	}
 	var send *smithyhttp.RequestSendError
@@ -740,28 +740,6 @@ func retryable(err error) bool {
 	return errors.As(err, &send) || errors.As(err, &ne) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
-}
-
-// permanentTransport reports whether err is a transport failure that
-// another attempt cannot heal: a certificate the client does not trust, a
-// peer that does not speak TLS, a host name that does not resolve.
-func permanentTransport(err error) bool {
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		hostname         x509.HostnameError
-		invalid          x509.CertificateInvalidError
-		verify           *tls.CertificateVerificationError
-		record           tls.RecordHeaderError
-		dns              *net.DNSError
-	)
-	switch {
-	case errors.As(err, &unknownAuthority), errors.As(err, &hostname), errors.As(err, &invalid),
-		errors.As(err, &verify), errors.As(err, &record):
-		return true
-	case errors.As(err, &dns):
-		return dns.IsNotFound || !(dns.IsTemporary || dns.IsTimeout)
-	}
-	return false
 }
 
 func statusCode(err error) int {

@@ -4,8 +4,11 @@ package request
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -77,4 +80,36 @@ func Do(ctx context.Context, p Policy, retryable func(error) bool, fn func(ctx c
 // IsContextError reports whether err is a context's cancellation or deadline.
 func IsContextError(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// PermanentTransportError reports whether err is a transport error that
+// another attempt cannot heal: a certificate the client does not trust
+// (unknown authority, wrong host name, expired or otherwise invalid, no
+// system roots), a TLS record that is not TLS (e.g. https to a plain-HTTP
+// port), or a host name that does not resolve and is not a temporary DNS
+// failure. Connection resets, refusals and timeouts are not among them.
+func PermanentTransportError(err error) bool {
+	var (
+		verify    *tls.CertificateVerificationError
+		unknown   x509.UnknownAuthorityError
+		unknownP  *x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		hostnameP *x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		invalidP  *x509.CertificateInvalidError
+		roots     x509.SystemRootsError
+		rootsP    *x509.SystemRootsError
+		record    tls.RecordHeaderError
+		recordP   *tls.RecordHeaderError
+		dns       *net.DNSError
+	)
+	switch {
+	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &unknownP),
+		errors.As(err, &hostname), errors.As(err, &hostnameP), errors.As(err, &invalid), errors.As(err, &invalidP),
+		errors.As(err, &roots), errors.As(err, &rootsP), errors.As(err, &record), errors.As(err, &recordP):
+		return true
+	case errors.As(err, &dns):
+		return dns.IsNotFound || !dns.IsTemporary && !dns.IsTimeout
+	}
+	return false
 }
