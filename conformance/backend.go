@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -41,6 +42,7 @@ func TestBackend(t *testing.T, open Harness, opts ...Option) {
 	runCases(t, open, []suiteCase{
 		{"LargeObject", (*suite).testLargeObject},
 		{"GetRange", (*suite).testGetRange},
+		{"GetHugeLength", (*suite).testGetHugeLength},
 		{"PutUsesSize", (*suite).testPutUsesSize},
 		{"PutExisting", (*suite).testPutExisting},
 		{"PutFailureLeavesNothing", (*suite).testPutFailureLeavesNothing},
@@ -634,5 +636,24 @@ func (s *suite) testLargeObject(t *testing.T) {
 	}
 	if infos := listInfo(t, b, "large/"); len(infos) != 1 || infos[0].Size != size {
 		t.Fatalf("List = %+v, want the object with size %d", infos, size)
+	}
+}
+
+// testGetHugeLength: a length past any possible end reads to the end,
+// however large (offset+length must not overflow into another range).
+func (s *suite) testGetHugeLength(t *testing.T) {
+	b := s.backend(t)
+	const data = "0123456789"
+	Put(t, b, "huge", data)
+	for _, tc := range []struct{ offset, length int64 }{
+		{3, math.MaxInt64}, {3, math.MaxInt64 - 3}, {3, math.MaxInt64 - 2}, {0, math.MaxInt64}, {3, 1 << 62},
+	} {
+		got, err := Read(t.Context(), b, "huge", tc.offset, tc.length)
+		if err != nil {
+			t.Fatalf("Get(%d, %d): %v", tc.offset, tc.length, err)
+		}
+		if got != data[tc.offset:] {
+			t.Fatalf("Get(%d, %d) = %q, want %q", tc.offset, tc.length, got, data[tc.offset:])
+		}
 	}
 }

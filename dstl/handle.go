@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/dstlgo/dstl/dstl/format"
 )
 
 // Handle points to the stored bytes of a range of one writer's change sets:
@@ -107,6 +109,8 @@ func (h Handle) Validate() error {
 			return fmt.Errorf("%w: entry %d: negative offset %d", ErrInvalidHandle, i, e.Offset)
 		case e.Length <= 0:
 			return fmt.Errorf("%w: entry %d: length %d, want > 0", ErrInvalidHandle, i, e.Length)
+		case e.Length > format.MaxFrameSize:
+			return fmt.Errorf("%w: entry %d: length %d exceeds the largest change set frame (%d bytes)", ErrInvalidHandle, i, e.Length, int64(format.MaxFrameSize))
 		case e.Offset > math.MaxInt64-e.Length:
 			return fmt.Errorf("%w: entry %d: offset %d + length %d overflows", ErrInvalidHandle, i, e.Offset, e.Length)
 		case e.LogicalSize < 0:

@@ -430,10 +430,10 @@ func TestHandleValidate(t *testing.T) {
 		{"logical size", func(h *Handle) { h.LogicalSize = 0 }, "logical size 0, but the entries' logical sizes add up to 2418"},
 		{"incremental too large", func(h *Handle) { h.IncrementalSize = 963 }, "incremental size 963"},
 		{"incremental negative", func(h *Handle) { h.IncrementalSize = -1 }, "incremental size -1"},
-		{"stored sum overflows", func(h *Handle) {
+		{"entry longer than a frame can be", func(h *Handle) {
 			h.Entries[0].Length = math.MaxInt64 - 10
 			h.Entries[1].Length = 20
-		}, "total stored size overflows"},
+		}, "exceeds the largest change set frame"},
 		{"logical sum overflows", func(h *Handle) {
 			h.Entries[0].LogicalSize = math.MaxInt64
 		}, "total logical size overflows"},

@@ -213,8 +213,12 @@ func findRange(ranges []fetchRange, e HandleEntry) int {
 	return i - 1 // ranges are merged, so the one before the insertion point holds it
 }
 
-// planRanges merges the entries' ranges: per object, ranges that touch or
-// overlap become one.
+// maxCoalesced bounds a range made of touching entries: one request, and
+// one buffer, stays at most this large (an overlapping entry still joins).
+const maxCoalesced = 64 << 20
+
+// planRanges merges the entries' ranges: per object, ranges that overlap
+// become one, and ranges that touch too, up to maxCoalesced bytes.
 func planRanges(entries []HandleEntry) []fetchRange {
 	rs := make([]fetchRange, 0, len(entries))
 	for _, e := range entries {
@@ -225,7 +229,8 @@ func planRanges(entries []HandleEntry) []fetchRange {
 	})
 	out := rs[:0]
 	for _, rg := range rs {
-		if n := len(out); n > 0 && out[n-1].object == rg.object && rg.off <= out[n-1].off+out[n-1].len {
+		if n := len(out); n > 0 && out[n-1].object == rg.object &&
+			(rg.off < out[n-1].off+out[n-1].len || rg.off == out[n-1].off+out[n-1].len && out[n-1].len+rg.len <= maxCoalesced) {
 			last := &out[n-1]
 			last.len = max(last.len, rg.off+rg.len-last.off)
 			continue

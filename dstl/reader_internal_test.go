@@ -19,6 +19,8 @@ func TestPlanRanges(t *testing.T) {
 		{"out of order", []HandleEntry{e("a", 18, 5), e("a", 8, 10)}, []fetchRange{r("a", 8, 15)}},
 		{"overlap and duplicate", []HandleEntry{e("a", 8, 10), e("a", 8, 10), e("a", 12, 2)}, []fetchRange{r("a", 8, 10)}},
 		{"two objects", []HandleEntry{e("b", 8, 4), e("a", 8, 4), e("b", 12, 4)}, []fetchRange{r("a", 8, 4), r("b", 8, 8)}},
+		{"touching up to the cap", []HandleEntry{e("a", 0, maxCoalesced/2), e("a", maxCoalesced/2, maxCoalesced/2), e("a", maxCoalesced, 10)},
+			[]fetchRange{r("a", 0, maxCoalesced), r("a", maxCoalesced, 10)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := planRanges(tc.entries)

@@ -272,7 +272,7 @@ func (b *Backend) get(ctx context.Context, name string, offset, length int64) (i
 		return nil, fmt.Errorf("%w: offset %d past the end of the %d-byte object", dstl.ErrInvalidRange, offset, size)
 	}
 	end := size
-	if length >= 0 && offset+length < size {
+	if length >= 0 && length < size-offset { // (offset+length may overflow)
 		end = offset + length
 	}
 	b.bytesRead += end - offset

@@ -2,13 +2,7 @@ package request
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"fmt"
-	"net"
-	"net/url"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -70,25 +64,14 @@ func TestDoStopsWhenContextEnds(t *testing.T) {
 }
 
 func TestPermanentTransportError(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"unknown authority", &url.Error{Op: "Get", URL: "https://x", Err: x509.UnknownAuthorityError{}}, true},
-		{"host name", fmt.Errorf("dial: %w", x509.HostnameError{Host: "x"}), true},
-		{"invalid certificate", x509.CertificateInvalidError{Reason: x509.Expired}, true},
-		{"not TLS", &url.Error{Op: "Get", URL: "https://x", Err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}}, true},
-		{"no such host", &url.Error{Op: "Get", URL: "http://x", Err: &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}}, true},
-		{"temporary DNS", &net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}, false},
-		{"DNS timeout", &net.DNSError{Err: "timeout", Name: "x", IsTimeout: true}, false},
-		{"reset", &url.Error{Op: "Put", URL: "http://x", Err: syscall.ECONNRESET}, false},
-		{"refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, false},
-		{"deadline", context.DeadlineExceeded, false},
-		{"nil", nil, false},
-	} {
-		if got := PermanentTransportError(tc.err); got != tc.want {
-			t.Errorf("%s: PermanentTransportError(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+	for _, tc := range TransportCases() {
+		if got := PermanentTransportError(tc.Err); got != tc.Permanent {
+			t.Errorf("%s: PermanentTransportError(%v) = %v, want %v", tc.Name, tc.Err, got, tc.Permanent)
+		}
+	}
+	for _, err := range []error{nil, context.DeadlineExceeded, errTransient} {
+		if PermanentTransportError(err) {
+			t.Errorf("PermanentTransportError(%v) = true", err)
 		}
 	}
 }
