@@ -53,6 +53,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -85,9 +86,7 @@ type Backend struct {
 	policy      request.Policy
 	transport   *http.Transport // our own, when we made it: its idle connections go at Close
 
-	mu       sync.Mutex
-	closed   bool
-	inflight sync.WaitGroup
+	calls gate.Gate // Close waits for the calls in progress
 }
 
 var _ dstl.Backend = (*Backend)(nil)
@@ -185,14 +184,9 @@ func (b *Backend) Prefix() string { return b.prefix }
 // Close must not be called from a List callback. Closing twice is not an
 // error.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.calls.Close() {
 		return nil
 	}
-	b.closed = true
-	b.mu.Unlock()
-	b.inflight.Wait()
 	b.closeIdle()
 	return nil
 }
@@ -205,12 +199,9 @@ func (b *Backend) closeIdle() {
 
 // begin registers a call; it fails once the backend is closed.
 func (b *Backend) begin() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	if !b.calls.Enter() {
 		return dstl.ErrClosed
 	}
-	b.inflight.Add(1)
 	return nil
 }
 
@@ -225,16 +216,16 @@ func (b *Backend) start(ctx context.Context, op, name string) (done func(), err 
 		return nil, b.fail(op, name, err)
 	}
 	if err := ctx.Err(); err != nil {
-		b.inflight.Done()
+		b.calls.Leave()
 		return nil, b.fail(op, name, err)
 	}
 	if op != "list" {
 		if err := dstl.CheckObjectName(name); err != nil {
-			b.inflight.Done()
+			b.calls.Leave()
 			return nil, b.fail(op, name, err)
 		}
 	}
-	return b.inflight.Done, nil
+	return b.calls.Leave, nil
 }
 
 // do runs fn under the backend's retry policy.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
 // Environment variables the URL form reads for what a base path must not
@@ -203,18 +203,8 @@ func parseURL(basePath string, env func(string) string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("azure: base path %q: query: %w", shown, err)
 	}
-	var unknown []string
-	for k, vs := range q {
-		if !slices.Contains(knownParams, k) {
-			unknown = append(unknown, strconv.Quote(k))
-		} else if len(vs) != 1 {
-			return Config{}, fmt.Errorf("azure: base path %q: query parameter %q given %d times", shown, k, len(vs))
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return Config{}, fmt.Errorf("azure: base path %q: unknown query parameter(s) %s (known: %s)",
-			shown, strings.Join(unknown, ", "), strings.Join(knownParams, ", "))
+	if err := urlparam.Check(q, knownParams); err != nil {
+		return Config{}, fmt.Errorf("azure: base path %q: %w", shown, err)
 	}
 	bad := func(key, want string) error {
 		return fmt.Errorf("azure: base path %q: query parameter %q: want %s, got %q", shown, key, want, q.Get(key))
@@ -225,7 +215,7 @@ func parseURL(basePath string, env func(string) string) (Config, error) {
 	cfg.AccountURL = q.Get(paramEndpoint) + q.Get(paramAccountURL)
 	cfg.Account = q.Get(paramAccount)
 	if q.Has(paramPartSize) {
-		n, err := parseSize(q.Get(paramPartSize))
+		n, err := urlparam.Size(q.Get(paramPartSize))
 		if err != nil || n < 1 || n > MaxBlockSize {
 			return Config{}, bad(paramPartSize, fmt.Sprintf("a size from 1 byte to %d bytes", int64(MaxBlockSize)))
 		}
@@ -265,27 +255,6 @@ func parseURL(basePath string, env func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("azure: base path %q: %w", shown, err)
 	}
 	return cfg, nil
-}
-
-// parseSize parses a byte count: digits with an optional suffix B, KiB,
-// MiB or GiB (case-insensitive; K, M, G and KB, MB, GB mean the same).
-func parseSize(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1}} {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSuffix(t, u.suffix), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return n * mult, nil
 }
 
 // redact returns u without user information and with "?..." for its

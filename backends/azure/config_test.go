@@ -148,16 +148,3 @@ func TestRegistered(t *testing.T) {
 		t.Fatalf("OpenBackend with an unknown parameter: %v", err)
 	}
 }
-
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"1": 1, "10B": 10, "4k": 4 << 10, "4KiB": 4 << 10, "8MiB": 8 << 20, "8mb": 8 << 20, "1GiB": 1 << 30} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "x", "-1", "1.5MiB", "99999999999999999999"} {
-		if _, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q): no error", in)
-		}
-	}
-}

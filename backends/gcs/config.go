@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
 // Defaults of [DefaultConfig].
@@ -253,18 +253,8 @@ func ParseURL(basePath string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("gcs: base path %q: query: %w", shown, err)
 	}
-	var unknown []string
-	for k, vs := range q {
-		if !slices.Contains(knownParams, k) {
-			unknown = append(unknown, strconv.Quote(k))
-		} else if len(vs) != 1 {
-			return Config{}, fmt.Errorf("gcs: base path %q: query parameter %q given %d times", shown, k, len(vs))
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return Config{}, fmt.Errorf("gcs: base path %q: unknown query parameter(s) %s (known: %s)",
-			shown, strings.Join(unknown, ", "), strings.Join(knownParams, ", "))
+	if err := urlparam.Check(q, knownParams); err != nil {
+		return Config{}, fmt.Errorf("gcs: base path %q: %w", shown, err)
 	}
 	bad := func(key, want string) error {
 		return fmt.Errorf("gcs: base path %q: query parameter %q: want %s, got %q", shown, key, want, q.Get(key))
@@ -298,8 +288,8 @@ func ParseURL(basePath string) (Config, error) {
 		}
 	}
 	if q.Has(paramPartSize) {
-		n, ok := parseSize(q.Get(paramPartSize))
-		if !ok || n < MinPartSize || n%MinPartSize != 0 {
+		n, err := urlparam.Size(q.Get(paramPartSize))
+		if err != nil || n < MinPartSize || n%MinPartSize != 0 {
 			return Config{}, bad(paramPartSize, "a size that is a multiple of 256KiB, such as 8MiB")
 		}
 		cfg.PartSize = n
@@ -335,23 +325,4 @@ func hasUserinfo(rawURL string) bool {
 		rest = rest[:i]
 	}
 	return strings.Contains(rest, "@")
-}
-
-// parseSize parses a byte count with an optional KiB, MiB or GiB suffix.
-func parseSize(s string) (int64, bool) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
-		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, mult = rest, u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || n > (1<<31)/mult {
-		return 0, false
-	}
-	return n * mult, true
 }

@@ -51,7 +51,7 @@ func TestParseURL(t *testing.T) {
 		{url: "gs://bkt/jobs/a?part_size=262144", want: func(c *Config) { c.PartSize = 262144 }},
 		{url: "gs://bkt/jobs/a?bogus=1&other=2", wantErr: `unknown query parameter(s) "bogus", "other"`},
 		{url: "gs://bkt/jobs/a?part_size=100", wantErr: `"part_size"`},
-		{url: "gs://bkt/jobs/a?part_size=1MB", wantErr: `"part_size"`},
+		{url: "gs://bkt/jobs/a?part_size=1.5MiB", wantErr: `"part_size"`},
 		{url: "gs://bkt/jobs/a?timeout=fast", wantErr: `"timeout"`},
 		{url: "gs://bkt/jobs/a?timeout=-1s", wantErr: `"timeout"`},
 		{url: "gs://bkt/jobs/a?max_attempts=0", wantErr: `"max_attempts"`},

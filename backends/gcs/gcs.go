@@ -43,7 +43,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -53,6 +52,7 @@ import (
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
+	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -79,9 +79,7 @@ type Backend struct {
 	bucket    *storage.BucketHandle
 	policy    request.Policy
 
-	mu       sync.Mutex
-	closed   bool
-	inflight sync.WaitGroup
+	calls gate.Gate // Close waits for the calls in progress
 }
 
 var _ dstl.Backend = (*Backend)(nil)
@@ -148,14 +146,9 @@ func (b *Backend) Config() Config { return b.cfg }
 // came with the Config. Later calls fail with [dstl.ErrClosed]; closing
 // twice is not an error.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.calls.Close() {
 		return nil
 	}
-	b.closed = true
-	b.mu.Unlock()
-	b.inflight.Wait()
 	var err error
 	if b.ownClient {
 		err = b.client.Close()
@@ -175,12 +168,9 @@ func (b *Backend) closeTransport() {
 
 // begin registers a running call; it fails once the backend is closed.
 func (b *Backend) begin(op, name string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	if !b.calls.Enter() {
 		return b.newError(op, name, dstl.ErrClosed)
 	}
-	b.inflight.Add(1)
 	return nil
 }
 
@@ -205,7 +195,7 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 	if err := b.begin("put", name); err != nil {
 		return err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	defer func() { err = b.wrap("put", name, err) }()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -351,7 +341,7 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_
 	if err := b.begin("get", name); err != nil {
 		return nil, err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	defer func() { err = b.wrap("get", name, err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -468,7 +458,7 @@ func (b *Backend) Delete(ctx context.Context, name string) (err error) {
 	if err := b.begin("delete", name); err != nil {
 		return err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	defer func() { err = b.wrap("delete", name, err) }()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -492,7 +482,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 	if err := b.begin("list", prefix); err != nil {
 		return err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	q := &storage.Query{Prefix: b.cfg.Prefix + prefix}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
 		return b.wrap("list", prefix, err)

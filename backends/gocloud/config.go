@@ -3,6 +3,7 @@ package gocloud
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
 // Defaults of [Config].
@@ -47,7 +49,7 @@ type Config struct {
 	// request; 0 lets the driver choose (s3blob then uploads in parts only
 	// above 16 MiB). S3 needs at least 5 MiB. memblob and fileblob keep
 	// objects whole.
-	// Default [DefaultPartSize] (URL parameter "part_size", in bytes).
+	// Default [DefaultPartSize] (URL parameter "part_size": bytes, or with KiB, MiB or GiB).
 	PartSize int
 	// Concurrency bounds the parts of one object uploaded at once; 0 lets
 	// the driver choose. Default [DefaultConcurrency] (URL parameter
@@ -176,7 +178,7 @@ const (
 //
 // These query parameters belong to this package:
 //
-//	part_size=BYTES        objects larger than this go up in parts of this
+//	part_size=SIZE         objects larger than this go up in parts of this
 //	                       size (default 5 MiB; 0: the driver's default)
 //	concurrency=N          parts of one object uploaded at once (default 4;
 //	                       0: the driver's default)
@@ -255,8 +257,14 @@ func ParseURL(basePath string) (Config, error) {
 		*dst = n
 		return nil
 	}
-	if err := intParam(paramPartSize, 0, &cfg.PartSize); err != nil {
+	if v, ok, err := one(paramPartSize); err != nil {
 		return Config{}, err
+	} else if ok {
+		n, err := urlparam.Size(v)
+		if err != nil || n > math.MaxInt32 {
+			return Config{}, fmt.Errorf("gocloud: base path %q: query parameter %q: %q is not a size (bytes, or a number with KiB, MiB or GiB)", shown, paramPartSize, v)
+		}
+		cfg.PartSize = int(n)
 	}
 	if err := intParam(paramConcurrency, 0, &cfg.Concurrency); err != nil {
 		return Config{}, err

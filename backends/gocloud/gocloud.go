@@ -50,7 +50,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -66,6 +65,7 @@ import (
 	_ "gocloud.dev/blob/s3blob"    // s3:// URLs
 	"gocloud.dev/gcerrors"
 
+	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -93,9 +93,7 @@ type Backend struct {
 	s3     *s3.Client // the bucket's S3 client, for s3blob buckets
 	s3Name string     // the S3 bucket's name, when known from the URL
 
-	mu       sync.Mutex
-	closed   bool
-	inflight sync.WaitGroup
+	calls gate.Gate // Close waits for the calls in progress
 }
 
 var _ dstl.Backend = (*Backend)(nil)
@@ -195,14 +193,9 @@ func (b *Backend) Bucket() *blob.Bucket { return b.bucket }
 // that client's idle connections). A Bucket given in [Config] stays open. Later calls fail with
 // [dstl.ErrClosed]; closing twice is not an error.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.calls.Close() {
 		return nil
 	}
-	b.closed = true
-	b.mu.Unlock()
-	b.inflight.Wait()
 	if !b.owned {
 		return nil
 	}
@@ -218,12 +211,9 @@ func (b *Backend) Close() error {
 }
 
 func (b *Backend) begin(op, name string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	if !b.calls.Enter() {
 		return dstl.NewBackendError(op, ID, name, fmt.Errorf("%s: %w", b.where, dstl.ErrClosed))
 	}
-	b.inflight.Add(1)
 	return nil
 }
 
@@ -244,7 +234,7 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 	if err := b.begin("put", name); err != nil {
 		return err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	defer func() { err = b.wrap("put", name, err) }()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -425,7 +415,7 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_
 	if err := b.begin("get", name); err != nil {
 		return nil, err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	defer func() { err = b.wrap("get", name, err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -541,7 +531,7 @@ func (b *Backend) Delete(ctx context.Context, name string) (err error) {
 	if err := b.begin("delete", name); err != nil {
 		return err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	defer func() { err = b.wrap("delete", name, err) }()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -567,12 +557,12 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 		return err
 	}
 	if noValidName(prefix) {
-		b.inflight.Done()
+		b.calls.Leave()
 		return nil
 	}
 	var objs []dstl.ObjectInfo
 	err = func() error {
-		defer b.inflight.Done()
+		defer b.calls.Leave()
 		token := blob.FirstPageToken
 		for {
 			if err := ctx.Err(); err != nil {

@@ -3,8 +3,8 @@ package local
 import (
 	"errors"
 	"fmt"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -101,16 +101,8 @@ func ParseURL(basePath string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("local: base path %q: query: %w", basePath, err)
 	}
-	var unknown []string
-	for k := range q {
-		if k != paramMkdir && k != paramFsync {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return Config{}, fmt.Errorf("local: base path %q: unknown query parameter(s) %s (known: %s, %s)",
-			basePath, strings.Join(quoteAll(unknown), ", "), paramMkdir, paramFsync)
+	if err := urlparam.Check(q, []string{paramMkdir, paramFsync}); err != nil {
+		return Config{}, fmt.Errorf("local: base path %q: %w", basePath, err)
 	}
 	boolParam := func(key string, dst *bool) error {
 		vs, ok := q[key]
@@ -136,12 +128,4 @@ func ParseURL(basePath string) (Config, error) {
 	}
 	cfg.NoSync = !fsync
 	return cfg, cfg.Validate()
-}
-
-func quoteAll(s []string) []string {
-	out := make([]string, len(s))
-	for i, v := range s {
-		out[i] = strconv.Quote(v)
-	}
-	return out
 }

@@ -43,6 +43,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -75,9 +76,7 @@ type Backend struct {
 	dir  string // absolute path of the root
 	sync bool
 
-	mu       sync.Mutex
-	closed   bool
-	inflight sync.WaitGroup
+	calls gate.Gate // Close waits for the calls in progress
 
 	synced sync.Map // directory name -> struct{}: its entry in its parent was fsynced
 }
@@ -134,14 +133,9 @@ func (b *Backend) Root() string { return b.dir }
 // usable until closed. Close must not be called from a List callback.
 // Closing twice is not an error.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.calls.Close() {
 		return nil
 	}
-	b.closed = true
-	b.mu.Unlock()
-	b.inflight.Wait()
 	if err := b.root.Close(); err != nil {
 		return fmt.Errorf("local: close: %w", err)
 	}
@@ -150,12 +144,9 @@ func (b *Backend) Close() error {
 
 // begin registers a running call; it fails once the backend is closed.
 func (b *Backend) begin(op, name string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	if !b.calls.Enter() {
 		return dstl.NewBackendError(op, ID, name, dstl.ErrClosed)
 	}
-	b.inflight.Add(1)
 	return nil
 }
 
@@ -176,7 +167,7 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 	if err := b.begin("put", name); err != nil {
 		return err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	defer func() { err = b.wrap("put", name, err) }()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -359,7 +350,7 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_
 	if err := b.begin("get", name); err != nil {
 		return nil, err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	defer func() { err = b.wrap("get", name, err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -422,7 +413,7 @@ func (b *Backend) Delete(ctx context.Context, name string) (err error) {
 	if err := b.begin("delete", name); err != nil {
 		return err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	defer func() { err = b.wrap("delete", name, err) }()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -461,7 +452,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 	if err := b.begin("list", prefix); err != nil {
 		return err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	start := "."
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
 		start = prefix[:i]

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
 // Limits of S3 multipart uploads.
@@ -62,7 +63,7 @@ type Config struct {
 
 	// PartSize is the size above which a Put goes up as a multipart
 	// upload, and the size of its parts, between [MinPartSize] and
-	// [MaxPartSize]. Default 8 MiB (URL parameter "part_size", in bytes).
+	// [MaxPartSize]. Default 8 MiB (URL parameter "part_size": bytes, or with KiB, MiB or GiB).
 	PartSize int64
 	// Concurrency bounds the parts of one Put in flight at once, 1 to 64.
 	// Default 4 (URL parameter "concurrency").
@@ -173,7 +174,7 @@ var knownParams = []string{
 //	                      http://127.0.0.1:9000 (default: AWS)
 //	region=NAME           signing region (default: the SDK's chain, else us-east-1)
 //	use_path_style=BOOL   path-style addressing, for MinIO and the like (default false)
-//	part_size=BYTES       multipart threshold and part size, 5 MiB to 5 GiB
+//	part_size=SIZE        multipart threshold and part size, 5 MiB to 5 GiB
 //	                      (default 8388608)
 //	concurrency=N         parts of one Put in flight at once, 1 to 64 (default 4)
 //	sse=MODE              server-side encryption: none, AES256 or aws:kms
@@ -212,18 +213,8 @@ func ParseURL(basePath string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("s3: base path %q: query: %w", basePath, err)
 	}
-	var unknown []string
-	for k, vs := range q {
-		if !slices.Contains(knownParams, k) {
-			unknown = append(unknown, strconv.Quote(k))
-		} else if len(vs) != 1 {
-			return Config{}, fmt.Errorf("s3: base path %q: query parameter %q given %d times", basePath, k, len(vs))
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return Config{}, fmt.Errorf("s3: base path %q: unknown query parameter(s) %s (known: %s)",
-			basePath, strings.Join(unknown, ", "), strings.Join(knownParams, ", "))
+	if err := urlparam.Check(q, knownParams); err != nil {
+		return Config{}, fmt.Errorf("s3: base path %q: %w", basePath, err)
 	}
 	bad := func(key string, want string) error {
 		return fmt.Errorf("s3: base path %q: query parameter %q: want %s, got %q", basePath, key, want, q.Get(key))
@@ -240,8 +231,8 @@ func ParseURL(basePath string) (Config, error) {
 				return Config{}, bad(k, "true or false")
 			}
 		case paramPartSize:
-			if cfg.PartSize, err = strconv.ParseInt(v, 10, 64); err != nil {
-				return Config{}, bad(k, "a number of bytes")
+			if cfg.PartSize, err = urlparam.Size(v); err != nil {
+				return Config{}, bad(k, "a size: bytes, or a number with KiB, MiB or GiB")
 			}
 		case paramConcurrency:
 			if cfg.Concurrency, err = strconv.Atoi(v); err != nil {

@@ -59,6 +59,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -92,9 +93,7 @@ type Backend struct {
 	kmsKeyID  *string
 	policy    request.Policy
 
-	mu       sync.Mutex
-	closed   bool
-	inflight sync.WaitGroup
+	calls gate.Gate // Close waits for the calls in progress
 }
 
 var _ dstl.Backend = (*Backend)(nil)
@@ -223,14 +222,9 @@ func (b *Backend) Prefix() string { return b.prefix }
 // [Config.Client]). Later calls fail with [dstl.ErrClosed]; readers
 // returned by Get stay usable until closed. Closing twice is not an error.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.calls.Close() {
 		return nil
 	}
-	b.closed = true
-	b.mu.Unlock()
-	b.inflight.Wait()
 	if b.transport != nil {
 		b.transport.CloseIdleConnections()
 	}
@@ -239,12 +233,9 @@ func (b *Backend) Close() error {
 
 // begin registers a running call; it fails once the backend is closed.
 func (b *Backend) begin(op, name string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	if !b.calls.Enter() {
 		return dstl.NewBackendError(op, ID, name, dstl.ErrClosed)
 	}
-	b.inflight.Add(1)
 	return nil
 }
 
@@ -266,7 +257,7 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 	if err := b.begin("put", name); err != nil {
 		return err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	if err := ctx.Err(); err != nil {
 		return b.wrap("put", name, err, false)
 	}
@@ -457,7 +448,7 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (i
 	if err := b.begin("get", name); err != nil {
 		return nil, err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	if err := ctx.Err(); err != nil {
 		return nil, b.wrap("get", name, err, false)
 	}
@@ -578,7 +569,7 @@ func (b *Backend) Delete(ctx context.Context, name string) error {
 	if err := b.begin("delete", name); err != nil {
 		return err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	if err := ctx.Err(); err != nil {
 		return b.wrap("delete", name, err, false)
 	}
@@ -604,7 +595,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 	if err := b.begin("list", prefix); err != nil {
 		return err
 	}
-	defer b.inflight.Done()
+	defer b.calls.Leave()
 	if !canMatch(prefix) {
 		return b.wrap("list", prefix, ctx.Err(), false)
 	}
