@@ -79,6 +79,18 @@ type Config struct {
 	// this long. Key "download.local-cache.idle-timeout-ms" (a duration, like
 	// every duration key; a bare number counts milliseconds). Default 10 min.
 	CacheIdleTimeout time.Duration
+	// LocalRecoveryEnabled mirrors every object the storage uploads to
+	// LocalRecoveryDir, so that a process restarted on the same machine
+	// recovers from local files (see [Reader.ReadPreferLocal]). It needs
+	// the package github.com/dstlgo/dstl/duplicating linked into the
+	// program. Key "local-recovery.enabled" (also Flink's
+	// "state.backend.local-recovery"). Default false.
+	LocalRecoveryEnabled bool
+	// LocalRecoveryDir is the directory of the local copies, under which
+	// they carry the same names as on the backend. It belongs to one
+	// storage at a time: two processes of a job need two directories.
+	// Key "local-recovery.dir". Required when LocalRecoveryEnabled.
+	LocalRecoveryDir string
 }
 
 // Retry policies.
@@ -118,6 +130,9 @@ const flinkStorageKey = "state.changelog.storage"
 // file systems. It picks the file system by the scheme of the base path,
 // which is what an empty [Config.Storage] does.
 const flinkFilesystemStorage = "filesystem"
+
+// flinkLocalRecoveryKey is Flink's key enabling local recovery.
+const flinkLocalRecoveryKey = "state.backend.local-recovery"
 
 // cfgOption is one option key: how to parse a value into a Config, how to
 // format the Config's value back, and how to check it.
@@ -197,6 +212,22 @@ var cfgOptions = []cfgOption{
 	cfgIntOpt("upload.max-attempts", 1, func(c *Config) *int { return &c.UploadMaxAttempts }),
 	cfgDurationOpt("upload.next-attempt-delay", false, func(c *Config) *time.Duration { return &c.UploadNextAttemptDelay }),
 	cfgDurationOpt("download.local-cache.idle-timeout-ms", true, func(c *Config) *time.Duration { return &c.CacheIdleTimeout }),
+	{
+		key:   "local-recovery.enabled",
+		extra: []string{flinkLocalRecoveryKey},
+		parse: func(c *Config, v string) error {
+			b, err := cfgParseBool(v)
+			c.LocalRecoveryEnabled = b
+			return err
+		},
+		format: func(c *Config) string { return strconv.FormatBool(c.LocalRecoveryEnabled) },
+	},
+	cfgStringOpt("local-recovery.dir", func(c *Config) *string { return &c.LocalRecoveryDir }, func(c *Config) error {
+		if c.LocalRecoveryEnabled && strings.TrimSpace(c.LocalRecoveryDir) == "" {
+			return errors.New("required when local-recovery.enabled is true")
+		}
+		return nil
+	}),
 }
 
 // cfgOptionByKey maps every accepted spelling of a key to its option.
@@ -423,7 +454,8 @@ func (c Config) Options() map[string]string {
 //   - upload.num-threads, discard.num-threads and upload.max-attempts are at
 //     least 1;
 //   - upload.retry-policy is "fixed" or "none" (exactly, in lower case);
-//   - upload.timeout is greater than 0 under the policy "fixed".
+//   - upload.timeout is greater than 0 under the policy "fixed";
+//   - local-recovery.dir is set when local-recovery.enabled is true.
 //
 // Each problem names the option's bare key and the bad value; all are
 // reported together, and the error wraps [ErrInvalidConfig].

@@ -69,6 +69,8 @@ func TestParseConfigEachKey(t *testing.T) {
 		{"upload.next-attempt-delay", "0 ms", func(c *Config) { c.UploadNextAttemptDelay = 0 }},
 		{"download.local-cache.idle-timeout-ms", "60000", func(c *Config) { c.CacheIdleTimeout = time.Minute }},
 		{"download.local-cache.idle-timeout-ms", "5 min", func(c *Config) { c.CacheIdleTimeout = 5 * time.Minute }},
+		{"local-recovery.enabled", "false", func(c *Config) {}},
+		{"local-recovery.dir", "/var/lib/dstl", func(c *Config) { c.LocalRecoveryDir = "/var/lib/dstl" }},
 	}
 	for _, tt := range tests {
 		for _, key := range []string{tt.key, FlinkKeyPrefix + tt.key} {
@@ -97,6 +99,20 @@ func TestParseConfigFlinkStorageKey(t *testing.T) {
 			t.Errorf("state.changelog.storage=%q: Storage = %q, want %q", tt.value, got.Storage, tt.want)
 		}
 	}
+}
+
+func TestParseConfigLocalRecovery(t *testing.T) {
+	for _, key := range []string{"local-recovery.enabled", FlinkKeyPrefix + "local-recovery.enabled", "state.backend.local-recovery"} {
+		got, err := ParseConfig(withBase(map[string]string{key: "TRUE", "local-recovery.dir": "/var/lib/dstl"}))
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if !got.LocalRecoveryEnabled || got.LocalRecoveryDir != "/var/lib/dstl" {
+			t.Errorf("%s=TRUE: LocalRecoveryEnabled=%v LocalRecoveryDir=%q", key, got.LocalRecoveryEnabled, got.LocalRecoveryDir)
+		}
+	}
+	_, err := ParseConfig(withBase(map[string]string{"local-recovery.enabled": "true"}))
+	checkConfigErr(t, err, `"local-recovery.dir"`, "required")
 }
 
 func TestParseConfigSizes(t *testing.T) {
@@ -376,6 +392,8 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.UploadNextAttemptDelay = -time.Millisecond }, []string{`"upload.next-attempt-delay"`, `"-1ms"`}},
 		{func(c *Config) { c.BatchPersistDelay = -1 }, []string{`"batch.persist-delay"`, `"-1ns"`}},
 		{func(c *Config) { c.CacheIdleTimeout = 0 }, []string{`"download.local-cache.idle-timeout-ms"`, `"0 ms"`}},
+		{func(c *Config) { c.LocalRecoveryEnabled = true }, []string{`"local-recovery.dir"`, "required when local-recovery.enabled"}},
+		{func(c *Config) { c.LocalRecoveryEnabled, c.LocalRecoveryDir = true, " " }, []string{`"local-recovery.dir"`}},
 	}
 	for _, tt := range invalid {
 		c := DefaultConfig(testBasePath)
@@ -406,6 +424,8 @@ func TestConfigOptionsRoundTrip(t *testing.T) {
 	all.UploadMaxAttempts = 9
 	all.UploadNextAttemptDelay = 1
 	all.CacheIdleTimeout = 36 * time.Hour
+	all.LocalRecoveryEnabled = true
+	all.LocalRecoveryDir = "/var/lib/dstl local"
 
 	none := DefaultConfig("/tmp/dstl")
 	none.RetryPolicy = RetryNone
@@ -453,6 +473,8 @@ func TestConfigOptionsFormat(t *testing.T) {
 		"upload.max-attempts":                  "3",
 		"upload.next-attempt-delay":            "500 ms",
 		"download.local-cache.idle-timeout-ms": "10 min",
+		"local-recovery.enabled":               "false",
+		"local-recovery.dir":                   "",
 	}
 	if !maps.Equal(opts, want) {
 		t.Errorf("Options() = %v\nwant %v", opts, want)

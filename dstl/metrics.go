@@ -24,6 +24,8 @@ type metrics struct {
 	batchSize              metric.Int64Histogram // upload tasks per object
 	discards               metric.Int64Counter   // objects deleted after release
 	discardFailures        metric.Int64Counter
+	localDiscards          metric.Int64Counter // local copies deleted once nothing needed them
+	localDiscardFailures   metric.Int64Counter
 
 	registration metric.Registration
 }
@@ -53,6 +55,8 @@ func newMetrics(mp metric.MeterProvider, queueSize, inFlight func() int64) (*met
 		batchSize:              i64h("dstl.upload.batch_size", "{task}", "Upload tasks (writers' requests) per object."),
 		discards:               i64c("dstl.discard.objects", "{object}", "Objects deleted once no change set referred to them."),
 		discardFailures:        i64c("dstl.discard.failures", "{object}", "Deletes of released objects that failed."),
+		localDiscards:          i64c("dstl.discard.local_copies", "{object}", "Local copies deleted once no change set or checkpoint needed them."),
+		localDiscardFailures:   i64c("dstl.discard.local_failures", "{object}", "Deletes of local copies that failed."),
 	}
 	lat, err := m.Float64Histogram("dstl.upload.latency", metric.WithUnit("ms"),
 		metric.WithDescription("Time from the first attempt of an upload to its success."))

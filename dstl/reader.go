@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -21,12 +22,15 @@ import (
 // concurrent use.
 type Reader struct {
 	backend   Backend
+	local     Backend // local copies, nil without local recovery
+	log       *slog.Logger
 	storageID string // when set, handles must name this storage
 	groups    KeyGroupRange
 	cache     *rangeCache
 	ownCache  bool
 
-	requests, fetched, needed, hits atomic.Int64
+	requests, fetched, needed, hits        atomic.Int64
+	localRequests, localFetched, fallbacks atomic.Int64
 }
 
 // ReadStats counts a reader's work.
@@ -35,6 +39,12 @@ type ReadStats struct {
 	BytesFetched int64 // bytes those GETs returned
 	BytesNeeded  int64 // stored bytes of the change sets read
 	CacheHits    int64 // change sets served from fetched ranges without a request
+	// LocalRequests and LocalBytesFetched count the reads of local copies
+	// ([Reader.ReadPreferLocal]); Fallbacks the change sets read from the
+	// backend because their local copy was missing or damaged.
+	LocalRequests     int64
+	LocalBytesFetched int64
+	Fallbacks         int64
 }
 
 // NewReader returns a reader over the storage's backend that yields the
@@ -44,7 +54,7 @@ func (s *Storage) NewReader(groups KeyGroupRange) (*Reader, error) {
 	if err := groups.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reader{backend: s.backend, storageID: s.id, groups: groups, cache: s.readerCache}, nil
+	return &Reader{backend: s.backend, local: s.local, log: s.log, storageID: s.id, groups: groups, cache: s.readerCache}, nil
 }
 
 // NewReader returns a reader over backend, with a cache of its own whose
@@ -53,7 +63,7 @@ func NewReader(backend Backend, groups KeyGroupRange, idle time.Duration) (*Read
 	if err := groups.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reader{backend: backend, groups: groups, cache: newRangeCache(idle, DefaultCacheLimit), ownCache: true}, nil
+	return &Reader{backend: backend, log: slog.Default(), groups: groups, cache: newRangeCache(idle, DefaultCacheLimit), ownCache: true}, nil
 }
 
 // Close drops the reader's own cache. A reader made by [Storage.NewReader]
@@ -67,7 +77,8 @@ func (r *Reader) Close() error {
 
 // Stats returns what the reader did so far.
 func (r *Reader) Stats() ReadStats {
-	return ReadStats{Requests: r.requests.Load(), BytesFetched: r.fetched.Load(), BytesNeeded: r.needed.Load(), CacheHits: r.hits.Load()}
+	return ReadStats{Requests: r.requests.Load(), BytesFetched: r.fetched.Load(), BytesNeeded: r.needed.Load(), CacheHits: r.hits.Load(),
+		LocalRequests: r.localRequests.Load(), LocalBytesFetched: r.localFetched.Load(), Fallbacks: r.fallbacks.Load()}
 }
 
 // Prefetch fetches every range the handles need into the cache, merging
@@ -82,7 +93,7 @@ func (r *Reader) Prefetch(ctx context.Context, handles ...Handle) error {
 		entries = append(entries, handles[i].Entries...)
 	}
 	for _, rg := range planRanges(entries) {
-		if _, err := r.fetchRange(ctx, rg); err != nil {
+		if _, err := r.fetchRange(ctx, r.backend, false, rg); err != nil {
 			return err
 		}
 	}
@@ -118,60 +129,215 @@ var errStopIteration = errors.New("stop iteration")
 // Read calls fn for each change of the handle, in the order of
 // [Reader.Changes]. An error from fn stops reading and is returned.
 func (r *Reader) Read(ctx context.Context, h Handle, fn func(Change) error) error {
+	if err := r.checkHandle(h); err != nil {
+		return err
+	}
+	remote := r.newLoader(r.backend, false, h.Entries)
+	for _, e := range h.Entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		cs, err := remote.changeSet(ctx, h, e)
+		if err != nil {
+			return err
+		}
+		if err := r.emit(cs, e, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkHandle checks that h is valid and of the reader's storage.
+func (r *Reader) checkHandle(h Handle) error {
 	if err := h.Validate(); err != nil {
 		return err
 	}
 	if r.storageID != "" && h.StorageID != r.storageID {
 		return fmt.Errorf("dstl: read: the handle of log %s is on storage %q, the reader reads %q: %w", h.LogID, h.StorageID, r.storageID, ErrInvalidHandle)
 	}
-	ranges := planRanges(h.Entries)
-	loaded := make(map[int][]byte, len(ranges)) // by index in ranges
-	for _, e := range h.Entries {
-		if err := ctx.Err(); err != nil {
-			return err
+	return nil
+}
+
+// emit calls fn for the changes of the set the reader yields.
+func (r *Reader) emit(cs *format.ChangeSet, e HandleEntry, fn func(Change) error) error {
+	for _, g := range cs.Groups {
+		kg := int(g.KeyGroup)
+		if kg != MetaKeyGroup && !r.groups.Contains(kg) {
+			continue
 		}
-		i := findRange(ranges, e)
-		data, ok := loaded[i]
-		if !ok {
-			var err error
-			if data, err = r.fetchRange(ctx, ranges[i]); err != nil {
+		for _, c := range g.Changes {
+			if err := fn(Change{KeyGroup: kg, SequenceNumber: e.SequenceNumber, Data: c}); err != nil {
 				return err
-			}
-			loaded[i] = data
-		} else {
-			r.hits.Add(1)
-		}
-		rg := ranges[i]
-		frame := data[e.Offset-rg.off : e.Offset-rg.off+e.Length]
-		r.needed.Add(e.Length)
-		cs, err := format.DecodeFrame(e.Object, e.Offset, frame)
-		if err != nil {
-			return fmt.Errorf("dstl: read change set %d of log %s: %w", e.SequenceNumber, h.LogID, err)
-		}
-		if cs.LogID != h.LogID || cs.SequenceNumber != uint64(e.SequenceNumber) {
-			return fmt.Errorf("dstl: read %q at offset %d: found change set %d of log %s where the handle expects change set %d of log %s: %w",
-				e.Object, e.Offset, cs.SequenceNumber, LogID(cs.LogID), e.SequenceNumber, h.LogID, format.ErrCorrupt)
-		}
-		for _, g := range cs.Groups {
-			kg := int(g.KeyGroup)
-			if kg != MetaKeyGroup && !r.groups.Contains(kg) {
-				continue
-			}
-			for _, c := range g.Changes {
-				if err := fn(Change{KeyGroup: kg, SequenceNumber: e.SequenceNumber, Data: c}); err != nil {
-					return err
-				}
 			}
 		}
 	}
 	return nil
 }
 
-// fetchRange returns the bytes of a range, from the cache or the backend.
-func (r *Reader) fetchRange(ctx context.Context, rg fetchRange) ([]byte, error) {
-	data, fetched, err := r.cache.fetch(ctx, rg.object, rg.off, rg.len, func(ctx context.Context) ([]byte, error) {
-		r.requests.Add(1)
-		rc, err := r.backend.Get(ctx, rg.object, rg.off, rg.len)
+// ReadReport says where [Reader.ReadPreferLocal] took each change set from.
+type ReadReport struct {
+	LocalSets   int   // change sets read from local copies
+	RemoteSets  int   // change sets read from the backend
+	LocalBytes  int64 // stored bytes of the sets read locally
+	RemoteBytes int64 // stored bytes of the sets read remotely
+	// Fallbacks lists the sets a local copy was named for but that were
+	// read from the backend, with the reason.
+	Fallbacks []Fallback
+}
+
+// Fallback is a change set read from the backend although the local handle
+// named a copy: the copy was missing, unreadable or damaged.
+type Fallback struct {
+	SequenceNumber SequenceNumber
+	LocalObject    string
+	Offset         int64
+	Err            error
+}
+
+// ReadPreferLocal reads like [Reader.Read], taking each change set from
+// its local copy when local names one and falling back to remote, change
+// set by change set, when the copy is missing, unreadable or fails its
+// checksum. A set is yielded only once it decoded whole, so a fallback
+// never yields a change twice. local is the [PersistResult]'s Local handle
+// of the same persist as remote, or nil (then everything is read
+// remotely); it must point to the same change sets at the same offsets and
+// lengths, else the error wraps [ErrInvalidHandle]. The report says which
+// copy each set came from; a reader without a local backend (the storage
+// was opened without local recovery) reads everything remotely.
+func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Handle, fn func(Change) error) (ReadReport, error) {
+	var rep ReadReport
+	if err := r.checkHandle(remote); err != nil {
+		return rep, err
+	}
+	if local == nil || r.local == nil {
+		err := r.Read(ctx, remote, fn)
+		if err == nil {
+			rep.RemoteSets = len(remote.Entries)
+			rep.RemoteBytes = remote.StoredSize
+		}
+		return rep, err
+	}
+	if err := checkMirror(remote, *local); err != nil {
+		return rep, err
+	}
+	remotes := r.newLoader(r.backend, false, remote.Entries)
+	locals := r.newLoader(r.local, true, local.Entries)
+	for i, e := range remote.Entries {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		le := local.Entries[i]
+		cs, err := locals.changeSet(ctx, *local, le)
+		if err == nil {
+			rep.LocalSets++
+			rep.LocalBytes += le.Length
+		} else {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return rep, ctxErr
+			}
+			rep.Fallbacks = append(rep.Fallbacks, Fallback{SequenceNumber: le.SequenceNumber, LocalObject: le.Object, Offset: le.Offset, Err: err})
+			r.fallbacks.Add(1)
+			r.log.Warn("dstl: local copy unusable, reading the change set from the backend", "log", remote.LogID,
+				"sequence_number", le.SequenceNumber, "local_object", le.Object, "object", e.Object, "err", err)
+			if cs, err = remotes.changeSet(ctx, remote, e); err != nil {
+				return rep, err
+			}
+			rep.RemoteSets++
+			rep.RemoteBytes += e.Length
+		}
+		if err := r.emit(cs, e, fn); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// checkMirror checks that local points to the change sets of remote at the
+// same offsets and lengths.
+func checkMirror(remote, local Handle) error {
+	if err := local.Validate(); err != nil {
+		return err
+	}
+	if local.LogID != remote.LogID || local.KeyGroups != remote.KeyGroups || len(local.Entries) != len(remote.Entries) {
+		return fmt.Errorf("dstl: read: the local handle (log %s, %v, %d entries) is not of the same persist as the remote one (log %s, %v, %d entries): %w",
+			local.LogID, local.KeyGroups, len(local.Entries), remote.LogID, remote.KeyGroups, len(remote.Entries), ErrInvalidHandle)
+	}
+	for i, le := range local.Entries {
+		re := remote.Entries[i]
+		if le.SequenceNumber != re.SequenceNumber || le.Offset != re.Offset || le.Length != re.Length {
+			return fmt.Errorf("dstl: read: entry %d of the local handle (change set %d at offset %d, %d bytes) differs from the remote one (change set %d at offset %d, %d bytes): %w",
+				i, le.SequenceNumber, le.Offset, le.Length, re.SequenceNumber, re.Offset, re.Length, ErrInvalidHandle)
+		}
+	}
+	return nil
+}
+
+// loader fetches the planned ranges of one handle's entries from one
+// backend, each range once; a range that failed fails again without a
+// request.
+type loader struct {
+	r       *Reader
+	backend Backend
+	local   bool
+	ranges  []fetchRange
+	loaded  map[int][]byte // by index in ranges
+	failed  map[int]error
+}
+
+func (r *Reader) newLoader(b Backend, local bool, entries []HandleEntry) *loader {
+	ranges := planRanges(entries)
+	return &loader{r: r, backend: b, local: local, ranges: ranges, loaded: make(map[int][]byte, len(ranges)), failed: map[int]error{}}
+}
+
+// changeSet fetches and decodes the change set of entry e of handle h.
+func (l *loader) changeSet(ctx context.Context, h Handle, e HandleEntry) (*format.ChangeSet, error) {
+	i := findRange(l.ranges, e)
+	if err := l.failed[i]; err != nil {
+		return nil, err
+	}
+	data, ok := l.loaded[i]
+	if !ok {
+		var err error
+		if data, err = l.r.fetchRange(ctx, l.backend, l.local, l.ranges[i]); err != nil {
+			l.failed[i] = err
+			return nil, err
+		}
+		l.loaded[i] = data
+	} else {
+		l.r.hits.Add(1)
+	}
+	rg := l.ranges[i]
+	frame := data[e.Offset-rg.off : e.Offset-rg.off+e.Length]
+	if !l.local {
+		l.r.needed.Add(e.Length)
+	}
+	cs, err := format.DecodeFrame(e.Object, e.Offset, frame)
+	if err != nil {
+		return nil, fmt.Errorf("dstl: read change set %d of log %s: %w", e.SequenceNumber, h.LogID, err)
+	}
+	if cs.LogID != h.LogID || cs.SequenceNumber != uint64(e.SequenceNumber) {
+		return nil, fmt.Errorf("dstl: read %q at offset %d: found change set %d of log %s where the handle expects change set %d of log %s: %w",
+			e.Object, e.Offset, cs.SequenceNumber, LogID(cs.LogID), e.SequenceNumber, h.LogID, format.ErrCorrupt)
+	}
+	return cs, nil
+}
+
+// localCacheKey prefixes the cache keys of local copies, which may carry
+// the names of the objects they copy.
+const localCacheKey = "\x00local\x00"
+
+// fetchRange returns the bytes of a range, from the cache or from b.
+func (r *Reader) fetchRange(ctx context.Context, b Backend, local bool, rg fetchRange) ([]byte, error) {
+	key := rg.object
+	requests, fetched := &r.requests, &r.fetched
+	if local {
+		key = localCacheKey + rg.object
+		requests, fetched = &r.localRequests, &r.localFetched
+	}
+	data, wasFetched, err := r.cache.fetch(ctx, key, rg.off, rg.len, func(ctx context.Context) ([]byte, error) {
+		requests.Add(1)
+		rc, err := b.Get(ctx, rg.object, rg.off, rg.len)
 		if errors.Is(err, ErrInvalidRange) {
 			return nil, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends before: %w",
 				rg.object, rg.len, rg.off, errors.Join(format.ErrCorrupt, err))
@@ -182,7 +348,7 @@ func (r *Reader) fetchRange(ctx context.Context, rg fetchRange) ([]byte, error) 
 		defer rc.Close()
 		buf := make([]byte, rg.len)
 		n, err := io.ReadFull(rc, buf)
-		r.fetched.Add(int64(n))
+		fetched.Add(int64(n))
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends after %d: %w",
 				rg.object, rg.len, rg.off, n, format.ErrCorrupt)
@@ -192,7 +358,7 @@ func (r *Reader) fetchRange(ctx context.Context, rg fetchRange) ([]byte, error) 
 		}
 		return buf, nil
 	})
-	if err == nil && !fetched {
+	if err == nil && !wasFetched {
 		r.hits.Add(1)
 	}
 	return data, err

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -20,6 +22,9 @@ type Storage struct {
 	backend     Backend
 	ownsBackend bool
 	uploader    Uploader
+	local       Backend   // where local copies are, nil without local recovery
+	closeLocal  io.Closer // the local recovery uploader, closed last
+	opened      time.Time
 	sched       *scheduler
 	tracker     *tracker
 	m           *metrics
@@ -73,7 +78,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Storage, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := New(cfg, b, append([]Option{WithStorageID(id)}, opts...)...)
+	s, err := newStorage(ctx, cfg, b, append([]Option{WithStorageID(id)}, opts...)...)
 	if err != nil {
 		return nil, errors.Join(err, b.Close())
 	}
@@ -85,6 +90,10 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Storage, error) {
 // backend's base path is where objects go; cfg.BasePath and cfg.Storage are
 // not used to open anything.
 func New(cfg Config, backend Backend, opts ...Option) (*Storage, error) {
+	return newStorage(context.Background(), cfg, backend, opts...)
+}
+
+func newStorage(ctx context.Context, cfg Config, backend Backend, opts ...Option) (*Storage, error) {
 	if cfg.BasePath == "" {
 		cfg.BasePath = "(backend given)"
 	}
@@ -99,26 +108,49 @@ func New(cfg Config, backend Backend, opts ...Option) (*Storage, error) {
 		o.meterProvider = otel.GetMeterProvider()
 	}
 	up := Uploader(NewBackendUploader(backend, cfg))
+	var local Backend
+	var closeLocal io.Closer
+	if cfg.LocalRecoveryEnabled {
+		var err error
+		if up, err = openLocalRecovery(ctx, LocalRecoveryParams{Config: cfg, Remote: backend, Logger: o.logger, MeterProvider: o.meterProvider}); err != nil {
+			return nil, err
+		}
+		local = up.(LocalCopier).LocalBackend()
+		closeLocal, _ = up.(io.Closer)
+	}
 	if o.wrapUploader != nil {
 		up = o.wrapUploader(up)
+		if lc, ok := up.(LocalCopier); ok {
+			local = lc.LocalBackend()
+		}
 	}
 	s := &Storage{
-		cfg:      cfg,
-		id:       o.storageID,
-		backend:  backend,
-		uploader: up,
-		log:      o.logger,
-		writers:  map[*Writer]struct{}{},
+		cfg:        cfg,
+		id:         o.storageID,
+		backend:    backend,
+		uploader:   up,
+		local:      local,
+		closeLocal: closeLocal,
+		opened:     time.Now(),
+		log:        o.logger,
+		writers:    map[*Writer]struct{}{},
 	}
 	s.sched = newScheduler(cfg, up, nil, s.log)
 	m, err := newMetrics(o.meterProvider, s.sched.QueueSize, s.sched.InFlight)
 	if err != nil {
 		s.sched.close()
+		if closeLocal != nil {
+			err = errors.Join(err, closeLocal.Close())
+		}
 		return nil, fmt.Errorf("dstl: metrics: %w", err)
 	}
 	s.m = m
 	s.sched.m = m
-	s.tracker = newTracker(cfg.DiscardNumThreads, up.Discard, s.log, m)
+	var localDelete func(context.Context, string) error
+	if local != nil {
+		localDelete = local.Delete
+	}
+	s.tracker = newTracker(cfg.DiscardNumThreads, up.Discard, localDelete, s.log, m)
 	s.sched.tracker = s.tracker
 	s.readerCache = newRangeCache(cfg.CacheIdleTimeout, DefaultCacheLimit)
 	s.buffers = newBufferPool(2 * cfg.UploadNumThreads)
@@ -166,7 +198,9 @@ func (s *Storage) Config() Config { return s.cfg }
 
 // Close closes every writer, fails uploads still queued, cancels those
 // running, lets the discard pool delete what was released, and closes the
-// backend if the storage opened it. No goroutine of the storage outlives
+// backend if the storage opened it. Local copies that a pending checkpoint
+// or the latest confirmed one points to stay, for a restart to recover
+// from (see [Storage.CleanLocalCopies]). No goroutine of the storage outlives
 // Close.
 func (s *Storage) Close() error {
 	s.mu.Lock()
@@ -187,6 +221,9 @@ func (s *Storage) Close() error {
 	s.tracker.close()
 	s.readerCache.close()
 	err := s.m.close()
+	if s.closeLocal != nil {
+		err = errors.Join(err, s.closeLocal.Close())
+	}
 	if s.ownsBackend {
 		err = errors.Join(err, s.backend.Close())
 	}

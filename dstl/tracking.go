@@ -3,6 +3,7 @@ package dstl
 import (
 	"context"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 )
@@ -14,18 +15,53 @@ const discardTimeout = 30 * time.Second
 // across writers. An object whose count drops to zero is deleted by the
 // discard pool, unless a checkpoint was confirmed with one of its change
 // sets: then it belongs to the checkpoint owner and is never deleted here.
+//
+// Local copies (local recovery) live by rules of their own, since the
+// storage, not the checkpoint owner, keeps them: a local copy is deleted
+// once no live change set is stored in it (all were truncated or their
+// writers closed) and no checkpoint claims it. The local handles returned
+// for a checkpoint claim their copies; confirming checkpoint N ends the
+// claims of every older checkpoint (they can no longer be recovered from),
+// aborting N ends N's claims. So the copies of the latest confirmed
+// checkpoint, and of those still pending, stay.
 type tracker struct {
-	discarder func(ctx context.Context, obj StoredObject) error
-	log       *slog.Logger
-	m         *metrics
+	discarder   func(ctx context.Context, obj StoredObject) error
+	localDelete func(ctx context.Context, name string) error // nil without local copies
+	log         *slog.Logger
+	m           *metrics
 
 	mu      sync.Mutex
 	objects map[string]*trackedObject
-	queue   []StoredObject // objects waiting for a discard goroutine
-	wake    *sync.Cond
-	closing bool
-	wg      sync.WaitGroup
+	locals  map[string]*localCopy // by the name of the object on the backend
+	// latestConfirmed is the newest checkpoint confirmed; aborted lists
+	// the newer ones aborted, so that each is swept once.
+	latestConfirmed int64
+	aborted         map[int64]struct{}
+	queue           []discardItem // waiting for a discard goroutine
+	wake            *sync.Cond
+	closing         bool
+	wg              sync.WaitGroup
 }
+
+// discardItem is a delete for the discard pool: an object with its local
+// copy if it has one, or only a local copy.
+type discardItem struct {
+	obj       StoredObject
+	localOnly bool
+}
+
+// localCopy is a local copy of a stored object.
+type localCopy struct {
+	name   string // on the local backend
+	size   int64
+	sets   int                // live change sets stored in it
+	claims map[int64]struct{} // checkpoints whose local handles point to it
+}
+
+// restoredClaim is the claim of a local copy kept for a restore (see
+// [Storage.CleanLocalCopies]): older than any checkpoint, so the first
+// confirmed checkpoint ends it.
+const restoredClaim = math.MinInt64
 
 type trackedObject struct {
 	obj   StoredObject
@@ -33,8 +69,9 @@ type trackedObject struct {
 	owned bool // confirmed: the checkpoint owner holds it now
 }
 
-func newTracker(threads int, discarder func(context.Context, StoredObject) error, log *slog.Logger, m *metrics) *tracker {
-	t := &tracker{discarder: discarder, log: log, m: m, objects: map[string]*trackedObject{}}
+func newTracker(threads int, discarder func(context.Context, StoredObject) error, localDelete func(context.Context, string) error, log *slog.Logger, m *metrics) *tracker {
+	t := &tracker{discarder: discarder, localDelete: localDelete, log: log, m: m, objects: map[string]*trackedObject{},
+		locals: map[string]*localCopy{}, latestConfirmed: math.MinInt64, aborted: map[int64]struct{}{}}
 	t.wake = sync.NewCond(&t.mu)
 	t.wg.Add(threads)
 	for range threads {
@@ -44,14 +81,24 @@ func newTracker(threads int, discarder func(context.Context, StoredObject) error
 }
 
 // track starts counting references to obj: refs change sets hold it. An
-// object tracked with no reference is discarded at once (a losing attempt's
-// object, say).
+// object tracked with no reference is discarded at once, with its local
+// copy (a losing attempt's object, say). The local copy of a tracked object
+// is tracked on its own.
 func (t *tracker) track(obj StoredObject, refs int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if refs <= 0 {
-		t.enqueueLocked(obj)
+		t.enqueueLocked(discardItem{obj: obj})
 		return
+	}
+	if obj.LocalName != "" {
+		if t.localDelete == nil {
+			// No way to delete it later: do not keep it.
+			t.enqueueLocked(discardItem{obj: StoredObject{LocalName: obj.LocalName}, localOnly: true})
+		} else {
+			t.locals[obj.Name] = &localCopy{name: obj.LocalName, size: obj.Size, sets: refs}
+		}
+		obj.LocalName = ""
 	}
 	t.objects[obj.Name] = &trackedObject{obj: obj, refs: refs}
 }
@@ -66,13 +113,116 @@ func (t *tracker) release(name string) {
 		return
 	}
 	o.refs--
+	if lc := t.locals[name]; lc != nil {
+		lc.sets--
+		t.dropLocalLocked(name, lc)
+	}
 	if o.refs > 0 {
 		return
 	}
 	delete(t.objects, name)
 	if !o.owned {
-		t.enqueueLocked(o.obj)
+		t.enqueueLocked(discardItem{obj: o.obj})
 	}
+}
+
+// claimLocal records that checkpoint cp's local handle points to the local
+// copies of the objects, if they all still exist and cp is not older than
+// the latest confirmed checkpoint. It reports whether the handle may be
+// returned.
+func (t *tracker) claimLocal(objects []string, cp int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cp < t.latestConfirmed {
+		return false
+	}
+	if _, ok := t.aborted[cp]; ok {
+		return false
+	}
+	for _, name := range objects {
+		if t.locals[name] == nil {
+			return false
+		}
+	}
+	for _, name := range objects {
+		lc := t.locals[name]
+		if lc.claims == nil {
+			lc.claims = map[int64]struct{}{}
+		}
+		lc.claims[cp] = struct{}{}
+	}
+	return true
+}
+
+// confirmCheckpoint ends the claims of every checkpoint older than cp on
+// local copies.
+func (t *tracker) confirmCheckpoint(cp int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cp <= t.latestConfirmed {
+		return
+	}
+	t.latestConfirmed = cp
+	for old := range t.aborted {
+		if old <= cp {
+			delete(t.aborted, old)
+		}
+	}
+	for name, lc := range t.locals {
+		for c := range lc.claims {
+			if c < cp {
+				delete(lc.claims, c)
+			}
+		}
+		t.dropLocalLocked(name, lc)
+	}
+}
+
+// abortCheckpoint ends cp's claims on local copies.
+func (t *tracker) abortCheckpoint(cp int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.aborted[cp]; ok || cp <= t.latestConfirmed {
+		return
+	}
+	t.aborted[cp] = struct{}{}
+	for name, lc := range t.locals {
+		delete(lc.claims, cp)
+		t.dropLocalLocked(name, lc)
+	}
+}
+
+// dropLocalLocked deletes the local copy when nothing needs it any more.
+func (t *tracker) dropLocalLocked(name string, lc *localCopy) {
+	if lc.sets > 0 || len(lc.claims) > 0 {
+		return
+	}
+	delete(t.locals, name)
+	t.enqueueLocked(discardItem{obj: StoredObject{Name: name, Size: lc.size, LocalName: lc.name}, localOnly: true})
+}
+
+// keepRestored tracks a local copy that a crashed run left and that a
+// handle being restored points to, until the first confirmed checkpoint.
+// It reports false when the copy is tracked already.
+func (t *tracker) keepRestored(name, localName string, size int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.locals[name] != nil {
+		return false
+	}
+	t.locals[name] = &localCopy{name: localName, size: size, claims: map[int64]struct{}{restoredClaim: {}}}
+	return true
+}
+
+// localNames returns the names of the local copies tracked.
+func (t *tracker) localNames() map[string]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	names := make(map[string]bool, len(t.locals))
+	for _, lc := range t.locals {
+		names[lc.name] = true
+	}
+	return names
 }
 
 // confirm hands the object to the checkpoint owner: it is never deleted by
@@ -96,11 +246,12 @@ func (t *tracker) refs(name string) int {
 	return -1
 }
 
-// discardNow deletes an object no change set ever referred to.
+// discardNow deletes an object no change set ever referred to, with its
+// local copy.
 func (t *tracker) discardNow(obj StoredObject) { t.track(obj, 0) }
 
-func (t *tracker) enqueueLocked(obj StoredObject) {
-	t.queue = append(t.queue, obj)
+func (t *tracker) enqueueLocked(it discardItem) {
+	t.queue = append(t.queue, it)
 	t.wake.Signal()
 }
 
@@ -115,20 +266,30 @@ func (t *tracker) discardLoop() {
 			t.mu.Unlock()
 			return
 		}
-		obj := t.queue[0]
-		t.queue[0] = StoredObject{}
+		it := t.queue[0]
+		t.queue[0] = discardItem{}
 		t.queue = t.queue[1:]
 		t.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(context.Background(), discardTimeout)
-		err := t.discarder(ctx, obj)
-		cancel()
-		if err != nil {
+		if it.localOnly {
+			var err error
+			if t.localDelete != nil {
+				err = t.localDelete(ctx, it.obj.LocalName)
+			}
+			if err != nil {
+				t.m.localDiscardFailures.Add(context.Background(), 1)
+				t.log.Warn("dstl: could not delete a local copy; the next start-up cleans it (Storage.CleanLocalCopies)", "object", it.obj.LocalName, "err", err)
+			} else {
+				t.m.localDiscards.Add(context.Background(), 1)
+			}
+		} else if err := t.discarder(ctx, it.obj); err != nil {
 			t.m.discardFailures.Add(context.Background(), 1)
-			t.log.Warn("dstl: could not delete released object; it stays until a garbage collection of the job's prefix", "object", obj.Name, "err", err)
+			t.log.Warn("dstl: could not delete released object; it stays until a garbage collection of the job's prefix", "object", it.obj.Name, "err", err)
 		} else {
 			t.m.discards.Add(context.Background(), 1)
 		}
+		cancel()
 		t.mu.Lock()
 	}
 }

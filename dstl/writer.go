@@ -443,7 +443,9 @@ func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 		}
 	}
 	h := Handle{StorageID: w.storage.id, LogID: w.logID, KeyGroups: w.groups, Entries: make([]HandleEntry, 0, len(pw.sets))}
+	local := !pw.aborted
 	for _, cs := range pw.sets {
+		local = local && cs.result.LocalObject != ""
 		r := cs.result
 		h.Entries = append(h.Entries, HandleEntry{Object: r.Object, Offset: r.Offset, Length: r.Length, SequenceNumber: cs.sqn, LogicalSize: r.LogicalSize})
 		h.LogicalSize += r.LogicalSize
@@ -459,8 +461,33 @@ func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 			cs.pending[pw.checkpoint] = struct{}{}
 		}
 	}
-	pw.future.resolve(PersistResult{Remote: h, From: pw.from, To: pw.to}, nil)
+	res := PersistResult{Remote: h, From: pw.from, To: pw.to}
+	if local {
+		res.Local = w.localHandleLocked(pw, h)
+	}
+	pw.future.resolve(res, nil)
 	return true
+}
+
+// localHandleLocked returns the handle of the local copies of the waiter's
+// sets, h with their names, once the checkpoint claimed every copy; nil
+// when one is gone.
+func (w *Writer) localHandleLocked(pw *persistWaiter, h Handle) *Handle {
+	objects := make([]string, 0, len(pw.sets))
+	for _, cs := range pw.sets {
+		if n := len(objects); n == 0 || objects[n-1] != cs.result.Object {
+			objects = append(objects, cs.result.Object)
+		}
+	}
+	if !w.storage.tracker.claimLocal(objects, pw.checkpoint) {
+		return nil
+	}
+	local := h
+	local.Entries = slices.Clone(h.Entries)
+	for i, cs := range pw.sets {
+		local.Entries[i].Object = cs.result.LocalObject
+	}
+	return &local
 }
 
 // Confirm tells the writer that checkpoint checkpointID, covering
@@ -469,7 +496,10 @@ func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 // checkpoint owner, and the storage never deletes them. Sets in the range
 // that no handle of the checkpoint covered are left alone. Checkpoints older
 // than checkpointID that are still pending will never complete (a newer one
-// subsumes them); sets only they kept are released.
+// subsumes them); sets only they kept are released. With local recovery,
+// local copies that only older checkpoints' local handles point to, and
+// that hold no live change set, are deleted (checkpoints are the job's: a
+// confirmation on one writer counts for the storage).
 func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -498,6 +528,7 @@ func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) {
 			}
 		}
 	})
+	w.storage.tracker.confirmCheckpoint(checkpointID)
 	w.log.Debug("dstl: confirm", "checkpoint", checkpointID, "from", from, "to", to, "sets", n)
 }
 
@@ -519,8 +550,11 @@ func (w *Writer) confirmLocked(cs *changeSet, checkpointID int64) int {
 }
 
 // Reset tells the writer that checkpoint checkpointID, covering [from, to)
-// (the [PersistResult]'s From and To), was aborted. Uploaded change sets stay for the next checkpoint to reuse;
-// truncated ones that only this checkpoint kept are released.
+// (the [PersistResult]'s From and To), was aborted. Uploaded change sets
+// stay for the next checkpoint to reuse; truncated ones that only this
+// checkpoint kept are released. With local recovery, local copies that
+// only this checkpoint's local handles point to, and that hold no live
+// change set, are deleted.
 func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -539,6 +573,7 @@ func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) {
 			delete(cs.pending, checkpointID)
 		}
 	})
+	w.storage.tracker.abortCheckpoint(checkpointID)
 	w.log.Debug("dstl: reset", "checkpoint", checkpointID, "from", from, "to", to)
 }
 
@@ -661,8 +696,10 @@ type PersistResult struct {
 	From, To SequenceNumber
 	// Remote points to the change sets on the storage's backend.
 	Remote Handle
-	// Local points to local copies of the same change sets, when every one
-	// has a local copy; nil otherwise.
+	// Local points to local copies of the same change sets, at the same
+	// offsets, when the storage keeps local copies (local recovery) and
+	// every set has one; nil otherwise. Read both with
+	// [Reader.ReadPreferLocal].
 	Local *Handle
 }
 
