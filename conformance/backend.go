@@ -31,6 +31,13 @@ type Option func(*suite)
 // half parts. The default is [DefaultPartSize].
 func WithPartSize(n int64) Option { return func(s *suite) { s.partSize = n } }
 
+// WithLocalRecovery runs the storages of [TestEngine] with local recovery
+// ([dstl.Config.LocalRecoveryEnabled]), in a directory of each case's: the
+// test program must link a local recovery in (import
+// github.com/dstlgo/dstl/duplicating). ManyWriters then also reads each
+// writer's last confirmed local handle, preferring local copies.
+func WithLocalRecovery() Option { return func(s *suite) { s.localRecovery = true } }
+
 // DefaultPartSize is the part size the suite assumes when no [WithPartSize]
 // is given: S3's smallest part size.
 const DefaultPartSize = 5 << 20
@@ -100,6 +107,8 @@ type suite struct {
 	open     Harness
 	id       string // the backend identifier the first checked error named
 	partSize int64
+	// localRecovery turns local recovery on in the engine suite's storages.
+	localRecovery bool
 }
 
 // backend opens a fresh backend, checks that it is empty and closes it at

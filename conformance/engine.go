@@ -25,7 +25,7 @@ import (
 // objects are errors, never data. Each case runs as a subtest on a backend
 // of its own. See the package documentation for what the cases check and
 // assume.
-func TestEngine(t *testing.T, open Harness) {
+func TestEngine(t *testing.T, open Harness, opts ...Option) {
 	runCases(t, open, []suiteCase{
 		{"ManyWriters", (*suite).testManyWriters},
 		{"Rescaling", (*suite).testRescaling},
@@ -34,7 +34,7 @@ func TestEngine(t *testing.T, open Harness) {
 		{"ConfirmedObjectSurvives", (*suite).testConfirmedObjectSurvives},
 		{"FlippedByte", (*suite).testFlippedByte},
 		{"TruncatedObject", (*suite).testTruncatedObject},
-	})
+	}, opts...)
 }
 
 // engineStorageID is the storage identifier the suite's storages write into
@@ -70,9 +70,14 @@ type engineCase struct {
 	cfg dstl.Config
 }
 
-// engine opens a fresh backend for a case whose storages use cfg.
+// engine opens a fresh backend for a case whose storages use cfg (with
+// local recovery in a directory of the case's under [WithLocalRecovery]).
 func (s *suite) engine(t *testing.T, cfg dstl.Config) *engineCase {
 	t.Helper()
+	if s.localRecovery {
+		cfg.LocalRecoveryEnabled = true
+		cfg.LocalRecoveryDir = t.TempDir()
+	}
 	b := s.backend(t)
 	ctx, cancel := context.WithTimeout(t.Context(), engineTimeout)
 	t.Cleanup(cancel)
@@ -162,20 +167,31 @@ func (e *engineCase) mustPersist(w *dstl.Writer, from dstl.SequenceNumber, cp in
 // readChanges reads h with a reader of kgr on st and returns the changes
 // yielded (their data copied) and the error that ended the reading.
 func (e *engineCase) readChanges(st *dstl.Storage, kgr dstl.KeyGroupRange, h dstl.Handle) ([]dstl.Change, error) {
+	return e.readPreferLocal(st, kgr, h, nil)
+}
+
+// readPreferLocal is [engineCase.readChanges] with the local handle of the
+// same persist, read by [dstl.Reader.ReadPreferLocal] when not nil.
+func (e *engineCase) readPreferLocal(st *dstl.Storage, kgr dstl.KeyGroupRange, h dstl.Handle, local *dstl.Handle) ([]dstl.Change, error) {
 	e.t.Helper()
 	r, err := st.NewReader(kgr)
 	if err != nil {
 		e.t.Fatalf("NewReader(%v): %v", kgr, err)
 	}
 	var got []dstl.Change
-	for c, err := range r.Changes(e.ctx, h) {
-		if err != nil {
-			return got, err
-		}
+	collect := func(c dstl.Change) error {
 		c.Data = bytes.Clone(c.Data)
 		got = append(got, c)
+		return nil
 	}
-	return got, nil
+	if local == nil {
+		return got, r.Read(e.ctx, h, collect)
+	}
+	rep, err := r.ReadPreferLocal(e.ctx, h, local, collect)
+	if err == nil && rep.LocalSets+rep.RemoteSets != len(h.Entries) {
+		err = fmt.Errorf("ReadPreferLocal reports %d change sets read locally and %d remotely, the handle has %d", rep.LocalSets, rep.RemoteSets, len(h.Entries))
+	}
+	return got, err
 }
 
 // checkRead reads h with a reader of kgr on st and checks that it yields
@@ -185,7 +201,14 @@ func (e *engineCase) readChanges(st *dstl.Storage, kgr dstl.KeyGroupRange, h dst
 // first and key groups ascending; change sets in order.
 func (e *engineCase) checkRead(st *dstl.Storage, kgr dstl.KeyGroupRange, h dstl.Handle, want map[int][]string) {
 	e.t.Helper()
-	changes, err := e.readChanges(st, kgr, h)
+	e.checkReadPreferLocal(st, kgr, h, nil, want)
+}
+
+// checkReadPreferLocal is [engineCase.checkRead] with the local handle of
+// the same persist, when not nil, read by [dstl.Reader.ReadPreferLocal].
+func (e *engineCase) checkReadPreferLocal(st *dstl.Storage, kgr dstl.KeyGroupRange, h dstl.Handle, local *dstl.Handle, want map[int][]string) {
+	e.t.Helper()
+	changes, err := e.readPreferLocal(st, kgr, h, local)
 	if err != nil {
 		e.t.Fatalf("read the handle of log %s with a reader of %v: %v", h.LogID, kgr, err)
 	}
@@ -444,6 +467,13 @@ func (s *suite) testManyWriters(t *testing.T) {
 	fresh := e.storage()
 	for _, l := range logs {
 		e.checkRead(fresh, l.w.KeyGroups(), e.roundTrip(l.last.Remote), l.lastWant)
+		if e.cfg.LocalRecoveryEnabled {
+			if l.last.Local == nil {
+				t.Fatalf("log %s: local recovery is on, but the last confirmed persist result has no local handle", l.w.LogID())
+			}
+			local := e.roundTrip(*l.last.Local)
+			e.checkReadPreferLocal(fresh, l.w.KeyGroups(), e.roundTrip(l.last.Remote), &local, l.lastWant)
+		}
 	}
 }
 

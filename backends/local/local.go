@@ -476,6 +476,45 @@ type stopError struct{ err error }
 
 func (e *stopError) Error() string { return e.err.Error() }
 
+// RemoveTemporaryFiles deletes the temporary files that Puts interrupted
+// by a crash left in the directory of prefix (a "/"-separated directory
+// under the root; "" for the root) and below it, and returns how many it
+// deleted. Call it only while no Put into that directory is running, for
+// instance at start-up, before the backend is used.
+func (b *Backend) RemoveTemporaryFiles(ctx context.Context, prefix string) (n int, err error) {
+	dir := strings.TrimSuffix(prefix, "/")
+	if dir == "" {
+		dir = "."
+	} else if err := checkName(dir); err != nil {
+		return 0, dstl.NewBackendError("remove temporary files", ID, prefix, err)
+	}
+	if err := b.begin("remove temporary files", prefix); err != nil {
+		return 0, err
+	}
+	defer b.calls.Leave()
+	defer func() { err = b.wrap("remove temporary files", prefix, err) }()
+	err = fs.WalkDir(b.root.FS(), dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			if isMissing(err) {
+				return nil
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if de.IsDir() || !strings.HasPrefix(de.Name(), TempPrefix) {
+			return nil
+		}
+		if err := b.root.Remove(filepath.FromSlash(p)); err != nil && !isMissing(err) {
+			return err
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
+
 // walk lists directory dir in lexical order of full names. A subdirectory d
 // sorts as "d/": every name under it starts with that, so its objects come
 // exactly where they belong among its siblings.

@@ -228,6 +228,51 @@ func TestListSkipsNonObjects(t *testing.T) {
 	}
 }
 
+// TestRemoveTemporaryFiles: the temporary files under a prefix go, objects
+// and files elsewhere stay.
+func TestRemoveTemporaryFiles(t *testing.T) {
+	tests := []struct {
+		prefix string
+		want   int
+		left   []string
+	}{
+		{"", 3, nil},
+		{"job", 2, []string{".tmp-root"}},
+		{"job/", 2, []string{".tmp-root"}},
+		{"job/sub", 1, []string{".tmp-root", "job/.tmp-1"}},
+		{"missing", 0, []string{".tmp-root", "job/.tmp-1", "job/sub/.tmp-2"}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q", tt.prefix), func(t *testing.T) {
+			b := open(t)
+			conformance.Put(t, b, "job/a.dstl", "1")
+			conformance.Put(t, b, "job/sub/b.dstl", "2")
+			for _, f := range []string{".tmp-root", "job/.tmp-1", "job/sub/.tmp-2"} {
+				if err := os.WriteFile(filepath.Join(b.Root(), filepath.FromSlash(f)), []byte("t"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n, err := b.RemoveTemporaryFiles(t.Context(), tt.prefix)
+			if err != nil || n != tt.want {
+				t.Fatalf("RemoveTemporaryFiles(%q) = %d, %v; want %d", tt.prefix, n, err, tt.want)
+			}
+			for _, f := range []string{".tmp-root", "job/.tmp-1", "job/sub/.tmp-2"} {
+				_, err := os.Stat(filepath.Join(b.Root(), filepath.FromSlash(f)))
+				if exists := err == nil; exists != slices.Contains(tt.left, f) {
+					t.Errorf("%s exists = %v after removing under %q", f, exists, tt.prefix)
+				}
+			}
+			if got, err := conformance.Read(t.Context(), b, "job/sub/b.dstl", 0, -1); got != "2" || err != nil {
+				t.Errorf("object job/sub/b.dstl = %q, %v", got, err)
+			}
+		})
+	}
+	b := open(t)
+	if _, err := b.RemoveTemporaryFiles(t.Context(), "../x"); !errors.Is(err, dstl.ErrInvalidName) {
+		t.Errorf("RemoveTemporaryFiles(../x) = %v, want ErrInvalidName", err)
+	}
+}
+
 // TestReaderOutlivesClose: a reader that Get returned before Close stays
 // usable.
 func TestReaderOutlivesClose(t *testing.T) {

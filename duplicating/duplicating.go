@@ -1,0 +1,260 @@
+// Package duplicating is local recovery for dstl: an uploader that writes
+// every object to the storage's backend and the same bytes, under the same
+// name, to a local directory, so that a process restarted on the same
+// machine recovers from local files instead of the backend.
+//
+// Importing the package registers it with [dstl.RegisterLocalRecovery];
+// a storage then turns it on with the options "local-recovery.enabled" and
+// "local-recovery.dir":
+//
+//	import _ "github.com/dstlgo/dstl/duplicating"
+//
+//	cfg := dstl.DefaultConfig("s3://bucket/changelog")
+//	cfg.LocalRecoveryEnabled = true
+//	cfg.LocalRecoveryDir = "/var/lib/myservice/dstl"
+//
+// The backend's write decides whether an upload succeeded. A failed local
+// write never fails it: the persist result then has no local handle, and
+// the failure is logged and counted (metric dstl.local.copy_failures). A
+// local copy whose remote write failed is deleted at once. Each copy has
+// the offsets of the object it copies, so a [dstl.PersistResult]'s Local
+// handle differs from its Remote one only in the names of the objects;
+// [dstl.Reader.ReadPreferLocal] reads it, falling back to the backend per
+// change set. The storage deletes the local copies that no live change set
+// and no pending or latest confirmed checkpoint needs (see
+// [dstl.Writer.Confirm]), and [dstl.Storage.CleanLocalCopies] deletes what
+// a crashed run left.
+//
+// The directory belongs to one storage at a time: two processes of one job
+// need two directories.
+package duplicating
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dstlgo/dstl/backends/local"
+	"github.com/dstlgo/dstl/dstl"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+)
+
+func init() {
+	dstl.RegisterLocalRecovery(func(ctx context.Context, p dstl.LocalRecoveryParams) (dstl.Uploader, error) {
+		u, err := Open(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return u, nil
+	})
+}
+
+// Uploader stores each batch as one object on a remote backend and as a
+// local copy on a local backend. It implements [dstl.Uploader] and
+// [dstl.LocalCopier].
+type Uploader struct {
+	remote    dstl.Backend
+	local     dstl.Backend
+	ownsLocal bool
+	encoder   *dstl.BackendUploader // encodes a batch and puts it through the tee
+	log       *slog.Logger
+	m         metrics
+
+	mu     sync.Mutex
+	copies map[string]bool // object name → its local copy was written, until Upload reads it
+}
+
+// Option changes how [New] builds an uploader.
+type Option func(*Uploader)
+
+// WithLogger sets the logger; the default is [slog.Default].
+func WithLogger(l *slog.Logger) Option { return func(u *Uploader) { u.log = l } }
+
+// WithMeterProvider sets the OpenTelemetry meter provider of the
+// uploader's metrics; the default is the global one.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(u *Uploader) { u.m.provider = mp }
+}
+
+// New returns an uploader that encodes batches as cfg says (job prefix,
+// compression, buffer size) and writes each object to remote and to local.
+// The caller closes both backends.
+func New(remote, local dstl.Backend, cfg dstl.Config, opts ...Option) (*Uploader, error) {
+	if remote == nil || local == nil {
+		return nil, errors.New("duplicating: a remote and a local backend are required")
+	}
+	u := &Uploader{remote: remote, local: local, log: slog.Default(), copies: map[string]bool{}}
+	for _, o := range opts {
+		o(u)
+	}
+	if u.m.provider == nil {
+		u.m.provider = otel.GetMeterProvider()
+	}
+	if err := u.m.init(); err != nil {
+		return nil, fmt.Errorf("duplicating: metrics: %w", err)
+	}
+	u.encoder = dstl.NewBackendUploader(tee{u}, cfg)
+	return u, nil
+}
+
+// Open returns the uploader of a storage with local recovery: it opens the
+// local backend at p.Config.LocalRecoveryDir (creating it when missing),
+// removes the temporary files that writes interrupted by a crash left under
+// the job's prefix, and mirrors to it what goes to p.Remote. Closing the
+// uploader closes the local backend. This is the factory the package
+// registers.
+func Open(ctx context.Context, p dstl.LocalRecoveryParams) (*Uploader, error) {
+	if p.Config.LocalRecoveryDir == "" {
+		return nil, fmt.Errorf("duplicating: %w: option \"local-recovery.dir\" is required", dstl.ErrInvalidConfig)
+	}
+	lb, err := local.Open(ctx, local.DefaultConfig(p.Config.LocalRecoveryDir))
+	if err != nil {
+		return nil, fmt.Errorf("duplicating: %w", err)
+	}
+	if _, err := lb.RemoveTemporaryFiles(ctx, dstl.ObjectPrefix(p.Config.JobID)); err != nil {
+		return nil, errors.Join(fmt.Errorf("duplicating: %w", err), lb.Close())
+	}
+	var opts []Option
+	if p.Logger != nil {
+		opts = append(opts, WithLogger(p.Logger))
+	}
+	if p.MeterProvider != nil {
+		opts = append(opts, WithMeterProvider(p.MeterProvider))
+	}
+	u, err := New(p.Remote, lb, p.Config, opts...)
+	if err != nil {
+		return nil, errors.Join(err, lb.Close())
+	}
+	u.ownsLocal = true
+	return u, nil
+}
+
+// LocalBackend returns the backend of the local copies.
+func (u *Uploader) LocalBackend() dstl.Backend { return u.local }
+
+// Upload encodes the batch into one object and writes it to both backends
+// at once. It fails only when the remote write fails; the results name the
+// local copy when it was written too.
+func (u *Uploader) Upload(ctx context.Context, tasks []*dstl.UploadTask) (*dstl.UploadOutput, error) {
+	out, err := u.encoder.Upload(ctx, tasks)
+	if out == nil {
+		return out, err
+	}
+	for i := range out.Objects {
+		obj := &out.Objects[i]
+		u.mu.Lock()
+		copied := u.copies[obj.Name]
+		delete(u.copies, obj.Name)
+		u.mu.Unlock()
+		if !copied {
+			continue
+		}
+		obj.LocalName = obj.Name
+		for _, rs := range out.Results {
+			for j := range rs {
+				if rs[j].Object == obj.Name {
+					rs[j].LocalObject = obj.Name
+				}
+			}
+		}
+	}
+	return out, err
+}
+
+// Discard deletes an object from the remote backend and, when
+// obj.LocalName is set, its local copy. Both are attempted; the error joins
+// both failures.
+func (u *Uploader) Discard(ctx context.Context, obj dstl.StoredObject) error {
+	var errs []error
+	if obj.Name != "" {
+		errs = append(errs, u.remote.Delete(ctx, obj.Name))
+	}
+	if obj.LocalName != "" {
+		errs = append(errs, u.local.Delete(ctx, obj.LocalName))
+	}
+	return errors.Join(errs...)
+}
+
+// Close closes the local backend if [Open] opened it.
+func (u *Uploader) Close() error {
+	if !u.ownsLocal {
+		return nil
+	}
+	return u.local.Close()
+}
+
+// cleanupTimeout bounds the delete of a local copy whose remote write
+// failed.
+const cleanupTimeout = 30 * time.Second
+
+// tee is the backend the encoder puts objects on: the remote one, with
+// each Put mirrored to the local one.
+type tee struct{ u *Uploader }
+
+// Put writes the object to both backends in parallel and returns the
+// remote write's error. A local copy is kept only when both succeeded.
+func (t tee) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+	u := t.u
+	localErr := make(chan error, 1)
+	go func() { localErr <- u.local.Put(ctx, name, body, size) }()
+	err := u.remote.Put(ctx, name, body, size)
+	lerr := <-localErr
+	if err != nil {
+		if lerr == nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			if derr := u.local.Delete(dctx, name); derr != nil {
+				u.log.Warn("dstl: could not delete the local copy of an object whose upload failed", "object", name, "err", derr)
+			}
+			cancel()
+		}
+		return err
+	}
+	if lerr != nil {
+		u.m.failures.Add(ctx, 1)
+		u.log.Warn("dstl: local copy failed; the upload succeeded, its persist results have no local handle", "object", name, "err", lerr)
+		return nil
+	}
+	u.m.copies.Add(ctx, 1)
+	u.m.bytes.Add(ctx, size)
+	u.mu.Lock()
+	u.copies[name] = true
+	u.mu.Unlock()
+	return nil
+}
+
+func (t tee) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	return t.u.remote.Get(ctx, name, offset, length)
+}
+
+func (t tee) Delete(ctx context.Context, name string) error { return t.u.remote.Delete(ctx, name) }
+
+func (t tee) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
+	return t.u.remote.List(ctx, prefix, fn)
+}
+
+func (t tee) Close() error { return nil }
+
+// metrics of the local copies.
+type metrics struct {
+	provider metric.MeterProvider
+	copies   metric.Int64Counter
+	bytes    metric.Int64Counter
+	failures metric.Int64Counter
+}
+
+func (m *metrics) init() error {
+	meter := m.provider.Meter("github.com/dstlgo/dstl/duplicating")
+	var errs [3]error
+	m.copies, errs[0] = meter.Int64Counter("dstl.local.copies", metric.WithUnit("{object}"),
+		metric.WithDescription("Objects copied to the local recovery directory."))
+	m.bytes, errs[1] = meter.Int64Counter("dstl.local.copy_bytes", metric.WithUnit("By"),
+		metric.WithDescription("Bytes copied to the local recovery directory."))
+	m.failures, errs[2] = meter.Int64Counter("dstl.local.copy_failures", metric.WithUnit("{object}"),
+		metric.WithDescription("Local copies that failed while the upload succeeded."))
+	return errors.Join(errs[:]...)
+}
