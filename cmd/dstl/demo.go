@@ -19,6 +19,7 @@ import (
 
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstltest"
+	_ "github.com/dstlgo/dstl/duplicating" // local recovery
 	"github.com/google/uuid"
 )
 
@@ -37,6 +38,8 @@ type demoOptions struct {
 	abortEvery     int
 	materialize    int
 	compression    bool
+	localRecovery  bool
+	localDir       string
 	seed           uint64
 }
 
@@ -57,6 +60,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.abortEvery, "abort-every", 4, "abort every Nth checkpoint (0: never)")
 	fs.IntVar(&o.materialize, "materialize-every", 5, "materialise the state every N checkpoints and truncate the log (0: never)")
 	fs.BoolVar(&o.compression, "compression", false, "compress change sets")
+	fs.BoolVar(&o.localRecovery, "local-recovery", false, "mirror every object to a local directory and recover from the local copies (local recovery)")
+	fs.StringVar(&o.localDir, "local-dir", "", "directory of the local copies with -local-recovery (default: a new temporary directory, removed afterwards unless -keep)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: dstl demo [flags]\n\nRuns writers through checkpoints (some aborted, some confirmed), materialises and\ntruncates, then crashes, recovers from the last confirmed checkpoint and verifies\nthat the rebuilt state equals the expected state. Exits 1 if it does not.\n\nFlags:")
@@ -82,6 +87,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			defer os.RemoveAll(dir)
 		}
 		o.basePath = dir
+	}
+	if o.localRecovery && o.localDir == "" {
+		dir, err := os.MkdirTemp("", "dstl-demo-local-")
+		if err != nil {
+			fmt.Fprintf(stderr, "dstl demo: %v\n", err)
+			return exitRuntime
+		}
+		if !o.keep {
+			defer os.RemoveAll(dir)
+		}
+		o.localDir = dir
 	}
 	report, err := demo(ctx, o, stdout)
 	if err != nil {
@@ -171,6 +187,7 @@ type checkpoint struct {
 	id        int64
 	snapshots []string // object names, per writer ("" when none)
 	handles   [][]byte // encoded handles, per writer
+	locals    [][]byte // encoded local handles, per writer (nil when none)
 	ranges    [][2]dstl.SequenceNumber
 	expected  []state
 }
@@ -197,6 +214,9 @@ type demoReport struct {
 	persistP50, persistP99   time.Duration
 	recoveryTime             time.Duration
 	recoveryRead             dstl.ReadStats
+	localRecovery            bool
+	local                    dstl.ReadReport // where recovery took the change sets from
+	cleaned                  dstl.CleanResult
 	keys                     int
 	lastCheckpoint           int64
 	elapsed                  time.Duration
@@ -212,6 +232,8 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 	}
 	cfg.JobID = "demo-" + run.String() // a prefix of its own: runs never collide
 	cfg.CompressionEnabled = o.compression
+	cfg.LocalRecoveryEnabled = o.localRecovery
+	cfg.LocalRecoveryDir = o.localDir
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -226,7 +248,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		return nil, err
 	}
 	defer storage.Close()
-	rep := &demoReport{basePath: o.basePath, writers: o.writers, recovered: o.recoverWriters}
+	rep := &demoReport{basePath: o.basePath, writers: o.writers, recovered: o.recoverWriters, localRecovery: o.localRecovery}
 	fmt.Fprintf(progress, "dstl demo: %d writers, %d key groups, %d checkpoints of %d changes x %d bytes per writer, on %s (%s)\n",
 		o.writers, o.keyGroups, o.checkpoints, o.changes, o.changeSize, id, o.basePath)
 
@@ -267,7 +289,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		rep.changes += int64(o.changes * o.writers)
 
 		// Checkpoint barrier: every writer persists from its last materialisation.
-		c := &checkpoint{id: cp, snapshots: make([]string, len(ws)), handles: make([][]byte, len(ws)), ranges: make([][2]dstl.SequenceNumber, len(ws)), expected: make([]state, len(ws))}
+		c := &checkpoint{id: cp, snapshots: make([]string, len(ws)), handles: make([][]byte, len(ws)), locals: make([][]byte, len(ws)), ranges: make([][2]dstl.SequenceNumber, len(ws)), expected: make([]state, len(ws))}
 		err = forEach(ws, func(i int, dw *demoWriter) error {
 			t0 := time.Now()
 			f, err := dw.w.Persist(ctx, dw.from, cp)
@@ -287,6 +309,11 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 				return err
 			}
 			c.handles[i], c.ranges[i], c.snapshots[i], c.expected[i] = b, [2]dstl.SequenceNumber{res.From, res.To}, dw.snapshot, dw.st.clone()
+			if res.Local != nil {
+				if c.locals[i], err = res.Local.MarshalBinary(); err != nil {
+					return err
+				}
+			}
 			return nil
 		})
 		if err != nil {
@@ -359,6 +386,19 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		return nil, err
 	}
 	defer storage2.Close()
+	if o.localRecovery {
+		// A restart on the same machine: drop what the crashed run left
+		// that the checkpoint being restored does not need.
+		keep := make([]dstl.Handle, len(last.handles))
+		for i, b := range last.handles {
+			if err := keep[i].UnmarshalBinary(b); err != nil {
+				return nil, fmt.Errorf("handle of writer %d: %w", i, err)
+			}
+		}
+		if rep.cleaned, err = storage2.CleanLocalCopies(ctx, keep...); err != nil {
+			return nil, err
+		}
+	}
 	expected := state{}
 	for _, st := range last.expected {
 		for kg, m := range st {
@@ -412,12 +452,19 @@ func recoverRange(ctx context.Context, s *dstl.Storage, b dstl.Backend, kgr dstl
 		return nil, err
 	}
 	all := make([]dstl.Handle, len(c.handles))
-	var handles []dstl.Handle
+	locals := make([]*dstl.Handle, len(c.handles))
+	var handles []dstl.Handle // to prefetch: those read from the backend
 	for i, b := range c.handles {
 		if err := all[i].UnmarshalBinary(b); err != nil {
 			return nil, fmt.Errorf("handle of writer %d: %w", i, err)
 		}
-		if h := all[i]; h.KeyGroups.Start <= kgr.End && kgr.Start <= h.KeyGroups.End {
+		if c.locals[i] != nil {
+			locals[i] = new(dstl.Handle)
+			if err := locals[i].UnmarshalBinary(c.locals[i]); err != nil {
+				return nil, fmt.Errorf("local handle of writer %d: %w", i, err)
+			}
+		}
+		if h := all[i]; h.KeyGroups.Start <= kgr.End && kgr.Start <= h.KeyGroups.End && locals[i] == nil {
 			handles = append(handles, h)
 		}
 	}
@@ -440,17 +487,20 @@ func recoverRange(ctx context.Context, s *dstl.Storage, b dstl.Backend, kgr dstl
 				}
 			}
 		}
-		for ch, err := range r.Changes(ctx, h) {
-			if err != nil {
-				return nil, err
-			}
+		readRep, err := r.ReadPreferLocal(ctx, h, locals[i], func(ch dstl.Change) error {
 			if ch.KeyGroup == dstl.MetaKeyGroup {
-				continue // the state descriptor: nothing to rebuild
+				return nil // the state descriptor: nothing to rebuild
 			}
-			if err := st.apply(ch.KeyGroup, ch.Data); err != nil {
-				return nil, err
-			}
+			return st.apply(ch.KeyGroup, ch.Data)
+		})
+		if err != nil {
+			return nil, err
 		}
+		rep.local.LocalSets += readRep.LocalSets
+		rep.local.RemoteSets += readRep.RemoteSets
+		rep.local.LocalBytes += readRep.LocalBytes
+		rep.local.RemoteBytes += readRep.RemoteBytes
+		rep.local.Fallbacks = append(rep.local.Fallbacks, readRep.Fallbacks...)
 	}
 	rs := r.Stats()
 	rep.recoveryRead.Requests += rs.Requests
@@ -557,6 +607,11 @@ func (r *demoReport) print(w io.Writer) {
 	fmt.Fprintf(w, "recovery:           checkpoint %d into %d %s in %v: %d ranged reads fetched %s for %s of change sets (%d served from the cache)\n",
 		r.lastCheckpoint, r.recovered, plural(r.recovered, "writer"), r.recoveryTime.Round(time.Microsecond), r.recoveryRead.Requests,
 		mib(r.recoveryRead.BytesFetched), mib(r.recoveryRead.BytesNeeded), r.recoveryRead.CacheHits)
+	if r.localRecovery {
+		fmt.Fprintf(w, "local recovery:     %d change sets (%s) read from local copies, %d (%s) from the backend, %d fallbacks; start-up cleanup kept %d local copies, deleted %d (%s)\n",
+			r.local.LocalSets, mib(r.local.LocalBytes), r.local.RemoteSets, mib(r.local.RemoteBytes), len(r.local.Fallbacks),
+			r.cleaned.Kept, r.cleaned.Deleted, mib(r.cleaned.DeletedBytes))
+	}
 	fmt.Fprintf(w, "verification:       OK, %d keys equal the state at checkpoint %d\n", r.keys, r.lastCheckpoint)
 	fmt.Fprintf(w, "elapsed:            %v\n", r.elapsed.Round(time.Millisecond))
 }

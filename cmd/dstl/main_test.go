@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,6 +21,8 @@ func TestDemo(t *testing.T) {
 		{"compressed, rescaled to 3 writers", []string{"-checkpoints", "7", "-changes", "100", "-compression", "-recover-writers", "3"}},
 		{"no materialisation, no aborts", []string{"-checkpoints", "5", "-changes", "50", "-materialize-every", "0", "-abort-every", "0", "-writers", "2"}},
 		{"explicit base path", []string{"-checkpoints", "3", "-changes", "20", "-base-path", "file://" + t.TempDir()}},
+		{"local recovery, rescaled", []string{"-checkpoints", "9", "-changes", "100", "-local-recovery", "-recover-writers", "5"}},
+		{"local recovery in a given directory", []string{"-checkpoints", "4", "-changes", "50", "-local-recovery", "-local-dir", t.TempDir()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -29,6 +32,9 @@ func TestDemo(t *testing.T) {
 			}
 			if !strings.Contains(out.String(), "verification:       OK") {
 				t.Fatalf("no verification line:\n%s", out.String())
+			}
+			if slices.Contains(tc.args, "-local-recovery") && !strings.Contains(out.String(), "0 (0.00 MiB) from the backend, 0 fallbacks") {
+				t.Fatalf("local recovery read from the backend:\n%s", out.String())
 			}
 		})
 	}
