@@ -37,6 +37,11 @@
 //     names the object and wraps format.ErrChecksum or format.ErrCorrupt
 //     (package github.com/dstlgo/dstl/dstl/format), and no change.
 //
+// With [WithLocalRecovery], the storages of [TestEngine] keep local copies
+// (package github.com/dstlgo/dstl/duplicating must be linked in), and
+// ManyWriters also reads each writer's last confirmed local handle with
+// [dstl.Reader.ReadPreferLocal].
+//
 // A backend, in this module or outside it, runs the suites from a test of
 // its own with a [Harness] that opens a fresh, empty backend. For a cloud store,
 // fresh and empty usually means a new bucket, or a new random prefix in a
