@@ -37,7 +37,7 @@ type Reader struct {
 type ReadStats struct {
 	Requests     int64 // ranged GETs sent to the backend
 	BytesFetched int64 // bytes those GETs returned
-	BytesNeeded  int64 // stored bytes of the change sets read
+	BytesNeeded  int64 // stored bytes of the change sets read from the backend
 	CacheHits    int64 // change sets served from fetched ranges without a request
 	// LocalRequests and LocalBytesFetched count the reads of local copies
 	// ([Reader.ReadPreferLocal]); Fallbacks the change sets read from the

@@ -92,10 +92,9 @@ func (t *tracker) track(obj StoredObject, refs int) {
 		return
 	}
 	if obj.LocalName != "" {
-		if t.localDelete == nil {
-			// No way to delete it later: do not keep it.
-			t.enqueueLocked(discardItem{obj: StoredObject{LocalName: obj.LocalName}, localOnly: true})
-		} else {
+		// Without a local backend (the uploader is no LocalCopier) the
+		// copy is not tracked, so no local handle ever points to it.
+		if t.localDelete != nil {
 			t.locals[obj.Name] = &localCopy{name: obj.LocalName, size: obj.Size, sets: refs}
 		}
 		obj.LocalName = ""

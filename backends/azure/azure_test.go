@@ -26,6 +26,7 @@ import (
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
+	_ "github.com/dstlgo/dstl/duplicating" // local recovery, for TestEngineLocalRecovery
 	"go.uber.org/goleak"
 )
 
@@ -118,6 +119,12 @@ func TestConformance(t *testing.T) {
 }
 
 func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
+
+// TestEngineLocalRecovery runs the engine suite with local copies of every
+// object, the backend deciding each upload.
+func TestEngineLocalRecovery(t *testing.T) {
+	conformance.TestEngine(t, harness, conformance.WithLocalRecovery())
+}
 
 func data(n int) []byte {
 	d := make([]byte, n)

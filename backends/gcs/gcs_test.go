@@ -15,6 +15,7 @@ import (
 
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
+	_ "github.com/dstlgo/dstl/duplicating" // local recovery, for TestEngineLocalRecovery
 	"go.uber.org/goleak"
 )
 
@@ -85,6 +86,12 @@ func TestConformance(t *testing.T) {
 }
 
 func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
+
+// TestEngineLocalRecovery runs the engine suite with local copies of every
+// object, the backend deciding each upload.
+func TestEngineLocalRecovery(t *testing.T) {
+	conformance.TestEngine(t, harness, conformance.WithLocalRecovery())
+}
 
 // rawNames lists the names under prefix in the bucket, with a client of
 // its own.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
+	_ "github.com/dstlgo/dstl/duplicating" // local recovery, for TestEngineLocalRecovery
 )
 
 // testPartSize is the part size of the tests: S3's smallest.
@@ -134,6 +135,12 @@ func TestConformance(t *testing.T) {
 }
 
 func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
+
+// TestEngineLocalRecovery runs the engine suite with local copies of every
+// object, the backend deciding each upload.
+func TestEngineLocalRecovery(t *testing.T) {
+	conformance.TestEngine(t, harness, conformance.WithLocalRecovery())
+}
 
 // uploads returns the ids of the incomplete multipart uploads of key.
 // MinIO lists the uploads of one exact key only, so the prefix is the key.
