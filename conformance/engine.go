@@ -188,7 +188,12 @@ func (e *engineCase) readPreferLocal(st *dstl.Storage, kgr dstl.KeyGroupRange, h
 		return got, r.Read(e.ctx, h, collect)
 	}
 	rep, err := r.ReadPreferLocal(e.ctx, h, local, collect)
-	if err == nil && rep.LocalSets+rep.RemoteSets != len(h.Entries) {
+	switch {
+	case err != nil:
+	case len(rep.Fallbacks) > 0:
+		// The copies of a writer's last confirmed checkpoint must stay.
+		err = fmt.Errorf("ReadPreferLocal fell back to the backend for %d change sets, the first because %v", len(rep.Fallbacks), rep.Fallbacks[0].Err)
+	case rep.LocalSets != len(h.Entries) || rep.RemoteSets != 0:
 		err = fmt.Errorf("ReadPreferLocal reports %d change sets read locally and %d remotely, the handle has %d", rep.LocalSets, rep.RemoteSets, len(h.Entries))
 	}
 	return got, err

@@ -19,11 +19,13 @@ const discardTimeout = 30 * time.Second
 // Local copies (local recovery) live by rules of their own, since the
 // storage, not the checkpoint owner, keeps them: a local copy is deleted
 // once no live change set is stored in it (all were truncated or their
-// writers closed) and no checkpoint claims it. The local handles returned
-// for a checkpoint claim their copies; confirming checkpoint N ends the
-// claims of every older checkpoint (they can no longer be recovered from),
-// aborting N ends N's claims. So the copies of the latest confirmed
-// checkpoint, and of those still pending, stay.
+// writers closed) and no claim is left on it. A local handle returned to a
+// writer for checkpoint N claims its copies for (writer, N). The writer
+// confirming N ends its claims of older checkpoints (they will never be
+// recovered from), aborting N ends its claims of N. So the copies of each
+// writer's latest confirmed checkpoint, and of those still pending, stay.
+// Once a writer is closed, its claims are the job's: any writer confirming
+// a newer checkpoint ends them, as do the restored copies' claims.
 type tracker struct {
 	discarder   func(ctx context.Context, obj StoredObject) error
 	localDelete func(ctx context.Context, name string) error // nil without local copies
@@ -33,14 +35,11 @@ type tracker struct {
 	mu      sync.Mutex
 	objects map[string]*trackedObject
 	locals  map[string]*localCopy // by the name of the object on the backend
-	// latestConfirmed is the newest checkpoint confirmed; aborted lists
-	// the newer ones aborted, so that each is swept once.
-	latestConfirmed int64
-	aborted         map[int64]struct{}
-	queue           []discardItem // waiting for a discard goroutine
-	wake            *sync.Cond
-	closing         bool
-	wg              sync.WaitGroup
+	closed  map[LogID]struct{}    // closed writers with claims left
+	queue   []discardItem         // waiting for a discard goroutine
+	wake    *sync.Cond
+	closing bool
+	wg      sync.WaitGroup
 }
 
 // discardItem is a delete for the discard pool: an object with its local
@@ -55,13 +54,19 @@ type localCopy struct {
 	name   string // on the local backend
 	size   int64
 	sets   int                // live change sets stored in it
-	claims map[int64]struct{} // checkpoints whose local handles point to it
+	claims map[claim]struct{} // local handles that point to it
+}
+
+// claim is a writer's checkpoint whose local handle points to a copy.
+type claim struct {
+	log LogID
+	cp  int64
 }
 
 // restoredClaim is the claim of a local copy kept for a restore (see
-// [Storage.CleanLocalCopies]): older than any checkpoint, so the first
-// confirmed checkpoint ends it.
-const restoredClaim = math.MinInt64
+// [Storage.CleanLocalCopies]): of no writer and older than any checkpoint,
+// so the first checkpoint any writer confirms ends it.
+var restoredClaim = claim{cp: math.MinInt64}
 
 type trackedObject struct {
 	obj   StoredObject
@@ -71,7 +76,7 @@ type trackedObject struct {
 
 func newTracker(threads int, discarder func(context.Context, StoredObject) error, localDelete func(context.Context, string) error, log *slog.Logger, m *metrics) *tracker {
 	t := &tracker{discarder: discarder, localDelete: localDelete, log: log, m: m, objects: map[string]*trackedObject{},
-		locals: map[string]*localCopy{}, latestConfirmed: math.MinInt64, aborted: map[int64]struct{}{}}
+		locals: map[string]*localCopy{}, closed: map[LogID]struct{}{}}
 	t.wake = sync.NewCond(&t.mu)
 	t.wg.Add(threads)
 	for range threads {
@@ -125,19 +130,12 @@ func (t *tracker) release(name string) {
 	}
 }
 
-// claimLocal records that checkpoint cp's local handle points to the local
-// copies of the objects, if they all still exist and cp is not older than
-// the latest confirmed checkpoint. It reports whether the handle may be
-// returned.
-func (t *tracker) claimLocal(objects []string, cp int64) bool {
+// claimLocal records that the local handle of writer log's checkpoint cp
+// points to the local copies of the objects, if they all still exist, and
+// reports whether it may be returned.
+func (t *tracker) claimLocal(log LogID, objects []string, cp int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if cp < t.latestConfirmed {
-		return false
-	}
-	if _, ok := t.aborted[cp]; ok {
-		return false
-	}
 	for _, name := range objects {
 		if t.locals[name] == nil {
 			return false
@@ -146,48 +144,66 @@ func (t *tracker) claimLocal(objects []string, cp int64) bool {
 	for _, name := range objects {
 		lc := t.locals[name]
 		if lc.claims == nil {
-			lc.claims = map[int64]struct{}{}
+			lc.claims = map[claim]struct{}{}
 		}
-		lc.claims[cp] = struct{}{}
+		lc.claims[claim{log, cp}] = struct{}{}
 	}
 	return true
 }
 
-// confirmCheckpoint ends the claims of every checkpoint older than cp on
-// local copies.
-func (t *tracker) confirmCheckpoint(cp int64) {
+// confirmCheckpoint ends writer log's claims of checkpoints older than cp,
+// and those of closed writers and restores.
+func (t *tracker) confirmCheckpoint(log LogID, cp int64) {
+	t.endClaims(func(c claim) bool {
+		if c.log != log && c != restoredClaim {
+			if _, closed := t.closed[c.log]; !closed {
+				return false
+			}
+		}
+		return c.cp < cp
+	})
+}
+
+// abortCheckpoint ends writer log's claims of checkpoint cp.
+func (t *tracker) abortCheckpoint(log LogID, cp int64) {
+	t.endClaims(func(c claim) bool { return c == claim{log, cp} })
+}
+
+// writerClosed makes the claims of a closed writer the job's: a newer
+// checkpoint confirmed by any writer ends them.
+func (t *tracker) writerClosed(log LogID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if cp <= t.latestConfirmed {
-		return
-	}
-	t.latestConfirmed = cp
-	for old := range t.aborted {
-		if old <= cp {
-			delete(t.aborted, old)
+	for _, lc := range t.locals {
+		for c := range lc.claims {
+			if c.log == log {
+				t.closed[log] = struct{}{}
+				return
+			}
 		}
 	}
+}
+
+// endClaims ends the claims that end says and deletes the copies nothing
+// needs any more.
+func (t *tracker) endClaims(end func(claim) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	left := map[LogID]bool{}
 	for name, lc := range t.locals {
 		for c := range lc.claims {
-			if c < cp {
+			if end(c) {
 				delete(lc.claims, c)
+			} else {
+				left[c.log] = true
 			}
 		}
 		t.dropLocalLocked(name, lc)
 	}
-}
-
-// abortCheckpoint ends cp's claims on local copies.
-func (t *tracker) abortCheckpoint(cp int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.aborted[cp]; ok || cp <= t.latestConfirmed {
-		return
-	}
-	t.aborted[cp] = struct{}{}
-	for name, lc := range t.locals {
-		delete(lc.claims, cp)
-		t.dropLocalLocked(name, lc)
+	for log := range t.closed {
+		if !left[log] {
+			delete(t.closed, log)
+		}
 	}
 }
 
@@ -209,7 +225,7 @@ func (t *tracker) keepRestored(name, localName string, size int64) bool {
 	if t.locals[name] != nil {
 		return false
 	}
-	t.locals[name] = &localCopy{name: localName, size: size, claims: map[int64]struct{}{restoredClaim: {}}}
+	t.locals[name] = &localCopy{name: localName, size: size, claims: map[claim]struct{}{restoredClaim: {}}}
 	return true
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 
@@ -42,6 +43,9 @@ type Writer struct {
 	retained    []*changeSet
 	unpersisted int64 // bytes appended since the last persist
 	waiters     []*persistWaiter
+	// latestConfirmed is the newest checkpoint confirmed: handles of
+	// older ones get no local handle (their copies may be gone).
+	latestConfirmed int64
 }
 
 // changeSet is one sequence number's changes. Appends go to an arena (data)
@@ -99,6 +103,8 @@ func newWriter(s *Storage, operator string, groups KeyGroupRange) *Writer {
 		operator: operator,
 		groups:   groups,
 		active:   &changeSet{},
+
+		latestConfirmed: math.MinInt64,
 	}
 	w.log = s.log.With("operator", operator, "log", w.logID.String())
 	return w
@@ -479,7 +485,7 @@ func (w *Writer) localHandleLocked(pw *persistWaiter, h Handle) *Handle {
 			objects = append(objects, cs.result.Object)
 		}
 	}
-	if !w.storage.tracker.claimLocal(objects, pw.checkpoint) {
+	if pw.checkpoint < w.latestConfirmed || !w.storage.tracker.claimLocal(w.logID, objects, pw.checkpoint) {
 		return nil
 	}
 	local := h
@@ -497,9 +503,9 @@ func (w *Writer) localHandleLocked(pw *persistWaiter, h Handle) *Handle {
 // that no handle of the checkpoint covered are left alone. Checkpoints older
 // than checkpointID that are still pending will never complete (a newer one
 // subsumes them); sets only they kept are released. With local recovery,
-// local copies that only older checkpoints' local handles point to, and
-// that hold no live change set, are deleted (checkpoints are the job's: a
-// confirmation on one writer counts for the storage).
+// local copies that only the writer's older checkpoints' local handles (or
+// those of closed writers) point to, and that hold no live change set, are
+// deleted.
 func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -528,7 +534,8 @@ func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) {
 			}
 		}
 	})
-	w.storage.tracker.confirmCheckpoint(checkpointID)
+	w.latestConfirmed = max(w.latestConfirmed, checkpointID)
+	w.storage.tracker.confirmCheckpoint(w.logID, checkpointID)
 	w.log.Debug("dstl: confirm", "checkpoint", checkpointID, "from", from, "to", to, "sets", n)
 }
 
@@ -573,7 +580,7 @@ func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) {
 			delete(cs.pending, checkpointID)
 		}
 	})
-	w.storage.tracker.abortCheckpoint(checkpointID)
+	w.storage.tracker.abortCheckpoint(w.logID, checkpointID)
 	w.log.Debug("dstl: reset", "checkpoint", checkpointID, "from", from, "to", to)
 }
 
@@ -685,6 +692,7 @@ func (w *Writer) Close() error {
 		pw.future.resolve(PersistResult{}, fmt.Errorf("dstl: persist [%d, %d) of log %s: writer %w", pw.from, pw.to, w.logID, ErrClosed))
 	}
 	w.waiters = nil
+	w.storage.tracker.writerClosed(w.logID)
 	w.storage.forget(w)
 	return nil
 }

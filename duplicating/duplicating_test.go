@@ -636,3 +636,67 @@ func TestSharedLocalCopy(t *testing.T) {
 		t.Fatalf("after both writers truncated: local files %q, want none", got)
 	}
 }
+
+// TestClaimsArePerWriter: one writer aborting a checkpoint that another
+// confirmed leaves the other's copies alone; closing a writer hands its
+// claims to the job, and the next confirmed checkpoint ends them.
+func TestClaimsArePerWriter(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.BatchPersistDelay = 200 * time.Millisecond // both persists in one batch
+	s := openStorage(t, cfg, dstltest.NewBackend())
+	a, _ := s.NewWriter("a", dstl.KeyGroupRange{Start: 0, End: 0})
+	b, _ := s.NewWriter("b", dstl.KeyGroupRange{Start: 1, End: 1})
+	appendAll(t, a, 0, "a")
+	appendAll(t, b, 1, "b")
+	fa, _ := a.Persist(ctx(t), 0, 1)
+	fb, _ := b.Persist(ctx(t), 0, 1)
+	ra, err := fa.Wait(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := fb.Wait(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := objectsOf(ra.Remote)
+	if !slices.Equal(shared, objectsOf(rb.Remote)) || ra.Local == nil {
+		t.Fatalf("want one shared object with local copies: %q, %q", shared, objectsOf(rb.Remote))
+	}
+	b.Reset(rb.From, rb.To, 1)
+	if err := b.Truncate(rb.To); err != nil {
+		t.Fatal(err)
+	}
+	a.Confirm(ra.From, ra.To, 1)
+	if err := a.Truncate(ra.To); err != nil {
+		t.Fatal(err)
+	}
+	barrier(t, s, dir)
+	if got := localFiles(t, dir); !slices.Equal(got, shared) {
+		t.Fatalf("local files %q, want a's confirmed copy %q", got, shared)
+	}
+	got, rep := readLocal(t, s, ra)
+	if !slices.Equal(got, []string{"a"}) || rep.LocalSets != 1 || len(rep.Fallbacks) != 0 {
+		t.Fatalf("read %q with %+v", got, rep)
+	}
+
+	// b confirming a newer checkpoint does not end a's claim...
+	appendAll(t, b, 1, "b2")
+	rb2 := persist(t, b, rb.To, 2)
+	b.Confirm(rb2.From, rb2.To, 2)
+	barrier(t, s, dir)
+	if got := localFiles(t, dir); !slices.Contains(got, shared[0]) {
+		t.Fatalf("b's confirm deleted a's copy: local files %q", got)
+	}
+	// ...until a is closed: its claims are the job's then.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, b, 1, "b3")
+	rb3 := persist(t, b, rb.To, 3)
+	b.Confirm(rb3.From, rb3.To, 3)
+	barrier(t, s, dir)
+	if got := localFiles(t, dir); slices.Contains(got, shared[0]) {
+		t.Fatalf("a's copy outlived a newer checkpoint after a closed: local files %q", got)
+	}
+}
