@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"path"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/google/uuid"
 
 	"go.opentelemetry.io/otel/metric"
 )
@@ -28,8 +33,10 @@ type LocalRecoveryParams struct {
 	Config Config
 	// Remote is the storage's backend, which decides whether an upload
 	// succeeded.
-	Remote        Backend
-	Logger        *slog.Logger
+	Remote Backend
+	// Logger is the storage's logger.
+	Logger *slog.Logger
+	// MeterProvider is the storage's OpenTelemetry meter provider.
 	MeterProvider metric.MeterProvider
 }
 
@@ -72,9 +79,27 @@ func openLocalRecovery(ctx context.Context, p LocalRecoveryParams) (Uploader, er
 		return nil, fmt.Errorf("dstl: local recovery in %q: %w", p.Config.LocalRecoveryDir, err)
 	}
 	if _, ok := up.(LocalCopier); !ok {
-		return nil, fmt.Errorf("dstl: local recovery: the uploader %T keeps no local copies (it does not implement dstl.LocalCopier)", up)
+		if c, ok := up.(io.Closer); ok {
+			err = c.Close()
+		}
+		return nil, errors.Join(err, fmt.Errorf("dstl: local recovery: the uploader %T keeps no local copies (it does not implement dstl.LocalCopier)", up))
 	}
 	return up, nil
+}
+
+// writtenBefore reports whether name is an object name of [NewObjectName]
+// whose time is before t (in whole milliseconds, the names' precision).
+func writtenBefore(name string, t time.Time) bool {
+	base, ok := strings.CutSuffix(path.Base(name), ObjectSuffix)
+	if !ok {
+		return false
+	}
+	id, err := uuid.Parse(base)
+	if err != nil || id.Version() != 7 {
+		return false
+	}
+	sec, nsec := id.Time().UnixTime()
+	return time.Unix(sec, nsec).UnixMilli() < t.UnixMilli()
 }
 
 // CleanResult says what [Storage.CleanLocalCopies] found.
@@ -85,12 +110,15 @@ type CleanResult struct {
 }
 
 // CleanLocalCopies deletes the local copies under the job's prefix that
-// were written before this storage opened and that no handle in keep
-// points to: what a crashed run of the job left in the local recovery
-// directory. Call it at
-// start-up with the handles being restored (remote or local ones: only the
-// object names count). The copies kept stay until the first checkpoint the
-// storage confirms. Without local recovery it does nothing.
+// were named before this storage opened (by the time in their UUIDv7
+// names, see [NewObjectName]) and that no handle in keep points to: what a
+// crashed run of the job left in the local recovery directory. Call it at
+// start-up with the handles being restored, remote or local ones (copies
+// are matched by name: package duplicating names a copy like the object it
+// copies). The copies kept stay until the first checkpoint a writer of the
+// storage confirms. Files of other names are left alone; with an empty job
+// id the prefix is the whole directory, which belongs to one storage
+// anyway. Without local recovery it does nothing.
 func (s *Storage) CleanLocalCopies(ctx context.Context, keep ...Handle) (CleanResult, error) {
 	var res CleanResult
 	if s.local == nil {
@@ -106,9 +134,9 @@ func (s *Storage) CleanLocalCopies(ctx context.Context, keep ...Handle) (CleanRe
 	var doomed []ObjectInfo
 	err := s.local.List(ctx, ObjectPrefix(s.cfg.JobID), func(o ObjectInfo) error {
 		switch {
-		case !strings.HasSuffix(o.Name, ObjectSuffix), ours[o.Name], !o.ModTime.Before(s.opened):
-			// not a copy, or one of this storage's (tracked, or being
-			// uploaded since the storage opened)
+		case ours[o.Name] || !writtenBefore(o.Name, s.opened):
+			// one of this storage's (tracked, or being uploaded), or no
+			// object of the storage's naming
 		case referenced[o.Name]:
 			if s.tracker.keepRestored(o.Name, o.Name, o.Size) {
 				res.Kept++

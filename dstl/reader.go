@@ -38,7 +38,7 @@ type ReadStats struct {
 	Requests     int64 // ranged GETs sent to the backend
 	BytesFetched int64 // bytes those GETs returned
 	BytesNeeded  int64 // stored bytes of the change sets read from the backend
-	CacheHits    int64 // change sets served from fetched ranges without a request
+	CacheHits    int64 // change sets served from ranges fetched from the backend without a request
 	// LocalRequests and LocalBytesFetched count the reads of local copies
 	// ([Reader.ReadPreferLocal]); Fallbacks the change sets read from the
 	// backend because their local copy was missing or damaged.
@@ -221,8 +221,28 @@ func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Hand
 	if err := checkMirror(remote, *local); err != nil {
 		return rep, err
 	}
-	remotes := r.newLoader(r.backend, false, remote.Entries)
 	locals := r.newLoader(r.local, true, local.Entries)
+	// The backend is asked only for what fell back: the entries of a local
+	// range that could not be read, planned together, or the one entry
+	// whose copy is damaged.
+	fallbacks := map[int]*loader{} // by index in locals.ranges
+	remoteLoader := func(e, le HandleEntry) *loader {
+		k := findRange(locals.ranges, le)
+		if locals.failed[k] == nil {
+			return r.newLoader(r.backend, false, []HandleEntry{e})
+		}
+		if l := fallbacks[k]; l != nil {
+			return l
+		}
+		var entries []HandleEntry
+		for j, lj := range local.Entries {
+			if findRange(locals.ranges, lj) == k {
+				entries = append(entries, remote.Entries[j])
+			}
+		}
+		fallbacks[k] = r.newLoader(r.backend, false, entries)
+		return fallbacks[k]
+	}
 	for i, e := range remote.Entries {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -240,7 +260,7 @@ func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Hand
 			r.fallbacks.Add(1)
 			r.log.Warn("dstl: local copy unusable, reading the change set from the backend", "log", remote.LogID,
 				"sequence_number", le.SequenceNumber, "local_object", le.Object, "object", e.Object, "err", err)
-			if cs, err = remotes.changeSet(ctx, remote, e); err != nil {
+			if cs, err = remoteLoader(e, le).changeSet(ctx, remote, e); err != nil {
 				return rep, err
 			}
 			rep.RemoteSets++
@@ -304,7 +324,7 @@ func (l *loader) changeSet(ctx context.Context, h Handle, e HandleEntry) (*forma
 			return nil, err
 		}
 		l.loaded[i] = data
-	} else {
+	} else if !l.local {
 		l.r.hits.Add(1)
 	}
 	rg := l.ranges[i]
@@ -358,7 +378,7 @@ func (r *Reader) fetchRange(ctx context.Context, b Backend, local bool, rg fetch
 		}
 		return buf, nil
 	})
-	if err == nil && !wasFetched {
+	if err == nil && !wasFetched && !local {
 		r.hits.Add(1)
 	}
 	return data, err

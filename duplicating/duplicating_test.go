@@ -360,24 +360,30 @@ func TestLosingAttemptLeavesNoLocalCopy(t *testing.T) {
 }
 
 // TestRecoveryFallsBack: a missing and a corrupted local copy are read from
-// the remote backend instead, set by set, and the changes are exact.
+// the remote backend instead, set by set, and the changes are exact; the
+// backend is asked only for the sets that fell back.
 func TestRecoveryFallsBack(t *testing.T) {
 	dir := t.TempDir()
 	remote := dstltest.NewCounting(localRemote(t))
 	s := openStorage(t, testConfig(dir), remote)
 	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 0})
 	var want []string
-	for i := range 3 { // three change sets, three objects
-		c := fmt.Sprintf("change-%d-%s", i, strings.Repeat("x", 100))
-		appendAll(t, w, 0, c)
-		want = append(want, c)
+	for i := range 3 { // three objects of two change sets each
+		for j := range 2 {
+			c := fmt.Sprintf("change-%d-%d-%s", i, j, strings.Repeat("x", 100))
+			appendAll(t, w, 0, c)
+			want = append(want, c)
+			w.NextSequenceNumber()
+		}
 		persist(t, w, 0, int64(i+1))
 	}
 	res := persist(t, w, 0, 4)
 	objs := objectsOf(*res.Local)
-	if len(objs) != 3 {
-		t.Fatalf("the handle spans %d objects, want 3", len(objs))
+	if len(objs) != 3 || len(res.Local.Entries) != 6 {
+		t.Fatalf("the handle has %d entries in %d objects, want 6 in 3", len(res.Local.Entries), len(objs))
 	}
+	// The first object's copy is missing; the second's is damaged in its
+	// second change set (entry 3).
 	if err := os.Remove(filepath.Join(dir, filepath.FromSlash(objs[0]))); err != nil {
 		t.Fatal(err)
 	}
@@ -386,31 +392,36 @@ func TestRecoveryFallsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := res.Local.Entries[1]
+	e := res.Local.Entries[3]
 	data[e.Offset+e.Length/2] ^= 0x40
 	if err := os.WriteFile(corrupt, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 
 	fresh := openStorage(t, testConfig(dir), remote) // a restarted process
-	gets := remote.Stats().Gets
+	before := remote.Stats()
 	got, rep := readLocal(t, fresh, res)
 	if !slices.Equal(got, want) {
 		t.Fatalf("read %q, want %q", got, want)
 	}
-	if rep.LocalSets != 1 || rep.RemoteSets != 2 || len(rep.Fallbacks) != 2 {
-		t.Fatalf("report %+v: want 1 set local, 2 remote", rep)
+	if rep.LocalSets != 3 || rep.RemoteSets != 3 || len(rep.Fallbacks) != 3 {
+		t.Fatalf("report %+v: want 3 sets local, 3 remote", rep)
 	}
-	if fb := rep.Fallbacks[0]; fb.LocalObject != objs[0] || !errors.Is(fb.Err, dstl.ErrNotFound) {
-		t.Errorf("first fallback %+v, want %s not found", fb, objs[0])
+	for i, want := range []struct {
+		object string
+		err    error
+	}{{objs[0], dstl.ErrNotFound}, {objs[0], dstl.ErrNotFound}, {objs[1], format.ErrChecksum}} {
+		if fb := rep.Fallbacks[i]; fb.LocalObject != want.object || !errors.Is(fb.Err, want.err) {
+			t.Errorf("fallback %d: %+v, want %s: %v", i, fb, want.object, want.err)
+		}
 	}
-	if fb := rep.Fallbacks[1]; fb.LocalObject != objs[1] || !errors.Is(fb.Err, format.ErrChecksum) {
-		t.Errorf("second fallback %+v, want a checksum error in %s", fb, objs[1])
+	en := res.Remote.Entries
+	wantBytes := en[0].Length + en[1].Length + en[3].Length
+	after := remote.Stats()
+	if n, b := after.Gets-before.Gets, after.BytesRead-before.BytesRead; n != 2 || b != wantBytes {
+		t.Errorf("%d remote GETs of %d bytes, want 2 (the missing copy's two sets together, the damaged set alone) of %d", n, b, wantBytes)
 	}
-	if n := remote.Stats().Gets - gets; n != 2 {
-		t.Errorf("%d remote GETs, want 2 (one per set read remotely)", n)
-	}
-	if rep.RemoteBytes != res.Remote.Entries[0].Length+res.Remote.Entries[1].Length || rep.LocalBytes != res.Remote.Entries[2].Length {
+	if rep.RemoteBytes != wantBytes || rep.LocalBytes != res.Remote.StoredSize-wantBytes {
 		t.Errorf("report bytes %+v", rep)
 	}
 }
