@@ -14,9 +14,10 @@
 //	cfg.LocalRecoveryDir = "/var/lib/myservice/dstl"
 //
 // The backend's write decides whether an upload succeeded. A failed local
-// write never fails it: the persist result then has no local handle, and
-// the failure is logged and counted (metric dstl.local.copy_failures). A
-// local copy whose remote write failed is deleted at once. Each copy has
+// write never fails it, nor does a slow one hold it past [WithLocalTimeout]:
+// the persist result then has no local handle, and the failure is logged
+// and counted (metric dstl.local.copy_failures). A local copy whose remote
+// write failed is deleted at once. Each copy has
 // the offsets of the object it copies, so a [dstl.PersistResult]'s Local
 // handle differs from its Remote one only in the names of the objects;
 // [dstl.Reader.ReadPreferLocal] reads it, falling back to the backend per
@@ -64,6 +65,9 @@ type Uploader struct {
 	encoder   *dstl.BackendUploader // encodes a batch and puts it through the tee
 	log       *slog.Logger
 	m         metrics
+	// localTimeout bounds the wait for a local copy once the remote write
+	// succeeded.
+	localTimeout time.Duration
 
 	mu     sync.Mutex
 	copies map[string]bool // object name → its local copy was written, until Upload reads it
@@ -81,16 +85,31 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(u *Uploader) { u.m.provider = mp }
 }
 
+// WithLocalTimeout bounds how long an upload waits for its local copy once
+// the remote write has succeeded; past it the local write is cancelled, the
+// copy given up (counted as a failure) and the upload completes without it.
+// The default is [DefaultLocalTimeout]; it must be positive.
+func WithLocalTimeout(d time.Duration) Option { return func(u *Uploader) { u.localTimeout = d } }
+
+// DefaultLocalTimeout is the default of [WithLocalTimeout].
+const DefaultLocalTimeout = 5 * time.Second
+
 // New returns an uploader that encodes batches as cfg says (job prefix,
 // compression, buffer size) and writes each object to remote and to local.
 // The caller closes both backends.
 func New(remote, local dstl.Backend, cfg dstl.Config, opts ...Option) (*Uploader, error) {
-	if remote == nil || local == nil {
-		return nil, errors.New("duplicating: a remote and a local backend are required")
+	if remote == nil {
+		return nil, errors.New("duplicating: the remote backend is nil")
 	}
-	u := &Uploader{remote: remote, local: local, log: slog.Default(), copies: map[string]bool{}}
+	if local == nil {
+		return nil, errors.New("duplicating: the local backend is nil")
+	}
+	u := &Uploader{remote: remote, local: local, log: slog.Default(), copies: map[string]bool{}, localTimeout: DefaultLocalTimeout}
 	for _, o := range opts {
 		o(u)
+	}
+	if u.localTimeout <= 0 {
+		return nil, fmt.Errorf("duplicating: the local timeout must be positive, not %v", u.localTimeout)
 	}
 	if u.m.provider == nil {
 		u.m.provider = otel.GetMeterProvider()
@@ -188,8 +207,7 @@ func (u *Uploader) Close() error {
 	return u.local.Close()
 }
 
-// cleanupTimeout bounds the delete of a local copy whose remote write
-// failed.
+// cleanupTimeout bounds the delete of a local copy that will not be used.
 const cleanupTimeout = 30 * time.Second
 
 // tee is the backend the encoder puts objects on: the remote one, with
@@ -197,22 +215,33 @@ const cleanupTimeout = 30 * time.Second
 type tee struct{ u *Uploader }
 
 // Put writes the object to both backends in parallel and returns the
-// remote write's error. A local copy is kept only when both succeeded.
+// remote write's error. A local copy is kept only when both succeeded, the
+// local write within the local timeout of the remote one. Put always waits
+// for the local write to return: the body is reused after Put.
 func (t tee) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
 	u := t.u
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	localErr := make(chan error, 1)
-	go func() { localErr <- u.local.Put(ctx, name, body, size) }()
-	err := u.remote.Put(ctx, name, body, size)
-	lerr := <-localErr
-	if err != nil {
-		if lerr == nil {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-			if derr := u.local.Delete(dctx, name); derr != nil {
-				u.log.Warn("dstl: could not delete the local copy of an object whose upload failed", "object", name, "err", derr)
-			}
-			cancel()
+	go func() { localErr <- u.local.Put(lctx, name, body, size) }()
+	if err := u.remote.Put(ctx, name, body, size); err != nil {
+		if <-localErr == nil {
+			u.dropLocal(ctx, name, "its upload failed")
 		}
 		return err
+	}
+	timer := time.NewTimer(u.localTimeout)
+	defer timer.Stop()
+	var lerr error
+	select {
+	case lerr = <-localErr:
+	case <-timer.C:
+		cancel()
+		if lerr = <-localErr; lerr == nil {
+			u.dropLocal(ctx, name, "it was written after the local timeout")
+			lerr = errors.New("written after the timeout")
+		}
+		lerr = fmt.Errorf("the local copy took longer than %v after the upload: %w", u.localTimeout, lerr)
 	}
 	if lerr != nil {
 		u.m.failures.Add(ctx, 1)
@@ -225,6 +254,15 @@ func (t tee) Put(ctx context.Context, name string, body io.ReaderAt, size int64)
 	u.copies[name] = true
 	u.mu.Unlock()
 	return nil
+}
+
+// dropLocal deletes a local copy that will not be used, even if ctx ended.
+func (u *Uploader) dropLocal(ctx context.Context, name, why string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := u.local.Delete(dctx, name); err != nil {
+		u.log.Warn("dstl: could not delete a local copy that will not be used", "object", name, "why", why, "err", err)
+	}
 }
 
 func (t tee) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {

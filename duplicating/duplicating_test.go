@@ -711,3 +711,33 @@ func TestClaimsArePerWriter(t *testing.T) {
 		t.Fatalf("a's copy outlived a newer checkpoint after a closed: local files %q", got)
 	}
 }
+
+// TestSlowLocalDisk: a local write still running past the local timeout
+// after the upload succeeded is cancelled; the upload completes without a
+// local handle.
+func TestSlowLocalDisk(t *testing.T) {
+	remote := dstltest.NewBackend()
+	localB := dstltest.NewBackend()
+	localB.SetFault(func(op dstltest.Op, _ string) dstltest.Fault {
+		if op == dstltest.OpPut {
+			return dstltest.Fault{Stall: true}
+		}
+		return dstltest.Fault{}
+	})
+	cfg := testConfig("unused")
+	cfg.LocalRecoveryEnabled = false
+	up, err := duplicating.New(remote, localB, cfg, duplicating.WithLogger(quiet), duplicating.WithLocalTimeout(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStorage(t, cfg, remote, dstl.WithUploader(func(dstl.Uploader) dstl.Uploader { return up }))
+	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 0})
+	appendAll(t, w, 0, "a")
+	res := persist(t, w, 0, 1)
+	if res.Local != nil || remote.Len() != 1 || localB.Len() != 0 {
+		t.Fatalf("local handle %v, %d remote and %d local objects; want none, 1 and 0", res.Local, remote.Len(), localB.Len())
+	}
+	if _, err := duplicating.New(remote, localB, cfg, duplicating.WithLocalTimeout(0)); err == nil {
+		t.Error("New with a zero local timeout: no error")
+	}
+}
