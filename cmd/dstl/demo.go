@@ -373,10 +373,9 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 	rep.lastCheckpoint = last.id
 	rep.persistP50, rep.persistP99 = percentile(latencies, 50), percentile(latencies, 99)
 
-	// Crash: the process goes away. Nothing of it survives but the storage.
-	if err := storage.Close(); err != nil {
-		return nil, err
-	}
+	// Crash: the process goes away, without closing anything; nothing of it
+	// survives but the storage (and the local copies). The first storage
+	// is only closed once the demo ends, so that no goroutine outlives it.
 
 	// Recover, perhaps with another parallelism, from the last confirmed
 	// checkpoint, with a fresh storage.
