@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,6 +87,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&o.skipAppend, "skip-append", false, "skip (a), which does not depend on the backend")
 	fs.BoolVar(&o.check, "check", false, "exit 1 when a target is missed")
 	jsonOut := fs.Bool("json", false, "print a JSON report on stdout")
+	save := fs.String("save", "", "also write the JSON report to `FILE`")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -130,6 +132,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitUsage
 		}
 		return exitRuntime
+	}
+	if *save != "" {
+		var buf bytes.Buffer
+		writeJSON(&buf, stderr, rep)
+		if err := os.WriteFile(*save, buf.Bytes(), 0o644); err != nil {
+			fmt.Fprintf(stderr, "dstl bench: %v\n", err)
+			return exitRuntime
+		}
 	}
 	if *jsonOut {
 		if code := writeJSON(stdout, stderr, rep); code != exitOK {
