@@ -141,17 +141,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitRuntime
 		}
 	}
-	if *jsonOut {
-		if code := writeJSON(stdout, stderr, rep); code != exitOK {
-			return code
-		}
-	} else {
-		rep.print(stdout)
-	}
-	if o.check && slices.ContainsFunc(rep.Targets, func(t targetResult) bool { return !t.Met }) {
-		return exitFailed
-	}
-	return exitOK
+	return emit(stdout, stderr, *jsonOut, rep, !o.check || !slices.ContainsFunc(rep.Targets, func(t targetResult) bool { return !t.Met }))
 }
 
 // parseList parses a comma-separated list.
@@ -436,23 +426,9 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	cp := int64(0)
 	checkpoint := func() error {
 		cp++
-		for i := range n {
-			if err := w.Append(ctx, i&127, e.change); err != nil {
-				return err
-			}
-		}
-		t0 := time.Now()
-		f, err := w.Persist(ctx, w.NextSequenceNumber()-1, cp)
-		if err != nil {
-			return err
-		}
-		r, err := f.Wait(ctx)
-		if err != nil {
-			return err
-		}
-		latencies = append(latencies, time.Since(t0))
-		w.Confirm(r.From, r.To, cp)
-		return w.Truncate(r.To)
+		d, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.change, cp)
+		latencies = append(latencies, d)
+		return err
 	}
 	// Warm up, and learn the objects' size.
 	before := e.backend.Stats()
@@ -511,6 +487,30 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	return res, nil
 }
 
+// persistChanges appends n changes to w (change i to key group kg(i)),
+// persists them as checkpoint cp, waits for the handle, confirms the
+// checkpoint and truncates the log. It returns the time from Persist to
+// the handle.
+func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int, change []byte, cp int64) (time.Duration, error) {
+	for i := range n {
+		if err := w.Append(ctx, kg(i), change); err != nil {
+			return 0, err
+		}
+	}
+	t0 := time.Now()
+	f, err := w.Persist(ctx, w.NextSequenceNumber()-1, cp)
+	if err != nil {
+		return 0, err
+	}
+	r, err := f.Wait(ctx)
+	if err != nil {
+		return 0, err
+	}
+	d := time.Since(t0)
+	w.Confirm(r.From, r.To, cp)
+	return d, w.Truncate(r.To)
+}
+
 func uvarintLen(n int) int {
 	l := 1
 	for n >= 0x80 {
@@ -557,39 +557,18 @@ func (e *benchEnv) batching(ctx context.Context, n int) (batchRow, error) {
 			busy[i] = true
 			mu.Unlock()
 			wg.Go(func() {
-				err := func() error {
-					time.Sleep(time.Duration(rand.Int64N(int64(2 * time.Millisecond))))
-					for range changes {
-						if err := w.Append(ctx, i, e.change); err != nil {
-							return err
-						}
-					}
-					t0 := time.Now()
-					f, err := w.Persist(ctx, w.NextSequenceNumber()-1, cp)
-					if err != nil {
-						return err
-					}
-					r, err := f.Wait(ctx)
-					if err != nil {
-						return err
-					}
-					d := time.Since(t0)
-					w.Confirm(r.From, r.To, cp)
-					if err := w.Truncate(r.To); err != nil {
-						return err
-					}
-					mu.Lock()
+				time.Sleep(time.Duration(rand.Int64N(int64(2 * time.Millisecond))))
+				d, err := persistChanges(ctx, w, changes, func(int) int { return i }, e.change, cp)
+				mu.Lock()
+				defer mu.Unlock()
+				busy[i] = false
+				switch {
+				case err == nil:
 					latencies = append(latencies, d)
 					persists++
-					mu.Unlock()
-					return nil
-				}()
-				mu.Lock()
-				busy[i] = false
-				if err != nil && firstErr == nil {
+				case firstErr == nil:
 					firstErr = err
 				}
-				mu.Unlock()
 			})
 		}
 	}

@@ -126,19 +126,9 @@ func BenchmarkUpload(b *testing.B) {
 		b.SetBytes(n * 100)
 		b.ReportAllocs()
 		for cp := int64(1); b.Loop(); cp++ {
-			for i := range n {
-				w.Append(ctx, i&127, e.change)
-			}
-			f, err := w.Persist(ctx, w.NextSequenceNumber()-1, cp)
-			if err != nil {
+			if _, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.change, cp); err != nil {
 				b.Fatal(err)
 			}
-			r, err := f.Wait(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			w.Confirm(r.From, r.To, cp)
-			w.Truncate(r.To)
 		}
 	})
 	body := bytes.Repeat([]byte("y"), 1<<20)

@@ -99,12 +99,8 @@ func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rep, err := gc(ctx, o, prog, stderr)
 	prog.close()
 	if rep != nil {
-		if *jsonOut {
-			if code := writeJSON(stdout, stderr, rep); code != exitOK {
-				return code
-			}
-		} else {
-			rep.print(stdout)
+		if code := emit(stdout, stderr, *jsonOut, rep, true); code != exitOK {
+			return code
 		}
 	}
 	if err != nil {

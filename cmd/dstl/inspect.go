@@ -65,17 +65,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if err != nil {
 			return fail(runtimeOrUsage(err), "%v", err)
 		}
-		if *jsonOut {
-			if code := writeJSON(stdout, stderr, rep); code != exitOK {
-				return code
-			}
-		} else {
-			rep.print(stdout)
-		}
-		if !rep.OK {
-			return exitFailed
-		}
-		return exitOK
+		return emit(stdout, stderr, *jsonOut, rep, rep.OK)
 	}
 	if len(pos) != 1 {
 		return fail(exitUsage, "want one OBJECT-URL or FILE (got %d arguments); see dstl inspect --help", len(pos))
@@ -85,17 +75,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(runtimeOrUsage(err), "%v", err)
 	}
 	rep := inspectObject(name, data)
-	if *jsonOut {
-		if code := writeJSON(stdout, stderr, rep); code != exitOK {
-			return code
-		}
-	} else {
-		rep.print(stdout)
-	}
-	if !rep.OK {
-		return exitFailed
-	}
-	return exitOK
+	return emit(stdout, stderr, *jsonOut, rep, rep.OK)
 }
 
 // runtimeOrUsage is the exit code of an error: a bad base path or backend

@@ -47,6 +47,25 @@ func writeJSON(w io.Writer, stderr io.Writer, v any) int {
 	return exitOK
 }
 
+// printer is a report that prints itself as a table for people.
+type printer interface{ print(w io.Writer) }
+
+// emit writes a report, as JSON or as a table, and returns the exit code:
+// exitFailed when ok is false.
+func emit(stdout, stderr io.Writer, asJSON bool, rep printer, ok bool) int {
+	if asJSON {
+		if code := writeJSON(stdout, stderr, rep); code != exitOK {
+			return code
+		}
+	} else {
+		rep.print(stdout)
+	}
+	if !ok {
+		return exitFailed
+	}
+	return exitOK
+}
+
 // isTerminal reports whether w is a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
