@@ -5,9 +5,10 @@
 GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 1s
+BENCH_ARGS ?=
 FUZZTIME  ?= 30s
 
-.PHONY: all build demo test test-unit vet race fuzz bench clean \
+.PHONY: all build demo test test-unit vet race fuzz bench bench-go clean \
 	emulators-install emulators-up emulators-down
 
 all: build test
@@ -42,9 +43,15 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeFrame$$' -fuzztime=$(FUZZTIME) ./dstl/format/
 	$(GO) test -run='^$$' -fuzz='^FuzzHandleUnmarshalBinary$$' -fuzztime=$(FUZZTIME) ./dstl/
 
-## bench: the engine's and the backends' benchmarks, with the emulators up
-## (compare runs with benchstat)
+## bench: `dstl bench` on local disk, MinIO, fake-gcs-server, Azurite and
+## mem://, with the emulators started first; tables and JSON into
+## bench/results/DATE-MACHINE.{txt,json} (BENCH_ARGS go to every run)
 bench:
+	GO="$(GO)" bash minio-test/with-emulators.sh bash bench/run.sh $(BENCH_ARGS)
+
+## bench-go: the engine's and the backends' go benchmarks, with the emulators
+## up, six runs each into bench.txt (compare runs with benchstat)
+bench-go:
 	GO="$(GO)" bash minio-test/with-emulators.sh \
 		$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=6 ./dstl/... ./backends/... | tee bench.txt
 

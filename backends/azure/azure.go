@@ -172,6 +172,11 @@ func containerURL(cfg Config) string {
 	return strings.TrimSuffix(u, "/") + "/" + cfg.Container
 }
 
+// Client returns the container client the backend sends its requests
+// with, for programs that compare the backend with the SDK used directly
+// (such as "dstl bench") or that need a call the backend does not make.
+func (b *Backend) Client() *container.Client { return b.client }
+
 // Container returns the name of the backend's container.
 func (b *Backend) Container() string { return b.container }
 

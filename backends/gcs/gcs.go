@@ -139,6 +139,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	return b, nil
 }
 
+// Client returns the storage client the backend sends its requests with,
+// for programs that compare the backend with the SDK used directly (such
+// as "dstl bench") or that need a call the backend does not make.
+func (b *Backend) Client() *storage.Client { return b.client }
+
 // Config returns the backend's configuration (with the prefix as used).
 func (b *Backend) Config() Config { return b.cfg }
 

@@ -210,6 +210,11 @@ func addCABundle(tr *http.Transport, file string) error {
 	return nil
 }
 
+// Client returns the S3 client the backend sends its requests with, for
+// programs that compare the backend with the SDK used directly (such as
+// "dstl bench") or that need a call the backend does not make.
+func (b *Backend) Client() *awss3.Client { return b.client }
+
 // Bucket returns the backend's bucket.
 func (b *Backend) Bucket() string { return b.bucket }
 

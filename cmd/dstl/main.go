@@ -1,11 +1,20 @@
-// Command dstl runs, measures and inspects a dstl changelog storage.
+// Command dstl runs, measures, inspects and cleans up a dstl changelog
+// storage.
 //
 // Usage:
 //
-//	dstl demo [flags]      run a checkpoint-crash-recover cycle and verify it
-//	dstl backends          list the registered backends
+//	dstl demo [flags]                              run a checkpoint-crash-recover cycle and verify it
+//	dstl bench --base-path URL [flags]             measure the engine beside the SDK on one backend
+//	dstl inspect [flags] OBJECT-URL|FILE           list the change sets in an object, and check them
+//	dstl inspect [flags] --handle FILE [BASE-PATH] show what a handle points to (and check it)
+//	dstl gc --base-path URL --grace DUR --keep FILE...  delete old objects no kept handle references
+//	dstl backends [--json]                         list the registered backends and their options
 //
-// Run "dstl COMMAND -h" for a command's flags.
+// Run "dstl COMMAND --help" for a command's flags. Exit codes: 0 success;
+// 1 the command ran and found a problem (the demo's recovered state
+// differs, inspect found damaged data, gc found a kept handle's object
+// missing); 2 bad command line; 3 the command could not run (storage
+// unreachable, a file unreadable, ...).
 package main
 
 import (
@@ -20,23 +29,26 @@ import (
 	_ "github.com/dstlgo/dstl/backends/all"
 )
 
-// exit codes
+// Exit codes, the same for every command.
 const (
 	exitOK      = 0
-	exitFailed  = 1 // the command ran and found a problem (verification failed)
+	exitFailed  = 1 // the command ran and found a problem (verification failed, damaged data)
 	exitUsage   = 2 // bad command line
 	exitRuntime = 3 // the command could not run (storage unreachable, ...)
 )
 
 type command struct {
-	name, summary string
-	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	name, args, summary string
+	run                 func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func commands() []command {
 	return []command{
-		{"demo", "run writers through checkpoints, crash, recover and verify the state", runDemo},
-		{"backends", "list the registered backends and their URL schemes", runBackends},
+		{"demo", "[flags]", "run writers through checkpoints, crash, recover and verify the state", runDemo},
+		{"bench", "--base-path URL [flags]", "measure append, upload, batching, recovery and persist latency beside the SDK", runBench},
+		{"inspect", "[flags] OBJECT-URL|FILE", "list an object's change sets and check them; or, with --handle, a handle's", runInspect},
+		{"gc", "--base-path URL --grace DUR --keep FILE...", "delete a job's objects older than the grace period that no kept handle references", runGC},
+		{"backends", "[--json]", "list the registered backends, their URL schemes and options", runBackends},
 	}
 }
 
@@ -48,11 +60,15 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
 		if len(args) == 0 {
+			usage(stderr)
 			return exitUsage
 		}
+		if len(args) > 1 && args[0] == "help" { // dstl help COMMAND
+			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
+		usage(stdout)
 		return exitOK
 	}
 	for _, c := range commands() {
@@ -69,23 +85,89 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "dstl: a durable short-term log for stream processors' state changes")
 	fmt.Fprintln(w, "\nUsage: dstl COMMAND [flags]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-9s   dstl %s %s\n", "", c.name, c.args)
 	}
-	fmt.Fprintln(w, "\nRun 'dstl COMMAND -h' for a command's flags.")
+	fmt.Fprint(w, `
+Run 'dstl COMMAND --help' for a command's flags and their defaults. Flags
+take one dash or two. Commands that print reports take --json for a
+machine-readable one on stdout; progress goes to stderr, and only when it
+is a terminal.
+
+Exit codes:
+  0  success
+  1  the command ran and found a problem: the demo's recovered state
+     differs, inspect found damaged data, gc found an object of a kept
+     handle missing (and deleted nothing)
+  2  bad command line (unknown command or flag, bad value)
+  3  the command could not run: storage unreachable, file unreadable, ...
+`)
+}
+
+// newFlagSet returns the flag set of a command, whose --help prints
+// synopsis, then about, then the flags with their defaults.
+func newFlagSet(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("dstl "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: dstl %s %s\n\n%s\n\nFlags:\n", name, synopsis, about)
+		printFlags(fs)
+	}
+	return fs
+}
+
+// printFlags writes the flags of fs with two dashes, their type and their
+// default, like flag.PrintDefaults.
+func printFlags(fs *flag.FlagSet) {
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, help := flag.UnquoteUsage(f)
+		if typ != "" {
+			typ = " " + typ
+		}
+		fmt.Fprintf(w, "  --%s%s\n    \t%s", f.Name, typ, help)
+		if def := f.DefValue; def != "" && def != "false" && def != "0" {
+			if typ == " string" {
+				def = fmt.Sprintf("%q", def)
+			}
+			fmt.Fprintf(w, " (default %s)", def)
+		}
+		fmt.Fprintln(w)
+	})
 }
 
 // parseFlags parses a command's flags; it returns the exit code to end with
-// when parsing ended the command (-h, or an error).
+// when parsing ended the command (--help, or an error).
 func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
-	}
-	if fs.NArg() > 0 {
+	code, ok := parseInterspersed(fs, args, nil)
+	if ok && fs.NArg() > 0 {
 		fmt.Fprintf(fs.Output(), "%s: unexpected arguments %q\n", fs.Name(), fs.Args())
 		return exitUsage, false
 	}
-	return 0, true
+	return code, ok
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// the positional arguments, which it appends to *positional (when
+// positional is nil, the first positional argument ends parsing and
+// fs.Args() holds the rest). "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string, positional *[]string) (int, bool) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK, false
+			}
+			return exitUsage, false
+		}
+		if positional == nil || fs.NArg() == 0 {
+			return 0, true
+		}
+		rest := fs.Args()
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			*positional = append(*positional, rest...) // everything after "--"
+			return 0, true
+		}
+		*positional = append(*positional, rest[0])
+		args = rest[1:]
+	}
 }

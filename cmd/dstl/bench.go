@@ -1,0 +1,812 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+const benchAbout = `Measures, in one run on one backend, the performance figures the design
+sets targets for, each beside the same SDK used directly:
+
+  (a) append: ns and allocations per 100-byte change, amortised (the engine
+      alone: Append does no I/O; pre-emptive persists go to a backend that
+      discards them);
+  (b) upload: end-to-end append -> persist -> confirm throughput of one
+      writer, in changes' bytes per second, beside the SDK's own put of
+      objects of the same size through the same client, one at a time, and
+      their ratio (batch.persist-delay is 0 here: a lone writer has nobody to
+      wait for);
+  (c) batching: objects written per second as 1 to 256 writers persist
+      together at a fixed rate (every --persist-every, each a few changes),
+      with the configured batch.persist-delay;
+  (d) recovery: bytes fetched / bytes needed when a handle needs a small part
+      of its objects (one writer of several sharing each object), and the
+      read throughput of a full recovery (all writers, prefetched) beside
+      the SDK's own get of the same objects, whole, one at a time;
+  (e) persist latency p50/p99, from Persist to the handle, in (b) and (c).
+
+Throughputs are the median of --rounds rounds, engine and SDK alternating, so
+that noise hits both alike. Objects go under a prefix of their own
+(dstl-bench-UUID/) and are deleted afterwards. Engine options (the keys of
+the README's options table) are set with --option KEY=VALUE.
+
+Exits 0 when the measurements ran (targets met or not), or 1 with --check
+when a target is missed.`
+
+// benchOptions are the flags of a bench run.
+type benchOptions struct {
+	basePath, storage string
+	options           []string
+	sizes             []int64
+	writers           []int
+	rounds            int
+	roundTime         time.Duration
+	batchTime         time.Duration
+	persistEvery      time.Duration
+	changeSize        int
+	recoveryWriters   int
+	recoveryObjects   int
+	recoveryObject    int64
+	skipAppend        bool
+	check             bool
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o := benchOptions{}
+	fs := newFlagSet("bench", "--base-path URL [flags]", benchAbout, stderr)
+	fs.StringVar(&o.basePath, "base-path", "", "where objects go: a URL or a local path, as for a storage (required)")
+	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
+	fs.Var((*stringsFlag)(&o.options), "option", "an engine option `KEY=VALUE` (e.g. compression.enabled=true); repeatable")
+	sizes := fs.String("sizes", "64KiB,1MiB,4MiB", "(b) object `SIZES`, comma-separated, in bytes or with KiB/MiB")
+	writers := fs.String("writers", "1,4,16,64,256", "(c) writer `COUNTS`, comma-separated")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds per throughput measurement, engine and SDK alternating (the median counts)")
+	fs.DurationVar(&o.roundTime, "round-time", time.Second, "(b) length of each round")
+	fs.DurationVar(&o.batchTime, "batch-time", 2*time.Second, "(c) time per writer count")
+	fs.DurationVar(&o.persistEvery, "persist-every", 100*time.Millisecond, "(c) every writer persists this often")
+	fs.IntVar(&o.changeSize, "change-size", 100, "bytes per change")
+	fs.IntVar(&o.recoveryWriters, "recovery-writers", 16, "(d) writers sharing each object")
+	fs.IntVar(&o.recoveryObjects, "recovery-objects", 8, "(d) objects (checkpoints) each writer's handle spans")
+	recoveryObject := fs.String("recovery-object-size", "1MiB", "(d) `SIZE` of each object")
+	fs.BoolVar(&o.skipAppend, "skip-append", false, "skip (a), which does not depend on the backend")
+	fs.BoolVar(&o.check, "check", false, "exit 1 when a target is missed")
+	jsonOut := fs.Bool("json", false, "print a JSON report on stdout")
+	save := fs.String("save", "", "also write the JSON report to `FILE`")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	usageErr := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "dstl bench: "+format+"\n", args...)
+		return exitUsage
+	}
+	var err error
+	if o.sizes, err = parseList(*sizes, parseSize); err != nil {
+		return usageErr("--sizes: %v", err)
+	}
+	if o.writers, err = parseList(*writers, strconv.Atoi); err != nil {
+		return usageErr("--writers: %v", err)
+	}
+	if o.recoveryObject, err = parseSize(*recoveryObject); err != nil {
+		return usageErr("--recovery-object-size: %v", err)
+	}
+	switch {
+	case o.basePath == "":
+		return usageErr("--base-path is required")
+	case slices.ContainsFunc(o.sizes, func(s int64) bool { return s < int64(o.changeSize)+64 }):
+		return usageErr("--sizes must each hold at least one change (%d bytes and some)", o.changeSize)
+	case slices.ContainsFunc(o.writers, func(n int) bool { return n < 1 || n > dstl.MaxKeyGroup+1 }):
+		return usageErr("--writers must each be between 1 and %d", dstl.MaxKeyGroup+1)
+	case o.rounds < 1, o.roundTime <= 0, o.batchTime <= 0, o.persistEvery <= 0:
+		return usageErr("--rounds, --round-time, --batch-time and --persist-every must be positive")
+	case o.changeSize < 1:
+		return usageErr("--change-size must be at least 1")
+	case o.recoveryWriters < 2 || o.recoveryWriters > 128:
+		return usageErr("--recovery-writers must be between 2 and 128")
+	case o.recoveryObjects < 1:
+		return usageErr("--recovery-objects must be at least 1")
+	case o.recoveryObject < int64(o.recoveryWriters*(o.changeSize+64)):
+		return usageErr("--recovery-object-size must hold a change of every writer")
+	}
+	prog := newProgress(stderr)
+	rep, err := bench(ctx, o, prog)
+	prog.close()
+	if err != nil {
+		fmt.Fprintf(stderr, "dstl bench: %v\n", err)
+		if errors.Is(err, dstl.ErrUnknownBackend) || errors.Is(err, dstl.ErrInvalidConfig) {
+			return exitUsage
+		}
+		return exitRuntime
+	}
+	if *save != "" {
+		var buf bytes.Buffer
+		writeJSON(&buf, stderr, rep)
+		if err := os.WriteFile(*save, buf.Bytes(), 0o644); err != nil {
+			fmt.Fprintf(stderr, "dstl bench: %v\n", err)
+			return exitRuntime
+		}
+	}
+	return emit(stdout, stderr, *jsonOut, rep, !o.check || !slices.ContainsFunc(rep.Targets, func(t targetResult) bool { return !t.Met }))
+}
+
+// parseList parses a comma-separated list.
+func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for f := range strings.SplitSeq(s, ",") {
+		v, err := parse(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseSize parses a size: bytes, or a number with B, KiB, MiB or GiB
+// (K, KB, M, MB, G, GB mean the same; case does not matter).
+func parseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	mult := int64(1)
+	for _, u := range []struct {
+		suffixes []string
+		mult     int64
+	}{{[]string{"gib", "gb", "g"}, 1 << 30}, {[]string{"mib", "mb", "m"}, 1 << 20}, {[]string{"kib", "kb", "k"}, 1 << 10}, {[]string{"b"}, 1}} {
+		if i := slices.IndexFunc(u.suffixes, func(x string) bool { return strings.HasSuffix(t, x) }); i >= 0 {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffixes[i])), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size (want e.g. 65536, 64KiB, 4MiB)", s)
+	}
+	return n * mult, nil
+}
+
+// benchReport is the result of a bench run.
+type benchReport struct {
+	Machine  machine           `json:"machine"`
+	Backend  string            `json:"backend"`
+	BasePath string            `json:"base_path"`
+	Start    time.Time         `json:"start"`
+	Seconds  float64           `json:"seconds"`
+	Config   map[string]string `json:"config"`
+	Append   *appendResult     `json:"append,omitempty"`
+	Upload   []uploadResult    `json:"upload"`
+	Batching batchingResult    `json:"batching"`
+	Recovery recoveryResult    `json:"recovery"`
+	Targets  []targetResult    `json:"targets"`
+}
+
+type appendResult struct {
+	ChangeSize  int       `json:"change_size"`
+	NsPerOp     float64   `json:"ns_per_op"` // median of the runs
+	AllocsPerOp int64     `json:"allocs_per_op"`
+	Runs        []float64 `json:"runs_ns_per_op"`
+}
+
+type uploadResult struct {
+	ObjectSize    int64     `json:"object_size"` // average stored size of the engine's objects
+	ChangesPerSet int       `json:"changes_per_object"`
+	EngineBPS     float64   `json:"engine_bytes_per_second"` // changes' bytes appended and persisted per second
+	RawBPS        float64   `json:"raw_bytes_per_second"`    // bytes put per second by the SDK
+	Ratio         float64   `json:"ratio"`
+	EngineRounds  []float64 `json:"engine_rounds"`
+	RawRounds     []float64 `json:"raw_rounds"`
+	PersistP50Ms  float64   `json:"persist_p50_ms"`
+	PersistP99Ms  float64   `json:"persist_p99_ms"`
+	RawPutP50Ms   float64   `json:"raw_put_p50_ms"`
+}
+
+type batchingResult struct {
+	PersistEvery string     `json:"persist_every"`
+	Delay        string     `json:"batch_persist_delay"`
+	Rows         []batchRow `json:"rows"`
+}
+
+type batchRow struct {
+	Writers        int     `json:"writers"`
+	Checkpoints    int     `json:"checkpoints"`
+	PersistsPerSec float64 `json:"persists_per_second"`
+	ObjectsPerSec  float64 `json:"objects_per_second"`
+	ObjectsPerCP   float64 `json:"objects_per_checkpoint"`
+	Skipped        int     `json:"skipped_ticks"` // ticks a writer missed, its last persist still running
+	PersistP50Ms   float64 `json:"persist_p50_ms"`
+	PersistP99Ms   float64 `json:"persist_p99_ms"`
+}
+
+type recoveryResult struct {
+	Writers        int       `json:"writers"`
+	Objects        int       `json:"objects"`
+	ObjectBytes    int64     `json:"object_bytes"`
+	PartFetched    int64     `json:"one_writer_bytes_fetched"`
+	PartNeeded     int64     `json:"one_writer_bytes_needed"`
+	PartRequests   int64     `json:"one_writer_requests"`
+	FetchedPerNeed float64   `json:"fetched_per_needed"`
+	FullRequests   int64     `json:"full_requests"`
+	FullNeeded     int64     `json:"full_bytes_needed"`
+	FullFetched    int64     `json:"full_bytes_fetched"`
+	EngineBPS      float64   `json:"engine_bytes_per_second"` // change sets' bytes read and decoded per second
+	RawBPS         float64   `json:"raw_bytes_per_second"`    // bytes got per second by the SDK
+	Ratio          float64   `json:"ratio"`
+	EngineRounds   []float64 `json:"engine_rounds"`
+	RawRounds      []float64 `json:"raw_rounds"`
+}
+
+// targetResult is one target of the design, met or not.
+type targetResult struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Target string `json:"target"`
+	Met    bool   `json:"met"`
+}
+
+// benchEnv is what the phases share.
+type benchEnv struct {
+	o       benchOptions
+	cfg     dstl.Config
+	backend *dstltest.Counting
+	raw     rawStore
+	id      string
+	prefix  string
+	change  []byte
+	prog    *progress
+}
+
+func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, error) {
+	opts := map[string]string{"base-path": o.basePath}
+	if o.storage != "" {
+		opts["storage"] = o.storage
+	}
+	for _, kv := range o.options {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%w: --option %q: want KEY=VALUE", dstl.ErrInvalidConfig, kv)
+		}
+		opts[k] = v
+	}
+	run, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	opts["job-id"] = "dstl-bench-" + run.String()
+	cfg, err := dstl.ParseConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	rep := &benchReport{Machine: describeMachine(), BasePath: o.basePath, Start: time.Now().UTC().Truncate(time.Second), Config: cfg.Options()}
+	delete(rep.Config, "job-id")
+	delete(rep.Config, "base-path")
+	t0 := time.Now()
+	if !o.skipAppend {
+		prog.begin("(a) append")
+		a := benchAppend(ctx, o.changeSize, prog)
+		rep.Append = &a
+	}
+	b, id, err := dstl.OpenBackend(ctx, cfg.Storage, cfg.BasePath)
+	if err != nil {
+		return nil, err
+	}
+	rep.Backend = id
+	raw, err := newRawStore(b, cfg.BasePath)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	env := &benchEnv{o: o, cfg: cfg, backend: dstltest.NewCounting(b), raw: raw, id: id, prefix: dstl.ObjectPrefix(cfg.JobID),
+		change: bytes.Repeat([]byte("x"), o.changeSize), prog: prog}
+	defer env.backend.Close()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = env.cleanup(cctx) // best effort; an error here hides none of the results
+	}()
+	for i, size := range o.sizes {
+		prog.begin(fmt.Sprintf("(b) upload %s (%d/%d)", formatBytes(size), i+1, len(o.sizes)))
+		u, err := env.upload(ctx, size)
+		if err != nil {
+			return nil, fmt.Errorf("(b) upload, objects of %s: %w", formatBytes(size), err)
+		}
+		rep.Upload = append(rep.Upload, u)
+	}
+	rep.Batching = batchingResult{PersistEvery: o.persistEvery.String(), Delay: cfg.BatchPersistDelay.String()}
+	for i, w := range o.writers {
+		prog.begin(fmt.Sprintf("(c) batching, %d writers (%d/%d)", w, i+1, len(o.writers)))
+		row, err := env.batching(ctx, w)
+		if err != nil {
+			return nil, fmt.Errorf("(c) batching, %d writers: %w", w, err)
+		}
+		rep.Batching.Rows = append(rep.Batching.Rows, row)
+	}
+	prog.begin("(d) recovery")
+	if rep.Recovery, err = env.recovery(ctx); err != nil {
+		return nil, fmt.Errorf("(d) recovery: %w", err)
+	}
+	rep.Seconds = time.Since(t0).Seconds()
+	rep.Targets = rep.targets()
+	return rep, nil
+}
+
+// discardBackend accepts every put and stores nothing: Append's cost is
+// measured without I/O.
+type discardBackend struct{}
+
+func (discardBackend) Put(context.Context, string, io.ReaderAt, int64) error { return nil }
+func (discardBackend) Get(_ context.Context, name string, _, _ int64) (io.ReadCloser, error) {
+	return nil, dstl.NewBackendError("get", "discard", name, dstl.ErrNotFound)
+}
+func (discardBackend) Delete(context.Context, string) error                            { return nil }
+func (discardBackend) List(context.Context, string, func(dstl.ObjectInfo) error) error { return nil }
+func (discardBackend) Close() error                                                    { return nil }
+
+// benchAppend measures Append with the default configuration, three
+// times; the median counts.
+func benchAppend(ctx context.Context, changeSize int, prog *progress) appendResult {
+	res := appendResult{ChangeSize: changeSize}
+	change := bytes.Repeat([]byte("x"), changeSize)
+	const runs = 3
+	for i := range runs {
+		s, err := dstl.New(dstl.DefaultConfig("discard"), discardBackend{})
+		if err != nil {
+			panic(err) // the default configuration is valid
+		}
+		w, err := s.NewWriter("bench-append", dstl.KeyGroupRange{Start: 0, End: 127})
+		if err != nil {
+			panic(err)
+		}
+		r := testing.Benchmark(func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if err := w.Append(ctx, i&127, change); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		s.Close()
+		res.Runs = append(res.Runs, float64(r.T.Nanoseconds())/float64(max(r.N, 1)))
+		res.AllocsPerOp = max(res.AllocsPerOp, r.AllocsPerOp())
+		prog.set(float64(i+1) / runs)
+	}
+	res.NsPerOp = median(res.Runs)
+	return res
+}
+
+// newStorage opens a storage over the bench's backend with cfg.
+func (e *benchEnv) newStorage(cfg dstl.Config) (*dstl.Storage, error) {
+	return dstl.New(cfg, e.backend, dstl.WithStorageID(e.id))
+}
+
+// cleanup deletes every object under the bench's prefix.
+func (e *benchEnv) cleanup(ctx context.Context) error {
+	var names []string
+	err := e.backend.List(ctx, e.prefix, func(oi dstl.ObjectInfo) error {
+		names = append(names, oi.Name)
+		return nil
+	})
+	for _, n := range names {
+		err = errors.Join(err, e.backend.Delete(ctx, n))
+	}
+	return err
+}
+
+// upload measures (b) for objects of about size bytes.
+func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error) {
+	cfg := e.cfg
+	cfg.BatchPersistDelay = 0
+	s, err := e.newStorage(cfg)
+	if err != nil {
+		return uploadResult{}, err
+	}
+	defer s.Close()
+	w, err := s.NewWriter("bench-upload", dstl.KeyGroupRange{Start: 0, End: 127})
+	if err != nil {
+		return uploadResult{}, err
+	}
+	// A change costs its bytes and a length prefix; the frame, its
+	// directory of 128 key groups and the object's header and index add
+	// about 2.2 KiB.
+	n := max(1, int((size-2300)/int64(e.o.changeSize+uvarintLen(e.o.changeSize))))
+	res := uploadResult{ChangesPerSet: n}
+	var latencies []time.Duration
+	cp := int64(0)
+	checkpoint := func() error {
+		cp++
+		d, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.change, cp)
+		latencies = append(latencies, d)
+		return err
+	}
+	// Warm up, and learn the objects' size.
+	before := e.backend.Stats()
+	for range 2 {
+		if err := checkpoint(); err != nil {
+			return res, err
+		}
+	}
+	after := e.backend.Stats()
+	res.ObjectSize = (after.BytesPut - before.BytesPut) / max(after.Puts-before.Puts, 1)
+	body := make([]byte, res.ObjectSize)
+	for i := range body {
+		body[i] = byte(rand.Uint32())
+	}
+	latencies = latencies[:0]
+	var rawLatencies []time.Duration
+	for r := range e.o.rounds {
+		// The engine.
+		t0 := time.Now()
+		sets := 0
+		for time.Since(t0) < e.o.roundTime || sets == 0 {
+			if err := checkpoint(); err != nil {
+				return res, err
+			}
+			sets++
+		}
+		res.EngineRounds = append(res.EngineRounds, float64(sets*n*e.o.changeSize)/time.Since(t0).Seconds())
+		e.prog.set((float64(r) + 0.5) / float64(e.o.rounds))
+		// The SDK.
+		var names []string
+		t0 = time.Now()
+		for time.Since(t0) < e.o.roundTime || len(names) == 0 {
+			name := fmt.Sprintf("%sraw-%d-%d.bin", e.prefix, size, len(names))
+			t1 := time.Now()
+			if err := e.raw.put(ctx, name, body); err != nil {
+				return res, fmt.Errorf("raw put: %w", err)
+			}
+			rawLatencies = append(rawLatencies, time.Since(t1))
+			names = append(names, name)
+		}
+		res.RawRounds = append(res.RawRounds, float64(len(names))*float64(len(body))/time.Since(t0).Seconds())
+		for _, name := range names {
+			if err := e.raw.delete(ctx, name); err != nil {
+				return res, fmt.Errorf("raw delete: %w", err)
+			}
+		}
+		if err := e.cleanup(ctx); err != nil {
+			return res, err
+		}
+		e.prog.set(float64(r+1) / float64(e.o.rounds))
+	}
+	res.EngineBPS, res.RawBPS = median(res.EngineRounds), median(res.RawRounds)
+	res.Ratio = res.EngineBPS / res.RawBPS
+	res.PersistP50Ms, res.PersistP99Ms = ms(percentile(latencies, 50)), ms(percentile(latencies, 99))
+	res.RawPutP50Ms = ms(percentile(rawLatencies, 50))
+	return res, nil
+}
+
+// persistChanges appends n changes to w (change i to key group kg(i)),
+// persists them as checkpoint cp, waits for the handle, confirms the
+// checkpoint and truncates the log. It returns the time from Persist to
+// the handle.
+func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int, change []byte, cp int64) (time.Duration, error) {
+	for i := range n {
+		if err := w.Append(ctx, kg(i), change); err != nil {
+			return 0, err
+		}
+	}
+	t0 := time.Now()
+	f, err := w.Persist(ctx, w.NextSequenceNumber()-1, cp)
+	if err != nil {
+		return 0, err
+	}
+	r, err := f.Wait(ctx)
+	if err != nil {
+		return 0, err
+	}
+	d := time.Since(t0)
+	w.Confirm(r.From, r.To, cp)
+	return d, w.Truncate(r.To)
+}
+
+func uvarintLen(n int) int {
+	l := 1
+	for n >= 0x80 {
+		n >>= 7
+		l++
+	}
+	return l
+}
+
+// batching measures (c) with n writers: all persist together every
+// persistEvery (arriving within a millisecond or two of each other, as
+// checkpoint barriers do), each with a few changes.
+func (e *benchEnv) batching(ctx context.Context, n int) (batchRow, error) {
+	row := batchRow{Writers: n}
+	s, err := e.newStorage(e.cfg)
+	if err != nil {
+		return row, err
+	}
+	defer s.Close()
+	ws := make([]*dstl.Writer, n)
+	for i := range ws {
+		if ws[i], err = s.NewWriter(fmt.Sprintf("bench-batch-%d", i), dstl.KeyGroupRange{Start: i, End: i}); err != nil {
+			return row, err
+		}
+	}
+	const changes = 10
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		persists  int
+		skipped   int
+		firstErr  error
+	)
+	busy := make([]bool, n)
+	var wg sync.WaitGroup
+	tick := func(cp int64) {
+		for i, w := range ws {
+			mu.Lock()
+			if busy[i] {
+				skipped++
+				mu.Unlock()
+				continue
+			}
+			busy[i] = true
+			mu.Unlock()
+			wg.Go(func() {
+				time.Sleep(time.Duration(rand.Int64N(int64(2 * time.Millisecond))))
+				d, err := persistChanges(ctx, w, changes, func(int) int { return i }, e.change, cp)
+				mu.Lock()
+				defer mu.Unlock()
+				busy[i] = false
+				switch {
+				case err == nil:
+					latencies = append(latencies, d)
+					persists++
+				case firstErr == nil:
+					firstErr = err
+				}
+			})
+		}
+	}
+	before := e.backend.Stats()
+	t0 := time.Now()
+	ticker := time.NewTicker(e.o.persistEvery)
+	cp := int64(0)
+	for time.Since(t0) < e.o.batchTime {
+		cp++
+		tick(cp)
+		e.prog.set(float64(time.Since(t0)) / float64(e.o.batchTime))
+		select {
+		case <-ticker.C:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	ticker.Stop()
+	wg.Wait()
+	elapsed := time.Since(t0)
+	after := e.backend.Stats()
+	if firstErr != nil {
+		return row, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return row, err
+	}
+	row.Checkpoints = int(cp)
+	row.Skipped = skipped
+	row.PersistsPerSec = float64(persists) / elapsed.Seconds()
+	row.ObjectsPerSec = float64(after.Puts-before.Puts) / elapsed.Seconds()
+	row.ObjectsPerCP = float64(after.Puts-before.Puts) / float64(cp)
+	row.PersistP50Ms, row.PersistP99Ms = ms(percentile(latencies, 50)), ms(percentile(latencies, 99))
+	return row, e.cleanup(ctx)
+}
+
+// recovery measures (d): writers share objects, one per checkpoint; then
+// one writer's handle is read alone, and all of them together.
+func (e *benchEnv) recovery(ctx context.Context) (recoveryResult, error) {
+	nw, nobj := e.o.recoveryWriters, e.o.recoveryObjects
+	res := recoveryResult{Writers: nw, Objects: nobj}
+	s, err := e.newStorage(e.cfg)
+	if err != nil {
+		return res, err
+	}
+	defer s.Close()
+	ws := make([]*dstl.Writer, nw)
+	for i := range ws {
+		if ws[i], err = s.NewWriter(fmt.Sprintf("bench-recovery-%d", i), splitRange(128, nw, i)); err != nil {
+			return res, err
+		}
+	}
+	perWriter := max(1, int(e.o.recoveryObject/int64(nw)/int64(e.o.changeSize+uvarintLen(e.o.changeSize))))
+	handles := make([]dstl.Handle, nw)
+	before := e.backend.Stats()
+	for cp := int64(1); cp <= int64(nobj); cp++ {
+		errs := make([]error, nw)
+		var wg sync.WaitGroup
+		for i, w := range ws {
+			wg.Go(func() {
+				errs[i] = func() error {
+					kgr := w.KeyGroups()
+					for j := range perWriter {
+						if err := w.Append(ctx, kgr.Start+j%(kgr.End-kgr.Start+1), e.change); err != nil {
+							return err
+						}
+					}
+					f, err := w.Persist(ctx, 0, cp)
+					if err != nil {
+						return err
+					}
+					r, err := f.Wait(ctx)
+					if err != nil {
+						return err
+					}
+					w.Confirm(r.From, r.To, cp)
+					handles[i] = r.Remote
+					return nil
+				}()
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return res, err
+		}
+		e.prog.set(0.3 * float64(cp) / float64(nobj))
+	}
+	res.Objects = int(e.backend.Stats().Puts - before.Puts)
+	var objects []dstl.ObjectInfo
+	if err := e.backend.List(ctx, e.prefix, func(oi dstl.ObjectInfo) error {
+		objects = append(objects, oi)
+		res.ObjectBytes += oi.Size
+		return nil
+	}); err != nil {
+		return res, err
+	}
+
+	read := func(groups dstl.KeyGroupRange, hs ...dstl.Handle) (dstl.ReadStats, error) {
+		r, err := dstl.NewReader(e.backend, groups, time.Minute)
+		if err != nil {
+			return dstl.ReadStats{}, err
+		}
+		defer r.Close()
+		if err := r.Prefetch(ctx, hs...); err != nil {
+			return dstl.ReadStats{}, err
+		}
+		for _, h := range hs {
+			for _, err := range r.Changes(ctx, h) {
+				if err != nil {
+					return dstl.ReadStats{}, err
+				}
+			}
+		}
+		return r.Stats(), nil
+	}
+	part, err := read(handles[0].KeyGroups, handles[0])
+	if err != nil {
+		return res, err
+	}
+	res.PartFetched, res.PartNeeded, res.PartRequests = part.BytesFetched, part.BytesNeeded, part.Requests
+	res.FetchedPerNeed = float64(part.BytesFetched) / float64(max(part.BytesNeeded, 1))
+	for r := range e.o.rounds {
+		t0 := time.Now()
+		full, err := read(dstl.KeyGroupRange{Start: 0, End: 127}, handles...)
+		if err != nil {
+			return res, err
+		}
+		res.EngineRounds = append(res.EngineRounds, float64(full.BytesNeeded)/time.Since(t0).Seconds())
+		res.FullRequests, res.FullNeeded, res.FullFetched = full.Requests, full.BytesNeeded, full.BytesFetched
+		var got int64
+		t0 = time.Now()
+		for _, oi := range objects {
+			n, err := e.raw.get(ctx, oi.Name)
+			if err != nil {
+				return res, fmt.Errorf("raw get: %w", err)
+			}
+			got += n
+		}
+		res.RawRounds = append(res.RawRounds, float64(got)/time.Since(t0).Seconds())
+		e.prog.set(0.3 + 0.7*float64(r+1)/float64(e.o.rounds))
+	}
+	res.EngineBPS, res.RawBPS = median(res.EngineRounds), median(res.RawRounds)
+	res.Ratio = res.EngineBPS / res.RawBPS
+	return res, e.cleanup(ctx)
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// targets compares the results with the targets of the design.
+func (r *benchReport) targets() []targetResult {
+	var ts []targetResult
+	if a := r.Append; a != nil {
+		ts = append(ts, targetResult{"append", fmt.Sprintf("%.1f ns/op, %d allocs/op", a.NsPerOp, a.AllocsPerOp), "<= 60 ns/op, 0 allocs/op",
+			a.NsPerOp <= 60 && a.AllocsPerOp == 0})
+	}
+	for _, u := range r.Upload {
+		ts = append(ts, targetResult{"upload " + formatBytes(u.ObjectSize), fmt.Sprintf("%.2f of the SDK's put", u.Ratio), ">= 0.80", u.Ratio >= 0.8})
+	}
+	if rows := r.Batching.Rows; len(rows) > 1 {
+		first, last := rows[0], rows[len(rows)-1]
+		growth := last.ObjectsPerSec / first.ObjectsPerSec
+		ts = append(ts, targetResult{fmt.Sprintf("batching %d -> %d writers", first.Writers, last.Writers),
+			fmt.Sprintf("objects/s x%.2f (%.1f -> %.1f) for x%d writers", growth, first.ObjectsPerSec, last.ObjectsPerSec, last.Writers/first.Writers),
+			"flat: x1.5 at most", growth <= 1.5})
+	}
+	rc := r.Recovery
+	ts = append(ts,
+		targetResult{"recovery fetched/needed", fmt.Sprintf("%.3f", rc.FetchedPerNeed), "<= 1.10", rc.FetchedPerNeed <= 1.1},
+		targetResult{"recovery read", fmt.Sprintf("%.2f of the SDK's get", rc.Ratio), ">= 0.80", rc.Ratio >= 0.8})
+	return ts
+}
+
+func (r *benchReport) print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "dstl bench on %s (%s), %s, %.0f s\n", r.Backend, r.BasePath, r.Start.Format(time.RFC3339), r.Seconds)
+	fmt.Fprintf(w, "machine: %s\n", r.Machine)
+	if a := r.Append; a != nil {
+		fmt.Fprintf(w, "\n(a) append, %d-byte changes, engine alone: %.1f ns/op, %d allocs/op (median of %d runs: %s)\n",
+			a.ChangeSize, a.NsPerOp, a.AllocsPerOp, len(a.Runs), joinFloats(a.Runs, "%.1f"))
+	}
+	fmt.Fprintf(w, "\n(b) upload: one writer, append -> persist -> confirm, beside the SDK's put of the same object size (median of %d rounds)\n", len(firstOr(r.Upload).EngineRounds))
+	fmt.Fprintln(tw, "  OBJECT\tCHANGES\tDSTL\tSDK PUT\tRATIO\tPERSIST P50\tP99\tSDK PUT P50")
+	for _, u := range r.Upload {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%.2f\t%.1f ms\t%.1f ms\t%.1f ms\n", formatBytes(u.ObjectSize), u.ChangesPerSet,
+			formatRate(u.EngineBPS), formatRate(u.RawBPS), u.Ratio, u.PersistP50Ms, u.PersistP99Ms, u.RawPutP50Ms)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\n(c) batching: writers persisting together every %s, batch.persist-delay %s\n", r.Batching.PersistEvery, r.Batching.Delay)
+	fmt.Fprintln(tw, "  WRITERS\tCHECKPOINTS\tPERSISTS/S\tOBJECTS/S\tOBJECTS/CHECKPOINT\tPERSIST P50\tP99\tSKIPPED")
+	for _, b := range r.Batching.Rows {
+		fmt.Fprintf(tw, "  %d\t%d\t%.1f\t%.1f\t%.2f\t%.1f ms\t%.1f ms\t%d\n", b.Writers, b.Checkpoints, b.PersistsPerSec, b.ObjectsPerSec,
+			b.ObjectsPerCP, b.PersistP50Ms, b.PersistP99Ms, b.Skipped)
+	}
+	tw.Flush()
+	rc := r.Recovery
+	fmt.Fprintf(w, "\n(d) recovery: %d writers sharing %d objects (%s)\n", rc.Writers, rc.Objects, formatBytes(rc.ObjectBytes))
+	fmt.Fprintf(w, "  one writer:  %d requests fetched %s for %s of change sets: %.3f\n", rc.PartRequests,
+		formatBytes(rc.PartFetched), formatBytes(rc.PartNeeded), rc.FetchedPerNeed)
+	fmt.Fprintf(w, "  all writers: %d requests fetched %s for %s; read and decoded %s beside the SDK's get %s: %.2f (median of %d rounds)\n",
+		rc.FullRequests, formatBytes(rc.FullFetched), formatBytes(rc.FullNeeded), formatRate(rc.EngineBPS), formatRate(rc.RawBPS), rc.Ratio, len(rc.EngineRounds))
+	fmt.Fprintln(w, "\n(e) persist latency: the P50 and P99 columns of (b) and (c)")
+	met := 0
+	fmt.Fprintln(w, "\ntargets (DESIGN section 6):")
+	for _, t := range r.Targets {
+		status := "MISSED"
+		if t.Met {
+			status, met = "met", met+1
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.Name, t.Value, t.Target, status)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d of %d targets met\n", met, len(r.Targets))
+}
+
+func firstOr(us []uploadResult) uploadResult {
+	if len(us) == 0 {
+		return uploadResult{}
+	}
+	return us[0]
+}
+
+func joinFloats(xs []float64, format string) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf(format, x)
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+// newBenchEnv returns the environment of "dstl bench" on a local backend
+// (fsync on) in a temporary directory, for profiling its phases with
+// go test -bench -cpuprofile.
+func newBenchEnv(b *testing.B) *benchEnv {
+	b.Helper()
+	ctx := context.Background()
+	cfg := dstl.DefaultConfig(b.TempDir())
+	cfg.JobID = "bench"
+	backend, id, err := dstl.OpenBackend(ctx, "", cfg.BasePath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := newRawStore(backend, cfg.BasePath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := &benchEnv{cfg: cfg, backend: dstltest.NewCounting(backend), raw: raw, id: id, prefix: "bench/",
+		change: bytes.Repeat([]byte("x"), 100)}
+	e.o = benchOptions{rounds: 1, roundTime: time.Second, changeSize: 100, recoveryWriters: 16, recoveryObjects: 8, recoveryObject: 1 << 20}
+	b.Cleanup(func() { e.backend.Close() })
+	return e
+}
+
+// BenchmarkRecoveryRead reads back what 16 writers wrote into 8 shared
+// objects of 1 MiB (phase (d) of dstl bench), each time with a new reader,
+// beside whole gets of the same objects with the plain file API.
+func BenchmarkRecoveryRead(b *testing.B) {
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	s, err := e.newStorage(e.cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var handles []dstl.Handle
+	for i := range e.o.recoveryWriters {
+		w, err := s.NewWriter(fmt.Sprint(i), splitRange(128, e.o.recoveryWriters, i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := range 640 * e.o.recoveryObjects {
+			w.Append(ctx, w.KeyGroups().Start+j%8, e.change)
+			if j%640 == 639 {
+				w.NextSequenceNumber()
+			}
+		}
+		f, err := w.Persist(ctx, 0, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := f.Wait(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		handles = append(handles, r.Remote)
+	}
+	var objects []dstl.ObjectInfo
+	var total int64
+	e.backend.List(ctx, e.prefix, func(oi dstl.ObjectInfo) error {
+		objects = append(objects, oi)
+		total += oi.Size
+		return nil
+	})
+	b.Run("dstl", func(b *testing.B) {
+		b.SetBytes(total)
+		b.ReportAllocs()
+		for b.Loop() {
+			r, _ := dstl.NewReader(e.backend, dstl.KeyGroupRange{Start: 0, End: 127}, time.Minute)
+			if err := r.Prefetch(ctx, handles...); err != nil {
+				b.Fatal(err)
+			}
+			for _, h := range handles {
+				for _, err := range r.Changes(ctx, h) {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			r.Close()
+		}
+	})
+	b.Run("raw", func(b *testing.B) {
+		b.SetBytes(total)
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, oi := range objects {
+				if _, err := e.raw.get(ctx, oi.Name); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkUpload is phase (b) of dstl bench for objects of 1 MiB: one
+// writer's append -> persist -> confirm, beside raw writes and fsyncs.
+func BenchmarkUpload(b *testing.B) {
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	cfg := e.cfg
+	cfg.BatchPersistDelay = 0
+	s, err := e.newStorage(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	w, err := s.NewWriter("w", dstl.KeyGroupRange{Start: 0, End: 127})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 10359 // about 1 MiB of changes
+	b.Run("dstl", func(b *testing.B) {
+		b.SetBytes(n * 100)
+		b.ReportAllocs()
+		for cp := int64(1); b.Loop(); cp++ {
+			if _, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.change, cp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	body := bytes.Repeat([]byte("y"), 1<<20)
+	b.Run("raw", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if err := e.raw.put(ctx, fmt.Sprintf("bench/raw-%d", i), body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// v7Name returns a dstl object name under prefix whose UUIDv7 holds t.
+func v7Name(t *testing.T, prefix string, at time.Time) string {
+	t.Helper()
+	u, err := uuid.NewV7()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(at.UnixMilli()))
+	copy(u[:6], ms[2:])
+	return prefix + u.String() + dstl.ObjectSuffix
+}
+
+// putObject writes a file for a local backend's object, modified at mod.
+func putObject(t *testing.T, dir, name string, mod time.Time) {
+	t.Helper()
+	p := objectPath(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("some bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, mod, mod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func exists(dir, name string) bool {
+	_, err := os.Stat(objectPath(dir, name))
+	return err == nil
+}
+
+func TestGC(t *testing.T) {
+	now := time.Now()
+	old, young := now.Add(-3*time.Hour), now.Add(-10*time.Minute)
+	for _, dryRun := range []bool{false, true} {
+		t.Run(map[bool]string{false: "delete", true: "dry run"}[dryRun], func(t *testing.T) {
+			dir := t.TempDir()
+			// Real objects, referenced by the kept handles, made old.
+			hs := persistHandles(t, dir, "job", 3)
+			for _, h := range hs {
+				for _, e := range h.Entries {
+					os.Chtimes(objectPath(dir, e.Object), old, old)
+				}
+			}
+			kept := []string{hs[0].Entries[0].Object, hs[1].Entries[0].Object}
+			unkeptReal := hs[2].Entries[0].Object // its handle is not kept, and it was named now
+			objects := map[string]bool{           // name -> deleted
+				v7Name(t, "job/", old):                true,  // old by both clocks, unreferenced
+				v7Name(t, "job/", young):              false, // young by name
+				v7Name(t, "job/", now.Add(time.Hour)): false, // a name from the future
+				"job/snapshots/op-1.snap":             false, // not a dstl object
+				"job/not-a-uuid.dstl":                 false,
+				v7Name(t, "other-job/", old):          false, // another job's: not listed
+				unkeptReal:                            false, // old by modification time, young by name
+			}
+			youngByTime := v7Name(t, "job/", old)
+			objects[youngByTime] = false
+			for name := range objects {
+				if name == unkeptReal {
+					continue
+				}
+				mod := old
+				if name == youngByTime {
+					mod = young
+				}
+				putObject(t, dir, name, mod)
+			}
+			for _, k := range kept {
+				objects[k] = false
+			}
+			keepJSON := writeHandleFile(t, filepath.Join(t.TempDir(), "h0.json"), false, hs[0])
+			keepBin := writeHandleFile(t, filepath.Join(t.TempDir(), "h1.bin"), true, hs[1])
+			args := []string{"gc", "--base-path", dir, "--job-id", "job", "--grace", "1h", "--json", "--keep", keepJSON, keepBin}
+			if dryRun {
+				args = append(args, "--dry-run")
+			}
+			code, out, errOut := runCLI(t, args...)
+			if code != exitOK {
+				t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+			}
+			var rep gcReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for name, del := range objects {
+				if del {
+					want = append(want, name)
+				}
+				if gone := !exists(dir, name); gone != (del && !dryRun) {
+					t.Errorf("%s: deleted %v, want %v", name, gone, del && !dryRun)
+				}
+			}
+			var got []string
+			for _, o := range rep.Objects {
+				got = append(got, o.Name)
+			}
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("report lists %q, want %q", got, want)
+			}
+			if rep.Referenced.Objects != 2 || rep.KeptHandles != 2 || rep.Deletable.Objects != len(want) || rep.Foreign.Objects != 2 || rep.Young.Objects != 4 {
+				t.Errorf("counts %+v", rep)
+			}
+			if wantDeleted := len(want); dryRun && rep.Deleted.Objects != 0 || !dryRun && rep.Deleted.Objects != wantDeleted {
+				t.Errorf("deleted %d objects, dry run %v", rep.Deleted.Objects, dryRun)
+			}
+			if rep.Deletable.Bytes != int64(len(want)*len("some bytes")) {
+				t.Errorf("deletable bytes %d", rep.Deletable.Bytes)
+			}
+		})
+	}
+}
+
+// TestGCNeverDeletesReferenced: with no grace at all, everything a kept
+// handle references stays, and reads back.
+func TestGCNeverDeletesReferenced(t *testing.T) {
+	dir := t.TempDir()
+	hs := persistHandles(t, dir, "job", 4)
+	keep := writeHandleFile(t, filepath.Join(t.TempDir(), "keep.json"), false, hs[1], hs[3])
+	time.Sleep(5 * time.Millisecond) // every object is older than a grace of 0 by both clocks
+	code, out, errOut := runCLI(t, "gc", "--base-path", "file://"+dir, "--job-id", "job", "--grace", "0", "--keep", keep)
+	if code != exitOK || !strings.Contains(out, "deleted") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for i, h := range hs {
+		if got, want := exists(dir, h.Entries[0].Object), i == 1 || i == 3; got != want {
+			t.Errorf("object of handle %d: exists %v, want %v", i, got, want)
+		}
+	}
+	if code, out, errOut := runCLI(t, "inspect", "--handle", keep, dir); code != exitOK {
+		t.Errorf("kept handles do not check out: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+func TestGCRefusesWhenReferencedMissing(t *testing.T) {
+	dir := t.TempDir()
+	hs := persistHandles(t, dir, "job", 2)
+	old := time.Now().Add(-48 * time.Hour)
+	stale := v7Name(t, "job/", old)
+	putObject(t, dir, stale, old)
+	keep := writeHandleFile(t, filepath.Join(t.TempDir(), "keep.json"), false, hs...)
+	if err := os.Remove(objectPath(dir, hs[0].Entries[0].Object)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, jobID string
+	}{
+		{"one object missing", "job"},
+		{"wrong job id: none there", "other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, "gc", "--base-path", dir, "--job-id", tc.jobID, "--grace", "1h", "--keep", keep)
+			if code != exitFailed || !strings.Contains(errOut, "nothing deleted") || !strings.Contains(out, "missing: ") {
+				t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+			}
+			if !exists(dir, stale) {
+				t.Fatal("an object was deleted")
+			}
+		})
+	}
+}
+
+func TestGCUsage(t *testing.T) {
+	dir := t.TempDir()
+	keep := writeHandleFile(t, filepath.Join(dir, "keep.json"), false, persistHandles(t, dir, "job", 1)...)
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("nonsense"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"gc", "--grace", "1h", "--keep", keep}, exitUsage, "--base-path is required"},
+		{[]string{"gc", "--base-path", dir, "--keep", keep}, exitUsage, "--grace is required"},
+		{[]string{"gc", "--base-path", dir, "--grace", "1h"}, exitUsage, "no handle file to keep"},
+		{[]string{"gc", "--base-path", dir, "--grace", "-1h", "--keep", keep}, exitUsage, "want a duration of 0 or more"},
+		{[]string{"gc", "--base-path", dir, "--grace", "soon", "--keep", keep}, exitUsage, "want a duration"},
+		{[]string{"gc", "--base-path", dir, "--grace", "1h", "--keep-none", keep}, exitUsage, "contradict"},
+		{[]string{"gc", "--base-path", dir, "--grace", "1h", "--keep", bad}, exitUsage, "neither a binary handle"},
+		{[]string{"gc", "--base-path", dir, "--grace", "1h", "--keep", filepath.Join(dir, "none")}, exitUsage, "no such file"},
+		{[]string{"gc", "--base-path", dir, "--job-id", "../x", "--grace", "1h", "--keep-none"}, exitUsage, "--job-id"},
+		{[]string{"gc", "--base-path", "nope://x", "--grace", "1h", "--keep-none"}, exitUsage, "no backend serves"},
+		{[]string{"gc", "--base-path", dir, "--grace", "1h", "--keep-none", "--dry-run"}, exitOK, ""},
+		{[]string{"gc", "-h"}, exitOK, "--dry-run"},
+	} {
+		code, _, errOut := runCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("dstl %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, errOut, tc.code, tc.msg)
+		}
+	}
+}

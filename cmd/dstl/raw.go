@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"cloud.google.com/go/storage"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"gocloud.dev/blob"
+
+	"github.com/dstlgo/dstl/backends/azure"
+	"github.com/dstlgo/dstl/backends/gcs"
+	"github.com/dstlgo/dstl/backends/gocloud"
+	"github.com/dstlgo/dstl/backends/local"
+	"github.com/dstlgo/dstl/backends/s3"
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// rawStore puts and gets whole objects with a backend's SDK called
+// directly, through the same client (or, for local disk, under the same
+// root), for the baseline "dstl bench" sets the engine against: no
+// retries, no preconditions, no checks. Names are relative to the
+// backend's root, as the backend's are.
+type rawStore interface {
+	put(ctx context.Context, name string, body []byte) error
+	get(ctx context.Context, name string) (int64, error) // reads the whole object, returns its size
+	delete(ctx context.Context, name string) error
+}
+
+// newRawStore returns the raw store beside backend b, opened from basePath.
+func newRawStore(b dstl.Backend, basePath string) (rawStore, error) {
+	switch b := b.(type) {
+	case *local.Backend:
+		cfg, err := local.ParseURL(basePath)
+		if err != nil {
+			return nil, err
+		}
+		return rawLocal{root: b.Root(), sync: !cfg.NoSync}, nil
+	case *s3.Backend:
+		return rawS3{client: b.Client(), bucket: b.Bucket(), prefix: b.Prefix()}, nil
+	case *gcs.Backend:
+		cfg := b.Config()
+		return rawGCS{bucket: b.Client().Bucket(cfg.Bucket), prefix: cfg.Prefix}, nil
+	case *azure.Backend:
+		return rawAzure{client: b.Client(), prefix: b.Prefix()}, nil
+	case *gocloud.Backend:
+		cfg, err := gocloud.ParseURL(basePath)
+		if err != nil {
+			return nil, err
+		}
+		return rawGocloud{bucket: b.Bucket(), prefix: cfg.Prefix}, nil
+	}
+	return nil, fmt.Errorf("no raw SDK baseline for a backend of type %T", b)
+}
+
+// rawLocal writes a file and fsyncs it; it reads a file.
+type rawLocal struct {
+	root string
+	sync bool
+}
+
+func (r rawLocal) put(_ context.Context, name string, body []byte) error {
+	p := filepath.Join(r.root, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(body)
+	if err == nil && r.sync {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}
+
+func (r rawLocal) get(_ context.Context, name string) (int64, error) {
+	f, err := os.Open(filepath.Join(r.root, filepath.FromSlash(name)))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return io.Copy(io.Discard, f)
+}
+
+func (r rawLocal) delete(_ context.Context, name string) error {
+	return os.Remove(filepath.Join(r.root, filepath.FromSlash(name)))
+}
+
+// rawS3 calls PutObject and GetObject.
+type rawS3 struct {
+	client         *awss3.Client
+	bucket, prefix string
+}
+
+func (r rawS3) put(ctx context.Context, name string, body []byte) error {
+	_, err := r.client.PutObject(ctx, &awss3.PutObjectInput{
+		Bucket: &r.bucket, Key: aws.String(r.prefix + name), Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+	})
+	return err
+}
+
+func (r rawS3) get(ctx context.Context, name string) (int64, error) {
+	out, err := r.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &r.bucket, Key: aws.String(r.prefix + name)})
+	if err != nil {
+		return 0, err
+	}
+	defer out.Body.Close()
+	return io.Copy(io.Discard, out.Body)
+}
+
+func (r rawS3) delete(ctx context.Context, name string) error {
+	_, err := r.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &r.bucket, Key: aws.String(r.prefix + name)})
+	return err
+}
+
+// rawGCS writes with one request (no resumable session) and reads with a
+// range reader.
+type rawGCS struct {
+	bucket *storage.BucketHandle
+	prefix string
+}
+
+func (r rawGCS) put(ctx context.Context, name string, body []byte) error {
+	w := r.bucket.Object(r.prefix + name).NewWriter(ctx)
+	w.ChunkSize = 0
+	if _, err := w.Write(body); err != nil {
+		w.CloseWithError(err)
+		return err
+	}
+	return w.Close()
+}
+
+func (r rawGCS) get(ctx context.Context, name string) (int64, error) {
+	rd, err := r.bucket.Object(r.prefix+name).NewRangeReader(ctx, 0, -1)
+	if err != nil {
+		return 0, err
+	}
+	defer rd.Close()
+	return io.Copy(io.Discard, rd)
+}
+
+func (r rawGCS) delete(ctx context.Context, name string) error {
+	return r.bucket.Object(r.prefix + name).Delete(ctx)
+}
+
+// rawAzure calls UploadBuffer and DownloadStream.
+type rawAzure struct {
+	client *container.Client
+	prefix string
+}
+
+func (r rawAzure) put(ctx context.Context, name string, body []byte) error {
+	_, err := r.client.NewBlockBlobClient(r.prefix+name).UploadBuffer(ctx, body, nil)
+	return err
+}
+
+func (r rawAzure) get(ctx context.Context, name string) (int64, error) {
+	resp, err := r.client.NewBlobClient(r.prefix+name).DownloadStream(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return io.Copy(io.Discard, resp.Body)
+}
+
+func (r rawAzure) delete(ctx context.Context, name string) error {
+	_, err := r.client.NewBlobClient(r.prefix+name).Delete(ctx, nil)
+	return err
+}
+
+// rawGocloud calls the bucket's WriteAll and NewReader.
+type rawGocloud struct {
+	bucket *blob.Bucket
+	prefix string
+}
+
+func (r rawGocloud) put(ctx context.Context, name string, body []byte) error {
+	return r.bucket.WriteAll(ctx, r.prefix+name, body, nil)
+}
+
+func (r rawGocloud) get(ctx context.Context, name string) (int64, error) {
+	rd, err := r.bucket.NewReader(ctx, r.prefix+name, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer rd.Close()
+	return io.Copy(io.Discard, rd)
+}
+
+func (r rawGocloud) delete(ctx context.Context, name string) error {
+	return r.bucket.Delete(ctx, r.prefix+name)
+}
