@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/dstl/format"
+	"golang.org/x/sync/errgroup"
 )
 
 // Reader reads handles back after a crash. It fetches only the byte ranges
@@ -83,7 +84,9 @@ func (r *Reader) Stats() ReadStats {
 
 // Prefetch fetches every range the handles need into the cache, merging
 // adjacent ranges across handles: recovering many writers whose handles
-// share objects costs one request per run of adjacent ranges.
+// share objects costs one request per run of adjacent ranges. Up to
+// [PrefetchConcurrency] requests run at once; the first error ends the
+// others.
 func (r *Reader) Prefetch(ctx context.Context, handles ...Handle) error {
 	var entries []HandleEntry
 	for i := range handles {
@@ -92,13 +95,19 @@ func (r *Reader) Prefetch(ctx context.Context, handles ...Handle) error {
 		}
 		entries = append(entries, handles[i].Entries...)
 	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(PrefetchConcurrency)
 	for _, rg := range planRanges(entries) {
-		if _, err := r.fetchRange(ctx, r.backend, false, rg); err != nil {
+		g.Go(func() error {
+			_, err := r.fetchRange(ctx, r.backend, false, rg)
 			return err
-		}
+		})
 	}
-	return nil
+	return g.Wait()
 }
+
+// PrefetchConcurrency is how many ranges [Reader.Prefetch] fetches at once.
+const PrefetchConcurrency = 8
 
 // Changes yields the changes of the handle: for each change set in
 // sequence-number order, its metadata first, then each key group of the
@@ -303,6 +312,7 @@ type loader struct {
 	ranges  []fetchRange
 	loaded  map[int][]byte // by index in ranges
 	failed  map[int]error
+	dec     format.FrameDecoder
 }
 
 func (r *Reader) newLoader(b Backend, local bool, entries []HandleEntry) *loader {
@@ -310,7 +320,8 @@ func (r *Reader) newLoader(b Backend, local bool, entries []HandleEntry) *loader
 	return &loader{r: r, backend: b, local: local, ranges: ranges, loaded: make(map[int][]byte, len(ranges)), failed: map[int]error{}}
 }
 
-// changeSet fetches and decodes the change set of entry e of handle h.
+// changeSet fetches and decodes the change set of entry e of handle h. The
+// result is valid until the next call.
 func (l *loader) changeSet(ctx context.Context, h Handle, e HandleEntry) (*format.ChangeSet, error) {
 	i := findRange(l.ranges, e)
 	if err := l.failed[i]; err != nil {
@@ -332,7 +343,8 @@ func (l *loader) changeSet(ctx context.Context, h Handle, e HandleEntry) (*forma
 	if !l.local {
 		l.r.needed.Add(e.Length)
 	}
-	cs, err := format.DecodeFrame(e.Object, e.Offset, frame)
+	// The changes alias the fetched range, which no one changes.
+	cs, err := l.dec.Decode(e.Object, e.Offset, frame)
 	if err != nil {
 		return nil, fmt.Errorf("dstl: read change set %d of log %s: %w", e.SequenceNumber, h.LogID, err)
 	}

@@ -159,49 +159,84 @@ func ReadFrameHeader(object string, offset int64, frame []byte) (*FrameHeader, e
 // object. object and offset serve error messages only. The changes returned
 // share one newly allocated buffer and never alias frame.
 func DecodeFrame(object string, offset int64, frame []byte) (*ChangeSet, error) {
+	var d FrameDecoder
+	if err := d.decode(object, offset, frame, true); err != nil {
+		return nil, err
+	}
+	return &d.cs, nil
+}
+
+// A FrameDecoder decodes frames one after another, as [DecodeFrame] does,
+// but reuses its memory, and the changes of an uncompressed frame alias
+// the frame instead of a copy. The zero FrameDecoder is ready to use; it
+// is not safe for concurrent use.
+type FrameDecoder struct {
+	cs      ChangeSet
+	changes [][]byte
+}
+
+// Decode decodes one frame (see [DecodeFrame]). The change set returned is
+// valid while frame is not changed and until the next Decode.
+func (d *FrameDecoder) Decode(object string, offset int64, frame []byte) (*ChangeSet, error) {
+	if err := d.decode(object, offset, frame, false); err != nil {
+		return nil, err
+	}
+	return &d.cs, nil
+}
+
+func (d *FrameDecoder) decode(object string, offset int64, frame []byte, copyPayload bool) error {
 	v, err := parseFrame(object, offset, frame)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var payload []byte
 	switch v.codec {
 	case CodecNone:
-		payload = bytes.Clone(v.payload)
+		payload = v.payload
+		if copyPayload {
+			payload = bytes.Clone(v.payload)
+		}
 	case CodecZstd:
 		dec, err := zstdDecoder()
 		if err != nil {
-			return nil, fmt.Errorf("dstl/format: create zstd decoder: %w", err)
+			return fmt.Errorf("dstl/format: create zstd decoder: %w", err)
 		}
 		buf := make([]byte, 0, v.logical)
 		payload, err = dec.DecodeAll(v.payload, buf)
 		if err != nil {
-			return nil, errorf(object, v.payOff, ErrCorrupt, "zstd payload of %d bytes: %v", len(v.payload), err)
+			return errorf(object, v.payOff, ErrCorrupt, "zstd payload of %d bytes: %v", len(v.payload), err)
 		}
 		if len(payload) != v.logical || (v.logical > 0 && &payload[0] != &buf[:1][0]) {
-			return nil, errorf(object, v.payOff, ErrCorrupt, "zstd payload decodes to %d bytes, want %d", len(payload), v.logical)
+			return errorf(object, v.payOff, ErrCorrupt, "zstd payload decodes to %d bytes, want %d", len(payload), v.logical)
 		}
 	}
 
-	cs := &ChangeSet{LogID: v.logID, SequenceNumber: v.sqn}
+	cs := &d.cs
+	groups := cs.Groups[:0]
+	*cs = ChangeSet{LogID: v.logID, SequenceNumber: v.sqn}
 	if v.groups == 0 {
-		return cs, nil
+		return nil
 	}
 	total := 0
 	for i := 0; i < v.groups; i++ {
 		total += int(binary.LittleEndian.Uint32(v.dir[i*DirEntrySize+4:]))
 	}
-	cs.Groups = make([]Group, v.groups)
-	var changes [][]byte
-	if total > 0 {
-		changes = make([][]byte, total)
+	if cap(groups) < v.groups {
+		groups = make([]Group, v.groups)
 	}
+	groups = groups[:v.groups]
+	if cap(d.changes) < total {
+		d.changes = make([][]byte, total)
+	}
+	changes := d.changes[:total]
+	cs.Groups = groups
 	for i := range cs.Groups {
 		d := v.dir[i*DirEntrySize:]
 		count := int(binary.LittleEndian.Uint32(d[4:]))
 		pos := int(binary.LittleEndian.Uint32(d[8:]))
 		end := pos + int(binary.LittleEndian.Uint32(d[12:]))
 		g := &cs.Groups[i]
-		g.KeyGroup = int32(binary.LittleEndian.Uint32(d[0:]))
+		*g = Group{KeyGroup: int32(binary.LittleEndian.Uint32(d[0:]))}
 		if count > 0 {
 			g.Changes = changes[:count:count]
 			changes = changes[count:]
@@ -209,17 +244,17 @@ func DecodeFrame(object string, offset int64, frame []byte) (*ChangeSet, error) 
 		for j := range g.Changes {
 			n, k := binary.Uvarint(payload[pos:end])
 			if k <= 0 || n > uint64(end-pos-k) {
-				return nil, payloadError(object, v, pos, "change %d of group %d (key group %d) has a bad length prefix or overruns the group", j, i, g.KeyGroup)
+				return payloadError(object, v, pos, "change %d of group %d (key group %d) has a bad length prefix or overruns the group", j, i, g.KeyGroup)
 			}
 			pos += k
 			g.Changes[j] = payload[pos : pos+int(n) : pos+int(n)]
 			pos += int(n)
 		}
 		if pos != end {
-			return nil, payloadError(object, v, pos, "group %d (key group %d) has %d bytes after its %d changes", i, g.KeyGroup, end-pos, count)
+			return payloadError(object, v, pos, "group %d (key group %d) has %d bytes after its %d changes", i, g.KeyGroup, end-pos, count)
 		}
 	}
-	return cs, nil
+	return nil
 }
 
 // payloadError reports a problem at byte pos of the uncompressed payload: at

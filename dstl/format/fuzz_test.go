@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -98,7 +99,8 @@ func FuzzDecodeObject(f *testing.F) {
 // FuzzDecodeFrame decodes arbitrary frames. With fix set, the frame's CRC is
 // recomputed first.
 func FuzzDecodeFrame(f *testing.F) {
-	for _, seed := range seedFrames(f) {
+	seeds := seedFrames(f)
+	for _, seed := range seeds {
 		f.Add(seed.data, seed.fix)
 	}
 	const name = "fuzz/frame"
@@ -109,6 +111,15 @@ func FuzzDecodeFrame(f *testing.F) {
 			fixFrameCRC(frame)
 		}
 		cs, err := DecodeFrame(name, base, frame)
+		// A FrameDecoder, used before on another frame, agrees.
+		var d FrameDecoder
+		if len(seeds) > 0 {
+			d.Decode(name, 0, seeds[len(seeds)-1].data)
+		}
+		dcs, derr := d.Decode(name, base, frame)
+		if (err == nil) != (derr == nil) || err == nil && !reflect.DeepEqual(cs, dcs) && !(len(cs.Groups) == 0 && len(dcs.Groups) == 0) {
+			t.Fatalf("DecodeFrame = %v, %v; FrameDecoder.Decode = %v, %v", cs, err, dcs, derr)
+		}
 		h, herr := ReadFrameHeader(name, base, frame)
 		if herr != nil {
 			checkFuzzErr(t, herr, name, base, base+int64(len(frame)))
