@@ -1,0 +1,466 @@
+package statestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaterializeSize     = 16 << 20
+	DefaultMaterializeInterval = 10 * time.Minute
+)
+
+// Config configures a Checkpointer.
+type Config struct {
+	// Operator names the operator instance: the writer's name and a
+	// segment of its snapshot objects' names ("JOB/statestore/OPERATOR/"),
+	// so it must be unique in the job and a valid object-name segment
+	// (no "/"). Required.
+	Operator string
+	// KeyGroups is the range of key groups the instance owns.
+	KeyGroups dstl.KeyGroupRange
+	// MaxParallelism is the number of key groups, the same in every run of
+	// the job. Default DefaultMaxParallelism.
+	MaxParallelism int
+	// MaterializeSize: once the changes logged since the last snapshot
+	// reach this many bytes, the stores are materialised. Default
+	// DefaultMaterializeSize; negative: never by size.
+	MaterializeSize int64
+	// MaterializeInterval: changes logged longer ago than this since the
+	// last snapshot are materialised. Default DefaultMaterializeInterval
+	// (Flink's periodic materialisation interval); negative: never by age.
+	MaterializeInterval time.Duration
+	// Logger receives the background materialisation's errors. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// CheckpointInfo tells a checkpoint function where it is.
+type CheckpointInfo struct {
+	OperatorID string // the operator
+	TaskID     int    // the instance (subtask) of the operator
+	// CheckpointID is the checkpoint being taken (SnapshotState) or the
+	// one being restored (InitializeState; 0 on a first start).
+	CheckpointID int64
+	// LastCompletedCheckpointID is the last checkpoint that completed
+	// (0: none).
+	LastCompletedCheckpointID int64
+}
+
+// CheckpointFunction is what a processor calls to checkpoint and restore an
+// operator's state (after rlink's CheckpointFunction): InitializeState once
+// at start, with the handles of the checkpoint restored (none on a first
+// start), and SnapshotState at every checkpoint barrier.
+type CheckpointFunction interface {
+	InitializeState(ctx context.Context, info CheckpointInfo, handles ...*CheckpointHandle) error
+	SnapshotState(ctx context.Context, info CheckpointInfo) (*CheckpointHandle, error)
+}
+
+// CheckpointListener learns the fate of the checkpoints it took part in.
+type CheckpointListener interface {
+	NotifyCheckpointComplete(ctx context.Context, checkpointID int64) error
+	NotifyCheckpointAborted(ctx context.Context, checkpointID int64) error
+}
+
+// Stats counts what a Checkpointer did.
+type Stats struct {
+	Materializations    int64 // snapshots written
+	MaterializeFailures int64 // attempts that failed
+	SnapshotBytes       int64 // size of the last snapshot object
+	SnapshotsDeleted    int64 // snapshot objects deleted once unreferenced
+	// LogBytes is the size of the changes logged since the last snapshot.
+	LogBytes int64
+	// LastRestore is what InitializeState did.
+	LastRestore RestoreReport
+}
+
+// RestoreReport says what a restore read.
+type RestoreReport struct {
+	Snapshots      int   // snapshot objects loaded
+	LocalSnapshots int   // of which from local copies
+	SnapshotBytes  int64 // their size
+	Changes        int64 // log changes applied (metadata included)
+	// Log sums the reports of the log handles read (where each change set
+	// came from).
+	Log      dstl.ReadReport
+	Duration time.Duration
+}
+
+// Checkpointer is the checkpoint function of an operator instance's state
+// stores. It owns a writer of the storage, which the stores log to; at each
+// checkpoint it flushes the stores and persists the log since the last
+// materialised snapshot; in the background, once that log is large or old
+// enough, it writes a snapshot of every store as one object through the
+// storage's backend and truncates the log before it. A checkpoint's handle
+// names the snapshot and the log since it; InitializeState loads the one
+// and replays the other.
+//
+// Snapshot objects are deleted once neither the latest completed checkpoint,
+// nor a pending one, nor the current state references them: the job is
+// expected to retain one completed checkpoint. Log objects of completed
+// checkpoints belong to the checkpoint owner (see dstl.Writer.Confirm).
+//
+// The stores' changes and the checkpointer's calls may come from several
+// goroutines; a checkpoint or a materialisation cuts every store at one
+// point of the log.
+type Checkpointer struct {
+	storage  *dstl.Storage
+	w        *dstl.Writer
+	cfg      Config
+	log      *slog.Logger
+	prefix   string // of snapshot objects
+	localDir string // of local snapshot copies; "" without local recovery
+
+	logBytes atomic.Int64
+	trigger  chan struct{}
+	matMu    sync.Mutex // one materialisation at a time
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// mu guards what follows. Lock order: mu, then the stores' locks in
+	// registration order.
+	mu            sync.Mutex
+	closed        bool
+	restoring     bool
+	stores        []internalStore
+	byName        map[string]internalStore
+	from          dstl.SequenceNumber // first change set since the snapshot
+	current       []SnapshotRef       // snapshots the state starts from
+	restoredLogs  []LogRef            // logs the state also needs (after a restore)
+	pending       map[int64]*pendingCheckpoint
+	confirmed     []SnapshotRef // of the latest completed checkpoint
+	owned         map[string]bool
+	persisting    int
+	truncateTo    dstl.SequenceNumber
+	truncated     dstl.SequenceNumber
+	lastMat       time.Time
+	lastCompleted int64
+	stats         Stats
+}
+
+type pendingCheckpoint struct {
+	from, to  dstl.SequenceNumber
+	done      bool // the persist resolved: from and to are known
+	snapshots []SnapshotRef
+}
+
+// NewCheckpointer opens a writer for cfg.Operator on storage and starts the
+// background materialisation. Register the stores, made with the writer of
+// Log, then call InitializeState.
+func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
+	if cfg.MaxParallelism == 0 {
+		cfg.MaxParallelism = DefaultMaxParallelism
+	}
+	if cfg.MaterializeSize == 0 {
+		cfg.MaterializeSize = DefaultMaterializeSize
+	}
+	if cfg.MaterializeInterval == 0 {
+		cfg.MaterializeInterval = DefaultMaterializeInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Operator == "" || strings.Contains(cfg.Operator, "/") || dstl.CheckObjectName(cfg.Operator) != nil {
+		return nil, fmt.Errorf("statestore: operator %q: must be a non-empty object-name segment without \"/\"", cfg.Operator)
+	}
+	if cfg.MaxParallelism < 1 || cfg.MaxParallelism > dstl.MaxKeyGroup+1 {
+		return nil, fmt.Errorf("statestore: max parallelism %d not in [1, %d]", cfg.MaxParallelism, dstl.MaxKeyGroup+1)
+	}
+	if err := cfg.KeyGroups.Validate(); err != nil || cfg.KeyGroups.End >= cfg.MaxParallelism {
+		return nil, fmt.Errorf("statestore: key groups %v do not fit max parallelism %d", cfg.KeyGroups, cfg.MaxParallelism)
+	}
+	w, err := storage.NewWriter(cfg.Operator, cfg.KeyGroups)
+	if err != nil {
+		return nil, err
+	}
+	scfg := storage.Config()
+	c := &Checkpointer{
+		storage: storage, w: w, cfg: cfg, log: cfg.Logger,
+		prefix:  dstl.ObjectPrefix(scfg.JobID) + "statestore/" + cfg.Operator + "/",
+		trigger: make(chan struct{}, 1),
+		byName:  map[string]internalStore{},
+		pending: map[int64]*pendingCheckpoint{},
+		owned:   map[string]bool{},
+		lastMat: time.Now(),
+	}
+	if scfg.LocalRecoveryEnabled {
+		c.localDir = scfg.LocalRecoveryDir
+	}
+	c.from = w.InitialSequenceNumber()
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Add(1)
+	go c.run()
+	return c, nil
+}
+
+// Log returns the writer the operator's stores log to.
+func (c *Checkpointer) Log() *dstl.Writer { return c.w }
+
+// KeyGroups returns the operator instance's key groups.
+func (c *Checkpointer) KeyGroups() dstl.KeyGroupRange { return c.cfg.KeyGroups }
+
+// MaxParallelism returns the number of key groups.
+func (c *Checkpointer) MaxParallelism() int { return c.cfg.MaxParallelism }
+
+// Register adds stores made by this package with the checkpointer's log,
+// key groups and maximum parallelism, under names unique in the operator.
+func (c *Checkpointer) Register(stores ...Store) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	for _, st := range stores {
+		s, ok := st.(internalStore)
+		switch {
+		case !ok:
+			return fmt.Errorf("statestore: store %q: a %T is not a store of this package", st.Name(), st)
+		case s.Log() != c.w:
+			return fmt.Errorf("statestore: store %q: logs to another writer than the checkpointer's", s.Name())
+		case s.KeyGroups() != c.cfg.KeyGroups || s.MaxParallelism() != c.cfg.MaxParallelism:
+			return fmt.Errorf("statestore: store %q: key groups %v of %d, the checkpointer's are %v of %d",
+				s.Name(), s.KeyGroups(), s.MaxParallelism(), c.cfg.KeyGroups, c.cfg.MaxParallelism)
+		case c.byName[s.Name()] != nil:
+			return fmt.Errorf("statestore: store %q registered twice", s.Name())
+		}
+		b := s.base()
+		b.mu.Lock()
+		b.onFlush = c.logged
+		b.mu.Unlock()
+		c.stores = append(c.stores, s)
+		c.byName[s.Name()] = s
+	}
+	return nil
+}
+
+// logged counts bytes appended by the stores and wakes the materialiser
+// when they pass the size.
+func (c *Checkpointer) logged(n int64) {
+	if t := c.logBytes.Add(n); c.cfg.MaterializeSize > 0 && t >= c.cfg.MaterializeSize {
+		select {
+		case c.trigger <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (c *Checkpointer) lockStores() {
+	for _, s := range c.stores {
+		s.base().mu.Lock()
+	}
+}
+
+func (c *Checkpointer) unlockStores() {
+	for _, s := range c.stores {
+		s.base().mu.Unlock()
+	}
+}
+
+// flushLocked flushes every store; the caller holds mu and the stores' locks.
+func (c *Checkpointer) flushLocked(ctx context.Context) error {
+	for _, s := range c.stores {
+		if _, err := s.base().flushLocked(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Flush appends every store's buffered changes to the log. Calling it now
+// and then bounds the memory the buffers take between checkpoints.
+func (c *Checkpointer) Flush(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.lockStores()
+	defer c.unlockStores()
+	return c.flushLocked(ctx)
+}
+
+// SnapshotState takes checkpoint info.CheckpointID: it flushes every store,
+// persists the log since the last snapshot and waits for the upload. The
+// handle names the snapshot and the log; keep it with the checkpoint and
+// pass it to InitializeState after a failure. Then call
+// NotifyCheckpointComplete or NotifyCheckpointAborted.
+func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (*CheckpointHandle, error) {
+	id := info.CheckpointID
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if c.pending[id] != nil || id <= c.lastCompleted {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("statestore: checkpoint %d: taken already, or not newer than completed checkpoint %d", id, c.lastCompleted)
+	}
+	c.lockStores()
+	err := c.flushLocked(ctx)
+	var fut *dstl.Future
+	if err == nil {
+		fut, err = c.w.Persist(ctx, c.from, id)
+	}
+	c.unlockStores()
+	if err != nil {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("statestore: checkpoint %d: %w", id, err)
+	}
+	p := &pendingCheckpoint{from: c.from, snapshots: c.current}
+	c.pending[id] = p
+	c.persisting++
+	h := &CheckpointHandle{CheckpointID: id, Operator: c.cfg.Operator, KeyGroups: c.cfg.KeyGroups, MaxParallelism: c.cfg.MaxParallelism,
+		Snapshots: append([]SnapshotRef(nil), c.current...), Logs: append([]LogRef(nil), c.restoredLogs...)}
+	c.mu.Unlock()
+
+	res, err := fut.Wait(ctx)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.persisting--
+	c.truncateLocked()
+	if err != nil {
+		delete(c.pending, id)
+		return nil, fmt.Errorf("statestore: checkpoint %d: %w", id, err)
+	}
+	p.from, p.to, p.done = res.From, res.To, true
+	h.Logs = append(h.Logs, LogRef{Remote: res.Remote, Local: res.Local})
+	return h, nil
+}
+
+// NotifyCheckpointComplete tells the log that the checkpoint completed
+// (dstl.Writer.Confirm) and deletes the snapshot objects that no retained
+// checkpoint references any more. Older pending checkpoints are subsumed.
+func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointID int64) error {
+	c.mu.Lock()
+	p := c.pending[checkpointID]
+	if p == nil {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %d", ErrUnknownCheckpoint, checkpointID)
+	}
+	if p.done {
+		c.w.Confirm(p.from, p.to, checkpointID)
+	}
+	c.confirmed, c.lastCompleted = p.snapshots, checkpointID
+	for id := range c.pending {
+		if id <= checkpointID {
+			delete(c.pending, id)
+		}
+	}
+	doomed := c.unreferencedLocked()
+	c.mu.Unlock()
+	return c.deleteSnapshots(ctx, doomed)
+}
+
+// NotifyCheckpointAborted tells the log that the checkpoint was aborted
+// (dstl.Writer.Reset) and deletes the snapshot objects only it referenced.
+func (c *Checkpointer) NotifyCheckpointAborted(ctx context.Context, checkpointID int64) error {
+	c.mu.Lock()
+	p := c.pending[checkpointID]
+	if p == nil {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %d", ErrUnknownCheckpoint, checkpointID)
+	}
+	if p.done {
+		c.w.Reset(p.from, p.to, checkpointID)
+	}
+	delete(c.pending, checkpointID)
+	doomed := c.unreferencedLocked()
+	c.mu.Unlock()
+	return c.deleteSnapshots(ctx, doomed)
+}
+
+// truncateLocked truncates the log to the last snapshot's start unless a
+// persist is running (which a truncation would fail): then the last one to
+// finish does it.
+func (c *Checkpointer) truncateLocked() {
+	if c.persisting > 0 || c.truncateTo <= c.truncated {
+		return
+	}
+	if err := c.w.Truncate(c.truncateTo); err != nil {
+		c.log.Warn("statestore: truncate the log", "operator", c.cfg.Operator, "to", c.truncateTo, "err", err)
+		return
+	}
+	c.truncated = c.truncateTo
+}
+
+// unreferencedLocked removes from owned, and returns, the snapshot objects
+// that neither the current state, nor the latest completed checkpoint, nor
+// a pending one references.
+func (c *Checkpointer) unreferencedLocked() []string {
+	ref := map[string]bool{}
+	for _, s := range c.current {
+		ref[s.Object] = true
+	}
+	for _, s := range c.confirmed {
+		ref[s.Object] = true
+	}
+	for _, p := range c.pending {
+		for _, s := range p.snapshots {
+			ref[s.Object] = true
+		}
+	}
+	var doomed []string
+	for name := range c.owned {
+		if !ref[name] {
+			doomed = append(doomed, name)
+			delete(c.owned, name)
+		}
+	}
+	return doomed
+}
+
+func (c *Checkpointer) deleteSnapshots(ctx context.Context, names []string) error {
+	var errs []error
+	for _, name := range names {
+		if err := c.storage.Backend().Delete(ctx, name); err != nil {
+			errs = append(errs, fmt.Errorf("statestore: delete snapshot: %w", err))
+			continue
+		}
+		c.removeLocalCopy(name)
+		c.mu.Lock()
+		c.stats.SnapshotsDeleted++
+		c.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns what the checkpointer did so far.
+func (c *Checkpointer) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.LogBytes = c.logBytes.Load()
+	return s
+}
+
+// Close stops the background materialisation (cancelling one that runs),
+// closes the stores and the writer. Snapshot objects stay: a restart needs
+// those the last completed checkpoint names.
+func (c *Checkpointer) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	stores := c.stores
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	for _, s := range stores {
+		_ = s.Close()
+	}
+	return c.w.Close()
+}

@@ -1,0 +1,208 @@
+package statestore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// run materialises in the background when the log since the last snapshot
+// is large or old enough.
+func (c *Checkpointer) run() {
+	defer c.wg.Done()
+	every := time.Second
+	if iv := c.cfg.MaterializeInterval; iv > 0 && iv/4 < every {
+		every = max(iv/4, time.Millisecond)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		case <-c.trigger:
+		}
+		if !c.due() {
+			continue
+		}
+		if err := c.Materialize(c.ctx); err != nil && c.ctx.Err() == nil {
+			c.log.Warn("statestore: materialisation failed; the log keeps growing until one succeeds",
+				"operator", c.cfg.Operator, "err", err)
+		}
+	}
+}
+
+func (c *Checkpointer) due() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.restoring {
+		return false
+	}
+	n := c.logBytes.Load()
+	if c.cfg.MaterializeSize > 0 && n >= c.cfg.MaterializeSize {
+		return true
+	}
+	return c.cfg.MaterializeInterval > 0 && (n > 0 || len(c.restoredLogs) > 0) &&
+		time.Since(c.lastMat) >= c.cfg.MaterializeInterval
+}
+
+// Materialize writes a snapshot of every store now, as one object through
+// the storage's backend, and truncates the log before it. It does nothing
+// when nothing changed since the last snapshot. The stores are cut at one
+// point of the log, under their locks, into copy-on-write views; encoding
+// and upload run without the locks. The background materialisation calls
+// it; a program may too (for instance before a planned stop).
+func (c *Checkpointer) Materialize(ctx context.Context) error {
+	c.matMu.Lock()
+	defer c.matMu.Unlock()
+
+	c.mu.Lock()
+	if c.closed || c.restoring {
+		c.mu.Unlock()
+		if c.closed {
+			return ErrClosed
+		}
+		return nil
+	}
+	c.lockStores()
+	if err := c.flushLocked(ctx); err != nil {
+		c.unlockStores()
+		c.stats.MaterializeFailures++
+		c.mu.Unlock()
+		return fmt.Errorf("statestore: materialise: %w", err)
+	}
+	cut := c.logBytes.Load()
+	if cut == 0 && len(c.restoredLogs) == 0 {
+		c.unlockStores()
+		c.mu.Unlock()
+		return nil
+	}
+	sqn := c.w.NextSequenceNumber()
+	obj := &snapshotObject{operator: c.cfg.Operator, kgr: c.cfg.KeyGroups, maxP: c.cfg.MaxParallelism, from: sqn}
+	encs := make([]func() ([]byte, error), len(c.stores))
+	for i, s := range c.stores {
+		encs[i] = s.captureLocked()
+		obj.stores = append(obj.stores, storePayload{name: s.Name(), kind: s.Kind()})
+		s.base().describe = true // the log after the cut starts with descriptors again
+	}
+	c.unlockStores()
+	c.mu.Unlock()
+
+	name, size, err := c.writeSnapshot(ctx, obj, encs)
+	c.mu.Lock()
+	if err != nil {
+		c.stats.MaterializeFailures++
+		c.mu.Unlock()
+		return fmt.Errorf("statestore: materialise: %w", err)
+	}
+	c.logBytes.Add(-cut)
+	c.owned[name] = true
+	c.current = []SnapshotRef{{Object: name, Size: size}}
+	c.restoredLogs = nil
+	c.from = sqn
+	c.lastMat = time.Now()
+	c.stats.Materializations++
+	c.stats.SnapshotBytes = size
+	if sqn > c.truncateTo {
+		c.truncateTo = sqn
+	}
+	c.truncateLocked()
+	doomed := c.unreferencedLocked()
+	c.mu.Unlock()
+	return c.deleteSnapshots(ctx, doomed)
+}
+
+// writeSnapshot encodes the stores, puts the object and, with local
+// recovery, writes a local copy.
+func (c *Checkpointer) writeSnapshot(ctx context.Context, obj *snapshotObject, encs []func() ([]byte, error)) (string, int64, error) {
+	for i, enc := range encs {
+		p, err := enc()
+		if err != nil {
+			return "", 0, err
+		}
+		obj.stores[i].payload = p
+	}
+	data := obj.encode()
+	name, err := dstl.NewObjectName(c.prefix)
+	if err != nil {
+		return "", 0, err
+	}
+	name = strings.TrimSuffix(name, dstl.ObjectSuffix) + SnapshotSuffix
+	if err := c.storage.Backend().Put(ctx, name, bytes.NewReader(data), int64(len(data))); err != nil {
+		return "", 0, fmt.Errorf("put snapshot: %w", err)
+	}
+	if c.localDir != "" {
+		if err := writeFileAtomic(c.localPath(name), data); err != nil {
+			c.log.Warn("statestore: local copy of a snapshot failed; restore will read the remote one",
+				"object", name, "err", err)
+		}
+	}
+	return name, int64(len(data)), nil
+}
+
+func (c *Checkpointer) localPath(name string) string {
+	return filepath.Join(c.localDir, filepath.FromSlash(name))
+}
+
+func (c *Checkpointer) removeLocalCopy(name string) {
+	if c.localDir != "" {
+		if err := os.Remove(c.localPath(name)); err != nil && !os.IsNotExist(err) {
+			c.log.Warn("statestore: delete the local copy of a snapshot", "object", name, "err", err)
+		}
+	}
+}
+
+// cleanLocalSnapshots deletes the operator's local snapshot copies that
+// keep does not name: what an earlier run left behind.
+func (c *Checkpointer) cleanLocalSnapshots(keep map[string]bool) {
+	if c.localDir == "" {
+		return
+	}
+	dir := c.localPath(c.prefix)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := c.prefix + e.Name()
+		if !e.Type().IsRegular() || keep[name] {
+			continue
+		}
+		if strings.HasSuffix(name, SnapshotSuffix) || strings.Contains(e.Name(), ".tmp-") {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// writeFileAtomic writes data to path through a synced temporary file and a
+// rename, so the file is whole or absent.
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
+}

@@ -1,0 +1,196 @@
+package statestore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// InitializeState restores the stores from the handles of the checkpoint
+// being restored; with no handle (a first start) it does nothing but clean
+// up. Several handles restore a rescaled operator: those of every old
+// instance whose key groups overlap this one's.
+//
+// For each handle in turn it loads the snapshots (keeping the keys of this
+// instance's key groups), then replays the log handles, metadata first,
+// with logging off; then it turns logging on. Nothing is written to the
+// log. The stores are wiped first. With local recovery, snapshots and change
+// sets are read from local copies where they are whole, and the local copies
+// that no handle names are deleted. Register every store first.
+func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo, handles ...*CheckpointHandle) error {
+	var hs []*CheckpointHandle
+	for _, h := range handles {
+		if h != nil {
+			hs = append(hs, h)
+		}
+	}
+	keepLocal := map[string]bool{}
+	var keepLogs []dstl.Handle
+	for _, h := range hs {
+		if h.MaxParallelism != c.cfg.MaxParallelism {
+			return fmt.Errorf("%w: checkpoint %d of operator %q has max parallelism %d, this one %d",
+				ErrInvalidCheckpointHandle, h.CheckpointID, h.Operator, h.MaxParallelism, c.cfg.MaxParallelism)
+		}
+		for _, s := range h.Snapshots {
+			keepLocal[s.Object] = true
+		}
+		for _, l := range h.Logs {
+			keepLogs = append(keepLogs, l.Remote)
+			if l.Local != nil {
+				keepLogs = append(keepLogs, *l.Local)
+			}
+		}
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.restoring = true
+	stores := c.stores
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.restoring = false
+		c.mu.Unlock()
+	}()
+
+	c.cleanLocalSnapshots(keepLocal)
+	if _, err := c.storage.CleanLocalCopies(ctx, keepLogs...); err != nil {
+		c.log.Warn("statestore: clean local copies", "err", err)
+	}
+	if len(hs) == 0 {
+		return nil
+	}
+
+	start := time.Now()
+	var rep RestoreReport
+	for _, s := range stores {
+		s.Clear()
+		s.SetLogging(false)
+	}
+	for _, h := range hs {
+		for _, ref := range h.Snapshots {
+			if err := c.loadSnapshot(ctx, ref, &rep); err != nil {
+				return fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
+			}
+		}
+	}
+	r, err := c.storage.NewReader(c.cfg.KeyGroups)
+	if err != nil {
+		return err
+	}
+	apply := func(ch dstl.Change) error {
+		rep.Changes++
+		e, err := decodeEntry(ch.Data, ch.KeyGroup)
+		if err != nil {
+			return err
+		}
+		s := c.byName[e.name]
+		if s == nil {
+			return fmt.Errorf("%w: %q in the log", ErrUnknownStore, e.name)
+		}
+		if e.typ == typeDescr {
+			if e.kind != s.Kind() || e.kindVersion != s.base().version {
+				return fmt.Errorf("%w: the log's store %q is a %q store of version %d, the registered one a %q store of version %d",
+					ErrLogFormat, e.name, e.kind, e.kindVersion, s.Kind(), s.base().version)
+			}
+			return nil
+		}
+		return s.ApplyChange(e.change)
+	}
+	var logs []LogRef
+	for _, h := range hs {
+		for _, l := range h.Logs {
+			if l.Remote.Empty() {
+				continue
+			}
+			lr, err := r.ReadPreferLocal(ctx, l.Remote, l.Local, apply)
+			rep.Log.LocalSets += lr.LocalSets
+			rep.Log.RemoteSets += lr.RemoteSets
+			rep.Log.LocalBytes += lr.LocalBytes
+			rep.Log.RemoteBytes += lr.RemoteBytes
+			rep.Log.Fallbacks = append(rep.Log.Fallbacks, lr.Fallbacks...)
+			if err != nil {
+				return fmt.Errorf("statestore: restore checkpoint %d: log of %s: %w", h.CheckpointID, l.Remote.LogID, err)
+			}
+			logs = append(logs, l)
+		}
+	}
+	for _, s := range stores {
+		s.SetLogging(true)
+	}
+	rep.Duration = time.Since(start)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.current, c.confirmed = nil, nil
+	for _, h := range hs {
+		c.current = append(c.current, h.Snapshots...)
+		c.lastCompleted = max(c.lastCompleted, h.CheckpointID)
+	}
+	c.lastCompleted = max(c.lastCompleted, info.LastCompletedCheckpointID)
+	c.confirmed = c.current
+	c.restoredLogs = logs
+	// A snapshot restored whole by the instance that wrote it is ours to
+	// delete once unreferenced; snapshots of a rescaled job are shared.
+	if len(hs) == 1 && hs[0].Operator == c.cfg.Operator && hs[0].KeyGroups == c.cfg.KeyGroups {
+		for _, s := range hs[0].Snapshots {
+			c.owned[s.Object] = true
+		}
+	}
+	c.from = c.w.NextSequenceNumber()
+	c.logBytes.Store(0)
+	c.lastMat = time.Now()
+	c.stats.LastRestore = rep
+	return nil
+}
+
+// loadSnapshot reads a snapshot object, from its local copy if there is a
+// whole one, and loads its payloads into the registered stores.
+func (c *Checkpointer) loadSnapshot(ctx context.Context, ref SnapshotRef, rep *RestoreReport) error {
+	var obj *snapshotObject
+	if c.localDir != "" {
+		if data, err := os.ReadFile(c.localPath(ref.Object)); err == nil {
+			if o, err := decodeSnapshotObject(ref.Object, data); err == nil {
+				obj = o
+				rep.LocalSnapshots++
+			} else {
+				c.log.Warn("statestore: local copy of a snapshot is damaged; reading the remote one", "object", ref.Object, "err", err)
+			}
+		}
+	}
+	if obj == nil {
+		rc, err := c.storage.Backend().Get(ctx, ref.Object, 0, -1)
+		if err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("snapshot %s: %w", ref.Object, err)
+		}
+		if obj, err = decodeSnapshotObject(ref.Object, data); err != nil {
+			return err
+		}
+	}
+	if obj.maxP != c.cfg.MaxParallelism {
+		return fmt.Errorf("%w: object %s has max parallelism %d, this operator %d", ErrSnapshotFormat, ref.Object, obj.maxP, c.cfg.MaxParallelism)
+	}
+	rep.Snapshots++
+	rep.SnapshotBytes += ref.Size
+	for _, p := range obj.stores {
+		s := c.byName[p.name]
+		if s == nil {
+			return fmt.Errorf("%w: %q in snapshot %s", ErrUnknownStore, p.name, ref.Object)
+		}
+		if err := s.restorePayload(p.payload, c.cfg.KeyGroups, false); err != nil {
+			return fmt.Errorf("snapshot %s: %w", ref.Object, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,345 @@
+package statestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// Kind names a store implementation. Snapshot payloads and the descriptors in
+// the log carry it.
+type Kind string
+
+// The kinds of this package.
+const (
+	KindKeyValue  Kind = "kv"
+	KindWindow    Kind = "window"
+	KindVersioned Kind = "versioned"
+)
+
+// Sentinel errors, checked with errors.Is.
+var (
+	// ErrSnapshotFormat: a snapshot payload or object is not of the
+	// expected kind, magic or version, or is damaged (checksum, truncation).
+	ErrSnapshotFormat = errors.New("statestore: snapshot format")
+	// ErrLogFormat: a change read back from the log does not decode, or
+	// its descriptor does not match the store of that name.
+	ErrLogFormat = errors.New("statestore: changelog format")
+	// ErrUnknownStore: a snapshot or the log names a store that is not
+	// registered.
+	ErrUnknownStore = errors.New("statestore: unknown store")
+	// ErrInvalidCheckpointHandle: a checkpoint handle does not decode or
+	// does not fit the checkpointer (another maximum parallelism).
+	ErrInvalidCheckpointHandle = errors.New("statestore: invalid checkpoint handle")
+	// ErrUnknownCheckpoint: a checkpoint id that SnapshotState did not
+	// return, or that was completed or aborted already.
+	ErrUnknownCheckpoint = errors.New("statestore: unknown checkpoint")
+	// ErrClosed: the store or checkpointer was closed.
+	ErrClosed = errors.New("statestore: closed")
+)
+
+// Change is one change of a store, as it is logged: a key (in its codec's
+// encoding) and a value (in its codec's encoding) or a tombstone, and a
+// timestamp for the stores whose entries carry one (window start, version
+// timestamp).
+//
+// A change with KeyGroup dstl.MetaKeyGroup, no key and a timestamp is the
+// store's stream time: window and versioned stores log it, as metadata, when
+// it advanced, so that expiry on restore, even into a part of the key groups,
+// is what it was before.
+type Change struct {
+	// KeyGroup is the key group of Key (see KeyGroup), or
+	// dstl.MetaKeyGroup for the stream time.
+	KeyGroup int
+	// Key is the encoded key.
+	Key []byte
+	// Value is the encoded value; nil for a tombstone.
+	Value []byte
+	// Tombstone marks a deletion.
+	Tombstone bool
+	// Timestamp is the change's time, when HasTimestamp.
+	Timestamp    int64
+	HasTimestamp bool
+}
+
+// Store is the lifecycle every state store has, whatever it holds (in the
+// manner of Kafka Streams' StateStore). While logging is on, every change is
+// buffered; Flush appends the buffered changes to the store's log, each to
+// the key group of its key. During restore, logging is off and ApplyChange
+// applies changes read back from the log without logging them again.
+//
+// The stores of this package are safe for concurrent use.
+type Store interface {
+	// Name identifies the store among those sharing a log.
+	Name() string
+	// Kind is the store's implementation.
+	Kind() Kind
+	// Log is the writer the store appends its changes to (nil for a store
+	// that does not log).
+	Log() *dstl.Writer
+	// KeyGroups is the range of key groups the store owns, and
+	// MaxParallelism the number of key groups.
+	KeyGroups() dstl.KeyGroupRange
+	MaxParallelism() int
+	// TakeChanges returns the changes buffered since the last call (or
+	// Flush) and forgets them.
+	TakeChanges() []Change
+	// ApplyChange applies a change read back from the log, without
+	// logging it, whether logging is on or not.
+	ApplyChange(c Change) error
+	// SetLogging turns logging on or off; Logging reports it.
+	SetLogging(on bool)
+	Logging() bool
+	// Clear removes every entry and every buffered change, without
+	// logging anything: the path back to a committed state.
+	Clear()
+	// Flush appends the buffered changes to the log. On error the changes
+	// not appended stay buffered, in order.
+	Flush(ctx context.Context) error
+	// Close closes the store; later calls fail with ErrClosed.
+	Close() error
+	// Snapshot encodes the whole store into one payload, which carries
+	// the store's kind and format version and a checksum.
+	Snapshot() ([]byte, error)
+	// RestoreSnapshot wipes the store and loads a payload of Snapshot,
+	// without logging; it keeps the keys of the store's key groups only.
+	// A payload of another kind or version, or a damaged one, is an error
+	// wrapping ErrSnapshotFormat, and leaves the store as it was.
+	RestoreSnapshot(payload []byte) error
+}
+
+// internalStore is what a Checkpointer needs beyond Store: every store of
+// this package implements it.
+type internalStore interface {
+	Store
+	base() *storeBase
+	// captureLocked, called with the store's lock held, returns a function
+	// that encodes the store as it is now (a copy-on-write view), to be
+	// called after the lock is released.
+	captureLocked() func() ([]byte, error)
+	// restorePayload loads a payload, keeping the keys of kgr; with wipe,
+	// the store is emptied first.
+	restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error
+}
+
+// Option configures a store.
+type Option func(*storeOptions)
+
+type storeOptions struct {
+	maxParallelism int
+	keyGroups      *dstl.KeyGroupRange
+}
+
+// WithMaxParallelism sets the number of key groups (default
+// DefaultMaxParallelism). Every store of an operator, and its Checkpointer,
+// must use the same number, in every run of the job.
+func WithMaxParallelism(n int) Option { return func(o *storeOptions) { o.maxParallelism = n } }
+
+// WithKeyGroups sets the key groups the store owns; the default is the
+// log's range, or every key group when the store has no log.
+func WithKeyGroups(r dstl.KeyGroupRange) Option {
+	return func(o *storeOptions) { o.keyGroups = &r }
+}
+
+// storeBase is the part every store shares: identity, key groups, the lock,
+// logging and the buffer of changes.
+type storeBase struct {
+	name    string
+	kind    Kind
+	version int
+	log     *dstl.Writer
+	maxP    int
+	kgr     dstl.KeyGroupRange
+
+	logging atomic.Bool
+
+	mu       sync.Mutex
+	closed   bool
+	buf      []Change
+	describe bool // the next flush appends the store's descriptor first
+	scratch  []byte
+	// onFlush, when set (by a Checkpointer), learns the bytes appended.
+	onFlush func(n int64)
+	// streamTime is the largest timestamp seen (window and versioned
+	// stores); logged is the last one logged.
+	streamTime, loggedStreamTime int64
+}
+
+func (b *storeBase) init(name string, kind Kind, version int, log *dstl.Writer, opts []Option) error {
+	o := storeOptions{maxParallelism: DefaultMaxParallelism}
+	for _, f := range opts {
+		f(&o)
+	}
+	b.name, b.kind, b.version, b.log, b.maxP, b.describe = name, kind, version, log, o.maxParallelism, true
+	b.streamTime, b.loggedStreamTime = minTime, minTime
+	if err := checkName("store name", name); err != nil {
+		return err
+	}
+	if b.maxP < 1 || b.maxP > dstl.MaxKeyGroup+1 {
+		return fmt.Errorf("statestore: store %q: max parallelism %d not in [1, %d]", name, b.maxP, dstl.MaxKeyGroup+1)
+	}
+	switch {
+	case o.keyGroups != nil:
+		b.kgr = *o.keyGroups
+	case log != nil:
+		b.kgr = log.KeyGroups()
+	default:
+		b.kgr = dstl.KeyGroupRange{Start: 0, End: b.maxP - 1}
+	}
+	if err := b.kgr.Validate(); err != nil || b.kgr.End >= b.maxP {
+		return fmt.Errorf("statestore: store %q: key groups %v do not fit max parallelism %d", name, b.kgr, b.maxP)
+	}
+	if log != nil && (b.kgr.Start < log.KeyGroups().Start || b.kgr.End > log.KeyGroups().End) {
+		return fmt.Errorf("statestore: store %q: key groups %v outside the log's %v", name, b.kgr, log.KeyGroups())
+	}
+	b.logging.Store(log != nil)
+	return nil
+}
+
+func checkName(what, s string) error {
+	if s == "" || len(s) > 255 || !utf8.ValidString(s) {
+		return fmt.Errorf("statestore: %s %q: must be 1 to 255 bytes of UTF-8", what, s)
+	}
+	return nil
+}
+
+// Name returns the store's name.
+func (b *storeBase) Name() string { return b.name }
+
+// Kind returns the store's kind.
+func (b *storeBase) Kind() Kind { return b.kind }
+
+// Log returns the writer the store appends to.
+func (b *storeBase) Log() *dstl.Writer { return b.log }
+
+// KeyGroups returns the key groups the store owns.
+func (b *storeBase) KeyGroups() dstl.KeyGroupRange { return b.kgr }
+
+// MaxParallelism returns the number of key groups.
+func (b *storeBase) MaxParallelism() int { return b.maxP }
+
+// SetLogging turns logging on or off. A store without a log never logs.
+func (b *storeBase) SetLogging(on bool) { b.logging.Store(on && b.log != nil) }
+
+// Logging reports whether changes are buffered for the log.
+func (b *storeBase) Logging() bool { return b.logging.Load() }
+
+func (b *storeBase) base() *storeBase { return b }
+
+// TakeChanges returns the buffered changes and forgets them.
+func (b *storeBase) TakeChanges() []Change {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.takeLocked()
+	return c
+}
+
+func (b *storeBase) takeLocked() []Change {
+	if b.streamTime > b.loggedStreamTime && b.log != nil && b.logging.Load() {
+		b.buf = append(b.buf, Change{KeyGroup: dstl.MetaKeyGroup, Timestamp: b.streamTime, HasTimestamp: true})
+		b.loggedStreamTime = b.streamTime
+	}
+	c := b.buf
+	b.buf = nil
+	return c
+}
+
+// Flush appends the buffered changes to the log.
+func (b *storeBase) Flush(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	_, err := b.flushLocked(ctx)
+	return err
+}
+
+// flushLocked appends the descriptor (once per log segment) and the buffered
+// changes. It returns the bytes appended.
+func (b *storeBase) flushLocked(ctx context.Context) (int64, error) {
+	if b.log == nil {
+		b.buf = nil
+		return 0, nil
+	}
+	changes := b.takeLocked()
+	var n int64
+	if b.describe && (len(changes) > 0) {
+		b.scratch = appendDescriptor(b.scratch[:0], b.name, b.kind, b.version)
+		if err := b.log.AppendMeta(ctx, b.scratch); err != nil {
+			b.buf = append(changes, b.buf...)
+			return 0, fmt.Errorf("statestore: store %q: log descriptor: %w", b.name, err)
+		}
+		n += int64(len(b.scratch))
+		b.describe = false
+	}
+	for i, c := range changes {
+		var err error
+		b.scratch = appendChange(b.scratch[:0], b.name, c)
+		if c.KeyGroup == dstl.MetaKeyGroup {
+			err = b.log.AppendMeta(ctx, b.scratch)
+		} else {
+			err = b.log.Append(ctx, c.KeyGroup, b.scratch)
+		}
+		if err != nil {
+			b.buf = append(changes[i:len(changes):len(changes)], b.buf...)
+			b.reportFlush(n)
+			return n, fmt.Errorf("statestore: store %q: log: %w", b.name, err)
+		}
+		n += int64(len(b.scratch))
+	}
+	b.reportFlush(n)
+	return n, nil
+}
+
+func (b *storeBase) reportFlush(n int64) {
+	if b.onFlush != nil && n > 0 {
+		b.onFlush(n)
+	}
+}
+
+// record buffers a change when logging is on. The caller holds the lock.
+func (b *storeBase) record(c Change) {
+	if b.logging.Load() {
+		b.buf = append(b.buf, c)
+	}
+}
+
+// keyGroup returns the key group of an encoded key, or an error if the
+// store does not own it.
+func (b *storeBase) keyGroup(key []byte) (int, error) {
+	kg := KeyGroup(key, b.maxP)
+	if !b.kgr.Contains(kg) {
+		return kg, fmt.Errorf("statestore: store %q: key in key group %d, outside %v: %w", b.name, kg, b.kgr, dstl.ErrKeyGroup)
+	}
+	return kg, nil
+}
+
+// closeBase marks the store closed and drops its buffer.
+func (b *storeBase) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	b.buf = nil
+	return nil
+}
+
+// clearLocked resets what the base holds: the buffer and the stream time.
+func (b *storeBase) clearLocked() {
+	b.buf = nil
+	b.streamTime, b.loggedStreamTime = minTime, minTime
+}
+
+// advanceLocked raises the stream time and reports whether it moved.
+func (b *storeBase) advanceLocked(ts int64) bool {
+	if ts > b.streamTime {
+		b.streamTime = ts
+		return true
+	}
+	return false
+}

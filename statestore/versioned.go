@@ -1,0 +1,417 @@
+package statestore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"iter"
+	"math"
+	"slices"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/google/btree"
+)
+
+// versionedVersion is the version of the versioned store's snapshot payload.
+const versionedVersion = 1
+
+// Version is one version of a key in a VersionedStore: its value from
+// Timestamp on, until the next version's timestamp, or a deletion.
+type Version[V any] struct {
+	Timestamp int64
+	Value     V
+	Deleted   bool
+}
+
+type verItem[K, V any] struct {
+	key string
+	k   K
+	vs  []Version[V] // by timestamp; never changed in place (copy-on-write)
+}
+
+func verLess[K, V any](a, b verItem[K, V]) bool { return a.key < b.key }
+
+// VersionedStore keeps the values of each key at timestamps and answers what
+// the value was as of a time, in the manner of Kafka Streams' versioned
+// key-value stores. Its stream time is the largest timestamp put so far; the
+// history retention bounds how far back queries reach: a put or a delete
+// older than the stream time minus the history retention is dropped, a query
+// as of such a time finds nothing, and versions no query can reach any more
+// are removed. Every change is logged with its timestamp. It is safe for
+// concurrent use.
+type VersionedStore[K, V any] struct {
+	storeBase
+	kc        Codec[K]
+	vc        Codec[V]
+	retention int64
+	tree      *btree.BTreeG[verItem[K, V]]
+}
+
+var _ internalStore = (*VersionedStore[string, string])(nil)
+
+// NewVersionedStore returns an empty versioned store with the given
+// history retention (>= 0).
+func NewVersionedStore[K, V any](name string, log *dstl.Writer, keys Codec[K], values Codec[V], historyRetention int64, opts ...Option) (*VersionedStore[K, V], error) {
+	if historyRetention < 0 {
+		return nil, fmt.Errorf("statestore: store %q: history retention %d is negative", name, historyRetention)
+	}
+	s := &VersionedStore[K, V]{kc: keys, vc: values, retention: historyRetention,
+		tree: btree.NewG(btreeDegree, verLess[K, V])}
+	if err := s.init(name, KindVersioned, versionedVersion, log, opts); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// HistoryRetention returns the history retention.
+func (s *VersionedStore[K, V]) HistoryRetention() int64 { return s.retention }
+
+// StreamTime returns the largest timestamp seen, or math.MinInt64.
+func (s *VersionedStore[K, V]) StreamTime() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streamTime
+}
+
+// horizon returns the oldest time a query may ask about.
+func (s *VersionedStore[K, V]) horizon() int64 {
+	if s.streamTime < math.MinInt64+s.retention {
+		return math.MinInt64
+	}
+	return s.streamTime - s.retention
+}
+
+// visible returns the versions a query can still reach at horizon h: the
+// one valid at h and all later ones.
+func visible[V any](vs []Version[V], h int64) []Version[V] {
+	i, _ := slices.BinarySearchFunc(vs, h, func(v Version[V], t int64) int {
+		switch {
+		case v.Timestamp < t:
+			return -1
+		case v.Timestamp > t:
+			return 1
+		}
+		return 0
+	})
+	// vs[i] is the first version at or after h; the one before it is
+	// valid at h unless vs[i] starts exactly at h.
+	if i > 0 && (i == len(vs) || vs[i].Timestamp > h) {
+		i--
+	}
+	return vs[i:]
+}
+
+func (s *VersionedStore[K, V]) encodeKey(k K) ([]byte, int, error) {
+	kb, err := s.kc.Encode(nil, k)
+	if err != nil {
+		return nil, 0, fmt.Errorf("statestore: store %q: key: %w", s.name, err)
+	}
+	kg, err := s.keyGroup(kb)
+	return kb, kg, err
+}
+
+// Put records v as the value of k from ts on. It advances the stream time;
+// a put older than the history retention allows is dropped (and not logged).
+func (s *VersionedStore[K, V]) Put(k K, v V, ts int64) error {
+	return s.change(k, v, ts, false)
+}
+
+// Delete records that k has no value from ts on (a tombstone version).
+func (s *VersionedStore[K, V]) Delete(k K, ts int64) error {
+	var zero V
+	return s.change(k, zero, ts, true)
+}
+
+func (s *VersionedStore[K, V]) change(k K, v V, ts int64, deleted bool) error {
+	kb, kg, err := s.encodeKey(k)
+	if err != nil {
+		return err
+	}
+	var vb []byte
+	if s.logging.Load() && !deleted {
+		if vb, err = s.vc.Encode(nil, v); err != nil {
+			return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.advanceLocked(ts)
+	if ts < s.horizon() {
+		return nil
+	}
+	s.insertLocked(string(kb), k, Version[V]{Timestamp: ts, Value: v, Deleted: deleted})
+	s.record(Change{KeyGroup: kg, Key: kb, Value: vb, Tombstone: deleted, Timestamp: ts, HasTimestamp: true})
+	return nil
+}
+
+// insertLocked adds (or replaces) a version and drops the versions no
+// query can reach.
+func (s *VersionedStore[K, V]) insertLocked(key string, k K, ver Version[V]) {
+	it, ok := s.tree.Get(verItem[K, V]{key: key})
+	if !ok {
+		it = verItem[K, V]{key: key, k: k}
+	}
+	old := it.vs
+	i, found := slices.BinarySearchFunc(old, ver.Timestamp, func(v Version[V], t int64) int {
+		switch {
+		case v.Timestamp < t:
+			return -1
+		case v.Timestamp > t:
+			return 1
+		}
+		return 0
+	})
+	vs := make([]Version[V], 0, len(old)+1)
+	vs = append(vs, old[:i]...)
+	vs = append(vs, ver)
+	if found {
+		i++
+	}
+	vs = append(vs, old[i:]...)
+	it.vs = visible(vs, s.horizon())
+	s.tree.ReplaceOrInsert(it)
+}
+
+// Get returns the latest value of k and its timestamp; ok is false when k
+// has none or its latest version is a deletion.
+func (s *VersionedStore[K, V]) Get(k K) (v V, ts int64, ok bool, err error) {
+	return s.GetAsOf(k, math.MaxInt64)
+}
+
+// GetAsOf returns the value k had at time asOf and the timestamp of that
+// version; ok is false when it had none, when it was deleted, or when asOf
+// is older than the history retention reaches.
+func (s *VersionedStore[K, V]) GetAsOf(k K, asOf int64) (v V, ts int64, ok bool, err error) {
+	kb, _, err := s.encodeKey(k)
+	if err != nil {
+		return v, 0, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return v, 0, false, ErrClosed
+	}
+	if asOf < s.horizon() {
+		return v, 0, false, nil
+	}
+	it, found := s.tree.Get(verItem[K, V]{key: string(kb)})
+	if !found {
+		return v, 0, false, nil
+	}
+	for i := len(it.vs) - 1; i >= 0; i-- {
+		if ver := it.vs[i]; ver.Timestamp <= asOf {
+			if ver.Deleted {
+				return v, ver.Timestamp, false, nil
+			}
+			return ver.Value, ver.Timestamp, true, nil
+		}
+	}
+	return v, 0, false, nil
+}
+
+// History yields the versions of k that a query can still reach, oldest
+// first, deletions included.
+func (s *VersionedStore[K, V]) History(k K) ([]Version[V], error) {
+	kb, _, err := s.encodeKey(k)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	it, _ := s.tree.Get(verItem[K, V]{key: string(kb)})
+	return slices.Clone(visible(it.vs, s.horizon())), nil
+}
+
+// All yields every key with the versions a query can still reach, by key.
+// Keys whose reachable history is only a deletion are yielded too.
+func (s *VersionedStore[K, V]) All() iter.Seq2[K, []Version[V]] {
+	s.mu.Lock()
+	t, h := s.tree.Clone(), s.horizon()
+	s.mu.Unlock()
+	return func(yield func(K, []Version[V]) bool) {
+		t.Ascend(func(it verItem[K, V]) bool { return yield(it.k, slices.Clone(visible(it.vs, h))) })
+	}
+}
+
+// Len returns the number of keys with versions.
+func (s *VersionedStore[K, V]) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tree.Len()
+}
+
+// ApplyChange applies a change read back from the log without logging it.
+// A logged version was accepted when it was put, so it is inserted whatever
+// the stream time; versions no query can reach are dropped as usual.
+func (s *VersionedStore[K, V]) ApplyChange(c Change) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if c.KeyGroup == dstl.MetaKeyGroup {
+		if c.HasTimestamp {
+			s.advanceLocked(c.Timestamp)
+		}
+		return nil
+	}
+	if !c.HasTimestamp {
+		return fmt.Errorf("%w: store %q: versioned change without a timestamp", ErrLogFormat, s.name)
+	}
+	if _, err := s.keyGroup(c.Key); err != nil {
+		return err
+	}
+	k, err := s.kc.Decode(c.Key)
+	if err != nil {
+		return fmt.Errorf("statestore: store %q: key: %w", s.name, err)
+	}
+	ver := Version[V]{Timestamp: c.Timestamp, Deleted: c.Tombstone}
+	if !c.Tombstone {
+		if ver.Value, err = s.vc.Decode(c.Value); err != nil {
+			return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
+		}
+	}
+	s.advanceLocked(c.Timestamp)
+	s.insertLocked(string(c.Key), k, ver)
+	return nil
+}
+
+// Clear removes every key and buffered change and resets the stream time,
+// logging nothing.
+func (s *VersionedStore[K, V]) Clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tree.Clear(false)
+	s.clearLocked()
+}
+
+// Snapshot encodes the store (kind "versioned", version 1): the stream time,
+// the number of keys, then per key (by key) the key (length-prefixed), the
+// number of reachable versions and each version's timestamp, a deletion flag
+// byte and, unless deleted, its value (length-prefixed).
+func (s *VersionedStore[K, V]) Snapshot() ([]byte, error) {
+	s.mu.Lock()
+	enc := s.captureLocked()
+	s.mu.Unlock()
+	return enc()
+}
+
+func (s *VersionedStore[K, V]) captureLocked() func() ([]byte, error) {
+	t, st, h := s.tree.Clone(), s.streamTime, s.horizon()
+	return func() ([]byte, error) {
+		b := appendPayloadHeader(nil, KindVersioned, versionedVersion)
+		b = binary.AppendVarint(b, st)
+		b = binary.AppendUvarint(b, uint64(t.Len()))
+		var err error
+		var vb []byte
+		t.Ascend(func(it verItem[K, V]) bool {
+			vs := visible(it.vs, h)
+			b = appendString(b, it.key)
+			b = binary.AppendUvarint(b, uint64(len(vs)))
+			for _, ver := range vs {
+				b = binary.AppendVarint(b, ver.Timestamp)
+				if ver.Deleted {
+					b = append(b, 1)
+					continue
+				}
+				if vb, err = s.vc.Encode(vb[:0], ver.Value); err != nil {
+					return false
+				}
+				b = append(b, 0)
+				b = appendBytes(b, vb)
+			}
+			return true
+		})
+		if err != nil {
+			return nil, fmt.Errorf("statestore: store %q: snapshot: %w", s.name, err)
+		}
+		return finishChecksum(b), nil
+	}
+}
+
+// RestoreSnapshot wipes the store and loads payload, keeping the keys of the
+// store's key groups, without logging.
+func (s *VersionedStore[K, V]) RestoreSnapshot(payload []byte) error {
+	return s.restorePayload(payload, s.kgr, true)
+}
+
+func (s *VersionedStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
+	body, err := openPayload(payload, KindVersioned, versionedVersion)
+	if err != nil {
+		return fmt.Errorf("statestore: store %q: %w", s.name, err)
+	}
+	d := decoder{b: body}
+	st := d.varint()
+	n := d.count()
+	items := make([]verItem[K, V], 0, n)
+	var prev string
+	for i := 0; i < n && d.err == nil; i++ {
+		kb := d.bytes()
+		nv := d.count()
+		if d.err != nil {
+			break
+		}
+		if (i > 0 && prev >= string(kb)) || nv == 0 {
+			d.fail(fmt.Errorf("keys out of order or without versions"))
+			break
+		}
+		prev = string(kb)
+		mine := kgr.Contains(KeyGroup(kb, s.maxP))
+		it := verItem[K, V]{key: string(kb)}
+		if mine {
+			if it.k, err = s.kc.Decode(kb); err != nil {
+				return fmt.Errorf("statestore: store %q: snapshot key: %w", s.name, err)
+			}
+			it.vs = make([]Version[V], 0, nv)
+		}
+		for j := 0; j < nv && d.err == nil; j++ {
+			ver := Version[V]{Timestamp: d.varint()}
+			switch d.byte() {
+			case 0:
+				vb := d.bytes()
+				if mine && d.err == nil {
+					if ver.Value, err = s.vc.Decode(vb); err != nil {
+						return fmt.Errorf("statestore: store %q: snapshot value: %w", s.name, err)
+					}
+				}
+			case 1:
+				ver.Deleted = true
+			default:
+				d.fail(fmt.Errorf("bad version flag"))
+			}
+			if j > 0 && d.err == nil && ver.Timestamp <= it.vs[len(it.vs)-1].Timestamp && mine {
+				d.fail(fmt.Errorf("versions out of order"))
+			}
+			if mine {
+				it.vs = append(it.vs, ver)
+			}
+		}
+		if mine {
+			items = append(items, it)
+		}
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.fail(fmt.Errorf("trailing bytes"))
+	}
+	if d.err != nil {
+		return fmt.Errorf("statestore: store %q: %w: %v", s.name, ErrSnapshotFormat, d.err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if wipe {
+		s.tree.Clear(false)
+		s.clearLocked()
+	}
+	s.advanceLocked(st)
+	s.loggedStreamTime = max(s.loggedStreamTime, st)
+	for _, it := range items {
+		it.vs = visible(it.vs, s.horizon())
+		s.tree.ReplaceOrInsert(it)
+	}
+	return nil
+}

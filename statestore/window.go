@@ -1,0 +1,382 @@
+package statestore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"iter"
+	"math"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/google/btree"
+)
+
+// windowVersion is the version of the window store's snapshot payload.
+const windowVersion = 1
+
+type winItem[K, V any] struct {
+	key   string // encoded key
+	start int64  // window start
+	k     K
+	v     V
+}
+
+func winLess[K, V any](a, b winItem[K, V]) bool {
+	if a.key != b.key {
+		return a.key < b.key
+	}
+	return a.start < b.start
+}
+
+// winAge orders the expiry index by window start, then key.
+type winAge struct {
+	start int64
+	key   string
+}
+
+func ageLess(a, b winAge) bool {
+	if a.start != b.start {
+		return a.start < b.start
+	}
+	return a.key < b.key
+}
+
+// Windowed is a key and the start of one of its windows.
+type Windowed[K any] struct {
+	Key   K
+	Start int64
+}
+
+// WindowStore keeps values per key per time window, a window being named by
+// its start (in the stream's time unit, for instance milliseconds). Its
+// stream time is the largest window start put so far; a window is kept
+// while its start is greater than the stream time minus the retention, and a
+// put into an older window is dropped, as in Kafka Streams. Each change is
+// logged with the window start as its timestamp, in the key group of the
+// key, so all windows of a key live in one key group. It is safe for
+// concurrent use.
+type WindowStore[K, V any] struct {
+	storeBase
+	kc        Codec[K]
+	vc        Codec[V]
+	retention int64
+	tree      *btree.BTreeG[winItem[K, V]]
+	age       *btree.BTreeG[winAge]
+}
+
+var _ internalStore = (*WindowStore[string, string])(nil)
+
+// NewWindowStore returns an empty window store keeping windows for
+// retention (> 0) past the stream time.
+func NewWindowStore[K, V any](name string, log *dstl.Writer, keys Codec[K], values Codec[V], retention int64, opts ...Option) (*WindowStore[K, V], error) {
+	if retention <= 0 {
+		return nil, fmt.Errorf("statestore: store %q: retention %d must be positive", name, retention)
+	}
+	s := &WindowStore[K, V]{kc: keys, vc: values, retention: retention,
+		tree: btree.NewG(btreeDegree, winLess[K, V]), age: btree.NewG(btreeDegree, ageLess)}
+	if err := s.init(name, KindWindow, windowVersion, log, opts); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Retention returns the retention.
+func (s *WindowStore[K, V]) Retention() int64 { return s.retention }
+
+// StreamTime returns the largest window start seen, or math.MinInt64.
+func (s *WindowStore[K, V]) StreamTime() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streamTime
+}
+
+// liveFrom returns the smallest window start that is not expired.
+func (s *WindowStore[K, V]) liveFrom() int64 {
+	if s.streamTime < math.MinInt64+s.retention {
+		return math.MinInt64
+	}
+	return s.streamTime - s.retention + 1
+}
+
+// advanceWindowsLocked raises the stream time to ts and drops expired
+// windows.
+func (s *WindowStore[K, V]) advanceWindowsLocked(ts int64) {
+	if s.advanceLocked(ts) {
+		s.expireLocked()
+	}
+}
+
+// expireLocked drops the windows that are expired at the stream time.
+func (s *WindowStore[K, V]) expireLocked() {
+	live := s.liveFrom()
+	for {
+		a, ok := s.age.Min()
+		if !ok || a.start >= live {
+			return
+		}
+		s.age.DeleteMin()
+		s.tree.Delete(winItem[K, V]{key: a.key, start: a.start})
+	}
+}
+
+func (s *WindowStore[K, V]) encodeKey(k K) ([]byte, int, error) {
+	kb, err := s.kc.Encode(nil, k)
+	if err != nil {
+		return nil, 0, fmt.Errorf("statestore: store %q: key: %w", s.name, err)
+	}
+	kg, err := s.keyGroup(kb)
+	return kb, kg, err
+}
+
+// Put sets the value of k in the window starting at start. It advances the
+// stream time; a put into an expired window is dropped (and not logged).
+func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
+	kb, kg, err := s.encodeKey(k)
+	if err != nil {
+		return err
+	}
+	var vb []byte
+	if s.logging.Load() {
+		if vb, err = s.vc.Encode(nil, v); err != nil {
+			return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.putLocked(string(kb), start, k, v) {
+		s.record(Change{KeyGroup: kg, Key: kb, Value: vb, Timestamp: start, HasTimestamp: true})
+	}
+	return nil
+}
+
+func (s *WindowStore[K, V]) putLocked(key string, start int64, k K, v V) bool {
+	s.advanceWindowsLocked(start)
+	if start < s.liveFrom() {
+		return false
+	}
+	s.tree.ReplaceOrInsert(winItem[K, V]{key: key, start: start, k: k, v: v})
+	s.age.ReplaceOrInsert(winAge{start: start, key: key})
+	return true
+}
+
+func (s *WindowStore[K, V]) deleteLocked(key string, start int64) {
+	s.tree.Delete(winItem[K, V]{key: key, start: start})
+	s.age.Delete(winAge{start: start, key: key})
+}
+
+// Delete removes the window of k starting at start and logs a tombstone.
+func (s *WindowStore[K, V]) Delete(k K, start int64) error {
+	kb, kg, err := s.encodeKey(k)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.deleteLocked(string(kb), start)
+	s.record(Change{KeyGroup: kg, Key: kb, Tombstone: true, Timestamp: start, HasTimestamp: true})
+	return nil
+}
+
+// Get returns the value of k in the window starting at start.
+func (s *WindowStore[K, V]) Get(k K, start int64) (V, bool, error) {
+	var zero V
+	kb, _, err := s.encodeKey(k)
+	if err != nil {
+		return zero, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return zero, false, ErrClosed
+	}
+	it, ok := s.tree.Get(winItem[K, V]{key: string(kb), start: start})
+	return it.v, ok, nil
+}
+
+func (s *WindowStore[K, V]) view() *btree.BTreeG[winItem[K, V]] {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tree.Clone()
+}
+
+// Fetch yields the windows of k whose start is in [from, to], by start, as
+// they were when Fetch was called.
+func (s *WindowStore[K, V]) Fetch(k K, from, to int64) (iter.Seq2[int64, V], error) {
+	kb, _, err := s.encodeKey(k)
+	if err != nil {
+		return nil, err
+	}
+	t := s.view()
+	return func(yield func(int64, V) bool) {
+		t.AscendGreaterOrEqual(winItem[K, V]{key: string(kb), start: from}, func(it winItem[K, V]) bool {
+			if it.key != string(kb) || it.start > to {
+				return false
+			}
+			return yield(it.start, it.v)
+		})
+	}, nil
+}
+
+// All yields every window, by key then start.
+func (s *WindowStore[K, V]) All() iter.Seq2[Windowed[K], V] {
+	t := s.view()
+	return func(yield func(Windowed[K], V) bool) {
+		t.Ascend(func(it winItem[K, V]) bool { return yield(Windowed[K]{Key: it.k, Start: it.start}, it.v) })
+	}
+}
+
+// Len returns the number of windows.
+func (s *WindowStore[K, V]) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tree.Len()
+}
+
+// ApplyChange applies a change read back from the log without logging it:
+// a put, a tombstone, or the stream time.
+func (s *WindowStore[K, V]) ApplyChange(c Change) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if c.KeyGroup == dstl.MetaKeyGroup {
+		if c.HasTimestamp {
+			s.advanceWindowsLocked(c.Timestamp)
+		}
+		return nil
+	}
+	if !c.HasTimestamp {
+		return fmt.Errorf("%w: store %q: window change without a timestamp", ErrLogFormat, s.name)
+	}
+	if _, err := s.keyGroup(c.Key); err != nil {
+		return err
+	}
+	if c.Tombstone {
+		s.deleteLocked(string(c.Key), c.Timestamp)
+		return nil
+	}
+	k, err := s.kc.Decode(c.Key)
+	if err != nil {
+		return fmt.Errorf("statestore: store %q: key: %w", s.name, err)
+	}
+	v, err := s.vc.Decode(c.Value)
+	if err != nil {
+		return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
+	}
+	s.putLocked(string(c.Key), c.Timestamp, k, v)
+	return nil
+}
+
+// Clear removes every window and buffered change and resets the stream
+// time, logging nothing.
+func (s *WindowStore[K, V]) Clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tree.Clear(false)
+	s.age.Clear(false)
+	s.clearLocked()
+}
+
+// Snapshot encodes the store (kind "window", version 1): the stream time,
+// the number of windows, then each key (length-prefixed), window start and
+// value (length-prefixed), by key then start.
+func (s *WindowStore[K, V]) Snapshot() ([]byte, error) {
+	s.mu.Lock()
+	enc := s.captureLocked()
+	s.mu.Unlock()
+	return enc()
+}
+
+func (s *WindowStore[K, V]) captureLocked() func() ([]byte, error) {
+	t, st := s.tree.Clone(), s.streamTime
+	return func() ([]byte, error) {
+		b := appendPayloadHeader(nil, KindWindow, windowVersion)
+		b = binary.AppendVarint(b, st)
+		b = binary.AppendUvarint(b, uint64(t.Len()))
+		var err error
+		var vb []byte
+		t.Ascend(func(it winItem[K, V]) bool {
+			if vb, err = s.vc.Encode(vb[:0], it.v); err != nil {
+				return false
+			}
+			b = appendString(b, it.key)
+			b = binary.AppendVarint(b, it.start)
+			b = appendBytes(b, vb)
+			return true
+		})
+		if err != nil {
+			return nil, fmt.Errorf("statestore: store %q: snapshot: %w", s.name, err)
+		}
+		return finishChecksum(b), nil
+	}
+}
+
+// RestoreSnapshot wipes the store and loads payload, keeping the windows of
+// keys in the store's key groups, without logging.
+func (s *WindowStore[K, V]) RestoreSnapshot(payload []byte) error {
+	return s.restorePayload(payload, s.kgr, true)
+}
+
+func (s *WindowStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
+	body, err := openPayload(payload, KindWindow, windowVersion)
+	if err != nil {
+		return fmt.Errorf("statestore: store %q: %w", s.name, err)
+	}
+	d := decoder{b: body}
+	st := d.varint()
+	n := d.count()
+	items := make([]winItem[K, V], 0, n)
+	var prev winItem[K, V]
+	for i := 0; i < n && d.err == nil; i++ {
+		kb, start, vb := d.bytes(), d.varint(), d.bytes()
+		if d.err != nil {
+			break
+		}
+		cur := winItem[K, V]{key: string(kb), start: start}
+		if i > 0 && !winLess(prev, cur) {
+			d.fail(fmt.Errorf("windows out of order"))
+			break
+		}
+		prev = cur
+		if !kgr.Contains(KeyGroup(kb, s.maxP)) {
+			continue
+		}
+		if cur.k, err = s.kc.Decode(kb); err != nil {
+			return fmt.Errorf("statestore: store %q: snapshot key: %w", s.name, err)
+		}
+		if cur.v, err = s.vc.Decode(vb); err != nil {
+			return fmt.Errorf("statestore: store %q: snapshot value: %w", s.name, err)
+		}
+		items = append(items, cur)
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.fail(fmt.Errorf("trailing bytes"))
+	}
+	if d.err != nil {
+		return fmt.Errorf("statestore: store %q: %w: %v", s.name, ErrSnapshotFormat, d.err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if wipe {
+		s.tree.Clear(false)
+		s.age.Clear(false)
+		s.clearLocked()
+	}
+	for _, it := range items {
+		s.tree.ReplaceOrInsert(it)
+		s.age.ReplaceOrInsert(winAge{start: it.start, key: it.key})
+	}
+	s.advanceLocked(st)
+	s.expireLocked()
+	s.loggedStreamTime = max(s.loggedStreamTime, st)
+	return nil
+}
