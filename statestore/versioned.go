@@ -251,6 +251,8 @@ func (s *VersionedStore[K, V]) ApplyChange(c Change) error {
 	if s.closed {
 		return ErrClosed
 	}
+	// The stream time a restore reaches is in the log already.
+	defer func() { s.loggedStreamTime = max(s.loggedStreamTime, s.streamTime) }()
 	if c.KeyGroup == dstl.MetaKeyGroup {
 		if c.HasTimestamp {
 			s.advanceLocked(c.Timestamp)
@@ -366,6 +368,7 @@ func (s *VersionedStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupR
 			}
 			it.vs = make([]Version[V], 0, nv)
 		}
+		var prevTs int64
 		for j := 0; j < nv && d.err == nil; j++ {
 			ver := Version[V]{Timestamp: d.varint()}
 			switch d.byte() {
@@ -381,9 +384,10 @@ func (s *VersionedStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupR
 			default:
 				d.fail(fmt.Errorf("bad version flag"))
 			}
-			if j > 0 && d.err == nil && ver.Timestamp <= it.vs[len(it.vs)-1].Timestamp && mine {
+			if j > 0 && d.err == nil && ver.Timestamp <= prevTs {
 				d.fail(fmt.Errorf("versions out of order"))
 			}
+			prevTs = ver.Timestamp
 			if mine {
 				it.vs = append(it.vs, ver)
 			}

@@ -245,6 +245,8 @@ func (s *WindowStore[K, V]) ApplyChange(c Change) error {
 	if s.closed {
 		return ErrClosed
 	}
+	// The stream time a restore reaches is in the log already.
+	defer func() { s.loggedStreamTime = max(s.loggedStreamTime, s.streamTime) }()
 	if c.KeyGroup == dstl.MetaKeyGroup {
 		if c.HasTimestamp {
 			s.advanceWindowsLocked(c.Timestamp)

@@ -1,0 +1,332 @@
+package statestore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
+	_ "github.com/dstlgo/dstl/duplicating"
+	"github.com/dstlgo/dstl/statestore"
+)
+
+// scenario runs a workload through checkpoints 1..3 (2 aborted), with or
+// without materialisations in between, and returns the handle and the state
+// of the last completed checkpoint. Changes after it must not survive.
+func scenario(t *testing.T, o *operator, materialize bool) (*statestore.CheckpointHandle, state) {
+	t.Helper()
+	ctx := context.Background()
+	w := newWorkload(1)
+	w.run(t, o, 400)
+	checkpoint(t, o, 1)
+	w.run(t, o, 300)
+	if materialize {
+		if err := o.cp.Materialize(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := o.cp.SnapshotState(ctx, statestore.CheckpointInfo{CheckpointID: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.cp.NotifyCheckpointAborted(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	w.run(t, o, 300)
+	if materialize {
+		if err := o.cp.Materialize(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.run(t, o, 100)
+	}
+	h := checkpoint(t, o, 3)
+	want := dump(t, o)
+	w.run(t, o, 200) // lost in the crash
+	return h, want
+}
+
+func TestRestoreEqualsCheckpoint(t *testing.T) {
+	for _, materialize := range []bool{false, true} {
+		t.Run(fmt.Sprintf("materialize=%v", materialize), func(t *testing.T) {
+			b := dstltest.NewBackend()
+			o := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			h, want := scenario(t, o, materialize)
+			if got := len(h.Snapshots); materialize != (got == 1) {
+				t.Fatalf("handle names %d snapshots", got)
+			}
+			if len(want.kv) == 0 || len(want.win) < 2 || len(want.ver) < 2 {
+				t.Fatalf("workload left too little state: %d, %d, %d", len(want.kv), len(want.win), len(want.ver))
+			}
+			o.cp.Close() // the crash
+
+			r := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			restore(t, r, h)
+			diff(t, want, dump(t, r))
+			if !r.kv.Logging() || !r.win.Logging() || !r.ver.Logging() {
+				t.Error("logging is off after restore")
+			}
+
+			// Restoring the restored operator's next checkpoint, taken
+			// before any materialisation, gives the same state again
+			// (the handle names the restored snapshot and log too).
+			newWorkload(9).run(t, r, 100)
+			h2 := checkpoint(t, r, 4)
+			want2 := dump(t, r)
+			r.cp.Close()
+			r2 := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			restore(t, r2, h2)
+			diff(t, want2, dump(t, r2))
+		})
+	}
+}
+
+func TestRestoreRescaledHalves(t *testing.T) {
+	for _, materialize := range []bool{false, true} {
+		t.Run(fmt.Sprintf("materialize=%v", materialize), func(t *testing.T) {
+			b := dstltest.NewBackend()
+			o := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			h, want := scenario(t, o, materialize)
+			o.cp.Close()
+
+			storage := newStorage(t, b)
+			lo := dstl.KeyGroupRange{Start: 0, End: maxP/2 - 1}
+			hi := dstl.KeyGroupRange{Start: maxP / 2, End: maxP - 1}
+			a := newOperator(t, storage, "op-0", lo, statestore.Config{})
+			c := newOperator(t, storage, "op-1", hi, statestore.Config{})
+			restore(t, a, h)
+			restore(t, c, h)
+			da, dc := dump(t, a), dump(t, c)
+			for k := range da.kv {
+				if g := statestore.KeyGroup([]byte(k), maxP); !lo.Contains(g) {
+					t.Errorf("key %q of key group %d restored into %v", k, g, lo)
+				}
+			}
+			for k := range dc.kv {
+				if g := statestore.KeyGroup([]byte(k), maxP); !hi.Contains(g) {
+					t.Errorf("key %q of key group %d restored into %v", k, g, hi)
+				}
+			}
+			if len(da.kv) == 0 || len(dc.kv) == 0 {
+				t.Fatalf("a half is empty: %d and %d keys", len(da.kv), len(dc.kv))
+			}
+			diff(t, want, union(da, dc))
+
+			// And back: both halves' checkpoints restore one operator.
+			ha, hc := checkpoint(t, a, 4), checkpoint(t, c, 4)
+			whole := newOperator(t, storage, "op-0", allGroups, statestore.Config{})
+			restore(t, whole, ha, hc)
+			diff(t, want, dump(t, whole))
+		})
+	}
+}
+
+func TestTombstonesStayDeleted(t *testing.T) {
+	ctx := context.Background()
+	for _, materialize := range []bool{false, true} {
+		t.Run(fmt.Sprintf("materialize=%v", materialize), func(t *testing.T) {
+			b := dstltest.NewBackend()
+			o := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			for i := range 50 {
+				k := fmt.Sprintf("k%02d", i)
+				if err := o.kv.Put(k, "v"); err != nil {
+					t.Fatal(err)
+				}
+				if err := o.win.Put(k, 0, 1); err != nil {
+					t.Fatal(err)
+				}
+				if err := o.ver.Put(k, "v", 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkpoint(t, o, 1)
+			if materialize {
+				if err := o.cp.Materialize(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < 50; i += 2 {
+				k := fmt.Sprintf("k%02d", i)
+				if err := o.kv.Delete(k); err != nil {
+					t.Fatal(err)
+				}
+				if err := o.win.Delete(k, 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := o.ver.Delete(k, 2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if materialize {
+				if err := o.cp.Materialize(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h := checkpoint(t, o, 2)
+			o.cp.Close()
+			r := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			restore(t, r, h)
+			for i := range 50 {
+				k := fmt.Sprintf("k%02d", i)
+				_, okKV, _ := r.kv.Get(k)
+				_, okWin, _ := r.win.Get(k, 0)
+				_, _, okVer, _ := r.ver.Get(k)
+				_, _, okThen, _ := r.ver.GetAsOf(k, 1)
+				if deleted := i%2 == 0; okKV == deleted || okWin == deleted || okVer == deleted || !okThen {
+					t.Errorf("%s (deleted %v): kv %v, window %v, versioned %v, versioned as of 1 %v", k, deleted, okKV, okWin, okVer, okThen)
+				}
+			}
+		})
+	}
+}
+
+// TestRestoreNeverWritesToLog checks that a restore appends nothing, puts
+// no object and leaves no change buffered.
+func TestRestoreNeverWritesToLog(t *testing.T) {
+	for _, materialize := range []bool{false, true} {
+		t.Run(fmt.Sprintf("materialize=%v", materialize), func(t *testing.T) {
+			b := dstltest.NewBackend()
+			o := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			h, _ := scenario(t, o, materialize)
+			o.cp.Close()
+
+			r := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			puts := b.Counts()[dstltest.OpPut]
+			restore(t, r, h)
+			if got := b.Counts()[dstltest.OpPut]; got != puts {
+				t.Errorf("restore put %d objects", got-puts)
+			}
+			for _, s := range []statestore.Store{r.kv, r.win, r.ver} {
+				if c := s.TakeChanges(); len(c) != 0 {
+					t.Errorf("store %s buffered %d changes during restore", s.Name(), len(c))
+				}
+			}
+			if sqn := r.cp.Log().NextSequenceNumber(); sqn != r.cp.Log().InitialSequenceNumber() {
+				t.Errorf("the log holds a change set after restore (active sequence number %d)", sqn)
+			}
+			if got := r.cp.Stats().LogBytes; got != 0 {
+				t.Errorf("restore logged %d bytes", got)
+			}
+		})
+	}
+}
+
+func TestBackgroundMaterialization(t *testing.T) {
+	b := dstltest.NewBackend()
+	storage := newStorage(t, b)
+	o := newOperator(t, storage, "op-0", allGroups, statestore.Config{MaterializeSize: 4 << 10, MaterializeInterval: 20 * time.Millisecond})
+	w := newWorkload(3)
+	var last *statestore.CheckpointHandle
+	for id := int64(1); id <= 20; id++ {
+		w.run(t, o, 100)
+		last = checkpoint(t, o, id)
+		time.Sleep(5 * time.Millisecond)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for o.cp.Stats().Materializations < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := o.cp.Stats()
+	if st.Materializations < 2 {
+		t.Fatalf("%d materialisations", st.Materializations)
+	}
+	w.run(t, o, 100)
+	last = checkpoint(t, o, 21)
+	want := dump(t, o)
+	if len(last.Snapshots) != 1 {
+		t.Fatalf("the last checkpoint names %d snapshots", len(last.Snapshots))
+	}
+	// Old snapshots are deleted: at most the confirmed one and the current one remain.
+	snaps := 0
+	for _, obj := range b.Objects() {
+		if strings.HasSuffix(obj.Name, statestore.SnapshotSuffix) {
+			snaps++
+		}
+	}
+	if snaps < 1 || snaps > 2 || st.SnapshotsDeleted == 0 {
+		t.Errorf("%d snapshot objects on the backend after %d materialisations, %d deleted", snaps, st.Materializations, st.SnapshotsDeleted)
+	}
+	if _, ok := b.ObjectBytes(last.Snapshots[0].Object); !ok {
+		t.Fatal("the last completed checkpoint's snapshot was deleted")
+	}
+	o.cp.Close()
+	r := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+	restore(t, r, last)
+	diff(t, want, dump(t, r))
+}
+
+func TestLocalRecovery(t *testing.T) {
+	b := dstltest.NewBackend()
+	dir := t.TempDir()
+	open := func() *dstl.Storage {
+		cfg := dstl.DefaultConfig("mem://test")
+		cfg.JobID, cfg.BatchPersistDelay = "job", 0
+		cfg.LocalRecoveryEnabled, cfg.LocalRecoveryDir = true, dir
+		s, err := dstl.New(cfg, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	s1 := open()
+	o := newOperator(t, s1, "op-0", allGroups, statestore.Config{})
+	h, want := scenario(t, o, true)
+	if h.Logs[len(h.Logs)-1].Local == nil {
+		t.Fatal("no local log handle with local recovery")
+	}
+	o.cp.Close()
+	s1.Close()
+	r := newOperator(t, open(), "op-0", allGroups, statestore.Config{})
+	gets := b.Counts()[dstltest.OpGet]
+	restore(t, r, h)
+	diff(t, want, dump(t, r))
+	rep := r.cp.Stats().LastRestore
+	if rep.LocalSnapshots != 1 || rep.Log.LocalSets == 0 || rep.Log.RemoteSets != 0 {
+		t.Errorf("restore report %+v: want the snapshot and every change set read locally", rep)
+	}
+	if got := b.Counts()[dstltest.OpGet] - gets; got != 0 {
+		t.Errorf("%d remote reads", got)
+	}
+}
+
+func TestCheckpointErrors(t *testing.T) {
+	ctx := context.Background()
+	b := dstltest.NewBackend()
+	storage := newStorage(t, b)
+	o := newOperator(t, storage, "op-0", allGroups, statestore.Config{})
+	if err := o.cp.NotifyCheckpointComplete(ctx, 7); !errors.Is(err, statestore.ErrUnknownCheckpoint) {
+		t.Errorf("completing an unknown checkpoint: %v", err)
+	}
+	h := checkpoint(t, o, 1)
+	if _, err := o.cp.SnapshotState(ctx, statestore.CheckpointInfo{CheckpointID: 1}); err == nil {
+		t.Error("checkpoint 1 taken twice")
+	}
+	other := newOperator(t, storage, "op-x", allGroups, statestore.Config{})
+	h.MaxParallelism = 256
+	if err := other.cp.InitializeState(ctx, statestore.CheckpointInfo{}, h); !errors.Is(err, statestore.ErrInvalidCheckpointHandle) {
+		t.Errorf("restoring another max parallelism: %v", err)
+	}
+	// A store that is not registered but in the snapshot.
+	if err := o.kv.Put("a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.cp.Materialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h = checkpoint(t, o, 2)
+	cp, err := statestore.NewCheckpointer(storage, statestore.Config{Operator: "op-y", KeyGroups: allGroups, MaterializeInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	if err := cp.InitializeState(ctx, statestore.CheckpointInfo{}, h); !errors.Is(err, statestore.ErrUnknownStore) {
+		t.Errorf("restoring a snapshot of unregistered stores: %v", err)
+	}
+	kv, _ := statestore.NewKeyValueStore("kv", nil, statestore.StringCodec{}, statestore.StringCodec{})
+	if err := cp.Register(kv); err == nil {
+		t.Error("registered a store of another log")
+	}
+}
