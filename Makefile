@@ -8,7 +8,7 @@ BENCHTIME ?= 1s
 BENCH_ARGS ?=
 FUZZTIME  ?= 30s
 
-.PHONY: all build demo test test-unit vet race fuzz bench bench-go clean \
+.PHONY: all build demo example test test-unit vet race fuzz bench bench-go clean \
 	emulators-install emulators-up emulators-down
 
 all: build test
@@ -19,6 +19,11 @@ build:
 ## demo: write, checkpoint, crash, recover and verify, on a temporary local directory
 demo:
 	$(GO) run ./cmd/dstl demo
+
+## example: the word count service on state stores: killed (SIGKILL) at a
+## random moment, restarted, and checked against a run without the crash
+example:
+	$(GO) run ./examples/wordcount verify
 
 ## test: go vet, then every test with the race detector, with the emulators
 ## started first and stopped afterwards (even when a test fails); the exit

@@ -52,7 +52,9 @@ func TestKeyValueStore(t *testing.T) {
 	if _, ok, _ := kv.Get("b/3"); ok {
 		t.Error("deleted key found")
 	}
-	keys := func(seq func(func(string, int64) bool)) []string { return slices.Collect(func(y func(string) bool) { seq(func(k string, _ int64) bool { return y(k) }) }) }
+	keys := func(seq func(func(string, int64) bool)) []string {
+		return slices.Collect(func(y func(string) bool) { seq(func(k string, _ int64) bool { return y(k) }) })
+	}
 	for _, tc := range []struct {
 		name string
 		got  []string
@@ -302,7 +304,7 @@ func TestStoreRejectsForeignKeys(t *testing.T) {
 	}
 	var foreign string
 	for i := 0; foreign == ""; i++ {
-		k := string(rune('a' + i%26)) + strings.Repeat("x", i/26)
+		k := string(rune('a'+i%26)) + strings.Repeat("x", i/26)
 		if !kgr.Contains(statestore.KeyGroup([]byte(k), statestore.DefaultMaxParallelism)) {
 			foreign = k
 		}
