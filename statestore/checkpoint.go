@@ -149,6 +149,11 @@ type Checkpointer struct {
 	stats         Stats
 }
 
+var (
+	_ CheckpointFunction = (*Checkpointer)(nil)
+	_ CheckpointListener = (*Checkpointer)(nil)
+)
+
 type pendingCheckpoint struct {
 	from, to  dstl.SequenceNumber
 	done      bool // the persist resolved: from and to are known

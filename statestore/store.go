@@ -320,7 +320,7 @@ func (b *storeBase) keyGroup(key []byte) (int, error) {
 	return kg, nil
 }
 
-// closeBase marks the store closed and drops its buffer.
+// Close marks the store closed and drops its buffer.
 func (b *storeBase) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
