@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -342,18 +343,6 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 	return rep, nil
 }
 
-// discardBackend accepts every put and stores nothing: Append's cost is
-// measured without I/O.
-type discardBackend struct{}
-
-func (discardBackend) Put(context.Context, string, io.ReaderAt, int64) error { return nil }
-func (discardBackend) Get(_ context.Context, name string, _, _ int64) (io.ReadCloser, error) {
-	return nil, dstl.NewBackendError("get", "discard", name, dstl.ErrNotFound)
-}
-func (discardBackend) Delete(context.Context, string) error                            { return nil }
-func (discardBackend) List(context.Context, string, func(dstl.ObjectInfo) error) error { return nil }
-func (discardBackend) Close() error                                                    { return nil }
-
 // benchAppend measures Append with the default configuration, three
 // times; the median counts.
 func benchAppend(ctx context.Context, changeSize int, prog *progress) appendResult {
@@ -361,7 +350,7 @@ func benchAppend(ctx context.Context, changeSize int, prog *progress) appendResu
 	change := bytes.Repeat([]byte("x"), changeSize)
 	const runs = 3
 	for i := range runs {
-		s, err := dstl.New(dstl.DefaultConfig("discard"), discardBackend{})
+		s, err := dstl.New(dstl.DefaultConfig(dstltest.DiscardID), dstltest.Discard{})
 		if err != nil {
 			panic(err) // the default configuration is valid
 		}
@@ -511,13 +500,11 @@ func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int
 	return d, w.Truncate(r.To)
 }
 
+// uvarintLen is the length of n's unsigned varint, the length prefix of a
+// change in a frame.
 func uvarintLen(n int) int {
-	l := 1
-	for n >= 0x80 {
-		n >>= 7
-		l++
-	}
-	return l
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], uint64(n))
 }
 
 // batching measures (c) with n writers: all persist together every
