@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -79,19 +80,33 @@ func TestBench(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a short run of the benchmark takes seconds")
 	}
-	code, out, errOut := runCLI(t, "bench", "--json", "--base-path", t.TempDir(), "--skip-append", "--rounds", "1",
-		"--round-time", "50ms", "--batch-time", "100ms", "--persist-every", "20ms", "--writers", "1,8", "--sizes", "16KiB",
-		"--recovery-writers", "4", "--recovery-objects", "2", "--recovery-object-size", "64KiB")
-	if code != exitOK {
-		t.Fatalf("exit %d\n%s", code, errOut)
-	}
-	var rep benchReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
-	}
-	if rep.Backend != "local" || len(rep.Upload) != 1 || rep.Upload[0].RawBPS <= 0 || rep.Upload[0].EngineBPS <= 0 ||
-		len(rep.Batching.Rows) != 2 || rep.Recovery.FetchedPerNeed < 1 || rep.Recovery.Objects != 2 || len(rep.Targets) != 4 {
-		t.Fatalf("report %+v", rep)
+	for _, option := range []string{"compression.enabled=false", "compression.enabled=true"} {
+		dir := t.TempDir()
+		code, out, errOut := runCLI(t, "bench", "--json", "--base-path", dir, "--skip-append", "--rounds", "1",
+			"--round-time", "50ms", "--batch-time", "100ms", "--persist-every", "20ms", "--writers", "1,8", "--sizes", "16KiB",
+			"--recovery-writers", "4", "--recovery-objects", "2", "--recovery-object-size", "64KiB", "--option", option)
+		if code != exitOK {
+			t.Fatalf("%s: exit %d\n%s", option, code, errOut)
+		}
+		var rep benchReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Backend != "local" || len(rep.Upload) != 1 || rep.Upload[0].RawBPS <= 0 || rep.Upload[0].EngineBPS <= 0 ||
+			len(rep.Batching.Rows) != 2 || rep.Recovery.FetchedPerNeed < 1 || rep.Recovery.Objects != 2 || len(rep.Targets) != 4 {
+			t.Fatalf("%s: report %+v", option, rep)
+		}
+		// Random changes: what is stored is about what was appended, with
+		// compression too, so that the upload ratio compares like with like.
+		if u := rep.Upload[0]; u.StoredPerLogical < 1 || u.StoredPerLogical > 1.2 || u.PersistSamples == 0 || u.RawPutSamples == 0 {
+			t.Errorf("%s: upload %+v", option, u)
+		}
+		if rep.Batching.Rows[0].PersistSamples == 0 || rep.Recovery.EngineReads == 0 || rep.Recovery.RawReads == 0 || rep.RawPut == "" {
+			t.Errorf("%s: report %+v", option, rep)
+		}
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+			t.Errorf("%s: left %v in the base path (%v)", option, entries, err)
+		}
 	}
 	for _, tc := range []struct {
 		args []string
