@@ -4,30 +4,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
 )
-
-// discardBackend accepts every put and stores nothing, so that benchmarks
-// of the append path measure the engine alone.
-type discardBackend struct{}
-
-func (discardBackend) Put(context.Context, string, io.ReaderAt, int64) error { return nil }
-func (discardBackend) Get(_ context.Context, name string, _, _ int64) (io.ReadCloser, error) {
-	return nil, dstl.NewBackendError("get", "discard", name, dstl.ErrNotFound)
-}
-func (discardBackend) Delete(context.Context, string) error                            { return nil }
-func (discardBackend) List(context.Context, string, func(dstl.ObjectInfo) error) error { return nil }
-func (discardBackend) Close() error                                                    { return nil }
 
 // BenchmarkAppend appends 100-byte changes over 128 key groups, with the
 // default configuration: pre-emptive persists upload every 5 MiB.
 func BenchmarkAppend(b *testing.B) {
-	s := newStorage(b, discardBackend{}, dstl.DefaultConfig("discard"))
+	s := newStorage(b, dstltest.Discard{}, dstl.DefaultConfig("discard"))
 	w := newWriter(b, s, "op", dstl.KeyGroupRange{Start: 0, End: 127})
 	change := bytes.Repeat([]byte("x"), 100)
 	ctx := context.Background()
@@ -42,7 +30,7 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkAppendParallel appends from one goroutine per writer.
 func BenchmarkAppendParallel(b *testing.B) {
-	s := newStorage(b, discardBackend{}, dstl.DefaultConfig("discard"))
+	s := newStorage(b, dstltest.Discard{}, dstl.DefaultConfig("discard"))
 	change := bytes.Repeat([]byte("x"), 100)
 	var mu sync.Mutex
 	n := 0

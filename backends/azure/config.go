@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // Environment variables the URL form reads for what a base path must not
@@ -150,7 +151,19 @@ const (
 	paramAttempts    = "max_attempts"
 )
 
-var knownParams = []string{paramAccount, paramAccountURL, paramConcurrency, paramEndpoint, paramAttempts, paramPartSize, paramTimeout}
+// URLParameters are the query parameters an azblob:// base path takes (see
+// [ParseURL]); no other is accepted.
+var URLParameters = []dstl.URLParameter{
+	{Name: paramEndpoint, Value: "URL", Default: "https://ACCOUNT.blob.core.windows.net", Description: "Blob service URL of the account, e.g. Azurite's", Example: "http://127.0.0.1:10000/devstoreaccount1"},
+	{Name: paramAccountURL, Value: "URL", Description: "the same as endpoint (give one of them)", Example: "http://127.0.0.1:10000/devstoreaccount1"},
+	{Name: paramAccount, Value: "NAME", Default: "$AZURE_STORAGE_ACCOUNT", Description: "storage account", Example: "devstoreaccount1"},
+	{Name: paramPartSize, Value: "SIZE", Default: "8MiB", Description: "staged blocks above it, of this size", Example: "4MiB"},
+	{Name: paramConcurrency, Value: "N", Default: "4", Description: "blocks of one put staged in parallel", Example: "8"},
+	{Name: paramTimeout, Value: "DURATION", Default: "30s", Description: "per-request timeout", Example: "10s"},
+	{Name: paramAttempts, Value: "N", Default: "5", Description: "attempts per request, the first included", Example: "3"},
+}
+
+var knownParams = dstl.URLParameterNames(URLParameters)
 
 // ParseURL parses a base path "azblob://CONTAINER/PREFIX?PARAMS" into a
 // [Config], starting from [DefaultConfig]. The query parameters are:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // Defaults of [DefaultConfig].
@@ -181,7 +182,18 @@ const (
 	paramMaxAttempts = "max_attempts"
 )
 
-var knownParams = []string{paramAnonymous, paramCredentials, paramEndpoint, paramMaxAttempts, paramPartSize, paramTimeout}
+// URLParameters are the query parameters a gs:// base path takes (see
+// [ParseURL]); no other is accepted.
+var URLParameters = []dstl.URLParameter{
+	{Name: paramEndpoint, Value: "URL", Default: "Google Cloud Storage", Description: "base URL of the service, e.g. fake-gcs-server's", Example: "http://127.0.0.1:4443"},
+	{Name: paramCredentials, Value: "PATH", Description: "service account or other credentials JSON file (default: Application Default Credentials)", Example: "/etc/dstl/gcs.json"},
+	{Name: paramAnonymous, Value: "BOOL", Default: "false (true in effect with endpoint)", Description: "send no credentials", Example: "true"},
+	{Name: paramPartSize, Value: "SIZE", Default: "16MiB", Description: "resumable upload above it, in chunks of it; a multiple of 256KiB", Example: "8MiB"},
+	{Name: paramTimeout, Value: "DURATION", Default: "30s", Description: "per-request timeout", Example: "10s"},
+	{Name: paramMaxAttempts, Value: "N", Default: "5", Description: "attempts per request, the first included", Example: "3"},
+}
+
+var knownParams = dstl.URLParameterNames(URLParameters)
 
 // ParseURL parses a base path "gs://bucket/prefix" into a [Config],
 // starting from [DefaultConfig]. Object names go under the prefix (a "/"

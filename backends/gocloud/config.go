@@ -14,6 +14,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // Defaults of [Config].
@@ -163,6 +164,17 @@ const (
 	paramRequestTimeout = "request_timeout"
 	paramMaxAttempts    = "max_attempts"
 )
+
+// URLParameters are the query parameters of a base path that this package
+// takes for itself (see [ParseURL]). Every other parameter goes to the
+// gocloud.dev driver with the URL, and the driver rejects those it does not
+// know when the bucket is opened.
+var URLParameters = []dstl.URLParameter{
+	{Name: paramPartSize, Value: "SIZE", Default: "5MiB", Description: "objects above it go up in parts of it; 0: the driver's default", Example: "8MiB"},
+	{Name: paramConcurrency, Value: "N", Default: "4", Description: "parts of one object uploaded at once; 0: the driver's default", Example: "2"},
+	{Name: paramRequestTimeout, Value: "DURATION", Default: "30s", Description: "timeout of each attempt of a request; 0: none", Example: "10s"},
+	{Name: paramMaxAttempts, Value: "N", Default: "5", Description: "attempts of each request, the first included", Example: "3"},
+}
 
 // ParseURL parses a base path into a [Config], starting from
 // [DefaultConfig]. The base path is a gocloud.dev/blob bucket URL

@@ -3,10 +3,12 @@ package local
 import (
 	"errors"
 	"fmt"
-	"github.com/dstlgo/dstl/backends/internal/urlparam"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // Config configures a local [Backend]. Start from [DefaultConfig].
@@ -51,6 +53,13 @@ const (
 	paramMkdir = "mkdir"
 	paramFsync = "fsync"
 )
+
+// URLParameters are the query parameters the file:// form of a base path
+// takes (see [ParseURL]); no other is accepted.
+var URLParameters = []dstl.URLParameter{
+	{Name: paramMkdir, Value: "BOOL", Default: "true", Description: "create the root directory when missing", Example: "false"},
+	{Name: paramFsync, Value: "BOOL", Default: "true", Description: "fsync files and directories; false is for tests and benchmarks only", Example: "false"},
+}
 
 // ParseURL parses a base path into a [Config], starting from
 // [DefaultConfig]. The base path is either a plain path such as "/var/dstl"
@@ -101,7 +110,7 @@ func ParseURL(basePath string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("local: base path %q: query: %w", basePath, err)
 	}
-	if err := urlparam.Check(q, []string{paramMkdir, paramFsync}); err != nil {
+	if err := urlparam.Check(q, dstl.URLParameterNames(URLParameters)); err != nil {
 		return Config{}, fmt.Errorf("local: base path %q: %w", basePath, err)
 	}
 	boolParam := func(key string, dst *bool) error {

@@ -11,6 +11,7 @@ import (
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // Limits of S3 multipart uploads.
@@ -161,10 +162,21 @@ const (
 	paramMaxAttempts    = "max_attempts"
 )
 
-var knownParams = []string{
-	paramConcurrency, paramEndpoint, paramMaxAttempts, paramPartSize, paramRegion,
-	paramRequestTimeout, paramSSE, paramSSEKMSKeyID, paramUsePathStyle,
+// URLParameters are the query parameters an s3:// base path takes (see
+// [ParseURL]); no other is accepted.
+var URLParameters = []dstl.URLParameter{
+	{Name: paramEndpoint, Value: "URL", Default: "AWS", Description: "base URL of an S3-compatible service, e.g. MinIO's", Example: "http://127.0.0.1:9000"},
+	{Name: paramRegion, Value: "NAME", Default: "SDK chain, else us-east-1", Description: "signing region", Example: "eu-west-1"},
+	{Name: paramUsePathStyle, Value: "BOOL", Default: "false", Description: "path-style addressing (MinIO and the like)", Example: "true"},
+	{Name: paramPartSize, Value: "SIZE", Default: "8MiB", Description: "multipart threshold and part size, 5MiB to 5GiB", Example: "16MiB"},
+	{Name: paramConcurrency, Value: "N", Default: "4", Description: "parts of one put in flight, 1 to 64", Example: "8"},
+	{Name: paramSSE, Value: "MODE", Default: "none", Description: "server-side encryption: none, AES256 or aws:kms", Example: "AES256"},
+	{Name: paramSSEKMSKeyID, Value: "ID", Default: "the account's", Description: "KMS key of sse=aws:kms (only with it)", Example: "alias/dstl"},
+	{Name: paramRequestTimeout, Value: "DURATION", Default: "30s", Description: "bound of each attempt of a request; 0 for none", Example: "10s"},
+	{Name: paramMaxAttempts, Value: "N", Default: "5", Description: "attempts per request, the first included", Example: "3"},
 }
+
+var knownParams = dstl.URLParameterNames(URLParameters)
 
 // ParseURL parses a base path "s3://bucket/prefix" into a [Config],
 // starting from [DefaultConfig]. The prefix is optional; these query

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -27,12 +29,15 @@ sets targets for, each beside the same SDK used directly:
 
   (a) append: ns and allocations per 100-byte change, amortised (the engine
       alone: Append does no I/O; pre-emptive persists go to a backend that
-      discards them);
+      discards them), median and minimum of --append-runs runs;
   (b) upload: end-to-end append -> persist -> confirm throughput of one
       writer, in changes' bytes per second, beside the SDK's own put of
       objects of the same size through the same client, one at a time, and
       their ratio (batch.persist-delay is 0 here: a lone writer has nobody to
-      wait for);
+      wait for). Changes are random bytes (from a fixed seed, no two alike
+      in an object), so that compression, if enabled, gains nothing and the
+      changes' bytes are about the bytes stored (the report shows stored per
+      logical); the SDK puts random bytes of the engine's average object size;
   (c) batching: objects written per second as 1 to 256 writers persist
       together at a fixed rate (every --persist-every, each a few changes),
       with the configured batch.persist-delay;
@@ -40,10 +45,14 @@ sets targets for, each beside the same SDK used directly:
       of its objects (one writer of several sharing each object), and the
       read throughput of a full recovery (all writers, prefetched) beside
       the SDK's own get of the same objects, whole, one at a time;
-  (e) persist latency p50/p99, from Persist to the handle, in (b) and (c).
+  (e) persist latency p50/p99, from Persist to the handle, in (b) and (c),
+      each with the number of samples it comes from.
 
 Throughputs are the median of --rounds rounds, engine and SDK alternating, so
-that noise hits both alike. Objects go under a prefix of their own
+that noise hits both alike; each round of (b) and (d) runs for --round-time.
+On local disk the SDK's put creates the file, writes it, fsyncs it and
+fsyncs its directory, as a durable create does (the backend writes a
+temporary file, fsyncs it, links it and fsyncs the directory). Objects go under a prefix of their own
 (dstl-bench-UUID/) and are deleted afterwards. Engine options (the keys of
 the README's options table) are set with --option KEY=VALUE.
 
@@ -57,6 +66,7 @@ type benchOptions struct {
 	sizes             []int64
 	writers           []int
 	rounds            int
+	appendRuns        int
 	roundTime         time.Duration
 	batchTime         time.Duration
 	persistEvery      time.Duration
@@ -77,7 +87,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sizes := fs.String("sizes", "64KiB,1MiB,4MiB", "(b) object `SIZES`, comma-separated, in bytes or with KiB/MiB")
 	writers := fs.String("writers", "1,4,16,64,256", "(c) writer `COUNTS`, comma-separated")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds per throughput measurement, engine and SDK alternating (the median counts)")
-	fs.DurationVar(&o.roundTime, "round-time", time.Second, "(b) length of each round")
+	fs.IntVar(&o.appendRuns, "append-runs", 7, "(a) runs of the append benchmark (the median counts)")
+	fs.DurationVar(&o.roundTime, "round-time", time.Second, "(b), (d) length of each round")
 	fs.DurationVar(&o.batchTime, "batch-time", 2*time.Second, "(c) time per writer count")
 	fs.DurationVar(&o.persistEvery, "persist-every", 100*time.Millisecond, "(c) every writer persists this often")
 	fs.IntVar(&o.changeSize, "change-size", 100, "bytes per change")
@@ -112,8 +123,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageErr("--sizes must each hold at least one change (%d bytes and some)", o.changeSize)
 	case slices.ContainsFunc(o.writers, func(n int) bool { return n < 1 || n > dstl.MaxKeyGroup+1 }):
 		return usageErr("--writers must each be between 1 and %d", dstl.MaxKeyGroup+1)
-	case o.rounds < 1, o.roundTime <= 0, o.batchTime <= 0, o.persistEvery <= 0:
-		return usageErr("--rounds, --round-time, --batch-time and --persist-every must be positive")
+	case o.rounds < 1, o.appendRuns < 1, o.roundTime <= 0, o.batchTime <= 0, o.persistEvery <= 0:
+		return usageErr("--rounds, --append-runs, --round-time, --batch-time and --persist-every must be positive")
 	case o.changeSize < 1:
 		return usageErr("--change-size must be at least 1")
 	case o.recoveryWriters < 2 || o.recoveryWriters > 128:
@@ -186,6 +197,8 @@ type benchReport struct {
 	Start    time.Time         `json:"start"`
 	Seconds  float64           `json:"seconds"`
 	Config   map[string]string `json:"config"`
+	RawPut   string            `json:"raw_put"` // what the SDK baseline does to put an object
+	RawGet   string            `json:"raw_get"`
 	Append   *appendResult     `json:"append,omitempty"`
 	Upload   []uploadResult    `json:"upload"`
 	Batching batchingResult    `json:"batching"`
@@ -196,21 +209,25 @@ type benchReport struct {
 type appendResult struct {
 	ChangeSize  int       `json:"change_size"`
 	NsPerOp     float64   `json:"ns_per_op"` // median of the runs
+	MinNsPerOp  float64   `json:"min_ns_per_op"`
 	AllocsPerOp int64     `json:"allocs_per_op"`
 	Runs        []float64 `json:"runs_ns_per_op"`
 }
 
 type uploadResult struct {
-	ObjectSize    int64     `json:"object_size"` // average stored size of the engine's objects
-	ChangesPerSet int       `json:"changes_per_object"`
-	EngineBPS     float64   `json:"engine_bytes_per_second"` // changes' bytes appended and persisted per second
-	RawBPS        float64   `json:"raw_bytes_per_second"`    // bytes put per second by the SDK
-	Ratio         float64   `json:"ratio"`
-	EngineRounds  []float64 `json:"engine_rounds"`
-	RawRounds     []float64 `json:"raw_rounds"`
-	PersistP50Ms  float64   `json:"persist_p50_ms"`
-	PersistP99Ms  float64   `json:"persist_p99_ms"`
-	RawPutP50Ms   float64   `json:"raw_put_p50_ms"`
+	ObjectSize       int64     `json:"object_size"` // average stored size of the engine's objects
+	ChangesPerSet    int       `json:"changes_per_object"`
+	StoredPerLogical float64   `json:"stored_per_logical"`      // bytes stored per changes' byte: about 1, the changes being random
+	EngineBPS        float64   `json:"engine_bytes_per_second"` // changes' bytes appended and persisted per second
+	RawBPS           float64   `json:"raw_bytes_per_second"`    // bytes put per second by the SDK
+	Ratio            float64   `json:"ratio"`
+	EngineRounds     []float64 `json:"engine_rounds"`
+	RawRounds        []float64 `json:"raw_rounds"`
+	PersistP50Ms     float64   `json:"persist_p50_ms"`
+	PersistP99Ms     float64   `json:"persist_p99_ms"`
+	PersistSamples   int       `json:"persist_samples"` // persists the percentiles come from
+	RawPutP50Ms      float64   `json:"raw_put_p50_ms"`
+	RawPutSamples    int       `json:"raw_put_samples"`
 }
 
 type batchingResult struct {
@@ -228,6 +245,7 @@ type batchRow struct {
 	Skipped        int     `json:"skipped_ticks"` // ticks a writer missed, its last persist still running
 	PersistP50Ms   float64 `json:"persist_p50_ms"`
 	PersistP99Ms   float64 `json:"persist_p99_ms"`
+	PersistSamples int     `json:"persist_samples"` // persists the percentiles come from
 }
 
 type recoveryResult struct {
@@ -246,6 +264,8 @@ type recoveryResult struct {
 	Ratio          float64   `json:"ratio"`
 	EngineRounds   []float64 `json:"engine_rounds"`
 	RawRounds      []float64 `json:"raw_rounds"`
+	EngineReads    int       `json:"engine_full_reads"` // full recoveries, over all rounds
+	RawReads       int       `json:"raw_full_reads"`    // passes of the SDK over every object, over all rounds
 }
 
 // targetResult is one target of the design, met or not.
@@ -264,8 +284,41 @@ type benchEnv struct {
 	raw     rawStore
 	id      string
 	prefix  string
-	change  []byte
+	changes *changeSource
 	prog    *progress
+}
+
+// changeSource hands out changes of random bytes, from a fixed seed so that
+// every run appends the same bytes, each change a window of a pool at least
+// twice the size of any object: no two changes of an object are alike, and
+// compression gains nothing. It is safe for concurrent use.
+type changeSource struct {
+	pool []byte
+	size int
+	next atomic.Int64
+}
+
+// newChangeSource returns a source of changes of size bytes for objects of
+// up to maxObject bytes.
+func newChangeSource(size int, maxObject int64) *changeSource {
+	return &changeSource{pool: randomBytes(2*int(maxObject)+size, 1), size: size}
+}
+
+// change returns the next change; the caller does not modify it.
+func (c *changeSource) change() []byte {
+	span := int64(len(c.pool) - c.size + 1)
+	off := (c.next.Add(int64(c.size)) - int64(c.size)) % span
+	return c.pool[off : off+int64(c.size)]
+}
+
+// randomBytes returns n random bytes from seed.
+func randomBytes(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 0x6473746c))
+	b := make([]byte, n+7)
+	for i := 0; i < n; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], r.Uint64())
+	}
+	return b[:n]
 }
 
 func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, error) {
@@ -295,7 +348,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 	t0 := time.Now()
 	if !o.skipAppend {
 		prog.begin("(a) append")
-		a := benchAppend(ctx, o.changeSize, prog)
+		a := benchAppend(ctx, o.changeSize, o.appendRuns, prog)
 		rep.Append = &a
 	}
 	b, id, err := dstl.OpenBackend(ctx, cfg.Storage, cfg.BasePath)
@@ -308,13 +361,17 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 		b.Close()
 		return nil, err
 	}
+	rep.RawPut, rep.RawGet = raw.describe()
 	env := &benchEnv{o: o, cfg: cfg, backend: dstltest.NewCounting(b), raw: raw, id: id, prefix: dstl.ObjectPrefix(cfg.JobID),
-		change: bytes.Repeat([]byte("x"), o.changeSize), prog: prog}
+		changes: newChangeSource(o.changeSize, max(slices.Max(o.sizes), o.recoveryObject)), prog: prog}
 	defer env.backend.Close()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		_ = env.cleanup(cctx) // best effort; an error here hides none of the results
+		// Best effort; an error here hides none of the results.
+		if env.cleanup(cctx) == nil {
+			_ = raw.removePrefix(env.prefix)
+		}
 	}()
 	for i, size := range o.sizes {
 		prog.begin(fmt.Sprintf("(b) upload %s (%d/%d)", formatBytes(size), i+1, len(o.sizes)))
@@ -342,26 +399,13 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 	return rep, nil
 }
 
-// discardBackend accepts every put and stores nothing: Append's cost is
-// measured without I/O.
-type discardBackend struct{}
-
-func (discardBackend) Put(context.Context, string, io.ReaderAt, int64) error { return nil }
-func (discardBackend) Get(_ context.Context, name string, _, _ int64) (io.ReadCloser, error) {
-	return nil, dstl.NewBackendError("get", "discard", name, dstl.ErrNotFound)
-}
-func (discardBackend) Delete(context.Context, string) error                            { return nil }
-func (discardBackend) List(context.Context, string, func(dstl.ObjectInfo) error) error { return nil }
-func (discardBackend) Close() error                                                    { return nil }
-
-// benchAppend measures Append with the default configuration, three
-// times; the median counts.
-func benchAppend(ctx context.Context, changeSize int, prog *progress) appendResult {
+// benchAppend measures Append with the default configuration, runs times;
+// the median counts.
+func benchAppend(ctx context.Context, changeSize, runs int, prog *progress) appendResult {
 	res := appendResult{ChangeSize: changeSize}
-	change := bytes.Repeat([]byte("x"), changeSize)
-	const runs = 3
+	change := randomBytes(changeSize, 2)
 	for i := range runs {
-		s, err := dstl.New(dstl.DefaultConfig("discard"), discardBackend{})
+		s, err := dstl.New(dstl.DefaultConfig(dstltest.DiscardID), dstltest.Discard{})
 		if err != nil {
 			panic(err) // the default configuration is valid
 		}
@@ -380,9 +424,9 @@ func benchAppend(ctx context.Context, changeSize int, prog *progress) appendResu
 		s.Close()
 		res.Runs = append(res.Runs, float64(r.T.Nanoseconds())/float64(max(r.N, 1)))
 		res.AllocsPerOp = max(res.AllocsPerOp, r.AllocsPerOp())
-		prog.set(float64(i+1) / runs)
+		prog.set(float64(i+1) / float64(runs))
 	}
-	res.NsPerOp = median(res.Runs)
+	res.NsPerOp, res.MinNsPerOp = median(res.Runs), slices.Min(res.Runs)
 	return res
 }
 
@@ -426,7 +470,7 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	cp := int64(0)
 	checkpoint := func() error {
 		cp++
-		d, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.change, cp)
+		d, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp)
 		latencies = append(latencies, d)
 		return err
 	}
@@ -439,22 +483,23 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	}
 	after := e.backend.Stats()
 	res.ObjectSize = (after.BytesPut - before.BytesPut) / max(after.Puts-before.Puts, 1)
-	body := make([]byte, res.ObjectSize)
-	for i := range body {
-		body[i] = byte(rand.Uint32())
-	}
+	body := randomBytes(int(res.ObjectSize), 3)
 	latencies = latencies[:0]
+	var stored, logical int64
 	var rawLatencies []time.Duration
 	for r := range e.o.rounds {
 		// The engine.
 		t0 := time.Now()
 		sets := 0
+		put0 := e.backend.Stats().BytesPut
 		for time.Since(t0) < e.o.roundTime || sets == 0 {
 			if err := checkpoint(); err != nil {
 				return res, err
 			}
 			sets++
 		}
+		stored += e.backend.Stats().BytesPut - put0
+		logical += int64(sets * n * e.o.changeSize)
 		res.EngineRounds = append(res.EngineRounds, float64(sets*n*e.o.changeSize)/time.Since(t0).Seconds())
 		e.prog.set((float64(r) + 0.5) / float64(e.o.rounds))
 		// The SDK.
@@ -482,18 +527,20 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	}
 	res.EngineBPS, res.RawBPS = median(res.EngineRounds), median(res.RawRounds)
 	res.Ratio = res.EngineBPS / res.RawBPS
+	res.StoredPerLogical = float64(stored) / float64(max(logical, 1))
 	res.PersistP50Ms, res.PersistP99Ms = ms(percentile(latencies, 50)), ms(percentile(latencies, 99))
-	res.RawPutP50Ms = ms(percentile(rawLatencies, 50))
+	res.PersistSamples = len(latencies)
+	res.RawPutP50Ms, res.RawPutSamples = ms(percentile(rawLatencies, 50)), len(rawLatencies)
 	return res, nil
 }
 
-// persistChanges appends n changes to w (change i to key group kg(i)),
-// persists them as checkpoint cp, waits for the handle, confirms the
-// checkpoint and truncates the log. It returns the time from Persist to
-// the handle.
-func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int, change []byte, cp int64) (time.Duration, error) {
+// persistChanges appends n changes from changes to w (change i to key
+// group kg(i)), persists them as checkpoint cp, waits for the handle,
+// confirms the checkpoint and truncates the log. It returns the time from
+// Persist to the handle.
+func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int, changes *changeSource, cp int64) (time.Duration, error) {
 	for i := range n {
-		if err := w.Append(ctx, kg(i), change); err != nil {
+		if err := w.Append(ctx, kg(i), changes.change()); err != nil {
 			return 0, err
 		}
 	}
@@ -511,13 +558,11 @@ func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int
 	return d, w.Truncate(r.To)
 }
 
+// uvarintLen is the length of n's unsigned varint, the length prefix of a
+// change in a frame.
 func uvarintLen(n int) int {
-	l := 1
-	for n >= 0x80 {
-		n >>= 7
-		l++
-	}
-	return l
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], uint64(n))
 }
 
 // batching measures (c) with n writers: all persist together every
@@ -558,7 +603,7 @@ func (e *benchEnv) batching(ctx context.Context, n int) (batchRow, error) {
 			mu.Unlock()
 			wg.Go(func() {
 				time.Sleep(time.Duration(rand.Int64N(int64(2 * time.Millisecond))))
-				d, err := persistChanges(ctx, w, changes, func(int) int { return i }, e.change, cp)
+				d, err := persistChanges(ctx, w, changes, func(int) int { return i }, e.changes, cp)
 				mu.Lock()
 				defer mu.Unlock()
 				busy[i] = false
@@ -604,6 +649,7 @@ func (e *benchEnv) batching(ctx context.Context, n int) (batchRow, error) {
 	row.ObjectsPerSec = float64(after.Puts-before.Puts) / elapsed.Seconds()
 	row.ObjectsPerCP = float64(after.Puts-before.Puts) / float64(cp)
 	row.PersistP50Ms, row.PersistP99Ms = ms(percentile(latencies, 50)), ms(percentile(latencies, 99))
+	row.PersistSamples = len(latencies)
 	return row, e.cleanup(ctx)
 }
 
@@ -634,7 +680,7 @@ func (e *benchEnv) recovery(ctx context.Context) (recoveryResult, error) {
 				errs[i] = func() error {
 					kgr := w.KeyGroups()
 					for j := range perWriter {
-						if err := w.Append(ctx, kgr.Start+j%(kgr.End-kgr.Start+1), e.change); err != nil {
+						if err := w.Append(ctx, kgr.Start+j%(kgr.End-kgr.Start+1), e.changes.change()); err != nil {
 							return err
 						}
 					}
@@ -693,21 +739,32 @@ func (e *benchEnv) recovery(ctx context.Context) (recoveryResult, error) {
 	res.PartFetched, res.PartNeeded, res.PartRequests = part.BytesFetched, part.BytesNeeded, part.Requests
 	res.FetchedPerNeed = float64(part.BytesFetched) / float64(max(part.BytesNeeded, 1))
 	for r := range e.o.rounds {
+		// The engine: full recoveries, over and over for a round's time.
+		var needed int64
 		t0 := time.Now()
-		full, err := read(dstl.KeyGroupRange{Start: 0, End: 127}, handles...)
-		if err != nil {
-			return res, err
+		for reads := 0; reads == 0 || time.Since(t0) < e.o.roundTime; reads++ {
+			full, err := read(dstl.KeyGroupRange{Start: 0, End: 127}, handles...)
+			if err != nil {
+				return res, err
+			}
+			needed += full.BytesNeeded
+			res.FullRequests, res.FullNeeded, res.FullFetched = full.Requests, full.BytesNeeded, full.BytesFetched
+			res.EngineReads++
 		}
-		res.EngineRounds = append(res.EngineRounds, float64(full.BytesNeeded)/time.Since(t0).Seconds())
-		res.FullRequests, res.FullNeeded, res.FullFetched = full.Requests, full.BytesNeeded, full.BytesFetched
+		res.EngineRounds = append(res.EngineRounds, float64(needed)/time.Since(t0).Seconds())
+		e.prog.set(0.3 + 0.7*(float64(r)+0.5)/float64(e.o.rounds))
+		// The SDK: every object, whole, one at a time, over and over.
 		var got int64
 		t0 = time.Now()
-		for _, oi := range objects {
-			n, err := e.raw.get(ctx, oi.Name)
-			if err != nil {
-				return res, fmt.Errorf("raw get: %w", err)
+		for passes := 0; passes == 0 || time.Since(t0) < e.o.roundTime; passes++ {
+			for _, oi := range objects {
+				n, err := e.raw.get(ctx, oi.Name)
+				if err != nil {
+					return res, fmt.Errorf("raw get: %w", err)
+				}
+				got += n
 			}
-			got += n
+			res.RawReads++
 		}
 		res.RawRounds = append(res.RawRounds, float64(got)/time.Since(t0).Seconds())
 		e.prog.set(0.3 + 0.7*float64(r+1)/float64(e.o.rounds))
@@ -759,30 +816,34 @@ func (r *benchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "dstl bench on %s (%s), %s, %.0f s\n", r.Backend, r.BasePath, r.Start.Format(time.RFC3339), r.Seconds)
 	fmt.Fprintf(w, "machine: %s\n", r.Machine)
 	if a := r.Append; a != nil {
-		fmt.Fprintf(w, "\n(a) append, %d-byte changes, engine alone: %.1f ns/op, %d allocs/op (median of %d runs: %s)\n",
-			a.ChangeSize, a.NsPerOp, a.AllocsPerOp, len(a.Runs), joinFloats(a.Runs, "%.1f"))
+		fmt.Fprintf(w, "\n(a) append, %d-byte changes, engine alone: %.1f ns/op (median; min %.1f), %d allocs/op, %d runs: %s\n",
+			a.ChangeSize, a.NsPerOp, a.MinNsPerOp, a.AllocsPerOp, len(a.Runs), joinFloats(a.Runs, "%.1f"))
 	}
 	fmt.Fprintf(w, "\n(b) upload: one writer, append -> persist -> confirm, beside the SDK's put of the same object size (median of %d rounds)\n", len(firstOr(r.Upload).EngineRounds))
-	fmt.Fprintln(tw, "  OBJECT\tCHANGES\tDSTL\tSDK PUT\tRATIO\tPERSIST P50\tP99\tSDK PUT P50")
+	fmt.Fprintf(w, "  random changes: bytes stored per changes' byte in STORED/LOGICAL; SDK put: %s\n", r.RawPut)
+	fmt.Fprintln(tw, "  OBJECT\tCHANGES\tSTORED/LOGICAL\tDSTL\tSDK PUT\tRATIO\tPERSIST P50\tP99\t(N)\tSDK PUT P50\t(N)")
 	for _, u := range r.Upload {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%.2f\t%.1f ms\t%.1f ms\t%.1f ms\n", formatBytes(u.ObjectSize), u.ChangesPerSet,
-			formatRate(u.EngineBPS), formatRate(u.RawBPS), u.Ratio, u.PersistP50Ms, u.PersistP99Ms, u.RawPutP50Ms)
+		fmt.Fprintf(tw, "  %s\t%d\t%.3f\t%s\t%s\t%.2f\t%.1f ms\t%.1f ms\t(%d)\t%.1f ms\t(%d)\n", formatBytes(u.ObjectSize), u.ChangesPerSet,
+			u.StoredPerLogical, formatRate(u.EngineBPS), formatRate(u.RawBPS), u.Ratio, u.PersistP50Ms, u.PersistP99Ms, u.PersistSamples,
+			u.RawPutP50Ms, u.RawPutSamples)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n(c) batching: writers persisting together every %s, batch.persist-delay %s\n", r.Batching.PersistEvery, r.Batching.Delay)
-	fmt.Fprintln(tw, "  WRITERS\tCHECKPOINTS\tPERSISTS/S\tOBJECTS/S\tOBJECTS/CHECKPOINT\tPERSIST P50\tP99\tSKIPPED")
+	fmt.Fprintln(tw, "  WRITERS\tCHECKPOINTS\tPERSISTS/S\tOBJECTS/S\tOBJECTS/CHECKPOINT\tPERSIST P50\tP99\t(N)\tSKIPPED")
 	for _, b := range r.Batching.Rows {
-		fmt.Fprintf(tw, "  %d\t%d\t%.1f\t%.1f\t%.2f\t%.1f ms\t%.1f ms\t%d\n", b.Writers, b.Checkpoints, b.PersistsPerSec, b.ObjectsPerSec,
-			b.ObjectsPerCP, b.PersistP50Ms, b.PersistP99Ms, b.Skipped)
+		fmt.Fprintf(tw, "  %d\t%d\t%.1f\t%.1f\t%.2f\t%.1f ms\t%.1f ms\t(%d)\t%d\n", b.Writers, b.Checkpoints, b.PersistsPerSec, b.ObjectsPerSec,
+			b.ObjectsPerCP, b.PersistP50Ms, b.PersistP99Ms, b.PersistSamples, b.Skipped)
 	}
 	tw.Flush()
 	rc := r.Recovery
 	fmt.Fprintf(w, "\n(d) recovery: %d writers sharing %d objects (%s)\n", rc.Writers, rc.Objects, formatBytes(rc.ObjectBytes))
 	fmt.Fprintf(w, "  one writer:  %d requests fetched %s for %s of change sets: %.3f\n", rc.PartRequests,
 		formatBytes(rc.PartFetched), formatBytes(rc.PartNeeded), rc.FetchedPerNeed)
-	fmt.Fprintf(w, "  all writers: %d requests fetched %s for %s; read and decoded %s beside the SDK's get %s: %.2f (median of %d rounds)\n",
-		rc.FullRequests, formatBytes(rc.FullFetched), formatBytes(rc.FullNeeded), formatRate(rc.EngineBPS), formatRate(rc.RawBPS), rc.Ratio, len(rc.EngineRounds))
-	fmt.Fprintln(w, "\n(e) persist latency: the P50 and P99 columns of (b) and (c)")
+	fmt.Fprintf(w, "  all writers: %d requests fetched %s for %s; read and decoded %s beside the SDK's get %s: %.2f (median of %d rounds; %d full recoveries, %d SDK passes)\n",
+		rc.FullRequests, formatBytes(rc.FullFetched), formatBytes(rc.FullNeeded), formatRate(rc.EngineBPS), formatRate(rc.RawBPS), rc.Ratio, len(rc.EngineRounds),
+		rc.EngineReads, rc.RawReads)
+	fmt.Fprintf(w, "  SDK get: %s\n", r.RawGet)
+	fmt.Fprintln(w, "\n(e) persist latency: the P50 and P99 columns of (b) and (c), (N) the persists they come from")
 	met := 0
 	fmt.Fprintln(w, "\ntargets (DESIGN section 6):")
 	for _, t := range r.Targets {

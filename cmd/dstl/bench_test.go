@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"compress/flate"
 	"context"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +32,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 		b.Fatal(err)
 	}
 	e := &benchEnv{cfg: cfg, backend: dstltest.NewCounting(backend), raw: raw, id: id, prefix: "bench/",
-		change: bytes.Repeat([]byte("x"), 100)}
+		changes: newChangeSource(100, 1<<20)}
 	e.o = benchOptions{rounds: 1, roundTime: time.Second, changeSize: 100, recoveryWriters: 16, recoveryObjects: 8, recoveryObject: 1 << 20}
 	b.Cleanup(func() { e.backend.Close() })
 	return e
@@ -52,7 +56,7 @@ func BenchmarkRecoveryRead(b *testing.B) {
 			b.Fatal(err)
 		}
 		for j := range 640 * e.o.recoveryObjects {
-			w.Append(ctx, w.KeyGroups().Start+j%8, e.change)
+			w.Append(ctx, w.KeyGroups().Start+j%8, e.changes.change())
 			if j%640 == 639 {
 				w.NextSequenceNumber()
 			}
@@ -126,12 +130,12 @@ func BenchmarkUpload(b *testing.B) {
 		b.SetBytes(n * 100)
 		b.ReportAllocs()
 		for cp := int64(1); b.Loop(); cp++ {
-			if _, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.change, cp); err != nil {
+			if _, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	body := bytes.Repeat([]byte("y"), 1<<20)
+	body := randomBytes(1<<20, 3)
 	b.Run("raw", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
@@ -141,4 +145,75 @@ func BenchmarkUpload(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestChangeSource: changes are random, the same from run to run, and no
+// two changes of an object's worth are alike, so that compression finds
+// nothing to gain.
+func TestChangeSource(t *testing.T) {
+	for _, tc := range []struct {
+		size      int
+		maxObject int64
+	}{
+		{100, 64 << 10},
+		{100, 1 << 20},
+		{1000, 256 << 10},
+	} {
+		a, b := newChangeSource(tc.size, tc.maxObject), newChangeSource(tc.size, tc.maxObject)
+		seen := map[string]bool{}
+		var object []byte
+		for range int(tc.maxObject) / tc.size {
+			c := a.change()
+			if len(c) != tc.size || !slices.Equal(c, b.change()) {
+				t.Fatalf("size %d: change of %d bytes, or not the same in two sources", tc.size, len(c))
+			}
+			if seen[string(c)] {
+				t.Fatalf("size %d: a change repeats within %d bytes", tc.size, tc.maxObject)
+			}
+			seen[string(c)] = true
+			object = append(object, c...)
+		}
+		var z bytes.Buffer
+		zw, _ := flate.NewWriter(&z, flate.BestCompression)
+		zw.Write(object)
+		zw.Close()
+		if ratio := float64(z.Len()) / float64(len(object)); ratio < 0.99 {
+			t.Errorf("size %d: an object's changes compress to %.3f", tc.size, ratio)
+		}
+	}
+}
+
+// TestRawLocal: the local baseline puts a durable file (fsync on or off),
+// reads it back, and removes the prefix's directory once it is empty.
+func TestRawLocal(t *testing.T) {
+	for _, fsync := range []bool{true, false} {
+		root := t.TempDir()
+		r := rawLocal{root: root, sync: fsync}
+		put, _ := r.describe()
+		if fsync != strings.Contains(put, "fsync its directory") {
+			t.Errorf("fsync %v: put described as %q", fsync, put)
+		}
+		body := randomBytes(3000, 1)
+		if err := r.put(t.Context(), "p/x.bin", body); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.put(t.Context(), "p/x.bin", body); err == nil {
+			t.Error("a second put of a name replaced the file")
+		}
+		if n, err := r.get(t.Context(), "p/x.bin"); n != 3000 || err != nil {
+			t.Errorf("get: %d, %v", n, err)
+		}
+		if err := r.removePrefix("p/"); err == nil {
+			t.Error("removed a directory that holds a file")
+		}
+		if err := r.delete(t.Context(), "p/x.bin"); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.removePrefix("p/"); err != nil {
+			t.Error(err)
+		}
+		if entries, _ := os.ReadDir(root); len(entries) != 0 {
+			t.Errorf("left %v", entries)
+		}
+	}
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -21,10 +23,22 @@ import (
 const gcAbout = `Lists the objects under a job's prefix (the base path, then --job-id) and
 deletes the dstl objects that no kept handle references and that are older than
 the grace period by both of their clocks: their modification time, and the
-time in their name (a UUIDv7). An object one clock calls young is kept, so a
-skewed clock can only keep an object longer, never delete it early. Objects
-not named like dstl objects (UUIDv7.dstl directly under the prefix, such as
-snapshots kept beside them) are never deleted.
+time in their name (a UUIDv7). An object one clock calls young is kept, and
+an object whose modification time the storage does not report is kept.
+Objects not named like dstl objects (UUIDv7.dstl directly under the prefix,
+such as snapshots kept beside them) are never deleted.
+
+Ages are measured from "now", the earlier of this machine's clock and the
+storage's: before listing, gc puts a small probe object (.gc-clock-UUID
+directly under the base path, not a dstl object's name), reads its modification time
+back through the listing and deletes it; it does so in a dry run too. So a
+clock of this machine that runs ahead cannot make objects look older than
+the storage says they are. What is guaranteed: no object is deleted that,
+by the storage's clock, was modified within the grace period, or whose
+name's time (the clock of the machine that wrote it) is within the grace
+period of now. A writer whose clock ran behind makes names look older; its
+objects are then protected by their modification time alone. A storage
+whose clock runs behind only keeps objects longer.
 
 Keep the handles of every checkpoint that may still be restored. On a running
 job, a checkpoint in progress may also reuse change sets uploaded earlier (up
@@ -34,11 +48,14 @@ choose a grace period longer than that, or run gc while the job is stopped.
 Before deleting anything, gc checks that every object the kept handles
 reference under the prefix is there; if one is missing (a wrong base path or
 job id, or data already lost), it reports it, deletes nothing and exits 1.
+A handle file that cannot be read exits 3; one that does not decode, 1.
 
 ` + handleFileHelp + `
 
 Handle files come after --keep (repeatable) or as arguments. --dry-run prints
-what would be deleted and deletes nothing.`
+what would be deleted and deletes nothing but the clock probe it put (if the
+probe cannot be put, a dry run goes on with this machine's clock and says
+so).`
 
 // gcOptions are the flags of a gc run.
 type gcOptions struct {
@@ -48,6 +65,10 @@ type gcOptions struct {
 	grace                    time.Duration
 	dryRun                   bool
 	concurrency              int
+
+	// What gc reaches outside itself; tests replace them.
+	open func(ctx context.Context, storage, basePath string) (dstl.Backend, string, error)
+	now  func() time.Time // this machine's clock
 }
 
 // stringsFlag is a repeatable string flag.
@@ -59,7 +80,11 @@ func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var o gcOptions
+	return runGCWith(ctx, args, stdout, stderr, gcOptions{open: dstl.OpenBackend, now: time.Now})
+}
+
+// runGCWith runs gc with the backend opener and clock of o.
+func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o gcOptions) int {
 	fs := newFlagSet("gc", "--base-path URL [--job-id ID] --grace DURATION [--dry-run] --keep FILE [FILE...]", gcAbout, stderr)
 	fs.StringVar(&o.basePath, "base-path", "", "the storage's base `URL` or local path, as the job was configured (required)")
 	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
@@ -106,12 +131,12 @@ func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "dstl gc: %v\n", err)
 		switch {
-		case errors.Is(err, errMissing):
-			return exitFailed
+		case errors.Is(err, errMissing), errors.Is(err, dstl.ErrInvalidHandle):
+			return exitFailed // a handle's object missing, or a handle file that does not decode
 		case errors.Is(err, dstl.ErrUnknownBackend), errors.Is(err, dstl.ErrInvalidConfig), errors.Is(err, errUsage):
 			return exitUsage
 		}
-		return exitRuntime
+		return exitRuntime // storage errors, a handle file that cannot be read, failed deletes
 	}
 	return exitOK
 }
@@ -127,12 +152,13 @@ type gcCount struct {
 
 func (c *gcCount) add(size int64) { c.Objects++; c.Bytes += size }
 
-// gcObject is an object gc deleted or would delete.
+// gcObject is an object old and unreferenced: gc deleted it, or would.
 type gcObject struct {
 	Name     string    `json:"name"`
 	Size     int64     `json:"size"`
 	ModTime  time.Time `json:"mod_time"`
 	NameTime time.Time `json:"name_time"` // the time in its UUIDv7 name
+	Deleted  bool      `json:"deleted"`   // its delete ran and succeeded
 }
 
 // gcFailure is a delete that failed.
@@ -146,23 +172,33 @@ type gcReport struct {
 	BasePath    string      `json:"base_path"`
 	Prefix      string      `json:"prefix"`
 	Grace       string      `json:"grace"`
-	Now         time.Time   `json:"now"`
+	Now         time.Time   `json:"now"`                  // the earlier of LocalNow and StoreNow: ages count from it
+	LocalNow    time.Time   `json:"local_now"`            // this machine's clock
+	StoreNow    *time.Time  `json:"store_now,omitempty"`  // the clock probe's modification time; absent when unknown
+	ClockNote   string      `json:"clock_note,omitempty"` // why StoreNow is unknown
 	DryRun      bool        `json:"dry_run"`
+	DeletesRun  bool        `json:"deletes_run"` // deletes were started (not in a dry run, nor when gc refused)
 	KeptHandles int         `json:"kept_handles"`
 	Listed      gcCount     `json:"listed"`
 	Referenced  gcCount     `json:"referenced"` // listed objects a kept handle references
-	Young       gcCount     `json:"young"`      // unreferenced, but younger than the grace period by either clock
+	Young       gcCount     `json:"young"`      // unreferenced, but younger than the grace period by either clock, or of unknown modification time
 	Foreign     gcCount     `json:"foreign"`    // not named like a dstl object: never deleted
 	Deletable   gcCount     `json:"deletable"`  // old and unreferenced
 	Deleted     gcCount     `json:"deleted"`    // zero in a dry run
 	Missing     []string    `json:"missing,omitempty"`
-	Objects     []gcObject  `json:"objects"` // the deletable ones
+	Objects     []gcObject  `json:"objects"` // the deletable ones, each with whether it was deleted
 	Failed      []gcFailure `json:"failed,omitempty"`
 }
 
 // gc runs a collection. It returns a report also with an error once the
 // listing is done: errMissing, or the failures it lists.
 func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gcReport, error) {
+	if o.open == nil {
+		o.open = dstl.OpenBackend
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
 	prefix := dstl.ObjectPrefix(o.jobID)
 	if o.jobID != "" {
 		if err := dstl.CheckObjectName(strings.TrimSuffix(prefix, "/")); err != nil {
@@ -171,12 +207,12 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	}
 	// What the kept handles reference.
 	kept := map[string]bool{}
-	rep := &gcReport{BasePath: o.basePath, Prefix: prefix, Grace: o.grace.String(), DryRun: o.dryRun}
+	rep := &gcReport{BasePath: o.basePath, Prefix: prefix, Grace: o.grace.String(), DryRun: o.dryRun, Objects: []gcObject{}}
 	storageIDs := map[string]bool{}
 	for _, f := range o.keep {
 		hs, err := readHandleFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errUsage, err)
+			return nil, fmt.Errorf("--keep: %w", err)
 		}
 		for _, h := range hs {
 			rep.KeptHandles++
@@ -186,19 +222,45 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			}
 		}
 	}
-	b, id, err := dstl.OpenBackend(ctx, o.storage, o.basePath)
+	b, id, err := o.open(ctx, o.storage, o.basePath)
 	if err != nil {
 		return nil, err
 	}
 	defer b.Close()
-	for s := range storageIDs {
+	for _, s := range slices.Sorted(maps.Keys(storageIDs)) {
 		if s != "" && s != id {
-			fmt.Fprintf(stderr, "dstl gc: warning: a kept handle names storage %q, the base path is on %q; its objects are kept all the same\n", s, id)
+			prog.printf(stderr, "dstl gc: warning: a kept handle names storage %q, the base path is on %q; its objects are kept all the same\n", s, id)
+		}
+	}
+
+	prog.begin("gc: reading the storage's clock")
+	rep.LocalNow = o.now()
+	rep.Now = rep.LocalNow
+	// At the base path's root, which exists, rather than under the prefix:
+	// on a file system a probe under a wrong --job-id would leave the
+	// job's directory behind.
+	storeNow, leftover, err := probeClock(ctx, b, "")
+	if leftover != nil {
+		prog.printf(stderr, "dstl gc: warning: %v\n", leftover)
+	}
+	switch {
+	case err != nil && !o.dryRun:
+		return nil, fmt.Errorf("reading the storage's clock (nothing deleted): %w", err)
+	case err != nil:
+		rep.ClockNote = fmt.Sprintf("the clock probe failed (%v): ages are by this machine's clock", err)
+		prog.printf(stderr, "dstl gc: warning: %s\n", rep.ClockNote)
+	case storeNow.IsZero():
+		// Such a storage reports no modification time of any object
+		// either, so every object is young (kept) whatever now is.
+		rep.ClockNote = "the storage reports no modification times"
+	default:
+		rep.StoreNow = &storeNow
+		if storeNow.Before(rep.Now) {
+			rep.Now = storeNow
 		}
 	}
 
 	prog.begin("gc: listing " + prefix)
-	rep.Now = time.Now()
 	var listed []dstl.ObjectInfo
 	err = b.List(ctx, prefix, func(oi dstl.ObjectInfo) error {
 		listed = append(listed, oi)
@@ -207,6 +269,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	if err != nil {
 		return nil, err
 	}
+	young := func(t time.Time) bool { return t.IsZero() || rep.Now.Sub(t) <= o.grace }
 	seen := map[string]bool{}
 	for _, oi := range listed {
 		rep.Listed.add(oi.Size)
@@ -217,7 +280,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			rep.Referenced.add(oi.Size)
 		case !ours:
 			rep.Foreign.add(oi.Size)
-		case rep.Now.Sub(oi.ModTime) <= o.grace || rep.Now.Sub(nameTime) <= o.grace:
+		case young(oi.ModTime) || young(nameTime): // a zero modification time is unknown: young
 			rep.Young.add(oi.Size)
 		default:
 			rep.Deletable.add(oi.Size)
@@ -234,13 +297,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		return rep, fmt.Errorf("%w: %d under %q, e.g. %q (wrong --base-path or --job-id?)", errMissing, len(rep.Missing), prefix, rep.Missing[0])
 	}
 	if len(kept) > 0 && rep.Referenced.Objects == 0 {
-		rep.Missing = slices.Sorted(func(yield func(string) bool) {
-			for name := range kept {
-				if !yield(name) {
-					return
-				}
-			}
-		})
+		rep.Missing = slices.Sorted(maps.Keys(kept))
 		return rep, fmt.Errorf("%w: none of the %d objects the kept handles reference is under %q (wrong --base-path or --job-id?)", errMissing, len(kept), prefix)
 	}
 	if o.dryRun || len(rep.Objects) == 0 {
@@ -248,17 +305,26 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	}
 
 	prog.begin(fmt.Sprintf("gc: deleting %d objects", len(rep.Objects)))
+	rep.DeletesRun = true
 	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
+	g := new(errgroup.Group)
 	g.SetLimit(o.concurrency)
-	for _, obj := range rep.Objects {
+	for i := range rep.Objects {
+		if ctx.Err() != nil {
+			break // the rest are not deleted
+		}
 		g.Go(func() error {
-			err := b.Delete(gctx, obj.Name)
+			if ctx.Err() != nil {
+				return nil
+			}
+			obj := &rep.Objects[i]
+			err := b.Delete(ctx, obj.Name)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				rep.Failed = append(rep.Failed, gcFailure{Name: obj.Name, Error: err.Error()})
 			} else {
+				obj.Deleted = true
 				rep.Deleted.add(obj.Size)
 			}
 			prog.set(float64(rep.Deleted.Objects+len(rep.Failed)) / float64(len(rep.Objects)))
@@ -266,13 +332,49 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		})
 	}
 	_ = g.Wait() // every failure is in rep.Failed
+	slices.SortFunc(rep.Failed, func(a, b gcFailure) int { return strings.Compare(a.Name, b.Name) })
 	if err := ctx.Err(); err != nil {
-		return rep, fmt.Errorf("interrupted after %d of %d deletes: %w", rep.Deleted.Objects, len(rep.Objects), err)
+		return rep, fmt.Errorf("interrupted: %d of %d objects deleted: %w", rep.Deleted.Objects, len(rep.Objects), err)
 	}
 	if len(rep.Failed) > 0 {
 		return rep, fmt.Errorf("%d of %d deletes failed, e.g. %s", len(rep.Failed), len(rep.Objects), rep.Failed[0].Error)
 	}
 	return rep, nil
+}
+
+// clockProbePrefix starts the name of the object gc puts to read the
+// storage's clock. It is not a dstl object's name, so no gc deletes it as
+// one, and it is allowed by every backend's name rules.
+const clockProbePrefix = ".gc-clock-"
+
+// probeClock returns the storage's "now": it puts a small object under
+// prefix (a directory, "" or ending in "/"), reads its modification time back through List, and deletes it.
+// The time is zero when the storage reports none. leftover is the error of
+// deleting the probe, which then stays behind (no gc deletes it as a dstl
+// object).
+func probeClock(ctx context.Context, b dstl.Backend, prefix string) (t time.Time, leftover, err error) {
+	name := prefix + clockProbePrefix + uuid.NewString()
+	body := []byte("dstl gc reads the storage's clock from this object's modification time, then deletes it\n")
+	if err := b.Put(ctx, name, bytes.NewReader(body), int64(len(body))); err != nil {
+		return time.Time{}, nil, err
+	}
+	found := false
+	err = b.List(ctx, name, func(oi dstl.ObjectInfo) error {
+		if oi.Name == name {
+			t, found = oi.ModTime, true
+		}
+		return nil
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("the probe %q put is not listed", name)
+	}
+	// Also when ctx is done: the probe is gc's own.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if derr := b.Delete(dctx, name); derr != nil {
+		leftover = fmt.Errorf("the clock probe %q could not be deleted: %w", name, derr)
+	}
+	return t, leftover, err
 }
 
 // objectNameTime returns the creation time in the name of a dstl object
@@ -295,11 +397,22 @@ func objectNameTime(prefix, name string) (t time.Time, ours bool) {
 	return time.Unix(sec, nsec), true
 }
 
-func (r *gcReport) print(w io.Writer) {
-	verb := "deleted"
-	if r.DryRun {
-		verb = "would delete"
+// status says what became of a deletable object.
+func (r *gcReport) status(o gcObject, failed map[string]bool) string {
+	switch {
+	case r.DryRun:
+		return "would delete"
+	case o.Deleted:
+		return "deleted"
+	case failed[o.Name]:
+		return "FAILED"
+	case !r.DeletesRun:
+		return "would delete (not run)" // gc refused before deleting anything
 	}
+	return "not deleted" // interrupted before its turn
+}
+
+func (r *gcReport) print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(r.Objects) > 0 {
 		fmt.Fprintln(tw, "\tOBJECT\tSIZE\tMODIFIED\tNAMED")
@@ -308,17 +421,19 @@ func (r *gcReport) print(w io.Writer) {
 			failed[f.Name] = true
 		}
 		for _, o := range r.Objects {
-			v := verb
-			if failed[o.Name] {
-				v = "FAILED"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\n", v, o.Name, formatBytes(o.Size),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\n", r.status(o, failed), o.Name, formatBytes(o.Size),
 				r.Now.Sub(o.ModTime).Round(time.Second), r.Now.Sub(o.NameTime).Round(time.Second))
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "gc of %s, prefix %q, grace %s, %d kept %s:\n", r.BasePath, r.Prefix, r.Grace, r.KeptHandles, plural(r.KeptHandles, "handle"))
+	if r.StoreNow != nil {
+		fmt.Fprintf(w, "  now: %s (the earlier of the storage's clock, %s, and this machine's, %s)\n", r.Now.Format(time.RFC3339),
+			r.StoreNow.Format(time.RFC3339), r.LocalNow.Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(w, "  now: %s, this machine's clock (%s)\n", r.Now.Format(time.RFC3339), r.ClockNote)
+	}
 	row := func(what string, c gcCount) {
 		fmt.Fprintf(tw, "  %s\t%d %s\t%s\n", what, c.Objects, plural(c.Objects, "object"), formatBytes(c.Bytes))
 	}
@@ -326,12 +441,19 @@ func (r *gcReport) print(w io.Writer) {
 	row("referenced (kept)", r.Referenced)
 	row("younger than grace (kept)", r.Young)
 	row("not dstl objects (kept)", r.Foreign)
-	if r.DryRun {
+	switch {
+	case r.DryRun:
 		row("would delete (dry run)", r.Deletable)
-	} else {
+	case !r.DeletesRun && r.Deletable.Objects > 0:
+		row("would delete (not run)", r.Deletable)
+		row("deleted", r.Deleted)
+	default:
 		row("deleted", r.Deleted)
 		if len(r.Failed) > 0 {
 			fmt.Fprintf(tw, "  failed\t%d\t\n", len(r.Failed))
+		}
+		if n := len(r.Objects) - r.Deleted.Objects - len(r.Failed); n > 0 {
+			fmt.Fprintf(tw, "  not deleted (interrupted)\t%d\t\n", n)
 		}
 	}
 	tw.Flush()

@@ -176,6 +176,20 @@ func TestGCRefusesWhenReferencedMissing(t *testing.T) {
 			if !exists(dir, stale) {
 				t.Fatal("an object was deleted")
 			}
+			// The rows say that nothing was deleted.
+			if tc.jobID == "job" && (countRows(out, "would delete (not run)") != 1 || countRows(out, "deleted") != 0) {
+				t.Errorf("rows misreport:\n%s", out)
+			}
+			code, out, errOut = runCLI(t, "gc", "--json", "--base-path", dir, "--job-id", tc.jobID, "--grace", "1h", "--keep", keep)
+			var rep gcReport
+			if err := json.Unmarshal([]byte(out), &rep); code != exitFailed || err != nil || rep.DeletesRun || rep.Objects == nil {
+				t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errOut)
+			}
+			for _, o := range rep.Objects {
+				if o.Deleted {
+					t.Errorf("%s reported deleted", o.Name)
+				}
+			}
 		})
 	}
 }
@@ -196,8 +210,11 @@ func TestGCUsage(t *testing.T) {
 		{[]string{"gc", "--base-path", dir, "--grace", "-1h", "--keep", keep}, exitUsage, "want a duration of 0 or more"},
 		{[]string{"gc", "--base-path", dir, "--grace", "soon", "--keep", keep}, exitUsage, "want a duration"},
 		{[]string{"gc", "--base-path", dir, "--grace", "1h", "--keep-none", keep}, exitUsage, "contradict"},
-		{[]string{"gc", "--base-path", dir, "--grace", "1h", "--keep", bad}, exitUsage, "neither a binary handle"},
-		{[]string{"gc", "--base-path", dir, "--grace", "1h", "--keep", filepath.Join(dir, "none")}, exitUsage, "no such file"},
+		// A handle file that does not decode is a problem found (1), as
+		// for inspect --handle; one that cannot be read, a failure to run (3).
+		{[]string{"gc", "--base-path", dir, "--grace", "1h", "--keep", bad}, exitFailed, "neither a binary handle"},
+		{[]string{"gc", "--base-path", dir, "--grace", "1h", "--keep", filepath.Join(dir, "none")}, exitRuntime, "no such file"},
+		{[]string{"gc", "--base-path", dir, "--grace", "1h", "--keep", dir}, exitRuntime, "is a directory"},
 		{[]string{"gc", "--base-path", dir, "--job-id", "../x", "--grace", "1h", "--keep-none"}, exitUsage, "--job-id"},
 		{[]string{"gc", "--base-path", "nope://x", "--grace", "1h", "--keep-none"}, exitUsage, "no backend serves"},
 		{[]string{"gc", "--base-path", dir, "--grace", "1h", "--keep-none", "--dry-run"}, exitOK, ""},

@@ -20,7 +20,9 @@ or handles in the JSON encoding (Handle.MarshalJSON): one object, an array
 of them, or several objects one after another (e.g. one per line).`
 
 // readHandleFile reads the handles in a handle file (see handleFileHelp).
-// Errors name the file and, for JSON, the handle's position in it.
+// Errors name the file and, for JSON, the handle's position in it; an
+// error of decoding wraps [dstl.ErrInvalidHandle], one of reading the
+// file does not.
 func readHandleFile(path string) ([]dstl.Handle, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -28,6 +30,9 @@ func readHandleFile(path string) ([]dstl.Handle, error) {
 	}
 	hs, err := parseHandles(data)
 	if err != nil {
+		if !errors.Is(err, dstl.ErrInvalidHandle) {
+			err = fmt.Errorf("%w: %w", dstl.ErrInvalidHandle, err)
+		}
 		return nil, fmt.Errorf("handle file %s: %w", path, err)
 	}
 	return hs, nil

@@ -97,10 +97,12 @@ is a terminal.
 Exit codes:
   0  success
   1  the command ran and found a problem: the demo's recovered state
-     differs, inspect found damaged data, gc found an object of a kept
-     handle missing (and deleted nothing)
+     differs, inspect found damaged data or a handle file that does not
+     decode, gc found an object of a kept handle missing (and deleted
+     nothing) or a kept handle file that does not decode
   2  bad command line (unknown command or flag, bad value)
-  3  the command could not run: storage unreachable, file unreadable, ...
+  3  the command could not run: storage unreachable, file unreadable,
+     gc's deletes failed, ...
 `)
 }
 

@@ -149,3 +149,17 @@ func (p *progress) close() {
 	p.wg.Wait()
 	fmt.Fprint(p.w, "\r\x1b[K")
 }
+
+// printf writes a message to w, which is the progress bar's writer or not:
+// the bar's line is cleared first, under its lock, so that the message
+// starts a line of its own; the bar is drawn again below it.
+func (p *progress) printf(w io.Writer, format string, args ...any) {
+	if p == nil {
+		fmt.Fprintf(w, format, args...)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprint(p.w, "\r\x1b[K")
+	fmt.Fprintf(w, format, args...)
+}

@@ -32,6 +32,12 @@ type rawStore interface {
 	put(ctx context.Context, name string, body []byte) error
 	get(ctx context.Context, name string) (int64, error) // reads the whole object, returns its size
 	delete(ctx context.Context, name string) error
+	// describe says what put and get do, for the report.
+	describe() (put, get string)
+	// removePrefix removes what is left of prefix (a "directory" ending in
+	// "/") once its objects are deleted: a local directory; nothing in a
+	// bucket.
+	removePrefix(prefix string) error
 }
 
 // newRawStore returns the raw store beside backend b, opened from basePath.
@@ -60,15 +66,28 @@ func newRawStore(b dstl.Backend, basePath string) (rawStore, error) {
 	return nil, fmt.Errorf("no raw SDK baseline for a backend of type %T", b)
 }
 
-// rawLocal writes a file and fsyncs it; it reads a file.
+// rawLocal puts an object as a plain durable create does: it creates the
+// file, writes it, fsyncs it and fsyncs its directory, so that the file
+// and its name survive a crash, as the backend's objects do (the backend
+// writes a temporary file, fsyncs it, links it under the object's name and
+// fsyncs the directory). With fsync=false in the base path, it fsyncs
+// nothing, like the backend. It reads a file.
 type rawLocal struct {
 	root string
 	sync bool
 }
 
+func (r rawLocal) describe() (put, get string) {
+	if !r.sync {
+		return "create, write and close the file (fsync=false: no fsync, like the backend)", "open and read the file"
+	}
+	return "create, write, fsync and close the file, then fsync its directory", "open and read the file"
+}
+
 func (r rawLocal) put(_ context.Context, name string, body []byte) error {
 	p := filepath.Join(r.root, filepath.FromSlash(name))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -79,7 +98,18 @@ func (r rawLocal) put(_ context.Context, name string, body []byte) error {
 	if err == nil && r.sync {
 		err = f.Sync()
 	}
-	return errors.Join(err, f.Close())
+	if err = errors.Join(err, f.Close()); err != nil || !r.sync {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+func (r rawLocal) removePrefix(prefix string) error {
+	return os.Remove(filepath.Join(r.root, filepath.FromSlash(prefix))) // only when empty
 }
 
 func (r rawLocal) get(_ context.Context, name string) (int64, error) {
@@ -100,6 +130,10 @@ type rawS3 struct {
 	client         *awss3.Client
 	bucket, prefix string
 }
+
+func (rawS3) describe() (put, get string) { return "PutObject", "GetObject" }
+
+func (rawS3) removePrefix(string) error { return nil }
 
 func (r rawS3) put(ctx context.Context, name string, body []byte) error {
 	_, err := r.client.PutObject(ctx, &awss3.PutObjectInput{
@@ -128,6 +162,12 @@ type rawGCS struct {
 	bucket *storage.BucketHandle
 	prefix string
 }
+
+func (rawGCS) describe() (put, get string) {
+	return "a single-request object write (no resumable session)", "a range reader over the whole object"
+}
+
+func (rawGCS) removePrefix(string) error { return nil }
 
 func (r rawGCS) put(ctx context.Context, name string, body []byte) error {
 	w := r.bucket.Object(r.prefix + name).NewWriter(ctx)
@@ -158,6 +198,10 @@ type rawAzure struct {
 	prefix string
 }
 
+func (rawAzure) describe() (put, get string) { return "UploadBuffer", "DownloadStream" }
+
+func (rawAzure) removePrefix(string) error { return nil }
+
 func (r rawAzure) put(ctx context.Context, name string, body []byte) error {
 	_, err := r.client.NewBlockBlobClient(r.prefix+name).UploadBuffer(ctx, body, nil)
 	return err
@@ -182,6 +226,12 @@ type rawGocloud struct {
 	bucket *blob.Bucket
 	prefix string
 }
+
+func (rawGocloud) describe() (put, get string) {
+	return "the bucket's WriteAll", "the bucket's NewReader"
+}
+
+func (rawGocloud) removePrefix(string) error { return nil }
 
 func (r rawGocloud) put(ctx context.Context, name string, body []byte) error {
 	return r.bucket.WriteAll(ctx, r.prefix+name, body, nil)

@@ -10,8 +10,8 @@ import (
 	"strings"
 )
 
-// Check rejects query parameters not in known, naming them, and known ones
-// given more than once.
+// Check rejects query parameters not in known, naming them (and the known
+// ones, sorted), and known ones given more than once.
 func Check(q url.Values, known []string) error {
 	var unknown, repeated []string
 	for k, vs := range q {
@@ -26,7 +26,7 @@ func Check(q url.Values, known []string) error {
 	slices.Sort(repeated)
 	switch {
 	case len(unknown) > 0:
-		return fmt.Errorf("unknown query parameter(s) %s (known: %s)", strings.Join(unknown, ", "), strings.Join(known, ", "))
+		return fmt.Errorf("unknown query parameter(s) %s (known: %s)", strings.Join(unknown, ", "), strings.Join(slices.Sorted(slices.Values(known)), ", "))
 	case len(repeated) > 0:
 		return fmt.Errorf("%s", repeated[0])
 	}

@@ -1,9 +1,12 @@
 package urlparam
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/dstlgo/dstl/dstl"
 )
 
 func TestCheck(t *testing.T) {
@@ -34,6 +37,45 @@ func TestSize(t *testing.T) {
 		got, err := Size(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("Size(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestCheckDocumented(t *testing.T) {
+	params := []dstl.URLParameter{
+		{Name: "a", Value: "N", Description: "an a", Example: "1"},
+		{Name: "b", Value: "BOOL", Description: "a b", Example: "true"},
+	}
+	strict := func(known ...string) func(string) error {
+		return func(s string) error {
+			u, err := url.Parse(s)
+			if err != nil {
+				return err
+			}
+			return Check(u.Query(), known)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		params  []dstl.URLParameter
+		parse   func(string) error
+		wantErr string
+	}{
+		{"exact", params, strict("a", "b"), ""},
+		{"listed but rejected", params, strict("a"), `parameter "b"`},
+		{"unknown accepted", params, strict("a", "b", unknownName), "accepted, with a parameter not listed"},
+		{"unknown rejected silently", params, func(s string) error {
+			if strings.Contains(s, unknownName) {
+				return errors.New("no")
+			}
+			return nil
+		}, "without naming"},
+		{"listed twice", append(params, params[0]), strict("a", "b"), "listed twice"},
+		{"no example", []dstl.URLParameter{{Name: "a", Value: "N", Description: "an a"}}, strict("a"), "example missing"},
+	} {
+		err := CheckDocumented("x://b/p", tc.params, tc.parse, nil)
+		if (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.wantErr)
 		}
 	}
 }

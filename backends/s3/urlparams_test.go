@@ -1,0 +1,17 @@
+package s3
+
+import (
+	"net/url"
+	"testing"
+
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
+)
+
+// TestURLParameters: ParseURL takes every parameter URLParameters lists, at
+// its example value, and rejects one it does not list.
+func TestURLParameters(t *testing.T) {
+	parse := func(s string) error { _, err := ParseURL(s); return err }
+	if err := urlparam.CheckDocumented("s3://bucket/p", URLParameters, parse, map[string]url.Values{paramSSEKMSKeyID: {paramSSE: {SSEKMS}}}); err != nil {
+		t.Error(err)
+	}
+}
