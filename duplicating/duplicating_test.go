@@ -595,15 +595,16 @@ func TestEngine(t *testing.T) {
 	})
 }
 
-// TestSharedLocalCopy: the local copy of an object holding two writers'
-// change sets stays while either set is live, and goes with the last.
-func TestSharedLocalCopy(t *testing.T) {
-	dir := t.TempDir()
+// sharedObject opens a storage with local recovery in dir whose writers a
+// (key group 0) and b (key group 1) each append one change and persist it
+// for checkpoint 1 in one batch, so that both sets share one object.
+func sharedObject(t *testing.T, dir string) (s *dstl.Storage, a, b *dstl.Writer, ra, rb dstl.PersistResult, shared []string) {
+	t.Helper()
 	cfg := testConfig(dir)
 	cfg.BatchPersistDelay = 200 * time.Millisecond // both persists in one batch
-	s := openStorage(t, cfg, dstltest.NewBackend())
-	a, _ := s.NewWriter("a", dstl.KeyGroupRange{Start: 0, End: 0})
-	b, _ := s.NewWriter("b", dstl.KeyGroupRange{Start: 1, End: 1})
+	s = openStorage(t, cfg, dstltest.NewBackend())
+	a, _ = s.NewWriter("a", dstl.KeyGroupRange{Start: 0, End: 0})
+	b, _ = s.NewWriter("b", dstl.KeyGroupRange{Start: 1, End: 1})
 	appendAll(t, a, 0, "a")
 	appendAll(t, b, 1, "b")
 	fa, err := a.Persist(ctx(t), 0, 1)
@@ -614,18 +615,24 @@ func TestSharedLocalCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ra, err := fa.Wait(ctx(t))
-	if err != nil {
+	if ra, err = fa.Wait(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	rb, err := fb.Wait(ctx(t))
-	if err != nil {
+	if rb, err = fb.Wait(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	shared := objectsOf(ra.Remote)
+	shared = objectsOf(ra.Remote)
 	if !slices.Equal(shared, objectsOf(rb.Remote)) || ra.Local == nil || rb.Local == nil {
 		t.Fatalf("the writers' sets went to %q and %q (local handles %v, %v); want one shared object with local copies", shared, objectsOf(rb.Remote), ra.Local, rb.Local)
 	}
+	return s, a, b, ra, rb, shared
+}
+
+// TestSharedLocalCopy: the local copy of an object holding two writers'
+// change sets stays while either set is live, and goes with the last.
+func TestSharedLocalCopy(t *testing.T) {
+	dir := t.TempDir()
+	s, a, b, ra, rb, shared := sharedObject(t, dir)
 	a.Reset(ra.From, ra.To, 1)
 	b.Reset(rb.From, rb.To, 1)
 	if err := a.Truncate(ra.To); err != nil {
@@ -653,27 +660,7 @@ func TestSharedLocalCopy(t *testing.T) {
 // claims to the job, and the next confirmed checkpoint ends them.
 func TestClaimsArePerWriter(t *testing.T) {
 	dir := t.TempDir()
-	cfg := testConfig(dir)
-	cfg.BatchPersistDelay = 200 * time.Millisecond // both persists in one batch
-	s := openStorage(t, cfg, dstltest.NewBackend())
-	a, _ := s.NewWriter("a", dstl.KeyGroupRange{Start: 0, End: 0})
-	b, _ := s.NewWriter("b", dstl.KeyGroupRange{Start: 1, End: 1})
-	appendAll(t, a, 0, "a")
-	appendAll(t, b, 1, "b")
-	fa, _ := a.Persist(ctx(t), 0, 1)
-	fb, _ := b.Persist(ctx(t), 0, 1)
-	ra, err := fa.Wait(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb, err := fb.Wait(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared := objectsOf(ra.Remote)
-	if !slices.Equal(shared, objectsOf(rb.Remote)) || ra.Local == nil {
-		t.Fatalf("want one shared object with local copies: %q, %q", shared, objectsOf(rb.Remote))
-	}
+	s, a, b, ra, rb, shared := sharedObject(t, dir)
 	b.Reset(rb.From, rb.To, 1)
 	if err := b.Truncate(rb.To); err != nil {
 		t.Fatal(err)
