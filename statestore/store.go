@@ -343,3 +343,101 @@ func (b *storeBase) advanceLocked(ts int64) bool {
 	}
 	return false
 }
+
+// encodeKey encodes k with kc and returns its key group, which the store
+// must own.
+func encodeKey[K any](b *storeBase, kc Codec[K], k K) ([]byte, int, error) {
+	kb, err := kc.Encode(nil, k)
+	if err != nil {
+		return nil, 0, fmt.Errorf("statestore: store %q: key: %w", b.name, err)
+	}
+	kg, err := b.keyGroup(kb)
+	return kb, kg, err
+}
+
+// snapshotOf is every store's Snapshot: a copy-on-write view captured under
+// the store's lock, encoded after it is released.
+func snapshotOf(s internalStore) ([]byte, error) {
+	b := s.base()
+	b.mu.Lock()
+	enc := s.captureLocked()
+	b.mu.Unlock()
+	return enc()
+}
+
+// encodePayload frames a snapshot payload of the store's kind and version:
+// header, the body that body appends, checksum.
+func (b *storeBase) encodePayload(body func(p []byte) ([]byte, error)) ([]byte, error) {
+	p, err := body(appendPayloadHeader(nil, b.kind, b.version))
+	if err != nil {
+		return nil, fmt.Errorf("statestore: store %q: snapshot: %w", b.name, err)
+	}
+	return finishChecksum(p), nil
+}
+
+// loadPayload is the frame of every restorePayload: it opens the payload
+// (kind, version, checksum), lets parse decode the whole body without the
+// lock, and only if all of it decoded calls install with the lock held, so
+// that a rejected payload leaves the store as it was.
+func (b *storeBase) loadPayload(payload []byte, parse func(d *decoder) error, install func()) error {
+	body, err := openPayload(payload, b.kind, b.version)
+	if err != nil {
+		return fmt.Errorf("statestore: store %q: %w", b.name, err)
+	}
+	d := decoder{b: body}
+	if err := parse(&d); err != nil {
+		return err
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.fail(errors.New("trailing bytes"))
+	}
+	if d.err != nil {
+		return fmt.Errorf("statestore: store %q: %w: %v", b.name, ErrSnapshotFormat, d.err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	install()
+	return nil
+}
+
+// applyLogged is the frame of every ApplyChange. Under the store's lock it
+// hands the stream time of a metadata change to meta (nil: ignored); of a
+// data change it checks the timestamp (when timed) and the key group,
+// decodes the key and, unless it is a tombstone, the value, and hands them
+// to apply. The stream time a restore reaches counts as logged: it is in
+// the log already.
+func applyLogged[K, V any](b *storeBase, kc Codec[K], vc Codec[V], c Change, timed bool, meta func(ts int64), apply func(k K, v V)) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	defer func() { b.loggedStreamTime = max(b.loggedStreamTime, b.streamTime) }()
+	if c.KeyGroup == dstl.MetaKeyGroup {
+		if c.HasTimestamp && meta != nil {
+			meta(c.Timestamp)
+		}
+		return nil
+	}
+	if timed && !c.HasTimestamp {
+		return fmt.Errorf("%w: store %q: %s change without a timestamp", ErrLogFormat, b.name, b.kind)
+	}
+	if _, err := b.keyGroup(c.Key); err != nil {
+		return err
+	}
+	k, err := kc.Decode(c.Key)
+	if err != nil {
+		return fmt.Errorf("statestore: store %q: key: %w", b.name, err)
+	}
+	var v V
+	if !c.Tombstone {
+		if v, err = vc.Decode(c.Value); err != nil {
+			return fmt.Errorf("statestore: store %q: value: %w", b.name, err)
+		}
+	}
+	apply(k, v)
+	return nil
+}
