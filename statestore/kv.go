@@ -213,7 +213,7 @@ func (s *KeyValueStore[K, V]) RestoreSnapshot(payload []byte) error {
 
 func (s *KeyValueStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
 	var items []kvItem[K, V]
-	parse := func(d *decoder) error {
+	parse := func(d *decoder) {
 		n := d.count()
 		items = make([]kvItem[K, V], 0, n)
 		var prev []byte
@@ -232,15 +232,16 @@ func (s *KeyValueStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRa
 			}
 			k, err := s.kc.Decode(kb)
 			if err != nil {
-				return fmt.Errorf("statestore: store %q: snapshot key: %w", s.name, err)
+				d.fail(fmt.Errorf("key: %w", err))
+				break
 			}
 			v, err := s.vc.Decode(vb)
 			if err != nil {
-				return fmt.Errorf("statestore: store %q: snapshot value: %w", s.name, err)
+				d.fail(fmt.Errorf("value: %w", err))
+				break
 			}
 			items = append(items, kvItem[K, V]{key: string(kb), k: k, v: v})
 		}
-		return nil
 	}
 	return s.loadPayload(payload, parse, func() {
 		if wipe {

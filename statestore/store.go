@@ -377,22 +377,20 @@ func (b *storeBase) encodePayload(body func(p []byte) ([]byte, error)) ([]byte, 
 
 // loadPayload is the frame of every restorePayload: it opens the payload
 // (kind, version, checksum), lets parse decode the whole body without the
-// lock, and only if all of it decoded calls install with the lock held, so
+// lock (a codec's error included: d.fail), and only if all of it decoded, calls install with the lock held, so
 // that a rejected payload leaves the store as it was.
-func (b *storeBase) loadPayload(payload []byte, parse func(d *decoder) error, install func()) error {
+func (b *storeBase) loadPayload(payload []byte, parse func(d *decoder), install func()) error {
 	body, err := openPayload(payload, b.kind, b.version)
 	if err != nil {
 		return fmt.Errorf("statestore: store %q: %w", b.name, err)
 	}
 	d := decoder{b: body}
-	if err := parse(&d); err != nil {
-		return err
-	}
+	parse(&d)
 	if d.err == nil && len(d.b) > 0 {
 		d.fail(errors.New("trailing bytes"))
 	}
 	if d.err != nil {
-		return fmt.Errorf("statestore: store %q: %w: %v", b.name, ErrSnapshotFormat, d.err)
+		return fmt.Errorf("statestore: store %q: %w: %w", b.name, ErrSnapshotFormat, d.err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -430,12 +428,12 @@ func applyLogged[K, V any](b *storeBase, kc Codec[K], vc Codec[V], c Change, tim
 	}
 	k, err := kc.Decode(c.Key)
 	if err != nil {
-		return fmt.Errorf("statestore: store %q: key: %w", b.name, err)
+		return fmt.Errorf("%w: store %q: key: %w", ErrLogFormat, b.name, err)
 	}
 	var v V
 	if !c.Tombstone {
 		if v, err = vc.Decode(c.Value); err != nil {
-			return fmt.Errorf("statestore: store %q: value: %w", b.name, err)
+			return fmt.Errorf("%w: store %q: value: %w", ErrLogFormat, b.name, err)
 		}
 	}
 	apply(k, v)

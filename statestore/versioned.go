@@ -287,7 +287,7 @@ func (s *VersionedStore[K, V]) RestoreSnapshot(payload []byte) error {
 func (s *VersionedStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
 	var st int64
 	var items []verItem[K, V]
-	parse := func(d *decoder) error {
+	parse := func(d *decoder) {
 		st = d.varint()
 		n := d.count()
 		items = make([]verItem[K, V], 0, n)
@@ -308,7 +308,8 @@ func (s *VersionedStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupR
 			it := verItem[K, V]{key: string(kb)}
 			if mine {
 				if it.k, err = s.kc.Decode(kb); err != nil {
-					return fmt.Errorf("statestore: store %q: snapshot key: %w", s.name, err)
+					d.fail(fmt.Errorf("key: %w", err))
+					break
 				}
 				it.vs = make([]Version[V], 0, nv)
 			}
@@ -320,7 +321,7 @@ func (s *VersionedStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupR
 					vb := d.bytes()
 					if mine && d.err == nil {
 						if ver.Value, err = s.vc.Decode(vb); err != nil {
-							return fmt.Errorf("statestore: store %q: snapshot value: %w", s.name, err)
+							d.fail(fmt.Errorf("value: %w", err)) // ends both loops
 						}
 					}
 				case 1:
@@ -340,7 +341,6 @@ func (s *VersionedStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupR
 				items = append(items, it)
 			}
 		}
-		return nil
 	}
 	return s.loadPayload(payload, parse, func() {
 		if wipe {

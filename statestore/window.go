@@ -286,7 +286,7 @@ func (s *WindowStore[K, V]) RestoreSnapshot(payload []byte) error {
 func (s *WindowStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
 	var st int64
 	var items []winItem[K, V]
-	parse := func(d *decoder) error {
+	parse := func(d *decoder) {
 		st = d.varint()
 		n := d.count()
 		items = make([]winItem[K, V], 0, n)
@@ -307,14 +307,15 @@ func (s *WindowStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRang
 				continue
 			}
 			if cur.k, err = s.kc.Decode(kb); err != nil {
-				return fmt.Errorf("statestore: store %q: snapshot key: %w", s.name, err)
+				d.fail(fmt.Errorf("key: %w", err))
+				break
 			}
 			if cur.v, err = s.vc.Decode(vb); err != nil {
-				return fmt.Errorf("statestore: store %q: snapshot value: %w", s.name, err)
+				d.fail(fmt.Errorf("value: %w", err))
+				break
 			}
 			items = append(items, cur)
 		}
-		return nil
 	}
 	return s.loadPayload(payload, parse, func() {
 		if wipe {
