@@ -52,19 +52,19 @@ func (s *KeyValueStore[K, V]) Put(k K, v V) error {
 	if err != nil {
 		return err
 	}
-	var vb []byte
-	if s.logging.Load() {
-		if vb, err = s.vc.Encode(nil, v); err != nil {
-			return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
-		}
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
+	vb, logged, err := encodeLogged(&s.storeBase, s.vc, v)
+	if err != nil {
+		return err
+	}
 	s.tree.ReplaceOrInsert(kvItem[K, V]{key: string(kb), k: k, v: v})
-	s.record(Change{KeyGroup: kg, Key: kb, Value: vb})
+	if logged {
+		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb})
+	}
 	return nil
 }
 

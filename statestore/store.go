@@ -310,6 +310,20 @@ func (b *storeBase) record(c Change) {
 	}
 }
 
+// encodeLogged decides, with the store's lock held, whether a put is
+// logged, and then encodes its value. The caller buffers the change (with
+// b.buf) exactly when on, whatever SetLogging does meanwhile, so that a
+// logged put always carries its value.
+func encodeLogged[V any](b *storeBase, vc Codec[V], v V) (vb []byte, on bool, err error) {
+	if !b.logging.Load() {
+		return nil, false, nil
+	}
+	if vb, err = vc.Encode(nil, v); err != nil {
+		return nil, false, fmt.Errorf("statestore: store %q: value: %w", b.name, err)
+	}
+	return vb, true, nil
+}
+
 // keyGroup returns the key group of an encoded key, or an error if the
 // store does not own it.
 func (b *storeBase) keyGroup(key []byte) (int, error) {

@@ -113,23 +113,26 @@ func (s *VersionedStore[K, V]) change(k K, v V, ts int64, deleted bool) error {
 	if err != nil {
 		return err
 	}
-	var vb []byte
-	if s.logging.Load() && !deleted {
-		if vb, err = s.vc.Encode(nil, v); err != nil {
-			return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
-		}
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
+	}
+	var vb []byte
+	logged := s.logging.Load()
+	if !deleted {
+		if vb, logged, err = encodeLogged(&s.storeBase, s.vc, v); err != nil {
+			return err
+		}
 	}
 	s.advanceLocked(ts)
 	if ts < s.horizon() {
 		return nil
 	}
 	s.insertLocked(string(kb), k, Version[V]{Timestamp: ts, Value: v, Deleted: deleted})
-	s.record(Change{KeyGroup: kg, Key: kb, Value: vb, Tombstone: deleted, Timestamp: ts, HasTimestamp: true})
+	if logged {
+		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb, Tombstone: deleted, Timestamp: ts, HasTimestamp: true})
+	}
 	return nil
 }
 

@@ -125,19 +125,17 @@ func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
 	if err != nil {
 		return err
 	}
-	var vb []byte
-	if s.logging.Load() {
-		if vb, err = s.vc.Encode(nil, v); err != nil {
-			return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
-		}
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
-	if s.putLocked(string(kb), start, k, v) {
-		s.record(Change{KeyGroup: kg, Key: kb, Value: vb, Timestamp: start, HasTimestamp: true})
+	vb, logged, err := encodeLogged(&s.storeBase, s.vc, v)
+	if err != nil {
+		return err
+	}
+	if s.putLocked(string(kb), start, k, v) && logged {
+		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb, Timestamp: start, HasTimestamp: true})
 	}
 	return nil
 }
