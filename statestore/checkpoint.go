@@ -158,7 +158,19 @@ type pendingCheckpoint struct {
 	from, to  dstl.SequenceNumber
 	done      bool // the persist resolved: from and to are known
 	snapshots []SnapshotRef
+	// outcome is what a notification said before the persist resolved:
+	// SnapshotState passes it on to the log once it has from and to.
+	outcome checkpointOutcome
 }
+
+type checkpointOutcome int
+
+const (
+	outcomePending checkpointOutcome = iota
+	outcomeCompleted
+	outcomeAborted
+	outcomeSubsumed // a later checkpoint completed first
+)
 
 // NewCheckpointer opens a writer for cfg.Operator on storage and starts the
 // background materialisation. Register the stores, made with the writer of
@@ -336,10 +348,19 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 	c.persisting--
 	c.truncateLocked()
 	if err != nil {
-		delete(c.pending, id)
+		if p.outcome == outcomePending {
+			delete(c.pending, id)
+		}
 		return nil, fmt.Errorf("statestore: checkpoint %d: %w", id, err)
 	}
 	p.from, p.to, p.done = res.From, res.To, true
+	// A notification that came while the upload ran is passed on now.
+	switch p.outcome {
+	case outcomeCompleted:
+		c.w.Confirm(p.from, p.to, id)
+	case outcomeAborted:
+		c.w.Reset(p.from, p.to, id)
+	}
 	h.Logs = append(h.Logs, LogRef{Remote: res.Remote, Local: res.Local})
 	return h, nil
 }
@@ -347,6 +368,9 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 // NotifyCheckpointComplete tells the log that the checkpoint completed
 // (dstl.Writer.Confirm) and deletes the snapshot objects that no retained
 // checkpoint references any more. Older pending checkpoints are subsumed.
+// It may come while the checkpoint's SnapshotState still waits for its
+// upload: the log learns it when the upload is done (and nothing, if the
+// upload fails: the checkpoint could not have completed).
 func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointID int64) error {
 	c.mu.Lock()
 	p := c.pending[checkpointID]
@@ -357,9 +381,13 @@ func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointI
 	if p.done {
 		c.w.Confirm(p.from, p.to, checkpointID)
 	}
+	p.outcome = outcomeCompleted
 	c.confirmed, c.lastCompleted = p.snapshots, checkpointID
-	for id := range c.pending {
+	for id, q := range c.pending {
 		if id <= checkpointID {
+			if id < checkpointID {
+				q.outcome = outcomeSubsumed
+			}
 			delete(c.pending, id)
 		}
 	}
@@ -370,6 +398,8 @@ func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointI
 
 // NotifyCheckpointAborted tells the log that the checkpoint was aborted
 // (dstl.Writer.Reset) and deletes the snapshot objects only it referenced.
+// Like NotifyCheckpointComplete, it may come while SnapshotState still
+// waits for the upload.
 func (c *Checkpointer) NotifyCheckpointAborted(ctx context.Context, checkpointID int64) error {
 	c.mu.Lock()
 	p := c.pending[checkpointID]
@@ -380,6 +410,7 @@ func (c *Checkpointer) NotifyCheckpointAborted(ctx context.Context, checkpointID
 	if p.done {
 		c.w.Reset(p.from, p.to, checkpointID)
 	}
+	p.outcome = outcomeAborted
 	delete(c.pending, checkpointID)
 	doomed := c.unreferencedLocked()
 	c.mu.Unlock()

@@ -330,3 +330,86 @@ func TestCheckpointErrors(t *testing.T) {
 		t.Error("registered a store of another log")
 	}
 }
+
+// TestNotifyBeforeSnapshotStateReturns: a checkpoint's completion (or
+// abort) may reach the checkpointer while its SnapshotState still waits for
+// the upload; the log learns it (Confirm, Reset) once the upload is done.
+// A confirmed checkpoint's log objects outlive the truncation of the log;
+// an aborted one's are deleted with it.
+func TestNotifyBeforeSnapshotStateReturns(t *testing.T) {
+	for _, abort := range []bool{false, true} {
+		t.Run(map[bool]string{false: "complete", true: "abort"}[abort], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			b := dstltest.NewBackend()
+			o := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			newWorkload(5).run(t, o, 200)
+			want := dump(t, o)
+			b.SetFault(dstltest.StallFirst(dstltest.OpPut))
+			type result struct {
+				h   *statestore.CheckpointHandle
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				h, err := o.cp.SnapshotState(ctx, statestore.CheckpointInfo{CheckpointID: 1})
+				done <- result{h, err}
+			}()
+			if err := b.WaitStalled(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			notify := o.cp.NotifyCheckpointComplete
+			if abort {
+				notify = o.cp.NotifyCheckpointAborted
+			}
+			if err := notify(ctx, 1); err != nil {
+				t.Fatalf("notified while the upload runs: %v", err)
+			}
+			b.SetFault(nil)
+			b.ReleaseStalls()
+			r := <-done
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			var objects []string
+			for _, e := range r.h.Logs[len(r.h.Logs)-1].Remote.Entries {
+				objects = append(objects, e.Object)
+			}
+			if len(objects) == 0 {
+				t.Fatal("the handle names no log object")
+			}
+			// A snapshot truncates the log before it: what no confirmed
+			// checkpoint holds is deleted.
+			if err := o.cp.Materialize(ctx); err != nil {
+				t.Fatal(err)
+			}
+			deleted := func() int {
+				n := 0
+				for _, obj := range objects {
+					if _, ok := b.ObjectBytes(obj); !ok {
+						n++
+					}
+				}
+				return n
+			}
+			if abort {
+				deadline := time.Now().Add(5 * time.Second)
+				for deleted() < len(objects) && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if n := deleted(); n < len(objects) {
+					t.Fatalf("%d of the aborted checkpoint's %d log objects left", len(objects)-n, len(objects))
+				}
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // time for a wrong deletion
+			if n := deleted(); n > 0 {
+				t.Fatalf("%d of the completed checkpoint's %d log objects deleted", n, len(objects))
+			}
+			o.cp.Close()
+			r2 := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			restore(t, r2, r.h)
+			diff(t, want, dump(t, r2))
+		})
+	}
+}
