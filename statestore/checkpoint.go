@@ -133,6 +133,7 @@ type Checkpointer struct {
 	mu            sync.Mutex
 	closed        bool
 	restoring     bool
+	restoreErr    error // of the last InitializeState, until one succeeds
 	stores        []internalStore
 	byName        map[string]internalStore
 	from          dstl.SequenceNumber // first change set since the snapshot
@@ -318,6 +319,10 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 	if c.closed {
 		c.mu.Unlock()
 		return nil, ErrClosed
+	}
+	if c.restoreErr != nil {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("statestore: checkpoint %d: %w: %v", id, ErrRestoreFailed, c.restoreErr)
 	}
 	if c.pending[id] != nil || id <= c.lastCompleted {
 		c.mu.Unlock()

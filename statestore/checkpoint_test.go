@@ -413,3 +413,56 @@ func TestNotifyBeforeSnapshotStateReturns(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedRestore: a restore that fails part way leaves the stores empty,
+// with logging off, and the checkpointer refuses to checkpoint or
+// materialise (ErrRestoreFailed) until a restore succeeds.
+func TestFailedRestore(t *testing.T) {
+	ctx := context.Background()
+	b := dstltest.NewBackend()
+	o := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+	h, want := scenario(t, o, true)
+	o.cp.Close()
+	if len(h.Snapshots) == 0 || len(h.Logs) == 0 {
+		t.Fatalf("handle %+v: want a snapshot and a log", h)
+	}
+	// The log after the snapshot cannot be read: the snapshot loads, the
+	// replay fails.
+	logObj := h.Logs[len(h.Logs)-1].Remote.Entries[0].Object
+	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+		if op == dstltest.OpGet && name == logObj {
+			return dstltest.Fault{Err: errors.New("unreachable")}
+		}
+		return dstltest.Fault{}
+	})
+
+	r := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+	if err := r.kv.Put("before", "restore"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cp.InitializeState(ctx, statestore.CheckpointInfo{CheckpointID: 3}, h); err == nil {
+		t.Fatal("restored from a damaged log")
+	}
+	for _, s := range []interface {
+		statestore.Store
+		Len() int
+	}{r.kv, r.win, r.ver} {
+		if s.Len() != 0 || s.Logging() {
+			t.Errorf("store %s after a failed restore: %d entries, logging %v; want empty, off", s.Name(), s.Len(), s.Logging())
+		}
+	}
+	if _, err := r.cp.SnapshotState(ctx, statestore.CheckpointInfo{CheckpointID: 4}); !errors.Is(err, statestore.ErrRestoreFailed) {
+		t.Errorf("SnapshotState after a failed restore: %v", err)
+	}
+	if err := r.cp.Materialize(ctx); !errors.Is(err, statestore.ErrRestoreFailed) {
+		t.Errorf("Materialize after a failed restore: %v", err)
+	}
+	// Once the restore succeeds, all is as usual.
+	b.SetFault(nil)
+	restore(t, r, h)
+	diff(t, want, dump(t, r))
+	if !r.kv.Logging() {
+		t.Error("logging off after a successful restore")
+	}
+	checkpoint(t, r, 4)
+}

@@ -42,7 +42,7 @@ func (c *Checkpointer) run() {
 func (c *Checkpointer) due() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.restoring {
+	if c.closed || c.restoring || c.restoreErr != nil {
 		return false
 	}
 	n := c.logBytes.Load()
@@ -64,10 +64,14 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 	defer c.matMu.Unlock()
 
 	c.mu.Lock()
-	if c.closed || c.restoring {
+	if c.closed || c.restoring || c.restoreErr != nil {
+		err := c.restoreErr
 		c.mu.Unlock()
-		if c.closed {
+		switch {
+		case c.closed:
 			return ErrClosed
+		case err != nil:
+			return fmt.Errorf("statestore: materialise: %w: %v", ErrRestoreFailed, err)
 		}
 		return nil
 	}

@@ -39,6 +39,10 @@ var (
 	// ErrUnknownCheckpoint: a checkpoint id that SnapshotState did not
 	// return, or that was completed or aborted already.
 	ErrUnknownCheckpoint = errors.New("statestore: unknown checkpoint")
+	// ErrRestoreFailed: the last InitializeState failed, so the stores
+	// hold no committed state; the checkpointer refuses to checkpoint or
+	// materialise until an InitializeState succeeds.
+	ErrRestoreFailed = errors.New("statestore: the last restore failed")
 	// ErrClosed: the store or checkpointer was closed.
 	ErrClosed = errors.New("statestore: closed")
 )
