@@ -35,9 +35,12 @@ type Config struct {
 	// reach this many bytes, the stores are materialised. Default
 	// DefaultMaterializeSize; negative: never by size.
 	MaterializeSize int64
-	// MaterializeInterval: changes logged longer ago than this since the
-	// last snapshot are materialised. Default DefaultMaterializeInterval
-	// (Flink's periodic materialisation interval); negative: never by age.
+	// MaterializeInterval: once the oldest change logged since the last
+	// snapshot (appended by a flush or a checkpoint, or replayed by the
+	// restore) is this old, the stores are materialised. A store idle for
+	// long is thus not materialised right after its next change. Default
+	// DefaultMaterializeInterval (Flink's periodic materialisation
+	// interval); negative: never by age.
 	MaterializeInterval time.Duration
 	// Logger receives the background materialisation's errors. Default
 	// slog.Default().
@@ -121,8 +124,11 @@ type Checkpointer struct {
 	localDir string // of local snapshot copies; "" without local recovery
 
 	logBytes atomic.Int64
-	trigger  chan struct{}
-	matMu    sync.Mutex // one materialisation at a time
+	// firstLogged is when the oldest change since the last snapshot was
+	// logged (Unix nanoseconds; 0: none).
+	firstLogged atomic.Int64
+	trigger     chan struct{}
+	matMu       sync.Mutex // one materialisation at a time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -145,7 +151,6 @@ type Checkpointer struct {
 	persisting    int
 	truncateTo    dstl.SequenceNumber
 	truncated     dstl.SequenceNumber
-	lastMat       time.Time
 	lastCompleted int64
 	stats         Stats
 }
@@ -210,7 +215,6 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 		byName:  map[string]internalStore{},
 		pending: map[int64]*pendingCheckpoint{},
 		owned:   map[string]bool{},
-		lastMat: time.Now(),
 	}
 	if scfg.LocalRecoveryEnabled {
 		c.localDir = scfg.LocalRecoveryDir
@@ -265,6 +269,9 @@ func (c *Checkpointer) Register(stores ...Store) error {
 // logged counts bytes appended by the stores and wakes the materialiser
 // when they pass the size.
 func (c *Checkpointer) logged(n int64) {
+	if n > 0 {
+		c.firstLogged.CompareAndSwap(0, time.Now().UnixNano())
+	}
 	if t := c.logBytes.Add(n); c.cfg.MaterializeSize > 0 && t >= c.cfg.MaterializeSize {
 		select {
 		case c.trigger <- struct{}{}:

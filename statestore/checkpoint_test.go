@@ -466,3 +466,36 @@ func TestFailedRestore(t *testing.T) {
 	}
 	checkpoint(t, r, 4)
 }
+
+// TestMaterializeIntervalCountsFromTheFirstChange: the interval is the age
+// of the oldest change logged since the last snapshot, not the time since
+// the last snapshot: a store idle for longer than the interval does not
+// materialise on the next tick after a single change.
+func TestMaterializeIntervalCountsFromTheFirstChange(t *testing.T) {
+	ctx := context.Background()
+	const interval = 200 * time.Millisecond
+	o := newOperator(t, newStorage(t, dstltest.NewBackend()), "op-0", allGroups, statestore.Config{MaterializeInterval: interval})
+	time.Sleep(2 * interval) // idle
+	if err := o.kv.Put("a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.cp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	logged := time.Now()
+	time.Sleep(interval / 2)
+	if n := o.cp.Stats().Materializations; n != 0 {
+		t.Fatalf("materialised %v after the first change, the interval is %v", time.Since(logged), interval)
+	}
+	for o.cp.Stats().Materializations == 0 && time.Since(logged) < 5*time.Second {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := o.cp.Stats().Materializations; n != 1 {
+		t.Fatalf("%d materialisations %v after the change", n, time.Since(logged))
+	}
+	// Nothing changed since: no more snapshots.
+	time.Sleep(2 * interval)
+	if n := o.cp.Stats().Materializations; n != 1 {
+		t.Errorf("%d materialisations without a change", n)
+	}
+}

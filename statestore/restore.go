@@ -167,7 +167,11 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 	}
 	c.from = c.w.NextSequenceNumber()
 	c.logBytes.Store(0)
-	c.lastMat = time.Now()
+	// The replayed log is due for a snapshot like changes logged now.
+	c.firstLogged.Store(0)
+	if len(logs) > 0 {
+		c.firstLogged.Store(time.Now().UnixNano())
+	}
 	c.stats.LastRestore = rep
 	c.restoreErr = nil
 	return nil
