@@ -6,9 +6,11 @@
 // without the crash.
 //
 //	wordcount run    [flags]   the service: count the stream, print the counts at its end
-//	wordcount verify [flags]   start the service, kill it (SIGKILL) at a random
-//	                           moment, restart it, and compare its counts with a
-//	                           run without the crash (exit 1 if they differ)
+//	wordcount verify [flags]   start the service, wait for its first completed
+//	                           checkpoint, kill it (SIGKILL) at a random moment
+//	                           after that, restart it, and check that it restored
+//	                           a checkpoint and that its counts are those of a run
+//	                           without the crash (exit 1 if not)
 //
 // With no -base-path, verify works in a new temporary directory (the local
 // backend). Any base path of the dstl backends works, for instance MinIO:
@@ -116,8 +118,11 @@ func expected(seed uint64, records int64) map[string]int64 {
 }
 
 const (
-	offsetKey      = "stream-offset"
-	maxParallelism = 128
+	// restoredMessage starts the line a run prints when it restored a
+	// checkpoint; verify checks that the restarted run printed it.
+	restoredMessage = "restored checkpoint"
+	offsetKey       = "stream-offset"
+	maxParallelism  = 128
 )
 
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -213,8 +218,8 @@ func run(ctx context.Context, o options, log *slog.Logger, progress io.Writer) (
 	}
 	if last != nil {
 		r := cp.Stats().LastRestore
-		fmt.Fprintf(progress, "wordcount: restored checkpoint %d in %v: offset %d, %d words; %d snapshot(s) (%d local), %d change sets (%d local)\n",
-			last.CheckpointID, time.Since(t0).Round(time.Millisecond), offset, counts.Len(), r.Snapshots, r.LocalSnapshots,
+		fmt.Fprintf(progress, "wordcount: %s %d in %v: offset %d, %d words; %d snapshot(s) (%d local), %d change sets (%d local)\n",
+			restoredMessage, last.CheckpointID, time.Since(t0).Round(time.Millisecond), offset, counts.Len(), r.Snapshots, r.LocalSnapshots,
 			r.Log.LocalSets+r.Log.RemoteSets, r.Log.LocalSets)
 	} else {
 		fmt.Fprintf(progress, "wordcount: first start, %d records to count\n", o.records)
