@@ -54,6 +54,10 @@ type Windowed[K any] struct {
 // logged with the window start as its timestamp, in the key group of the
 // key, so all windows of a key live in one key group. It is safe for
 // concurrent use.
+//
+// A restore from several instances (rescaling) takes the largest of their
+// stream times: windows that the slower instance still held but that are
+// expired at the merged stream time are dropped.
 type WindowStore[K, V any] struct {
 	storeBase
 	kc        Codec[K]

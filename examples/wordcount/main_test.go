@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // TestMain lets the test binary play the service: verify starts it as a
@@ -101,5 +104,48 @@ func TestStreamIsPinned(t *testing.T) {
 	if len(c) != 103 || total != 3493 || c["the"] != 167 || c["of"] != 140 || c["and"] != 122 {
 		t.Errorf("seed 7, 1000 records: %d distinct words, %d in all, the %d, of %d, and %d; want 103, 3493, 167, 140, 122",
 			len(c), total, c["the"], c["of"], c["and"])
+	}
+}
+
+// TestOldLogObjectsDeleted: after a run without a crash, the only log
+// objects left are those the last checkpoint names; the older ones were
+// deleted as checkpoints completed.
+func TestOldLogObjectsDeleted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the service for a second")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	c, _ := testCommand(ctx, "-base-path", dir, "-job-id", "job", "-records", "8000", "-rate", "8000",
+		"-checkpoint-interval", "100ms", "-materialize-interval", "300ms", "-output", filepath.Join(dir, "counts.json"))
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	b, _, err := dstl.OpenBackend(ctx, "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cs := checkpointStore{backend: b, prefix: dstl.ObjectPrefix("job") + "checkpoints/"}
+	last, err := cs.latest(ctx)
+	if err != nil || last == nil {
+		t.Fatalf("last checkpoint: %v, %v", last, err)
+	}
+	if last.CheckpointID < 5 {
+		t.Fatalf("only %d checkpoints", last.CheckpointID)
+	}
+	kept := logObjects(last)
+	var left []string
+	err = b.List(ctx, dstl.ObjectPrefix("job"), func(o dstl.ObjectInfo) error {
+		if strings.HasSuffix(o.Name, dstl.ObjectSuffix) && !kept[o.Name] {
+			left = append(left, o.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("%d log objects that checkpoint %d does not name are left: %q", len(left), last.CheckpointID, left)
 	}
 }
