@@ -35,9 +35,12 @@ type Config struct {
 	// reach this many bytes, the stores are materialised. Default
 	// DefaultMaterializeSize; negative: never by size.
 	MaterializeSize int64
-	// MaterializeInterval: changes logged longer ago than this since the
-	// last snapshot are materialised. Default DefaultMaterializeInterval
-	// (Flink's periodic materialisation interval); negative: never by age.
+	// MaterializeInterval: once the oldest change logged since the last
+	// snapshot (appended by a flush or a checkpoint, or replayed by the
+	// restore) is this old, the stores are materialised. A store idle for
+	// long is thus not materialised right after its next change. Default
+	// DefaultMaterializeInterval (Flink's periodic materialisation
+	// interval); negative: never by age.
 	MaterializeInterval time.Duration
 	// Logger receives the background materialisation's errors. Default
 	// slog.Default().
@@ -121,8 +124,11 @@ type Checkpointer struct {
 	localDir string // of local snapshot copies; "" without local recovery
 
 	logBytes atomic.Int64
-	trigger  chan struct{}
-	matMu    sync.Mutex // one materialisation at a time
+	// firstLogged is when the oldest change since the last snapshot was
+	// logged (Unix nanoseconds; 0: none).
+	firstLogged atomic.Int64
+	trigger     chan struct{}
+	matMu       sync.Mutex // one materialisation at a time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -133,6 +139,7 @@ type Checkpointer struct {
 	mu            sync.Mutex
 	closed        bool
 	restoring     bool
+	restoreErr    error // of the last InitializeState, until one succeeds
 	stores        []internalStore
 	byName        map[string]internalStore
 	from          dstl.SequenceNumber // first change set since the snapshot
@@ -144,7 +151,6 @@ type Checkpointer struct {
 	persisting    int
 	truncateTo    dstl.SequenceNumber
 	truncated     dstl.SequenceNumber
-	lastMat       time.Time
 	lastCompleted int64
 	stats         Stats
 }
@@ -158,7 +164,19 @@ type pendingCheckpoint struct {
 	from, to  dstl.SequenceNumber
 	done      bool // the persist resolved: from and to are known
 	snapshots []SnapshotRef
+	// outcome is what a notification said before the persist resolved:
+	// SnapshotState passes it on to the log once it has from and to.
+	outcome checkpointOutcome
 }
+
+type checkpointOutcome int
+
+const (
+	outcomePending checkpointOutcome = iota
+	outcomeCompleted
+	outcomeAborted
+	outcomeSubsumed // a later checkpoint completed first
+)
 
 // NewCheckpointer opens a writer for cfg.Operator on storage and starts the
 // background materialisation. Register the stores, made with the writer of
@@ -197,7 +215,6 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 		byName:  map[string]internalStore{},
 		pending: map[int64]*pendingCheckpoint{},
 		owned:   map[string]bool{},
-		lastMat: time.Now(),
 	}
 	if scfg.LocalRecoveryEnabled {
 		c.localDir = scfg.LocalRecoveryDir
@@ -252,6 +269,9 @@ func (c *Checkpointer) Register(stores ...Store) error {
 // logged counts bytes appended by the stores and wakes the materialiser
 // when they pass the size.
 func (c *Checkpointer) logged(n int64) {
+	if n > 0 {
+		c.firstLogged.CompareAndSwap(0, time.Now().UnixNano())
+	}
 	if t := c.logBytes.Add(n); c.cfg.MaterializeSize > 0 && t >= c.cfg.MaterializeSize {
 		select {
 		case c.trigger <- struct{}{}:
@@ -307,6 +327,10 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
+	if c.restoreErr != nil {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("statestore: checkpoint %d: %w: %v", id, ErrRestoreFailed, c.restoreErr)
+	}
 	if c.pending[id] != nil || id <= c.lastCompleted {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("statestore: checkpoint %d: taken already, or not newer than completed checkpoint %d", id, c.lastCompleted)
@@ -336,10 +360,19 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 	c.persisting--
 	c.truncateLocked()
 	if err != nil {
-		delete(c.pending, id)
+		if p.outcome == outcomePending {
+			delete(c.pending, id)
+		}
 		return nil, fmt.Errorf("statestore: checkpoint %d: %w", id, err)
 	}
 	p.from, p.to, p.done = res.From, res.To, true
+	// A notification that came while the upload ran is passed on now.
+	switch p.outcome {
+	case outcomeCompleted:
+		c.w.Confirm(p.from, p.to, id)
+	case outcomeAborted:
+		c.w.Reset(p.from, p.to, id)
+	}
 	h.Logs = append(h.Logs, LogRef{Remote: res.Remote, Local: res.Local})
 	return h, nil
 }
@@ -347,6 +380,9 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 // NotifyCheckpointComplete tells the log that the checkpoint completed
 // (dstl.Writer.Confirm) and deletes the snapshot objects that no retained
 // checkpoint references any more. Older pending checkpoints are subsumed.
+// It may come while the checkpoint's SnapshotState still waits for its
+// upload: the log learns it when the upload is done (and nothing, if the
+// upload fails: the checkpoint could not have completed).
 func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointID int64) error {
 	c.mu.Lock()
 	p := c.pending[checkpointID]
@@ -357,9 +393,13 @@ func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointI
 	if p.done {
 		c.w.Confirm(p.from, p.to, checkpointID)
 	}
+	p.outcome = outcomeCompleted
 	c.confirmed, c.lastCompleted = p.snapshots, checkpointID
-	for id := range c.pending {
+	for id, q := range c.pending {
 		if id <= checkpointID {
+			if id < checkpointID {
+				q.outcome = outcomeSubsumed
+			}
 			delete(c.pending, id)
 		}
 	}
@@ -370,6 +410,8 @@ func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointI
 
 // NotifyCheckpointAborted tells the log that the checkpoint was aborted
 // (dstl.Writer.Reset) and deletes the snapshot objects only it referenced.
+// Like NotifyCheckpointComplete, it may come while SnapshotState still
+// waits for the upload.
 func (c *Checkpointer) NotifyCheckpointAborted(ctx context.Context, checkpointID int64) error {
 	c.mu.Lock()
 	p := c.pending[checkpointID]
@@ -380,6 +422,7 @@ func (c *Checkpointer) NotifyCheckpointAborted(ctx context.Context, checkpointID
 	if p.done {
 		c.w.Reset(p.from, p.to, checkpointID)
 	}
+	p.outcome = outcomeAborted
 	delete(c.pending, checkpointID)
 	doomed := c.unreferencedLocked()
 	c.mu.Unlock()

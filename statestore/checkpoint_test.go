@@ -330,3 +330,172 @@ func TestCheckpointErrors(t *testing.T) {
 		t.Error("registered a store of another log")
 	}
 }
+
+// TestNotifyBeforeSnapshotStateReturns: a checkpoint's completion (or
+// abort) may reach the checkpointer while its SnapshotState still waits for
+// the upload; the log learns it (Confirm, Reset) once the upload is done.
+// A confirmed checkpoint's log objects outlive the truncation of the log;
+// an aborted one's are deleted with it.
+func TestNotifyBeforeSnapshotStateReturns(t *testing.T) {
+	for _, abort := range []bool{false, true} {
+		t.Run(map[bool]string{false: "complete", true: "abort"}[abort], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			b := dstltest.NewBackend()
+			o := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			newWorkload(5).run(t, o, 200)
+			want := dump(t, o)
+			b.SetFault(dstltest.StallFirst(dstltest.OpPut))
+			type result struct {
+				h   *statestore.CheckpointHandle
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				h, err := o.cp.SnapshotState(ctx, statestore.CheckpointInfo{CheckpointID: 1})
+				done <- result{h, err}
+			}()
+			if err := b.WaitStalled(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			notify := o.cp.NotifyCheckpointComplete
+			if abort {
+				notify = o.cp.NotifyCheckpointAborted
+			}
+			if err := notify(ctx, 1); err != nil {
+				t.Fatalf("notified while the upload runs: %v", err)
+			}
+			b.SetFault(nil)
+			b.ReleaseStalls()
+			r := <-done
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			var objects []string
+			for _, e := range r.h.Logs[len(r.h.Logs)-1].Remote.Entries {
+				objects = append(objects, e.Object)
+			}
+			if len(objects) == 0 {
+				t.Fatal("the handle names no log object")
+			}
+			// A snapshot truncates the log before it: what no confirmed
+			// checkpoint holds is deleted.
+			if err := o.cp.Materialize(ctx); err != nil {
+				t.Fatal(err)
+			}
+			deleted := func() int {
+				n := 0
+				for _, obj := range objects {
+					if _, ok := b.ObjectBytes(obj); !ok {
+						n++
+					}
+				}
+				return n
+			}
+			if abort {
+				deadline := time.Now().Add(5 * time.Second)
+				for deleted() < len(objects) && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if n := deleted(); n < len(objects) {
+					t.Fatalf("%d of the aborted checkpoint's %d log objects left", len(objects)-n, len(objects))
+				}
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // time for a wrong deletion
+			if n := deleted(); n > 0 {
+				t.Fatalf("%d of the completed checkpoint's %d log objects deleted", n, len(objects))
+			}
+			o.cp.Close()
+			r2 := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			restore(t, r2, r.h)
+			diff(t, want, dump(t, r2))
+		})
+	}
+}
+
+// TestFailedRestore: a restore that fails part way leaves the stores empty,
+// with logging off, and the checkpointer refuses to checkpoint or
+// materialise (ErrRestoreFailed) until a restore succeeds.
+func TestFailedRestore(t *testing.T) {
+	ctx := context.Background()
+	b := dstltest.NewBackend()
+	o := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+	h, want := scenario(t, o, true)
+	o.cp.Close()
+	if len(h.Snapshots) == 0 || len(h.Logs) == 0 {
+		t.Fatalf("handle %+v: want a snapshot and a log", h)
+	}
+	// The log after the snapshot cannot be read: the snapshot loads, the
+	// replay fails.
+	logObj := h.Logs[len(h.Logs)-1].Remote.Entries[0].Object
+	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+		if op == dstltest.OpGet && name == logObj {
+			return dstltest.Fault{Err: errors.New("unreachable")}
+		}
+		return dstltest.Fault{}
+	})
+
+	r := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+	if err := r.kv.Put("before", "restore"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cp.InitializeState(ctx, statestore.CheckpointInfo{CheckpointID: 3}, h); err == nil {
+		t.Fatal("restored from a damaged log")
+	}
+	for _, s := range []interface {
+		statestore.Store
+		Len() int
+	}{r.kv, r.win, r.ver} {
+		if s.Len() != 0 || s.Logging() {
+			t.Errorf("store %s after a failed restore: %d entries, logging %v; want empty, off", s.Name(), s.Len(), s.Logging())
+		}
+	}
+	if _, err := r.cp.SnapshotState(ctx, statestore.CheckpointInfo{CheckpointID: 4}); !errors.Is(err, statestore.ErrRestoreFailed) {
+		t.Errorf("SnapshotState after a failed restore: %v", err)
+	}
+	if err := r.cp.Materialize(ctx); !errors.Is(err, statestore.ErrRestoreFailed) {
+		t.Errorf("Materialize after a failed restore: %v", err)
+	}
+	// Once the restore succeeds, all is as usual.
+	b.SetFault(nil)
+	restore(t, r, h)
+	diff(t, want, dump(t, r))
+	if !r.kv.Logging() {
+		t.Error("logging off after a successful restore")
+	}
+	checkpoint(t, r, 4)
+}
+
+// TestMaterializeIntervalCountsFromTheFirstChange: the interval is the age
+// of the oldest change logged since the last snapshot, not the time since
+// the last snapshot: a store idle for longer than the interval does not
+// materialise on the next tick after a single change.
+func TestMaterializeIntervalCountsFromTheFirstChange(t *testing.T) {
+	ctx := context.Background()
+	const interval = 200 * time.Millisecond
+	o := newOperator(t, newStorage(t, dstltest.NewBackend()), "op-0", allGroups, statestore.Config{MaterializeInterval: interval})
+	time.Sleep(2 * interval) // idle
+	if err := o.kv.Put("a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.cp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	logged := time.Now()
+	time.Sleep(interval / 2)
+	if n := o.cp.Stats().Materializations; n != 0 {
+		t.Fatalf("materialised %v after the first change, the interval is %v", time.Since(logged), interval)
+	}
+	for o.cp.Stats().Materializations == 0 && time.Since(logged) < 5*time.Second {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := o.cp.Stats().Materializations; n != 1 {
+		t.Fatalf("%d materialisations %v after the change", n, time.Since(logged))
+	}
+	// Nothing changed since: no more snapshots.
+	time.Sleep(2 * interval)
+	if n := o.cp.Stats().Materializations; n != 1 {
+		t.Errorf("%d materialisations without a change", n)
+	}
+}

@@ -37,6 +37,36 @@
 // store's snapshot as one object through the storage's backend and
 // truncates the log before it.
 //
+// # Who deletes what
+//
+//   - Snapshot objects (JOB/statestore/OPERATOR/UUIDv7.snap): the
+//     Checkpointer that wrote them deletes them once neither its current
+//     state, nor its latest completed checkpoint, nor a pending one
+//     references them. Snapshots restored after a rescale (several handles,
+//     or another instance's) are shared by the new instances and deleted by
+//     none of them: the job deletes them once no retained checkpoint
+//     handle names them (CheckpointHandle.Snapshots). `dstl gc` never
+//     deletes snapshot objects.
+//   - Log objects (JOB/UUIDv7.dstl) not covered by a completed checkpoint:
+//     the storage deletes them once truncated or aborted.
+//   - Log objects of completed checkpoints belong to the job
+//     (dstl.Writer.Confirm): when it drops a checkpoint, it deletes the log
+//     objects that the checkpoint's handle names and no retained one does
+//     (CheckpointHandle.Logs; examples/wordcount does so).
+//   - What a crash leaves behind (objects uploaded after the last completed
+//     checkpoint, deletions not done): `dstl gc --base-path URL --job-id ID
+//     --grace DUR --keep HANDLE-FILES...`, which deletes the job's log
+//     objects older than the grace that no kept dstl.Handle references;
+//     keep the log handles of every checkpoint that may still be restored.
+//
+// # Rescaling
+//
+// Several handles restore an operator whose key groups were those of
+// several old instances. Window and versioned stores then take as stream
+// time the largest of the old instances': a merged window store may expire
+// windows that the slower instance still held, and a merged versioned store
+// may drop versions its history retention no longer reaches.
+//
 // The formats of log entries, payloads, snapshot objects and handles are
 // versioned; docs/STATESTORE.md describes them byte by byte.
 package statestore

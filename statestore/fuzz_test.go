@@ -136,7 +136,21 @@ func FuzzRestoreSnapshot(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []Store{kv, win, ver}
+		// Stores whose codecs reject bytes: their errors are format
+		// errors too.
+		kvInt, err := NewKeyValueStore("kv-int", nil, Int64Codec{}, Int64Codec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		winJSON, err := NewWindowStore("win-json", nil, StringCodec{}, JSONCodec[map[string]int]{}, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		verInt, err := NewVersionedStore("ver-int", nil, StringCodec{}, Int64Codec{}, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []Store{kv, win, ver, kvInt, winJSON, verInt}
 	}
 	for i, s := range stores(f) {
 		p, err := s.Snapshot()
@@ -144,6 +158,20 @@ func FuzzRestoreSnapshot(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(p, uint8(i))
+	}
+	// Payloads of string stores, whose values (and keys) the int64 and
+	// JSON stores cannot decode.
+	all := stores(f)
+	kv, win, ver := all[0].(*KeyValueStore[string, string]), all[1].(*WindowStore[string, string]), all[2].(*VersionedStore[string, string])
+	if kv.Put("k", "v") != nil || win.Put("k", 5, "v") != nil || ver.Put("k", "v", 5) != nil {
+		f.Fatal("put")
+	}
+	for i, s := range all[:3] {
+		p, err := s.Snapshot()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(p, uint8(i+3))
 	}
 	f.Fuzz(func(t *testing.T, payload []byte, which uint8) {
 		all := stores(t)

@@ -46,41 +46,32 @@ func NewKeyValueStore[K, V any](name string, log *dstl.Writer, keys Codec[K], va
 	return s, nil
 }
 
-func (s *KeyValueStore[K, V]) encodeKey(k K) ([]byte, int, error) {
-	kb, err := s.kc.Encode(nil, k)
-	if err != nil {
-		return nil, 0, fmt.Errorf("statestore: store %q: key: %w", s.name, err)
-	}
-	kg, err := s.keyGroup(kb)
-	return kb, kg, err
-}
-
 // Put sets the value of k.
 func (s *KeyValueStore[K, V]) Put(k K, v V) error {
-	kb, kg, err := s.encodeKey(k)
+	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return err
-	}
-	var vb []byte
-	if s.logging.Load() {
-		if vb, err = s.vc.Encode(nil, v); err != nil {
-			return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
-		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
+	vb, logged, err := encodeLogged(&s.storeBase, s.vc, v)
+	if err != nil {
+		return err
+	}
 	s.tree.ReplaceOrInsert(kvItem[K, V]{key: string(kb), k: k, v: v})
-	s.record(Change{KeyGroup: kg, Key: kb, Value: vb})
+	if logged {
+		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb})
+	}
 	return nil
 }
 
 // Get returns the value of k, and whether there is one.
 func (s *KeyValueStore[K, V]) Get(k K) (V, bool, error) {
 	var zero V
-	kb, _, err := s.encodeKey(k)
+	kb, _, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return zero, false, err
 	}
@@ -95,7 +86,7 @@ func (s *KeyValueStore[K, V]) Get(k K) (V, bool, error) {
 
 // Delete removes k and logs a tombstone.
 func (s *KeyValueStore[K, V]) Delete(k K) error {
-	kb, kg, err := s.encodeKey(k)
+	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return err
 	}
@@ -173,31 +164,13 @@ func (s *KeyValueStore[K, V]) PrefixScan(prefix K) (iter.Seq2[K, V], error) {
 // ApplyChange applies a put or a tombstone read back from the log, without
 // logging it.
 func (s *KeyValueStore[K, V]) ApplyChange(c Change) error {
-	if c.KeyGroup == dstl.MetaKeyGroup {
-		return nil
-	}
-	if _, err := s.keyGroup(c.Key); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if c.Tombstone {
-		s.tree.Delete(kvItem[K, V]{key: string(c.Key)})
-		return nil
-	}
-	k, err := s.kc.Decode(c.Key)
-	if err != nil {
-		return fmt.Errorf("statestore: store %q: key: %w", s.name, err)
-	}
-	v, err := s.vc.Decode(c.Value)
-	if err != nil {
-		return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
-	}
-	s.tree.ReplaceOrInsert(kvItem[K, V]{key: string(c.Key), k: k, v: v})
-	return nil
+	return applyLogged(&s.storeBase, s.kc, s.vc, c, false, nil, func(k K, v V) {
+		if c.Tombstone {
+			s.tree.Delete(kvItem[K, V]{key: string(c.Key)})
+			return
+		}
+		s.tree.ReplaceOrInsert(kvItem[K, V]{key: string(c.Key), k: k, v: v})
+	})
 }
 
 // Clear removes every key and buffered change, logging nothing.
@@ -210,32 +183,25 @@ func (s *KeyValueStore[K, V]) Clear() {
 
 // Snapshot encodes the store into one payload (kind "kv", version 1): the
 // number of keys, then each key and value, length-prefixed, in key order.
-func (s *KeyValueStore[K, V]) Snapshot() ([]byte, error) {
-	s.mu.Lock()
-	enc := s.captureLocked()
-	s.mu.Unlock()
-	return enc()
-}
+func (s *KeyValueStore[K, V]) Snapshot() ([]byte, error) { return snapshotOf(s) }
 
 func (s *KeyValueStore[K, V]) captureLocked() func() ([]byte, error) {
 	t := s.tree.Clone()
 	return func() ([]byte, error) {
-		b := appendPayloadHeader(nil, KindKeyValue, kvVersion)
-		b = binary.AppendUvarint(b, uint64(t.Len()))
-		var err error
-		var vb []byte
-		t.Ascend(func(it kvItem[K, V]) bool {
-			if vb, err = s.vc.Encode(vb[:0], it.v); err != nil {
-				return false
-			}
-			b = appendString(b, it.key)
-			b = appendBytes(b, vb)
-			return true
+		return s.encodePayload(func(b []byte) ([]byte, error) {
+			b = binary.AppendUvarint(b, uint64(t.Len()))
+			var err error
+			var vb []byte
+			t.Ascend(func(it kvItem[K, V]) bool {
+				if vb, err = s.vc.Encode(vb[:0], it.v); err != nil {
+					return false
+				}
+				b = appendString(b, it.key)
+				b = appendBytes(b, vb)
+				return true
+			})
+			return b, err
 		})
-		if err != nil {
-			return nil, fmt.Errorf("statestore: store %q: snapshot: %w", s.name, err)
-		}
-		return finishChecksum(b), nil
 	}
 }
 
@@ -246,54 +212,44 @@ func (s *KeyValueStore[K, V]) RestoreSnapshot(payload []byte) error {
 }
 
 func (s *KeyValueStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
-	body, err := openPayload(payload, KindKeyValue, kvVersion)
-	if err != nil {
-		return fmt.Errorf("statestore: store %q: %w", s.name, err)
-	}
-	d := decoder{b: body}
-	n := d.count()
-	items := make([]kvItem[K, V], 0, n)
-	var prev []byte
-	for i := 0; i < n && d.err == nil; i++ {
-		kb, vb := d.bytes(), d.bytes()
-		if d.err != nil {
-			break
+	var items []kvItem[K, V]
+	parse := func(d *decoder) {
+		n := d.count()
+		items = make([]kvItem[K, V], 0, n)
+		var prev []byte
+		for i := 0; i < n && d.err == nil; i++ {
+			kb, vb := d.bytes(), d.bytes()
+			if d.err != nil {
+				break
+			}
+			if i > 0 && bytes.Compare(prev, kb) >= 0 {
+				d.fail(fmt.Errorf("keys out of order"))
+				break
+			}
+			prev = kb
+			if !kgr.Contains(KeyGroup(kb, s.maxP)) {
+				continue
+			}
+			k, err := s.kc.Decode(kb)
+			if err != nil {
+				d.fail(fmt.Errorf("key: %w", err))
+				break
+			}
+			v, err := s.vc.Decode(vb)
+			if err != nil {
+				d.fail(fmt.Errorf("value: %w", err))
+				break
+			}
+			items = append(items, kvItem[K, V]{key: string(kb), k: k, v: v})
 		}
-		if i > 0 && bytes.Compare(prev, kb) >= 0 {
-			d.fail(fmt.Errorf("keys out of order"))
-			break
+	}
+	return s.loadPayload(payload, parse, func() {
+		if wipe {
+			s.tree.Clear(false)
+			s.clearLocked()
 		}
-		prev = kb
-		if !kgr.Contains(KeyGroup(kb, s.maxP)) {
-			continue
+		for _, it := range items {
+			s.tree.ReplaceOrInsert(it)
 		}
-		k, err := s.kc.Decode(kb)
-		if err != nil {
-			return fmt.Errorf("statestore: store %q: snapshot key: %w", s.name, err)
-		}
-		v, err := s.vc.Decode(vb)
-		if err != nil {
-			return fmt.Errorf("statestore: store %q: snapshot value: %w", s.name, err)
-		}
-		items = append(items, kvItem[K, V]{key: string(kb), k: k, v: v})
-	}
-	if d.err == nil && len(d.b) > 0 {
-		d.fail(fmt.Errorf("trailing bytes"))
-	}
-	if d.err != nil {
-		return fmt.Errorf("statestore: store %q: %w: %v", s.name, ErrSnapshotFormat, d.err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if wipe {
-		s.tree.Clear(false)
-		s.clearLocked()
-	}
-	for _, it := range items {
-		s.tree.ReplaceOrInsert(it)
-	}
-	return nil
+	})
 }

@@ -42,15 +42,16 @@ func (c *Checkpointer) run() {
 func (c *Checkpointer) due() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.restoring {
+	if c.closed || c.restoring || c.restoreErr != nil {
 		return false
 	}
 	n := c.logBytes.Load()
 	if c.cfg.MaterializeSize > 0 && n >= c.cfg.MaterializeSize {
 		return true
 	}
-	return c.cfg.MaterializeInterval > 0 && (n > 0 || len(c.restoredLogs) > 0) &&
-		time.Since(c.lastMat) >= c.cfg.MaterializeInterval
+	first := c.firstLogged.Load()
+	return c.cfg.MaterializeInterval > 0 && first != 0 &&
+		time.Since(time.Unix(0, first)) >= c.cfg.MaterializeInterval
 }
 
 // Materialize writes a snapshot of every store now, as one object through
@@ -64,10 +65,14 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 	defer c.matMu.Unlock()
 
 	c.mu.Lock()
-	if c.closed || c.restoring {
+	if c.closed || c.restoring || c.restoreErr != nil {
+		err := c.restoreErr
 		c.mu.Unlock()
-		if c.closed {
+		switch {
+		case c.closed:
 			return ErrClosed
+		case err != nil:
+			return fmt.Errorf("statestore: materialise: %w: %v", ErrRestoreFailed, err)
 		}
 		return nil
 	}
@@ -84,6 +89,9 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 		c.mu.Unlock()
 		return nil
 	}
+	// The changes before the cut go into the snapshot; the age of those
+	// after it counts from their own first one.
+	first := c.firstLogged.Swap(0)
 	sqn := c.w.NextSequenceNumber()
 	obj := &snapshotObject{operator: c.cfg.Operator, kgr: c.cfg.KeyGroups, maxP: c.cfg.MaxParallelism, from: sqn}
 	encs := make([]func() ([]byte, error), len(c.stores))
@@ -98,6 +106,14 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 	name, size, err := c.writeSnapshot(ctx, obj, encs)
 	c.mu.Lock()
 	if err != nil {
+		// The changes before the cut are still to materialise: their
+		// age stands.
+		for first != 0 {
+			cur := c.firstLogged.Load()
+			if (cur != 0 && cur <= first) || c.firstLogged.CompareAndSwap(cur, first) {
+				break
+			}
+		}
 		c.stats.MaterializeFailures++
 		c.mu.Unlock()
 		return fmt.Errorf("statestore: materialise: %w", err)
@@ -107,7 +123,6 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 	c.current = []SnapshotRef{{Object: name, Size: size}}
 	c.restoredLogs = nil
 	c.from = sqn
-	c.lastMat = time.Now()
 	c.stats.Materializations++
 	c.stats.SnapshotBytes = size
 	if sqn > c.truncateTo {

@@ -21,7 +21,16 @@ import (
 // log. The stores are wiped first. With local recovery, snapshots and change
 // sets are read from local copies where they are whole, and the local copies
 // that no handle names are deleted. Register every store first.
-func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo, handles ...*CheckpointHandle) error {
+//
+// If the restore fails once it began loading (a snapshot or a change set
+// missing, damaged or unreadable), the stores are wiped and logging stays
+// off: they hold no committed state, and what the operator would do with
+// them would be lost. SnapshotState and Materialize then fail with
+// ErrRestoreFailed. The operator must not process records; it may call
+// InitializeState again (for instance once the storage is reachable), or
+// fail over. A handle rejected before loading (ErrInvalidCheckpointHandle)
+// changes nothing.
+func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo, handles ...*CheckpointHandle) (err error) {
 	var hs []*CheckpointHandle
 	for _, h := range handles {
 		if h != nil {
@@ -73,6 +82,19 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 		s.Clear()
 		s.SetLogging(false)
 	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		// Half-loaded stores are no state at all: empty them, keep
+		// logging off, refuse checkpoints until a restore succeeds.
+		for _, s := range stores {
+			s.Clear()
+		}
+		c.mu.Lock()
+		c.restoreErr = err
+		c.mu.Unlock()
+	}()
 	for _, h := range hs {
 		for _, ref := range h.Snapshots {
 			if err := c.loadSnapshot(ctx, ref, &rep); err != nil {
@@ -145,8 +167,13 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 	}
 	c.from = c.w.NextSequenceNumber()
 	c.logBytes.Store(0)
-	c.lastMat = time.Now()
+	// The replayed log is due for a snapshot like changes logged now.
+	c.firstLogged.Store(0)
+	if len(logs) > 0 {
+		c.firstLogged.Store(time.Now().UnixNano())
+	}
 	c.stats.LastRestore = rep
+	c.restoreErr = nil
 	return nil
 }
 

@@ -39,6 +39,10 @@ var (
 	// ErrUnknownCheckpoint: a checkpoint id that SnapshotState did not
 	// return, or that was completed or aborted already.
 	ErrUnknownCheckpoint = errors.New("statestore: unknown checkpoint")
+	// ErrRestoreFailed: the last InitializeState failed, so the stores
+	// hold no committed state; the checkpointer refuses to checkpoint or
+	// materialise until an InitializeState succeeds.
+	ErrRestoreFailed = errors.New("statestore: the last restore failed")
 	// ErrClosed: the store or checkpointer was closed.
 	ErrClosed = errors.New("statestore: closed")
 )
@@ -310,6 +314,20 @@ func (b *storeBase) record(c Change) {
 	}
 }
 
+// encodeLogged decides, with the store's lock held, whether a put is
+// logged, and then encodes its value. The caller buffers the change (with
+// b.buf) exactly when on, whatever SetLogging does meanwhile, so that a
+// logged put always carries its value.
+func encodeLogged[V any](b *storeBase, vc Codec[V], v V) (vb []byte, on bool, err error) {
+	if !b.logging.Load() {
+		return nil, false, nil
+	}
+	if vb, err = vc.Encode(nil, v); err != nil {
+		return nil, false, fmt.Errorf("statestore: store %q: value: %w", b.name, err)
+	}
+	return vb, true, nil
+}
+
 // keyGroup returns the key group of an encoded key, or an error if the
 // store does not own it.
 func (b *storeBase) keyGroup(key []byte) (int, error) {
@@ -342,4 +360,100 @@ func (b *storeBase) advanceLocked(ts int64) bool {
 		return true
 	}
 	return false
+}
+
+// encodeKey encodes k with kc and returns its key group, which the store
+// must own.
+func encodeKey[K any](b *storeBase, kc Codec[K], k K) ([]byte, int, error) {
+	kb, err := kc.Encode(nil, k)
+	if err != nil {
+		return nil, 0, fmt.Errorf("statestore: store %q: key: %w", b.name, err)
+	}
+	kg, err := b.keyGroup(kb)
+	return kb, kg, err
+}
+
+// snapshotOf is every store's Snapshot: a copy-on-write view captured under
+// the store's lock, encoded after it is released.
+func snapshotOf(s internalStore) ([]byte, error) {
+	b := s.base()
+	b.mu.Lock()
+	enc := s.captureLocked()
+	b.mu.Unlock()
+	return enc()
+}
+
+// encodePayload frames a snapshot payload of the store's kind and version:
+// header, the body that body appends, checksum.
+func (b *storeBase) encodePayload(body func(p []byte) ([]byte, error)) ([]byte, error) {
+	p, err := body(appendPayloadHeader(nil, b.kind, b.version))
+	if err != nil {
+		return nil, fmt.Errorf("statestore: store %q: snapshot: %w", b.name, err)
+	}
+	return finishChecksum(p), nil
+}
+
+// loadPayload is the frame of every restorePayload: it opens the payload
+// (kind, version, checksum), lets parse decode the whole body without the
+// lock (a codec's error included: d.fail), and only if all of it decoded, calls install with the lock held, so
+// that a rejected payload leaves the store as it was.
+func (b *storeBase) loadPayload(payload []byte, parse func(d *decoder), install func()) error {
+	body, err := openPayload(payload, b.kind, b.version)
+	if err != nil {
+		return fmt.Errorf("statestore: store %q: %w", b.name, err)
+	}
+	d := decoder{b: body}
+	parse(&d)
+	if d.err == nil && len(d.b) > 0 {
+		d.fail(errors.New("trailing bytes"))
+	}
+	if d.err != nil {
+		return fmt.Errorf("statestore: store %q: %w: %w", b.name, ErrSnapshotFormat, d.err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	install()
+	return nil
+}
+
+// applyLogged is the frame of every ApplyChange. Under the store's lock it
+// hands the stream time of a metadata change to meta (nil: ignored); of a
+// data change it checks the timestamp (when timed) and the key group,
+// decodes the key and, unless it is a tombstone, the value, and hands them
+// to apply. The stream time a restore reaches counts as logged: it is in
+// the log already.
+func applyLogged[K, V any](b *storeBase, kc Codec[K], vc Codec[V], c Change, timed bool, meta func(ts int64), apply func(k K, v V)) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	defer func() { b.loggedStreamTime = max(b.loggedStreamTime, b.streamTime) }()
+	if c.KeyGroup == dstl.MetaKeyGroup {
+		if c.HasTimestamp && meta != nil {
+			meta(c.Timestamp)
+		}
+		return nil
+	}
+	if timed && !c.HasTimestamp {
+		return fmt.Errorf("%w: store %q: %s change without a timestamp", ErrLogFormat, b.name, b.kind)
+	}
+	if _, err := b.keyGroup(c.Key); err != nil {
+		return err
+	}
+	k, err := kc.Decode(c.Key)
+	if err != nil {
+		return fmt.Errorf("%w: store %q: key: %w", ErrLogFormat, b.name, err)
+	}
+	var v V
+	if !c.Tombstone {
+		if v, err = vc.Decode(c.Value); err != nil {
+			return fmt.Errorf("%w: store %q: value: %w", ErrLogFormat, b.name, err)
+		}
+	}
+	apply(k, v)
+	return nil
 }

@@ -313,3 +313,54 @@ func TestStoreRejectsForeignKeys(t *testing.T) {
 		t.Errorf("put of a key of another key group: %v", err)
 	}
 }
+
+// TestCodecErrorsAreFormatErrors: a payload or a logged change whose key or
+// value the store's codec rejects is a format error (ErrSnapshotFormat,
+// ErrLogFormat), and a rejected payload leaves the store as it was.
+func TestCodecErrorsAreFormatErrors(t *testing.T) {
+	// Stores of strings write what stores of int64 cannot read (not 8 bytes).
+	kvS, _ := statestore.NewKeyValueStore("s", nil, statestore.StringCodec{}, statestore.StringCodec{})
+	wsS, _ := statestore.NewWindowStore("s", nil, statestore.StringCodec{}, statestore.StringCodec{}, 10)
+	vsS, _ := statestore.NewVersionedStore("s", nil, statestore.StringCodec{}, statestore.StringCodec{}, 10)
+	if err := kvS.Put("a", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := wsS.Put("a", 1, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := vsS.Put("a", "x", 1); err != nil {
+		t.Fatal(err)
+	}
+	kvI, _ := statestore.NewKeyValueStore("s", nil, statestore.StringCodec{}, statestore.Int64Codec{})
+	wsI, _ := statestore.NewWindowStore("s", nil, statestore.StringCodec{}, statestore.Int64Codec{}, 10)
+	vsI, _ := statestore.NewVersionedStore("s", nil, statestore.StringCodec{}, statestore.Int64Codec{}, 10)
+	kvK, _ := statestore.NewKeyValueStore("s", nil, statestore.Int64Codec{}, statestore.StringCodec{})
+	bad := statestore.Change{KeyGroup: statestore.KeyGroup([]byte("a"), statestore.DefaultMaxParallelism), Key: []byte("a"),
+		Value: []byte("x"), Timestamp: 1, HasTimestamp: true}
+	for _, tc := range []struct {
+		name     string
+		from, to statestore.Store
+	}{
+		{"kv value", kvS, kvI},
+		{"kv key", kvS, kvK},
+		{"window value", wsS, wsI},
+		{"versioned value", vsS, vsI},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := tc.from.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, _ := tc.to.Snapshot()
+			if err := tc.to.RestoreSnapshot(p); !errors.Is(err, statestore.ErrSnapshotFormat) {
+				t.Errorf("RestoreSnapshot: %v, want ErrSnapshotFormat", err)
+			}
+			if after, _ := tc.to.Snapshot(); !slices.Equal(before, after) {
+				t.Error("a rejected payload changed the store")
+			}
+			if err := tc.to.ApplyChange(bad); !errors.Is(err, statestore.ErrLogFormat) {
+				t.Errorf("ApplyChange: %v, want ErrLogFormat", err)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"iter"
@@ -80,33 +81,19 @@ func (s *VersionedStore[K, V]) horizon() int64 {
 	return s.streamTime - s.retention
 }
 
+// compareTimestamp orders a version against a time, for binary searches.
+func compareTimestamp[V any](v Version[V], t int64) int { return cmp.Compare(v.Timestamp, t) }
+
 // visible returns the versions a query can still reach at horizon h: the
 // one valid at h and all later ones.
 func visible[V any](vs []Version[V], h int64) []Version[V] {
-	i, _ := slices.BinarySearchFunc(vs, h, func(v Version[V], t int64) int {
-		switch {
-		case v.Timestamp < t:
-			return -1
-		case v.Timestamp > t:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearchFunc(vs, h, compareTimestamp[V])
 	// vs[i] is the first version at or after h; the one before it is
 	// valid at h unless vs[i] starts exactly at h.
 	if i > 0 && (i == len(vs) || vs[i].Timestamp > h) {
 		i--
 	}
 	return vs[i:]
-}
-
-func (s *VersionedStore[K, V]) encodeKey(k K) ([]byte, int, error) {
-	kb, err := s.kc.Encode(nil, k)
-	if err != nil {
-		return nil, 0, fmt.Errorf("statestore: store %q: key: %w", s.name, err)
-	}
-	kg, err := s.keyGroup(kb)
-	return kb, kg, err
 }
 
 // Put records v as the value of k from ts on. It advances the stream time;
@@ -122,27 +109,30 @@ func (s *VersionedStore[K, V]) Delete(k K, ts int64) error {
 }
 
 func (s *VersionedStore[K, V]) change(k K, v V, ts int64, deleted bool) error {
-	kb, kg, err := s.encodeKey(k)
+	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return err
-	}
-	var vb []byte
-	if s.logging.Load() && !deleted {
-		if vb, err = s.vc.Encode(nil, v); err != nil {
-			return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
-		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
+	var vb []byte
+	logged := s.logging.Load()
+	if !deleted {
+		if vb, logged, err = encodeLogged(&s.storeBase, s.vc, v); err != nil {
+			return err
+		}
+	}
 	s.advanceLocked(ts)
 	if ts < s.horizon() {
 		return nil
 	}
 	s.insertLocked(string(kb), k, Version[V]{Timestamp: ts, Value: v, Deleted: deleted})
-	s.record(Change{KeyGroup: kg, Key: kb, Value: vb, Tombstone: deleted, Timestamp: ts, HasTimestamp: true})
+	if logged {
+		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb, Tombstone: deleted, Timestamp: ts, HasTimestamp: true})
+	}
 	return nil
 }
 
@@ -154,15 +144,7 @@ func (s *VersionedStore[K, V]) insertLocked(key string, k K, ver Version[V]) {
 		it = verItem[K, V]{key: key, k: k}
 	}
 	old := it.vs
-	i, found := slices.BinarySearchFunc(old, ver.Timestamp, func(v Version[V], t int64) int {
-		switch {
-		case v.Timestamp < t:
-			return -1
-		case v.Timestamp > t:
-			return 1
-		}
-		return 0
-	})
+	i, found := slices.BinarySearchFunc(old, ver.Timestamp, compareTimestamp[V])
 	vs := make([]Version[V], 0, len(old)+1)
 	vs = append(vs, old[:i]...)
 	vs = append(vs, ver)
@@ -184,7 +166,7 @@ func (s *VersionedStore[K, V]) Get(k K) (v V, ts int64, ok bool, err error) {
 // version; ok is false when it had none, when it was deleted, or when asOf
 // is older than the history retention reaches.
 func (s *VersionedStore[K, V]) GetAsOf(k K, asOf int64) (v V, ts int64, ok bool, err error) {
-	kb, _, err := s.encodeKey(k)
+	kb, _, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return v, 0, false, err
 	}
@@ -214,7 +196,7 @@ func (s *VersionedStore[K, V]) GetAsOf(k K, asOf int64) (v V, ts int64, ok bool,
 // History yields the versions of k that a query can still reach, oldest
 // first, deletions included.
 func (s *VersionedStore[K, V]) History(k K) ([]Version[V], error) {
-	kb, _, err := s.encodeKey(k)
+	kb, _, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return nil, err
 	}
@@ -246,38 +228,11 @@ func (s *VersionedStore[K, V]) Len() int {
 // A logged version was accepted when it was put, so it is inserted whatever
 // the stream time; versions no query can reach are dropped as usual.
 func (s *VersionedStore[K, V]) ApplyChange(c Change) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	// The stream time a restore reaches is in the log already.
-	defer func() { s.loggedStreamTime = max(s.loggedStreamTime, s.streamTime) }()
-	if c.KeyGroup == dstl.MetaKeyGroup {
-		if c.HasTimestamp {
-			s.advanceLocked(c.Timestamp)
-		}
-		return nil
-	}
-	if !c.HasTimestamp {
-		return fmt.Errorf("%w: store %q: versioned change without a timestamp", ErrLogFormat, s.name)
-	}
-	if _, err := s.keyGroup(c.Key); err != nil {
-		return err
-	}
-	k, err := s.kc.Decode(c.Key)
-	if err != nil {
-		return fmt.Errorf("statestore: store %q: key: %w", s.name, err)
-	}
-	ver := Version[V]{Timestamp: c.Timestamp, Deleted: c.Tombstone}
-	if !c.Tombstone {
-		if ver.Value, err = s.vc.Decode(c.Value); err != nil {
-			return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
-		}
-	}
-	s.advanceLocked(c.Timestamp)
-	s.insertLocked(string(c.Key), k, ver)
-	return nil
+	advance := func(ts int64) { s.advanceLocked(ts) }
+	return applyLogged(&s.storeBase, s.kc, s.vc, c, true, advance, func(k K, v V) {
+		s.advanceLocked(c.Timestamp)
+		s.insertLocked(string(c.Key), k, Version[V]{Timestamp: c.Timestamp, Value: v, Deleted: c.Tombstone})
+	})
 }
 
 // Clear removes every key and buffered change and resets the stream time,
@@ -293,43 +248,36 @@ func (s *VersionedStore[K, V]) Clear() {
 // the number of keys, then per key (by key) the key (length-prefixed), the
 // number of reachable versions and each version's timestamp, a deletion flag
 // byte and, unless deleted, its value (length-prefixed).
-func (s *VersionedStore[K, V]) Snapshot() ([]byte, error) {
-	s.mu.Lock()
-	enc := s.captureLocked()
-	s.mu.Unlock()
-	return enc()
-}
+func (s *VersionedStore[K, V]) Snapshot() ([]byte, error) { return snapshotOf(s) }
 
 func (s *VersionedStore[K, V]) captureLocked() func() ([]byte, error) {
 	t, st, h := s.tree.Clone(), s.streamTime, s.horizon()
 	return func() ([]byte, error) {
-		b := appendPayloadHeader(nil, KindVersioned, versionedVersion)
-		b = binary.AppendVarint(b, st)
-		b = binary.AppendUvarint(b, uint64(t.Len()))
-		var err error
-		var vb []byte
-		t.Ascend(func(it verItem[K, V]) bool {
-			vs := visible(it.vs, h)
-			b = appendString(b, it.key)
-			b = binary.AppendUvarint(b, uint64(len(vs)))
-			for _, ver := range vs {
-				b = binary.AppendVarint(b, ver.Timestamp)
-				if ver.Deleted {
-					b = append(b, 1)
-					continue
+		return s.encodePayload(func(b []byte) ([]byte, error) {
+			b = binary.AppendVarint(b, st)
+			b = binary.AppendUvarint(b, uint64(t.Len()))
+			var err error
+			var vb []byte
+			t.Ascend(func(it verItem[K, V]) bool {
+				vs := visible(it.vs, h)
+				b = appendString(b, it.key)
+				b = binary.AppendUvarint(b, uint64(len(vs)))
+				for _, ver := range vs {
+					b = binary.AppendVarint(b, ver.Timestamp)
+					if ver.Deleted {
+						b = append(b, 1)
+						continue
+					}
+					if vb, err = s.vc.Encode(vb[:0], ver.Value); err != nil {
+						return false
+					}
+					b = append(b, 0)
+					b = appendBytes(b, vb)
 				}
-				if vb, err = s.vc.Encode(vb[:0], ver.Value); err != nil {
-					return false
-				}
-				b = append(b, 0)
-				b = appendBytes(b, vb)
-			}
-			return true
+				return true
+			})
+			return b, err
 		})
-		if err != nil {
-			return nil, fmt.Errorf("statestore: store %q: snapshot: %w", s.name, err)
-		}
-		return finishChecksum(b), nil
 	}
 }
 
@@ -340,82 +288,73 @@ func (s *VersionedStore[K, V]) RestoreSnapshot(payload []byte) error {
 }
 
 func (s *VersionedStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
-	body, err := openPayload(payload, KindVersioned, versionedVersion)
-	if err != nil {
-		return fmt.Errorf("statestore: store %q: %w", s.name, err)
-	}
-	d := decoder{b: body}
-	st := d.varint()
-	n := d.count()
-	items := make([]verItem[K, V], 0, n)
-	var prev string
-	for i := 0; i < n && d.err == nil; i++ {
-		kb := d.bytes()
-		nv := d.count()
-		if d.err != nil {
-			break
-		}
-		if (i > 0 && prev >= string(kb)) || nv == 0 {
-			d.fail(fmt.Errorf("keys out of order or without versions"))
-			break
-		}
-		prev = string(kb)
-		mine := kgr.Contains(KeyGroup(kb, s.maxP))
-		it := verItem[K, V]{key: string(kb)}
-		if mine {
-			if it.k, err = s.kc.Decode(kb); err != nil {
-				return fmt.Errorf("statestore: store %q: snapshot key: %w", s.name, err)
+	var st int64
+	var items []verItem[K, V]
+	parse := func(d *decoder) {
+		st = d.varint()
+		n := d.count()
+		items = make([]verItem[K, V], 0, n)
+		var prev string
+		var err error
+		for i := 0; i < n && d.err == nil; i++ {
+			kb := d.bytes()
+			nv := d.count()
+			if d.err != nil {
+				break
 			}
-			it.vs = make([]Version[V], 0, nv)
-		}
-		var prevTs int64
-		for j := 0; j < nv && d.err == nil; j++ {
-			ver := Version[V]{Timestamp: d.varint()}
-			switch d.byte() {
-			case 0:
-				vb := d.bytes()
-				if mine && d.err == nil {
-					if ver.Value, err = s.vc.Decode(vb); err != nil {
-						return fmt.Errorf("statestore: store %q: snapshot value: %w", s.name, err)
-					}
-				}
-			case 1:
-				ver.Deleted = true
-			default:
-				d.fail(fmt.Errorf("bad version flag"))
+			if (i > 0 && prev >= string(kb)) || nv == 0 {
+				d.fail(fmt.Errorf("keys out of order or without versions"))
+				break
 			}
-			if j > 0 && d.err == nil && ver.Timestamp <= prevTs {
-				d.fail(fmt.Errorf("versions out of order"))
-			}
-			prevTs = ver.Timestamp
+			prev = string(kb)
+			mine := kgr.Contains(KeyGroup(kb, s.maxP))
+			it := verItem[K, V]{key: string(kb)}
 			if mine {
-				it.vs = append(it.vs, ver)
+				if it.k, err = s.kc.Decode(kb); err != nil {
+					d.fail(fmt.Errorf("key: %w", err))
+					break
+				}
+				it.vs = make([]Version[V], 0, nv)
+			}
+			var prevTs int64
+			for j := 0; j < nv && d.err == nil; j++ {
+				ver := Version[V]{Timestamp: d.varint()}
+				switch d.byte() {
+				case 0:
+					vb := d.bytes()
+					if mine && d.err == nil {
+						if ver.Value, err = s.vc.Decode(vb); err != nil {
+							d.fail(fmt.Errorf("value: %w", err)) // ends both loops
+						}
+					}
+				case 1:
+					ver.Deleted = true
+				default:
+					d.fail(fmt.Errorf("bad version flag"))
+				}
+				if j > 0 && d.err == nil && ver.Timestamp <= prevTs {
+					d.fail(fmt.Errorf("versions out of order"))
+				}
+				prevTs = ver.Timestamp
+				if mine {
+					it.vs = append(it.vs, ver)
+				}
+			}
+			if mine {
+				items = append(items, it)
 			}
 		}
-		if mine {
-			items = append(items, it)
+	}
+	return s.loadPayload(payload, parse, func() {
+		if wipe {
+			s.tree.Clear(false)
+			s.clearLocked()
 		}
-	}
-	if d.err == nil && len(d.b) > 0 {
-		d.fail(fmt.Errorf("trailing bytes"))
-	}
-	if d.err != nil {
-		return fmt.Errorf("statestore: store %q: %w: %v", s.name, ErrSnapshotFormat, d.err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if wipe {
-		s.tree.Clear(false)
-		s.clearLocked()
-	}
-	s.advanceLocked(st)
-	s.loggedStreamTime = max(s.loggedStreamTime, st)
-	for _, it := range items {
-		it.vs = visible(it.vs, s.horizon())
-		s.tree.ReplaceOrInsert(it)
-	}
-	return nil
+		s.advanceLocked(st)
+		s.loggedStreamTime = max(s.loggedStreamTime, st)
+		for _, it := range items {
+			it.vs = visible(it.vs, s.horizon())
+			s.tree.ReplaceOrInsert(it)
+		}
+	})
 }

@@ -54,6 +54,10 @@ type Windowed[K any] struct {
 // logged with the window start as its timestamp, in the key group of the
 // key, so all windows of a key live in one key group. It is safe for
 // concurrent use.
+//
+// A restore from several instances (rescaling) takes the largest of their
+// stream times: windows that the slower instance still held but that are
+// expired at the merged stream time are dropped.
 type WindowStore[K, V any] struct {
 	storeBase
 	kc        Codec[K]
@@ -118,35 +122,24 @@ func (s *WindowStore[K, V]) expireLocked() {
 	}
 }
 
-func (s *WindowStore[K, V]) encodeKey(k K) ([]byte, int, error) {
-	kb, err := s.kc.Encode(nil, k)
-	if err != nil {
-		return nil, 0, fmt.Errorf("statestore: store %q: key: %w", s.name, err)
-	}
-	kg, err := s.keyGroup(kb)
-	return kb, kg, err
-}
-
 // Put sets the value of k in the window starting at start. It advances the
 // stream time; a put into an expired window is dropped (and not logged).
 func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
-	kb, kg, err := s.encodeKey(k)
+	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return err
-	}
-	var vb []byte
-	if s.logging.Load() {
-		if vb, err = s.vc.Encode(nil, v); err != nil {
-			return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
-		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
-	if s.putLocked(string(kb), start, k, v) {
-		s.record(Change{KeyGroup: kg, Key: kb, Value: vb, Timestamp: start, HasTimestamp: true})
+	vb, logged, err := encodeLogged(&s.storeBase, s.vc, v)
+	if err != nil {
+		return err
+	}
+	if s.putLocked(string(kb), start, k, v) && logged {
+		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb, Timestamp: start, HasTimestamp: true})
 	}
 	return nil
 }
@@ -168,7 +161,7 @@ func (s *WindowStore[K, V]) deleteLocked(key string, start int64) {
 
 // Delete removes the window of k starting at start and logs a tombstone.
 func (s *WindowStore[K, V]) Delete(k K, start int64) error {
-	kb, kg, err := s.encodeKey(k)
+	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return err
 	}
@@ -185,7 +178,7 @@ func (s *WindowStore[K, V]) Delete(k K, start int64) error {
 // Get returns the value of k in the window starting at start.
 func (s *WindowStore[K, V]) Get(k K, start int64) (V, bool, error) {
 	var zero V
-	kb, _, err := s.encodeKey(k)
+	kb, _, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return zero, false, err
 	}
@@ -207,7 +200,7 @@ func (s *WindowStore[K, V]) view() *btree.BTreeG[winItem[K, V]] {
 // Fetch yields the windows of k whose start is in [from, to], by start, as
 // they were when Fetch was called.
 func (s *WindowStore[K, V]) Fetch(k K, from, to int64) (iter.Seq2[int64, V], error) {
-	kb, _, err := s.encodeKey(k)
+	kb, _, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return nil, err
 	}
@@ -240,39 +233,13 @@ func (s *WindowStore[K, V]) Len() int {
 // ApplyChange applies a change read back from the log without logging it:
 // a put, a tombstone, or the stream time.
 func (s *WindowStore[K, V]) ApplyChange(c Change) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	// The stream time a restore reaches is in the log already.
-	defer func() { s.loggedStreamTime = max(s.loggedStreamTime, s.streamTime) }()
-	if c.KeyGroup == dstl.MetaKeyGroup {
-		if c.HasTimestamp {
-			s.advanceWindowsLocked(c.Timestamp)
+	return applyLogged(&s.storeBase, s.kc, s.vc, c, true, s.advanceWindowsLocked, func(k K, v V) {
+		if c.Tombstone {
+			s.deleteLocked(string(c.Key), c.Timestamp)
+			return
 		}
-		return nil
-	}
-	if !c.HasTimestamp {
-		return fmt.Errorf("%w: store %q: window change without a timestamp", ErrLogFormat, s.name)
-	}
-	if _, err := s.keyGroup(c.Key); err != nil {
-		return err
-	}
-	if c.Tombstone {
-		s.deleteLocked(string(c.Key), c.Timestamp)
-		return nil
-	}
-	k, err := s.kc.Decode(c.Key)
-	if err != nil {
-		return fmt.Errorf("statestore: store %q: key: %w", s.name, err)
-	}
-	v, err := s.vc.Decode(c.Value)
-	if err != nil {
-		return fmt.Errorf("statestore: store %q: value: %w", s.name, err)
-	}
-	s.putLocked(string(c.Key), c.Timestamp, k, v)
-	return nil
+		s.putLocked(string(c.Key), c.Timestamp, k, v)
+	})
 }
 
 // Clear removes every window and buffered change and resets the stream
@@ -288,34 +255,27 @@ func (s *WindowStore[K, V]) Clear() {
 // Snapshot encodes the store (kind "window", version 1): the stream time,
 // the number of windows, then each key (length-prefixed), window start and
 // value (length-prefixed), by key then start.
-func (s *WindowStore[K, V]) Snapshot() ([]byte, error) {
-	s.mu.Lock()
-	enc := s.captureLocked()
-	s.mu.Unlock()
-	return enc()
-}
+func (s *WindowStore[K, V]) Snapshot() ([]byte, error) { return snapshotOf(s) }
 
 func (s *WindowStore[K, V]) captureLocked() func() ([]byte, error) {
 	t, st := s.tree.Clone(), s.streamTime
 	return func() ([]byte, error) {
-		b := appendPayloadHeader(nil, KindWindow, windowVersion)
-		b = binary.AppendVarint(b, st)
-		b = binary.AppendUvarint(b, uint64(t.Len()))
-		var err error
-		var vb []byte
-		t.Ascend(func(it winItem[K, V]) bool {
-			if vb, err = s.vc.Encode(vb[:0], it.v); err != nil {
-				return false
-			}
-			b = appendString(b, it.key)
-			b = binary.AppendVarint(b, it.start)
-			b = appendBytes(b, vb)
-			return true
+		return s.encodePayload(func(b []byte) ([]byte, error) {
+			b = binary.AppendVarint(b, st)
+			b = binary.AppendUvarint(b, uint64(t.Len()))
+			var err error
+			var vb []byte
+			t.Ascend(func(it winItem[K, V]) bool {
+				if vb, err = s.vc.Encode(vb[:0], it.v); err != nil {
+					return false
+				}
+				b = appendString(b, it.key)
+				b = binary.AppendVarint(b, it.start)
+				b = appendBytes(b, vb)
+				return true
+			})
+			return b, err
 		})
-		if err != nil {
-			return nil, fmt.Errorf("statestore: store %q: snapshot: %w", s.name, err)
-		}
-		return finishChecksum(b), nil
 	}
 }
 
@@ -326,59 +286,51 @@ func (s *WindowStore[K, V]) RestoreSnapshot(payload []byte) error {
 }
 
 func (s *WindowStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
-	body, err := openPayload(payload, KindWindow, windowVersion)
-	if err != nil {
-		return fmt.Errorf("statestore: store %q: %w", s.name, err)
-	}
-	d := decoder{b: body}
-	st := d.varint()
-	n := d.count()
-	items := make([]winItem[K, V], 0, n)
-	var prev winItem[K, V]
-	for i := 0; i < n && d.err == nil; i++ {
-		kb, start, vb := d.bytes(), d.varint(), d.bytes()
-		if d.err != nil {
-			break
+	var st int64
+	var items []winItem[K, V]
+	parse := func(d *decoder) {
+		st = d.varint()
+		n := d.count()
+		items = make([]winItem[K, V], 0, n)
+		var prev winItem[K, V]
+		var err error
+		for i := 0; i < n && d.err == nil; i++ {
+			kb, start, vb := d.bytes(), d.varint(), d.bytes()
+			if d.err != nil {
+				break
+			}
+			cur := winItem[K, V]{key: string(kb), start: start}
+			if i > 0 && !winLess(prev, cur) {
+				d.fail(fmt.Errorf("windows out of order"))
+				break
+			}
+			prev = cur
+			if !kgr.Contains(KeyGroup(kb, s.maxP)) {
+				continue
+			}
+			if cur.k, err = s.kc.Decode(kb); err != nil {
+				d.fail(fmt.Errorf("key: %w", err))
+				break
+			}
+			if cur.v, err = s.vc.Decode(vb); err != nil {
+				d.fail(fmt.Errorf("value: %w", err))
+				break
+			}
+			items = append(items, cur)
 		}
-		cur := winItem[K, V]{key: string(kb), start: start}
-		if i > 0 && !winLess(prev, cur) {
-			d.fail(fmt.Errorf("windows out of order"))
-			break
+	}
+	return s.loadPayload(payload, parse, func() {
+		if wipe {
+			s.tree.Clear(false)
+			s.age.Clear(false)
+			s.clearLocked()
 		}
-		prev = cur
-		if !kgr.Contains(KeyGroup(kb, s.maxP)) {
-			continue
+		for _, it := range items {
+			s.tree.ReplaceOrInsert(it)
+			s.age.ReplaceOrInsert(winAge{start: it.start, key: it.key})
 		}
-		if cur.k, err = s.kc.Decode(kb); err != nil {
-			return fmt.Errorf("statestore: store %q: snapshot key: %w", s.name, err)
-		}
-		if cur.v, err = s.vc.Decode(vb); err != nil {
-			return fmt.Errorf("statestore: store %q: snapshot value: %w", s.name, err)
-		}
-		items = append(items, cur)
-	}
-	if d.err == nil && len(d.b) > 0 {
-		d.fail(fmt.Errorf("trailing bytes"))
-	}
-	if d.err != nil {
-		return fmt.Errorf("statestore: store %q: %w: %v", s.name, ErrSnapshotFormat, d.err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if wipe {
-		s.tree.Clear(false)
-		s.age.Clear(false)
-		s.clearLocked()
-	}
-	for _, it := range items {
-		s.tree.ReplaceOrInsert(it)
-		s.age.ReplaceOrInsert(winAge{start: it.start, key: it.key})
-	}
-	s.advanceLocked(st)
-	s.expireLocked()
-	s.loggedStreamTime = max(s.loggedStreamTime, st)
-	return nil
+		s.advanceLocked(st)
+		s.expireLocked()
+		s.loggedStreamTime = max(s.loggedStreamTime, st)
+	})
 }

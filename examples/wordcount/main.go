@@ -6,9 +6,11 @@
 // without the crash.
 //
 //	wordcount run    [flags]   the service: count the stream, print the counts at its end
-//	wordcount verify [flags]   start the service, kill it (SIGKILL) at a random
-//	                           moment, restart it, and compare its counts with a
-//	                           run without the crash (exit 1 if they differ)
+//	wordcount verify [flags]   start the service, wait for its first completed
+//	                           checkpoint, kill it (SIGKILL) at a random moment
+//	                           after that, restart it, and check that it restored
+//	                           a checkpoint and that its counts are those of a run
+//	                           without the crash (exit 1 if not)
 //
 // With no -base-path, verify works in a new temporary directory (the local
 // backend). Any base path of the dstl backends works, for instance MinIO:
@@ -116,8 +118,11 @@ func expected(seed uint64, records int64) map[string]int64 {
 }
 
 const (
-	offsetKey      = "stream-offset"
-	maxParallelism = 128
+	// restoredMessage starts the line a run prints when it restored a
+	// checkpoint; verify checks that the restarted run printed it.
+	restoredMessage = "restored checkpoint"
+	offsetKey       = "stream-offset"
+	maxParallelism  = 128
 )
 
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -213,8 +218,8 @@ func run(ctx context.Context, o options, log *slog.Logger, progress io.Writer) (
 	}
 	if last != nil {
 		r := cp.Stats().LastRestore
-		fmt.Fprintf(progress, "wordcount: restored checkpoint %d in %v: offset %d, %d words; %d snapshot(s) (%d local), %d change sets (%d local)\n",
-			last.CheckpointID, time.Since(t0).Round(time.Millisecond), offset, counts.Len(), r.Snapshots, r.LocalSnapshots,
+		fmt.Fprintf(progress, "wordcount: %s %d in %v: offset %d, %d words; %d snapshot(s) (%d local), %d change sets (%d local)\n",
+			restoredMessage, last.CheckpointID, time.Since(t0).Round(time.Millisecond), offset, counts.Len(), r.Snapshots, r.LocalSnapshots,
 			r.Log.LocalSets+r.Log.RemoteSets, r.Log.LocalSets)
 	} else {
 		fmt.Fprintf(progress, "wordcount: first start, %d records to count\n", o.records)
@@ -287,8 +292,15 @@ type checkpointStore struct {
 
 func (c checkpointStore) name(id int64) string { return fmt.Sprintf("%s%020d.ckp", c.prefix, id) }
 
-// complete writes the handle (create-only, atomic) and deletes the older
-// records.
+// complete writes the handle (create-only, atomic), then does the job's
+// share of the clean-up: the log objects of completed checkpoints belong to
+// the job (dstl.Writer.Confirm), so once a checkpoint is recorded it
+// deletes the log objects that the older records name and this one does
+// not (the checkpointer appends to the log after its last snapshot only, so
+// no later checkpoint names them again), then the older records. Snapshot
+// objects are the checkpointer's to delete. What a crash leaves behind
+// (objects uploaded after the last checkpoint, or not yet deleted) is for
+// `dstl gc`, run with the last record's log handles kept.
 func (c checkpointStore) complete(ctx context.Context, h *statestore.CheckpointHandle) error {
 	b, err := h.MarshalBinary()
 	if err != nil {
@@ -301,12 +313,39 @@ func (c checkpointStore) complete(ctx context.Context, h *statestore.CheckpointH
 	if err != nil {
 		return err
 	}
+	kept := logObjects(h)
 	for _, n := range names {
-		if n < c.name(h.CheckpointID) {
-			_ = c.backend.Delete(ctx, n)
+		if n >= c.name(h.CheckpointID) {
+			continue
+		}
+		old, err := c.read(ctx, n)
+		if err != nil {
+			return err
+		}
+		for obj := range logObjects(old) {
+			if !kept[obj] {
+				if err := c.backend.Delete(ctx, obj); err != nil && !errors.Is(err, dstl.ErrNotFound) {
+					return fmt.Errorf("delete log object of checkpoint %d: %w", old.CheckpointID, err)
+				}
+			}
+		}
+		if err := c.backend.Delete(ctx, n); err != nil && !errors.Is(err, dstl.ErrNotFound) {
+			return err
 		}
 	}
 	return nil
+}
+
+// logObjects returns the log objects a checkpoint handle names on the
+// backend (local copies are the storage's to clean).
+func logObjects(h *statestore.CheckpointHandle) map[string]bool {
+	objs := map[string]bool{}
+	for _, l := range h.Logs {
+		for _, e := range l.Remote.Entries {
+			objs[e.Object] = true
+		}
+	}
+	return objs
 }
 
 func (c checkpointStore) list(ctx context.Context) ([]string, error) {
@@ -327,7 +366,12 @@ func (c checkpointStore) latest(ctx context.Context) (*statestore.CheckpointHand
 	if err != nil || len(names) == 0 {
 		return nil, err
 	}
-	rc, err := c.backend.Get(ctx, names[len(names)-1], 0, -1)
+	return c.read(ctx, names[len(names)-1])
+}
+
+// read reads the checkpoint record name.
+func (c checkpointStore) read(ctx context.Context, name string) (*statestore.CheckpointHandle, error) {
+	rc, err := c.backend.Get(ctx, name, 0, -1)
 	if err != nil {
 		if errors.Is(err, dstl.ErrNotFound) {
 			return nil, fmt.Errorf("checkpoint record vanished: %w", err)
@@ -341,7 +385,7 @@ func (c checkpointStore) latest(ctx context.Context) (*statestore.CheckpointHand
 	}
 	h := new(statestore.CheckpointHandle)
 	if err := h.UnmarshalBinary(b); err != nil {
-		return nil, fmt.Errorf("checkpoint record %s: %w", names[len(names)-1], err)
+		return nil, fmt.Errorf("checkpoint record %s: %w", name, err)
 	}
 	return h, nil
 }
