@@ -269,8 +269,9 @@ func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Hand
 			r.fallbacks.Add(1)
 			r.log.Warn("dstl: local copy unusable, reading the change set from the backend", "log", remote.LogID,
 				"sequence_number", le.SequenceNumber, "local_object", le.Object, "object", e.Object, "err", err)
+			localErr := err
 			if cs, err = remoteLoader(e, le).changeSet(ctx, remote, e); err != nil {
-				return rep, err
+				return rep, fmt.Errorf("%w (the local copy %q failed first: %v)", err, le.Object, localErr)
 			}
 			rep.RemoteSets++
 			rep.RemoteBytes += e.Length

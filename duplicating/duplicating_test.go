@@ -151,6 +151,17 @@ func barrier(t *testing.T, s *dstl.Storage, dir string) {
 	}
 }
 
+// wantLocalFiles waits for the discard pool of s (see barrier) and checks
+// that the local recovery directory holds exactly want.
+func wantLocalFiles(t *testing.T, s *dstl.Storage, dir, step string, want ...string) {
+	t.Helper()
+	barrier(t, s, dir)
+	slices.Sort(want)
+	if got := localFiles(t, dir); !slices.Equal(got, want) {
+		t.Fatalf("after %s: local files %q, want %q", step, got, want)
+	}
+}
+
 // objectsOf returns the distinct objects of a handle, in order.
 func objectsOf(h dstl.Handle) []string {
 	var names []string
@@ -454,15 +465,7 @@ func TestLocalCopyLifecycle(t *testing.T) {
 	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 0})
 	check := func(step string, want ...[]string) {
 		t.Helper()
-		barrier(t, cur, dir)
-		var names []string
-		for _, objs := range want {
-			names = append(names, objs...)
-		}
-		slices.Sort(names)
-		if got := localFiles(t, dir); !slices.Equal(got, names) {
-			t.Fatalf("after %s: local files %q, want %q", step, got, names)
-		}
+		wantLocalFiles(t, cur, dir, step, slices.Concat(want...)...)
 	}
 	newObject := func(cp int64, from dstl.SequenceNumber) (dstl.PersistResult, []string) {
 		t.Helper()
@@ -638,10 +641,7 @@ func TestSharedLocalCopy(t *testing.T) {
 	if err := a.Truncate(ra.To); err != nil {
 		t.Fatal(err)
 	}
-	barrier(t, s, dir)
-	if got := localFiles(t, dir); !slices.Equal(got, shared) {
-		t.Fatalf("after one writer truncated: local files %q, want %q", got, shared)
-	}
+	wantLocalFiles(t, s, dir, "one writer truncated", shared...)
 	got, rep := readLocal(t, s, rb)
 	if !slices.Equal(got, []string{"b"}) || rep.LocalSets != 1 {
 		t.Fatalf("read %q with %+v", got, rep)
@@ -649,10 +649,7 @@ func TestSharedLocalCopy(t *testing.T) {
 	if err := b.Truncate(rb.To); err != nil {
 		t.Fatal(err)
 	}
-	barrier(t, s, dir)
-	if got := localFiles(t, dir); len(got) != 0 {
-		t.Fatalf("after both writers truncated: local files %q, want none", got)
-	}
+	wantLocalFiles(t, s, dir, "both writers truncated")
 }
 
 // TestClaimsArePerWriter: one writer aborting a checkpoint that another
@@ -669,10 +666,7 @@ func TestClaimsArePerWriter(t *testing.T) {
 	if err := a.Truncate(ra.To); err != nil {
 		t.Fatal(err)
 	}
-	barrier(t, s, dir)
-	if got := localFiles(t, dir); !slices.Equal(got, shared) {
-		t.Fatalf("local files %q, want a's confirmed copy %q", got, shared)
-	}
+	wantLocalFiles(t, s, dir, "b aborted and a confirmed and both truncated (a's confirmed copy stays)", shared...)
 	got, rep := readLocal(t, s, ra)
 	if !slices.Equal(got, []string{"a"}) || rep.LocalSets != 1 || len(rep.Fallbacks) != 0 {
 		t.Fatalf("read %q with %+v", got, rep)
@@ -726,5 +720,28 @@ func TestSlowLocalDisk(t *testing.T) {
 	}
 	if _, err := duplicating.New(remote, localB, cfg, duplicating.WithLocalTimeout(0)); err == nil {
 		t.Error("New with a zero local timeout: no error")
+	}
+}
+
+// TestBothCopiesGone: when the local copy and the object are both gone,
+// the error wraps the backend's and names the local failure too.
+func TestBothCopiesGone(t *testing.T) {
+	dir := t.TempDir()
+	remote := dstltest.NewBackend()
+	s := openStorage(t, testConfig(dir), remote)
+	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 0})
+	appendAll(t, w, 0, "a")
+	res := persist(t, w, 0, 1)
+	name := res.Remote.Entries[0].Object
+	if err := os.Remove(filepath.Join(dir, filepath.FromSlash(res.Local.Entries[0].Object))); err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Delete(ctx(t), name); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.NewReader(res.Remote.KeyGroups)
+	_, err := r.ReadPreferLocal(ctx(t), res.Remote, res.Local, func(dstl.Change) error { return nil })
+	if !errors.Is(err, dstl.ErrNotFound) || !strings.Contains(err.Error(), "local copy") {
+		t.Fatalf("ReadPreferLocal with both copies gone: %v; want the backend's ErrNotFound and the local failure", err)
 	}
 }
