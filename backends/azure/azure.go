@@ -55,6 +55,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -96,7 +97,7 @@ var _ dstl.Backend = (*Backend)(nil)
 func New(ctx context.Context, basePath string) (*Backend, error) {
 	cfg, err := ParseURL(basePath)
 	if err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	return Open(ctx, cfg)
 }
@@ -108,7 +109,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("azure: open container %q: %w", cfg.Container, err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	b := &Backend{
 		client:      cfg.Client,

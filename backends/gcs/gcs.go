@@ -54,6 +54,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -89,7 +90,7 @@ var _ dstl.Backend = (*Backend)(nil)
 func New(ctx context.Context, basePath string) (*Backend, error) {
 	cfg, err := ParseURL(basePath)
 	if err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	return Open(ctx, cfg)
 }
@@ -100,7 +101,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("gcs: open bucket %q: %w", cfg.Bucket, err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
 		cfg.Prefix += "/"

@@ -67,6 +67,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -103,7 +104,7 @@ var _ dstl.Backend = (*Backend)(nil)
 func New(ctx context.Context, basePath string) (*Backend, error) {
 	cfg, err := ParseURL(basePath)
 	if err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	return Open(ctx, cfg)
 }
@@ -112,7 +113,7 @@ func New(ctx context.Context, basePath string) (*Backend, error) {
 // bucket that blob.OpenBucket opens for cfg.URL.
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	b := &Backend{bucket: cfg.Bucket, cfg: cfg, where: redact(cfg.URL)}
 	if b.bucket == nil {

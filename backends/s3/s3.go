@@ -61,6 +61,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -103,7 +104,7 @@ var _ dstl.Backend = (*Backend)(nil)
 func New(ctx context.Context, basePath string) (*Backend, error) {
 	cfg, err := ParseURL(basePath)
 	if err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	return Open(ctx, cfg)
 }
@@ -117,7 +118,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("s3: open bucket %q: %w", cfg.Bucket, err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	b := &Backend{
 		client:   cfg.Client,
