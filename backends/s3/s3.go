@@ -44,6 +44,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -93,6 +94,7 @@ type Backend struct {
 	sse       types.ServerSideEncryption
 	kmsKeyID  *string
 	policy    request.Policy
+	endpoint  string // what errors name: the endpoint, or AWS's
 
 	calls gate.Gate // Close waits for the calls in progress
 }
@@ -128,11 +130,14 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		conc:     cfg.Concurrency,
 		sse:      types.ServerSideEncryption(cfg.SSE),
 		policy: request.Policy{
-			Timeout:        cfg.RequestTimeout,
-			MaxAttempts:    cfg.MaxAttempts,
-			InitialBackoff: request.DefaultPolicy.InitialBackoff,
-			MaxBackoff:     request.DefaultPolicy.MaxBackoff,
+			Timeout:         cfg.RequestTimeout,
+			MaxAttempts:     cfg.MaxAttempts,
+			InitialBackoff:  request.DefaultPolicy.InitialBackoff,
+			MaxBackoff:      request.DefaultPolicy.MaxBackoff,
+			ResponseTimeout: cfg.ResponseTimeout,
+			TimeoutAttempts: cfg.TimeoutAttempts,
 		},
+		endpoint: endpointOf(cfg),
 	}
 	if cfg.SSEKMSKeyID != "" {
 		b.kmsKeyID = aws.String(cfg.SSEKMSKeyID)
@@ -177,6 +182,7 @@ func newClient(ctx context.Context, cfg Config) (*awss3.Client, *http.Transport,
 			}
 		}
 	}
+	tr.ResponseHeaderTimeout = cfg.ResponseTimeout
 	hc := &http.Client{
 		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -209,6 +215,22 @@ func addCABundle(tr *http.Transport, file string) error {
 	}
 	tr.TLSClientConfig.RootCAs = pool
 	return nil
+}
+
+// endpointOf is the endpoint that errors name.
+func endpointOf(cfg Config) string {
+	switch {
+	case cfg.Client != nil:
+		return "the given client's endpoint"
+	case cfg.Endpoint != "":
+		if u, err := url.Parse(cfg.Endpoint); err == nil {
+			return redact(u)
+		}
+		return "the configured endpoint"
+	case cfg.Region != "":
+		return "AWS S3 (" + cfg.Region + ")"
+	}
+	return "AWS S3"
 }
 
 // Client returns the S3 client the backend sends its requests with, for
@@ -795,9 +817,42 @@ func (b *Backend) wrap(op, name string, err error, put bool) error {
 	case status == http.StatusRequestedRangeNotSatisfiable || code == "InvalidRange":
 		sentinel = dstl.ErrInvalidRange
 	}
-	err = fmt.Errorf("s3://%s/%s: %w", b.bucket, b.key(name), err)
+	var (
+		send     *smithyhttp.RequestSendError
+		canceled *smithy.CanceledError
+		opErr    *smithy.OperationError
+	)
+	switch {
+	case code == "NoSuchBucket":
+		err = fmt.Errorf("bucket %q does not exist: %w", b.bucket, err)
+	case status == 0 && errors.As(err, &opErr) && (errors.As(err, &send) || errors.As(err, &canceled)):
+		// The SDK's text ("https response error StatusCode: 0, RequestID:
+		// , HostID: , ...") says nothing but that no answer came.
+		cause := "canceled: "
+		if send != nil {
+			cause, canceled = "", nil
+		}
+		if canceled != nil {
+			cause += canceled.Err.Error()
+		} else {
+			cause += send.Err.Error()
+		}
+		msg := strings.Replace(err.Error(), opErr.Error(), opErr.Operation()+": no answer: "+cause, 1)
+		err = &readableError{msg: msg, err: err}
+	}
+	err = fmt.Errorf("s3://%s/%s at %s: %w", b.bucket, b.key(name), b.endpoint, err)
 	if sentinel != nil {
 		err = fmt.Errorf("%w: %w", sentinel, err)
 	}
 	return dstl.NewBackendError(op, ID, name, err)
 }
+
+// readableError replaces the text of an SDK error with msg, and keeps the
+// error for errors.Is and errors.As.
+type readableError struct {
+	msg string
+	err error
+}
+
+func (e *readableError) Error() string { return e.msg }
+func (e *readableError) Unwrap() error { return e.err }
