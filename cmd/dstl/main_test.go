@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,5 +126,30 @@ func TestBadBasePathExitsUsage(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) > 0 {
 		t.Fatalf("a bad base path wrote %s in the working directory", ents[0].Name())
+	}
+}
+
+// TestDemoFailureIsQuiet: a demo whose storage fails prints the error that
+// ends it, not a warning per failed attempt before it.
+func TestDemoFailureIsQuiet(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "k")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	// What goes to the default logger counts as printed too.
+	var logged bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	base := "s3://b/p?endpoint=http://127.0.0.1:1&use_path_style=true&region=us-east-1&max_attempts=2"
+	code, _, errOut := runCLI(t, "demo", "--base-path", base, "--checkpoints", "2", "--writers", "2")
+	t.Logf("stderr:\n%s", errOut)
+	errOut += logged.String()
+	if code != exitRuntime {
+		t.Fatalf("exit %d, want %d (stderr %s)", code, exitRuntime, errOut)
+	}
+	if n := strings.Count(errOut, "WARN"); n > 0 {
+		t.Errorf("%d WARN lines before the error:\n%s", n, errOut)
+	}
+	if !strings.Contains(errOut, "127.0.0.1:1") {
+		t.Errorf("the error does not name the endpoint:\n%s", errOut)
 	}
 }
