@@ -147,7 +147,9 @@ func (b *Backend) Delete(ctx context.Context, name string) error {
 }
 
 // List calls fn for every blob under the backend's prefix plus prefix, in
-// lexical order, a page of up to 5000 names per request.
+// lexical order, a page of up to 5000 names per request. Blobs under the
+// backend's prefix whose names are no valid object names (such as "dir/"
+// markers or "a//b", written by other tools) are skipped.
 func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
 	done, err := b.start(ctx, "list", prefix)
 	if err != nil {
@@ -173,8 +175,8 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 				return b.fail("list", prefix, err)
 			}
 			name, ok := strings.CutPrefix(deref(item.Name), b.prefix)
-			if !ok || item.Deleted != nil && *item.Deleted {
-				continue
+			if !ok || item.Deleted != nil && *item.Deleted || dstl.CheckObjectName(name) != nil {
+				continue // not ours: a deleted blob, or a name no Put writes (such as "dir/")
 			}
 			info := dstl.ObjectInfo{Name: name}
 			if p := item.Properties; p != nil {
