@@ -155,3 +155,18 @@ func TestMissingBucket(t *testing.T) {
 		t.Fatalf("err = %v, want it to say %s", err, want)
 	}
 }
+
+// TestPutSilentEndpoint: a Put to an endpoint that never answers sends
+// TimeoutAttempts PutObjects, then checks once (not TimeoutAttempts times)
+// whether one of them stored the object.
+func TestPutSilentEndpoint(t *testing.T) {
+	b, silent := silentBackend(t, func(c *Config) { c.ResponseTimeout, c.TimeoutAttempts = 200*time.Millisecond, 2 })
+	err := b.Put(context.Background(), "x.dstl", strings.NewReader("data"), 4)
+	if err == nil || !strings.Contains(err.Error(), silent.Addr()) {
+		t.Fatalf("err = %v, want an error naming %s", err, silent.Addr())
+	}
+	// Each unanswered request holds its connection: one per request.
+	if n := silent.Connections(); n != 3 {
+		t.Errorf("%d requests, want 2 PutObjects and 1 HeadObject", n)
+	}
+}

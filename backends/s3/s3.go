@@ -430,8 +430,14 @@ func (b *Backend) settle(ctx context.Context, key, id string, size int64, attemp
 	default:
 		return err
 	}
+	// After attempts that went unanswered, one more unanswered request
+	// tells nothing new: the check gets a single attempt that may time out.
+	p := b.policy
+	if request.IsTimeout(err) {
+		p.TimeoutAttempts = 1
+	}
 	var got *awss3.HeadObjectOutput
-	herr := b.do(ctx, func(ctx context.Context) error {
+	herr := request.Do(ctx, p, retryable, func(ctx context.Context) error {
 		out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &b.bucket, Key: &key})
 		got = out
 		return err
