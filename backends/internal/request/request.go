@@ -144,8 +144,9 @@ func IsContextError(err error) bool {
 // another attempt cannot heal: a certificate the client does not trust
 // (unknown authority, wrong host name, expired or otherwise invalid, no
 // system roots), a TLS record that is not TLS (e.g. https to a plain-HTTP
-// port, which net/http reports as [http.ErrSchemeMismatch]), or a host name that does not resolve and is not a temporary DNS
-// failure. Connection resets, refusals and timeouts are not among them.
+// port, which net/http reports as [http.ErrSchemeMismatch]), or a host
+// name that does not resolve and is not a temporary DNS failure.
+// Connection resets, refusals and timeouts are not among them.
 func PermanentTransportError(err error) bool {
 	var (
 		verify    *tls.CertificateVerificationError
