@@ -47,8 +47,11 @@ type Reader struct {
 // out (the backend's attempts all went unanswered) fails its further reads
 // of the backend at once, with that error, instead of spending the
 // backend's deadlines on each: a restore over many handles fails within
-// the deadline of one read, not of one per handle. A read that succeeds
-// ends the hold; ranges in the cache are still served.
+// the deadline of one read, not of one per handle. Ranges in the cache are
+// still served, and a read already under way that succeeds ends the hold;
+// a new Reader (such as the next [Storage.NewReader]) starts without one.
+// Other errors (an object not found, a refused request, a cancelled
+// context) start no hold.
 const UnansweredHold = time.Minute
 
 // ReadStats counts a reader's work.
