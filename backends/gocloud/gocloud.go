@@ -446,7 +446,11 @@ func (b *Backend) open(ctx, actx context.Context, name string, offset, length in
 	key := b.key(name)
 	rctx, rcancel := context.WithCancel(ctx)
 	stop := func() bool { return true }
-	if t := b.cfg.Retry.Timeout; t > 0 {
+	t := b.cfg.Retry.Timeout
+	if rt := b.cfg.Retry.ResponseTimeout; rt > 0 && (t == 0 || rt < t) {
+		t = rt // opening the reader is the wait for the answer's headers
+	}
+	if t > 0 {
 		stop = time.AfterFunc(t, rcancel).Stop
 	}
 	r, err := b.bucket.NewRangeReader(rctx, key, offset, length, nil)
@@ -455,7 +459,7 @@ func (b *Backend) open(ctx, actx context.Context, name string, offset, length in
 			_ = r.Close()
 		}
 		rcancel()
-		return nil, fmt.Errorf("open reader: %w after %v", context.DeadlineExceeded, b.cfg.Retry.Timeout)
+		return nil, fmt.Errorf("open reader: %w after %v", context.DeadlineExceeded, t)
 	}
 	if err == nil {
 		if offset > r.Size() {
