@@ -18,7 +18,11 @@
 // retried with exponential backoff and jitter when it is throttled, meets a
 // 5xx answer, a cut connection or a timeout; the SDK's own retryer is off.
 // A Get's attempt timeout bounds the wait for the answer's headers; reading
-// the body is bounded by the caller's context only.
+// the body is bounded by the caller's context only. The transport the
+// backend makes waits at most [Config.ResponseTimeout] for any answer's
+// headers, and a request gives up after [Config.TimeoutAttempts] attempts
+// that timed out: an endpoint that never answers fails a request in about
+// 20 s with the defaults. Errors name the endpoint.
 //
 // Every Put marks its object with a random id in the metadata
 // x-amz-meta-dstl-upload-id. Should the answer to a PutObject or
