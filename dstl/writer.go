@@ -1,6 +1,7 @@
 package dstl
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -353,13 +354,11 @@ func (cs *changeSet) group(id LogID, kgr KeyGroupRange) *format.ChangeSet {
 		}
 		return out
 	}
+	// A stable sort by key group keeps append order within a group: the
+	// arena offset cannot break ties, since a zero-length change shares
+	// its offset with the next change.
 	refs := slices.Clone(cs.refs)
-	slices.SortFunc(refs, func(a, b changeRef) int {
-		if a.kg != b.kg {
-			return int(a.kg) - int(b.kg)
-		}
-		return a.off - b.off // append order
-	})
+	slices.SortStableFunc(refs, func(a, b changeRef) int { return cmp.Compare(a.kg, b.kg) })
 	for i, r := range refs {
 		changes[i] = cs.data[r.off : r.off+int(r.n) : r.off+int(r.n)]
 		if n := len(out.Groups); n == 0 || out.Groups[n-1].KeyGroup != r.kg {
