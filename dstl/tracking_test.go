@@ -334,3 +334,58 @@ func slowPersist(t *testing.T) (*dstltest.Backend, *dstl.Writer, *dstl.Future) {
 	}
 	return b, w, f
 }
+
+// TestLateResultOfSubsumedCheckpoint: checkpoint 1's upload ends after
+// checkpoint 2 was confirmed, so checkpoint 1 can never complete; its
+// change set must not stay pending for it, and once truncated (or its
+// writer closed) its object is deleted.
+func TestLateResultOfSubsumedCheckpoint(t *testing.T) {
+	for _, end := range []string{"truncate", "close"} {
+		t.Run(end, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			b.SetFault(dstltest.StallFirst(dstltest.OpPut))
+			s := newStorage(t, b, testConfig())
+			w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+			mustAppend(t, w, 0, "one")
+			f1, err := w.Persist(context.Background(), 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := b.WaitStalled(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, w, 0, "two")
+			from2 := w.NextSequenceNumber() - 1
+			f2, err := w.Persist(context.Background(), from2, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r2, err := f2.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Confirm(r2.From, r2.To, 2)
+			b.ReleaseStalls()
+			r1, err := f1.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch end {
+			case "truncate":
+				if err := w.Truncate(r2.To); err != nil {
+					t.Fatal(err)
+				}
+			case "close":
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			settle(t, b, 1) // checkpoint 2's object, owned
+			if _, ok := b.ObjectBytes(r1.Remote.Entries[0].Object); ok {
+				t.Fatal("the object of checkpoint 1, subsumed, was kept")
+			}
+		})
+	}
+}

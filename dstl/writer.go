@@ -208,7 +208,9 @@ func (w *Writer) rolloverLocked() {
 // [Writer.Confirm] when the checkpoint completes or to [Writer.Reset] when
 // it is aborted. Until then, the change sets the handle covers keep their
 // objects even if they are truncated. Ids grow with time: confirming a
-// checkpoint ends every older one still pending.
+// checkpoint ends every older one still pending, and a handle that
+// resolves after a checkpoint as new as its own was confirmed keeps
+// nothing.
 //
 // from may not be below the truncation point ([Writer.Truncate]); that is
 // an error wrapping [ErrTruncated].
@@ -448,6 +450,10 @@ func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 		}
 	}
 	h := Handle{StorageID: w.storage.id, LogID: w.logID, KeyGroups: w.groups, Entries: make([]HandleEntry, 0, len(pw.sets))}
+	// A checkpoint no newer than the latest confirmed one can never be
+	// confirmed any more (it was, or a newer one subsumed it): its handle
+	// keeps no set, as if it had been aborted.
+	keep := !pw.aborted && (pw.checkpoint > w.latestConfirmed || w.latestConfirmed == math.MinInt64)
 	local := !pw.aborted
 	for _, cs := range pw.sets {
 		local = local && cs.result.LocalObject != ""
@@ -459,7 +465,7 @@ func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 			h.IncrementalSize += r.Length
 			cs.reported = true
 		}
-		if !cs.confirmed && !pw.aborted {
+		if !cs.confirmed && keep {
 			if cs.pending == nil {
 				cs.pending = map[int64]struct{}{}
 			}
