@@ -92,8 +92,10 @@ var (
 	ErrKeyGroup = errors.New("dstl: key group out of range")
 	// ErrTooLarge: a change larger than [MaxChangeSize].
 	ErrTooLarge = errors.New("dstl: change too large")
-	// ErrTruncated: a sequence number below the writer's truncation point, or
-	// a truncation past the active change set.
+	// ErrTruncated: a sequence number or range out of the log's range: below
+	// the writer's truncation point, past the active change set, or a range
+	// that starts past its end; also a persist whose change sets were
+	// truncated before they were uploaded.
 	ErrTruncated = errors.New("dstl: sequence number out of the log's range")
 )
 

@@ -212,8 +212,10 @@ func (w *Writer) rolloverLocked() {
 // resolves after a checkpoint as new as its own was confirmed keeps
 // nothing.
 //
-// from may not be below the truncation point ([Writer.Truncate]); that is
-// an error wrapping [ErrTruncated].
+// from may not be below the truncation point ([Writer.Truncate]) nor past
+// the active change set; either is an error wrapping [ErrTruncated]. A
+// persist whose change sets are truncated before they are uploaded fails
+// with an error wrapping ErrTruncated too.
 func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID int64) (*Future, error) {
 	w.mu.Lock()
 	if w.closed {
@@ -224,6 +226,11 @@ func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID 
 		w.mu.Unlock()
 		return nil, fmt.Errorf("dstl: persist checkpoint %d from change set %d: the log of %s was truncated up to %d: %w",
 			checkpointID, from, w.logID, w.lowest, ErrTruncated)
+	}
+	if from > w.active.sqn {
+		w.mu.Unlock()
+		return nil, fmt.Errorf("dstl: persist checkpoint %d from change set %d: past the active change set %d of log %s: %w",
+			checkpointID, from, w.active.sqn, w.logID, ErrTruncated)
 	}
 	w.rolloverLocked()
 	waiter := &persistWaiter{from: from, to: w.active.sqn, checkpoint: checkpointID, future: newFuture()}
@@ -441,8 +448,8 @@ func (w *Writer) resolveWaitersLocked() {
 func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 	for _, cs := range pw.sets {
 		if cs.truncated {
-			pw.future.resolve(PersistResult{}, fmt.Errorf("dstl: persist [%d, %d) of log %s: change set %d was truncated before it was uploaded",
-				pw.from, pw.to, w.logID, cs.sqn))
+			pw.future.resolve(PersistResult{}, fmt.Errorf("dstl: persist [%d, %d) of log %s: change set %d was truncated before it was uploaded: %w",
+				pw.from, pw.to, w.logID, cs.sqn, ErrTruncated))
 			return true
 		}
 		if cs.state != setUploaded {
@@ -454,7 +461,8 @@ func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 	// confirmed any more (it was, or a newer one subsumed it): its handle
 	// keeps no set, as if it had been aborted.
 	keep := !pw.aborted && (pw.checkpoint > w.latestConfirmed || w.latestConfirmed == math.MinInt64)
-	local := !pw.aborted
+	// An empty handle has an (empty) local twin only with local recovery.
+	local := !pw.aborted && (len(pw.sets) > 0 || w.storage.local != nil)
 	for _, cs := range pw.sets {
 		local = local && cs.result.LocalObject != ""
 		r := cs.result
@@ -511,9 +519,16 @@ func (w *Writer) localHandleLocked(pw *persistWaiter, h Handle) *Handle {
 // local copies that only the writer's older checkpoints' local handles (or
 // those of closed writers) point to, and that hold no live change set, are
 // deleted.
-func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) {
+//
+// A range that no persist can have returned (from past to, or to past the
+// active change set) is an error wrapping [ErrTruncated], and nothing is
+// confirmed.
+func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.checkRangeLocked("confirm", from, to, checkpointID); err != nil {
+		return err
+	}
 	n := 0
 	for _, cs := range w.sets {
 		if cs.sqn >= from && cs.sqn < to && cs.state == setUploaded && cs.coveredBy(checkpointID) {
@@ -542,6 +557,20 @@ func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) {
 	w.latestConfirmed = max(w.latestConfirmed, checkpointID)
 	w.storage.tracker.confirmCheckpoint(w.logID, checkpointID)
 	w.log.Debug("dstl: confirm", "checkpoint", checkpointID, "from", from, "to", to, "sets", n)
+	return nil
+}
+
+// checkRangeLocked checks that [from, to) is a range a persist can have
+// returned: from at most to, and to at most the active change set.
+func (w *Writer) checkRangeLocked(op string, from, to SequenceNumber, checkpointID int64) error {
+	switch {
+	case from > to:
+		return fmt.Errorf("dstl: %s checkpoint %d of log %s: range [%d, %d) starts past its end: %w", op, checkpointID, w.logID, from, to, ErrTruncated)
+	case to > w.active.sqn:
+		return fmt.Errorf("dstl: %s checkpoint %d of log %s: range [%d, %d) ends past the active change set %d: %w",
+			op, checkpointID, w.logID, from, to, w.active.sqn, ErrTruncated)
+	}
+	return nil
 }
 
 // coveredBy reports whether a handle returned for the checkpoint covers the
@@ -567,9 +596,16 @@ func (w *Writer) confirmLocked(cs *changeSet, checkpointID int64) int {
 // checkpoint kept are released. With local recovery, local copies that
 // only this checkpoint's local handles point to, and that hold no live
 // change set, are deleted.
-func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) {
+//
+// A range that no persist can have returned (from past to, or to past the
+// active change set) is an error wrapping [ErrTruncated], and nothing is
+// reset.
+func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.checkRangeLocked("reset", from, to, checkpointID); err != nil {
+		return err
+	}
 	for _, pw := range w.waiters {
 		if pw.checkpoint == checkpointID {
 			pw.aborted = true // its handle will not keep the sets
@@ -587,6 +623,7 @@ func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) {
 	})
 	w.storage.tracker.abortCheckpoint(w.logID, checkpointID)
 	w.log.Debug("dstl: reset", "checkpoint", checkpointID, "from", from, "to", to)
+	return nil
 }
 
 // releaseRetainedLocked applies update to every retained set, then releases
