@@ -206,7 +206,7 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 		for _, obj := range out.Objects {
 			s.tracker.track(obj, refs[obj.Name])
 		}
-	} else {
+	} else if !s.closing(err) {
 		s.m.uploadFailures.Add(context.Background(), 1)
 	}
 	// Give the bytes back first, so that whoever learns of the completion
@@ -228,6 +228,13 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 			t.writer.uploadCompleted(t, out.Results[i])
 		}
 	}
+}
+
+// closing reports whether err failed an upload because the storage is
+// closing (its tasks were queued, or their attempts cancelled), which is no
+// upload failure.
+func (s *scheduler) closing(err error) bool {
+	return s.ctx.Err() != nil && (errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled))
 }
 
 // checkOutput verifies that an uploader returned one result per change set
