@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -349,4 +350,73 @@ func TestRetryWaitsAfterErrorWhileHedging(t *testing.T) {
 	if gap := st[2].Sub(st[1]); gap < cfg.UploadNextAttemptDelay {
 		t.Fatalf("attempt 3 started %v after attempt 2 failed, want at least the next-attempt delay %v", gap, cfg.UploadNextAttemptDelay)
 	}
+}
+
+// TestInFlightLimitIsExact: upload.max-in-flight bounds the bytes queued or
+// uploading exactly. A persist whose task does not fit waits, a preemptive
+// persist that does not fit is left for later, and only a task larger than
+// the limit, alone in flight, goes past it.
+func TestInFlightLimitIsExact(t *testing.T) {
+	b := dstltest.NewBackend()
+	b.SetFault(func(op dstltest.Op, _ string) dstltest.Fault { return dstltest.Fault{Stall: op == dstltest.OpPut} })
+	const limit = 100
+	cfg := testConfig()
+	cfg.UploadMaxInFlight = limit
+	cfg.UploadTimeout = time.Hour
+	cfg.PreemptivePersistThreshold = 50
+	s := newStorage(t, b, cfg)
+	w1 := newWriter(t, s, "a", dstl.KeyGroupRange{Start: 0, End: 0})
+	w2 := newWriter(t, s, "b", dstl.KeyGroupRange{Start: 1, End: 1})
+	w3 := newWriter(t, s, "c", dstl.KeyGroupRange{Start: 2, End: 2})
+	check := func(step string, want int64) {
+		t.Helper()
+		if got := s.InFlight(); got != want {
+			t.Fatalf("%s: %d bytes in flight, want %d (limit %d)", step, got, want, limit)
+		}
+	}
+	held := func(step string, w *dstl.Writer) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		if _, err := w.Persist(ctx, 0, 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: persist = %v, want it held until the deadline", step, err)
+		}
+	}
+	mustAppend(t, w1, 0, strings.Repeat("a", 60)) // preemptive persist: fits
+	check("after a preemptive persist that fits", 60)
+	f1, err := w1.Persist(context.Background(), 0, 1) // reuses the uploading set
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after a persist reusing it", 60)
+	mustAppend(t, w2, 1, strings.Repeat("b", 60)) // preemptive persist: 120 > 100
+	check("after a preemptive persist that does not fit", 60)
+	held("a persist that does not fit", w2)
+	check("after a held persist", 60)
+	mustAppend(t, w3, 2, strings.Repeat("c", 40))
+	f3, err := w3.Persist(context.Background(), 0, 1) // 100: fits exactly
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after a persist that fits exactly", 100)
+
+	b.SetFault(nil)
+	b.ReleaseStalls()
+	for _, f := range []*dstl.Future{f1, f3} {
+		if _, err := f.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h := persist(t, w2, 0, 2); h.LogicalSize != 60 {
+		t.Fatalf("w2's held change set: handle %+v", h)
+	}
+	check("after the uploads", 0)
+
+	// Alone in flight, a task larger than the limit goes.
+	b.SetFault(func(op dstltest.Op, _ string) dstltest.Fault { return dstltest.Fault{Stall: op == dstltest.OpPut} })
+	mustAppend(t, w3, 2, strings.Repeat("d", 150))
+	check("after a preemptive persist larger than the limit", 150)
+	b.SetFault(nil)
+	b.ReleaseStalls()
+	persist(t, w3, 0, 3)
 }

@@ -121,9 +121,10 @@ func (w *Writer) KeyGroups() KeyGroupRange { return w.groups }
 func (w *Writer) InitialSequenceNumber() SequenceNumber { return 0 }
 
 // Append adds a change to key group kg. The bytes are copied. While the
-// storage is over its in-flight limit, Append waits for capacity until ctx
+// storage is at its in-flight limit, Append waits for capacity until ctx
 // ends; an error means the change was not appended. Past the
-// preemptive-persist threshold the writer starts an upload on its own.
+// preemptive-persist threshold the writer starts an upload on its own, if
+// it fits under the in-flight limit (else a later append tries again).
 func (w *Writer) Append(ctx context.Context, kg int, change []byte) error {
 	if !w.groups.Contains(kg) {
 		return fmt.Errorf("dstl: append: key group %d is outside the writer's range %v: %w", kg, w.groups, ErrKeyGroup)
@@ -201,8 +202,9 @@ func (w *Writer) rolloverLocked() {
 // (closing the active one) and uploads those not uploaded yet; sets already
 // uploaded are reused. The capture happens now; the upload runs in the
 // background and the returned [Future] resolves to a handle covering
-// [from, active). Persist waits for upload capacity while the storage is
-// over its in-flight limit, until ctx ends.
+// [from, active). Persist waits, until ctx ends, while the upload does not
+// fit under the storage's in-flight limit (an upload larger than the limit
+// goes once nothing else is in flight).
 //
 // checkpointID names the checkpoint the handle is for: pass the same id to
 // [Writer.Confirm] when the checkpoint completes or to [Writer.Reset] when
@@ -252,7 +254,7 @@ func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID 
 	w.mu.Unlock()
 	w.log.Debug("dstl: persist", "checkpoint", checkpointID, "from", from, "to", waiter.to, "upload", len(pending), "reuse", len(waiter.sets)-len(pending))
 	if task != nil {
-		if err := w.storage.sched.enqueue(ctx, task, false); err != nil {
+		if err := w.storage.sched.enqueue(ctx, task); err != nil {
 			w.uploadFailed(task, err)
 			return nil, fmt.Errorf("dstl: persist checkpoint %d: %w", checkpointID, err)
 		}
@@ -260,14 +262,26 @@ func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID 
 	return waiter.future, nil
 }
 
-// persistPreemptively uploads every closed set not uploaded yet, with no
-// one waiting, so that a later checkpoint has little left to upload. The
-// caller waited for capacity before appending, so the task is queued even
-// if it takes the storage past its in-flight limit (by at most one
-// threshold per writer).
+// persistPreemptively uploads every set not uploaded yet (closing the
+// active one), with no one waiting, so that a later checkpoint has little
+// left to upload. It never waits: when the sets do not fit under the
+// in-flight limit now, it leaves them for the next append past the
+// threshold, or the next persist.
 func (w *Writer) persistPreemptively() {
 	w.mu.Lock()
 	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	size := w.active.size
+	for _, cs := range w.sets {
+		if cs.state == setNotUploaded {
+			size += cs.size
+		}
+	}
+	// Reserving under the writer's lock keeps the count exact: no other
+	// persist of this writer takes these sets meanwhile.
+	if !w.storage.sched.reserve(size) {
 		w.mu.Unlock()
 		return
 	}
@@ -282,9 +296,10 @@ func (w *Writer) persistPreemptively() {
 	w.unpersisted = 0
 	w.mu.Unlock()
 	if task == nil {
+		w.storage.sched.unreserve(size)
 		return
 	}
-	if err := w.storage.sched.enqueue(context.Background(), task, true); err != nil {
+	if err := w.storage.sched.enqueueReserved(task); err != nil {
 		w.uploadFailed(task, err) // kept for the next persist
 	}
 }
