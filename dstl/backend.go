@@ -81,6 +81,11 @@ var (
 	ErrInvalidRange = errors.New("invalid range")
 	// ErrClosed: the storage, writer, reader or backend was closed.
 	ErrClosed = errors.New("closed")
+	// ErrPermanent: a failure that another attempt cannot heal (missing
+	// credentials, a TLS handshake with a plain-HTTP endpoint, ...). A
+	// backend wraps it where no more specific sentinel applies, so that the
+	// storage neither retries nor hedges the request.
+	ErrPermanent = errors.New("permanent failure")
 )
 
 // Sentinel errors of the engine, checked with [errors.Is].

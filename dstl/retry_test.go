@@ -2,7 +2,11 @@ package dstl_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -419,4 +423,87 @@ func TestInFlightLimitIsExact(t *testing.T) {
 	b.SetFault(nil)
 	b.ReleaseStalls()
 	persist(t, w3, 0, 3)
+}
+
+// TestPermanentErrorsAreNotRetried: an error that another attempt cannot
+// heal ends the upload at once, with no retry and no hedge: denied or
+// missing (a put into a missing bucket) by the backend, classified
+// permanent by it, or a TLS handshake with a plain-HTTP endpoint.
+func TestPermanentErrorsAreNotRetried(t *testing.T) {
+	tlsToHTTP := &url.Error{Op: "Put", URL: "https://127.0.0.1:9000/bucket/x", Err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}}
+	for _, tc := range []struct {
+		name  string
+		cause error
+	}{
+		{"permission", dstl.ErrPermission},
+		{"not found", dstl.ErrNotFound},
+		{"classified permanent", fmt.Errorf("no credentials configured: %w", dstl.ErrPermanent)},
+		{"invalid config", fmt.Errorf("%w: endpoint", dstl.ErrInvalidConfig)},
+		{"https to plain http", tlsToHTTP},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+				if op == dstltest.OpPut {
+					return dstltest.Fault{Err: dstl.NewBackendError("put", "memory", name, tc.cause)}
+				}
+				return dstltest.Fault{}
+			})
+			cfg := testConfig()
+			cfg.UploadTimeout = 10 * time.Millisecond // a hedge would come soon
+			s := newStorage(t, b, cfg)
+			w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+			mustAppend(t, w, 0, "x")
+			f, err := w.Persist(context.Background(), 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.Wait(context.Background())
+			if !errors.Is(err, tc.cause) && !errors.As(err, new(tls.RecordHeaderError)) {
+				t.Fatalf("err = %v, want the cause %v", err, tc.cause)
+			}
+			time.Sleep(30 * time.Millisecond) // room for a wrong hedge or retry
+			if got := b.Counts()[dstltest.OpPut]; got != 1 {
+				t.Fatalf("puts = %d, want 1", got)
+			}
+		})
+	}
+}
+
+// refusingBackend stands for a client that retries a refused connection
+// on its own until the attempt's context ends, then reports both.
+type refusingBackend struct{ *dstltest.Backend }
+
+func (b refusingBackend) Put(ctx context.Context, name string, _ io.ReaderAt, _ int64) error {
+	<-ctx.Done()
+	return dstl.NewBackendError("put", "memory", name,
+		fmt.Errorf("dial tcp 127.0.0.1:9: connect: connection refused (retried until: %w)", ctx.Err()))
+}
+
+// TestFailedUploadNamesBackendAndCause: when every attempt ran past
+// upload.timeout, the error names the backend and what the last attempt
+// ended with, not only the timeout.
+func TestFailedUploadNamesBackendAndCause(t *testing.T) {
+	b := refusingBackend{dstltest.NewBackend()}
+	cfg := testConfig()
+	cfg.UploadTimeout = 20 * time.Millisecond
+	cfg.UploadMaxAttempts = 2
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	f, err := w.Persist(context.Background(), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = f.Wait(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want it to wrap context.DeadlineExceeded", err)
+	}
+	for _, want := range []string{`to "memory"`, "after 2 attempts", "upload.timeout (20ms)", "connection refused"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
 }

@@ -17,6 +17,7 @@ import (
 // queued or being uploaded and holds callers past the in-flight limit.
 type scheduler struct {
 	cfg      Config
+	backend  string // the storage id, which errors name
 	uploader Uploader
 	tracker  *tracker
 	m        *metrics
