@@ -2,8 +2,13 @@ package dstl_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -348,5 +353,157 @@ func TestRetryWaitsAfterErrorWhileHedging(t *testing.T) {
 	}
 	if gap := st[2].Sub(st[1]); gap < cfg.UploadNextAttemptDelay {
 		t.Fatalf("attempt 3 started %v after attempt 2 failed, want at least the next-attempt delay %v", gap, cfg.UploadNextAttemptDelay)
+	}
+}
+
+// TestInFlightLimitIsExact: upload.max-in-flight bounds the bytes queued or
+// uploading exactly. A persist whose task does not fit waits, a preemptive
+// persist that does not fit is left for later, and only a task larger than
+// the limit, alone in flight, goes past it.
+func TestInFlightLimitIsExact(t *testing.T) {
+	b := dstltest.NewBackend()
+	b.SetFault(func(op dstltest.Op, _ string) dstltest.Fault { return dstltest.Fault{Stall: op == dstltest.OpPut} })
+	const limit = 100
+	cfg := testConfig()
+	cfg.UploadMaxInFlight = limit
+	cfg.UploadTimeout = time.Hour
+	cfg.PreemptivePersistThreshold = 50
+	s := newStorage(t, b, cfg)
+	w1 := newWriter(t, s, "a", dstl.KeyGroupRange{Start: 0, End: 0})
+	w2 := newWriter(t, s, "b", dstl.KeyGroupRange{Start: 1, End: 1})
+	w3 := newWriter(t, s, "c", dstl.KeyGroupRange{Start: 2, End: 2})
+	check := func(step string, want int64) {
+		t.Helper()
+		if got := s.InFlight(); got != want {
+			t.Fatalf("%s: %d bytes in flight, want %d (limit %d)", step, got, want, limit)
+		}
+	}
+	held := func(step string, w *dstl.Writer) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		if _, err := w.Persist(ctx, 0, 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: persist = %v, want it held until the deadline", step, err)
+		}
+	}
+	mustAppend(t, w1, 0, strings.Repeat("a", 60)) // preemptive persist: fits
+	check("after a preemptive persist that fits", 60)
+	f1, err := w1.Persist(context.Background(), 0, 1) // reuses the uploading set
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after a persist reusing it", 60)
+	mustAppend(t, w2, 1, strings.Repeat("b", 60)) // preemptive persist: 120 > 100
+	check("after a preemptive persist that does not fit", 60)
+	held("a persist that does not fit", w2)
+	check("after a held persist", 60)
+	mustAppend(t, w3, 2, strings.Repeat("c", 40))
+	f3, err := w3.Persist(context.Background(), 0, 1) // 100: fits exactly
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after a persist that fits exactly", 100)
+
+	b.SetFault(nil)
+	b.ReleaseStalls()
+	for _, f := range []*dstl.Future{f1, f3} {
+		if _, err := f.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h := persist(t, w2, 0, 2); h.LogicalSize != 60 {
+		t.Fatalf("w2's held change set: handle %+v", h)
+	}
+	check("after the uploads", 0)
+
+	// Alone in flight, a task larger than the limit goes.
+	b.SetFault(func(op dstltest.Op, _ string) dstltest.Fault { return dstltest.Fault{Stall: op == dstltest.OpPut} })
+	mustAppend(t, w3, 2, strings.Repeat("d", 150))
+	check("after a preemptive persist larger than the limit", 150)
+	b.SetFault(nil)
+	b.ReleaseStalls()
+	persist(t, w3, 0, 3)
+}
+
+// TestPermanentErrorsAreNotRetried: an error that another attempt cannot
+// heal ends the upload at once, with no retry and no hedge: denied or
+// missing (a put into a missing bucket) by the backend, classified
+// permanent by it, or a TLS handshake with a plain-HTTP endpoint.
+func TestPermanentErrorsAreNotRetried(t *testing.T) {
+	tlsToHTTP := &url.Error{Op: "Put", URL: "https://127.0.0.1:9000/bucket/x", Err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}}
+	for _, tc := range []struct {
+		name  string
+		cause error
+	}{
+		{"permission", dstl.ErrPermission},
+		{"not found", dstl.ErrNotFound},
+		{"classified permanent", fmt.Errorf("no credentials configured: %w", dstl.ErrPermanent)},
+		{"invalid config", fmt.Errorf("%w: endpoint", dstl.ErrInvalidConfig)},
+		{"https to plain http", tlsToHTTP},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+				if op == dstltest.OpPut {
+					return dstltest.Fault{Err: dstl.NewBackendError("put", "memory", name, tc.cause)}
+				}
+				return dstltest.Fault{}
+			})
+			cfg := testConfig()
+			cfg.UploadTimeout = 10 * time.Millisecond // a hedge would come soon
+			s := newStorage(t, b, cfg)
+			w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+			mustAppend(t, w, 0, "x")
+			f, err := w.Persist(context.Background(), 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.Wait(context.Background())
+			if !errors.Is(err, tc.cause) && !errors.As(err, new(tls.RecordHeaderError)) {
+				t.Fatalf("err = %v, want the cause %v", err, tc.cause)
+			}
+			time.Sleep(30 * time.Millisecond) // room for a wrong hedge or retry
+			if got := b.Counts()[dstltest.OpPut]; got != 1 {
+				t.Fatalf("puts = %d, want 1", got)
+			}
+		})
+	}
+}
+
+// refusingBackend stands for a client that retries a refused connection
+// on its own until the attempt's context ends, then reports both.
+type refusingBackend struct{ *dstltest.Backend }
+
+func (b refusingBackend) Put(ctx context.Context, name string, _ io.ReaderAt, _ int64) error {
+	<-ctx.Done()
+	return dstl.NewBackendError("put", "memory", name,
+		fmt.Errorf("dial tcp 127.0.0.1:9: connect: connection refused (retried until: %w)", ctx.Err()))
+}
+
+// TestFailedUploadNamesBackendAndCause: when every attempt ran past
+// upload.timeout, the error names the backend and what the last attempt
+// ended with, not only the timeout.
+func TestFailedUploadNamesBackendAndCause(t *testing.T) {
+	b := refusingBackend{dstltest.NewBackend()}
+	cfg := testConfig()
+	cfg.UploadTimeout = 20 * time.Millisecond
+	cfg.UploadMaxAttempts = 2
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	f, err := w.Persist(context.Background(), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = f.Wait(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want it to wrap context.DeadlineExceeded", err)
+	}
+	for _, want := range []string{`to "memory"`, "after 2 attempts", "upload.timeout (20ms)", "connection refused"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }

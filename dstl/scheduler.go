@@ -17,6 +17,7 @@ import (
 // queued or being uploaded and holds callers past the in-flight limit.
 type scheduler struct {
 	cfg      Config
+	backend  string // the storage id, which errors name
 	uploader Uploader
 	tracker  *tracker
 	m        *metrics
@@ -51,20 +52,17 @@ func newScheduler(cfg Config, up Uploader, tr *tracker, log *slog.Logger) *sched
 	return s
 }
 
-// enqueue adds a task to the current batch. While the bytes in flight are
-// at or over the limit it waits (the same rule as Available; a task may take
-// the total past the limit, as in Flink); it returns early with ctx's error.
-//
-// With force, the task is queued without waiting: the caller waited for
-// capacity already.
-func (s *scheduler) enqueue(ctx context.Context, t *UploadTask, force bool) error {
+// enqueue adds a task to the current batch. While the task does not fit
+// under the in-flight limit ([scheduler.fitsLocked]) it waits; it returns
+// early with ctx's error.
+func (s *scheduler) enqueue(ctx context.Context, t *UploadTask) error {
 	s.mu.Lock()
 	for {
 		if s.closed {
 			s.mu.Unlock()
 			return fmt.Errorf("dstl: upload: storage %w", ErrClosed)
 		}
-		if force || s.inFlight < s.cfg.UploadMaxInFlight {
+		if s.fitsLocked(t.LogicalSize) {
 			break
 		}
 		freed := s.freed
@@ -78,6 +76,61 @@ func (s *scheduler) enqueue(ctx context.Context, t *UploadTask, force bool) erro
 		s.mu.Lock()
 	}
 	s.inFlight += t.LogicalSize
+	s.queueLocked(t)
+	s.mu.Unlock()
+	return nil
+}
+
+// fitsLocked reports whether size more bytes fit under upload.max-in-flight:
+// the limit is exact, except that a task larger than the limit goes alone
+// (when nothing else is in flight), or it could never go.
+func (s *scheduler) fitsLocked(size int64) bool {
+	return s.inFlight == 0 || s.inFlight+size <= s.cfg.UploadMaxInFlight
+}
+
+// reserve counts size bytes in flight if they fit now, and reports whether
+// they did; the caller then queues its task with enqueueReserved. It never
+// waits.
+func (s *scheduler) reserve(size int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || !s.fitsLocked(size) {
+		return false
+	}
+	s.inFlight += size
+	s.updateAvailabilityLocked()
+	return true
+}
+
+// unreserve gives back bytes that [scheduler.reserve] counted for a task
+// that was not queued after all.
+func (s *scheduler) unreserve(size int64) {
+	if size == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight -= size
+	close(s.freed)
+	s.freed = make(chan struct{})
+	s.updateAvailabilityLocked()
+}
+
+// enqueueReserved queues a task whose bytes [scheduler.reserve] counted.
+func (s *scheduler) enqueueReserved(t *UploadTask) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.unreserve(t.LogicalSize)
+		return fmt.Errorf("dstl: upload: storage %w", ErrClosed)
+	}
+	s.queueLocked(t)
+	s.mu.Unlock()
+	return nil
+}
+
+// queueLocked adds a task, whose bytes are counted in flight, to the batch.
+func (s *scheduler) queueLocked(t *UploadTask) {
 	s.updateAvailabilityLocked()
 	s.queue = append(s.queue, t)
 	s.queueBytes += t.LogicalSize
@@ -91,8 +144,6 @@ func (s *scheduler) enqueue(ctx context.Context, t *UploadTask, force bool) erro
 	case s.timer == nil:
 		s.timer = time.AfterFunc(s.cfg.BatchPersistDelay, s.onTimer)
 	}
-	s.mu.Unlock()
-	return nil
 }
 
 func (s *scheduler) onTimer() {
@@ -206,7 +257,7 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 		for _, obj := range out.Objects {
 			s.tracker.track(obj, refs[obj.Name])
 		}
-	} else {
+	} else if !s.closing(err) {
 		s.m.uploadFailures.Add(context.Background(), 1)
 	}
 	// Give the bytes back first, so that whoever learns of the completion
@@ -228,6 +279,13 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 			t.writer.uploadCompleted(t, out.Results[i])
 		}
 	}
+}
+
+// closing reports whether err failed an upload because the storage is
+// closing (its tasks were queued, or their attempts cancelled), which is no
+// upload failure.
+func (s *scheduler) closing(err error) bool {
+	return s.ctx.Err() != nil && (errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled))
 }
 
 // checkOutput verifies that an uploader returned one result per change set
