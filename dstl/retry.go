@@ -165,7 +165,9 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 				<-settled
 				cause := fmt.Errorf("every attempt ran past upload.timeout (%v): %w", timeout, context.DeadlineExceeded)
 				if lastLoser.err != nil {
-					cause = fmt.Errorf("every attempt ran past upload.timeout (%v): %w; attempt %d, cancelled, ended with: %w",
+					// %v: the loser's error is mostly the cancellation
+					// the engine caused, not the caller's.
+					cause = fmt.Errorf("every attempt ran past upload.timeout (%v): %w; attempt %d, cancelled, ended with: %v",
 						timeout, context.DeadlineExceeded, lastLoser.n, lastLoser.err)
 				}
 				return nil, settled, s.uploadError(len(batch), started, cause)
@@ -207,13 +209,15 @@ func (s *scheduler) uploadError(tasks, attempts int, cause error) error {
 }
 
 // retryable reports whether another attempt could succeed where err failed:
-// not when the backend denied the request, found no bucket to put into,
-// rejected the name or classified the failure as permanent ([ErrPermanent]),
+// not when the backend denied the request, rejected the name or classified
+// the failure as permanent ([ErrPermanent], e.g. a missing bucket; a bare
+// [ErrNotFound] on a put may be an expired multipart or resumable session,
+// which a new attempt heals),
 // nor for a bad configuration, a TLS handshake answered in plain HTTP or a
 // certificate the client does not trust.
 func retryable(err error) bool {
 	switch {
-	case errors.Is(err, ErrPermission), errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidName),
+	case errors.Is(err, ErrPermission), errors.Is(err, ErrInvalidName),
 		errors.Is(err, ErrPermanent), errors.Is(err, ErrInvalidConfig), errors.Is(err, ErrClosed),
 		errors.Is(err, format.ErrInvalidChangeSet), errors.Is(err, errBadOutput):
 		return false

@@ -356,79 +356,10 @@ func TestRetryWaitsAfterErrorWhileHedging(t *testing.T) {
 	}
 }
 
-// TestInFlightLimitIsExact: upload.max-in-flight bounds the bytes queued or
-// uploading exactly. A persist whose task does not fit waits, a preemptive
-// persist that does not fit is left for later, and only a task larger than
-// the limit, alone in flight, goes past it.
-func TestInFlightLimitIsExact(t *testing.T) {
-	b := dstltest.NewBackend()
-	b.SetFault(func(op dstltest.Op, _ string) dstltest.Fault { return dstltest.Fault{Stall: op == dstltest.OpPut} })
-	const limit = 100
-	cfg := testConfig()
-	cfg.UploadMaxInFlight = limit
-	cfg.UploadTimeout = time.Hour
-	cfg.PreemptivePersistThreshold = 50
-	s := newStorage(t, b, cfg)
-	w1 := newWriter(t, s, "a", dstl.KeyGroupRange{Start: 0, End: 0})
-	w2 := newWriter(t, s, "b", dstl.KeyGroupRange{Start: 1, End: 1})
-	w3 := newWriter(t, s, "c", dstl.KeyGroupRange{Start: 2, End: 2})
-	check := func(step string, want int64) {
-		t.Helper()
-		if got := s.InFlight(); got != want {
-			t.Fatalf("%s: %d bytes in flight, want %d (limit %d)", step, got, want, limit)
-		}
-	}
-	held := func(step string, w *dstl.Writer) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		defer cancel()
-		if _, err := w.Persist(ctx, 0, 1); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("%s: persist = %v, want it held until the deadline", step, err)
-		}
-	}
-	mustAppend(t, w1, 0, strings.Repeat("a", 60)) // preemptive persist: fits
-	check("after a preemptive persist that fits", 60)
-	f1, err := w1.Persist(context.Background(), 0, 1) // reuses the uploading set
-	if err != nil {
-		t.Fatal(err)
-	}
-	check("after a persist reusing it", 60)
-	mustAppend(t, w2, 1, strings.Repeat("b", 60)) // preemptive persist: 120 > 100
-	check("after a preemptive persist that does not fit", 60)
-	held("a persist that does not fit", w2)
-	check("after a held persist", 60)
-	mustAppend(t, w3, 2, strings.Repeat("c", 40))
-	f3, err := w3.Persist(context.Background(), 0, 1) // 100: fits exactly
-	if err != nil {
-		t.Fatal(err)
-	}
-	check("after a persist that fits exactly", 100)
-
-	b.SetFault(nil)
-	b.ReleaseStalls()
-	for _, f := range []*dstl.Future{f1, f3} {
-		if _, err := f.Wait(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if h := persist(t, w2, 0, 2); h.LogicalSize != 60 {
-		t.Fatalf("w2's held change set: handle %+v", h)
-	}
-	check("after the uploads", 0)
-
-	// Alone in flight, a task larger than the limit goes.
-	b.SetFault(func(op dstltest.Op, _ string) dstltest.Fault { return dstltest.Fault{Stall: op == dstltest.OpPut} })
-	mustAppend(t, w3, 2, strings.Repeat("d", 150))
-	check("after a preemptive persist larger than the limit", 150)
-	b.SetFault(nil)
-	b.ReleaseStalls()
-	persist(t, w3, 0, 3)
-}
-
 // TestPermanentErrorsAreNotRetried: an error that another attempt cannot
-// heal ends the upload at once, with no retry and no hedge: denied or
-// missing (a put into a missing bucket) by the backend, classified
-// permanent by it, or a TLS handshake with a plain-HTTP endpoint.
+// heal ends the upload at once, with no retry and no hedge: denied by the
+// backend, classified permanent by it (a put into a missing bucket), a bad
+// configuration, or a TLS handshake with a plain-HTTP endpoint.
 func TestPermanentErrorsAreNotRetried(t *testing.T) {
 	tlsToHTTP := &url.Error{Op: "Put", URL: "https://127.0.0.1:9000/bucket/x", Err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}}
 	for _, tc := range []struct {
@@ -436,7 +367,7 @@ func TestPermanentErrorsAreNotRetried(t *testing.T) {
 		cause error
 	}{
 		{"permission", dstl.ErrPermission},
-		{"not found", dstl.ErrNotFound},
+		{"missing bucket", fmt.Errorf("bucket %q does not exist: %w: %w", "b", dstl.ErrNotFound, dstl.ErrPermanent)},
 		{"classified permanent", fmt.Errorf("no credentials configured: %w", dstl.ErrPermanent)},
 		{"invalid config", fmt.Errorf("%w: endpoint", dstl.ErrInvalidConfig)},
 		{"https to plain http", tlsToHTTP},
@@ -501,9 +432,68 @@ func TestFailedUploadNamesBackendAndCause(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want it to wrap context.DeadlineExceeded", err)
 	}
+	if errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v matches context.Canceled: nobody cancelled the upload, it timed out", err)
+	}
 	for _, want := range []string{`to "memory"`, "after 2 attempts", "upload.timeout (20ms)", "connection refused"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+// TestInFlightBound: upload.max-in-flight is passed by at most one upload.
+// Writers append flat out over a slow backend, each past the preemptive
+// threshold every few changes; after every append the bytes in flight stay
+// below the limit plus the largest task (one threshold plus one change),
+// however many writers were let through at once. Appends are held at the
+// limit, so the writers' unuploaded bytes stay bounded too.
+func TestInFlightBound(t *testing.T) {
+	const (
+		limit     = 1000
+		threshold = 300
+		change    = 100
+		writers   = 8
+		appends   = 60
+	)
+	b := dstltest.NewBackend()
+	b.SetFault(func(op dstltest.Op, _ string) dstltest.Fault {
+		if op == dstltest.OpPut {
+			return dstltest.Fault{Delay: 3 * time.Millisecond}
+		}
+		return dstltest.Fault{}
+	})
+	cfg := testConfig()
+	cfg.UploadMaxInFlight = limit
+	cfg.PreemptivePersistThreshold = threshold
+	cfg.UploadTimeout = time.Hour
+	s := newStorage(t, b, cfg)
+	var peak atomic.Int64
+	var wg sync.WaitGroup
+	for i := range writers {
+		w := newWriter(t, s, "w"+string(rune('a'+i)), dstl.KeyGroupRange{Start: i, End: i})
+		wg.Go(func() {
+			data := strings.Repeat("x", change)
+			for range appends {
+				if err := w.Append(context.Background(), i, []byte(data)); err != nil {
+					t.Error(err)
+					return
+				}
+				for n := s.InFlight(); ; {
+					old := peak.Load()
+					if n <= old || peak.CompareAndSwap(old, n) {
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if bound := int64(limit + threshold + change); peak.Load() >= bound {
+		t.Fatalf("%d bytes in flight at the peak, want below %d (limit %d + one task of at most %d)",
+			peak.Load(), bound, limit, threshold+change)
+	}
+	if peak.Load() < limit {
+		t.Fatalf("peak %d bytes in flight never reached the limit %d: the test did not load the storage", peak.Load(), limit)
 	}
 }

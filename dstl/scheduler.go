@@ -52,9 +52,12 @@ func newScheduler(cfg Config, up Uploader, tr *tracker, log *slog.Logger) *sched
 	return s
 }
 
-// enqueue adds a task to the current batch. While the task does not fit
-// under the in-flight limit ([scheduler.fitsLocked]) it waits; it returns
-// early with ctx's error.
+// enqueue adds a task to the current batch. While the bytes in flight are
+// at or over the limit it waits (the same rule as Available); it returns
+// early with ctx's error. The check and the count happen under one lock, so
+// of the tasks that see room, only the last one can take the total past the
+// limit: bytes in flight stay below upload.max-in-flight plus the largest
+// single task.
 func (s *scheduler) enqueue(ctx context.Context, t *UploadTask) error {
 	s.mu.Lock()
 	for {
@@ -62,7 +65,7 @@ func (s *scheduler) enqueue(ctx context.Context, t *UploadTask) error {
 			s.mu.Unlock()
 			return fmt.Errorf("dstl: upload: storage %w", ErrClosed)
 		}
-		if s.fitsLocked(t.LogicalSize) {
+		if s.inFlight < s.cfg.UploadMaxInFlight {
 			break
 		}
 		freed := s.freed
@@ -76,61 +79,6 @@ func (s *scheduler) enqueue(ctx context.Context, t *UploadTask) error {
 		s.mu.Lock()
 	}
 	s.inFlight += t.LogicalSize
-	s.queueLocked(t)
-	s.mu.Unlock()
-	return nil
-}
-
-// fitsLocked reports whether size more bytes fit under upload.max-in-flight:
-// the limit is exact, except that a task larger than the limit goes alone
-// (when nothing else is in flight), or it could never go.
-func (s *scheduler) fitsLocked(size int64) bool {
-	return s.inFlight == 0 || s.inFlight+size <= s.cfg.UploadMaxInFlight
-}
-
-// reserve counts size bytes in flight if they fit now, and reports whether
-// they did; the caller then queues its task with enqueueReserved. It never
-// waits.
-func (s *scheduler) reserve(size int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || !s.fitsLocked(size) {
-		return false
-	}
-	s.inFlight += size
-	s.updateAvailabilityLocked()
-	return true
-}
-
-// unreserve gives back bytes that [scheduler.reserve] counted for a task
-// that was not queued after all.
-func (s *scheduler) unreserve(size int64) {
-	if size == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inFlight -= size
-	close(s.freed)
-	s.freed = make(chan struct{})
-	s.updateAvailabilityLocked()
-}
-
-// enqueueReserved queues a task whose bytes [scheduler.reserve] counted.
-func (s *scheduler) enqueueReserved(t *UploadTask) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.unreserve(t.LogicalSize)
-		return fmt.Errorf("dstl: upload: storage %w", ErrClosed)
-	}
-	s.queueLocked(t)
-	s.mu.Unlock()
-	return nil
-}
-
-// queueLocked adds a task, whose bytes are counted in flight, to the batch.
-func (s *scheduler) queueLocked(t *UploadTask) {
 	s.updateAvailabilityLocked()
 	s.queue = append(s.queue, t)
 	s.queueBytes += t.LogicalSize
@@ -144,6 +92,8 @@ func (s *scheduler) queueLocked(t *UploadTask) {
 	case s.timer == nil:
 		s.timer = time.AfterFunc(s.cfg.BatchPersistDelay, s.onTimer)
 	}
+	s.mu.Unlock()
+	return nil
 }
 
 func (s *scheduler) onTimer() {
@@ -375,6 +325,8 @@ func (s *scheduler) QueueSize() int64 {
 func (s *scheduler) close() {
 	s.mu.Lock()
 	s.closed = true
+	close(s.freed) // callers waiting for capacity see the close
+	s.freed = make(chan struct{})
 	if s.timer != nil {
 		s.timer.Stop()
 		s.timer = nil

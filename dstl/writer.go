@@ -121,10 +121,11 @@ func (w *Writer) KeyGroups() KeyGroupRange { return w.groups }
 func (w *Writer) InitialSequenceNumber() SequenceNumber { return 0 }
 
 // Append adds a change to key group kg. The bytes are copied. While the
-// storage is at its in-flight limit, Append waits for capacity until ctx
+// storage is over its in-flight limit, Append waits for capacity until ctx
 // ends; an error means the change was not appended. Past the
-// preemptive-persist threshold the writer starts an upload on its own, if
-// it fits under the in-flight limit (else a later append tries again).
+// preemptive-persist threshold the writer starts an upload on its own,
+// which waits for capacity the same way (with the change appended; if ctx
+// ends first, a later append or persist uploads it).
 func (w *Writer) Append(ctx context.Context, kg int, change []byte) error {
 	if !w.groups.Contains(kg) {
 		return fmt.Errorf("dstl: append: key group %d is outside the writer's range %v: %w", kg, w.groups, ErrKeyGroup)
@@ -166,7 +167,7 @@ func (w *Writer) append(ctx context.Context, kg int32, change []byte) error {
 	due := w.storage.cfg.PreemptivePersistThreshold > 0 && w.unpersisted >= w.storage.cfg.PreemptivePersistThreshold
 	w.mu.Unlock()
 	if due {
-		w.persistPreemptively()
+		w.persistPreemptively(ctx)
 	}
 	return nil
 }
@@ -202,9 +203,8 @@ func (w *Writer) rolloverLocked() {
 // (closing the active one) and uploads those not uploaded yet; sets already
 // uploaded are reused. The capture happens now; the upload runs in the
 // background and the returned [Future] resolves to a handle covering
-// [from, active). Persist waits, until ctx ends, while the upload does not
-// fit under the storage's in-flight limit (an upload larger than the limit
-// goes once nothing else is in flight).
+// [from, active). Persist waits for upload capacity while the storage is
+// over its in-flight limit, until ctx ends.
 //
 // checkpointID names the checkpoint the handle is for: pass the same id to
 // [Writer.Confirm] when the checkpoint completes or to [Writer.Reset] when
@@ -262,26 +262,16 @@ func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID 
 	return waiter.future, nil
 }
 
-// persistPreemptively uploads every set not uploaded yet (closing the
-// active one), with no one waiting, so that a later checkpoint has little
-// left to upload. It never waits: when the sets do not fit under the
-// in-flight limit now, it leaves them for the next append past the
-// threshold, or the next persist.
-func (w *Writer) persistPreemptively() {
+// persistPreemptively uploads every closed set not uploaded yet, with no
+// one waiting, so that a later checkpoint has little left to upload. Like
+// a persist, it waits (until ctx ends) while the storage is at its
+// in-flight limit, so that at most one upload takes the bytes in flight
+// past the limit. The change that triggered it is appended already: when
+// the wait ends early the sets stay for the next persist, and the next
+// append tries again.
+func (w *Writer) persistPreemptively(ctx context.Context) {
 	w.mu.Lock()
 	if w.closed {
-		w.mu.Unlock()
-		return
-	}
-	size := w.active.size
-	for _, cs := range w.sets {
-		if cs.state == setNotUploaded {
-			size += cs.size
-		}
-	}
-	// Reserving under the writer's lock keeps the count exact: no other
-	// persist of this writer takes these sets meanwhile.
-	if !w.storage.sched.reserve(size) {
 		w.mu.Unlock()
 		return
 	}
@@ -293,14 +283,17 @@ func (w *Writer) persistPreemptively() {
 		}
 	}
 	task := w.newTaskLocked(pending)
+	unpersisted := w.unpersisted
 	w.unpersisted = 0
 	w.mu.Unlock()
 	if task == nil {
-		w.storage.sched.unreserve(size)
 		return
 	}
-	if err := w.storage.sched.enqueueReserved(task); err != nil {
+	if err := w.storage.sched.enqueue(ctx, task); err != nil {
 		w.uploadFailed(task, err) // kept for the next persist
+		w.mu.Lock()
+		w.unpersisted += unpersisted
+		w.mu.Unlock()
 	}
 }
 
