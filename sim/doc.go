@@ -38,6 +38,8 @@
 //     resolved, if its objects are certain to exist then: nothing was
 //     truncated or closed since the persist, or its checkpoint is still
 //     pending (neither reset nor subsumed by a newer confirmed one).
+//   - A persist that fails says why: its error wraps an injected fault,
+//     ErrClosed, ErrTruncated or a context deadline or cancellation.
 //   - No schedule hangs: each runs under a watchdog that dumps every
 //     goroutine and fails.
 //   - No goroutine outlives the storages' Close (go.uber.org/goleak, checked

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,8 +21,9 @@ var (
 	flagSeeds   = flag.Int("sim.seeds", envInt("SIM_SEEDS", 0), "number of seeds to run from -sim.start (0: the short fixed set); env SIM_SEEDS")
 	flagStart   = flag.Uint64("sim.start", uint64(envInt("SIM_START", 1)), "first seed of -sim.seeds; env SIM_START")
 	flagWorkers = flag.Int("sim.workers", envInt("SIM_WORKERS", 4*runtime.GOMAXPROCS(0)), "schedules run at once (they mostly wait on timers: default 4 x GOMAXPROCS); env SIM_WORKERS")
-	flagStrict  = flag.Bool("sim.strict", os.Getenv("SIM_STRICT") == "1", "fail on the known engine findings too (see Options.Strict); env SIM_STRICT=1")
+	flagStrict  = flag.String("sim.strict", os.Getenv("SIM_STRICT"), "known engine findings that fail a schedule: comma-separated numbers (1, 4, 5) or all (see Options.Strict); env SIM_STRICT")
 	flagMaxFail = flag.Int("sim.maxfail", 5, "stop after this many failing seeds")
+	flagWatch   = flag.Duration("sim.watchdog", 60*time.Second, "a schedule running longer fails as a hang, with a dump of every goroutine")
 )
 
 func envInt(name string, def int) int {
@@ -49,7 +51,10 @@ func TestSimulation(t *testing.T) {
 	if n == 1 {
 		workers = 1
 	}
-	opt := Options{Strict: *flagStrict, Watchdog: 60 * time.Second}
+	opt := Options{Watchdog: *flagWatch}
+	if *flagStrict != "" {
+		opt.Strict = strings.Split(*flagStrict, ",")
+	}
 	if testing.Verbose() && n <= 20 {
 		opt.Logf = t.Logf
 	}
@@ -72,6 +77,7 @@ func TestSimulation(t *testing.T) {
 		confirmed int
 		left      int
 		durations []time.Duration
+		slowest   []slow
 	)
 	var stop atomic.Bool
 	for g := start; g < start+uint64(n) && !stop.Load(); g += uint64(group) {
@@ -101,6 +107,9 @@ func TestSimulation(t *testing.T) {
 					}
 					ran++
 					durations = append(durations, st.Duration)
+					slowest = append(slowest, slow{seed, st.Duration})
+					slices.SortFunc(slowest, func(a, b slow) int { return int(b.d - a.d) })
+					slowest = slowest[:min(len(slowest), 3)]
 					persists += st.Persists
 					verified += st.Verified
 					confirmed += st.Confirmed
@@ -125,15 +134,22 @@ func TestSimulation(t *testing.T) {
 	d := time.Since(begin)
 	slices.Sort(durations)
 	if k := len(durations); k > 0 {
-		t.Logf("schedule durations: median %v, 90%% %v, 99%% %v, max %v", durations[k/2], durations[k*9/10], durations[k*99/100], durations[k-1])
+		t.Logf("schedule durations: median %v, 90%% %v, 99%% %v, max %v; slowest seeds %v", durations[k/2], durations[k*9/10], durations[k*99/100], durations[k-1], slowest)
 	}
 	t.Logf("%d schedules (seeds %d..%d, %d workers) in %v: %.0f schedules/s; %d failed; %d fault-free, %d closed abruptly; %d persists, %d returned handles and %d confirmed handles read back; %d objects left in all; known findings tolerated: %v",
 		ran, start, start+uint64(n)-1, workers, d.Round(time.Millisecond), float64(ran)/d.Seconds(), failed, faultFree, abrupt, persists, verified, confirmed, left, known)
 }
 
+type slow struct {
+	seed uint64
+	d    time.Duration
+}
+
+func (s slow) String() string { return fmt.Sprintf("%d (%v)", s.seed, s.d.Round(time.Millisecond)) }
+
 func strictFlag() string {
-	if *flagStrict {
-		return " -sim.strict"
+	if *flagStrict != "" {
+		return " -sim.strict=" + *flagStrict
 	}
 	return ""
 }
