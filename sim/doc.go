@@ -27,8 +27,10 @@
 //
 //   - Every handle a persist returned, and at the end every confirmed
 //     handle, survives a binary round trip (MarshalBinary, UnmarshalBinary,
-//     equal and re-encoding to the same bytes) and, read through a fresh
-//     reader (at the end: a fresh storage) over the backend's contents,
+//     equal and re-encoding to the same bytes; JSON likewise) and, read
+//     through a fresh reader (at the end: a fresh storage, and half the
+//     time also a reader of part of the writer's range, as after
+//     rescaling) over the backend's contents,
 //     yields exactly the changes appended to its range [From, To): per key
 //     group (and for metadata) in append order, change sets in ascending
 //     sequence-number order, metadata first and key groups ascending within

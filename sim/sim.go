@@ -176,7 +176,7 @@ func (s *schedule) setup(r *rand.Rand) {
 	cfg := dstl.DefaultConfig("sim://")
 	cfg.JobID = pick(r, "", "job", "a/b")
 	cfg.CompressionEnabled = r.IntN(2) == 0
-	cfg.PreemptivePersistThreshold = pick[int64](r, 0, 0, int64(1+r.IntN(64)), int64(256+r.IntN(8<<10)))
+	cfg.PreemptivePersistThreshold = pick[int64](r, 0, 0, 0, int64(1+r.IntN(64)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)))
 	cfg.BatchPersistDelay = pick[time.Duration](r, 0, time.Duration(r.IntN(1500))*time.Microsecond)
 	cfg.BatchPersistSizeThreshold = pick[int64](r, 1, int64(1+r.IntN(4<<10)), 10<<20)
 	cfg.UploadBufferSize = pick[int64](r, 1, 512, 1<<20)
@@ -198,7 +198,7 @@ func (s *schedule) setup(r *rand.Rand) {
 				prof.p[k] = level * r.Float64()
 			}
 		}
-		prof.maxStall = time.Duration(1+r.IntN(30)) * time.Millisecond
+		prof.maxStall = time.Duration(1+r.IntN(20)) * time.Millisecond
 	}
 	s.prof = prof
 	s.stats.FaultFree = prof.faultFree()
@@ -304,7 +304,22 @@ func (s *schedule) checkConfirmed() {
 			return
 		}
 		for _, rc := range w.confirmed {
-			w.verify(rc, rd, "confirmed, at the end")
+			w.verify(rc, rd, w.kgr, "confirmed, at the end")
+			if w.rng.IntN(2) == 0 { // rescaled: a reader of part of the range
+				a := w.kgr.Start + w.rng.IntN(w.kgr.End-w.kgr.Start+1)
+				b := w.kgr.Start + w.rng.IntN(w.kgr.End-w.kgr.Start+1)
+				sub := dstl.KeyGroupRange{Start: min(a, b), End: max(a, b)}
+				if w.rng.IntN(2) == 0 && len(w.appenders[0]) > 0 { // one that holds changes
+					kg := w.appenders[0][w.rng.IntN(len(w.appenders[0]))]
+					sub = dstl.KeyGroupRange{Start: min(sub.Start, kg), End: max(sub.End, kg)}
+				}
+				srd, err := st.NewReader(sub)
+				if err != nil {
+					s.failf("writer %d: new reader of %v: %v", w.idx, sub, err)
+					return
+				}
+				w.verify(rc, srd, sub, fmt.Sprintf("confirmed, at the end, read for key groups %v", sub))
+			}
 			s.stats.Confirmed++
 		}
 	}
@@ -723,7 +738,7 @@ func (w *simWriter) observe(rc *rec) {
 		return
 	}
 	defer rd.Close()
-	w.verify(rc, rd, "returned")
+	w.verify(rc, rd, w.kgr, "returned")
 	w.s.count(func(st *Stats) { st.Verified++ })
 }
 
@@ -807,7 +822,7 @@ func (w *simWriter) truncate() {
 
 // verify checks a handle of rc: binary round trip, then every change read
 // back against the model.
-func (w *simWriter) verify(rc *rec, rd *dstl.Reader, what string) {
+func (w *simWriter) verify(rc *rec, rd *dstl.Reader, groups dstl.KeyGroupRange, what string) {
 	h := rc.res.Remote
 	enc, err := h.MarshalBinary()
 	if err != nil {
@@ -826,6 +841,16 @@ func (w *simWriter) verify(rc *rec, rd *dstl.Reader, what string) {
 		w.failf("%s handle of checkpoint %d: decoded log %s range %v storage %q entries %d, want %s %v %q %d",
 			what, rc.cp, h2.LogID, h2.KeyGroups, h2.StorageID, len(h2.Entries), w.w.LogID(), w.kgr, storageID, len(h.Entries))
 		return
+	}
+	if js, err := h.MarshalJSON(); err != nil {
+		w.failf("%s handle of checkpoint %d: marshal JSON: %v", what, rc.cp, err)
+	} else {
+		var h3 dstl.Handle
+		if err := h3.UnmarshalJSON(js); err != nil {
+			w.failf("%s handle of checkpoint %d: unmarshal JSON: %v", what, rc.cp, err)
+		} else if enc3, err := h3.MarshalBinary(); err != nil || !bytes.Equal(enc, enc3) {
+			w.failf("%s handle of checkpoint %d: the JSON encoding does not round-trip (err %v)", what, rc.cp, err)
+		}
 	}
 	for i, e := range h2.Entries {
 		if e != h.Entries[i] {
@@ -852,8 +877,8 @@ func (w *simWriter) verify(rc *rec, rd *dstl.Reader, what string) {
 			w.failf("%s handle of checkpoint %d [%d, %d): a change of set %d", what, rc.cp, rc.from.sqn, rc.to.sqn, c.SequenceNumber)
 			return
 		}
-		if c.KeyGroup != dstl.MetaKeyGroup && !w.kgr.Contains(c.KeyGroup) {
-			w.failf("%s handle of checkpoint %d: a change of key group %d outside %v", what, rc.cp, c.KeyGroup, w.kgr)
+		if c.KeyGroup != dstl.MetaKeyGroup && !groups.Contains(c.KeyGroup) {
+			w.failf("%s handle of checkpoint %d: a change of key group %d outside %v", what, rc.cp, c.KeyGroup, groups)
 			return
 		}
 		if !first && (c.SequenceNumber < prevSQN || c.SequenceNumber == prevSQN && c.KeyGroup < prevKG) {
@@ -869,6 +894,9 @@ func (w *simWriter) verify(rc *rec, rd *dstl.Reader, what string) {
 		}
 	}
 	for kg, l := range w.log {
+		if kg != dstl.MetaKeyGroup && !groups.Contains(kg) {
+			continue
+		}
 		want := (*l)[rc.from.pos[kg]:rc.to.pos[kg]]
 		if slices.Equal(got[kg], want) {
 			continue
