@@ -53,6 +53,7 @@ type Stats struct {
 	Persists      int
 	PersistErrors int
 	Verified      int // returned handles read back while running
+	Unverifiable  int // returned handles whose objects the engine may have released before they were seen
 	Confirmed     int // confirmed handles read back at the end
 	Resets        int
 	Truncates     int
@@ -69,8 +70,8 @@ func (st Stats) String() string {
 			inj = append(inj, fmt.Sprintf("%s:%d", k, st.Injected[k]))
 		}
 	}
-	return fmt.Sprintf("writers=%d appends=%d persists=%d (failed %d) verified=%d confirmed=%d resets=%d truncates=%d abrupt=%v objects-left=%d (by faults %d) injected=[%s] known=%v\n  config: %s\n  faults: %s",
-		st.Writers, st.Appends, st.Persists, st.PersistErrors, st.Verified, st.Confirmed, st.Resets, st.Truncates, st.Abrupt,
+	return fmt.Sprintf("writers=%d appends=%d persists=%d (failed %d) verified=%d (unverifiable %d) confirmed=%d resets=%d truncates=%d abrupt=%v objects-left=%d (by faults %d) injected=[%s] known=%v\n  config: %s\n  faults: %s",
+		st.Writers, st.Appends, st.Persists, st.PersistErrors, st.Verified, st.Unverifiable, st.Confirmed, st.Resets, st.Truncates, st.Abrupt,
 		st.Objects, st.Explained, strings.Join(inj, " "), st.Known, st.Config, st.Faults)
 }
 
@@ -730,6 +731,7 @@ func (w *simWriter) observe(rc *rec) {
 	defer w.s.closeMu.RUnlock()
 	safe := (rc.epoch == w.epoch && !w.s.abrupt.Load()) || (!rc.reset && !rc.superseded)
 	if !safe {
+		w.s.count(func(st *Stats) { st.Unverifiable++ })
 		return
 	}
 	rd, err := dstl.NewReader(w.s.cl, w.kgr, time.Minute)
