@@ -33,14 +33,19 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// fixedSeeds is the short set `go test` runs by default.
-const fixedSeeds = 60
+// fixedSeeds is the short set `go test` runs by default (a few seconds,
+// with -race too); -short runs shortSeeds.
+const fixedSeeds, shortSeeds = 48, 12
 
 // TestSimulation runs seeded schedules of the engine over the fault
 // backend (see the package documentation). By default it runs seeds 1 to
-// 60; -sim.seeds=N -sim.start=S runs N seeds from S, -sim.seed=X one seed.
+// 48 (1 to 12 with -short); -sim.seeds=N -sim.start=S runs N seeds from S,
+// -sim.seed=X one seed.
 func TestSimulation(t *testing.T) {
 	start, n := uint64(1), fixedSeeds
+	if testing.Short() {
+		n = shortSeeds
+	}
 	if *flagSeeds > 0 {
 		start, n = *flagStart, *flagSeeds
 	}
