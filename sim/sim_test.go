@@ -97,7 +97,7 @@ func TestSimulation(t *testing.T) {
 					mu.Lock()
 					if err != nil {
 						failed++
-						t.Errorf("%v\nreplay: go test ./sim -run TestSimulation -sim.seed=%d -v%s", err, seed, strictFlag())
+						t.Errorf("%v\nreplay: go test ./sim -run TestSimulation -sim.seed=%d -v%s  (add -count=20 if it does not fail at once: goroutine timing varies)", err, seed, strictFlag())
 						if failed >= *flagMaxFail {
 							stop.Store(true)
 						}
