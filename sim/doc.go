@@ -42,6 +42,8 @@
 //     pending (neither reset nor subsumed by a newer confirmed one).
 //   - A persist that fails says why: its error wraps an injected fault,
 //     ErrClosed, ErrTruncated or a context deadline or cancellation.
+//   - Once the storage is closed, every persist is resolved and no byte is
+//     counted in flight.
 //   - No schedule hangs: each runs under a watchdog that dumps every
 //     goroutine and fails.
 //   - No goroutine outlives the storages' Close (go.uber.org/goleak, checked

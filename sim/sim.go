@@ -261,6 +261,9 @@ func (s *schedule) run() {
 			s.failf("close of the storage: %v", err)
 		}
 	}
+	if n := st.InFlight(); n != 0 {
+		s.failf("%d bytes still counted in flight after the storage closed", n)
+	}
 	// Every persist is resolved now that the storage is closed.
 	for _, w := range s.writers {
 		w.epoch++
