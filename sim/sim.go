@@ -364,16 +364,14 @@ func (s *schedule) checkLeftovers() {
 			continue
 		}
 		s.be.st.mu.Lock()
-		k, explained := s.be.st.explained[name]
+		_, explained := s.be.st.explained[name]
 		s.be.st.mu.Unlock()
 		if explained {
 			s.stats.Explained++
-			_ = k
 			continue
 		}
-		if why, ok := late[name]; ok && s.tolerate("4") {
+		if _, ok := late[name]; ok && s.tolerate("4") {
 			s.known("4-late-result")
-			_ = why
 			continue
 		}
 		extra := ""
