@@ -93,6 +93,8 @@ type memStore struct {
 	late      sync.WaitGroup // background stores of putLateStore
 }
 
+var _ dstl.Backend = (*backend)(nil)
+
 // backend implements dstl.Backend over a memStore, injecting faults when
 // faults is set. It is written for this simulation alone.
 type backend struct {
