@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -52,6 +53,13 @@ A handle file that cannot be read exits 3; one that does not decode, 1.
 
 ` + handleFileHelp + `
 
+Each step that waits for the storage fails after --timeout: the clock
+probe's put and listing together, its delete, the wait for the next object
+of a listing, each delete. So a storage that does not answer fails gc
+within one --timeout (a dry run, which goes on without the storage's
+clock, within two), with an error naming the base path; once a delete
+times out, no further delete starts.
+
 Handle files come after --keep (repeatable) or as arguments. --dry-run prints
 what would be deleted and deletes nothing but the clock probe it put (if the
 probe cannot be put, a dry run goes on with this machine's clock and says
@@ -65,11 +73,40 @@ type gcOptions struct {
 	grace                    time.Duration
 	dryRun                   bool
 	concurrency              int
+	graceText                string        // --grace as given
+	timeout                  time.Duration // of one step; 0: none
+	json                     bool
 
 	// What gc reaches outside itself; tests replace them.
 	open func(ctx context.Context, storage, basePath string) (dstl.Backend, string, error)
 	now  func() time.Time // this machine's clock
 }
+
+// gcFlags defines gc's flags on a new flag set, setting o.
+func gcFlags(o *gcOptions, stderr io.Writer) *flag.FlagSet {
+	fs := newFlagSet("gc", "--base-path URL [--job-id ID] --grace DURATION [--dry-run] --keep FILE [FILE...]", gcAbout, stderr)
+	fs.StringVar(&o.basePath, "base-path", "", "the storage's base `URL` or local path, as the job was configured (required)")
+	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
+	fs.StringVar(&o.jobID, "job-id", "", "the job's `ID`, the prefix of its objects under the base path (default: none, the base path's root)")
+	fs.Var((*stringsFlag)(&o.keep), "keep", "a handle `FILE` whose objects are kept; repeatable, and further files may follow as arguments")
+	fs.BoolVar(&o.keepNone, "keep-none", false, "keep no handle: delete every old dstl object under the prefix (a job that is gone for good)")
+	fs.StringVar(&o.graceText, "grace", "", "delete only objects older than this `DURATION` (e.g. 24h, 90m); required, 0 is allowed")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be deleted; delete nothing")
+	fs.IntVar(&o.concurrency, "concurrency", 8, "deletes in flight at once")
+	fs.DurationVar(&o.timeout, "timeout", gcDefaultTimeout, "the longest gc waits for the storage in one step (the clock probe's put and listing, its delete, the next object of a listing, a delete) before it fails; 0: no bound")
+	fs.BoolVar(&o.json, "json", false, "print a JSON report on stdout")
+	return fs
+}
+
+// gcDefaultTimeout is the default of --timeout.
+const gcDefaultTimeout = 8 * time.Second
+
+// gcWaits is the most waits of --timeout a gc run spends before it fails
+// on a storage that stops answering: the clock probe's put and listing,
+// the probe's delete and, in a dry run (which goes on without the
+// storage's clock), the listing. A storage that never answers fails a
+// real run after one, a dry run after two.
+const gcWaits = 3
 
 // stringsFlag is a repeatable string flag.
 type stringsFlag []string
@@ -85,16 +122,7 @@ func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // runGCWith runs gc with the backend opener and clock of o.
 func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o gcOptions) int {
-	fs := newFlagSet("gc", "--base-path URL [--job-id ID] --grace DURATION [--dry-run] --keep FILE [FILE...]", gcAbout, stderr)
-	fs.StringVar(&o.basePath, "base-path", "", "the storage's base `URL` or local path, as the job was configured (required)")
-	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
-	fs.StringVar(&o.jobID, "job-id", "", "the job's `ID`, the prefix of its objects under the base path (default: none, the base path's root)")
-	fs.Var((*stringsFlag)(&o.keep), "keep", "a handle `FILE` whose objects are kept; repeatable, and further files may follow as arguments")
-	fs.BoolVar(&o.keepNone, "keep-none", false, "keep no handle: delete every old dstl object under the prefix (a job that is gone for good)")
-	grace := fs.String("grace", "", "delete only objects older than this `DURATION` (e.g. 24h, 90m); required, 0 is allowed")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be deleted; delete nothing")
-	fs.IntVar(&o.concurrency, "concurrency", 8, "deletes in flight at once")
-	jsonOut := fs.Bool("json", false, "print a JSON report on stdout")
+	fs := gcFlags(&o, stderr)
 	var files []string
 	if code, ok := parseInterspersed(fs, args, &files); !ok {
 		return code
@@ -107,7 +135,7 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 	switch {
 	case o.basePath == "":
 		return usageErr("--base-path is required")
-	case *grace == "":
+	case o.graceText == "":
 		return usageErr("--grace is required (e.g. --grace 24h): objects younger than it are never deleted")
 	case len(o.keep) == 0 && !o.keepNone:
 		return usageErr("no handle file to keep: give --keep FILE (or, to delete every old object of the job, --keep-none)")
@@ -117,14 +145,17 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 		return usageErr("--concurrency must be at least 1")
 	}
 	var err error
-	if o.grace, err = time.ParseDuration(*grace); err != nil || o.grace < 0 {
-		return usageErr("--grace %q: want a duration of 0 or more, such as 24h or 90m", *grace)
+	if o.grace, err = time.ParseDuration(o.graceText); err != nil || o.grace < 0 {
+		return usageErr("--grace %q: want a duration of 0 or more, such as 24h or 90m", o.graceText)
+	}
+	if o.timeout < 0 {
+		return usageErr("--timeout %v: want 0 (no bound) or more", o.timeout)
 	}
 	prog := newProgress(stderr)
 	rep, err := gc(ctx, o, prog, stderr)
 	prog.close()
 	if rep != nil {
-		if code := emit(stdout, stderr, *jsonOut, rep, true); code != exitOK {
+		if code := emit(stdout, stderr, o.json, rep, true); code != exitOK {
 			return code
 		}
 	}
@@ -239,7 +270,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	// At the base path's root, which exists, rather than under the prefix:
 	// on a file system a probe under a wrong --job-id would leave the
 	// job's directory behind.
-	storeNow, leftover, err := probeClock(ctx, b, "")
+	storeNow, leftover, err := o.probeClock(ctx, b)
 	if leftover != nil {
 		prog.printf(stderr, "dstl gc: warning: %v\n", leftover)
 	}
@@ -262,10 +293,12 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 
 	prog.begin("gc: listing " + prefix)
 	var listed []dstl.ObjectInfo
-	err = b.List(ctx, prefix, func(oi dstl.ObjectInfo) error {
+	st := o.step(ctx, "listing "+prefix)
+	err = st.done(b.List(st.ctx, prefix, func(oi dstl.ObjectInfo) error {
+		st.kick() // each object is progress
 		listed = append(listed, oi)
 		return nil
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -307,20 +340,31 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	prog.begin(fmt.Sprintf("gc: deleting %d objects", len(rep.Objects)))
 	rep.DeletesRun = true
 	var mu sync.Mutex
+	var stalled error // the first delete the storage did not answer in time
+	// A storage that stops answering stops the deletes not yet started.
+	dctx, stop := context.WithCancel(ctx)
+	defer stop()
 	g := new(errgroup.Group)
 	g.SetLimit(o.concurrency)
 	for i := range rep.Objects {
-		if ctx.Err() != nil {
+		if dctx.Err() != nil {
 			break // the rest are not deleted
 		}
 		g.Go(func() error {
-			if ctx.Err() != nil {
+			if dctx.Err() != nil {
 				return nil
 			}
 			obj := &rep.Objects[i]
-			err := b.Delete(ctx, obj.Name)
+			st := o.step(dctx, "deleting "+obj.Name)
+			err := b.Delete(st.ctx, obj.Name)
+			timedOut := st.timedOut()
+			err = st.done(err)
 			mu.Lock()
 			defer mu.Unlock()
+			if timedOut && stalled == nil {
+				stalled = err
+				stop()
+			}
 			if err != nil {
 				rep.Failed = append(rep.Failed, gcFailure{Name: obj.Name, Error: err.Error()})
 			} else {
@@ -336,10 +380,80 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("interrupted: %d of %d objects deleted: %w", rep.Deleted.Objects, len(rep.Objects), err)
 	}
+	if stalled != nil {
+		return rep, fmt.Errorf("stopped after %d of %d objects deleted: %w", rep.Deleted.Objects, len(rep.Objects), stalled)
+	}
 	if len(rep.Failed) > 0 {
 		return rep, fmt.Errorf("%d of %d deletes failed, e.g. %s", len(rep.Failed), len(rep.Objects), rep.Failed[0].Error)
 	}
 	return rep, nil
+}
+
+// errNoAnswer is the cause of a step's context that its bound ended.
+var errNoAnswer = errors.New("no answer in time")
+
+// gcStep is one step of gc that waits for the storage, bounded by
+// --timeout: a call, or a listing whose every object restarts the bound.
+type gcStep struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer // nil without a bound
+	d      time.Duration
+	what   string // the step, for errors
+	base   string // the base path
+	limit  string // the bound, for errors
+}
+
+// step starts a step bounded by --timeout (unbounded when it is 0).
+func (o *gcOptions) step(ctx context.Context, what string) *gcStep {
+	return newStep(ctx, what, readableURL(o.basePath), o.timeout, "--timeout "+o.timeout.String())
+}
+
+// readableURL returns a base path with its query unescaped, so that an
+// error shows its parameters (such as the endpoint) as a person reads
+// them.
+func readableURL(base string) string {
+	before, query, ok := strings.Cut(base, "?")
+	if !ok {
+		return base
+	}
+	if q, err := url.QueryUnescape(query); err == nil {
+		return before + "?" + q
+	}
+	return base
+}
+
+func newStep(ctx context.Context, what, base string, d time.Duration, limit string) *gcStep {
+	sctx, cancel := context.WithCancelCause(ctx)
+	s := &gcStep{ctx: sctx, cancel: cancel, d: d, what: what, base: base, limit: limit}
+	if d > 0 {
+		s.timer = time.AfterFunc(d, func() { cancel(errNoAnswer) })
+	}
+	return s
+}
+
+// kick restarts the bound: the storage made progress.
+func (s *gcStep) kick() {
+	if s.timer != nil {
+		s.timer.Reset(s.d)
+	}
+}
+
+// timedOut reports whether the bound ended the step.
+func (s *gcStep) timedOut() bool { return context.Cause(s.ctx) == errNoAnswer }
+
+// done ends the step and returns its error err, saying so when the bound
+// ended it.
+func (s *gcStep) done(err error) error {
+	timedOut := s.timedOut()
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.cancel(nil)
+	if err != nil && timedOut {
+		return fmt.Errorf("%s: the storage at %s did not answer within %s: %w", s.what, s.base, s.limit, err)
+	}
+	return err
 }
 
 // clockProbePrefix starts the name of the object gc puts to read the
@@ -347,31 +461,41 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 // one, and it is allowed by every backend's name rules.
 const clockProbePrefix = ".gc-clock-"
 
-// probeClock returns the storage's "now": it puts a small object under
-// prefix (a directory, "" or ending in "/"), reads its modification time back through List, and deletes it.
-// The time is zero when the storage reports none. leftover is the error of
-// deleting the probe, which then stays behind (no gc deletes it as a dstl
-// object).
-func probeClock(ctx context.Context, b dstl.Backend, prefix string) (t time.Time, leftover, err error) {
-	name := prefix + clockProbePrefix + uuid.NewString()
+// probeClock returns the storage's "now": it puts a small object at the
+// root of the base path (which exists, unlike the job's directory on a
+// file system, where a probe under a wrong --job-id would leave that
+// directory behind), reads its modification time back through List, and
+// deletes it. The put and the listing are one step of --timeout, the
+// delete another. The time is zero when the storage reports none.
+// leftover is the error of deleting the probe, which then stays behind (no
+// gc deletes it as a dstl object).
+func (o *gcOptions) probeClock(ctx context.Context, b dstl.Backend) (t time.Time, leftover, err error) {
+	name := clockProbePrefix + uuid.NewString()
 	body := []byte("dstl gc reads the storage's clock from this object's modification time, then deletes it\n")
-	if err := b.Put(ctx, name, bytes.NewReader(body), int64(len(body))); err != nil {
+	st := o.step(ctx, "the clock probe "+name)
+	err = b.Put(st.ctx, name, bytes.NewReader(body), int64(len(body)))
+	put := err == nil
+	found := false
+	if put {
+		err = b.List(st.ctx, name, func(oi dstl.ObjectInfo) error {
+			if oi.Name == name {
+				t, found = oi.ModTime, true
+			}
+			return nil
+		})
+		if err == nil && !found {
+			err = fmt.Errorf("the probe %q put is not listed", name)
+		}
+	}
+	if err = st.done(err); !put {
 		return time.Time{}, nil, err
 	}
-	found := false
-	err = b.List(ctx, name, func(oi dstl.ObjectInfo) error {
-		if oi.Name == name {
-			t, found = oi.ModTime, true
-		}
-		return nil
-	})
-	if err == nil && !found {
-		err = fmt.Errorf("the probe %q put is not listed", name)
-	}
 	// Also when ctx is done: the probe is gc's own.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if derr := b.Delete(dctx, name); derr != nil {
+	dst := o.step(context.WithoutCancel(ctx), "deleting the clock probe "+name)
+	if o.timeout == 0 {
+		dst = newStep(context.WithoutCancel(ctx), "deleting the clock probe "+name, readableURL(o.basePath), 30*time.Second, "30s")
+	}
+	if derr := dst.done(b.Delete(dst.ctx, name)); derr != nil {
 		leftover = fmt.Errorf("the clock probe %q could not be deleted: %w", name, derr)
 	}
 	return t, leftover, err
