@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/statestore"
 )
 
 const gcAbout = `Lists the objects under a job's prefix (the base path, then --job-id) and
@@ -26,8 +28,14 @@ deletes the dstl objects that no kept handle references and that are older than
 the grace period by both of their clocks: their modification time, and the
 time in their name (a UUIDv7). An object one clock calls young is kept, and
 an object whose modification time the storage does not report is kept.
-Objects not named like dstl objects (UUIDv7.dstl directly under the prefix,
-such as snapshots kept beside them) are never deleted.
+Two kinds of objects are collected: log objects (UUIDv7.dstl directly
+under the prefix) and the state stores' snapshot objects
+(statestore/OPERATOR/UUIDv7.snap under the prefix). Snapshots are collected
+only when the kept files include statestore checkpoint handles (or with
+--keep-none): gc then takes the kept checkpoint handles as every checkpoint
+that may still be restored, of every operator instance. Kept only log
+handles, gc deletes no snapshot and counts them as not collected. Objects
+named otherwise are never deleted.
 
 Ages are measured from "now", the earlier of this machine's clock and the
 storage's: before listing, gc puts a small probe object (.gc-clock-UUID
@@ -43,15 +51,18 @@ whose clock runs behind only keeps objects longer.
 
 Keep the handles of every checkpoint that may still be restored. On a running
 job, a checkpoint in progress may also reuse change sets uploaded earlier (up
-to its writers' last truncation), whose objects no kept handle names yet:
-choose a grace period longer than that, or run gc while the job is stopped.
+to its writers' last truncation), and the snapshot materialised since the
+last checkpoint, whose objects no kept handle names yet: choose a grace period longer than that, or run gc while the job is stopped.
 
 Before deleting anything, gc checks that every object the kept handles
 reference under the prefix is there; if one is missing (a wrong base path or
 job id, or data already lost), it reports it, deletes nothing and exits 1.
 A handle file that cannot be read exits 3; one that does not decode, 1.
 
-` + handleFileHelp + `
+` + handleFileHelp + ` A --keep file may also hold a
+statestore checkpoint handle in its binary encoding
+(CheckpointHandle.MarshalBinary, starting with "DSCP"): gc keeps the
+snapshot objects and the log handles' objects it names.
 
 Each step that waits for the storage fails after --timeout: the clock
 probe's put and listing together, its delete, the wait for the next object
@@ -186,6 +197,7 @@ func (c *gcCount) add(size int64) { c.Objects++; c.Bytes += size }
 // gcObject is an object old and unreferenced: gc deleted it, or would.
 type gcObject struct {
 	Name     string    `json:"name"`
+	Kind     string    `json:"kind"` // "log" (UUIDv7.dstl) or "snapshot" (statestore/OPERATOR/UUIDv7.snap)
 	Size     int64     `json:"size"`
 	ModTime  time.Time `json:"mod_time"`
 	NameTime time.Time `json:"name_time"` // the time in its UUIDv7 name
@@ -200,25 +212,28 @@ type gcFailure struct {
 
 // gcReport is what a gc run found and did.
 type gcReport struct {
-	BasePath    string      `json:"base_path"`
-	Prefix      string      `json:"prefix"`
-	Grace       string      `json:"grace"`
-	Now         time.Time   `json:"now"`                  // the earlier of LocalNow and StoreNow: ages count from it
-	LocalNow    time.Time   `json:"local_now"`            // this machine's clock
-	StoreNow    *time.Time  `json:"store_now,omitempty"`  // the clock probe's modification time; absent when unknown
-	ClockNote   string      `json:"clock_note,omitempty"` // why StoreNow is unknown
-	DryRun      bool        `json:"dry_run"`
-	DeletesRun  bool        `json:"deletes_run"` // deletes were started (not in a dry run, nor when gc refused)
-	KeptHandles int         `json:"kept_handles"`
-	Listed      gcCount     `json:"listed"`
-	Referenced  gcCount     `json:"referenced"` // listed objects a kept handle references
-	Young       gcCount     `json:"young"`      // unreferenced, but younger than the grace period by either clock, or of unknown modification time
-	Foreign     gcCount     `json:"foreign"`    // not named like a dstl object: never deleted
-	Deletable   gcCount     `json:"deletable"`  // old and unreferenced
-	Deleted     gcCount     `json:"deleted"`    // zero in a dry run
-	Missing     []string    `json:"missing,omitempty"`
-	Objects     []gcObject  `json:"objects"` // the deletable ones, each with whether it was deleted
-	Failed      []gcFailure `json:"failed,omitempty"`
+	BasePath    string     `json:"base_path"`
+	Prefix      string     `json:"prefix"`
+	Grace       string     `json:"grace"`
+	Now         time.Time  `json:"now"`                  // the earlier of LocalNow and StoreNow: ages count from it
+	LocalNow    time.Time  `json:"local_now"`            // this machine's clock
+	StoreNow    *time.Time `json:"store_now,omitempty"`  // the clock probe's modification time; absent when unknown
+	ClockNote   string     `json:"clock_note,omitempty"` // why StoreNow is unknown
+	DryRun      bool       `json:"dry_run"`
+	DeletesRun  bool       `json:"deletes_run"` // deletes were started (not in a dry run, nor when gc refused)
+	KeptHandles int        `json:"kept_handles"`
+	Listed      gcCount    `json:"listed"`
+	Referenced  gcCount    `json:"referenced"` // listed objects a kept handle references
+	Young       gcCount    `json:"young"`      // unreferenced, but younger than the grace period by either clock, or of unknown modification time
+	Foreign     gcCount    `json:"foreign"`    // not named like a dstl object: never deleted
+	// SnapshotsKept are unreferenced snapshot objects, not collected
+	// since no checkpoint handle is kept.
+	SnapshotsKept gcCount     `json:"snapshots_not_collected"`
+	Deletable     gcCount     `json:"deletable"` // old and unreferenced
+	Deleted       gcCount     `json:"deleted"`   // zero in a dry run
+	Missing       []string    `json:"missing,omitempty"`
+	Objects       []gcObject  `json:"objects"` // the deletable ones, each with whether it was deleted
+	Failed        []gcFailure `json:"failed,omitempty"`
 }
 
 // gc runs a collection. It returns a report also with an error once the
@@ -240,19 +255,36 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	kept := map[string]bool{}
 	rep := &gcReport{BasePath: o.basePath, Prefix: prefix, Grace: o.grace.String(), DryRun: o.dryRun, Objects: []gcObject{}}
 	storageIDs := map[string]bool{}
+	keepLog := func(h dstl.Handle) {
+		storageIDs[h.StorageID] = true
+		for _, e := range h.Entries {
+			kept[e.Object] = true
+		}
+	}
+	checkpoints := 0
 	for _, f := range o.keep {
-		hs, err := readHandleFile(f)
+		hs, cps, err := readKeepFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("--keep: %w", err)
 		}
 		for _, h := range hs {
 			rep.KeptHandles++
-			storageIDs[h.StorageID] = true
-			for _, e := range h.Entries {
-				kept[e.Object] = true
+			keepLog(h)
+		}
+		for _, cp := range cps {
+			rep.KeptHandles++
+			checkpoints++
+			for _, s := range cp.Snapshots {
+				kept[s.Object] = true
+			}
+			for _, l := range cp.Logs {
+				keepLog(l.Remote) // l.Local names local copies, not the storage's objects
 			}
 		}
 	}
+	// Only with checkpoint handles does gc know which snapshots the job
+	// may still restore: it takes them as all of them.
+	collectSnapshots := checkpoints > 0 || o.keepNone
 	b, id, err := o.open(ctx, o.storage, o.basePath)
 	if err != nil {
 		return nil, err
@@ -307,17 +339,19 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	for _, oi := range listed {
 		rep.Listed.add(oi.Size)
 		seen[oi.Name] = true
-		nameTime, ours := objectNameTime(prefix, oi.Name)
+		nameTime, kind := objectKind(prefix, oi.Name)
 		switch {
 		case kept[oi.Name]:
 			rep.Referenced.add(oi.Size)
-		case !ours:
+		case kind == "":
 			rep.Foreign.add(oi.Size)
+		case kind == kindSnapshot && !collectSnapshots:
+			rep.SnapshotsKept.add(oi.Size)
 		case young(oi.ModTime) || young(nameTime): // a zero modification time is unknown: young
 			rep.Young.add(oi.Size)
 		default:
 			rep.Deletable.add(oi.Size)
-			rep.Objects = append(rep.Objects, gcObject{Name: oi.Name, Size: oi.Size, ModTime: oi.ModTime, NameTime: nameTime})
+			rep.Objects = append(rep.Objects, gcObject{Name: oi.Name, Kind: kind, Size: oi.Size, ModTime: oi.ModTime, NameTime: nameTime})
 		}
 	}
 	for name := range kept {
@@ -501,15 +535,39 @@ func (o *gcOptions) probeClock(ctx context.Context, b dstl.Backend) (t time.Time
 	return t, leftover, err
 }
 
-// objectNameTime returns the creation time in the name of a dstl object
-// under prefix (prefix + UUIDv7 + ".dstl"); ours is false for any other
-// name.
-func objectNameTime(prefix, name string) (t time.Time, ours bool) {
+// The kinds of objects gc collects.
+const (
+	kindLog      = "log"      // PREFIX/UUIDv7.dstl
+	kindSnapshot = "snapshot" // PREFIX/statestore/OPERATOR/UUIDv7.snap, a Checkpointer's
+)
+
+// objectKind returns the kind of the object name under prefix and the
+// creation time in its name; kind is "" for a name gc never deletes.
+func objectKind(prefix, name string) (t time.Time, kind string) {
 	base, ok := strings.CutPrefix(name, prefix)
 	if !ok {
-		return time.Time{}, false
+		return time.Time{}, ""
 	}
-	base, ok = strings.CutSuffix(base, dstl.ObjectSuffix)
+	if t, ok := uuid7Time(base, dstl.ObjectSuffix); ok {
+		return t, kindLog
+	}
+	rest, ok := strings.CutPrefix(base, "statestore/")
+	if !ok {
+		return time.Time{}, ""
+	}
+	op, base, ok := strings.Cut(rest, "/")
+	if !ok || op == "" {
+		return time.Time{}, ""
+	}
+	if t, ok := uuid7Time(base, statestore.SnapshotSuffix); ok {
+		return t, kindSnapshot
+	}
+	return time.Time{}, ""
+}
+
+// uuid7Time returns the time in base, a UUIDv7 followed by suffix.
+func uuid7Time(base, suffix string) (time.Time, bool) {
+	base, ok := strings.CutSuffix(base, suffix)
 	if !ok || len(base) != 36 {
 		return time.Time{}, false
 	}
@@ -519,6 +577,37 @@ func objectNameTime(prefix, name string) (t time.Time, ours bool) {
 	}
 	sec, nsec := u.Time().UnixTime()
 	return time.Unix(sec, nsec), true
+}
+
+// checkpointHandleMagic starts the binary encoding of a
+// statestore.CheckpointHandle.
+const checkpointHandleMagic = "DSCP"
+
+// readKeepFile reads a file given to --keep: a handle file (see
+// handleFileHelp), or a statestore checkpoint handle in its binary
+// encoding (CheckpointHandle.MarshalBinary), which names snapshot objects
+// and log handles. Errors name the file; one of decoding wraps
+// [dstl.ErrInvalidHandle], one of reading the file does not.
+func readKeepFile(path string) ([]dstl.Handle, []statestore.CheckpointHandle, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if bytes.HasPrefix(data, []byte(checkpointHandleMagic)) {
+		var h statestore.CheckpointHandle
+		if err := h.UnmarshalBinary(data); err != nil {
+			return nil, nil, fmt.Errorf("checkpoint handle file %s: %w: %w", path, dstl.ErrInvalidHandle, err)
+		}
+		return nil, []statestore.CheckpointHandle{h}, nil
+	}
+	hs, err := parseHandles(data)
+	if err != nil {
+		if !errors.Is(err, dstl.ErrInvalidHandle) {
+			err = fmt.Errorf("%w: %w", dstl.ErrInvalidHandle, err)
+		}
+		return nil, nil, fmt.Errorf("handle file %s: %w", path, err)
+	}
+	return hs, nil, nil
 }
 
 // status says what became of a deletable object.
@@ -565,6 +654,9 @@ func (r *gcReport) print(w io.Writer) {
 	row("referenced (kept)", r.Referenced)
 	row("younger than grace (kept)", r.Young)
 	row("not dstl objects (kept)", r.Foreign)
+	if r.SnapshotsKept.Objects > 0 {
+		row("snapshots, no checkpoint handle kept (kept)", r.SnapshotsKept)
+	}
 	switch {
 	case r.DryRun:
 		row("would delete (dry run)", r.Deletable)
