@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -19,6 +20,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dstlgo/dstl/backends/s3"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/statestore"
 )
@@ -36,6 +38,13 @@ only when the kept files include statestore checkpoint handles (or with
 that may still be restored, of every operator instance. Kept only log
 handles, gc deletes no snapshot and counts them as not collected. Objects
 named otherwise are never deleted.
+
+On S3, gc also lists the incomplete multipart uploads under the prefix
+(what a writer killed mid-upload leaves) and aborts those of objects it
+collects that are older than the grace period by both clocks: the upload's
+start, by the storage's clock, and the time in the name. A dry run lists
+them only. A bucket lifecycle rule AbortIncompleteMultipartUpload
+(DaysAfterInitiation) removes what no gc run reaches.
 
 Ages are measured from "now", the earlier of this machine's clock and the
 storage's: before listing, gc puts a small probe object (.gc-clock-UUID
@@ -204,10 +213,21 @@ type gcObject struct {
 	Deleted  bool      `json:"deleted"`   // its delete ran and succeeded
 }
 
-// gcFailure is a delete that failed.
+// gcFailure is a delete, or an upload's abort, that failed.
 type gcFailure struct {
-	Name  string `json:"name"`
-	Error string `json:"error"`
+	Name     string `json:"name"`
+	UploadID string `json:"upload_id,omitempty"` // of an abort
+	Error    string `json:"error"`
+}
+
+// gcUpload is an incomplete upload, old, of an object gc collects: gc
+// aborted it, or would.
+type gcUpload struct {
+	Name      string    `json:"name"` // of the object it would have written
+	UploadID  string    `json:"upload_id"`
+	Initiated time.Time `json:"initiated"`
+	NameTime  time.Time `json:"name_time"`
+	Aborted   bool      `json:"aborted"` // its abort ran and succeeded
 }
 
 // gcReport is what a gc run found and did.
@@ -228,12 +248,19 @@ type gcReport struct {
 	Foreign     gcCount    `json:"foreign"`    // not named like a dstl object: never deleted
 	// SnapshotsKept are unreferenced snapshot objects, not collected
 	// since no checkpoint handle is kept.
-	SnapshotsKept gcCount     `json:"snapshots_not_collected"`
-	Deletable     gcCount     `json:"deletable"` // old and unreferenced
-	Deleted       gcCount     `json:"deleted"`   // zero in a dry run
-	Missing       []string    `json:"missing,omitempty"`
-	Objects       []gcObject  `json:"objects"` // the deletable ones, each with whether it was deleted
-	Failed        []gcFailure `json:"failed,omitempty"`
+	SnapshotsKept gcCount `json:"snapshots_not_collected"`
+	Deletable     gcCount `json:"deletable"` // old and unreferenced
+	Deleted       gcCount `json:"deleted"`   // zero in a dry run
+	// Incomplete uploads under the prefix (S3 multipart uploads), when
+	// the backend has them: UploadsChecked says so.
+	UploadsChecked bool        `json:"incomplete_uploads_checked"`
+	UploadsListed  int         `json:"incomplete_uploads_listed"`
+	UploadsKept    int         `json:"incomplete_uploads_kept"`    // younger than the grace by either clock, or not of an object gc collects
+	UploadsAborted int         `json:"incomplete_uploads_aborted"` // zero in a dry run
+	Uploads        []gcUpload  `json:"incomplete_uploads"`         // the old ones, each with whether it was aborted
+	Missing        []string    `json:"missing,omitempty"`
+	Objects        []gcObject  `json:"objects"` // the deletable ones, each with whether it was deleted
+	Failed         []gcFailure `json:"failed,omitempty"`
 }
 
 // gc runs a collection. It returns a report also with an error once the
@@ -253,7 +280,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	}
 	// What the kept handles reference.
 	kept := map[string]bool{}
-	rep := &gcReport{BasePath: o.basePath, Prefix: prefix, Grace: o.grace.String(), DryRun: o.dryRun, Objects: []gcObject{}}
+	rep := &gcReport{BasePath: o.basePath, Prefix: prefix, Grace: o.grace.String(), DryRun: o.dryRun, Objects: []gcObject{}, Uploads: []gcUpload{}}
 	storageIDs := map[string]bool{}
 	keepLog := func(h dstl.Handle) {
 		storageIDs[h.StorageID] = true
@@ -334,7 +361,36 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	if err != nil {
 		return nil, err
 	}
+	// The incomplete uploads under the prefix, where the backend has them.
+	var uploads []s3.IncompleteUpload
+	if uc, ok := b.(uploadCollector); ok {
+		prog.begin("gc: listing the incomplete uploads under " + prefix)
+		rep.UploadsChecked = true
+		st := o.step(ctx, "listing the incomplete uploads under "+prefix)
+		err = st.done(uc.ListIncompleteUploads(st.ctx, prefix, func(u s3.IncompleteUpload) error {
+			st.kick()
+			uploads = append(uploads, u)
+			return nil
+		}))
+		if err != nil {
+			return nil, err
+		}
+	}
 	young := func(t time.Time) bool { return t.IsZero() || rep.Now.Sub(t) <= o.grace }
+	for _, u := range uploads {
+		rep.UploadsListed++
+		// Only uploads of objects gc collects, old by both clocks: a
+		// younger one may still be running.
+		nameTime, kind := objectKind(prefix, u.Name)
+		if kind == "" || young(u.Initiated) || young(nameTime) {
+			rep.UploadsKept++
+			continue
+		}
+		rep.Uploads = append(rep.Uploads, gcUpload{Name: u.Name, UploadID: u.UploadID, Initiated: u.Initiated, NameTime: nameTime})
+	}
+	slices.SortFunc(rep.Uploads, func(a, b gcUpload) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.UploadID, b.UploadID))
+	})
 	seen := map[string]bool{}
 	for _, oi := range listed {
 		rep.Listed.add(oi.Size)
@@ -367,20 +423,22 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		rep.Missing = slices.Sorted(maps.Keys(kept))
 		return rep, fmt.Errorf("%w: none of the %d objects the kept handles reference is under %q (wrong --base-path or --job-id?)", errMissing, len(kept), prefix)
 	}
-	if o.dryRun || len(rep.Objects) == 0 {
+	if o.dryRun || len(rep.Objects)+len(rep.Uploads) == 0 {
 		return rep, nil
 	}
 
-	prog.begin(fmt.Sprintf("gc: deleting %d objects", len(rep.Objects)))
+	prog.begin(fmt.Sprintf("gc: deleting %d objects, aborting %d uploads", len(rep.Objects), len(rep.Uploads)))
 	rep.DeletesRun = true
+	uc, _ := b.(uploadCollector)
 	var mu sync.Mutex
-	var stalled error // the first delete the storage did not answer in time
-	// A storage that stops answering stops the deletes not yet started.
+	var stalled error // the first call the storage did not answer in time
+	// A storage that stops answering stops the calls not yet started.
 	dctx, stop := context.WithCancel(ctx)
 	defer stop()
 	g := new(errgroup.Group)
 	g.SetLimit(o.concurrency)
-	for i := range rep.Objects {
+	total := len(rep.Objects) + len(rep.Uploads)
+	for i := range total {
 		if dctx.Err() != nil {
 			break // the rest are not deleted
 		}
@@ -388,9 +446,20 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			if dctx.Err() != nil {
 				return nil
 			}
-			obj := &rep.Objects[i]
-			st := o.step(dctx, "deleting "+obj.Name)
-			err := b.Delete(st.ctx, obj.Name)
+			var st *gcStep
+			var err error
+			var fail gcFailure
+			if i < len(rep.Objects) {
+				obj := &rep.Objects[i]
+				st = o.step(dctx, "deleting "+obj.Name)
+				err = b.Delete(st.ctx, obj.Name)
+				fail.Name = obj.Name
+			} else {
+				u := &rep.Uploads[i-len(rep.Objects)]
+				st = o.step(dctx, "aborting the upload "+u.UploadID+" of "+u.Name)
+				err = uc.AbortIncompleteUpload(st.ctx, s3.IncompleteUpload{Name: u.Name, UploadID: u.UploadID, Initiated: u.Initiated})
+				fail.Name, fail.UploadID = u.Name, u.UploadID
+			}
 			timedOut := st.timedOut()
 			err = st.done(err)
 			mu.Lock()
@@ -399,29 +468,54 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 				stalled = err
 				stop()
 			}
-			if err != nil {
-				rep.Failed = append(rep.Failed, gcFailure{Name: obj.Name, Error: err.Error()})
-			} else {
-				obj.Deleted = true
-				rep.Deleted.add(obj.Size)
+			switch {
+			case err != nil:
+				fail.Error = err.Error()
+				rep.Failed = append(rep.Failed, fail)
+			case i < len(rep.Objects):
+				rep.Objects[i].Deleted = true
+				rep.Deleted.add(rep.Objects[i].Size)
+			default:
+				rep.Uploads[i-len(rep.Objects)].Aborted = true
+				rep.UploadsAborted++
 			}
-			prog.set(float64(rep.Deleted.Objects+len(rep.Failed)) / float64(len(rep.Objects)))
+			prog.set(float64(rep.Deleted.Objects+rep.UploadsAborted+len(rep.Failed)) / float64(total))
 			return nil
 		})
 	}
 	_ = g.Wait() // every failure is in rep.Failed
-	slices.SortFunc(rep.Failed, func(a, b gcFailure) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(rep.Failed, func(a, b gcFailure) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.UploadID, b.UploadID))
+	})
+	done := fmt.Sprintf("%d of %d objects deleted", rep.Deleted.Objects, len(rep.Objects))
+	if len(rep.Uploads) > 0 {
+		done += fmt.Sprintf(", %d of %d incomplete uploads aborted", rep.UploadsAborted, len(rep.Uploads))
+	}
 	if err := ctx.Err(); err != nil {
-		return rep, fmt.Errorf("interrupted: %d of %d objects deleted: %w", rep.Deleted.Objects, len(rep.Objects), err)
+		return rep, fmt.Errorf("interrupted: %s: %w", done, err)
 	}
 	if stalled != nil {
-		return rep, fmt.Errorf("stopped after %d of %d objects deleted: %w", rep.Deleted.Objects, len(rep.Objects), stalled)
+		return rep, fmt.Errorf("stopped: %s: %w", done, stalled)
 	}
 	if len(rep.Failed) > 0 {
-		return rep, fmt.Errorf("%d of %d deletes failed, e.g. %s", len(rep.Failed), len(rep.Objects), rep.Failed[0].Error)
+		what := "deletes"
+		if len(rep.Uploads) > 0 {
+			what = "deletes and aborts"
+		}
+		return rep, fmt.Errorf("%d of %d %s failed (%s), e.g. %s", len(rep.Failed), total, what, done, rep.Failed[0].Error)
 	}
 	return rep, nil
 }
+
+// uploadCollector is a backend whose incomplete uploads gc lists and
+// aborts: s3's multipart uploads, which a writer killed mid-upload (or
+// whose abort failed) leaves behind.
+type uploadCollector interface {
+	ListIncompleteUploads(ctx context.Context, prefix string, fn func(s3.IncompleteUpload) error) error
+	AbortIncompleteUpload(ctx context.Context, u s3.IncompleteUpload) error
+}
+
+var _ uploadCollector = (*s3.Backend)(nil)
 
 // errNoAnswer is the cause of a step's context that its bound ended.
 var errNoAnswer = errors.New("no answer in time")
@@ -610,31 +704,42 @@ func readKeepFile(path string) ([]dstl.Handle, []statestore.CheckpointHandle, er
 	return hs, nil, nil
 }
 
-// status says what became of a deletable object.
-func (r *gcReport) status(o gcObject, failed map[string]bool) string {
+// status says what became of a deletable object or an abortable upload:
+// verb is "delete" or "abort", past "deleted" or "aborted"; done and failed say whether its call ran
+// and succeeded or failed.
+func (r *gcReport) status(verb, past string, done, failed bool) string {
 	switch {
 	case r.DryRun:
-		return "would delete"
-	case o.Deleted:
-		return "deleted"
-	case failed[o.Name]:
+		return "would " + verb
+	case done:
+		return past
+	case failed:
 		return "FAILED"
 	case !r.DeletesRun:
-		return "would delete (not run)" // gc refused before deleting anything
+		return "would " + verb + " (not run)" // gc refused before deleting anything
 	}
-	return "not deleted" // interrupted before its turn
+	return "not " + past // interrupted before its turn
 }
 
 func (r *gcReport) print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	failed := map[gcFailure]bool{} // by name and upload id
+	for _, f := range r.Failed {
+		failed[gcFailure{Name: f.Name, UploadID: f.UploadID}] = true
+	}
+	if len(r.Uploads) > 0 {
+		fmt.Fprintln(tw, "\tINCOMPLETE UPLOAD OF\tUPLOAD ID\tINITIATED\tNAMED")
+		for _, u := range r.Uploads {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\n", r.status("abort", "aborted", u.Aborted, failed[gcFailure{Name: u.Name, UploadID: u.UploadID}]),
+				u.Name, u.UploadID, r.Now.Sub(u.Initiated).Round(time.Second), r.Now.Sub(u.NameTime).Round(time.Second))
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
 	if len(r.Objects) > 0 {
 		fmt.Fprintln(tw, "\tOBJECT\tSIZE\tMODIFIED\tNAMED")
-		failed := map[string]bool{}
-		for _, f := range r.Failed {
-			failed[f.Name] = true
-		}
 		for _, o := range r.Objects {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\n", r.status(o, failed), o.Name, formatBytes(o.Size),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\n", r.status("delete", "deleted", o.Deleted, failed[gcFailure{Name: o.Name}]), o.Name, formatBytes(o.Size),
 				r.Now.Sub(o.ModTime).Round(time.Second), r.Now.Sub(o.NameTime).Round(time.Second))
 		}
 		tw.Flush()
@@ -668,8 +773,26 @@ func (r *gcReport) print(w io.Writer) {
 		if len(r.Failed) > 0 {
 			fmt.Fprintf(tw, "  failed\t%d\t\n", len(r.Failed))
 		}
-		if n := len(r.Objects) - r.Deleted.Objects - len(r.Failed); n > 0 {
+		failedObjects := 0
+		for f := range failed {
+			if f.UploadID == "" {
+				failedObjects++
+			}
+		}
+		if n := len(r.Objects) - r.Deleted.Objects - failedObjects; n > 0 {
 			fmt.Fprintf(tw, "  not deleted (interrupted)\t%d\t\n", n)
+		}
+	}
+	if r.UploadsChecked {
+		fmt.Fprintf(tw, "  incomplete uploads listed\t%d\t\n", r.UploadsListed)
+		fmt.Fprintf(tw, "  incomplete uploads younger than grace or not dstl's (kept)\t%d\t\n", r.UploadsKept)
+		switch {
+		case r.DryRun:
+			fmt.Fprintf(tw, "  incomplete uploads, would abort (dry run)\t%d\t\n", len(r.Uploads))
+		case !r.DeletesRun && len(r.Uploads) > 0:
+			fmt.Fprintf(tw, "  incomplete uploads, would abort (not run)\t%d\t\n", len(r.Uploads))
+		default:
+			fmt.Fprintf(tw, "  incomplete uploads aborted\t%d\t\n", r.UploadsAborted)
 		}
 	}
 	tw.Flush()
