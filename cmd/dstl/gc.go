@@ -30,6 +30,7 @@ deletes the dstl objects that no kept handle references and that are older than
 the grace period by both of their clocks: their modification time, and the
 time in their name (a UUIDv7). An object one clock calls young is kept, and
 an object whose modification time the storage does not report is kept.
+
 Two kinds of objects are collected: log objects (UUIDv7.dstl directly
 under the prefix) and the state stores' snapshot objects
 (statestore/OPERATOR/UUIDv7.snap under the prefix). Snapshots are collected
@@ -61,17 +62,19 @@ whose clock runs behind only keeps objects longer.
 Keep the handles of every checkpoint that may still be restored. On a running
 job, a checkpoint in progress may also reuse change sets uploaded earlier (up
 to its writers' last truncation), and the snapshot materialised since the
-last checkpoint, whose objects no kept handle names yet: choose a grace period longer than that, or run gc while the job is stopped.
+last checkpoint, whose objects no kept handle names yet: choose a grace
+period longer than that, or run gc while the job is stopped.
 
 Before deleting anything, gc checks that every object the kept handles
 reference under the prefix is there; if one is missing (a wrong base path or
 job id, or data already lost), it reports it, deletes nothing and exits 1.
 A handle file that cannot be read exits 3; one that does not decode, 1.
 
-` + handleFileHelp + ` A --keep file may also hold a
-statestore checkpoint handle in its binary encoding
-(CheckpointHandle.MarshalBinary, starting with "DSCP"): gc keeps the
-snapshot objects and the log handles' objects it names.
+` + handleFileHelp + `
+
+A --keep file may also hold a statestore checkpoint handle in its binary
+encoding (CheckpointHandle.MarshalBinary, starting with "DSCP"): gc keeps
+the snapshot objects it names and the objects of its log handles.
 
 Each step that waits for the storage fails after --timeout: the clock
 probe's put and listing together, its delete, the wait for the next object
@@ -109,11 +112,11 @@ func gcFlags(o *gcOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
 	fs.StringVar(&o.jobID, "job-id", "", "the job's `ID`, the prefix of its objects under the base path (default: none, the base path's root)")
 	fs.Var((*stringsFlag)(&o.keep), "keep", "a handle `FILE` whose objects are kept; repeatable, and further files may follow as arguments")
-	fs.BoolVar(&o.keepNone, "keep-none", false, "keep no handle: delete every old dstl object under the prefix (a job that is gone for good)")
+	fs.BoolVar(&o.keepNone, "keep-none", false, "keep no handle: delete every old log and snapshot object under the prefix (a job that is gone for good)")
 	fs.StringVar(&o.graceText, "grace", "", "delete only objects older than this `DURATION` (e.g. 24h, 90m); required, 0 is allowed")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be deleted; delete nothing")
-	fs.IntVar(&o.concurrency, "concurrency", 8, "deletes in flight at once")
-	fs.DurationVar(&o.timeout, "timeout", gcDefaultTimeout, "the longest gc waits for the storage in one step (the clock probe's put and listing, its delete, the next object of a listing, a delete) before it fails; 0: no bound")
+	fs.IntVar(&o.concurrency, "concurrency", 8, "deletes (and aborts) in flight at once")
+	fs.DurationVar(&o.timeout, "timeout", gcDefaultTimeout, "the longest `DURATION` gc waits for the storage in one step (the clock probe's put and listing, its delete, the next object of a listing, a delete) before it fails; 0: no bound")
 	fs.BoolVar(&o.json, "json", false, "print a JSON report on stdout")
 	return fs
 }
