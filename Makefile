@@ -83,7 +83,7 @@ clean:
 
 ## sim: the seeded simulation of the engine over a fault-injecting backend
 ## (package sim): SEEDS schedules from seed START (a failing seed prints the
-## command that replays it); SIM_ARGS go to go test (e.g. -race, -sim.strict)
+## command that replays it); SIM_ARGS go to go test (e.g. -race)
 SEEDS ?= 10000
 START ?= 1
 SIM_ARGS ?=

@@ -55,10 +55,6 @@
 //     put that stored and reported an error, a failed delete). A
 //     fault-free schedule leaves nothing else.
 //
-// Known engine findings that trip an invariant are tolerated unless the
-// simulation runs strict (see [Options.Strict]); every tolerated case is
-// counted in the schedule's [Stats] so that it stays visible.
-//
 // Run it with go test ./sim -run TestSimulation (a short fixed set of
 // seeds), or with -sim.seeds=N -sim.start=S for long runs (make sim
 // SEEDS=N). A failing seed prints the command that replays it.

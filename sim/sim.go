@@ -21,19 +21,6 @@ import (
 
 // Options tune how a schedule is run and judged.
 type Options struct {
-	// Strict lists the known engine findings that fail a schedule ("1",
-	// "4", "5"; "all" for every one); the others are counted in
-	// [Stats.Known] and tolerated:
-	//   - "1-order": changes of one key group (or metadata) read back out of
-	//     append order where only zero-length changes moved, in a writer
-	//     whose range is wider than 1024 key groups;
-	//   - "4-late-result": objects left behind because a persist's result
-	//     arrived after a newer checkpoint was confirmed;
-	//   - "5-empty-local": an empty persist without local recovery returned a
-	//     non-nil Local handle;
-	//   - "5-truncated-sentinel": a persist failed by a truncation returned
-	//     an error that does not wrap ErrTruncated.
-	Strict []string
 	// Watchdog bounds one schedule; past it the schedule fails with a dump
 	// of every goroutine. Zero means 60 s.
 	Watchdog time.Duration
@@ -60,7 +47,6 @@ type Stats struct {
 	Objects       int // objects left at the end
 	Explained     int // of them, left by an injected fault
 	Injected      [numFaultKinds]int
-	Known         map[string]int // tolerated occurrences of known findings
 }
 
 func (st Stats) String() string {
@@ -70,9 +56,9 @@ func (st Stats) String() string {
 			inj = append(inj, fmt.Sprintf("%s:%d", k, st.Injected[k]))
 		}
 	}
-	return fmt.Sprintf("writers=%d appends=%d persists=%d (failed %d) verified=%d (unverifiable %d) confirmed=%d resets=%d truncates=%d abrupt=%v objects-left=%d (by faults %d) injected=[%s] known=%v\n  config: %s\n  faults: %s",
+	return fmt.Sprintf("writers=%d appends=%d persists=%d (failed %d) verified=%d (unverifiable %d) confirmed=%d resets=%d truncates=%d abrupt=%v objects-left=%d (by faults %d) injected=[%s]\n  config: %s\n  faults: %s",
 		st.Writers, st.Appends, st.Persists, st.PersistErrors, st.Verified, st.Unverifiable, st.Confirmed, st.Resets, st.Truncates, st.Abrupt,
-		st.Objects, st.Explained, strings.Join(inj, " "), st.Known, st.Config, st.Faults)
+		st.Objects, st.Explained, strings.Join(inj, " "), st.Config, st.Faults)
 }
 
 const storageID = "sim"
@@ -108,25 +94,6 @@ func (s *schedule) failf(format string, args ...any) {
 	if len(s.errs) < 20 {
 		s.errs = append(s.errs, fmt.Sprintf(format, args...))
 	}
-}
-
-// tolerate reports whether the known finding (its number) is tolerated.
-func (s *schedule) tolerate(finding string) bool {
-	for _, f := range s.opt.Strict {
-		if f == finding || f == "all" {
-			return false
-		}
-	}
-	return true
-}
-
-func (s *schedule) known(finding string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stats.Known == nil {
-		s.stats.Known = map[string]int{}
-	}
-	s.stats.Known[finding]++
 }
 
 func (s *schedule) count(f func(*Stats)) {
@@ -370,13 +337,9 @@ func (s *schedule) checkLeftovers() {
 			s.stats.Explained++
 			continue
 		}
-		if _, ok := late[name]; ok && s.tolerate("4") {
-			s.known("4-late-result")
-			continue
-		}
 		extra := ""
 		if why, ok := late[name]; ok {
-			extra = " (known finding 4: " + why + ")"
+			extra = " (a result that arrived late: " + why + ")"
 		}
 		extra += s.whoRefers(name)
 		s.failf("object %s left behind: no confirmed or pending handle refers to it and no injected fault explains it%s", name, extra)
@@ -710,8 +673,6 @@ func (w *simWriter) observe(rc *rec) {
 		switch {
 		case errors.Is(err, errInjected), errors.Is(err, dstl.ErrClosed), errors.Is(err, dstl.ErrTruncated),
 			errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		case strings.Contains(err.Error(), "truncated") && w.s.tolerate("5"):
-			w.s.known("5-truncated-sentinel")
 		default:
 			w.failf("persist of checkpoint %d [%d, %d) failed with an error that names no cause (injected fault, ErrClosed, ErrTruncated, a deadline): %v",
 				rc.cp, rc.from.sqn, rc.to.sqn, err)
@@ -722,11 +683,7 @@ func (w *simWriter) observe(rc *rec) {
 		w.failf("persist of checkpoint %d from %d resolved to [%d, %d), want [%d, %d)", rc.cp, rc.from.sqn, res.From, res.To, rc.from.sqn, rc.to.sqn)
 	}
 	if res.Local != nil {
-		if res.Remote.Empty() && w.s.tolerate("5") {
-			w.s.known("5-empty-local")
-		} else {
-			w.failf("persist of checkpoint %d without local recovery returned a Local handle: %+v", rc.cp, *res.Local)
-		}
+		w.failf("persist of checkpoint %d without local recovery returned a Local handle: %+v", rc.cp, *res.Local)
 	}
 	w.s.closeMu.RLock()
 	defer w.s.closeMu.RUnlock()
@@ -904,24 +861,10 @@ func (w *simWriter) verify(rc *rec, rd *dstl.Reader, groups dstl.KeyGroupRange, 
 		if slices.Equal(got[kg], want) {
 			continue
 		}
-		if w.s.tolerate("1") && onlyEmptiesMoved(got[kg], want) && w.kgr.End-w.kgr.Start+1 > 1024 {
-			w.s.known("1-order")
-			continue
-		}
 		w.failf("%s handle of checkpoint %d [%d, %d): key group %d read back %d changes, want %d\n  got  %s\n  want %s",
 			what, rc.cp, rc.from.sqn, rc.to.sqn, kg, len(got[kg]), len(want), brief(got[kg]), brief(want))
 	}
 	rc.verified = true
-}
-
-// onlyEmptiesMoved reports whether got is want with only its zero-length
-// changes moved.
-func onlyEmptiesMoved(got, want []string) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	nonEmpty := func(s string) bool { return s == "" }
-	return slices.Equal(slices.DeleteFunc(slices.Clone(got), nonEmpty), slices.DeleteFunc(slices.Clone(want), nonEmpty))
 }
 
 // brief formats changes for a message: short ones whole, long ones cut.
