@@ -8,7 +8,7 @@ BENCHTIME ?= 1s
 BENCH_ARGS ?=
 FUZZTIME  ?= 30s
 
-.PHONY: all build demo example test test-unit vet race fuzz bench bench-go clean \
+.PHONY: all build demo example test test-unit vet race fuzz bench bench-go sim clean \
 	emulators-install emulators-up emulators-down
 
 all: build test
@@ -80,3 +80,12 @@ emulators-down:
 
 clean:
 	rm -f bench.txt
+
+## sim: the seeded simulation of the engine over a fault-injecting backend
+## (package sim): SEEDS schedules from seed START (a failing seed prints the
+## command that replays it); SIM_ARGS go to go test (e.g. -race)
+SEEDS ?= 10000
+START ?= 1
+SIM_ARGS ?=
+sim:
+	$(GO) test -count=1 -timeout 0 -run '^TestSimulation$$' $(SIM_ARGS) ./sim -sim.seeds=$(SEEDS) -sim.start=$(START) -v

@@ -302,7 +302,9 @@ func (e *engineCase) barrier(st *dstl.Storage) {
 		e.t.Fatal(err)
 	}
 	res := e.mustPersist(w, 0, 1)
-	w.Reset(res.From, res.To, 1)
+	if err := w.Reset(res.From, res.To, 1); err != nil {
+		e.t.Fatal(err)
+	}
 	if err := w.Truncate(res.To); err != nil {
 		e.t.Fatal(err)
 	}
@@ -387,12 +389,15 @@ func (l *logState) checkpoint(ctx context.Context, i, cp int) error {
 		return err
 	}
 	id, want := int64(cp), cloneChanges(l.since)
-	confirm := func() {
-		l.w.Confirm(res.From, res.To, id)
+	confirm := func() error {
+		if err := l.w.Confirm(res.From, res.To, id); err != nil {
+			return err
+		}
 		l.last, l.lastWant = &res, want
 		for _, en := range res.Remote.Entries {
 			l.owned[en.Object] = true
 		}
+		return nil
 	}
 	truncate := func() error {
 		if err := l.w.Truncate(res.To); err != nil {
@@ -404,24 +409,25 @@ func (l *logState) checkpoint(ctx context.Context, i, cp int) error {
 	}
 	switch (i + cp) % 5 {
 	case 0:
-		l.w.Reset(res.From, res.To, id)
+		return l.w.Reset(res.From, res.To, id)
 	case 1:
-		confirm()
+		return confirm()
 	case 2:
-		confirm()
+		if err := confirm(); err != nil {
+			return err
+		}
 		return truncate()
 	case 3:
 		if err := truncate(); err != nil {
 			return err
 		}
-		confirm()
-	case 4:
+		return confirm()
+	default:
 		if err := truncate(); err != nil {
 			return err
 		}
-		l.w.Reset(res.From, res.To, id)
+		return l.w.Reset(res.From, res.To, id)
 	}
-	return nil
 }
 
 func cloneChanges(m map[int][]string) map[int][]string {
@@ -520,7 +526,9 @@ func (s *suite) testReleasedObjectsDeleted(t *testing.T) {
 	}
 	res := e.mustPersist(w, 0, 1)
 	obj := res.Remote.Entries[0].Object
-	w.Reset(res.From, res.To, 1)
+	if err := w.Reset(res.From, res.To, 1); err != nil {
+		t.Fatal(err)
+	}
 	e.barrier(st)
 	e.checkStored(obj, "aborted but not truncated (kept for reuse)")
 	if err := w.Truncate(res.To); err != nil {
@@ -542,7 +550,9 @@ func (s *suite) testReleasedObjectsDeleted(t *testing.T) {
 	e.barrier(st)
 	e.checkStored(obj, "truncated while its checkpoint is pending")
 	e.checkRead(st, w.KeyGroups(), res.Remote, map[int][]string{dstl.MetaKeyGroup: {"m"}, 9: {"c"}})
-	w.Reset(res.From, res.To, 2)
+	if err := w.Reset(res.From, res.To, 2); err != nil {
+		t.Fatal(err)
+	}
 	e.waitGone(obj, "truncated, then its checkpoint aborted")
 	if got := e.objects(); len(got) != 0 {
 		t.Fatalf("objects left: %q", got)
@@ -595,8 +605,12 @@ func (s *suite) shared(t *testing.T) *sharedCase {
 // still refers to it, and goes with the last reference.
 func (s *suite) testSharedObjectKept(t *testing.T) {
 	x := s.shared(t)
-	x.w1.Reset(x.r1.From, x.r1.To, 1)
-	x.w2.Reset(x.r2.From, x.r2.To, 1)
+	if err := x.w1.Reset(x.r1.From, x.r1.To, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.w2.Reset(x.r2.From, x.r2.To, 1); err != nil {
+		t.Fatal(err)
+	}
 	if err := x.w1.Truncate(x.r1.To); err != nil {
 		t.Fatal(err)
 	}
@@ -614,8 +628,12 @@ func (s *suite) testSharedObjectKept(t *testing.T) {
 // storage closed, and reads back from a fresh storage.
 func (s *suite) testConfirmedObjectSurvives(t *testing.T) {
 	x := s.shared(t)
-	x.w1.Confirm(x.r1.From, x.r1.To, 1)
-	x.w2.Reset(x.r2.From, x.r2.To, 1)
+	if err := x.w1.Confirm(x.r1.From, x.r1.To, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.w2.Reset(x.r2.From, x.r2.To, 1); err != nil {
+		t.Fatal(err)
+	}
 	if err := errors.Join(x.w1.Truncate(x.r1.To), x.w2.Truncate(x.r2.To), x.w1.Close(), x.w2.Close()); err != nil {
 		t.Fatal(err)
 	}
@@ -649,7 +667,9 @@ func (e *engineCase) damaged(damage func(data []byte, first dstl.HandleEntry) []
 		w.NextSequenceNumber()
 	}
 	res := e.mustPersist(w, 0, 1)
-	w.Confirm(res.From, res.To, 1)
+	if err := w.Confirm(res.From, res.To, 1); err != nil {
+		e.t.Fatal(err)
+	}
 	h := res.Remote
 	obj = h.Entries[0].Object
 	if len(h.Entries) != 3 || h.Entries[2].Object != obj {

@@ -81,6 +81,11 @@ var (
 	ErrInvalidRange = errors.New("invalid range")
 	// ErrClosed: the storage, writer, reader or backend was closed.
 	ErrClosed = errors.New("closed")
+	// ErrPermanent: a failure that another attempt cannot heal (missing
+	// credentials, a TLS handshake with a plain-HTTP endpoint, ...). A
+	// backend wraps it where no more specific sentinel applies, so that the
+	// storage neither retries nor hedges the request.
+	ErrPermanent = errors.New("permanent failure")
 )
 
 // Sentinel errors of the engine, checked with [errors.Is].
@@ -92,8 +97,10 @@ var (
 	ErrKeyGroup = errors.New("dstl: key group out of range")
 	// ErrTooLarge: a change larger than [MaxChangeSize].
 	ErrTooLarge = errors.New("dstl: change too large")
-	// ErrTruncated: a sequence number below the writer's truncation point, or
-	// a truncation past the active change set.
+	// ErrTruncated: a sequence number or range out of the log's range: below
+	// the writer's truncation point, past the active change set, or a range
+	// that starts past its end; also a persist whose change sets were
+	// truncated before they were uploaded.
 	ErrTruncated = errors.New("dstl: sequence number out of the log's range")
 )
 

@@ -56,8 +56,11 @@ type Config struct {
 	// DiscardNumThreads is the number of goroutines deleting released
 	// objects. Key "discard.num-threads". Default 1.
 	DiscardNumThreads int
-	// UploadMaxInFlight bounds the bytes queued or being uploaded; past it,
-	// Append and Persist wait and [Storage.Available] reports unavailable.
+	// UploadMaxInFlight bounds the bytes queued or being uploaded: at it,
+	// Append and Persist (and preemptive persists) wait and
+	// [Storage.Available] reports unavailable. One upload may pass the
+	// limit, so the bytes in flight stay below it plus the largest single
+	// upload.
 	// Key "upload.max-in-flight". Default 100 MiB.
 	UploadMaxInFlight int64
 	// RetryPolicy is "fixed" (up to UploadMaxAttempts attempts, hedged

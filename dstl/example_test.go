@@ -45,7 +45,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	// Keep res.Remote in the checkpoint; once it completes:
-	w.Confirm(res.From, res.To, 1)
+	if err := w.Confirm(res.From, res.To, 1); err != nil {
+		log.Fatal(err)
+	}
 
 	// After a crash: read the checkpoint's handle back.
 	r, err := storage.NewReader(dstl.KeyGroupRange{Start: 0, End: 127})

@@ -212,7 +212,8 @@ func appendHandleString(b []byte, s string) []byte {
 // validates the handle. It rejects, with an error wrapping
 // [ErrInvalidHandle], bad magic, an unknown version, truncated input,
 // trailing bytes, counts or lengths larger than the remaining input, values
-// out of range, a non-canonical encoding and a checksum mismatch. On error,
+// out of range, a non-canonical encoding (such as an object name listed
+// twice) and a checksum mismatch. On error,
 // h is left unchanged.
 func (h *Handle) UnmarshalBinary(data []byte) error {
 	var d Handle
@@ -259,11 +260,24 @@ func decodeHandle(h *Handle, data []byte) error {
 
 	// An object takes at least 2 bytes (length and a non-empty name).
 	objects := make([]string, r.count("object", 2))
+	seen := make(map[string]int, len(objects))
 	for i := range objects {
+		at := r.off
 		objects[i] = r.string("object name")
-		if r.err == nil && objects[i] == "" {
-			r.fail("empty object name %d", i)
+		if r.err != nil {
+			break
 		}
+		if objects[i] == "" {
+			r.failAt(at, "empty object name %d", i)
+			break
+		}
+		// The encoder writes each name once: a repeated one would not
+		// re-encode to the same bytes.
+		if j, ok := seen[objects[i]]; ok {
+			r.failAt(at, "object name %d %q repeats object name %d", i, objects[i], j)
+			break
+		}
+		seen[objects[i]] = i
 	}
 	// An entry takes at least 5 bytes (five varints).
 	if n := r.count("entry", 5); n > 0 {

@@ -271,16 +271,17 @@ func writeHandleFuzzSeeds(t *testing.T, golden []byte) {
 		t.Fatal(err)
 	}
 	seeds := map[string][]byte{
-		"golden":        golden,
-		"empty":         empty,
-		"many":          many,
-		"truncated":     golden[:len(golden)/2],
-		"trailing":      append(bytes.Clone(golden), 0),
-		"version2":      append([]byte(handleMagic+"\x02"), golden[5:]...),
-		"lying-count":   sealHandle(append(bytes.Clone(empty[:len(empty)-6]), 0x00, 0xff, 0xff, 0x03)),
-		"bad-checksum":  append(bytes.Clone(golden[:len(golden)-1]), golden[len(golden)-1]^1),
-		"magic-only":    []byte(handleMagic),
-		"no-object-ref": sealHandle(append(bytes.Clone(empty[:len(empty)-6]), 0x01, 0x01, 'x', 0x00)),
+		"golden":          golden,
+		"empty":           empty,
+		"many":            many,
+		"truncated":       golden[:len(golden)/2],
+		"trailing":        append(bytes.Clone(golden), 0),
+		"version2":        append([]byte(handleMagic+"\x02"), golden[5:]...),
+		"lying-count":     sealHandle(append(bytes.Clone(empty[:len(empty)-6]), 0x00, 0xff, 0xff, 0x03)),
+		"bad-checksum":    append(bytes.Clone(golden[:len(golden)-1]), golden[len(golden)-1]^1),
+		"magic-only":      []byte(handleMagic),
+		"no-object-ref":   sealHandle(append(bytes.Clone(empty[:len(empty)-6]), 0x01, 0x01, 'x', 0x00)),
+		"repeated-object": repeatedObjectHandle(t),
 	}
 	if err := os.MkdirAll(handleFuzzCorpus, 0o755); err != nil {
 		t.Fatal(err)
@@ -291,6 +292,23 @@ func writeHandleFuzzSeeds(t *testing.T, golden []byte) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// repeatedObjectHandle returns the golden handle's encoding with its second
+// object name replaced by the first, resealed: sizes and entries consistent,
+// but the object table names one object twice.
+func repeatedObjectHandle(tb testing.TB) []byte {
+	g, err := goldenHandle().MarshalBinary()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h := goldenHandle()
+	first, second := h.Entries[0].Object, h.Entries[1].Object
+	body := bytes.Replace(g[:len(g)-handleTrailerLen], []byte(second), []byte(first), 1)
+	if bytes.Equal(body, g[:len(g)-handleTrailerLen]) {
+		tb.Fatal("golden encoding does not hold the second object name")
+	}
+	return sealHandle(body)
 }
 
 // sealHandle appends the CRC32C trailer to magic, version and body.
@@ -370,6 +388,10 @@ func TestHandleUnmarshalBinaryErrors(t *testing.T) {
 		{"invalid key-group range", sealHandle(append(append([]byte(handleMagic+"\x01\x00"), make([]byte, 16)...), 5, 4, 0, 0, 0, 0, 0)), "invalid key-group range"},
 		{"sizes inconsistent", sealHandle(append(append([]byte(handleMagic+"\x01\x00"), make([]byte, 16)...), 0, 0, 0, 7, 0, 0, 0)), "stored size 7"},
 		{"zero length", oneEntry(0, 0, 0, 0, 0), "length 0"},
+		// The encoder writes each name once, so a repeated one would not
+		// round-trip.
+		{"repeated object name", handleBody(2, 1, 'x', 1, 'x', 2, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0), `object name 1 "x" repeats object name 0`},
+		{"repeated golden object", repeatedObjectHandle(t), "repeats object name 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -47,7 +47,7 @@ func newMetrics(mp metric.MeterProvider, queueSize, inFlight func() int64) (*met
 	}
 	ms := &metrics{
 		uploadRequests:         i64c("dstl.upload.requests", "{request}", "Upload attempts, retries and hedged attempts included."),
-		uploadFailures:         i64c("dstl.upload.failures", "{upload}", "Uploads that failed after their last attempt."),
+		uploadFailures:         i64c("dstl.upload.failures", "{upload}", "Uploads that failed after their last attempt (not those failed because the storage closed)."),
 		uploadSize:             i64h("dstl.upload.size", "By", "Logical size of the changes in each uploaded object."),
 		uploadStoredSize:       i64h("dstl.upload.stored_size", "By", "Stored size of each uploaded object."),
 		attemptsPerUpload:      i64h("dstl.upload.attempts", "{attempt}", "Attempts of each successful upload up to the one that succeeded."),

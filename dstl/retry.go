@@ -2,6 +2,8 @@ package dstl
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"time"
@@ -76,6 +78,9 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 			hedge.Reset(timeout)
 		}
 	}
+	// lastLoser is the error of the latest attempt that losers saw fail;
+	// read it only once losers' channel is closed.
+	var lastLoser attemptResult
 	// losers cancels the attempts still running and discards whatever they
 	// stored once they end; the returned channel closes then.
 	losers := func() chan struct{} {
@@ -94,11 +99,16 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 			defer s.wg.Done()
 			defer close(done)
 			for range n {
-				if r := <-results; r.err == nil {
-					for _, obj := range r.out.Objects {
-						s.log.Debug("dstl: discarding a losing attempt's object", "object", obj.Name, "attempt", r.n)
-						s.tracker.discardNow(obj)
+				r := <-results
+				if r.err != nil {
+					if r.n > lastLoser.n {
+						lastLoser = r
 					}
+					continue
+				}
+				for _, obj := range r.out.Objects {
+					s.log.Debug("dstl: discarding a losing attempt's object", "object", obj.Name, "attempt", r.n)
+					s.tracker.discardNow(obj)
 				}
 			}
 		}()
@@ -106,7 +116,7 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 	}
 	fail := func(cause error) (*UploadOutput, <-chan struct{}, error) {
 		s.m.totalAttemptsPerUpload.Record(s.ctx, int64(started))
-		return nil, losers(), fmt.Errorf("dstl: upload of %d tasks failed after %d attempts: %w", len(batch), started, cause)
+		return nil, losers(), s.uploadError(len(batch), started, cause)
 	}
 
 	var lastErr error
@@ -144,10 +154,23 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 			default:
 				// No attempt may start any more and the last one ran out
 				// of time: give up rather than wait forever.
-				if lastErr == nil {
-					lastErr = fmt.Errorf("every attempt ran past upload.timeout (%v): %w", timeout, context.DeadlineExceeded)
+				if lastErr != nil {
+					return fail(lastErr)
 				}
-				return fail(lastErr)
+				// Cancel the attempts and wait for them (the caller would
+				// anyway, before handing the change sets back), so that
+				// the error says what the last one was going through.
+				s.m.totalAttemptsPerUpload.Record(s.ctx, int64(started))
+				settled := losers()
+				<-settled
+				cause := fmt.Errorf("every attempt ran past upload.timeout (%v): %w", timeout, context.DeadlineExceeded)
+				if lastLoser.err != nil {
+					// %v: the loser's error is mostly the cancellation
+					// the engine caused, not the caller's.
+					cause = fmt.Errorf("every attempt ran past upload.timeout (%v): %w; attempt %d, cancelled, ended with: %v",
+						timeout, context.DeadlineExceeded, lastLoser.n, lastLoser.err)
+				}
+				return nil, settled, s.uploadError(len(batch), started, cause)
 			}
 		case <-retry:
 			retry = nil
@@ -179,12 +202,33 @@ func (s *scheduler) record(batch []*UploadTask, r attemptResult, started int, be
 	s.m.uploadStoredSize.Record(s.ctx, stored)
 }
 
-// retryable reports whether another attempt could succeed where err failed.
+// uploadError is the error of a failed upload: it names the backend (the
+// storage id) and the number of attempts, and wraps the cause.
+func (s *scheduler) uploadError(tasks, attempts int, cause error) error {
+	return fmt.Errorf("dstl: upload of %d tasks to %q failed after %d attempts: %w", tasks, s.backend, attempts, cause)
+}
+
+// retryable reports whether another attempt could succeed where err failed:
+// not when the backend denied the request, rejected the name or classified
+// the failure as permanent ([ErrPermanent], e.g. a missing bucket; a bare
+// [ErrNotFound] on a put may be an expired multipart or resumable session,
+// which a new attempt heals),
+// nor for a bad configuration, a TLS handshake answered in plain HTTP or a
+// certificate the client does not trust.
 func retryable(err error) bool {
 	switch {
-	case errors.Is(err, ErrPermission), errors.Is(err, ErrInvalidName), errors.Is(err, ErrClosed),
+	case errors.Is(err, ErrPermission), errors.Is(err, ErrInvalidName),
+		errors.Is(err, ErrPermanent), errors.Is(err, ErrInvalidConfig), errors.Is(err, ErrClosed),
 		errors.Is(err, format.ErrInvalidChangeSet), errors.Is(err, errBadOutput):
 		return false
 	}
-	return true
+	var (
+		record    tls.RecordHeaderError
+		verify    *tls.CertificateVerificationError
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+	)
+	return !errors.As(err, &record) && !errors.As(err, &verify) && !errors.As(err, &unknownCA) &&
+		!errors.As(err, &hostname) && !errors.As(err, &invalid)
 }

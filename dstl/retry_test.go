@@ -2,8 +2,13 @@ package dstl_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -348,5 +353,147 @@ func TestRetryWaitsAfterErrorWhileHedging(t *testing.T) {
 	}
 	if gap := st[2].Sub(st[1]); gap < cfg.UploadNextAttemptDelay {
 		t.Fatalf("attempt 3 started %v after attempt 2 failed, want at least the next-attempt delay %v", gap, cfg.UploadNextAttemptDelay)
+	}
+}
+
+// TestPermanentErrorsAreNotRetried: an error that another attempt cannot
+// heal ends the upload at once, with no retry and no hedge: denied by the
+// backend, classified permanent by it (a put into a missing bucket), a bad
+// configuration, or a TLS handshake with a plain-HTTP endpoint.
+func TestPermanentErrorsAreNotRetried(t *testing.T) {
+	tlsToHTTP := &url.Error{Op: "Put", URL: "https://127.0.0.1:9000/bucket/x", Err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}}
+	for _, tc := range []struct {
+		name  string
+		cause error
+	}{
+		{"permission", dstl.ErrPermission},
+		{"missing bucket", fmt.Errorf("bucket %q does not exist: %w: %w", "b", dstl.ErrNotFound, dstl.ErrPermanent)},
+		{"classified permanent", fmt.Errorf("no credentials configured: %w", dstl.ErrPermanent)},
+		{"invalid config", fmt.Errorf("%w: endpoint", dstl.ErrInvalidConfig)},
+		{"https to plain http", tlsToHTTP},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+				if op == dstltest.OpPut {
+					return dstltest.Fault{Err: dstl.NewBackendError("put", "memory", name, tc.cause)}
+				}
+				return dstltest.Fault{}
+			})
+			cfg := testConfig()
+			cfg.UploadTimeout = 10 * time.Millisecond // a hedge would come soon
+			s := newStorage(t, b, cfg)
+			w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+			mustAppend(t, w, 0, "x")
+			f, err := w.Persist(context.Background(), 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.Wait(context.Background())
+			if !errors.Is(err, tc.cause) && !errors.As(err, new(tls.RecordHeaderError)) {
+				t.Fatalf("err = %v, want the cause %v", err, tc.cause)
+			}
+			time.Sleep(30 * time.Millisecond) // room for a wrong hedge or retry
+			if got := b.Counts()[dstltest.OpPut]; got != 1 {
+				t.Fatalf("puts = %d, want 1", got)
+			}
+		})
+	}
+}
+
+// refusingBackend stands for a client that retries a refused connection
+// on its own until the attempt's context ends, then reports both.
+type refusingBackend struct{ *dstltest.Backend }
+
+func (b refusingBackend) Put(ctx context.Context, name string, _ io.ReaderAt, _ int64) error {
+	<-ctx.Done()
+	return dstl.NewBackendError("put", "memory", name,
+		fmt.Errorf("dial tcp 127.0.0.1:9: connect: connection refused (retried until: %w)", ctx.Err()))
+}
+
+// TestFailedUploadNamesBackendAndCause: when every attempt ran past
+// upload.timeout, the error names the backend and what the last attempt
+// ended with, not only the timeout.
+func TestFailedUploadNamesBackendAndCause(t *testing.T) {
+	b := refusingBackend{dstltest.NewBackend()}
+	cfg := testConfig()
+	cfg.UploadTimeout = 20 * time.Millisecond
+	cfg.UploadMaxAttempts = 2
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	f, err := w.Persist(context.Background(), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = f.Wait(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want it to wrap context.DeadlineExceeded", err)
+	}
+	if errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v matches context.Canceled: nobody cancelled the upload, it timed out", err)
+	}
+	for _, want := range []string{`to "memory"`, "after 2 attempts", "upload.timeout (20ms)", "connection refused"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+// TestInFlightBound: upload.max-in-flight is passed by at most one upload.
+// Writers append flat out over a slow backend, each past the preemptive
+// threshold every few changes; after every append the bytes in flight stay
+// below the limit plus the largest task (one threshold plus one change),
+// however many writers were let through at once. Appends are held at the
+// limit, so the writers' unuploaded bytes stay bounded too.
+func TestInFlightBound(t *testing.T) {
+	const (
+		limit     = 1000
+		threshold = 300
+		change    = 100
+		writers   = 8
+		appends   = 60
+	)
+	b := dstltest.NewBackend()
+	b.SetFault(func(op dstltest.Op, _ string) dstltest.Fault {
+		if op == dstltest.OpPut {
+			return dstltest.Fault{Delay: 3 * time.Millisecond}
+		}
+		return dstltest.Fault{}
+	})
+	cfg := testConfig()
+	cfg.UploadMaxInFlight = limit
+	cfg.PreemptivePersistThreshold = threshold
+	cfg.UploadTimeout = time.Hour
+	s := newStorage(t, b, cfg)
+	var peak atomic.Int64
+	var wg sync.WaitGroup
+	for i := range writers {
+		w := newWriter(t, s, "w"+string(rune('a'+i)), dstl.KeyGroupRange{Start: i, End: i})
+		wg.Go(func() {
+			data := strings.Repeat("x", change)
+			for range appends {
+				if err := w.Append(context.Background(), i, []byte(data)); err != nil {
+					t.Error(err)
+					return
+				}
+				for n := s.InFlight(); ; {
+					old := peak.Load()
+					if n <= old || peak.CompareAndSwap(old, n) {
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if bound := int64(limit + threshold + change); peak.Load() >= bound {
+		t.Fatalf("%d bytes in flight at the peak, want below %d (limit %d + one task of at most %d)",
+			peak.Load(), bound, limit, threshold+change)
+	}
+	if peak.Load() < limit {
+		t.Fatalf("peak %d bytes in flight never reached the limit %d: the test did not load the storage", peak.Load(), limit)
 	}
 }

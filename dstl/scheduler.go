@@ -17,6 +17,7 @@ import (
 // queued or being uploaded and holds callers past the in-flight limit.
 type scheduler struct {
 	cfg      Config
+	backend  string // the storage id, which errors name
 	uploader Uploader
 	tracker  *tracker
 	m        *metrics
@@ -52,19 +53,19 @@ func newScheduler(cfg Config, up Uploader, tr *tracker, log *slog.Logger) *sched
 }
 
 // enqueue adds a task to the current batch. While the bytes in flight are
-// at or over the limit it waits (the same rule as Available; a task may take
-// the total past the limit, as in Flink); it returns early with ctx's error.
-//
-// With force, the task is queued without waiting: the caller waited for
-// capacity already.
-func (s *scheduler) enqueue(ctx context.Context, t *UploadTask, force bool) error {
+// at or over the limit it waits (the same rule as Available); it returns
+// early with ctx's error. The check and the count happen under one lock, so
+// of the tasks that see room, only the last one can take the total past the
+// limit: bytes in flight stay below upload.max-in-flight plus the largest
+// single task.
+func (s *scheduler) enqueue(ctx context.Context, t *UploadTask) error {
 	s.mu.Lock()
 	for {
 		if s.closed {
 			s.mu.Unlock()
 			return fmt.Errorf("dstl: upload: storage %w", ErrClosed)
 		}
-		if force || s.inFlight < s.cfg.UploadMaxInFlight {
+		if s.inFlight < s.cfg.UploadMaxInFlight {
 			break
 		}
 		freed := s.freed
@@ -206,7 +207,7 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 		for _, obj := range out.Objects {
 			s.tracker.track(obj, refs[obj.Name])
 		}
-	} else {
+	} else if !s.closing(err) {
 		s.m.uploadFailures.Add(context.Background(), 1)
 	}
 	// Give the bytes back first, so that whoever learns of the completion
@@ -228,6 +229,13 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 			t.writer.uploadCompleted(t, out.Results[i])
 		}
 	}
+}
+
+// closing reports whether err failed an upload because the storage is
+// closing (its tasks were queued, or their attempts cancelled), which is no
+// upload failure.
+func (s *scheduler) closing(err error) bool {
+	return s.ctx.Err() != nil && (errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled))
 }
 
 // checkOutput verifies that an uploader returned one result per change set
@@ -317,6 +325,8 @@ func (s *scheduler) QueueSize() int64 {
 func (s *scheduler) close() {
 	s.mu.Lock()
 	s.closed = true
+	close(s.freed) // callers waiting for capacity see the close
+	s.freed = make(chan struct{})
 	if s.timer != nil {
 		s.timer.Stop()
 		s.timer = nil

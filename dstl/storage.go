@@ -136,6 +136,7 @@ func newStorage(ctx context.Context, cfg Config, backend Backend, opts ...Option
 		writers:    map[*Writer]struct{}{},
 	}
 	s.sched = newScheduler(cfg, up, nil, s.log)
+	s.sched.backend = o.storageID
 	m, err := newMetrics(o.meterProvider, s.sched.QueueSize, s.sched.InFlight)
 	if err != nil {
 		s.sched.close()

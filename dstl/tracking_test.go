@@ -2,6 +2,7 @@ package dstl_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -333,4 +334,147 @@ func slowPersist(t *testing.T) (*dstltest.Backend, *dstl.Writer, *dstl.Future) {
 		t.Fatal(err)
 	}
 	return b, w, f
+}
+
+// TestLateResultOfSubsumedCheckpoint: checkpoint 1's upload ends after
+// checkpoint 2 was confirmed, so checkpoint 1 can never complete; its
+// change set must not stay pending for it, and once truncated (or its
+// writer closed) its object is deleted.
+func TestLateResultOfSubsumedCheckpoint(t *testing.T) {
+	for _, end := range []string{"truncate", "close"} {
+		t.Run(end, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			b.SetFault(dstltest.StallFirst(dstltest.OpPut))
+			s := newStorage(t, b, testConfig())
+			w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+			mustAppend(t, w, 0, "one")
+			f1, err := w.Persist(context.Background(), 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := b.WaitStalled(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, w, 0, "two")
+			from2 := w.NextSequenceNumber() - 1
+			f2, err := w.Persist(context.Background(), from2, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r2, err := f2.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Confirm(r2.From, r2.To, 2)
+			b.ReleaseStalls()
+			r1, err := f1.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch end {
+			case "truncate":
+				if err := w.Truncate(r2.To); err != nil {
+					t.Fatal(err)
+				}
+			case "close":
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			settle(t, b, 1) // checkpoint 2's object, owned
+			if _, ok := b.ObjectBytes(r1.Remote.Entries[0].Object); ok {
+				t.Fatal("the object of checkpoint 1, subsumed, was kept")
+			}
+		})
+	}
+}
+
+// TestEmptyPersistHasNoLocalHandle: without local recovery, a persist with
+// no change set returns no local handle, as for any other persist.
+func TestEmptyPersistHasNoLocalHandle(t *testing.T) {
+	s := newStorage(t, dstltest.NewBackend(), testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	f, err := w.Persist(t.Context(), w.NextSequenceNumber(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Remote.Empty() || res.Local != nil {
+		t.Fatalf("empty persist: remote %+v, local %+v; want an empty remote handle and no local one", res.Remote, res.Local)
+	}
+}
+
+// TestPersistFailedByTruncate: a persist whose change set is truncated
+// while it uploads fails with an error wrapping ErrTruncated.
+func TestPersistFailedByTruncate(t *testing.T) {
+	_, w, f := slowPersist(t)
+	if err := w.Truncate(w.NextSequenceNumber()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.Wait(t.Context())
+	if !errors.Is(err, dstl.ErrTruncated) || !strings.Contains(err.Error(), "change set 0 was truncated") {
+		t.Fatalf("persist of a truncated set = %v, want an error wrapping ErrTruncated naming change set 0", err)
+	}
+}
+
+// TestImpossibleRanges: a persist from past the active change set, and a
+// confirm or reset of a range that no persist can have returned, are
+// errors wrapping ErrTruncated that name the values, and change nothing.
+func TestImpossibleRanges(t *testing.T) {
+	b := dstltest.NewBackend()
+	s := newStorage(t, b, testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "a")
+	res := persistResult(t, w, 0, 1) // [0, 1); the active set is 1
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"persist past the active set", func() error { _, err := w.Persist(t.Context(), 3, 2); return err },
+			"persist checkpoint 2 from change set 3: past the active change set 1"},
+		{"confirm past the active set", func() error { return w.Confirm(0, 5, 1) }, "confirm checkpoint 1 of log " + w.LogID().String() + ": range [0, 5) ends past the active change set 1"},
+		{"confirm reversed", func() error { return w.Confirm(1, 0, 1) }, "range [1, 0) starts past its end"},
+		{"reset past the active set", func() error { return w.Reset(0, 2, 1) }, "reset checkpoint 1 of log " + w.LogID().String() + ": range [0, 2) ends past the active change set 1"},
+		{"reset reversed", func() error { return w.Reset(1, 0, 1) }, "range [1, 0) starts past its end"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if !errors.Is(err, dstl.ErrTruncated) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error wrapping ErrTruncated with %q", err, tc.want)
+			}
+		})
+	}
+	if got := w.NextSequenceNumber(); got != res.To {
+		t.Fatalf("active set %d after the failed calls, want %d", got, res.To)
+	}
+	// The failed calls left checkpoint 1 pending: truncated, its object stays.
+	if err := w.Truncate(res.To); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, b, 1)
+	if err := w.Confirm(res.From, res.To, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reset(res.To, res.To, 2); err != nil {
+		t.Fatalf("reset of an empty range at the active set: %v", err)
+	}
+}
+
+func persistResult(t testing.TB, w *dstl.Writer, from dstl.SequenceNumber, cp int64) dstl.PersistResult {
+	t.Helper()
+	f, err := w.Persist(context.Background(), from, cp)
+	if err != nil {
+		t.Fatalf("Persist(%d, %d): %v", from, cp, err)
+	}
+	res, err := f.Wait(context.Background())
+	if err != nil {
+		t.Fatalf("persist %d: %v", cp, err)
+	}
+	return res
 }

@@ -1,6 +1,7 @@
 package dstl
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -122,7 +123,9 @@ func (w *Writer) InitialSequenceNumber() SequenceNumber { return 0 }
 // Append adds a change to key group kg. The bytes are copied. While the
 // storage is over its in-flight limit, Append waits for capacity until ctx
 // ends; an error means the change was not appended. Past the
-// preemptive-persist threshold the writer starts an upload on its own.
+// preemptive-persist threshold the writer starts an upload on its own,
+// which waits for capacity the same way (with the change appended; if ctx
+// ends first, a later append or persist uploads it).
 func (w *Writer) Append(ctx context.Context, kg int, change []byte) error {
 	if !w.groups.Contains(kg) {
 		return fmt.Errorf("dstl: append: key group %d is outside the writer's range %v: %w", kg, w.groups, ErrKeyGroup)
@@ -164,7 +167,7 @@ func (w *Writer) append(ctx context.Context, kg int32, change []byte) error {
 	due := w.storage.cfg.PreemptivePersistThreshold > 0 && w.unpersisted >= w.storage.cfg.PreemptivePersistThreshold
 	w.mu.Unlock()
 	if due {
-		w.persistPreemptively()
+		w.persistPreemptively(ctx)
 	}
 	return nil
 }
@@ -207,10 +210,14 @@ func (w *Writer) rolloverLocked() {
 // [Writer.Confirm] when the checkpoint completes or to [Writer.Reset] when
 // it is aborted. Until then, the change sets the handle covers keep their
 // objects even if they are truncated. Ids grow with time: confirming a
-// checkpoint ends every older one still pending.
+// checkpoint ends every older one still pending, and a handle that
+// resolves after a checkpoint as new as its own was confirmed keeps
+// nothing.
 //
-// from may not be below the truncation point ([Writer.Truncate]); that is
-// an error wrapping [ErrTruncated].
+// from may not be below the truncation point ([Writer.Truncate]) nor past
+// the active change set; either is an error wrapping [ErrTruncated]. A
+// persist whose change sets are truncated before they are uploaded fails
+// with an error wrapping ErrTruncated too.
 func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID int64) (*Future, error) {
 	w.mu.Lock()
 	if w.closed {
@@ -221,6 +228,11 @@ func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID 
 		w.mu.Unlock()
 		return nil, fmt.Errorf("dstl: persist checkpoint %d from change set %d: the log of %s was truncated up to %d: %w",
 			checkpointID, from, w.logID, w.lowest, ErrTruncated)
+	}
+	if from > w.active.sqn {
+		w.mu.Unlock()
+		return nil, fmt.Errorf("dstl: persist checkpoint %d from change set %d: past the active change set %d of log %s: %w",
+			checkpointID, from, w.active.sqn, w.logID, ErrTruncated)
 	}
 	w.rolloverLocked()
 	waiter := &persistWaiter{from: from, to: w.active.sqn, checkpoint: checkpointID, future: newFuture()}
@@ -242,7 +254,7 @@ func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID 
 	w.mu.Unlock()
 	w.log.Debug("dstl: persist", "checkpoint", checkpointID, "from", from, "to", waiter.to, "upload", len(pending), "reuse", len(waiter.sets)-len(pending))
 	if task != nil {
-		if err := w.storage.sched.enqueue(ctx, task, false); err != nil {
+		if err := w.storage.sched.enqueue(ctx, task); err != nil {
 			w.uploadFailed(task, err)
 			return nil, fmt.Errorf("dstl: persist checkpoint %d: %w", checkpointID, err)
 		}
@@ -251,11 +263,13 @@ func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID 
 }
 
 // persistPreemptively uploads every closed set not uploaded yet, with no
-// one waiting, so that a later checkpoint has little left to upload. The
-// caller waited for capacity before appending, so the task is queued even
-// if it takes the storage past its in-flight limit (by at most one
-// threshold per writer).
-func (w *Writer) persistPreemptively() {
+// one waiting, so that a later checkpoint has little left to upload. Like
+// a persist, it waits (until ctx ends) while the storage is at its
+// in-flight limit, so that at most one upload takes the bytes in flight
+// past the limit. The change that triggered it is appended already: when
+// the wait ends early the sets stay for the next persist, and the next
+// append tries again.
+func (w *Writer) persistPreemptively(ctx context.Context) {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -269,13 +283,17 @@ func (w *Writer) persistPreemptively() {
 		}
 	}
 	task := w.newTaskLocked(pending)
+	unpersisted := w.unpersisted
 	w.unpersisted = 0
 	w.mu.Unlock()
 	if task == nil {
 		return
 	}
-	if err := w.storage.sched.enqueue(context.Background(), task, true); err != nil {
+	if err := w.storage.sched.enqueue(ctx, task); err != nil {
 		w.uploadFailed(task, err) // kept for the next persist
+		w.mu.Lock()
+		w.unpersisted += unpersisted
+		w.mu.Unlock()
 	}
 }
 
@@ -353,13 +371,11 @@ func (cs *changeSet) group(id LogID, kgr KeyGroupRange) *format.ChangeSet {
 		}
 		return out
 	}
+	// A stable sort by key group keeps append order within a group: the
+	// arena offset cannot break ties, since a zero-length change shares
+	// its offset with the next change.
 	refs := slices.Clone(cs.refs)
-	slices.SortFunc(refs, func(a, b changeRef) int {
-		if a.kg != b.kg {
-			return int(a.kg) - int(b.kg)
-		}
-		return a.off - b.off // append order
-	})
+	slices.SortStableFunc(refs, func(a, b changeRef) int { return cmp.Compare(a.kg, b.kg) })
 	for i, r := range refs {
 		changes[i] = cs.data[r.off : r.off+int(r.n) : r.off+int(r.n)]
 		if n := len(out.Groups); n == 0 || out.Groups[n-1].KeyGroup != r.kg {
@@ -440,8 +456,8 @@ func (w *Writer) resolveWaitersLocked() {
 func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 	for _, cs := range pw.sets {
 		if cs.truncated {
-			pw.future.resolve(PersistResult{}, fmt.Errorf("dstl: persist [%d, %d) of log %s: change set %d was truncated before it was uploaded",
-				pw.from, pw.to, w.logID, cs.sqn))
+			pw.future.resolve(PersistResult{}, fmt.Errorf("dstl: persist [%d, %d) of log %s: change set %d was truncated before it was uploaded: %w",
+				pw.from, pw.to, w.logID, cs.sqn, ErrTruncated))
 			return true
 		}
 		if cs.state != setUploaded {
@@ -449,7 +465,12 @@ func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 		}
 	}
 	h := Handle{StorageID: w.storage.id, LogID: w.logID, KeyGroups: w.groups, Entries: make([]HandleEntry, 0, len(pw.sets))}
-	local := !pw.aborted
+	// A checkpoint no newer than the latest confirmed one can never be
+	// confirmed any more (it was, or a newer one subsumed it): its handle
+	// keeps no set, as if it had been aborted.
+	keep := !pw.aborted && (pw.checkpoint > w.latestConfirmed || w.latestConfirmed == math.MinInt64)
+	// An empty handle has an (empty) local twin only with local recovery.
+	local := !pw.aborted && (len(pw.sets) > 0 || w.storage.local != nil)
 	for _, cs := range pw.sets {
 		local = local && cs.result.LocalObject != ""
 		r := cs.result
@@ -460,7 +481,7 @@ func (w *Writer) tryResolveLocked(pw *persistWaiter) bool {
 			h.IncrementalSize += r.Length
 			cs.reported = true
 		}
-		if !cs.confirmed && !pw.aborted {
+		if !cs.confirmed && keep {
 			if cs.pending == nil {
 				cs.pending = map[int64]struct{}{}
 			}
@@ -506,9 +527,16 @@ func (w *Writer) localHandleLocked(pw *persistWaiter, h Handle) *Handle {
 // local copies that only the writer's older checkpoints' local handles (or
 // those of closed writers) point to, and that hold no live change set, are
 // deleted.
-func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) {
+//
+// A range that no persist can have returned (from past to, or to past the
+// active change set) is an error wrapping [ErrTruncated], and nothing is
+// confirmed.
+func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.checkRangeLocked("confirm", from, to, checkpointID); err != nil {
+		return err
+	}
 	n := 0
 	for _, cs := range w.sets {
 		if cs.sqn >= from && cs.sqn < to && cs.state == setUploaded && cs.coveredBy(checkpointID) {
@@ -537,6 +565,20 @@ func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) {
 	w.latestConfirmed = max(w.latestConfirmed, checkpointID)
 	w.storage.tracker.confirmCheckpoint(w.logID, checkpointID)
 	w.log.Debug("dstl: confirm", "checkpoint", checkpointID, "from", from, "to", to, "sets", n)
+	return nil
+}
+
+// checkRangeLocked checks that [from, to) is a range a persist can have
+// returned: from at most to, and to at most the active change set.
+func (w *Writer) checkRangeLocked(op string, from, to SequenceNumber, checkpointID int64) error {
+	switch {
+	case from > to:
+		return fmt.Errorf("dstl: %s checkpoint %d of log %s: range [%d, %d) starts past its end: %w", op, checkpointID, w.logID, from, to, ErrTruncated)
+	case to > w.active.sqn:
+		return fmt.Errorf("dstl: %s checkpoint %d of log %s: range [%d, %d) ends past the active change set %d: %w",
+			op, checkpointID, w.logID, from, to, w.active.sqn, ErrTruncated)
+	}
+	return nil
 }
 
 // coveredBy reports whether a handle returned for the checkpoint covers the
@@ -562,9 +604,16 @@ func (w *Writer) confirmLocked(cs *changeSet, checkpointID int64) int {
 // checkpoint kept are released. With local recovery, local copies that
 // only this checkpoint's local handles point to, and that hold no live
 // change set, are deleted.
-func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) {
+//
+// A range that no persist can have returned (from past to, or to past the
+// active change set) is an error wrapping [ErrTruncated], and nothing is
+// reset.
+func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.checkRangeLocked("reset", from, to, checkpointID); err != nil {
+		return err
+	}
 	for _, pw := range w.waiters {
 		if pw.checkpoint == checkpointID {
 			pw.aborted = true // its handle will not keep the sets
@@ -582,6 +631,7 @@ func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) {
 	})
 	w.storage.tracker.abortCheckpoint(w.logID, checkpointID)
 	w.log.Debug("dstl: reset", "checkpoint", checkpointID, "from", from, "to", to)
+	return nil
 }
 
 // releaseRetainedLocked applies update to every retained set, then releases

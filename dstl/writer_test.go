@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -175,13 +176,17 @@ func TestPersistAndReadBack(t *testing.T) {
 // interleaved appends.
 func TestGroupingByKeyGroup(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		kgr  dstl.KeyGroupRange
-		kgs  []int
+		name  string
+		kgr   dstl.KeyGroupRange
+		kgs   []int
+		empty func(i int) bool // change i is empty; nil: none is
 	}{
-		{"small range from 10", dstl.KeyGroupRange{Start: 10, End: 13}, []int{13, 10, -1, 12, 10, 13, -1}},
-		{"whole range, few changes", dstl.KeyGroupRange{Start: 0, End: dstl.MaxKeyGroup}, []int{30000, 5, -1, 30000, 7, 5}},
-		{"large range from 100", dstl.KeyGroupRange{Start: 100, End: 20000}, []int{19999, -1, 100, 19999, 5000, 100}},
+		{"small range from 10", dstl.KeyGroupRange{Start: 10, End: 13}, []int{13, 10, -1, 12, 10, 13, -1}, nil},
+		{"whole range, few changes", dstl.KeyGroupRange{Start: 0, End: dstl.MaxKeyGroup}, []int{30000, 5, -1, 30000, 7, 5}, nil},
+		{"large range from 100", dstl.KeyGroupRange{Start: 100, End: 20000}, []int{19999, -1, 100, 19999, 5000, 100}, nil},
+		// Zero-length changes share their arena offset with the next
+		// change; enough changes for the comparison sort to be a real one.
+		{"wide range, empty changes", dstl.KeyGroupRange{Start: 10922, End: 16383}, wideRangeKeyGroups(), emptyEvery(3)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := dstltest.NewBackend()
@@ -189,7 +194,10 @@ func TestGroupingByKeyGroup(t *testing.T) {
 			w := newWriter(t, s, "op", tc.kgr)
 			byKG := map[int][]string{}
 			for i, kg := range tc.kgs {
-				c := fmt.Sprint("c", i)
+				c := fmt.Sprint("#", i)
+				if tc.empty != nil && tc.empty(i) {
+					c = ""
+				}
 				if kg == dstl.MetaKeyGroup {
 					if err := w.AppendMeta(context.Background(), []byte(c)); err != nil {
 						t.Fatal(err)
@@ -210,6 +218,21 @@ func TestGroupingByKeyGroup(t *testing.T) {
 		})
 	}
 }
+
+// wideRangeKeyGroups appends metadata and a few key groups of
+// [10922, 16383] in a fixed pseudo-random order, 1000 changes in all (the
+// range is still over 4 × 1000 + 1024 wide).
+func wideRangeKeyGroups() []int {
+	groups := []int{dstl.MetaKeyGroup, 10922, 13000, 16383}
+	rng := rand.New(rand.NewPCG(11, 6))
+	kgs := make([]int, 1000)
+	for i := range kgs {
+		kgs[i] = groups[rng.IntN(len(groups))]
+	}
+	return kgs
+}
+
+func emptyEvery(n int) func(int) bool { return func(i int) bool { return i%n == 1 } }
 
 func TestPersistReusesUploadedSets(t *testing.T) {
 	b := dstltest.NewBackend()

@@ -369,9 +369,12 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 	// A notification that came while the upload ran is passed on now.
 	switch p.outcome {
 	case outcomeCompleted:
-		c.w.Confirm(p.from, p.to, id)
+		err = c.w.Confirm(p.from, p.to, id)
 	case outcomeAborted:
-		c.w.Reset(p.from, p.to, id)
+		err = c.w.Reset(p.from, p.to, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("statestore: checkpoint %d: %w", id, err)
 	}
 	h.Logs = append(h.Logs, LogRef{Remote: res.Remote, Local: res.Local})
 	return h, nil
@@ -391,7 +394,10 @@ func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointI
 		return fmt.Errorf("%w: %d", ErrUnknownCheckpoint, checkpointID)
 	}
 	if p.done {
-		c.w.Confirm(p.from, p.to, checkpointID)
+		if err := c.w.Confirm(p.from, p.to, checkpointID); err != nil {
+			c.mu.Unlock()
+			return fmt.Errorf("statestore: checkpoint %d completed: %w", checkpointID, err)
+		}
 	}
 	p.outcome = outcomeCompleted
 	c.confirmed, c.lastCompleted = p.snapshots, checkpointID
@@ -420,7 +426,10 @@ func (c *Checkpointer) NotifyCheckpointAborted(ctx context.Context, checkpointID
 		return fmt.Errorf("%w: %d", ErrUnknownCheckpoint, checkpointID)
 	}
 	if p.done {
-		c.w.Reset(p.from, p.to, checkpointID)
+		if err := c.w.Reset(p.from, p.to, checkpointID); err != nil {
+			c.mu.Unlock()
+			return fmt.Errorf("statestore: checkpoint %d aborted: %w", checkpointID, err)
+		}
 	}
 	p.outcome = outcomeAborted
 	delete(c.pending, checkpointID)

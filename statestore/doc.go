@@ -45,8 +45,9 @@
 //     references them. Snapshots restored after a rescale (several handles,
 //     or another instance's) are shared by the new instances and deleted by
 //     none of them: the job deletes them once no retained checkpoint
-//     handle names them (CheckpointHandle.Snapshots). `dstl gc` never
-//     deletes snapshot objects.
+//     handle names them (CheckpointHandle.Snapshots). What a crash
+//     leaves is for `dstl gc` given the retained checkpoint handles (see
+//     below).
 //   - Log objects (JOB/UUIDv7.dstl) not covered by a completed checkpoint:
 //     the storage deletes them once truncated or aborted.
 //   - Log objects of completed checkpoints belong to the job
@@ -56,8 +57,11 @@
 //   - What a crash leaves behind (objects uploaded after the last completed
 //     checkpoint, deletions not done): `dstl gc --base-path URL --job-id ID
 //     --grace DUR --keep HANDLE-FILES...`, which deletes the job's log
-//     objects older than the grace that no kept dstl.Handle references;
-//     keep the log handles of every checkpoint that may still be restored.
+//     objects older than the grace that no kept handle references; given
+//     checkpoint handles (CheckpointHandle.MarshalBinary), it keeps the
+//     snapshots and logs they name and deletes the other old snapshot
+//     objects too (given only log handles, it deletes no snapshot). Keep
+//     the handles of every checkpoint that may still be restored.
 //
 // # Rescaling
 //

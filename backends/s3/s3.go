@@ -10,7 +10,11 @@
 // go up in parallel, up to [Config.Concurrency] at once. Both are
 // create-only (If-None-Match: *), so a Put never replaces an object and
 // fails with [dstl.ErrExists] instead; a multipart upload that fails or is
-// cancelled is aborted, leaving nothing behind. Checksums are computed and
+// cancelled is aborted, leaving nothing visible. One whose process dies,
+// or whose abort fails, stays as an incomplete upload:
+// [Backend.ListIncompleteUploads] and [Backend.AbortIncompleteUpload] find
+// and abort those ("dstl gc" does), and a bucket lifecycle rule
+// AbortIncompleteMultipartUpload removes them. Checksums are computed and
 // validated only where the API requires them, which S3-compatible services
 // accept.
 //

@@ -554,7 +554,9 @@ func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int
 		return 0, err
 	}
 	d := time.Since(t0)
-	w.Confirm(r.From, r.To, cp)
+	if err := w.Confirm(r.From, r.To, cp); err != nil {
+		return 0, err
+	}
 	return d, w.Truncate(r.To)
 }
 
@@ -692,9 +694,8 @@ func (e *benchEnv) recovery(ctx context.Context) (recoveryResult, error) {
 					if err != nil {
 						return err
 					}
-					w.Confirm(r.From, r.To, cp)
 					handles[i] = r.Remote
-					return nil
+					return w.Confirm(r.From, r.To, cp)
 				}()
 			})
 		}

@@ -335,12 +335,16 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 
 		if o.abortEvery > 0 && cp%int64(o.abortEvery) == 0 {
 			for i, dw := range ws {
-				dw.w.Reset(c.ranges[i][0], c.ranges[i][1], cp)
+				if err := dw.w.Reset(c.ranges[i][0], c.ranges[i][1], cp); err != nil {
+					return nil, fmt.Errorf("checkpoint %d aborted: %w", cp, err)
+				}
 			}
 			rep.aborted++
 		} else {
 			for i, dw := range ws {
-				dw.w.Confirm(c.ranges[i][0], c.ranges[i][1], cp)
+				if err := dw.w.Confirm(c.ranges[i][0], c.ranges[i][1], cp); err != nil {
+					return nil, fmt.Errorf("checkpoint %d completed: %w", cp, err)
+				}
 			}
 			rep.confirmed++
 			last = c

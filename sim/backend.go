@@ -1,0 +1,354 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// errInjected is the cause of every error the fault backend makes up.
+var errInjected = errors.New("sim: injected fault")
+
+// faultKind is what the backend does to one call.
+type faultKind uint8
+
+const (
+	faultNone faultKind = iota
+	// putErrBefore fails the put before anything is stored.
+	putErrBefore
+	// putLostAnswer stores the object, then reports an error: the caller
+	// believes the put failed.
+	putLostAnswer
+	// putStallHonour waits (up to a bound) before storing; cancellation ends
+	// the wait and the put fails with nothing stored.
+	putStallHonour
+	// putStallIgnore sleeps through cancellation, then stores the object
+	// and reports success: a request that completed although its caller
+	// gave up on it.
+	putStallIgnore
+	// putStoreAfterCancel waits for cancellation (up to a bound), stores the
+	// object anyway and reports the context's error.
+	putStoreAfterCancel
+	// putLateStore reports the context's error on cancellation at once and
+	// stores the object a little later, in the background (a server that
+	// finishes a request the client abandoned).
+	putLateStore
+	// deleteFail fails a delete, leaving the object.
+	deleteFail
+	numFaultKinds
+)
+
+var faultNames = [numFaultKinds]string{"none", "put-error", "put-lost-answer", "put-stall", "put-stall-ignoring-cancel",
+	"put-store-after-cancel", "put-late-store", "delete-error"}
+
+func (k faultKind) String() string { return faultNames[k] }
+
+// faultProfile gives the probability of each fault kind, per call.
+type faultProfile struct {
+	p        [numFaultKinds]float64
+	maxStall time.Duration // bound of every stall and of a late store's delay
+}
+
+func (p faultProfile) faultFree() bool {
+	for _, x := range p.p {
+		if x > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (p faultProfile) String() string {
+	var b bytes.Buffer
+	for k := faultKind(1); k < numFaultKinds; k++ {
+		if p.p[k] > 0 {
+			fmt.Fprintf(&b, "%s=%.2f ", k, p.p[k])
+		}
+	}
+	if b.Len() == 0 {
+		return "none"
+	}
+	fmt.Fprintf(&b, "max-stall=%v", p.maxStall)
+	return b.String()
+}
+
+// memStore is the content shared by the faulty and the clean view of the
+// simulated backend.
+type memStore struct {
+	mu      sync.Mutex
+	objects map[string][]byte
+	mtime   map[string]time.Time
+	// explained names objects that a fault may have left behind: stored
+	// although the put reported an error, or kept by a failed delete.
+	explained map[string]faultKind
+	counts    [numFaultKinds]int
+	late      sync.WaitGroup // background stores of putLateStore
+}
+
+var _ dstl.Backend = (*backend)(nil)
+
+// backend implements dstl.Backend over a memStore, injecting faults when
+// faults is set. It is written for this simulation alone.
+type backend struct {
+	st     *memStore
+	mu     sync.Mutex // guards rng, profile and closed
+	rng    *rand.Rand
+	prof   faultProfile
+	faults bool
+	closed bool
+}
+
+func newBackend(seed uint64, prof faultProfile) *backend {
+	st := &memStore{objects: map[string][]byte{}, mtime: map[string]time.Time{}, explained: map[string]faultKind{}}
+	return &backend{st: st, rng: rand.New(rand.NewPCG(seed, 0xfa017)), prof: prof, faults: !prof.faultFree()}
+}
+
+// clean returns a view of the same objects that injects no fault, for the
+// checks.
+func (b *backend) clean() *backend {
+	return &backend{st: b.st, rng: rand.New(rand.NewPCG(0, 0))}
+}
+
+// stopFaults ends fault injection.
+func (b *backend) stopFaults() {
+	b.mu.Lock()
+	b.faults = false
+	b.mu.Unlock()
+}
+
+// draw picks the fault of one call among kinds, and a stall duration.
+func (b *backend) draw(kinds ...faultKind) (faultKind, time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.faults {
+		return faultNone, 0
+	}
+	x := b.rng.Float64()
+	d := time.Duration(b.rng.Int64N(int64(b.prof.maxStall) + 1))
+	for _, k := range kinds {
+		if x < b.prof.p[k] {
+			return k, d
+		}
+		x -= b.prof.p[k]
+	}
+	return faultNone, 0
+}
+
+func (b *backend) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+func opErr(op, name string, err error) error { return dstl.NewBackendError(op, "sim", name, err) }
+
+// store writes the object unless it exists.
+func (st *memStore) store(name string, data []byte, explain faultKind) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, ok := st.objects[name]; ok {
+		return dstl.ErrExists
+	}
+	st.objects[name] = data
+	st.mtime[name] = time.Now()
+	if explain != faultNone {
+		st.explained[name] = explain
+	}
+	return nil
+}
+
+func (st *memStore) count(k faultKind) {
+	st.mu.Lock()
+	st.counts[k]++
+	st.mu.Unlock()
+}
+
+// Put stores size bytes of body under name.
+func (b *backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+	if err := dstl.CheckObjectName(name); err != nil {
+		return opErr("put", name, err)
+	}
+	if b.isClosed() {
+		return opErr("put", name, dstl.ErrClosed)
+	}
+	if size < 0 || body == nil {
+		return opErr("put", name, errors.New("negative size or nil body"))
+	}
+	if err := ctx.Err(); err != nil {
+		return opErr("put", name, err)
+	}
+	data := make([]byte, size)
+	if n, err := body.ReadAt(data, 0); int64(n) < size {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return opErr("put", name, fmt.Errorf("reading the body: %w", err))
+	}
+	k, d := b.draw(putErrBefore, putLostAnswer, putStallHonour, putStallIgnore, putStoreAfterCancel, putLateStore)
+	if k != faultNone {
+		b.st.count(k)
+	}
+	switch k {
+	case putErrBefore:
+		return opErr("put", name, errInjected)
+	case putLostAnswer:
+		if err := b.st.store(name, data, k); err != nil {
+			return opErr("put", name, err)
+		}
+		return opErr("put", name, fmt.Errorf("answer lost: %w", errInjected))
+	case putStallHonour:
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return opErr("put", name, ctx.Err())
+		case <-t.C:
+		}
+	case putStallIgnore:
+		time.Sleep(d)
+		if err := b.st.store(name, data, faultNone); err != nil {
+			return opErr("put", name, err)
+		}
+		return nil
+	case putStoreAfterCancel:
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			if err := b.st.store(name, data, k); err != nil {
+				return opErr("put", name, err)
+			}
+			return opErr("put", name, ctx.Err())
+		case <-t.C:
+		}
+	case putLateStore:
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			b.st.late.Add(1)
+			go func() {
+				defer b.st.late.Done()
+				time.Sleep(d / 4)
+				b.st.store(name, data, k)
+			}()
+			return opErr("put", name, ctx.Err())
+		case <-t.C:
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return opErr("put", name, err)
+	}
+	if err := b.st.store(name, data, faultNone); err != nil {
+		return opErr("put", name, err)
+	}
+	return nil
+}
+
+// Get returns length bytes of the object from offset on (-1: to the end).
+func (b *backend) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	if err := dstl.CheckObjectName(name); err != nil {
+		return nil, opErr("get", name, err)
+	}
+	if b.isClosed() {
+		return nil, opErr("get", name, dstl.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, opErr("get", name, err)
+	}
+	b.st.mu.Lock()
+	data, ok := b.st.objects[name]
+	b.st.mu.Unlock()
+	if !ok {
+		return nil, opErr("get", name, dstl.ErrNotFound)
+	}
+	n := int64(len(data))
+	if offset < 0 || length < -1 || offset > n {
+		return nil, opErr("get", name, fmt.Errorf("%w: offset %d, length %d of %d bytes", dstl.ErrInvalidRange, offset, length, n))
+	}
+	end := n
+	if length >= 0 && offset+length < n {
+		end = offset + length
+	}
+	return io.NopCloser(bytes.NewReader(data[offset:end])), nil
+}
+
+// Delete removes the object; a missing object is not an error.
+func (b *backend) Delete(ctx context.Context, name string) error {
+	if err := dstl.CheckObjectName(name); err != nil {
+		return opErr("delete", name, err)
+	}
+	if b.isClosed() {
+		return opErr("delete", name, dstl.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return opErr("delete", name, err)
+	}
+	if k, _ := b.draw(deleteFail); k == deleteFail {
+		b.st.mu.Lock()
+		b.st.counts[k]++
+		if _, ok := b.st.objects[name]; ok {
+			b.st.explained[name] = k
+		}
+		b.st.mu.Unlock()
+		return opErr("delete", name, errInjected)
+	}
+	b.st.mu.Lock()
+	delete(b.st.objects, name)
+	delete(b.st.mtime, name)
+	b.st.mu.Unlock()
+	return nil
+}
+
+// List calls fn for every object whose name starts with prefix, in order.
+func (b *backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
+	if b.isClosed() {
+		return opErr("list", prefix, dstl.ErrClosed)
+	}
+	b.st.mu.Lock()
+	var infos []dstl.ObjectInfo
+	for name, data := range b.st.objects {
+		if len(name) >= len(prefix) && name[:len(prefix)] == prefix {
+			infos = append(infos, dstl.ObjectInfo{Name: name, Size: int64(len(data)), ModTime: b.st.mtime[name]})
+		}
+	}
+	b.st.mu.Unlock()
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	for _, info := range infos {
+		if err := ctx.Err(); err != nil {
+			return opErr("list", prefix, err)
+		}
+		if err := fn(info); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close makes later calls fail with ErrClosed.
+func (b *backend) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	return nil
+}
+
+// names returns every stored object's name.
+func (st *memStore) names() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]string, 0, len(st.objects))
+	for n := range st.objects {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
