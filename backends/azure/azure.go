@@ -237,9 +237,11 @@ func (b *Backend) begin() error {
 func (b *Backend) fail(op, name string, err error) error {
 	switch {
 	case bloberror.HasCode(err, bloberror.ContainerNotFound):
-		err = fmt.Errorf("container %q does not exist: %w", b.container, err)
+		err = request.Permanent(fmt.Errorf("container %q does not exist: %w", b.container, err))
 	case isCredentialError(err):
-		err = &credentialError{err}
+		err = request.Permanent(&credentialError{err})
+	case request.PermanentTransportError(err):
+		err = request.Permanent(err)
 	}
 	return dstl.NewBackendError(op, ID, name, fmt.Errorf("container %q at %s, blob %q: %w", b.container, b.endpoint, b.prefix+name, err))
 }

@@ -116,8 +116,8 @@ func TestMissingCredentials(t *testing.T) {
 	if !strings.Contains(err.Error(), "missing or refused Azure credentials") || !strings.Contains(err.Error(), EnvConnectionString) {
 		t.Errorf("error %q does not say that credentials are missing", err)
 	}
-	if retryable(err) {
-		t.Errorf("error %v is retryable", err)
+	if retryable(err) || !errors.Is(err, dstl.ErrPermanent) {
+		t.Errorf("error %v is retryable, or does not match ErrPermanent", err)
 	}
 }
 
@@ -131,7 +131,7 @@ func TestMissingContainer(t *testing.T) {
 	if want := `container "` + cfg.Container + `" does not exist`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want it to say %s", err, want)
 	}
-	if !errors.Is(err, dstl.ErrNotFound) {
-		t.Errorf("err %v does not match ErrNotFound", err)
+	if !errors.Is(err, dstl.ErrNotFound) || !errors.Is(err, dstl.ErrPermanent) {
+		t.Errorf("err %v does not match ErrNotFound and ErrPermanent", err)
 	}
 }

@@ -105,5 +105,8 @@ func TestMissingBucket(t *testing.T) {
 		if want := `bucket "` + cfg.Bucket + `" does not exist`; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want it to say %s", op, err, want)
 		}
+		if !errors.Is(err, dstl.ErrNotFound) || !errors.Is(err, dstl.ErrPermanent) {
+			t.Errorf("%s: err %v does not match ErrNotFound and ErrPermanent", op, err)
+		}
 	}
 }

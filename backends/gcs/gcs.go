@@ -610,7 +610,9 @@ func (b *Backend) wrap(op, name string, err error) error {
 		sentinel = dstl.ErrInvalidRange
 	}
 	if errors.Is(err, storage.ErrBucketNotExist) {
-		err = fmt.Errorf("bucket %q does not exist: %w", b.cfg.Bucket, err)
+		err = request.Permanent(fmt.Errorf("bucket %q does not exist: %w", b.cfg.Bucket, err))
+	} else if request.PermanentTransportError(err) {
+		err = request.Permanent(err)
 	}
 	if sentinel != nil {
 		err = fmt.Errorf("%w: %w", sentinel, err)

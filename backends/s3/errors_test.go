@@ -131,16 +131,18 @@ func TestErrorText(t *testing.T) {
 		}}
 	}
 	for _, tc := range []struct {
-		name  string
-		err   error
-		want  []string
-		avoid []string
+		name      string
+		err       error
+		want      []string
+		avoid     []string
+		permanent bool
 	}{
-		{"missing bucket", apiError(404, "NoSuchBucket"), []string{`bucket "bkt" does not exist`, "at http://127.0.0.1:9"}, nil},
+		{"missing bucket", apiError(404, "NoSuchBucket"), []string{`bucket "bkt" does not exist`, "at http://127.0.0.1:9"}, nil, true},
 		{"no answer", sdkSend(&url.Error{Op: "Get", URL: "http://127.0.0.1:9/bkt/p/obj", Err: &timeoutError{}}),
-			[]string{"GetObject: no answer: Get \"http://127.0.0.1:9/bkt/p/obj\": i/o timeout"}, []string{"StatusCode: 0"}},
+			[]string{"GetObject: no answer: Get \"http://127.0.0.1:9/bkt/p/obj\": i/o timeout"}, []string{"StatusCode: 0"}, false},
 		{"scheme mismatch", sdkSend(&url.Error{Op: "Get", URL: "https://127.0.0.1:9/bkt/p/obj", Err: http.ErrSchemeMismatch}),
-			[]string{"server gave HTTP response to HTTPS client"}, []string{"StatusCode: 0"}},
+			[]string{"server gave HTTP response to HTTPS client"}, []string{"StatusCode: 0"}, true},
+		{"missing key", apiError(404, "NoSuchKey"), []string{"object not found"}, []string{"does not exist"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := b.wrap("get", "obj", tc.err, false)
@@ -151,6 +153,9 @@ func TestErrorText(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
+			}
+			if errors.Is(err, dstl.ErrPermanent) != tc.permanent {
+				t.Errorf("error %v matches ErrPermanent: %v, want %v", err, !tc.permanent, tc.permanent)
 			}
 			for _, a := range tc.avoid {
 				if strings.Contains(err.Error(), a) {

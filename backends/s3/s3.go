@@ -854,6 +854,9 @@ func (b *Backend) wrap(op, name string, err error, put bool) error {
 		msg := strings.Replace(err.Error(), opErr.Error(), opErr.Operation()+": no answer: "+cause, 1)
 		err = &readableError{msg: msg, err: err}
 	}
+	if code == "NoSuchBucket" || request.PermanentTransportError(err) {
+		err = request.Permanent(err) // no attempt heals it
+	}
 	err = fmt.Errorf("s3://%s/%s at %s: %w", b.bucket, b.key(name), b.endpoint, err)
 	if sentinel != nil {
 		err = fmt.Errorf("%w: %w", sentinel, err)

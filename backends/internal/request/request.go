@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // Policy says how a backend retries one request.
@@ -174,3 +176,18 @@ func PermanentTransportError(err error) bool {
 	}
 	return false
 }
+
+// Permanent marks err as a failure that another attempt cannot heal: it
+// matches [dstl.ErrPermanent] (and still err) with errors.Is, and reads as
+// err. A nil err stays nil.
+func Permanent(err error) error {
+	if err == nil || errors.Is(err, dstl.ErrPermanent) {
+		return err
+	}
+	return &permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string   { return e.err.Error() }
+func (e *permanentError) Unwrap() []error { return []error{e.err, dstl.ErrPermanent} }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dstlgo/dstl/dstl"
 )
 
 var (
@@ -129,5 +131,18 @@ func TestDoBoundsTimedOutAttempts(t *testing.T) {
 				t.Fatalf("err %v does not match context.DeadlineExceeded", err)
 			}
 		})
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	if Permanent(nil) != nil {
+		t.Fatal("Permanent(nil) != nil")
+	}
+	err := Permanent(errTransient)
+	if !errors.Is(err, dstl.ErrPermanent) || !errors.Is(err, errTransient) || err.Error() != errTransient.Error() {
+		t.Fatalf("Permanent(%v) = %v: want it to match ErrPermanent and the error, and read as it", errTransient, err)
+	}
+	if again := Permanent(err); again != err {
+		t.Fatalf("Permanent wrapped a permanent error again")
 	}
 }
