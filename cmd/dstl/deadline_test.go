@@ -1,53 +1,12 @@
 package main
 
 import (
-	"io"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-// silentEndpoint starts a TCP listener on 127.0.0.1 that accepts
-// connections, reads what they send and never answers; it returns its
-// host:port.
-func silentEndpoint(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(io.Discard, c) })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
-}
-
-// TestInspectSilentEndpoint: dstl inspect of an object on an endpoint that
+// TestInspectSilentEndpoint (silentEndpoint is gc's test's): dstl inspect of an object on an endpoint that
 // takes connections and never answers fails within 30 s with the default
 // deadlines, naming the endpoint, and exits 3.
 func TestInspectSilentEndpoint(t *testing.T) {
