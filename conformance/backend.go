@@ -38,6 +38,18 @@ func WithPartSize(n int64) Option { return func(s *suite) { s.partSize = n } }
 // writer's last confirmed local handle, preferring local copies.
 func WithLocalRecovery() Option { return func(s *suite) { s.localRecovery = true } }
 
+// RawPut stores data under name in b's store as it is, through the
+// store's own client, bypassing the backend's checks of names: an object
+// that another tool wrote. It may register the object's deletion with
+// t.Cleanup (which runs before the suite closes b). It returns an error
+// when the store refuses the name.
+type RawPut func(t *testing.T, b dstl.Backend, name string, data []byte) error
+
+// WithRawPut gives the suite a way to write objects whose names no Put
+// can write ([InvalidNames], such as "dir/" or "a//b"), for the case
+// ListSkipsForeignNames; without it, that case is skipped.
+func WithRawPut(put RawPut) Option { return func(s *suite) { s.rawPut = put } }
+
 // DefaultPartSize is the part size the suite assumes when no [WithPartSize]
 // is given: S3's smallest part size.
 const DefaultPartSize = 5 << 20
@@ -60,6 +72,7 @@ func TestBackend(t *testing.T, open Harness, opts ...Option) {
 		{"ListCallbackError", (*suite).testListCallbackError},
 		{"ListCallbackCallsBackend", (*suite).testListCallbackCallsBackend},
 		{"ListCancelled", (*suite).testListCancelled},
+		{"ListSkipsForeignNames", (*suite).testListSkipsForeignNames},
 		{"CancelledContext", (*suite).testCancelledContext},
 		{"ReaderHonoursContext", (*suite).testReaderHonoursContext},
 		{"Concurrent", (*suite).testConcurrent},
@@ -109,6 +122,8 @@ type suite struct {
 	partSize int64
 	// localRecovery turns local recovery on in the engine suite's storages.
 	localRecovery bool
+	// rawPut writes objects under names no Put can write; nil: none.
+	rawPut RawPut
 }
 
 // backend opens a fresh backend, checks that it is empty and closes it at
@@ -438,6 +453,49 @@ func (s *suite) testList(t *testing.T) {
 				t.Fatalf("List(%q) = %q, want %q", p, got, want)
 			}
 		})
+	}
+}
+
+// testListSkipsForeignNames: List reports no name that CheckObjectName
+// refuses (which Get and Delete would refuse then), such as the "dir/"
+// markers or "a//b" keys that other tools write into the same bucket.
+func (s *suite) testListSkipsForeignNames(t *testing.T) {
+	if s.rawPut == nil {
+		t.Skip("the backend's test gives no WithRawPut")
+	}
+	b := s.backend(t)
+	Put(t, b, "d/obj", "1")
+	Put(t, b, "e", "22")
+	written := 0
+	for _, name := range []string{"dir/", "d/", "d//x", "x//y", "d/./x", "d/../e", "d/x/", "./d"} {
+		if err := s.rawPut(t, b, name, []byte("foreign")); err != nil {
+			t.Logf("the store refuses the name %q: %v", name, err)
+			continue
+		}
+		written++
+	}
+	if written == 0 {
+		t.Skip("the store refused every foreign name")
+	}
+	for _, tc := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"", []string{"d/obj", "e"}},
+		{"d", []string{"d/obj"}},
+		{"d/", []string{"d/obj"}},
+		{"di", nil},
+		{"x", nil},
+	} {
+		if got := list(t, b, tc.prefix); !slices.Equal(got, tc.want) {
+			t.Errorf("List(%q) = %q, want %q", tc.prefix, got, tc.want)
+		}
+	}
+	// What List reports, Get and Delete take.
+	for _, name := range list(t, b, "") {
+		if err := dstl.CheckObjectName(name); err != nil {
+			t.Errorf("List reported %q: %v", name, err)
+		}
 	}
 }
 

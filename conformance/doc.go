@@ -9,8 +9,10 @@
 // concurrent use, and errors that are *[dstl.BackendError] values naming
 // the operation, the backend and the object, and a large object of three
 // and a half parts read back whole and across every part boundary (give the
-// backend's part size with [WithPartSize]). Each case runs as a subtest on
-// a backend of its own.
+// backend's part size with [WithPartSize]). With [WithRawPut], it also
+// checks that List skips objects whose names no Put can write ("dir/",
+// "a//b", written by other tools). Each case runs as a subtest on a backend
+// of its own.
 //
 // [TestEngine] runs the DSTL itself, a [dstl.Storage] made by [dstl.New],
 // over the backend, each case again on a backend of its own:

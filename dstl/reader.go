@@ -9,6 +9,7 @@ import (
 	"iter"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +33,26 @@ type Reader struct {
 
 	requests, fetched, needed, hits        atomic.Int64
 	localRequests, localFetched, fallbacks atomic.Int64
+
+	// unanswered is the last read of the backend that timed out, while
+	// the caller's context was alive; see [UnansweredHold].
+	unanswered struct {
+		sync.Mutex
+		err error
+		at  time.Time
+	}
 }
+
+// UnansweredHold is how long a [Reader] whose read of the backend timed
+// out (the backend's attempts all went unanswered) fails its further reads
+// of the backend at once, with that error, instead of spending the
+// backend's deadlines on each: a restore over many handles fails within
+// the deadline of one read, not of one per handle. Ranges in the cache are
+// still served, and a read already under way that succeeds ends the hold;
+// a new Reader (such as the next [Storage.NewReader]) starts without one.
+// Other errors (an object not found, a refused request, a cancelled
+// context) start no hold.
+const UnansweredHold = time.Minute
 
 // ReadStats counts a reader's work.
 type ReadStats struct {
@@ -369,8 +389,16 @@ func (r *Reader) fetchRange(ctx context.Context, b Backend, local bool, rg fetch
 		requests, fetched = &r.localRequests, &r.localFetched
 	}
 	data, wasFetched, err := r.cache.fetch(ctx, key, rg.off, rg.len, func(ctx context.Context) ([]byte, error) {
+		if !local {
+			if err := r.unansweredErr(); err != nil {
+				return nil, fmt.Errorf("dstl: read %q: not tried, since an earlier read of this reader went unanswered: %w", rg.object, err)
+			}
+		}
 		requests.Add(1)
 		rc, err := b.Get(ctx, rg.object, rg.off, rg.len)
+		if !local {
+			r.noteAnswer(ctx, err)
+		}
 		if errors.Is(err, ErrInvalidRange) {
 			return nil, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends before: %w",
 				rg.object, rg.len, rg.off, errors.Join(format.ErrCorrupt, err))
@@ -395,6 +423,35 @@ func (r *Reader) fetchRange(ctx context.Context, b Backend, local bool, rg fetch
 		r.hits.Add(1)
 	}
 	return data, err
+}
+
+// unansweredErr returns the error of the last read of the backend that
+// timed out, within [UnansweredHold], or nil.
+func (r *Reader) unansweredErr() error {
+	r.unanswered.Lock()
+	defer r.unanswered.Unlock()
+	if r.unanswered.err != nil && time.Since(r.unanswered.at) < UnansweredHold {
+		return r.unanswered.err
+	}
+	return nil
+}
+
+// noteAnswer records the outcome of a Get of the backend: a timeout while
+// ctx is alive starts the hold of [UnansweredHold], any answer ends it.
+func (r *Reader) noteAnswer(ctx context.Context, err error) {
+	r.unanswered.Lock()
+	defer r.unanswered.Unlock()
+	var t interface{ Timeout() bool }
+	switch {
+	case err == nil || ctx.Err() != nil:
+		if err == nil {
+			r.unanswered.err = nil
+		}
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout():
+		r.unanswered.err, r.unanswered.at = err, time.Now()
+	default:
+		r.unanswered.err = nil // an answer, if an error
+	}
 }
 
 // fetchRange is one request's worth of an object.

@@ -207,3 +207,50 @@ func TestSharedFetchSurvivesOtherCallersCancel(t *testing.T) {
 		t.Fatalf("reader 2 with a live context failed: %v", err2)
 	}
 }
+
+// TestReaderStopsAfterUnansweredRead: once a read of the backend timed out,
+// the reader's further reads of it fail at once with that error instead
+// of spending the backend's deadlines once per handle; other errors do
+// not hold later reads back.
+func TestReaderStopsAfterUnansweredRead(t *testing.T) {
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.BatchPersistDelay = 0
+	s := newStorage(t, b, cfg)
+	kgr := dstl.KeyGroupRange{Start: 0, End: 1}
+	var hs []dstl.Handle
+	for i := range 3 {
+		w := newWriter(t, s, fmt.Sprintf("op-%d", i), kgr)
+		mustAppend(t, w, 0, "x")
+		hs = append(hs, persist(t, w, 0, 1))
+	}
+	unanswered := fmt.Errorf("no answer from the endpoint: %w", context.DeadlineExceeded)
+	for _, tc := range []struct {
+		name     string
+		err      error
+		wantGets int
+	}{
+		{"timeout", unanswered, 1},
+		{"other error", errors.New("HTTP 500"), len(hs)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := dstl.NewReader(b, kgr, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			b.SetFault(dstltest.FailAll(dstltest.OpGet, tc.err))
+			defer b.SetFault(nil)
+			before := b.Counts()[dstltest.OpGet]
+			for i, h := range hs {
+				err := r.Read(context.Background(), h, func(dstl.Change) error { return nil })
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("handle %d: err = %v, want %v", i, err, tc.err)
+				}
+			}
+			if got := b.Counts()[dstltest.OpGet] - before; got != tc.wantGets {
+				t.Errorf("%d Gets, want %d", got, tc.wantGets)
+			}
+		})
+	}
+}

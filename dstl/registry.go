@@ -79,11 +79,21 @@ func OpenBackend(ctx context.Context, id, basePath string) (Backend, string, err
 	if basePath == "" {
 		return nil, "", fmt.Errorf("dstl: option %q is required: %w", "base-path", ErrInvalidConfig)
 	}
+	scheme, hasScheme := URLScheme(basePath)
+	if hasScheme {
+		// A base path with a scheme is a URL, whatever backend serves it:
+		// one that does not parse is an error, never a local path.
+		if _, err := url.Parse(basePath); err != nil {
+			if ue, ok := err.(*url.Error); ok {
+				err = ue.Err
+			}
+			return nil, "", fmt.Errorf("%w: base path %q is not a valid URL: %w", ErrInvalidConfig, basePath, err)
+		}
+	}
 	registry.RLock()
 	if id == "" {
-		scheme := "file"
-		if u, err := url.Parse(basePath); err == nil && u.Scheme != "" && len(u.Scheme) > 1 {
-			scheme = u.Scheme
+		if !hasScheme {
+			scheme = "file"
 		}
 		var ok bool
 		if id, ok = registry.byScheme[scheme]; !ok {
@@ -103,6 +113,27 @@ func OpenBackend(ctx context.Context, id, basePath string) (Backend, string, err
 		return nil, "", fmt.Errorf("dstl: open %s backend at %q: %w", id, basePath, err)
 	}
 	return b, id, nil
+}
+
+// URLScheme returns the URL scheme that basePath starts with, lower-cased,
+// by the syntax of RFC 3986 alone (a letter, then letters, digits, "+",
+// "-" or ".", then ":"), whether or not the rest of basePath parses. A
+// one-letter scheme is a Windows drive letter, not a scheme.
+func URLScheme(basePath string) (string, bool) {
+	i := strings.IndexByte(basePath, ':')
+	if i < 2 {
+		return "", false
+	}
+	for j := 0; j < i; j++ {
+		c := basePath[j]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case j > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return "", false
+		}
+	}
+	return strings.ToLower(basePath[:i]), true
 }
 
 func knownIDs() []string {

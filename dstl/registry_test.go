@@ -3,6 +3,8 @@ package dstl_test
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,6 +70,52 @@ func TestOpenBackend(t *testing.T) {
 				t.Fatalf("id = %q, want %q", id, tc.wantID)
 			}
 		})
+	}
+}
+
+// TestOpenBackendMalformedURL: a base path with a scheme whose URL does not
+// parse is a configuration error naming it, never a local path.
+func TestOpenBackendMalformedURL(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, basePath := range []string{
+		"s3://b/a%zz",
+		"s3://dstl test/x",
+		"regtest://b/%",
+		"gs://b/x%",
+		"azblob://c/%zz?x=1",
+		"file:///tmp/%zz",
+		"FILE:///tmp/%zz",
+		"s3://[::1/x",
+	} {
+		t.Run(basePath, func(t *testing.T) {
+			b, id, err := dstl.OpenBackend(context.Background(), "", basePath)
+			if err == nil {
+				b.Close()
+				t.Fatalf("OpenBackend(%q) opened backend %q", basePath, id)
+			}
+			if !errors.Is(err, dstl.ErrInvalidConfig) || !strings.Contains(err.Error(), strconv.Quote(basePath)) {
+				t.Fatalf("err = %v, want ErrInvalidConfig naming %q", err, basePath)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+				t.Fatalf("OpenBackend(%q) created %s in the working directory", basePath, ents[0].Name())
+			}
+		})
+	}
+}
+
+func TestURLScheme(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"s3://b/x", "s3", true}, {"S3://b", "s3", true}, {"s3://b/a%zz", "s3", true}, {"x+y.z-1:rest", "x+y.z-1", true},
+		{"/abs/a:b", "", false}, {"rel/a:b", "", false}, {`C:\dir`, "", false}, {"plain", "", false}, {"1x://b", "", false}, {":x", "", false},
+	} {
+		got, ok := dstl.URLScheme(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("URLScheme(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
 	}
 }
 

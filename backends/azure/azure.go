@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -55,6 +56,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -84,6 +86,7 @@ type Backend struct {
 	partSize    int64
 	concurrency int
 	policy      request.Policy
+	endpoint    string          // the account's Blob service URL, which errors name
 	transport   *http.Transport // our own, when we made it: its idle connections go at Close
 
 	calls gate.Gate // Close waits for the calls in progress
@@ -96,7 +99,7 @@ var _ dstl.Backend = (*Backend)(nil)
 func New(ctx context.Context, basePath string) (*Backend, error) {
 	cfg, err := ParseURL(basePath)
 	if err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	return Open(ctx, cfg)
 }
@@ -108,7 +111,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("azure: open container %q: %w", cfg.Container, err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	b := &Backend{
 		client:      cfg.Client,
@@ -117,6 +120,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		partSize:    cfg.PartSize,
 		concurrency: cfg.Concurrency,
 		policy:      cfg.Request,
+		endpoint:    endpointName(cfg, cfg.Client),
 	}
 	if b.prefix != "" && !strings.HasSuffix(b.prefix, "/") {
 		b.prefix += "/"
@@ -127,6 +131,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		b.transport = http.DefaultTransport.(*http.Transport).Clone()
+		b.transport.ResponseHeaderTimeout = cfg.Request.ResponseTimeout
 		hc = &http.Client{Transport: b.transport}
 	}
 	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
@@ -160,7 +165,25 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		// connection string: say which kind of credential failed.
 		return nil, fmt.Errorf("azure: open container %q: making the client: %w", cfg.Container, err)
 	}
+	b.endpoint = endpointName(cfg, b.client)
 	return b, nil
+}
+
+// endpointName is the endpoint that errors name: the account's Blob
+// service URL.
+func endpointName(cfg Config, client *container.Client) string {
+	if client != nil {
+		if u, err := url.Parse(client.URL()); err == nil {
+			u.RawQuery, u.Path, u.RawPath = "", strings.TrimSuffix(u.Path, "/"+cfg.Container), "" // no SAS token
+			return redact(u)
+		}
+	}
+	if cfg.AccountURL != "" {
+		if u, err := url.Parse(cfg.AccountURL); err == nil {
+			return redact(u)
+		}
+	}
+	return "https://" + cfg.Account + ".blob.core.windows.net"
 }
 
 // containerURL returns the URL of cfg's container.
@@ -212,7 +235,15 @@ func (b *Backend) begin() error {
 
 // fail wraps err as the backend's error for op on name.
 func (b *Backend) fail(op, name string, err error) error {
-	return dstl.NewBackendError(op, ID, name, fmt.Errorf("container %q, blob %q: %w", b.container, b.prefix+name, err))
+	switch {
+	case bloberror.HasCode(err, bloberror.ContainerNotFound):
+		err = request.Permanent(fmt.Errorf("container %q does not exist: %w", b.container, err))
+	case isCredentialError(err):
+		err = request.Permanent(&credentialError{err})
+	case request.PermanentTransportError(err):
+		err = request.Permanent(err)
+	}
+	return dstl.NewBackendError(op, ID, name, fmt.Errorf("container %q at %s, blob %q: %w", b.container, b.endpoint, b.prefix+name, err))
 }
 
 // start checks the state, the context and the name common to every call.

@@ -115,7 +115,23 @@ func harness(t *testing.T) dstl.Backend {
 }
 
 func TestConformance(t *testing.T) {
-	conformance.TestBackend(t, harness, conformance.WithPartSize(testPartSize))
+	conformance.TestBackend(t, harness, conformance.WithPartSize(testPartSize), conformance.WithRawPut(rawPut))
+}
+
+// rawPut writes a blob under name as it is, through the SDK, as another
+// tool would.
+func rawPut(t *testing.T, b dstl.Backend, name string, data []byte) error {
+	ab := b.(*Backend)
+	full := ab.prefix + name
+	if _, err := ab.client.NewBlockBlobClient(full).UploadBuffer(t.Context(), data, nil); err != nil {
+		return err
+	}
+	t.Cleanup(func() {
+		if _, err := ab.client.NewBlobClient(full).Delete(context.Background(), nil); err != nil {
+			t.Errorf("deleting the foreign blob %q: %v", full, err)
+		}
+	})
+	return nil
 }
 
 func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }

@@ -96,8 +96,13 @@ type Config struct {
 	// server errors (5xx), cut connections and timed-out attempts are
 	// retried, never a permission or precondition error. The SDK's own
 	// retries are turned off in a client the backend makes, so that they
-	// are not doubled. Default: a 30 s timeout, 5 attempts, backoff from
-	// 100 ms to 5 s.
+	// are not doubled. Its ResponseTimeout bounds the wait for the
+	// answer's headers on the HTTP transport the backend makes (not on an
+	// HTTPClient or Client given), and TimeoutAttempts the attempts that
+	// may time out. Default [request.DefaultPolicy]: a 30 s timeout, 5
+	// attempts, backoff from 100 ms to 5 s, a 10 s response timeout and 2
+	// attempts that may time out, so that an endpoint that takes
+	// connections and never answers fails a request after about 20 s.
 	Request request.Policy
 }
 
@@ -142,13 +147,15 @@ func (c Config) Validate() error {
 
 // URL query parameters of the azblob:// form, see [ParseURL].
 const (
-	paramEndpoint    = "endpoint"
-	paramAccountURL  = "account_url"
-	paramAccount     = "account"
-	paramPartSize    = "part_size"
-	paramConcurrency = "concurrency"
-	paramTimeout     = "timeout"
-	paramAttempts    = "max_attempts"
+	paramEndpoint        = "endpoint"
+	paramAccountURL      = "account_url"
+	paramAccount         = "account"
+	paramPartSize        = "part_size"
+	paramConcurrency     = "concurrency"
+	paramTimeout         = "timeout"
+	paramAttempts        = "max_attempts"
+	paramResponseTimeout = "response_timeout"
+	paramTimeoutAttempts = "timeout_attempts"
 )
 
 // URLParameters are the query parameters an azblob:// base path takes (see
@@ -161,6 +168,8 @@ var URLParameters = []dstl.URLParameter{
 	{Name: paramConcurrency, Value: "N", Default: "4", Description: "blocks of one put staged in parallel", Example: "8"},
 	{Name: paramTimeout, Value: "DURATION", Default: "30s", Description: "per-request timeout", Example: "10s"},
 	{Name: paramAttempts, Value: "N", Default: "5", Description: "attempts per request, the first included", Example: "3"},
+	{Name: paramResponseTimeout, Value: "DURATION", Default: "10s", Description: "bound of the wait for an answer's headers; 0 for none but timeout", Example: "5s"},
+	{Name: paramTimeoutAttempts, Value: "N", Default: "2", Description: "attempts of a request that may time out before it fails; 0 for max_attempts", Example: "1"},
 }
 
 var knownParams = dstl.URLParameterNames(URLParameters)
@@ -176,6 +185,10 @@ var knownParams = dstl.URLParameterNames(URLParameters)
 //	concurrency=N      blocks of one Put staged in parallel (default 4)
 //	timeout=DURATION   per-request timeout, e.g. 30s (default 30s)
 //	max_attempts=N     attempts per request, the first included (default 5)
+//	response_timeout=DURATION  bound of the wait for an answer's headers,
+//	                   0 for none but timeout (default 10s)
+//	timeout_attempts=N attempts of a request that may time out before it
+//	                   fails, 0 for max_attempts (default 2)
 //
 // Secrets never go into the URL: a connection string is read from
 // $AZURE_STORAGE_CONNECTION_STRING and a shared key from $AZURE_STORAGE_KEY
@@ -254,6 +267,20 @@ func parseURL(basePath string, env func(string) string) (Config, error) {
 			return Config{}, bad(paramAttempts, "a positive integer")
 		}
 		cfg.Request.MaxAttempts = n
+	}
+	if q.Has(paramResponseTimeout) {
+		d, err := time.ParseDuration(q.Get(paramResponseTimeout))
+		if err != nil || d < 0 {
+			return Config{}, bad(paramResponseTimeout, "a duration such as 10s, or 0")
+		}
+		cfg.Request.ResponseTimeout = d
+	}
+	if q.Has(paramTimeoutAttempts) {
+		n, err := strconv.Atoi(q.Get(paramTimeoutAttempts))
+		if err != nil || n < 0 {
+			return Config{}, bad(paramTimeoutAttempts, "a whole number, or 0")
+		}
+		cfg.Request.TimeoutAttempts = n
 	}
 	if cfg.AccountURL == "" && cfg.Account == "" {
 		cfg.ConnectionString = env(EnvConnectionString)

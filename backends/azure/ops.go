@@ -13,6 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -146,7 +147,9 @@ func (b *Backend) Delete(ctx context.Context, name string) error {
 }
 
 // List calls fn for every blob under the backend's prefix plus prefix, in
-// lexical order, a page of up to 5000 names per request.
+// lexical order, a page of up to 5000 names per request. Blobs under the
+// backend's prefix whose names are no valid object names (such as "dir/"
+// markers or "a//b", written by other tools) are skipped.
 func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
 	done, err := b.start(ctx, "list", prefix)
 	if err != nil {
@@ -172,8 +175,8 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 				return b.fail("list", prefix, err)
 			}
 			name, ok := strings.CutPrefix(deref(item.Name), b.prefix)
-			if !ok || item.Deleted != nil && *item.Deleted {
-				continue
+			if !ok || item.Deleted != nil && *item.Deleted || dstl.CheckObjectName(name) != nil {
+				continue // not ours: a deleted blob, or a name no Put writes (such as "dir/")
 			}
 			info := dstl.ObjectInfo{Name: name}
 			if p := item.Properties; p != nil {
@@ -246,6 +249,9 @@ func retryable(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
+	if isCredentialError(err) {
+		return false // no credentials, or ones the identity service refused
+	}
 	if request.PermanentTransportError(err) {
 		return false // an untrusted certificate or an unknown host stays so
 	}
@@ -263,6 +269,28 @@ func retryable(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.EPIPE) || errors.As(err, &ne)
 }
+
+// isCredentialError reports whether err is the failure of a token
+// credential to get a token (azidentity's errors say that they are not
+// worth retrying): none of DefaultAzureCredential's sources is set up, or
+// the one that is was refused.
+func isCredentialError(err error) bool {
+	var nr interface{ NonRetriable() }
+	var af *azidentity.AuthenticationFailedError
+	return errors.As(err, &af) || errors.As(err, &nr)
+}
+
+// credentialError says that no credentials were usable, and how to give
+// some, before azidentity's long account of what it tried.
+type credentialError struct{ err error }
+
+func (e *credentialError) Error() string {
+	msg, _, _ := strings.Cut(e.err.Error(), "\n")
+	return "missing or refused Azure credentials (set " + EnvConnectionString + ", or " + EnvKey +
+		" with the account, or set up a source of DefaultAzureCredential): " + strings.TrimSpace(msg)
+}
+
+func (e *credentialError) Unwrap() error { return e.err }
 
 // deref returns *p, or the zero value for a nil p.
 func deref[T any](p *T) T {

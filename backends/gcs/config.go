@@ -78,6 +78,17 @@ type Config struct {
 	// attempts are retried, with exponential backoff and jitter. Default
 	// [DefaultMaxAttempts]; URL parameter "max_attempts".
 	MaxAttempts int
+	// ResponseTimeout bounds the wait for the answer's headers of each
+	// attempt, when shorter than Timeout: on reads, and on the HTTP
+	// transport the backend makes for an endpoint or anonymous access.
+	// 0 means Timeout only. Default 10s; URL parameter "response_timeout".
+	ResponseTimeout time.Duration
+	// TimeoutAttempts bounds the attempts of a request that may time out:
+	// after so many, the request fails although attempts remain; 0 means
+	// MaxAttempts. With the defaults, an endpoint that takes connections
+	// and never answers fails a read after about 20 s. Default 2; URL
+	// parameter "timeout_attempts".
+	TimeoutAttempts int
 	// InitialBackoff and MaxBackoff bound the waits between attempts.
 	// Defaults 100 ms and 5 s (not settable by URL).
 	InitialBackoff, MaxBackoff time.Duration
@@ -97,14 +108,16 @@ type Config struct {
 // DefaultConfig returns the default configuration for bucket and prefix.
 func DefaultConfig(bucket, prefix string) Config {
 	return Config{
-		Bucket:         bucket,
-		Prefix:         prefix,
-		PartSize:       DefaultPartSize,
-		Timeout:        DefaultTimeout,
-		MaxAttempts:    DefaultMaxAttempts,
-		InitialBackoff: request.DefaultPolicy.InitialBackoff,
-		MaxBackoff:     request.DefaultPolicy.MaxBackoff,
-		PageSize:       DefaultPageSize,
+		Bucket:          bucket,
+		Prefix:          prefix,
+		PartSize:        DefaultPartSize,
+		Timeout:         DefaultTimeout,
+		MaxAttempts:     DefaultMaxAttempts,
+		ResponseTimeout: request.DefaultResponseTimeout,
+		TimeoutAttempts: request.DefaultTimeoutAttempts,
+		InitialBackoff:  request.DefaultPolicy.InitialBackoff,
+		MaxBackoff:      request.DefaultPolicy.MaxBackoff,
+		PageSize:        DefaultPageSize,
 	}
 }
 
@@ -125,6 +138,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gcs: timeout %v is negative", c.Timeout)
 	case c.MaxAttempts < 1:
 		return fmt.Errorf("gcs: max attempts (max_attempts) %d: want at least 1", c.MaxAttempts)
+	case c.ResponseTimeout < 0:
+		return fmt.Errorf("gcs: response timeout (response_timeout) %v is negative", c.ResponseTimeout)
+	case c.TimeoutAttempts < 0:
+		return fmt.Errorf("gcs: timeout attempts (timeout_attempts) %d is negative", c.TimeoutAttempts)
 	case c.InitialBackoff < 0 || c.MaxBackoff < c.InitialBackoff:
 		return fmt.Errorf("gcs: backoff %v..%v: want 0 <= initial <= max", c.InitialBackoff, c.MaxBackoff)
 	case c.PageSize < 0:
@@ -169,17 +186,20 @@ func redact(u *url.URL) string {
 
 // policy is the retry policy of single requests.
 func (c Config) policy() request.Policy {
-	return request.Policy{Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, InitialBackoff: c.InitialBackoff, MaxBackoff: c.MaxBackoff}
+	return request.Policy{Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, InitialBackoff: c.InitialBackoff, MaxBackoff: c.MaxBackoff,
+		ResponseTimeout: c.ResponseTimeout, TimeoutAttempts: c.TimeoutAttempts}
 }
 
 // URL query parameters of the gs:// form, see [ParseURL].
 const (
-	paramEndpoint    = "endpoint"
-	paramCredentials = "credentials_file"
-	paramAnonymous   = "anonymous"
-	paramPartSize    = "part_size"
-	paramTimeout     = "timeout"
-	paramMaxAttempts = "max_attempts"
+	paramEndpoint        = "endpoint"
+	paramCredentials     = "credentials_file"
+	paramAnonymous       = "anonymous"
+	paramPartSize        = "part_size"
+	paramTimeout         = "timeout"
+	paramMaxAttempts     = "max_attempts"
+	paramResponseTimeout = "response_timeout"
+	paramTimeoutAttempts = "timeout_attempts"
 )
 
 // URLParameters are the query parameters a gs:// base path takes (see
@@ -191,6 +211,8 @@ var URLParameters = []dstl.URLParameter{
 	{Name: paramPartSize, Value: "SIZE", Default: "16MiB", Description: "resumable upload above it, in chunks of it; a multiple of 256KiB", Example: "8MiB"},
 	{Name: paramTimeout, Value: "DURATION", Default: "30s", Description: "per-request timeout", Example: "10s"},
 	{Name: paramMaxAttempts, Value: "N", Default: "5", Description: "attempts per request, the first included", Example: "3"},
+	{Name: paramResponseTimeout, Value: "DURATION", Default: "10s", Description: "bound of the wait for an answer's headers; 0 for timeout's", Example: "5s"},
+	{Name: paramTimeoutAttempts, Value: "N", Default: "2", Description: "attempts of a request that may time out before it fails; 0 for max_attempts", Example: "1"},
 }
 
 var knownParams = dstl.URLParameterNames(URLParameters)
@@ -213,6 +235,10 @@ var knownParams = dstl.URLParameterNames(URLParameters)
 //	timeout=DURATION       per-request timeout, e.g. 30s (default 30s)
 //	max_attempts=N         attempts per request, the first included
 //	                       (default 5)
+//	response_timeout=DUR   bound of the wait for an answer's headers; 0
+//	                       for timeout's (default 10s)
+//	timeout_attempts=N     attempts of a request that may time out before
+//	                       it fails; 0 for max_attempts (default 2)
 //
 // For example "gs://my-bucket/jobs/dstl?part_size=8MiB".
 //
@@ -320,6 +346,20 @@ func ParseURL(basePath string) (Config, error) {
 		}
 		cfg.MaxAttempts = n
 	}
+	if q.Has(paramResponseTimeout) {
+		d, err := time.ParseDuration(q.Get(paramResponseTimeout))
+		if err != nil || d < 0 {
+			return Config{}, bad(paramResponseTimeout, "a duration such as 10s, or 0")
+		}
+		cfg.ResponseTimeout = d
+	}
+	if q.Has(paramTimeoutAttempts) {
+		n, err := strconv.Atoi(q.Get(paramTimeoutAttempts))
+		if err != nil || n < 0 {
+			return Config{}, bad(paramTimeoutAttempts, "a whole number, or 0")
+		}
+		cfg.TimeoutAttempts = n
+	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("gcs: base path %q: %w", shown, err)
 	}
@@ -337,4 +377,30 @@ func hasUserinfo(rawURL string) bool {
 		rest = rest[:i]
 	}
 	return strings.Contains(rest, "@")
+}
+
+// headerTimeout is the bound of the wait for an answer's headers: the
+// shorter of Timeout and ResponseTimeout that is set, or 0 for none.
+func (c Config) headerTimeout() time.Duration {
+	switch {
+	case c.ResponseTimeout == 0:
+		return c.Timeout
+	case c.Timeout == 0:
+		return c.ResponseTimeout
+	}
+	return min(c.Timeout, c.ResponseTimeout)
+}
+
+// endpointName is the endpoint that errors name.
+func (c Config) endpointName() string {
+	switch {
+	case c.Client != nil:
+		return "the given client's endpoint"
+	case c.Endpoint != "":
+		if u, err := url.Parse(c.Endpoint); err == nil {
+			return redact(u)
+		}
+		return "the configured endpoint"
+	}
+	return "Google Cloud Storage"
 }

@@ -54,6 +54,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -89,7 +90,7 @@ var _ dstl.Backend = (*Backend)(nil)
 func New(ctx context.Context, basePath string) (*Backend, error) {
 	cfg, err := ParseURL(basePath)
 	if err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	return Open(ctx, cfg)
 }
@@ -100,7 +101,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("gcs: open bucket %q: %w", cfg.Bucket, err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
 		cfg.Prefix += "/"
@@ -122,9 +123,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 			// connections Close closes, with a bound on the wait for
 			// each answer.
 			b.transport = http.DefaultTransport.(*http.Transport).Clone()
-			if cfg.Timeout > 0 {
-				b.transport.ResponseHeaderTimeout = cfg.Timeout
-			}
+			b.transport.ResponseHeaderTimeout = cfg.headerTimeout()
 			opts = append(opts, option.WithoutAuthentication(), option.WithHTTPClient(&http.Client{Transport: b.transport}))
 		}
 		opts = append(opts, cfg.ClientOptions...)
@@ -367,8 +366,8 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_
 	err = request.Do(ctx, p, retryable, func(_ context.Context) error {
 		rctx, cancel := context.WithCancel(ctx)
 		var timer *time.Timer
-		if b.cfg.Timeout > 0 {
-			timer = time.AfterFunc(b.cfg.Timeout, cancel)
+		if d := b.cfg.headerTimeout(); d > 0 {
+			timer = time.AfterFunc(d, cancel)
 		}
 		r, err := b.object(name).NewRangeReader(rctx, offset, length)
 		if timer != nil && !timer.Stop() {
@@ -390,10 +389,26 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_
 		// an empty read.
 		return b.emptyRead(ctx, name, offset)
 	}
+	if errors.Is(err, storage.ErrObjectNotExist) && b.bucketMissing(ctx) {
+		err = fmt.Errorf("%w: %w", storage.ErrBucketNotExist, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return rd, nil
+}
+
+// bucketMissing reports whether the bucket is known not to exist: the
+// service answers 404 to a read of an object of a missing bucket too. One
+// request, without retries; any other outcome is false.
+func (b *Backend) bucketMissing(ctx context.Context) bool {
+	if d := b.cfg.headerTimeout(); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	_, err := b.bucket.Retryer(storage.WithPolicy(storage.RetryNever)).Attrs(ctx)
+	return errors.Is(err, storage.ErrBucketNotExist)
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -561,9 +576,10 @@ func isCode(err error, code int) bool {
 	return ok && e.Code == code
 }
 
-// newError returns a *dstl.BackendError whose message names the bucket.
+// newError returns a *dstl.BackendError whose message names the bucket
+// and the endpoint.
 func (b *Backend) newError(op, name string, err error) error {
-	return dstl.NewBackendError(op, ID, name, fmt.Errorf("bucket %q, object %q: %w", b.cfg.Bucket, b.cfg.Prefix+name, err))
+	return dstl.NewBackendError(op, ID, name, fmt.Errorf("bucket %q at %s, object %q: %w", b.cfg.Bucket, b.cfg.endpointName(), b.cfg.Prefix+name, err))
 }
 
 // wrap turns err into a *dstl.BackendError for op on name that wraps the
@@ -592,6 +608,11 @@ func (b *Backend) wrap(op, name string, err error) error {
 		sentinel = dstl.ErrPermission
 	case isCode(err, http.StatusRequestedRangeNotSatisfiable):
 		sentinel = dstl.ErrInvalidRange
+	}
+	if errors.Is(err, storage.ErrBucketNotExist) {
+		err = request.Permanent(fmt.Errorf("bucket %q does not exist: %w", b.cfg.Bucket, err))
+	} else if request.PermanentTransportError(err) {
+		err = request.Permanent(err)
 	}
 	if sentinel != nil {
 		err = fmt.Errorf("%w: %w", sentinel, err)

@@ -1,6 +1,7 @@
 package gcs
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"net/http"
@@ -82,7 +83,7 @@ func harness(t *testing.T) dstl.Backend {
 }
 
 func TestConformance(t *testing.T) {
-	conformance.TestBackend(t, harness, conformance.WithPartSize(testPartSize))
+	conformance.TestBackend(t, harness, conformance.WithPartSize(testPartSize), conformance.WithRawPut(rawPut))
 }
 
 func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
@@ -127,4 +128,25 @@ func rawClient(t *testing.T, endpoint string) *storage.Client {
 		tr.CloseIdleConnections()
 	})
 	return c
+}
+
+// rawPut writes an object under name as it is, through the client, as
+// another tool would.
+func rawPut(t *testing.T, b dstl.Backend, name string, data []byte) error {
+	gb := b.(*Backend)
+	o := gb.bucket.Object(gb.cfg.Prefix + name)
+	w := o.NewWriter(t.Context())
+	if _, err := w.Write(data); err != nil {
+		w.Close()
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	t.Cleanup(func() {
+		if err := o.Delete(context.Background()); err != nil {
+			t.Errorf("deleting the foreign object %q: %v", o.ObjectName(), err)
+		}
+	})
+	return nil
 }

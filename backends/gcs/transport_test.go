@@ -7,12 +7,17 @@ import (
 	"testing"
 
 	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/dstl"
 )
 
 func TestRetryableTransport(t *testing.T) {
 	for _, tc := range request.TransportCases() {
 		if got := retryable(tc.Err); got != !tc.Permanent {
 			t.Errorf("%s: retryable(%v) = %v, want %v", tc.Name, tc.Err, got, !tc.Permanent)
+		}
+		b := &Backend{cfg: Config{Bucket: "bkt"}}
+		if err := b.wrap("get", "x", tc.Err); errors.Is(err, dstl.ErrPermanent) != tc.Permanent {
+			t.Errorf("%s: %v matches ErrPermanent: %v, want %v", tc.Name, err, !tc.Permanent, tc.Permanent)
 		}
 	}
 	for _, tc := range []struct {

@@ -63,7 +63,11 @@ type Config struct {
 	// of [DefaultPartSize] are counted when PartSize is 0). Default
 	// request.DefaultPolicy: 30 s per attempt, 5 attempts
 	// (URL parameters "request_timeout", a Go duration, and
-	// "max_attempts").
+	// "max_attempts"). Its ResponseTimeout (default 10s, URL parameter
+	// "response_timeout") bounds the opening of a Get's reader, the wait
+	// for the answer's headers; its TimeoutAttempts (default 2, URL
+	// parameter "timeout_attempts") the attempts that may time out. The
+	// drivers' transports keep their own settings.
 	Retry request.Policy
 }
 
@@ -159,10 +163,12 @@ func urlError(err error) error {
 
 // This package's own URL query parameters, see [ParseURL].
 const (
-	paramPartSize       = "part_size"
-	paramConcurrency    = "concurrency"
-	paramRequestTimeout = "request_timeout"
-	paramMaxAttempts    = "max_attempts"
+	paramPartSize        = "part_size"
+	paramConcurrency     = "concurrency"
+	paramRequestTimeout  = "request_timeout"
+	paramMaxAttempts     = "max_attempts"
+	paramResponseTimeout = "response_timeout"
+	paramTimeoutAttempts = "timeout_attempts"
 )
 
 // URLParameters are the query parameters of a base path that this package
@@ -174,6 +180,8 @@ var URLParameters = []dstl.URLParameter{
 	{Name: paramConcurrency, Value: "N", Default: "4", Description: "parts of one object uploaded at once; 0: the driver's default", Example: "2"},
 	{Name: paramRequestTimeout, Value: "DURATION", Default: "30s", Description: "timeout of each attempt of a request; 0: none", Example: "10s"},
 	{Name: paramMaxAttempts, Value: "N", Default: "5", Description: "attempts of each request, the first included", Example: "3"},
+	{Name: paramResponseTimeout, Value: "DURATION", Default: "10s", Description: "bound of the wait for a get's answer; 0: request_timeout only", Example: "5s"},
+	{Name: paramTimeoutAttempts, Value: "N", Default: "2", Description: "attempts of a request that may time out before it fails; 0: max_attempts", Example: "1"},
 }
 
 // ParseURL parses a base path into a [Config], starting from
@@ -292,6 +300,18 @@ func ParseURL(basePath string) (Config, error) {
 			return Config{}, fmt.Errorf("gocloud: base path %q: query parameter %q: %q is not a duration >= 0 such as 30s", shown, paramRequestTimeout, v)
 		}
 		cfg.Retry.Timeout = d
+	}
+	if err := intParam(paramTimeoutAttempts, 0, &cfg.Retry.TimeoutAttempts); err != nil {
+		return Config{}, err
+	}
+	if v, ok, err := one(paramResponseTimeout); err != nil {
+		return Config{}, err
+	} else if ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return Config{}, fmt.Errorf("gocloud: base path %q: query parameter %q: %q is not a duration >= 0 such as 10s", shown, paramResponseTimeout, v)
+		}
+		cfg.Retry.ResponseTimeout = d
 	}
 	bucketURL := *u
 	bucketURL.RawQuery = encodeQuery(q)

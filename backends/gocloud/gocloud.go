@@ -67,6 +67,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -103,7 +104,7 @@ var _ dstl.Backend = (*Backend)(nil)
 func New(ctx context.Context, basePath string) (*Backend, error) {
 	cfg, err := ParseURL(basePath)
 	if err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	return Open(ctx, cfg)
 }
@@ -112,7 +113,7 @@ func New(ctx context.Context, basePath string) (*Backend, error) {
 // bucket that blob.OpenBucket opens for cfg.URL.
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	b := &Backend{bucket: cfg.Bucket, cfg: cfg, where: redact(cfg.URL)}
 	if b.bucket == nil {
@@ -445,7 +446,11 @@ func (b *Backend) open(ctx, actx context.Context, name string, offset, length in
 	key := b.key(name)
 	rctx, rcancel := context.WithCancel(ctx)
 	stop := func() bool { return true }
-	if t := b.cfg.Retry.Timeout; t > 0 {
+	t := b.cfg.Retry.Timeout
+	if rt := b.cfg.Retry.ResponseTimeout; rt > 0 && (t == 0 || rt < t) {
+		t = rt // opening the reader is the wait for the answer's headers
+	}
+	if t > 0 {
 		stop = time.AfterFunc(t, rcancel).Stop
 	}
 	r, err := b.bucket.NewRangeReader(rctx, key, offset, length, nil)
@@ -454,7 +459,7 @@ func (b *Backend) open(ctx, actx context.Context, name string, offset, length in
 			_ = r.Close()
 		}
 		rcancel()
-		return nil, fmt.Errorf("open reader: %w after %v", context.DeadlineExceeded, b.cfg.Retry.Timeout)
+		return nil, fmt.Errorf("open reader: %w after %v", context.DeadlineExceeded, t)
 	}
 	if err == nil {
 		if offset > r.Size() {

@@ -81,10 +81,11 @@ func ParseURL(basePath string) (Config, error) {
 	}
 	scheme, _, hasScheme := strings.Cut(basePath, ":")
 	if !hasScheme || !strings.EqualFold(scheme, Scheme) {
-		// A plain path, unless it looks like a URL of another scheme. A
-		// one-letter "scheme" is a Windows drive letter.
-		if u, err := url.Parse(basePath); err == nil && len(u.Scheme) > 1 && strings.HasPrefix(basePath, u.Scheme+"://") {
-			return Config{}, fmt.Errorf("local: base path %q: URL scheme %q is not %q", basePath, u.Scheme, Scheme)
+		// A plain path, unless it looks like a URL of another scheme.
+		// A one-letter "scheme" is a Windows drive letter. A URL of another
+		// scheme that does not parse is still no path.
+		if s, ok := dstl.URLScheme(basePath); ok && strings.HasPrefix(basePath[len(s):], "://") {
+			return Config{}, fmt.Errorf("local: base path %q: URL scheme %q is not %q", basePath, s, Scheme)
 		}
 		cfg := DefaultConfig(basePath)
 		return cfg, cfg.Validate()

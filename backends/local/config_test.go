@@ -41,6 +41,9 @@ func TestParseURL(t *testing.T) {
 		{in: "file:///v#frag", wantErr: "fragment"},
 		{in: "file://user@localhost/v", wantErr: "user information"},
 		{in: "s3://bucket/prefix", wantErr: `scheme "s3"`},
+		{in: "s3://b/a%zz", wantErr: `scheme "s3"`},
+		{in: "s3://dstl test/x", wantErr: `scheme "s3"`},
+		{in: "GS://b/%", wantErr: `scheme "gs"`},
 		{in: "/v\x00", wantErr: "NUL"},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -88,17 +89,30 @@ type Config struct {
 	// permission errors and other 4xx answers are not. Default 5 (URL
 	// parameter "max_attempts").
 	MaxAttempts int
+	// ResponseTimeout bounds the wait for the answer's headers once a
+	// request (or a part) is sent, on the HTTP transport the backend makes
+	// (not on a Config.Client); 0 means no bound but RequestTimeout.
+	// Default 10s (URL parameter "response_timeout").
+	ResponseTimeout time.Duration
+	// TimeoutAttempts bounds the attempts of a request that may time out:
+	// after so many, the request fails although attempts remain; 0 means
+	// MaxAttempts. With the defaults, an endpoint that takes connections
+	// and never answers fails a request after about 20 s. Default 2 (URL
+	// parameter "timeout_attempts").
+	TimeoutAttempts int
 }
 
 // DefaultConfig returns the default configuration for bucket and prefix.
 func DefaultConfig(bucket, prefix string) Config {
 	return Config{
-		Bucket:         bucket,
-		Prefix:         prefix,
-		PartSize:       8 << 20,
-		Concurrency:    4,
-		RequestTimeout: 30 * time.Second,
-		MaxAttempts:    5,
+		Bucket:          bucket,
+		Prefix:          prefix,
+		PartSize:        8 << 20,
+		Concurrency:     4,
+		RequestTimeout:  30 * time.Second,
+		MaxAttempts:     5,
+		ResponseTimeout: request.DefaultResponseTimeout,
+		TimeoutAttempts: request.DefaultTimeoutAttempts,
 	}
 }
 
@@ -123,6 +137,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("s3: %s %v: must not be negative", paramRequestTimeout, c.RequestTimeout)
 	case c.MaxAttempts < 1:
 		return fmt.Errorf("s3: %s %d: want at least 1", paramMaxAttempts, c.MaxAttempts)
+	case c.ResponseTimeout < 0:
+		return fmt.Errorf("s3: %s %v: must not be negative", paramResponseTimeout, c.ResponseTimeout)
+	case c.TimeoutAttempts < 0:
+		return fmt.Errorf("s3: %s %d: must not be negative", paramTimeoutAttempts, c.TimeoutAttempts)
 	}
 	if c.Client == nil && c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
@@ -151,15 +169,17 @@ func (c Config) prefix() string {
 
 // URL query parameters of the s3:// form, see [ParseURL].
 const (
-	paramEndpoint       = "endpoint"
-	paramRegion         = "region"
-	paramUsePathStyle   = "use_path_style"
-	paramPartSize       = "part_size"
-	paramConcurrency    = "concurrency"
-	paramSSE            = "sse"
-	paramSSEKMSKeyID    = "sse_kms_key_id"
-	paramRequestTimeout = "request_timeout"
-	paramMaxAttempts    = "max_attempts"
+	paramEndpoint        = "endpoint"
+	paramRegion          = "region"
+	paramUsePathStyle    = "use_path_style"
+	paramPartSize        = "part_size"
+	paramConcurrency     = "concurrency"
+	paramSSE             = "sse"
+	paramSSEKMSKeyID     = "sse_kms_key_id"
+	paramRequestTimeout  = "request_timeout"
+	paramMaxAttempts     = "max_attempts"
+	paramResponseTimeout = "response_timeout"
+	paramTimeoutAttempts = "timeout_attempts"
 )
 
 // URLParameters are the query parameters an s3:// base path takes (see
@@ -174,6 +194,8 @@ var URLParameters = []dstl.URLParameter{
 	{Name: paramSSEKMSKeyID, Value: "ID", Default: "the account's", Description: "KMS key of sse=aws:kms (only with it)", Example: "alias/dstl"},
 	{Name: paramRequestTimeout, Value: "DURATION", Default: "30s", Description: "bound of each attempt of a request; 0 for none", Example: "10s"},
 	{Name: paramMaxAttempts, Value: "N", Default: "5", Description: "attempts per request, the first included", Example: "3"},
+	{Name: paramResponseTimeout, Value: "DURATION", Default: "10s", Description: "bound of the wait for an answer's headers; 0 for none", Example: "5s"},
+	{Name: paramTimeoutAttempts, Value: "N", Default: "2", Description: "attempts of a request that may time out before it fails; 0 for max_attempts", Example: "1"},
 }
 
 var knownParams = dstl.URLParameterNames(URLParameters)
@@ -195,6 +217,10 @@ var knownParams = dstl.URLParameterNames(URLParameters)
 //	request_timeout=DUR   bound of each attempt of a request, a Go duration;
 //	                      0 for none (default 30s)
 //	max_attempts=N        attempts per request, at least 1 (default 5)
+//	response_timeout=DUR  bound of the wait for an answer's headers; 0 for
+//	                      none (default 10s)
+//	timeout_attempts=N    attempts of a request that may time out before it
+//	                      fails; 0 for max_attempts (default 2)
 //
 // For example "s3://my-bucket/dstl/job-1?region=eu-west-1&sse=AES256", or
 // "s3://dstl/demo?endpoint=http://127.0.0.1:9000&use_path_style=true" for
@@ -265,6 +291,14 @@ func ParseURL(basePath string) (Config, error) {
 			}
 		case paramMaxAttempts:
 			if cfg.MaxAttempts, err = strconv.Atoi(v); err != nil {
+				return Config{}, bad(k, "an integer")
+			}
+		case paramResponseTimeout:
+			if cfg.ResponseTimeout, err = time.ParseDuration(v); err != nil {
+				return Config{}, bad(k, "a duration such as 10s")
+			}
+		case paramTimeoutAttempts:
+			if cfg.TimeoutAttempts, err = strconv.Atoi(v); err != nil {
 				return Config{}, bad(k, "an integer")
 			}
 		}

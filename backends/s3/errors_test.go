@@ -81,6 +81,7 @@ func TestErrorMapping(t *testing.T) {
 		{"expired", send(x509.CertificateInvalidError{Cert: &x509.Certificate{}, Reason: x509.Expired}), false, nil, false},
 		{"verification", send(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), false, nil, false},
 		{"not tls", send(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), false, nil, false},
+		{"https to plain http", send(&url.Error{Op: "Get", URL: "https://h/b/k", Err: http.ErrSchemeMismatch}), false, nil, false},
 		{"cut answer", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), false, nil, true},
 		{"body failed", &bodyError{io.ErrUnexpectedEOF}, true, io.ErrUnexpectedEOF, false},
 		{"cancelled", fmt.Errorf("op: %w", context.Canceled), false, context.Canceled, false},
@@ -111,6 +112,55 @@ func TestErrorMapping(t *testing.T) {
 			}
 			if again := b.wrap("list", "x", err, false); again != err {
 				t.Errorf("a BackendError was wrapped again")
+			}
+		})
+	}
+}
+
+// TestErrorText: errors name the endpoint, say that a bucket is missing,
+// and say "no answer" with the transport's cause where the SDK says
+// "StatusCode: 0".
+func TestErrorText(t *testing.T) {
+	b := &Backend{bucket: "bkt", prefix: "p/", endpoint: "http://127.0.0.1:9"}
+	sdkSend := func(err error) error {
+		return &smithy.OperationError{ServiceID: "S3", OperationName: "GetObject", Err: &awshttp.ResponseError{
+			ResponseError: &smithyhttp.ResponseError{
+				Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 0}},
+				Err:      &smithyhttp.RequestSendError{Err: err},
+			},
+		}}
+	}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		want      []string
+		avoid     []string
+		permanent bool
+	}{
+		{"missing bucket", apiError(404, "NoSuchBucket"), []string{`bucket "bkt" does not exist`, "at http://127.0.0.1:9"}, nil, true},
+		{"no answer", sdkSend(&url.Error{Op: "Get", URL: "http://127.0.0.1:9/bkt/p/obj", Err: &timeoutError{}}),
+			[]string{"GetObject: no answer: Get \"http://127.0.0.1:9/bkt/p/obj\": i/o timeout"}, []string{"StatusCode: 0"}, false},
+		{"scheme mismatch", sdkSend(&url.Error{Op: "Get", URL: "https://127.0.0.1:9/bkt/p/obj", Err: http.ErrSchemeMismatch}),
+			[]string{"server gave HTTP response to HTTPS client"}, []string{"StatusCode: 0"}, true},
+		{"missing key", apiError(404, "NoSuchKey"), []string{"object not found"}, []string{"does not exist"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := b.wrap("get", "obj", tc.err, false)
+			if !errors.Is(err, tc.err) {
+				t.Errorf("cause lost in %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if errors.Is(err, dstl.ErrPermanent) != tc.permanent {
+				t.Errorf("error %v matches ErrPermanent: %v, want %v", err, !tc.permanent, tc.permanent)
+			}
+			for _, a := range tc.avoid {
+				if strings.Contains(err.Error(), a) {
+					t.Errorf("error %q says %q", err, a)
+				}
 			}
 		})
 	}

@@ -22,7 +22,11 @@
 // retried with exponential backoff and jitter when it is throttled, meets a
 // 5xx answer, a cut connection or a timeout; the SDK's own retryer is off.
 // A Get's attempt timeout bounds the wait for the answer's headers; reading
-// the body is bounded by the caller's context only.
+// the body is bounded by the caller's context only. The transport the
+// backend makes waits at most [Config.ResponseTimeout] for any answer's
+// headers, and a request gives up after [Config.TimeoutAttempts] attempts
+// that timed out: an endpoint that never answers fails a request in about
+// 20 s with the defaults. Errors name the endpoint.
 //
 // Every Put marks its object with a random id in the metadata
 // x-amz-meta-dstl-upload-id. Should the answer to a PutObject or
@@ -48,6 +52,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -65,6 +70,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/urlparam"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -96,6 +102,7 @@ type Backend struct {
 	sse       types.ServerSideEncryption
 	kmsKeyID  *string
 	policy    request.Policy
+	endpoint  string // what errors name: the endpoint, or AWS's
 
 	calls gate.Gate // Close waits for the calls in progress
 }
@@ -107,7 +114,7 @@ var _ dstl.Backend = (*Backend)(nil)
 func New(ctx context.Context, basePath string) (*Backend, error) {
 	cfg, err := ParseURL(basePath)
 	if err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	return Open(ctx, cfg)
 }
@@ -121,7 +128,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("s3: open bucket %q: %w", cfg.Bucket, err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, urlparam.Invalid(err)
 	}
 	b := &Backend{
 		client:   cfg.Client,
@@ -131,11 +138,14 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		conc:     cfg.Concurrency,
 		sse:      types.ServerSideEncryption(cfg.SSE),
 		policy: request.Policy{
-			Timeout:        cfg.RequestTimeout,
-			MaxAttempts:    cfg.MaxAttempts,
-			InitialBackoff: request.DefaultPolicy.InitialBackoff,
-			MaxBackoff:     request.DefaultPolicy.MaxBackoff,
+			Timeout:         cfg.RequestTimeout,
+			MaxAttempts:     cfg.MaxAttempts,
+			InitialBackoff:  request.DefaultPolicy.InitialBackoff,
+			MaxBackoff:      request.DefaultPolicy.MaxBackoff,
+			ResponseTimeout: cfg.ResponseTimeout,
+			TimeoutAttempts: cfg.TimeoutAttempts,
 		},
+		endpoint: endpointOf(cfg),
 	}
 	if cfg.SSEKMSKeyID != "" {
 		b.kmsKeyID = aws.String(cfg.SSEKMSKeyID)
@@ -180,6 +190,7 @@ func newClient(ctx context.Context, cfg Config) (*awss3.Client, *http.Transport,
 			}
 		}
 	}
+	tr.ResponseHeaderTimeout = cfg.ResponseTimeout
 	hc := &http.Client{
 		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -212,6 +223,22 @@ func addCABundle(tr *http.Transport, file string) error {
 	}
 	tr.TLSClientConfig.RootCAs = pool
 	return nil
+}
+
+// endpointOf is the endpoint that errors name.
+func endpointOf(cfg Config) string {
+	switch {
+	case cfg.Client != nil:
+		return "the given client's endpoint"
+	case cfg.Endpoint != "":
+		if u, err := url.Parse(cfg.Endpoint); err == nil {
+			return redact(u)
+		}
+		return "the configured endpoint"
+	case cfg.Region != "":
+		return "AWS S3 (" + cfg.Region + ")"
+	}
+	return "AWS S3"
 }
 
 // Client returns the S3 client the backend sends its requests with, for
@@ -411,8 +438,14 @@ func (b *Backend) settle(ctx context.Context, key, id string, size int64, attemp
 	default:
 		return err
 	}
+	// After attempts that went unanswered, one more unanswered request
+	// tells nothing new: the check gets a single attempt that may time out.
+	p := b.policy
+	if request.IsTimeout(err) {
+		p.TimeoutAttempts = 1
+	}
 	var got *awss3.HeadObjectOutput
-	herr := b.do(ctx, func(ctx context.Context) error {
+	herr := request.Do(ctx, p, retryable, func(ctx context.Context) error {
 		out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &b.bucket, Key: &key})
 		got = out
 		return err
@@ -798,9 +831,45 @@ func (b *Backend) wrap(op, name string, err error, put bool) error {
 	case status == http.StatusRequestedRangeNotSatisfiable || code == "InvalidRange":
 		sentinel = dstl.ErrInvalidRange
 	}
-	err = fmt.Errorf("s3://%s/%s: %w", b.bucket, b.key(name), err)
+	var (
+		send     *smithyhttp.RequestSendError
+		canceled *smithy.CanceledError
+		opErr    *smithy.OperationError
+	)
+	switch {
+	case code == "NoSuchBucket":
+		err = fmt.Errorf("bucket %q does not exist: %w", b.bucket, err)
+	case status == 0 && errors.As(err, &opErr) && (errors.As(err, &send) || errors.As(err, &canceled)):
+		// The SDK's text ("https response error StatusCode: 0, RequestID:
+		// , HostID: , ...") says nothing but that no answer came.
+		cause := "canceled: "
+		if send != nil {
+			cause, canceled = "", nil
+		}
+		if canceled != nil {
+			cause += canceled.Err.Error()
+		} else {
+			cause += send.Err.Error()
+		}
+		msg := strings.Replace(err.Error(), opErr.Error(), opErr.Operation()+": no answer: "+cause, 1)
+		err = &readableError{msg: msg, err: err}
+	}
+	if code == "NoSuchBucket" || request.PermanentTransportError(err) {
+		err = request.Permanent(err) // no attempt heals it
+	}
+	err = fmt.Errorf("s3://%s/%s at %s: %w", b.bucket, b.key(name), b.endpoint, err)
 	if sentinel != nil {
 		err = fmt.Errorf("%w: %w", sentinel, err)
 	}
 	return dstl.NewBackendError(op, ID, name, err)
 }
+
+// readableError replaces the text of an SDK error with msg, and keeps the
+// error for errors.Is and errors.As.
+type readableError struct {
+	msg string
+	err error
+}
+
+func (e *readableError) Error() string { return e.msg }
+func (e *readableError) Unwrap() error { return e.err }

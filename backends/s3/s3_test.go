@@ -131,7 +131,7 @@ func harness(t *testing.T) dstl.Backend {
 }
 
 func TestConformance(t *testing.T) {
-	conformance.TestBackend(t, harness, conformance.WithPartSize(testPartSize))
+	conformance.TestBackend(t, harness, conformance.WithPartSize(testPartSize), conformance.WithRawPut(rawPut))
 }
 
 func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
@@ -256,4 +256,20 @@ func TestHugeLength(t *testing.T) {
 			t.Errorf("Get(%d, %d) = %q, %v; want %q", tt.off, tt.length, got, err, want)
 		}
 	}
+}
+
+// rawPut writes an object under name as it is, through the SDK, as
+// another tool would.
+func rawPut(t *testing.T, b dstl.Backend, name string, data []byte) error {
+	sb := b.(*Backend)
+	key := sb.prefix + name
+	if _, err := sb.client.PutObject(t.Context(), &awss3.PutObjectInput{Bucket: &sb.bucket, Key: &key, Body: bytes.NewReader(data)}); err != nil {
+		return err
+	}
+	t.Cleanup(func() {
+		if _, err := sb.client.DeleteObject(context.Background(), &awss3.DeleteObjectInput{Bucket: &sb.bucket, Key: &key}); err != nil {
+			t.Errorf("deleting the foreign object %q: %v", key, err)
+		}
+	})
+	return nil
 }

@@ -47,6 +47,8 @@ func TestSplitObjectURL(t *testing.T) {
 		{"s3://b/x.dstl", "s3://b", "x.dstl", true, false},
 		{"file:///tmp/a/x.dstl", "file:///tmp/a", "x.dstl", true, false},
 		{"gs://b/", "", "", true, true},
+		{"s3://b/a%zz/x.dstl", "", "", true, true},
+		{"s3://dstl test/x.dstl", "", "", true, true},
 		{"/tmp/a/x.dstl", "", "", false, false},
 		{"x.dstl", "", "", false, false},
 		{`C:\x.dstl`, "", "", false, false},

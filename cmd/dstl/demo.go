@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -41,6 +42,8 @@ type demoOptions struct {
 	localRecovery  bool
 	localDir       string
 	seed           uint64
+	verbose        bool
+	log            *slog.Logger // the storage's; warnings only with verbose
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -63,6 +66,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.localRecovery, "local-recovery", false, "mirror every object to a local directory and recover from the local copies (local recovery)")
 	fs.StringVar(&o.localDir, "local-dir", "", "directory of the local copies with -local-recovery (default: a new temporary directory, removed afterwards unless -keep)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed")
+	fs.BoolVar(&o.verbose, "verbose", false, "log the storage's warnings (failed upload attempts, ...) on stderr; without it, only the error that ends the demo is printed")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: dstl demo [flags]\n\nRuns writers through checkpoints (some aborted, some confirmed), materialises and\ntruncates, then crashes, recovers from the last confirmed checkpoint and verifies\nthat the rebuilt state equals the expected state. Exits 1 if it does not.\n\nFlags:")
 		fs.PrintDefaults()
@@ -73,6 +77,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.recoverWriters == 0 {
 		o.recoverWriters = o.writers
 	}
+	level := slog.LevelError
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	o.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if msg := o.check(); msg != "" {
 		fmt.Fprintf(stderr, "dstl demo: %s\n", msg)
 		return exitUsage
@@ -243,7 +252,11 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 	}
 	counting := dstltest.NewCounting(backend)
 	defer counting.Close()
-	storage, err := dstl.New(cfg, counting, dstl.WithStorageID(id))
+	log := o.log
+	if log == nil {
+		log = slog.Default()
+	}
+	storage, err := dstl.New(cfg, counting, dstl.WithStorageID(id), dstl.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +397,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 	// Recover, perhaps with another parallelism, from the last confirmed
 	// checkpoint, with a fresh storage.
 	t0 := time.Now()
-	storage2, err := dstl.New(cfg, counting, dstl.WithStorageID(id))
+	storage2, err := dstl.New(cfg, counting, dstl.WithStorageID(id), dstl.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}

@@ -88,9 +88,16 @@ func parseHandles(data []byte) ([]dstl.Handle, error) {
 // "s3://b/job?region=r" and "x.dstl". ok is false when s is not a URL
 // (then it is a local file).
 func splitObjectURL(s string) (base, name string, ok bool, err error) {
-	u, perr := url.Parse(s)
-	if perr != nil || len(u.Scheme) < 2 || !strings.HasPrefix(s, u.Scheme+"://") {
+	scheme, hasScheme := dstl.URLScheme(s)
+	if !hasScheme || !strings.HasPrefix(s[len(scheme):], "://") {
 		return "", "", false, nil
+	}
+	u, perr := url.Parse(s)
+	if perr != nil {
+		if ue, ok := perr.(*url.Error); ok {
+			perr = ue.Err
+		}
+		return "", "", true, fmt.Errorf("object URL %q is not a valid URL: %w", s, perr)
 	}
 	i := strings.LastIndex(u.Path, "/")
 	if i < 0 || i == len(u.Path)-1 {

@@ -13,7 +13,8 @@
 // Run "dstl COMMAND --help" for a command's flags. Exit codes: 0 success;
 // 1 the command ran and found a problem (the demo's recovered state
 // differs, inspect found damaged data, gc found a kept handle's object
-// missing); 2 bad command line; 3 the command could not run (storage
+// missing); 2 bad command line or configuration (a base path that is no
+// valid URL, an unknown scheme or backend, a bad URL parameter); 3 the command could not run (storage
 // unreachable, a file unreadable, ...).
 package main
 
@@ -33,7 +34,7 @@ import (
 const (
 	exitOK      = 0
 	exitFailed  = 1 // the command ran and found a problem (verification failed, damaged data)
-	exitUsage   = 2 // bad command line
+	exitUsage   = 2 // bad command line or configuration
 	exitRuntime = 3 // the command could not run (storage unreachable, ...)
 )
 
@@ -100,7 +101,9 @@ Exit codes:
      differs, inspect found damaged data or a handle file that does not
      decode, gc found an object of a kept handle missing (and deleted
      nothing) or a kept handle file that does not decode
-  2  bad command line (unknown command or flag, bad value)
+  2  bad command line or configuration: unknown command or flag, bad
+     value, a base path that is no valid URL, an unknown URL scheme or
+     backend, an unknown or bad URL parameter
   3  the command could not run: storage unreachable, file unreadable,
      gc's deletes failed, ...
 `)

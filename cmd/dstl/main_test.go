@@ -3,11 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/dstlgo/dstl/dstl"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -85,5 +90,66 @@ func TestCompareStates(t *testing.T) {
 				t.Fatalf("compareStates = %v, want ok=%v", err, tc.ok)
 			}
 		})
+	}
+}
+
+// TestBadBasePathExitsUsage: a base path that does not parse, or whose
+// parameters are bad, is bad configuration (exit 2), like an unknown
+// scheme, in every command; and nothing is written to a local directory.
+func TestBadBasePathExitsUsage(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	keep := writeHandleFile(t, filepath.Join(t.TempDir(), "keep.json"), false, dstl.Handle{})
+	for _, base := range []string{
+		"s3://b/a%zz",
+		"s3://dstl test/x",
+		"s3://b/p?part_size=huge",
+		"s3://b/p?no_such_option=1",
+		"s3://b/p?endpoint=ftp://x",
+		"gs://b/p?timeout=-1s",
+		"azblob://c/p?timeout=soon&endpoint=http://127.0.0.1:1/a",
+		"file:///tmp/x?fsync=maybe",
+		"nope://x",
+	} {
+		for _, args := range [][]string{
+			{"demo", "--base-path", base, "--checkpoints", "1"},
+			{"inspect", strings.TrimSuffix(base, "/") + "/obj.dstl"},
+			{"gc", "--base-path", base, "--grace", "1h", "--keep", keep},
+		} {
+			t.Run(args[0]+" "+base, func(t *testing.T) {
+				code, _, errOut := runCLI(t, args...)
+				if code != exitUsage {
+					t.Errorf("dstl %q: exit %d, want %d (stderr %s)", args, code, exitUsage, errOut)
+				}
+			})
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+		t.Fatalf("a bad base path wrote %s in the working directory", ents[0].Name())
+	}
+}
+
+// TestDemoFailureIsQuiet: a demo whose storage fails prints the error that
+// ends it, not a warning per failed attempt before it.
+func TestDemoFailureIsQuiet(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "k")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	// What goes to the default logger counts as printed too.
+	var logged bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	base := "s3://b/p?endpoint=http://127.0.0.1:1&use_path_style=true&region=us-east-1&max_attempts=2"
+	code, _, errOut := runCLI(t, "demo", "--base-path", base, "--checkpoints", "2", "--writers", "2")
+	t.Logf("stderr:\n%s", errOut)
+	errOut += logged.String()
+	if code != exitRuntime {
+		t.Fatalf("exit %d, want %d (stderr %s)", code, exitRuntime, errOut)
+	}
+	if n := strings.Count(errOut, "WARN"); n > 0 {
+		t.Errorf("%d WARN lines before the error:\n%s", n, errOut)
+	}
+	if !strings.Contains(errOut, "127.0.0.1:1") {
+		t.Errorf("the error does not name the endpoint:\n%s", errOut)
 	}
 }

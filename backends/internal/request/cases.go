@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"syscall"
 )
@@ -29,6 +30,7 @@ func TransportCases() []TransportCase {
 		{"expired", wrap(x509.CertificateInvalidError{Reason: x509.Expired}), true},
 		{"verification", wrap(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), true},
 		{"not TLS", wrap(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), true},
+		{"https to a plain-HTTP endpoint", wrap(http.ErrSchemeMismatch), true},
 		{"no such host", wrap(&net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}}), true},
 		{"DNS error", wrap(&net.DNSError{Err: "server misbehaving", Name: "x"}), true},
 		{"temporary DNS error", wrap(&net.DNSError{Err: "try again", Name: "x", IsTemporary: true}), false},

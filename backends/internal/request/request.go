@@ -9,9 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // Policy says how a backend retries one request.
@@ -25,10 +28,34 @@ type Policy struct {
 	InitialBackoff time.Duration
 	// MaxBackoff caps the wait between attempts.
 	MaxBackoff time.Duration
+	// ResponseTimeout bounds the wait for the answer's first byte (its
+	// headers) once a request is sent, when a backend applies it to the
+	// HTTP transport it makes; 0 means none but Timeout. An endpoint that
+	// takes connections and never answers fails an attempt after it.
+	ResponseTimeout time.Duration
+	// TimeoutAttempts bounds the attempts that time out (no answer within
+	// Timeout or ResponseTimeout, or any other timeout of the transport):
+	// once so many did, Do gives up although attempts remain, since an
+	// endpoint that did not answer twice rarely answers the third time.
+	// 0 means MaxAttempts.
+	TimeoutAttempts int
 }
 
+// Defaults of the deadlines of every request. With them, a request to an
+// endpoint that takes connections but never answers fails after about
+// DefaultTimeoutAttempts × DefaultResponseTimeout (20 s).
+const (
+	// DefaultResponseTimeout is the default of Policy.ResponseTimeout.
+	DefaultResponseTimeout = 10 * time.Second
+	// DefaultTimeoutAttempts is the default of Policy.TimeoutAttempts.
+	DefaultTimeoutAttempts = 2
+)
+
 // DefaultPolicy is what the backends use unless configured otherwise.
-var DefaultPolicy = Policy{Timeout: 30 * time.Second, MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second}
+var DefaultPolicy = Policy{
+	Timeout: 30 * time.Second, MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second,
+	ResponseTimeout: DefaultResponseTimeout, TimeoutAttempts: DefaultTimeoutAttempts,
+}
 
 // Validate checks the policy; field names the option in errors.
 func (p Policy) Validate() error {
@@ -39,16 +66,27 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("max attempts %d: want at least 1", p.MaxAttempts)
 	case p.InitialBackoff < 0 || p.MaxBackoff < p.InitialBackoff:
 		return fmt.Errorf("backoff %v..%v: want 0 <= initial <= max", p.InitialBackoff, p.MaxBackoff)
+	case p.ResponseTimeout < 0:
+		return fmt.Errorf("response timeout %v is negative", p.ResponseTimeout)
+	case p.TimeoutAttempts < 0:
+		return fmt.Errorf("timeout attempts %d is negative", p.TimeoutAttempts)
 	}
 	return nil
 }
 
 // Do runs fn until it succeeds, returns an error retryable does not accept,
-// the attempts run out, or ctx ends. Each attempt gets its own context,
-// bounded by the policy's timeout. The error of the last attempt is
-// returned; an attempt that timed out while ctx is alive counts as
-// retryable.
+// the attempts run out, p.TimeoutAttempts attempts timed out, or ctx ends.
+// Each attempt gets its own context, bounded by the policy's timeout. The
+// error of the last attempt is returned; an attempt that timed out while
+// ctx is alive counts as retryable, and its error says so (and matches
+// context.DeadlineExceeded), whatever the transport made of the
+// cancellation.
 func Do(ctx context.Context, p Policy, retryable func(error) bool, fn func(ctx context.Context) error) error {
+	timeouts := 0
+	maxTimeouts := p.TimeoutAttempts
+	if maxTimeouts <= 0 {
+		maxTimeouts = max(p.MaxAttempts, 1)
+	}
 	b := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(max(p.InitialBackoff, time.Millisecond)),
 		backoff.WithMaxInterval(max(p.MaxBackoff, time.Millisecond)),
@@ -62,19 +100,41 @@ func Do(ctx context.Context, p Policy, retryable func(error) bool, fn func(ctx c
 			actx, cancel = context.WithTimeout(ctx, p.Timeout)
 		}
 		err := fn(actx)
-		timedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
+		attemptTimedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
 		cancel()
+		if attemptTimedOut && !errors.Is(err, context.DeadlineExceeded) {
+			// The transport may report the attempt's end as a cancellation.
+			if err.Error() == context.Canceled.Error() {
+				err = fmt.Errorf("no answer within %v: %w", p.Timeout, context.DeadlineExceeded)
+			} else {
+				err = fmt.Errorf("no answer within %v (%w): %w", p.Timeout, context.DeadlineExceeded, err)
+			}
+		}
+		timedOut := attemptTimedOut || err != nil && ctx.Err() == nil && IsTimeout(err)
+		if timedOut {
+			timeouts++
+		}
 		switch {
 		case err == nil:
 			return nil
 		case ctx.Err() != nil:
 			return backoff.Permanent(err)
+		case timedOut && timeouts >= maxTimeouts:
+			return backoff.Permanent(fmt.Errorf("giving up after %d attempts that timed out: %w", timeouts, err))
 		case timedOut, retryable(err):
 			return err
 		default:
 			return backoff.Permanent(err)
 		}
 	}, bo)
+}
+
+// IsTimeout reports whether err is a timeout: a context's deadline, or an
+// error of the network or the HTTP transport that says it is one (such as
+// the transport's wait for the answer's headers).
+func IsTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout()
 }
 
 // IsContextError reports whether err is a context's cancellation or deadline.
@@ -86,8 +146,9 @@ func IsContextError(err error) bool {
 // another attempt cannot heal: a certificate the client does not trust
 // (unknown authority, wrong host name, expired or otherwise invalid, no
 // system roots), a TLS record that is not TLS (e.g. https to a plain-HTTP
-// port), or a host name that does not resolve and is not a temporary DNS
-// failure. Connection resets, refusals and timeouts are not among them.
+// port, which net/http reports as [http.ErrSchemeMismatch]), or a host
+// name that does not resolve and is not a temporary DNS failure.
+// Connection resets, refusals and timeouts are not among them.
 func PermanentTransportError(err error) bool {
 	var (
 		verify    *tls.CertificateVerificationError
@@ -104,6 +165,8 @@ func PermanentTransportError(err error) bool {
 		dns       *net.DNSError
 	)
 	switch {
+	case errors.Is(err, http.ErrSchemeMismatch): // https to a plain-HTTP endpoint
+		return true
 	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &unknownP),
 		errors.As(err, &hostname), errors.As(err, &hostnameP), errors.As(err, &invalid), errors.As(err, &invalidP),
 		errors.As(err, &roots), errors.As(err, &rootsP), errors.As(err, &record), errors.As(err, &recordP):
@@ -113,3 +176,18 @@ func PermanentTransportError(err error) bool {
 	}
 	return false
 }
+
+// Permanent marks err as a failure that another attempt cannot heal: it
+// matches [dstl.ErrPermanent] (and still err) with errors.Is, and reads as
+// err. A nil err stays nil.
+func Permanent(err error) error {
+	if err == nil || errors.Is(err, dstl.ErrPermanent) {
+		return err
+	}
+	return &permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string   { return e.err.Error() }
+func (e *permanentError) Unwrap() []error { return []error{e.err, dstl.ErrPermanent} }

@@ -3,8 +3,11 @@ package request
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/dstlgo/dstl/dstl"
 )
 
 var (
@@ -73,5 +76,73 @@ func TestPermanentTransportError(t *testing.T) {
 		if PermanentTransportError(err) {
 			t.Errorf("PermanentTransportError(%v) = true", err)
 		}
+	}
+}
+
+// netTimeout is a transport's timeout, such as net/http's wait for the
+// answer's headers.
+type netTimeout struct{}
+
+func (netTimeout) Error() string   { return "net/http: timeout awaiting response headers" }
+func (netTimeout) Timeout() bool   { return true }
+func (netTimeout) Temporary() bool { return true }
+
+// TestDoBoundsTimedOutAttempts: attempts that time out count against
+// TimeoutAttempts, whether the attempt's context ran out (and the
+// transport called it a cancellation) or the transport timed out; the
+// error then says so and matches context.DeadlineExceeded.
+func TestDoBoundsTimedOutAttempts(t *testing.T) {
+	p := Policy{Timeout: 20 * time.Millisecond, MaxAttempts: 5, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, TimeoutAttempts: 2}
+	for _, tc := range []struct {
+		name      string
+		attempt   func(ctx context.Context) error
+		wantCalls int
+		wantText  string
+	}{
+		{"attempt context, reported as canceled", func(ctx context.Context) error {
+			<-ctx.Done()
+			return context.Canceled
+		}, 2, "giving up after 2 attempts that timed out: no answer within 20ms: context deadline exceeded"},
+		{"transport timeout", func(context.Context) error { return netTimeout{} }, 2, "giving up after 2 attempts that timed out: net/http: timeout awaiting response headers"},
+		{"timeouts among other errors", func() func(context.Context) error {
+			n := 0
+			return func(context.Context) error {
+				n++
+				if n%2 == 1 {
+					return errTransient
+				}
+				return netTimeout{}
+			}
+		}(), 4, "giving up after 2 attempts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			err := Do(context.Background(), p, func(err error) bool { return errors.Is(err, errTransient) }, func(ctx context.Context) error {
+				calls++
+				return tc.attempt(ctx)
+			})
+			if calls != tc.wantCalls || err == nil || !strings.Contains(err.Error(), tc.wantText) {
+				t.Fatalf("%d calls, err %v; want %d calls and an error containing %q", calls, err, tc.wantCalls, tc.wantText)
+			}
+			if !IsTimeout(err) {
+				t.Fatalf("err %v is no timeout", err)
+			}
+			if tc.name != "transport timeout" && tc.name != "timeouts among other errors" && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err %v does not match context.DeadlineExceeded", err)
+			}
+		})
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	if Permanent(nil) != nil {
+		t.Fatal("Permanent(nil) != nil")
+	}
+	err := Permanent(errTransient)
+	if !errors.Is(err, dstl.ErrPermanent) || !errors.Is(err, errTransient) || err.Error() != errTransient.Error() {
+		t.Fatalf("Permanent(%v) = %v: want it to match ErrPermanent and the error, and read as it", errTransient, err)
+	}
+	if again := Permanent(err); again != err {
+		t.Fatalf("Permanent wrapped a permanent error again")
 	}
 }

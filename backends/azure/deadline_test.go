@@ -1,0 +1,137 @@
+package azure
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/backends/internal/faultproxy"
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// TestSilentEndpoint: against an endpoint that takes connections and
+// never answers, each call fails within TimeoutAttempts × the response
+// timeout (plus backoff), naming the endpoint, as a timeout (not as
+// "context canceled").
+func TestSilentEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tune  func(*Config)
+		bound time.Duration
+	}{
+		{"short deadlines", func(c *Config) { c.Request.ResponseTimeout, c.Request.TimeoutAttempts = 300*time.Millisecond, 2 }, 3 * time.Second},
+		{"timeout below the response timeout", func(c *Config) { c.Request.Timeout, c.Request.TimeoutAttempts = 300*time.Millisecond, 2 }, 3 * time.Second},
+		{"defaults", nil, 30 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.tune == nil && testing.Short() {
+				t.Skip("takes about 20 s")
+			}
+			silent, err := faultproxy.NewSilent()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer silent.Close()
+			cfg := DefaultConfig("ctr")
+			cfg.AccountURL = silent.URL() + "/acct"
+			cfg.Account = "acct"
+			cfg.AccountKey = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 64))
+			if tc.tune != nil {
+				tc.tune(&cfg)
+			}
+			b, err := Open(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			calls := map[string]func(ctx context.Context) error{
+				"get": func(ctx context.Context) error {
+					rc, err := b.Get(ctx, "x.dstl", 0, -1)
+					if err == nil {
+						rc.Close()
+					}
+					return err
+				},
+				"list": func(ctx context.Context) error {
+					return b.List(ctx, "", func(dstl.ObjectInfo) error { return nil })
+				},
+			}
+			if tc.tune == nil {
+				delete(calls, "list") // one call shows the defaults' bound
+			}
+			for op, call := range calls {
+				start := time.Now()
+				err := call(context.Background())
+				took := time.Since(start)
+				if err == nil {
+					t.Fatalf("%s succeeded", op)
+				}
+				if took > tc.bound {
+					t.Errorf("%s took %v, want at most %v", op, took, tc.bound)
+				}
+				if !strings.Contains(err.Error(), silent.Addr()) {
+					t.Errorf("%s: error %q does not name the endpoint %s", op, err, silent.Addr())
+				}
+				var to interface{ Timeout() bool }
+				if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &to) && to.Timeout()) {
+					t.Errorf("%s: error %v is no timeout", op, err)
+				}
+				if strings.HasSuffix(err.Error(), "context canceled") {
+					t.Errorf("%s: error %q ends in a cancellation, not its cause", op, err)
+				}
+				t.Logf("%s failed after %v: %v", op, took.Round(time.Millisecond), err)
+			}
+		})
+	}
+}
+
+// TestMissingCredentials: without credentials, a call fails at once (no
+// retry) with an error that says credentials are missing and how to give
+// some.
+func TestMissingCredentials(t *testing.T) {
+	for _, k := range []string{"AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH",
+		"AZURE_USERNAME", "AZURE_FEDERATED_TOKEN_FILE", "IDENTITY_ENDPOINT", "MSI_ENDPOINT", EnvConnectionString, EnvKey, EnvAccount} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("PATH", t.TempDir()) // no az, azd or pwsh to ask
+	t.Setenv("AZURE_TOKEN_CREDENTIALS", "dev")
+	cfg := DefaultConfig("ctr")
+	cfg.AccountURL = "https://127.0.0.1:1/acct"
+	cfg.Request.MaxAttempts = 5
+	b, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	start := time.Now()
+	_, err = b.Get(context.Background(), "x.dstl", 0, -1)
+	if err == nil {
+		t.Fatal("get succeeded")
+	}
+	t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if !strings.Contains(err.Error(), "missing or refused Azure credentials") || !strings.Contains(err.Error(), EnvConnectionString) {
+		t.Errorf("error %q does not say that credentials are missing", err)
+	}
+	if retryable(err) || !errors.Is(err, dstl.ErrPermanent) {
+		t.Errorf("error %v is retryable, or does not match ErrPermanent", err)
+	}
+}
+
+// TestMissingContainer: a call on a container that does not exist says so,
+// naming it, rather than that the object is missing.
+func TestMissingContainer(t *testing.T) {
+	cfg := testConfig(t, "")
+	cfg.Container = "no-such-container-" + strings.ToLower(cfg.Prefix[5:13])
+	b := open(t, cfg)
+	_, err := b.Get(t.Context(), "x.dstl", 0, -1)
+	if want := `container "` + cfg.Container + `" does not exist`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want it to say %s", err, want)
+	}
+	if !errors.Is(err, dstl.ErrNotFound) || !errors.Is(err, dstl.ErrPermanent) {
+		t.Errorf("err %v does not match ErrNotFound and ErrPermanent", err)
+	}
+}

@@ -1,0 +1,179 @@
+package s3
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/backends/internal/faultproxy"
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// silentBackend opens a backend on an endpoint that takes connections and
+// never answers, with cfg's deadlines.
+func silentBackend(t *testing.T, tune func(*Config)) (*Backend, *faultproxy.Silent) {
+	t.Helper()
+	t.Setenv("AWS_ACCESS_KEY_ID", "k")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+	silent, err := faultproxy.NewSilent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(silent.Close)
+	cfg := DefaultConfig("bkt", "job")
+	cfg.Endpoint, cfg.UsePathStyle, cfg.Region = silent.URL(), true, "us-east-1"
+	if tune != nil {
+		tune(&cfg)
+	}
+	b, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, silent
+}
+
+// TestSilentEndpoint: against an endpoint that takes connections and
+// never answers, each call fails within TimeoutAttempts ×
+// ResponseTimeout (plus backoff), naming the endpoint, as a timeout.
+func TestSilentEndpoint(t *testing.T) {
+	short := func(c *Config) { c.ResponseTimeout, c.TimeoutAttempts = 300*time.Millisecond, 2 }
+	for _, tc := range []struct {
+		name  string
+		tune  func(*Config)
+		bound time.Duration
+	}{
+		{"short deadlines", short, 3 * time.Second},
+		{"request timeout below the response timeout", func(c *Config) { c.RequestTimeout, c.TimeoutAttempts = 300*time.Millisecond, 2 }, 3 * time.Second},
+		{"defaults", nil, 30 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.tune == nil && testing.Short() {
+				t.Skip("takes about 20 s")
+			}
+			b, silent := silentBackend(t, tc.tune)
+			calls := map[string]func(ctx context.Context) error{
+				"get": func(ctx context.Context) error {
+					rc, err := b.Get(ctx, "x.dstl", 0, -1)
+					if err == nil {
+						rc.Close()
+					}
+					return err
+				},
+				"list": func(ctx context.Context) error {
+					return b.List(ctx, "", func(dstl.ObjectInfo) error { return nil })
+				},
+			}
+			if tc.tune == nil {
+				delete(calls, "list") // one call shows the defaults' bound
+			}
+			for op, call := range calls {
+				start := time.Now()
+				err := call(context.Background())
+				took := time.Since(start)
+				if err == nil {
+					t.Fatalf("%s succeeded", op)
+				}
+				if took > tc.bound {
+					t.Errorf("%s took %v, want at most %v", op, took, tc.bound)
+				}
+				if !strings.Contains(err.Error(), silent.Addr()) {
+					t.Errorf("%s: error %q does not name the endpoint %s", op, err, silent.Addr())
+				}
+				var to interface{ Timeout() bool }
+				if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &to) && to.Timeout()) {
+					t.Errorf("%s: error %v is no timeout", op, err)
+				}
+				t.Logf("%s failed after %v: %v", op, took.Round(time.Millisecond), err)
+			}
+		})
+	}
+}
+
+// TestReaderRestoreSilentEndpoint: a restore over several handles from an
+// endpoint that never answers stops at the first read that ran out of
+// time, instead of spending the deadlines once per handle; the error of
+// every handle names the endpoint.
+func TestReaderRestoreSilentEndpoint(t *testing.T) {
+	b, silent := silentBackend(t, func(c *Config) { c.ResponseTimeout, c.TimeoutAttempts = 500*time.Millisecond, 2 })
+	groups := dstl.KeyGroupRange{Start: 0, End: 3}
+	r, err := dstl.NewReader(b, groups, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var handles []dstl.Handle
+	for i := range 4 {
+		h := dstl.Handle{StorageID: ID, LogID: dstl.NewLogID(), KeyGroups: groups,
+			Entries:    []dstl.HandleEntry{{Object: fmt.Sprintf("job/obj-%d.dstl", i), Offset: 0, Length: 64, SequenceNumber: 0, LogicalSize: 10}},
+			StoredSize: 64, LogicalSize: 10, IncrementalSize: 64}
+		if err := h.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		handles = append(handles, h)
+	}
+	start := time.Now()
+	for i, h := range handles {
+		err := r.Read(context.Background(), h, func(dstl.Change) error { return nil })
+		if err == nil {
+			t.Fatalf("handle %d read", i)
+		}
+		if !strings.Contains(err.Error(), silent.Addr()) {
+			t.Errorf("handle %d: error %q does not name the endpoint %s", i, err, silent.Addr())
+		}
+		t.Logf("handle %d after %v: %v", i, time.Since(start).Round(time.Millisecond), err)
+	}
+	// One read's deadlines: 2 × 500 ms plus backoff; four would be 4 s.
+	if took := time.Since(start); took > 2500*time.Millisecond {
+		t.Errorf("restore of %d handles took %v, want the deadline of one read", len(handles), took)
+	}
+	if n := r.Stats().Requests; n != 1 {
+		t.Errorf("%d reads sent, want 1", n)
+	}
+}
+
+// TestMissingBucket: a call on a bucket that does not exist says so,
+// naming it, rather than that the object is missing.
+func TestMissingBucket(t *testing.T) {
+	base, _ := testURL(t, "", nil)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = "no-such-bucket-" + strings.ToLower(rand.Text()[:8])
+	b := openURL(t, u.String())
+	_, err = b.Get(t.Context(), "x.dstl", 0, -1)
+	if want := `bucket "` + u.Host + `" does not exist`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want it to say %s", err, want)
+	}
+	if !errors.Is(err, dstl.ErrNotFound) || !errors.Is(err, dstl.ErrPermanent) {
+		t.Errorf("err %v does not match ErrNotFound and ErrPermanent", err)
+	}
+	// A Put is not retried by the storage either: it fails at once.
+	if err := b.Put(t.Context(), "x.dstl", strings.NewReader("x"), 1); !errors.Is(err, dstl.ErrPermanent) {
+		t.Errorf("put: err %v does not match ErrPermanent", err)
+	}
+}
+
+// TestPutSilentEndpoint: a Put to an endpoint that never answers sends
+// TimeoutAttempts PutObjects, then checks once (not TimeoutAttempts times)
+// whether one of them stored the object.
+func TestPutSilentEndpoint(t *testing.T) {
+	b, silent := silentBackend(t, func(c *Config) { c.ResponseTimeout, c.TimeoutAttempts = 200*time.Millisecond, 2 })
+	err := b.Put(context.Background(), "x.dstl", strings.NewReader("data"), 4)
+	if err == nil || !strings.Contains(err.Error(), silent.Addr()) {
+		t.Fatalf("err = %v, want an error naming %s", err, silent.Addr())
+	}
+	// Each unanswered request holds its connection: one per request.
+	if n := silent.Connections(); n != 3 {
+		t.Errorf("%d requests, want 2 PutObjects and 1 HeadObject", n)
+	}
+}
