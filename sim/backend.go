@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math/rand/v2"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/format"
 )
 
 // errInjected is the cause of every error the fault backend makes up.
@@ -97,24 +99,62 @@ var _ dstl.Backend = (*backend)(nil)
 
 // backend implements dstl.Backend over a memStore, injecting faults when
 // faults is set. It is written for this simulation alone.
+//
+// The fault of a call does not depend on the order in which concurrent
+// calls arrive: it is drawn from a generator of its own, derived from the
+// seed, the operation, what the object holds (which writer's change sets,
+// by sequence number; object names are random) and how many calls of that
+// operation on such an object came before.
 type backend struct {
 	st     *memStore
-	mu     sync.Mutex // guards rng, profile and closed
-	rng    *rand.Rand
+	seed   uint64
+	mu     sync.Mutex // guards everything below
 	prof   faultProfile
 	faults bool
 	closed bool
+	logs   map[[16]byte]int // the writer index of each log, for the call keys
+	calls  map[string]int   // calls so far per call key
 }
 
 func newBackend(seed uint64, prof faultProfile) *backend {
 	st := &memStore{objects: map[string][]byte{}, mtime: map[string]time.Time{}, explained: map[string]faultKind{}}
-	return &backend{st: st, rng: rand.New(rand.NewPCG(seed, 0xfa017)), prof: prof, faults: !prof.faultFree()}
+	return &backend{st: st, seed: seed, prof: prof, faults: !prof.faultFree(), logs: map[[16]byte]int{}, calls: map[string]int{}}
 }
 
 // clean returns a view of the same objects that injects no fault, for the
 // checks.
 func (b *backend) clean() *backend {
-	return &backend{st: b.st, rng: rand.New(rand.NewPCG(0, 0))}
+	return &backend{st: b.st}
+}
+
+// registerLog names the log's writer in the call keys of its objects.
+func (b *backend) registerLog(id dstl.LogID, writer int) {
+	b.mu.Lock()
+	b.logs[id] = writer
+	b.mu.Unlock()
+}
+
+// callKey describes an object by its contents: the writer and sequence
+// number of each change set in it ("?" when it is no object of the log
+// format).
+func (b *backend) callKey(op string, data []byte) string {
+	var k bytes.Buffer
+	k.WriteString(op)
+	idx, err := format.ReadIndex("", bytes.NewReader(data), int64(len(data)))
+	if data == nil || err != nil {
+		k.WriteString(" ?")
+		return k.String()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range idx {
+		if w, ok := b.logs[e.LogID]; ok {
+			fmt.Fprintf(&k, " w%d.%d", w, e.SequenceNumber)
+		} else {
+			fmt.Fprintf(&k, " %x.%d", e.LogID, e.SequenceNumber)
+		}
+	}
+	return k.String()
 }
 
 // stopFaults ends fault injection.
@@ -124,15 +164,25 @@ func (b *backend) stopFaults() {
 	b.mu.Unlock()
 }
 
-// draw picks the fault of one call among kinds, and a stall duration.
-func (b *backend) draw(kinds ...faultKind) (faultKind, time.Duration) {
+// draw picks the fault of one call of op on an object holding data (nil
+// when unknown) among kinds, and a stall duration.
+func (b *backend) draw(op string, data []byte, kinds ...faultKind) (faultKind, time.Duration) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.faults {
+	faults := b.faults
+	b.mu.Unlock()
+	if !faults {
 		return faultNone, 0
 	}
-	x := b.rng.Float64()
-	d := time.Duration(b.rng.Int64N(int64(b.prof.maxStall) + 1))
+	key := b.callKey(op, data)
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.calls[key]
+	b.calls[key]++
+	r := rand.New(rand.NewPCG(b.seed^0xfa017, h.Sum64()+uint64(n)))
+	x := r.Float64()
+	d := time.Duration(r.Int64N(int64(b.prof.maxStall) + 1))
 	for _, k := range kinds {
 		if x < b.prof.p[k] {
 			return k, d
@@ -192,7 +242,7 @@ func (b *backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 		}
 		return opErr("put", name, fmt.Errorf("reading the body: %w", err))
 	}
-	k, d := b.draw(putErrBefore, putLostAnswer, putStallHonour, putStallIgnore, putStoreAfterCancel, putLateStore)
+	k, d := b.draw("put", data, putErrBefore, putLostAnswer, putStallHonour, putStallIgnore, putStoreAfterCancel, putLateStore)
 	if k != faultNone {
 		b.st.count(k)
 	}
@@ -292,7 +342,10 @@ func (b *backend) Delete(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return opErr("delete", name, err)
 	}
-	if k, _ := b.draw(deleteFail); k == deleteFail {
+	b.st.mu.Lock()
+	data := b.st.objects[name]
+	b.st.mu.Unlock()
+	if k, _ := b.draw("delete", data, deleteFail); k == deleteFail {
 		b.st.mu.Lock()
 		b.st.counts[k]++
 		if _, ok := b.st.objects[name]; ok {

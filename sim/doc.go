@@ -13,20 +13,28 @@
 // boundary, waits, confirms, aborts (Reset) of in-flight or finished
 // persists, truncations, and Close or TruncateAndClose at the end; a
 // quarter of the schedules close the storage abruptly in the middle.
-// Decisions are reproducible from the seed as far as goroutine scheduling
-// allows (each writer and the backend draw from their own generator).
+// Goroutine timing does not shift the decisions: each writer step, each
+// appender and the end of each program draw from a generator of their own,
+// derived from (seed, writer, step), so a schedule that does not close the
+// storage abruptly plans the same operations at every run (Stats.Plan;
+// TestSameSeedSamePlan). What the operations return, and so which handles
+// exist, still depends on timing.
 //
 // The backend injects, per call: put errors before storing, lost answers
 // (stored, then an error), stalls that honour cancellation, stalls that
 // ignore it and then store and succeed, stores after cancellation that
 // report the context's error, stores that land in the background after the
 // put returned its error, and failing deletes. A quarter of the schedules
-// inject nothing.
+// inject nothing. The fault of a call comes from a generator derived from
+// the seed, the operation, the object's contents (whose change sets of
+// which writer; names are random) and the number of earlier such calls,
+// not from one stream shared in arrival order (TestFaultsFollowContent).
 //
 // Invariants checked for every schedule:
 //
 //   - Every handle a persist returned, and at the end every confirmed
-//     handle, survives a binary round trip (MarshalBinary, UnmarshalBinary,
+//     handle and every handle of a checkpoint still pending when its
+//     writer closed (whose objects the engine keeps), survives a binary round trip (MarshalBinary, UnmarshalBinary,
 //     equal and re-encoding to the same bytes; JSON likewise) and, read
 //     through a fresh reader (at the end: a fresh storage, and half the
 //     time also a reader of part of the writer's range, as after
@@ -57,5 +65,9 @@
 //
 // Run it with go test ./sim -run TestSimulation (a short fixed set of
 // seeds), or with -sim.seeds=N -sim.start=S for long runs (make sim
-// SEEDS=N). A failing seed prints the command that replays it.
+// SEEDS=N). A failing seed prints the command that replays it, with -race
+// when the test binary has the race detector. The race detector's reports
+// name no seed: with it, the test announces each group of seeds as it
+// starts (one seed per group with -sim.workers=1), and a report belongs to
+// the group announced last before it.
 package sim

@@ -26,6 +26,11 @@ type Options struct {
 	Watchdog time.Duration
 	// Logf, when set, receives a summary of the schedule.
 	Logf func(format string, args ...any)
+
+	// beforeFinalReads, when set, runs after every writer and the storage
+	// closed and before the handles are read back at the end (tests of the
+	// checks themselves).
+	beforeFinalReads func(*schedule)
 }
 
 // Stats says what one schedule did.
@@ -42,11 +47,16 @@ type Stats struct {
 	Verified      int // returned handles read back while running
 	Unverifiable  int // returned handles whose objects the engine may have released before they were seen
 	Confirmed     int // confirmed handles read back at the end
+	Pending       int // handles of checkpoints pending when their writer closed, read back at the end
 	Resets        int
 	Truncates     int
 	Objects       int // objects left at the end
 	Explained     int // of them, left by an injected fault
 	Injected      [numFaultKinds]int
+	// Plan lists each writer's steps, one letter each (see stepLetters),
+	// then how it ended: W waited for every persist, C closed,
+	// T truncated and closed, O left open, x stopped by a closed writer.
+	Plan string
 }
 
 func (st Stats) String() string {
@@ -56,9 +66,9 @@ func (st Stats) String() string {
 			inj = append(inj, fmt.Sprintf("%s:%d", k, st.Injected[k]))
 		}
 	}
-	return fmt.Sprintf("writers=%d appends=%d persists=%d (failed %d) verified=%d (unverifiable %d) confirmed=%d resets=%d truncates=%d abrupt=%v objects-left=%d (by faults %d) injected=[%s]\n  config: %s\n  faults: %s",
-		st.Writers, st.Appends, st.Persists, st.PersistErrors, st.Verified, st.Unverifiable, st.Confirmed, st.Resets, st.Truncates, st.Abrupt,
-		st.Objects, st.Explained, strings.Join(inj, " "), st.Config, st.Faults)
+	return fmt.Sprintf("writers=%d appends=%d persists=%d (failed %d) verified=%d (unverifiable %d) confirmed=%d pending=%d resets=%d truncates=%d abrupt=%v objects-left=%d (by faults %d) injected=[%s]\n  config: %s\n  faults: %s\n  plan: %s",
+		st.Writers, st.Appends, st.Persists, st.PersistErrors, st.Verified, st.Unverifiable, st.Confirmed, st.Pending, st.Resets, st.Truncates, st.Abrupt,
+		st.Objects, st.Explained, strings.Join(inj, " "), st.Config, st.Faults, st.Plan)
 }
 
 const storageID = "sim"
@@ -199,6 +209,7 @@ func (s *schedule) run() {
 			return
 		}
 		s.writers = append(s.writers, w)
+		s.be.registerLog(w.w.LogID(), i)
 	}
 	abruptAfter := time.Duration(-1)
 	if r.IntN(4) == 0 {
@@ -222,6 +233,11 @@ func (s *schedule) run() {
 	}
 	wg.Wait()
 	s.stats.Abrupt = s.abrupt.Load()
+	var plans []string
+	for _, w := range s.writers {
+		plans = append(plans, string(w.plan))
+	}
+	s.stats.Plan = strings.Join(plans, " ")
 	if !s.abrupt.Load() {
 		s.abrupt.Store(true) // from now on, every writer is closed
 		if err := st.Close(); err != nil {
@@ -251,13 +267,17 @@ func (s *schedule) run() {
 	s.be.st.mu.Lock()
 	s.stats.Injected = s.be.st.counts
 	s.be.st.mu.Unlock()
-	s.checkConfirmed()
+	if s.opt.beforeFinalReads != nil {
+		s.opt.beforeFinalReads(s)
+	}
+	s.checkAtEnd()
 	s.checkLeftovers()
 }
 
-// checkConfirmed reads every confirmed handle back through a fresh storage
-// over the backend's contents.
-func (s *schedule) checkConfirmed() {
+// checkAtEnd reads every confirmed handle, and every handle of a checkpoint
+// pending when its writer closed, back through a fresh storage over the
+// backend's contents.
+func (s *schedule) checkAtEnd() {
 	st, err := dstl.New(s.cfg, s.cl, dstl.WithStorageID(storageID), dstl.WithLogger(discardLogger))
 	if err != nil {
 		s.failf("new storage for the final reads: %v", err)
@@ -274,8 +294,20 @@ func (s *schedule) checkConfirmed() {
 			s.failf("writer %d: new reader: %v", w.idx, err)
 			return
 		}
-		for _, rc := range w.confirmed {
-			w.verify(rc, rd, w.kgr, "confirmed, at the end")
+		var check []*rec
+		check = append(check, w.confirmed...)
+		for _, rc := range w.recs {
+			if rc.pendingAtClose() {
+				check = append(check, rc)
+			}
+		}
+		for i, rc := range check {
+			w.rng = w.newRand(tagCheck, i)
+			what := "confirmed, at the end"
+			if !rc.confirmed {
+				what = "pending when the writer closed, at the end"
+			}
+			w.verify(rc, rd, w.kgr, what)
 			if w.rng.IntN(2) == 0 { // rescaled: a reader of part of the range
 				a := w.kgr.Start + w.rng.IntN(w.kgr.End-w.kgr.Start+1)
 				b := w.kgr.Start + w.rng.IntN(w.kgr.End-w.kgr.Start+1)
@@ -289,9 +321,13 @@ func (s *schedule) checkConfirmed() {
 					s.failf("writer %d: new reader of %v: %v", w.idx, sub, err)
 					return
 				}
-				w.verify(rc, srd, sub, fmt.Sprintf("confirmed, at the end, read for key groups %v", sub))
+				w.verify(rc, srd, sub, fmt.Sprintf("%s, read for key groups %v", what, sub))
 			}
-			s.stats.Confirmed++
+			if rc.confirmed {
+				s.stats.Confirmed++
+			} else {
+				s.stats.Pending++
+			}
 		}
 	}
 }
@@ -310,7 +346,7 @@ func (s *schedule) checkLeftovers() {
 			switch {
 			case rc.confirmed:
 				why = fmt.Sprintf("confirmed checkpoint %d of writer %d", rc.cp, w.idx)
-			case (!rc.reset || rc.resetAfterClose) && (!rc.superseded || rc.supersededAfterClose):
+			case rc.pendingAtClose():
 				why = fmt.Sprintf("checkpoint %d of writer %d, pending when the writer closed", rc.cp, w.idx)
 			case (!rc.reset || rc.resetAfterClose) && rc.lateRisk:
 				for _, e := range rc.res.Remote.Entries {
@@ -396,11 +432,40 @@ type rec struct {
 	lateRisk                              bool  // it was not resolved yet when the newer one was confirmed
 }
 
+// pendingAtClose reports whether rc's checkpoint was pending when its
+// writer closed: its persist succeeded, and it was neither confirmed nor
+// aborted nor subsumed by a newer confirmed checkpoint while the writer was
+// open. The engine keeps such a checkpoint's objects for its owner.
+func (rc *rec) pendingAtClose() bool {
+	return rc.observed && rc.err == nil && !rc.confirmed &&
+		(!rc.reset || rc.resetAfterClose) && (!rc.superseded || rc.supersededAfterClose)
+}
+
+// Streams of a writer's random generators: each step, the end of the
+// program and each final check draws from a generator of its own, derived
+// from (seed, writer, stream, index), so that a step that draws more or
+// less (as the persists resolved so far allow) does not shift the
+// decisions of the next ones.
+const (
+	tagProgram = 1 << 60 // the number of steps
+	tagStep    = 2 << 60
+	tagEnd     = 3 << 60
+	tagCheck   = 4 << 60
+)
+
+// newRand returns the writer's generator of stream tag, index i.
+func (w *simWriter) newRand(tag uint64, i int) *rand.Rand {
+	return rand.New(rand.NewPCG(w.s.seed, tag|uint64(w.idx+1)<<32|uint64(i)))
+}
+
+// stepLetters names the steps in Stats.Plan.
+const stepLetters = "anpwcrts"
+
 // simWriter is one writer's program and the model of its log.
 type simWriter struct {
 	s   *schedule
 	idx int
-	rng *rand.Rand
+	rng *rand.Rand // the generator of the current step (see newRand)
 	w   *dstl.Writer
 	kgr dstl.KeyGroupRange
 	// appenders lists the key groups of each appender; the first also
@@ -417,6 +482,7 @@ type simWriter struct {
 	confirmed []*rec
 	step      int
 	stopped   bool
+	plan      []byte
 }
 
 func (s *schedule) newWriter(i int, r *rand.Rand) (*simWriter, error) {
@@ -435,7 +501,7 @@ func (s *schedule) newWriter(i int, r *rand.Rand) (*simWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	sw := &simWriter{s: s, idx: i, rng: rand.New(rand.NewPCG(s.seed, uint64(i+1))), w: w, kgr: kgr, log: map[int]*[]string{}}
+	sw := &simWriter{s: s, idx: i, w: w, kgr: kgr, log: map[int]*[]string{}}
 	// Key groups in use: the range's ends and a few inside.
 	kgs := []int{kgr.Start, kgr.End}
 	for range r.IntN(6) {
@@ -495,42 +561,63 @@ func closedErr(err error) bool { return errors.Is(err, dstl.ErrClosed) }
 
 func (w *simWriter) program() {
 	ctx := context.Background()
+	w.rng = w.newRand(tagProgram, 0)
 	steps := 4 + w.rng.IntN(30)
 	for w.step = 0; w.step < steps && !w.stopped; w.step++ {
 		w.poll()
-		switch x := w.rng.IntN(100); {
+		w.rng = w.newRand(tagStep, w.step)
+		x := w.rng.IntN(100)
+		sleep := time.Duration(w.rng.IntN(2000)) * time.Microsecond // drawn always, like x
+		var kind int
+		switch {
 		case x < 35:
 			w.appendPhase(ctx)
 		case x < 42:
+			kind = 1
 			w.mark(w.w.NextSequenceNumber())
 		case x < 62:
+			kind = 2
 			w.persist(ctx)
 		case x < 70:
+			kind = 3
 			w.waitOne(ctx)
 		case x < 82:
+			kind = 4
 			w.confirm()
 		case x < 88:
+			kind = 5
 			w.reset()
 		case x < 94:
+			kind = 6
 			w.truncate()
 		default:
-			time.Sleep(time.Duration(w.rng.IntN(2000)) * time.Microsecond)
+			kind = 7
+			time.Sleep(sleep)
 		}
+		w.plan = append(w.plan, stepLetters[kind])
 	}
-	if w.rng.IntN(2) == 0 {
+	if w.stopped {
+		w.plan = append(w.plan, 'x')
+	}
+	w.rng = w.newRand(tagEnd, 0)
+	waitAll, end := w.rng.IntN(2) == 0, w.rng.IntN(4)
+	if waitAll {
+		w.plan = append(w.plan, 'W')
 		for _, rc := range w.recs {
 			if !rc.observed {
 				w.wait(ctx, rc)
 			}
 		}
 	}
-	switch w.rng.IntN(4) {
+	switch end {
 	case 0, 1:
+		w.plan = append(w.plan, 'C')
 		if err := w.w.Close(); err != nil {
 			w.failf("close: %v", err)
 		}
 		w.epoch++
 	case 2:
+		w.plan = append(w.plan, 'T')
 		from := w.pickBoundary()
 		if err := w.w.TruncateAndClose(from.sqn); err != nil {
 			w.failf("truncate and close from %d: %v", from.sqn, err)
@@ -538,6 +625,7 @@ func (w *simWriter) program() {
 		w.epoch++
 	default:
 		// left open: the storage's Close closes it
+		w.plan = append(w.plan, 'O')
 		return
 	}
 	for _, rc := range w.recs {

@@ -35,6 +35,16 @@ func envInt(name string, def int) int {
 // with -race too); -short runs shortSeeds.
 const fixedSeeds, shortSeeds = 48, 12
 
+// replay returns the command that reruns seeds, with -race when this binary
+// was built with the race detector.
+func replay(args string) string {
+	race := ""
+	if raceEnabled {
+		race = "-race "
+	}
+	return fmt.Sprintf("go test %s./sim -run TestSimulation %s -v", race, args)
+}
+
 // TestSimulation runs seeded schedules of the engine over the fault
 // backend (see the package documentation). By default it runs seeds 1 to
 // 48 (1 to 12 with -short); -sim.seeds=N -sim.start=S runs N seeds from S,
@@ -75,13 +85,27 @@ func TestSimulation(t *testing.T) {
 		verified  int
 		unverif   int
 		confirmed int
+		pending   int
 		left      int
 		durations []time.Duration
 		slowest   []slow
 	)
+	// The race detector reports a race when it happens, naming no seed:
+	// say which seeds were running then.
+	groups := raceEnabled && n > 1
+	if groups {
+		t.Logf("race detector on, %d schedules at once: a race report (\"WARNING: DATA RACE\") names no seed; it belongs to the group of seeds announced last before it (with -sim.workers=1, a group is one seed)", workers)
+	}
 	var stop atomic.Bool
 	for g := start; g < start+uint64(n) && !stop.Load(); g += uint64(group) {
 		end := min(g+uint64(group), start+uint64(n))
+		if groups {
+			cmd := replay(fmt.Sprintf("-sim.start=%d -sim.seeds=%d -sim.workers=1", g, end-g))
+			if end-g == 1 {
+				cmd = replay(fmt.Sprintf("-sim.seed=%d", g))
+			}
+			fmt.Fprintf(os.Stderr, "=== seeds [%d, %d) running; replay: %s\n", g, end, cmd)
+		}
 		seeds := make(chan uint64)
 		var wg sync.WaitGroup
 		for range workers {
@@ -91,7 +115,7 @@ func TestSimulation(t *testing.T) {
 					mu.Lock()
 					if err != nil {
 						failed++
-						t.Errorf("%v\nreplay: go test ./sim -run TestSimulation -sim.seed=%d -v  (add -count=20 if it does not fail at once: goroutine timing varies)", err, seed)
+						t.Errorf("%v\nreplay: %s  (add -count=20 if it does not fail at once: goroutine timing varies)", err, replay(fmt.Sprintf("-sim.seed=%d", seed)))
 						if failed >= *flagMaxFail {
 							stop.Store(true)
 						}
@@ -111,6 +135,7 @@ func TestSimulation(t *testing.T) {
 					verified += st.Verified
 					unverif += st.Unverifiable
 					confirmed += st.Confirmed
+					pending += st.Pending
 					left += st.Objects
 					mu.Unlock()
 				}
@@ -122,9 +147,9 @@ func TestSimulation(t *testing.T) {
 		close(seeds)
 		wg.Wait()
 		if err := goleak.Find(); err != nil {
-			cmd := fmt.Sprintf("go test ./sim -run TestSimulation -sim.start=%d -sim.seeds=%d -sim.workers=1 -v", g, end-g)
+			cmd := replay(fmt.Sprintf("-sim.start=%d -sim.seeds=%d -sim.workers=1", g, end-g))
 			if workers == 1 {
-				cmd = fmt.Sprintf("go test ./sim -run TestSimulation -sim.seed=%d -v", g)
+				cmd = replay(fmt.Sprintf("-sim.seed=%d", g))
 			}
 			t.Fatalf("goroutines left after the schedules of seeds [%d, %d): %v\nreplay: %s", g, end, err, cmd)
 		}
@@ -134,8 +159,8 @@ func TestSimulation(t *testing.T) {
 	if k := len(durations); k > 0 {
 		t.Logf("schedule durations: median %v, 90%% %v, 99%% %v, max %v; slowest seeds %v", durations[k/2], durations[k*9/10], durations[k*99/100], durations[k-1], slowest)
 	}
-	t.Logf("%d schedules (seeds %d..%d, %d workers) in %v: %.0f schedules/s; %d failed; %d fault-free, %d closed abruptly; %d persists, %d returned handles (and %d seen only once the engine could have released their objects) and %d confirmed handles read back; %d objects left in all",
-		ran, start, start+uint64(n)-1, workers, d.Round(time.Millisecond), float64(ran)/d.Seconds(), failed, faultFree, abrupt, persists, verified, unverif, confirmed, left)
+	t.Logf("%d schedules (seeds %d..%d, %d workers) in %v: %.0f schedules/s; %d failed; %d fault-free, %d closed abruptly; %d persists, %d returned handles (and %d seen only once the engine could have released their objects) and %d confirmed handles and %d handles of checkpoints pending at close read back; %d objects left in all",
+		ran, start, start+uint64(n)-1, workers, d.Round(time.Millisecond), float64(ran)/d.Seconds(), failed, faultFree, abrupt, persists, verified, unverif, confirmed, pending, left)
 }
 
 type slow struct {
