@@ -42,10 +42,14 @@ named otherwise are never deleted.
 
 On S3, gc also lists the incomplete multipart uploads under the prefix
 (what a writer killed mid-upload leaves) and aborts those of objects it
-collects that are older than the grace period by both clocks: the upload's
-start, by the storage's clock, and the time in the name. A dry run lists
-them only. A bucket lifecycle rule AbortIncompleteMultipartUpload
-(DaysAfterInitiation) removes what no gc run reaches.
+collects (of a snapshot, only where it collects its operator's snapshots)
+that are older than the grace period by both clocks: the upload's start, by
+the storage's clock, and the time in the name. A dry run lists them only.
+When the prefix has none, two more requests ask whether the storage lists
+uploads by prefix at all; one that does not (MinIO) has every upload of the
+bucket listed, page by page. A bucket lifecycle rule
+AbortIncompleteMultipartUpload (DaysAfterInitiation) removes what no gc run
+reaches.
 
 Ages are measured from "now", the earlier of this machine's clock and the
 storage's: before listing, gc puts a small probe object (.gc-clock-UUID
@@ -78,7 +82,7 @@ the snapshot objects it names and the objects of its log handles.
 
 Each step that waits for the storage fails after --timeout: the clock
 probe's put and listing together, its delete, the wait for the next object
-of a listing, each delete. So a storage that does not answer fails gc
+of a listing (or page of incomplete uploads), each delete. So a storage that does not answer fails gc
 within one --timeout (a dry run, which goes on without the storage's
 clock, within two), with an error naming the base path; once a delete
 times out, no further delete starts.
@@ -116,7 +120,7 @@ func gcFlags(o *gcOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.graceText, "grace", "", "delete only objects older than this `DURATION` (e.g. 24h, 90m); required, 0 is allowed")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be deleted; delete nothing")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "deletes (and aborts) in flight at once")
-	fs.DurationVar(&o.timeout, "timeout", gcDefaultTimeout, "the longest `DURATION` gc waits for the storage in one step (the clock probe's put and listing, its delete, the next object of a listing, a delete) before it fails; 0: no bound")
+	fs.DurationVar(&o.timeout, "timeout", gcDefaultTimeout, "the longest `DURATION` gc waits for the storage in one step (the clock probe's put and listing, its delete, the next object of a listing or page of incomplete uploads, a delete) before it fails; 0: no bound")
 	fs.BoolVar(&o.json, "json", false, "print a JSON report on stdout")
 	return fs
 }
@@ -371,10 +375,9 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		rep.UploadsChecked = true
 		st := o.step(ctx, "listing the incomplete uploads under "+prefix)
 		err = st.done(uc.ListIncompleteUploads(st.ctx, prefix, func(u s3.IncompleteUpload) error {
-			st.kick()
 			uploads = append(uploads, u)
 			return nil
-		}))
+		}, st.kick)) // each page is progress, also one of other jobs' uploads only
 		if err != nil {
 			return nil, err
 		}
@@ -514,7 +517,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 // aborts: s3's multipart uploads, which a writer killed mid-upload (or
 // whose abort failed) leaves behind.
 type uploadCollector interface {
-	ListIncompleteUploads(ctx context.Context, prefix string, fn func(s3.IncompleteUpload) error) error
+	ListIncompleteUploads(ctx context.Context, prefix string, fn func(s3.IncompleteUpload) error, page func()) error
 	AbortIncompleteUpload(ctx context.Context, u s3.IncompleteUpload) error
 }
 

@@ -24,7 +24,7 @@ type uploadsBackend struct {
 	stall    map[string]bool  // by upload id: the abort waits for its context
 }
 
-func (b *uploadsBackend) ListIncompleteUploads(ctx context.Context, prefix string, fn func(s3.IncompleteUpload) error) error {
+func (b *uploadsBackend) ListIncompleteUploads(ctx context.Context, prefix string, fn func(s3.IncompleteUpload) error, page func()) error {
 	b.mu.Lock()
 	us := slices.Clone(b.uploads)
 	b.mu.Unlock()
