@@ -34,11 +34,13 @@ an object whose modification time the storage does not report is kept.
 Two kinds of objects are collected: log objects (UUIDv7.dstl directly
 under the prefix) and the state stores' snapshot objects
 (statestore/OPERATOR/UUIDv7.snap under the prefix). Snapshots are collected
-only when the kept files include statestore checkpoint handles (or with
---keep-none): gc then takes the kept checkpoint handles as every checkpoint
-that may still be restored, of every operator instance. Kept only log
-handles, gc deletes no snapshot and counts them as not collected. Objects
-named otherwise are never deleted.
+only under statestore/OPERATOR/ of the operators of the kept statestore
+checkpoint handles (or of every operator, with --keep-none): gc then takes
+the kept checkpoint handles of an operator as every checkpoint of it that
+may still be restored. The snapshots of an operator no kept checkpoint
+handle names (with only log handles kept, of every operator) are never
+deleted, and counted as not collected ("no checkpoint handle kept for the
+operator"). Objects named otherwise are never deleted.
 
 On S3, gc also lists the incomplete multipart uploads under the prefix
 (what a writer killed mid-upload leaves) and aborts those of objects it
@@ -295,7 +297,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			kept[e.Object] = true
 		}
 	}
-	checkpoints := 0
+	snapshotOps := map[string]bool{} // the operators of the kept checkpoint handles
 	for _, f := range o.keep {
 		hs, cps, err := readKeepFile(f)
 		if err != nil {
@@ -307,7 +309,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		}
 		for _, cp := range cps {
 			rep.KeptHandles++
-			checkpoints++
+			snapshotOps[cp.Operator] = true
 			for _, s := range cp.Snapshots {
 				kept[s.Object] = true
 			}
@@ -316,9 +318,10 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			}
 		}
 	}
-	// Only with checkpoint handles does gc know which snapshots the job
-	// may still restore: it takes them as all of them.
-	collectSnapshots := checkpoints > 0 || o.keepNone
+	// Only with an operator's checkpoint handles does gc know which of its
+	// snapshots the job may still restore: it takes them as all of them.
+	// The snapshots of an operator none names are kept.
+	collectSnapshots := func(name string) bool { return o.keepNone || snapshotOps[snapshotOperator(prefix, name)] }
 	b, id, err := o.open(ctx, o.storage, o.basePath)
 	if err != nil {
 		return nil, err
@@ -388,7 +391,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		// Only uploads of objects gc collects, old by both clocks: a
 		// younger one may still be running.
 		nameTime, kind := objectKind(prefix, u.Name)
-		if kind == "" || young(u.Initiated) || young(nameTime) {
+		if kind == "" || kind == kindSnapshot && !collectSnapshots(u.Name) || young(u.Initiated) || young(nameTime) {
 			rep.UploadsKept++
 			continue
 		}
@@ -407,7 +410,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			rep.Referenced.add(oi.Size)
 		case kind == "":
 			rep.Foreign.add(oi.Size)
-		case kind == kindSnapshot && !collectSnapshots:
+		case kind == kindSnapshot && !collectSnapshots(oi.Name):
 			rep.SnapshotsKept.add(oi.Size)
 		case young(oi.ModTime) || young(nameTime): // a zero modification time is unknown: young
 			rep.Young.add(oi.Size)
@@ -665,6 +668,17 @@ func objectKind(prefix, name string) (t time.Time, kind string) {
 	return time.Time{}, ""
 }
 
+// snapshotOperator returns the operator of a snapshot object's name under
+// prefix (PREFIX/statestore/OPERATOR/...), or "" for another name.
+func snapshotOperator(prefix, name string) string {
+	rest, ok := strings.CutPrefix(name, prefix+"statestore/")
+	if !ok {
+		return ""
+	}
+	op, _, _ := strings.Cut(rest, "/")
+	return op
+}
+
 // uuid7Time returns the time in base, a UUIDv7 followed by suffix.
 func uuid7Time(base, suffix string) (time.Time, bool) {
 	base, ok := strings.CutSuffix(base, suffix)
@@ -766,7 +780,7 @@ func (r *gcReport) print(w io.Writer) {
 	row("younger than grace (kept)", r.Young)
 	row("not dstl objects (kept)", r.Foreign)
 	if r.SnapshotsKept.Objects > 0 {
-		row("snapshots, no checkpoint handle kept (kept)", r.SnapshotsKept)
+		row("snapshots, no checkpoint handle kept for the operator (kept)", r.SnapshotsKept)
 	}
 	switch {
 	case r.DryRun:
