@@ -55,8 +55,9 @@ reaches.
 
 Ages are measured from "now", the earlier of this machine's clock and the
 storage's: before listing, gc puts a small probe object (.gc-clock-UUID
-directly under the base path, not a dstl object's name), reads its modification time
-back through the listing and deletes it; it does so in a dry run too. So a
+under the job's prefix, not a dstl object's name; on a file system, a wrong
+--job-id leaves its empty directory), reads its modification time back
+through the listing and deletes it; it does so in a dry run too. So a
 clock of this machine that runs ahead cannot make objects look older than
 the storage says they are. What is guaranteed: no object is deleted that,
 by the storage's clock, was modified within the grace period, or whose
@@ -336,10 +337,10 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	prog.begin("gc: reading the storage's clock")
 	rep.LocalNow = o.now()
 	rep.Now = rep.LocalNow
-	// At the base path's root, which exists, rather than under the prefix:
-	// on a file system a probe under a wrong --job-id would leave the
-	// job's directory behind.
-	storeNow, leftover, err := o.probeClock(ctx, b)
+	// Under the job's prefix, where credentials scoped to the job allow
+	// writes.
+	probe := prefix + clockProbePrefix + uuid.NewString()
+	storeNow, leftover, err := o.probeClock(ctx, b, probe)
 	if leftover != nil {
 		prog.printf(stderr, "dstl gc: warning: %v\n", leftover)
 	}
@@ -365,7 +366,11 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	st := o.step(ctx, "listing "+prefix)
 	err = st.done(b.List(st.ctx, prefix, func(oi dstl.ObjectInfo) error {
 		st.kick() // each object is progress
-		listed = append(listed, oi)
+		// gc's clock probe is no object of the job's (listed when its
+		// delete failed, or before the delete shows).
+		if oi.Name != probe {
+			listed = append(listed, oi)
+		}
 		return nil
 	}))
 	if err != nil {
@@ -598,16 +603,13 @@ func (s *gcStep) done(err error) error {
 // one, and it is allowed by every backend's name rules.
 const clockProbePrefix = ".gc-clock-"
 
-// probeClock returns the storage's "now": it puts a small object at the
-// root of the base path (which exists, unlike the job's directory on a
-// file system, where a probe under a wrong --job-id would leave that
-// directory behind), reads its modification time back through List, and
-// deletes it. The put and the listing are one step of --timeout, the
+// probeClock returns the storage's "now": it puts a small object name
+// (under the job's prefix, clockProbePrefix and a UUID), reads its
+// modification time back through List, and deletes it. The put and the listing are one step of --timeout, the
 // delete another. The time is zero when the storage reports none.
 // leftover is the error of deleting the probe, which then stays behind (no
 // gc deletes it as a dstl object).
-func (o *gcOptions) probeClock(ctx context.Context, b dstl.Backend) (t time.Time, leftover, err error) {
-	name := clockProbePrefix + uuid.NewString()
+func (o *gcOptions) probeClock(ctx context.Context, b dstl.Backend, name string) (t time.Time, leftover, err error) {
 	body := []byte("dstl gc reads the storage's clock from this object's modification time, then deletes it\n")
 	st := o.step(ctx, "the clock probe "+name)
 	err = b.Put(st.ctx, name, bytes.NewReader(body), int64(len(body)))

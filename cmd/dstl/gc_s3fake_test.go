@@ -243,3 +243,28 @@ func TestGCUploadListingPages(t *testing.T) {
 		})
 	}
 }
+
+// TestGCScopedCredentials: with credentials that allow writes only under
+// the job's prefix (BUCKET/PREFIX/JOB/*), gc runs: its clock probe is put,
+// and deleted, under the job's prefix.
+func TestGCScopedCredentials(t *testing.T) {
+	s := &fakeS3{honoursPrefix: true, pageSize: 1000, scope: "dstl/job/"}
+	s.objects = map[string]time.Time{"dstl/" + v7Name(t, "job/", time.Now().Add(-3*time.Hour)): time.Now().Add(-3 * time.Hour)}
+	base := newFakeS3(t, s)
+	code, out, errOut := runCLI(t, "gc", "--json", "--base-path", base, "--job-id", "job", "--grace", "1h", "--keep-none")
+	var rep gcReport
+	if err := json.Unmarshal([]byte(out), &rep); code != exitOK || err != nil {
+		t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rep.Listed.Objects != 1 || rep.Deleted.Objects != 1 || rep.Foreign.Objects != 0 || rep.StoreNow == nil {
+		t.Errorf("report %+v", rep)
+	}
+	if len(s.puts) != 1 || !strings.HasPrefix(s.puts[0], "dstl/job/"+clockProbePrefix) {
+		t.Errorf("puts %q, want the clock probe under dstl/job/", s.puts)
+	}
+	if len(s.objects) != 0 {
+		t.Errorf("left %v", s.objects)
+	}
+}
