@@ -60,8 +60,10 @@
 //     objects older than the grace that no kept handle references; given
 //     checkpoint handles (CheckpointHandle.MarshalBinary), it keeps the
 //     snapshots and logs they name and deletes the other old snapshot
-//     objects too (given only log handles, it deletes no snapshot). Keep
-//     the handles of every checkpoint that may still be restored.
+//     objects of their operators too (JOB/statestore/OPERATOR/ of each
+//     handle's Operator; it deletes no snapshot of another operator, and
+//     given only log handles, none). Keep the handles of every checkpoint
+//     that may still be restored.
 //
 // # Rescaling
 //

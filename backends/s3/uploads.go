@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -31,16 +32,30 @@ type IncompleteUpload struct {
 
 // ListIncompleteUploads calls fn for every incomplete multipart upload of
 // an object whose name starts with prefix (see [IncompleteUpload]), in the
-// service's order. Keys under the backend's prefix that are no valid
+// service's order, and page, when not nil, for every page of uploads the
+// service answers (also for a page of which fn sees none, as in a listing
+// of the whole bucket): a caller bounding the wait for the service counts
+// each as progress. Keys under the backend's prefix that are no valid
 // object names are skipped.
 //
 // S3 lists uploads by key prefix. MinIO lists only the uploads of one
-// exact key, or of the whole bucket: when the listing by prefix finds
-// none, the whole bucket's uploads are listed and filtered by prefix here,
-// which on S3 finds none either.
-func (b *Backend) ListIncompleteUploads(ctx context.Context, prefix string, fn func(IncompleteUpload) error) error {
+// exact key, or of the whole bucket: for a prefix that is no exact key it
+// answers none. So when the listing by prefix finds none, the service is
+// asked whether it honours prefixes: it lists one upload of the whole
+// bucket and, unless there is none or it is under prefix, the uploads
+// under that upload's key less its last character, which S3 answers with
+// that upload (at least) and MinIO with none. Only a service that ignores
+// the prefix (or an upload under prefix that the listing by prefix missed,
+// or an upload that ended meanwhile) makes the whole bucket's uploads
+// listed and filtered here. The cost on S3: a listing by prefix, and when
+// it finds nothing, two requests of at most one upload each; on MinIO,
+// those and the listing of every upload in the bucket.
+func (b *Backend) ListIncompleteUploads(ctx context.Context, prefix string, fn func(IncompleteUpload) error, page func()) error {
 	if fn == nil {
 		return dstl.NewBackendError("list uploads", ID, prefix, errors.New("nil callback"))
+	}
+	if page == nil {
+		page = func() {}
 	}
 	if err := b.begin("list uploads", prefix); err != nil {
 		return err
@@ -50,16 +65,64 @@ func (b *Backend) ListIncompleteUploads(ctx context.Context, prefix string, fn f
 		return b.wrap("list uploads", prefix, ctx.Err(), false)
 	}
 	full := b.key(prefix)
-	found, err := b.listUploads(ctx, prefix, full, full, fn)
-	if err == nil && found == 0 && full != "" {
-		_, err = b.listUploads(ctx, prefix, "", full, fn)
+	found, err := b.listUploads(ctx, prefix, full, full, fn, page)
+	if err != nil || found > 0 || full == "" {
+		return err
 	}
+	ignored, err := b.ignoresUploadPrefix(ctx, prefix, full, page)
+	if err != nil || !ignored {
+		return err
+	}
+	_, err = b.listUploads(ctx, prefix, "", full, fn, page)
 	return err
 }
 
-// listUploads lists the uploads whose keys start with listPrefix, calls fn
-// for those whose keys start with full, and returns how many it listed.
-func (b *Backend) listUploads(ctx context.Context, prefix, listPrefix, full string, fn func(IncompleteUpload) error) (int, error) {
+// ignoresUploadPrefix reports whether the service may have uploads under
+// full that its listing by prefix did not answer (see
+// [Backend.ListIncompleteUploads]): it lists one upload of the bucket and,
+// unless there is none or it is under full, lists by a prefix of its key
+// that the key extends, which a service honouring prefixes answers with an
+// upload.
+func (b *Backend) ignoresUploadPrefix(ctx context.Context, prefix, full string, page func()) (bool, error) {
+	one := func(p string) (string, bool, error) {
+		in := &awss3.ListMultipartUploadsInput{Bucket: &b.bucket, MaxUploads: aws.Int32(1)}
+		if p != "" {
+			in.Prefix = &p
+		}
+		var out *awss3.ListMultipartUploadsOutput
+		err := b.do(ctx, func(ctx context.Context) error {
+			o, err := b.client.ListMultipartUploads(ctx, in)
+			out = o
+			return err
+		})
+		if err != nil {
+			return "", false, b.wrap("list uploads", prefix, err, false)
+		}
+		page()
+		if len(out.Uploads) == 0 {
+			return "", false, nil
+		}
+		return aws.ToString(out.Uploads[0].Key), true, nil
+	}
+	key, ok, err := one("")
+	switch {
+	case err != nil || !ok:
+		return false, err // no upload in the bucket at all
+	case strings.HasPrefix(key, full):
+		return true, nil // one under the prefix that the listing by prefix did not answer
+	}
+	_, size := utf8.DecodeLastRuneInString(key)
+	if size >= len(key) {
+		return true, nil // no shorter prefix to ask by: list the bucket
+	}
+	_, ok, err = one(key[:len(key)-size])
+	return !ok, err
+}
+
+// listUploads lists the uploads whose keys start with listPrefix, calls
+// page for every page and fn for those whose keys start with full, and
+// returns how many it listed.
+func (b *Backend) listUploads(ctx context.Context, prefix, listPrefix, full string, fn func(IncompleteUpload) error, page func()) (int, error) {
 	in := &awss3.ListMultipartUploadsInput{Bucket: &b.bucket}
 	if listPrefix != "" {
 		in.Prefix = &listPrefix
@@ -69,16 +132,17 @@ func (b *Backend) listUploads(ctx context.Context, prefix, listPrefix, full stri
 		if err := ctx.Err(); err != nil {
 			return listed, b.wrap("list uploads", prefix, err, false)
 		}
-		var page *awss3.ListMultipartUploadsOutput
+		var out *awss3.ListMultipartUploadsOutput
 		err := b.do(ctx, func(ctx context.Context) error {
-			out, err := b.client.ListMultipartUploads(ctx, in)
-			page = out
+			o, err := b.client.ListMultipartUploads(ctx, in)
+			out = o
 			return err
 		})
 		if err != nil {
 			return listed, b.wrap("list uploads", prefix, err, false)
 		}
-		for _, u := range page.Uploads {
+		page()
+		for _, u := range out.Uploads {
 			key := aws.ToString(u.Key)
 			if !strings.HasPrefix(key, full) {
 				continue
@@ -92,10 +156,10 @@ func (b *Backend) listUploads(ctx context.Context, prefix, listPrefix, full stri
 				return listed, err
 			}
 		}
-		if !aws.ToBool(page.IsTruncated) || (page.NextKeyMarker == nil && page.NextUploadIdMarker == nil) {
+		if !aws.ToBool(out.IsTruncated) || (out.NextKeyMarker == nil && out.NextUploadIdMarker == nil) {
 			return listed, nil
 		}
-		in.KeyMarker, in.UploadIdMarker = page.NextKeyMarker, page.NextUploadIdMarker
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
 	}
 }
 

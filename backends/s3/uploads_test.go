@@ -35,8 +35,12 @@ func TestIncompleteUploads(t *testing.T) {
 	start("outside-" + prefix + "job/e.dstl") // not under the backend's prefix
 	list := func(p string) []IncompleteUpload {
 		var got []IncompleteUpload
-		if err := b.ListIncompleteUploads(ctx, p, func(u IncompleteUpload) error { got = append(got, u); return nil }); err != nil {
+		pages := 0
+		if err := b.ListIncompleteUploads(ctx, p, func(u IncompleteUpload) error { got = append(got, u); return nil }, func() { pages++ }); err != nil {
 			t.Fatalf("ListIncompleteUploads(%q): %v", p, err)
+		}
+		if pages == 0 {
+			t.Errorf("ListIncompleteUploads(%q): no page reported", p)
 		}
 		return got
 	}

@@ -34,23 +34,30 @@ an object whose modification time the storage does not report is kept.
 Two kinds of objects are collected: log objects (UUIDv7.dstl directly
 under the prefix) and the state stores' snapshot objects
 (statestore/OPERATOR/UUIDv7.snap under the prefix). Snapshots are collected
-only when the kept files include statestore checkpoint handles (or with
---keep-none): gc then takes the kept checkpoint handles as every checkpoint
-that may still be restored, of every operator instance. Kept only log
-handles, gc deletes no snapshot and counts them as not collected. Objects
-named otherwise are never deleted.
+only under statestore/OPERATOR/ of the operators of the kept statestore
+checkpoint handles (or of every operator, with --keep-none): gc then takes
+the kept checkpoint handles of an operator as every checkpoint of it that
+may still be restored. The snapshots of an operator no kept checkpoint
+handle names (with only log handles kept, of every operator) are never
+deleted, and counted as not collected ("no checkpoint handle kept for the
+operator"). Objects named otherwise are never deleted.
 
 On S3, gc also lists the incomplete multipart uploads under the prefix
 (what a writer killed mid-upload leaves) and aborts those of objects it
-collects that are older than the grace period by both clocks: the upload's
-start, by the storage's clock, and the time in the name. A dry run lists
-them only. A bucket lifecycle rule AbortIncompleteMultipartUpload
-(DaysAfterInitiation) removes what no gc run reaches.
+collects (of a snapshot, only where it collects its operator's snapshots)
+that are older than the grace period by both clocks: the upload's start, by
+the storage's clock, and the time in the name. A dry run lists them only.
+When the prefix has none, two more requests ask whether the storage lists
+uploads by prefix at all; one that does not (MinIO) has every upload of the
+bucket listed, page by page. A bucket lifecycle rule
+AbortIncompleteMultipartUpload (DaysAfterInitiation) removes what no gc run
+reaches.
 
 Ages are measured from "now", the earlier of this machine's clock and the
 storage's: before listing, gc puts a small probe object (.gc-clock-UUID
-directly under the base path, not a dstl object's name), reads its modification time
-back through the listing and deletes it; it does so in a dry run too. So a
+under the job's prefix, not a dstl object's name; on a file system, a wrong
+--job-id leaves its empty directory), reads its modification time back
+through the listing and deletes it; it does so in a dry run too. So a
 clock of this machine that runs ahead cannot make objects look older than
 the storage says they are. What is guaranteed: no object is deleted that,
 by the storage's clock, was modified within the grace period, or whose
@@ -78,7 +85,7 @@ the snapshot objects it names and the objects of its log handles.
 
 Each step that waits for the storage fails after --timeout: the clock
 probe's put and listing together, its delete, the wait for the next object
-of a listing, each delete. So a storage that does not answer fails gc
+of a listing (or page of incomplete uploads), each delete. So a storage that does not answer fails gc
 within one --timeout (a dry run, which goes on without the storage's
 clock, within two), with an error naming the base path; once a delete
 times out, no further delete starts.
@@ -116,7 +123,7 @@ func gcFlags(o *gcOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.graceText, "grace", "", "delete only objects older than this `DURATION` (e.g. 24h, 90m); required, 0 is allowed")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be deleted; delete nothing")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "deletes (and aborts) in flight at once")
-	fs.DurationVar(&o.timeout, "timeout", gcDefaultTimeout, "the longest `DURATION` gc waits for the storage in one step (the clock probe's put and listing, its delete, the next object of a listing, a delete) before it fails; 0: no bound")
+	fs.DurationVar(&o.timeout, "timeout", gcDefaultTimeout, "the longest `DURATION` gc waits for the storage in one step (the clock probe's put and listing, its delete, the next object of a listing or page of incomplete uploads, a delete) before it fails; 0: no bound")
 	fs.BoolVar(&o.json, "json", false, "print a JSON report on stdout")
 	return fs
 }
@@ -291,7 +298,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			kept[e.Object] = true
 		}
 	}
-	checkpoints := 0
+	snapshotOps := map[string]bool{} // the operators of the kept checkpoint handles
 	for _, f := range o.keep {
 		hs, cps, err := readKeepFile(f)
 		if err != nil {
@@ -303,7 +310,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		}
 		for _, cp := range cps {
 			rep.KeptHandles++
-			checkpoints++
+			snapshotOps[cp.Operator] = true
 			for _, s := range cp.Snapshots {
 				kept[s.Object] = true
 			}
@@ -312,9 +319,10 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			}
 		}
 	}
-	// Only with checkpoint handles does gc know which snapshots the job
-	// may still restore: it takes them as all of them.
-	collectSnapshots := checkpoints > 0 || o.keepNone
+	// Only with an operator's checkpoint handles does gc know which of its
+	// snapshots the job may still restore: it takes them as all of them.
+	// The snapshots of an operator none names are kept.
+	collectSnapshots := func(name string) bool { return o.keepNone || snapshotOps[snapshotOperator(prefix, name)] }
 	b, id, err := o.open(ctx, o.storage, o.basePath)
 	if err != nil {
 		return nil, err
@@ -329,10 +337,10 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	prog.begin("gc: reading the storage's clock")
 	rep.LocalNow = o.now()
 	rep.Now = rep.LocalNow
-	// At the base path's root, which exists, rather than under the prefix:
-	// on a file system a probe under a wrong --job-id would leave the
-	// job's directory behind.
-	storeNow, leftover, err := o.probeClock(ctx, b)
+	// Under the job's prefix, where credentials scoped to the job allow
+	// writes.
+	probe := prefix + clockProbePrefix + uuid.NewString()
+	storeNow, leftover, err := o.probeClock(ctx, b, probe)
 	if leftover != nil {
 		prog.printf(stderr, "dstl gc: warning: %v\n", leftover)
 	}
@@ -358,7 +366,11 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	st := o.step(ctx, "listing "+prefix)
 	err = st.done(b.List(st.ctx, prefix, func(oi dstl.ObjectInfo) error {
 		st.kick() // each object is progress
-		listed = append(listed, oi)
+		// gc's clock probe is no object of the job's (listed when its
+		// delete failed, or before the delete shows).
+		if oi.Name != probe {
+			listed = append(listed, oi)
+		}
 		return nil
 	}))
 	if err != nil {
@@ -371,10 +383,9 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		rep.UploadsChecked = true
 		st := o.step(ctx, "listing the incomplete uploads under "+prefix)
 		err = st.done(uc.ListIncompleteUploads(st.ctx, prefix, func(u s3.IncompleteUpload) error {
-			st.kick()
 			uploads = append(uploads, u)
 			return nil
-		}))
+		}, st.kick)) // each page is progress, also one of other jobs' uploads only
 		if err != nil {
 			return nil, err
 		}
@@ -385,7 +396,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		// Only uploads of objects gc collects, old by both clocks: a
 		// younger one may still be running.
 		nameTime, kind := objectKind(prefix, u.Name)
-		if kind == "" || young(u.Initiated) || young(nameTime) {
+		if kind == "" || kind == kindSnapshot && !collectSnapshots(u.Name) || young(u.Initiated) || young(nameTime) {
 			rep.UploadsKept++
 			continue
 		}
@@ -404,7 +415,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			rep.Referenced.add(oi.Size)
 		case kind == "":
 			rep.Foreign.add(oi.Size)
-		case kind == kindSnapshot && !collectSnapshots:
+		case kind == kindSnapshot && !collectSnapshots(oi.Name):
 			rep.SnapshotsKept.add(oi.Size)
 		case young(oi.ModTime) || young(nameTime): // a zero modification time is unknown: young
 			rep.Young.add(oi.Size)
@@ -514,7 +525,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 // aborts: s3's multipart uploads, which a writer killed mid-upload (or
 // whose abort failed) leaves behind.
 type uploadCollector interface {
-	ListIncompleteUploads(ctx context.Context, prefix string, fn func(s3.IncompleteUpload) error) error
+	ListIncompleteUploads(ctx context.Context, prefix string, fn func(s3.IncompleteUpload) error, page func()) error
 	AbortIncompleteUpload(ctx context.Context, u s3.IncompleteUpload) error
 }
 
@@ -592,16 +603,13 @@ func (s *gcStep) done(err error) error {
 // one, and it is allowed by every backend's name rules.
 const clockProbePrefix = ".gc-clock-"
 
-// probeClock returns the storage's "now": it puts a small object at the
-// root of the base path (which exists, unlike the job's directory on a
-// file system, where a probe under a wrong --job-id would leave that
-// directory behind), reads its modification time back through List, and
-// deletes it. The put and the listing are one step of --timeout, the
+// probeClock returns the storage's "now": it puts a small object name
+// (under the job's prefix, clockProbePrefix and a UUID), reads its
+// modification time back through List, and deletes it. The put and the listing are one step of --timeout, the
 // delete another. The time is zero when the storage reports none.
 // leftover is the error of deleting the probe, which then stays behind (no
 // gc deletes it as a dstl object).
-func (o *gcOptions) probeClock(ctx context.Context, b dstl.Backend) (t time.Time, leftover, err error) {
-	name := clockProbePrefix + uuid.NewString()
+func (o *gcOptions) probeClock(ctx context.Context, b dstl.Backend, name string) (t time.Time, leftover, err error) {
 	body := []byte("dstl gc reads the storage's clock from this object's modification time, then deletes it\n")
 	st := o.step(ctx, "the clock probe "+name)
 	err = b.Put(st.ctx, name, bytes.NewReader(body), int64(len(body)))
@@ -660,6 +668,17 @@ func objectKind(prefix, name string) (t time.Time, kind string) {
 		return t, kindSnapshot
 	}
 	return time.Time{}, ""
+}
+
+// snapshotOperator returns the operator of a snapshot object's name under
+// prefix (PREFIX/statestore/OPERATOR/...), or "" for another name.
+func snapshotOperator(prefix, name string) string {
+	rest, ok := strings.CutPrefix(name, prefix+"statestore/")
+	if !ok {
+		return ""
+	}
+	op, _, _ := strings.Cut(rest, "/")
+	return op
 }
 
 // uuid7Time returns the time in base, a UUIDv7 followed by suffix.
@@ -763,7 +782,7 @@ func (r *gcReport) print(w io.Writer) {
 	row("younger than grace (kept)", r.Young)
 	row("not dstl objects (kept)", r.Foreign)
 	if r.SnapshotsKept.Objects > 0 {
-		row("snapshots, no checkpoint handle kept (kept)", r.SnapshotsKept)
+		row("snapshots, no checkpoint handle kept for the operator (kept)", r.SnapshotsKept)
 	}
 	switch {
 	case r.DryRun:

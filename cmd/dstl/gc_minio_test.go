@@ -119,7 +119,7 @@ func TestGCAbortsUploadsAfterKills(t *testing.T) {
 	t.Cleanup(func() { // what a failed test leaves
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		b.ListIncompleteUploads(cctx, "", func(u s3.IncompleteUpload) error { return b.AbortIncompleteUpload(cctx, u) })
+		b.ListIncompleteUploads(cctx, "", func(u s3.IncompleteUpload) error { return b.AbortIncompleteUpload(cctx, u) }, nil)
 	})
 	// An upload of another job beside it, which gc must leave alone.
 	other := root + "/other/x.dstl"

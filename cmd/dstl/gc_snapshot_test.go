@@ -34,11 +34,12 @@ func writeCheckpointHandle(t *testing.T, path string, h statestore.CheckpointHan
 }
 
 // TestGCSnapshots: snapshot objects (JOB/statestore/OP/UUIDv7.snap) that a
-// crash left are collected by the rule of log objects, when checkpoint
-// handles are kept (or --keep-none): only when no kept handle references
-// them and both clocks call them older than the grace. Kept only log
-// handles, gc cannot know which snapshots the job's checkpoints name, and
-// deletes none.
+// crash left are collected by the rule of log objects, under the operators
+// of the kept checkpoint handles (or all, with --keep-none): only when no
+// kept handle references them and both clocks call them older than the
+// grace. Of an operator no kept checkpoint handle names (kept only log
+// handles: of every operator), gc cannot know which snapshots the job's
+// checkpoints name, and deletes none.
 func TestGCSnapshots(t *testing.T) {
 	now := time.Now()
 	old, young := now.Add(-3*time.Hour), now.Add(-10*time.Minute)
@@ -63,20 +64,21 @@ func TestGCSnapshots(t *testing.T) {
 			kept0, kept1 := snapName(t, "job", "op-0", old), snapName(t, "job", "op-1", old)
 			type obj struct {
 				mod, named    time.Time
-				collectable   bool // deleted when snapshots are collected
+				collectable   bool // deleted when its operator's snapshots are collected
 				referenceable bool // kept handles reference it
+				noHandle      bool // of an operator no kept checkpoint handle names
 			}
 			objects := map[string]obj{
-				kept0:                             {old, old, false, true},
-				kept1:                             {old, old, false, true},
-				snapName(t, "job", "op-0", old):   {old, old, true, false},    // a crash's leftover
-				snapName(t, "job", "op-2", old):   {old, old, true, false},    // of an operator no handle names
-				snapName(t, "job", "op-0", young): {old, young, false, false}, // young by name
+				kept0:                             {old, old, false, true, false},
+				kept1:                             {old, old, false, true, false},
+				snapName(t, "job", "op-0", old):   {old, old, true, false, false},    // a crash's leftover
+				snapName(t, "job", "op-2", old):   {old, old, true, false, true},     // of an operator no handle names
+				snapName(t, "job", "op-0", young): {old, young, false, false, false}, // young by name
 			}
 			youngByTime := snapName(t, "job", "op-1", old)
-			objects[youngByTime] = obj{young, old, false, false}
-			objects["job/statestore/op-0/not-a-uuid.snap"] = obj{old, old, false, false}
-			objects[v7Name(t, "job/statestore/op-0/", old)] = obj{old, old, false, false} // a log object's name beside snapshots: not one of the job's
+			objects[youngByTime] = obj{young, old, false, false, false}
+			objects["job/statestore/op-0/not-a-uuid.snap"] = obj{old, old, false, false, false}
+			objects[v7Name(t, "job/statestore/op-0/", old)] = obj{old, old, false, false, false} // a log object's name beside snapshots: not one of the job's
 			for name, o := range objects {
 				putObject(t, dir, name, o.mod)
 			}
@@ -107,10 +109,9 @@ func TestGCSnapshots(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &rep); err != nil {
 				t.Fatal(err)
 			}
-			collect := tc.keep != "log"
 			var want []string
 			for name, o := range objects {
-				deletable := collect && (o.collectable || tc.keep == "none" && o.referenceable)
+				deletable := tc.keep == "none" && (o.collectable || o.referenceable) || tc.keep == "checkpoint" && o.collectable && !o.noHandle
 				if deletable {
 					want = append(want, name)
 				}
@@ -132,11 +133,15 @@ func TestGCSnapshots(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("report lists %q, want %q", got, want)
 			}
-			if !collect && rep.SnapshotsKept.Objects != 6 {
-				t.Errorf("snapshots not collected: %+v, want 6", rep.SnapshotsKept)
+			// Not collected: with log handles, the 6 snapshots no handle
+			// references; with checkpoint handles, op-2's.
+			if want := map[string]int{"log": 6, "checkpoint": 1}[tc.keep]; rep.SnapshotsKept.Objects != want {
+				t.Errorf("snapshots not collected: %+v, want %d", rep.SnapshotsKept, want)
 			}
-			if collect && rep.SnapshotsKept.Objects != 0 {
-				t.Errorf("snapshots not collected: %+v, want 0", rep.SnapshotsKept)
+			var text strings.Builder
+			rep.print(&text)
+			if got := strings.Contains(text.String(), "snapshots, no checkpoint handle kept for the operator (kept)"); got != (tc.keep == "log" || tc.keep == "checkpoint") {
+				t.Errorf("text report names the snapshots not collected: %v\n%s", got, text.String())
 			}
 			if tc.keep == "checkpoint" && (rep.Referenced.Objects != 4 || rep.KeptHandles != 2) {
 				t.Errorf("referenced %+v, kept handles %d; want 4 objects of 2 handles", rep.Referenced, rep.KeptHandles)

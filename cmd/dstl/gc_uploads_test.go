@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/backends/s3"
+	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstltest"
+	"github.com/dstlgo/dstl/statestore"
 )
 
 // uploadsBackend is an in-memory backend with incomplete uploads, whose
@@ -24,7 +26,7 @@ type uploadsBackend struct {
 	stall    map[string]bool  // by upload id: the abort waits for its context
 }
 
-func (b *uploadsBackend) ListIncompleteUploads(ctx context.Context, prefix string, fn func(s3.IncompleteUpload) error) error {
+func (b *uploadsBackend) ListIncompleteUploads(ctx context.Context, prefix string, fn func(s3.IncompleteUpload) error, page func()) error {
 	b.mu.Lock()
 	us := slices.Clone(b.uploads)
 	b.mu.Unlock()
@@ -54,8 +56,10 @@ func (b *uploadsBackend) AbortIncompleteUpload(ctx context.Context, u s3.Incompl
 
 // TestGCUploads: gc aborts the incomplete uploads under the job's prefix
 // of log and snapshot names that are old by both clocks, and keeps the
-// others; a dry run, or a run that refuses, aborts none; a failed abort is
-// a FAILED row and exit 3; a stalled one ends gc within --timeout.
+// others; those of snapshots only where gc collects snapshots (with
+// --keep-none, or of an operator whose checkpoint handle is kept); a dry
+// run, or a run that refuses, aborts none; a failed abort is a FAILED row
+// and exit 3; a stalled one ends gc within --timeout.
 func TestGCUploads(t *testing.T) {
 	now := time.Now()
 	old, young := now.Add(-3*time.Hour), now.Add(-10*time.Minute)
@@ -77,16 +81,19 @@ func TestGCUploads(t *testing.T) {
 		args     []string
 		abortErr map[string]error
 		stall    map[string]bool
-		missing  bool // a kept handle's object is missing: gc refuses
+		missing  bool   // a kept handle's object is missing: gc refuses
+		keepOp   string // keep a checkpoint handle of this operator (not --keep-none)
 		code     int
 		aborted  []string // upload ids
 		status   string   // of the old uploads' rows
 	}{
-		{"aborts the old", nil, nil, nil, false, exitOK, []string{"old-log", "old-snapshot"}, "aborted"},
-		{"dry run", []string{"--dry-run"}, nil, nil, false, exitOK, nil, "would abort"},
-		{"an abort fails", nil, map[string]error{"old-log": boom}, nil, false, exitRuntime, []string{"old-snapshot"}, ""},
-		{"an abort stalls", []string{"--timeout", "200ms", "--concurrency", "1"}, nil, map[string]bool{"old-log": true, "old-snapshot": true}, false, exitRuntime, nil, ""},
-		{"refused", nil, nil, nil, true, exitFailed, nil, "would abort (not run)"},
+		{"aborts the old", nil, nil, nil, false, "", exitOK, []string{"old-log", "old-snapshot"}, "aborted"},
+		{"dry run", []string{"--dry-run"}, nil, nil, false, "", exitOK, nil, "would abort"},
+		{"an abort fails", nil, map[string]error{"old-log": boom}, nil, false, "", exitRuntime, []string{"old-snapshot"}, ""},
+		{"an abort stalls", []string{"--timeout", "200ms", "--concurrency", "1"}, nil, map[string]bool{"old-log": true, "old-snapshot": true}, false, "", exitRuntime, nil, ""},
+		{"refused", nil, nil, nil, true, "", exitFailed, nil, "would abort (not run)"},
+		{"the snapshot's operator kept", nil, nil, nil, false, "op-0", exitOK, []string{"old-log", "old-snapshot"}, "aborted"},
+		{"another operator kept", nil, nil, nil, false, "op-1", exitOK, []string{"old-log"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &uploadsBackend{timedBackend: timedBackend{dstltest.NewBackend(), map[string]time.Time{}}, abortErr: tc.abortErr, stall: tc.stall}
@@ -96,10 +103,19 @@ func TestGCUploads(t *testing.T) {
 				b.uploads = append(b.uploads, s3.IncompleteUpload{Name: u.name, UploadID: id, Initiated: u.initiated})
 			}
 			args := append([]string{"--grace", "1h"}, tc.args...)
-			if tc.missing {
+			switch {
+			case tc.missing:
 				hs := persistHandles(t, t.TempDir(), "job", 1) // objects of another storage
 				args = append(args, "--keep", writeHandleFile(t, t.TempDir()+"/keep.json", false, hs...))
-			} else {
+			case tc.keepOp != "":
+				snap := snapName(t, "job", tc.keepOp, young)
+				if err := b.Put(t.Context(), snap, strings.NewReader("some bytes"), 10); err != nil {
+					t.Fatal(err)
+				}
+				cp := statestore.CheckpointHandle{CheckpointID: 1, Operator: tc.keepOp, KeyGroups: dstl.KeyGroupRange{Start: 0, End: 127}, MaxParallelism: 128,
+					Snapshots: []statestore.SnapshotRef{{Object: snap, Size: 10}}}
+				args = append(args, "--keep", writeCheckpointHandle(t, t.TempDir()+"/cp", cp))
+			default:
 				args = append(args, "--keep-none")
 			}
 			start := time.Now()
@@ -107,7 +123,11 @@ func TestGCUploads(t *testing.T) {
 			if r.code != tc.code || time.Since(start) > 5*time.Second {
 				t.Fatalf("exit %d after %v\n%s\n%s", r.code, time.Since(start), r.out, r.errOut)
 			}
-			if !r.rep.UploadsChecked || r.rep.UploadsListed != 5 || r.rep.UploadsKept != 3 || len(r.rep.Uploads) != 2 || r.rep.UploadsAborted != len(tc.aborted) {
+			// The uploads gc would abort: op-0's snapshot's only where gc
+			// collects op-0's snapshots.
+			collectsOp0 := tc.keepOp == "op-0" || tc.keepOp == "" && !tc.missing
+			old := map[bool]int{true: 2, false: 1}[collectsOp0]
+			if !r.rep.UploadsChecked || r.rep.UploadsListed != 5 || r.rep.UploadsKept != 5-old || len(r.rep.Uploads) != old || r.rep.UploadsAborted != len(tc.aborted) {
 				t.Errorf("report %+v", r.rep)
 			}
 			var left []string
@@ -123,13 +143,13 @@ func TestGCUploads(t *testing.T) {
 				t.Error("another job's upload was aborted")
 			}
 			for _, u := range r.rep.Uploads {
-				if !uploads[u.UploadID].abort || u.Aborted != slices.Contains(tc.aborted, u.UploadID) {
+				if !uploads[u.UploadID].abort || !collectsOp0 && u.UploadID == "old-snapshot" || u.Aborted != slices.Contains(tc.aborted, u.UploadID) {
 					t.Errorf("reported %+v", u)
 				}
 			}
 			var text bytes.Buffer
 			r.rep.print(&text)
-			if tc.status != "" && strings.Count(text.String(), "\n"+tc.status+"  ") != 2 {
+			if tc.status != "" && strings.Count(text.String(), "\n"+tc.status+"  ") != old {
 				t.Errorf("want 2 rows %q:\n%s", tc.status, text.String())
 			}
 			switch tc.name {
