@@ -19,6 +19,7 @@ import (
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/format"
+	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
 	"github.com/dstlgo/dstl/duplicating"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -108,7 +109,7 @@ func localFiles(t *testing.T, dir string) []string {
 		if err != nil {
 			return err
 		}
-		if !d.IsDir() && strings.HasSuffix(p, dstl.ObjectSuffix) {
+		if !d.IsDir() && strings.HasSuffix(p, objname.LogSuffix) {
 			rel, _ := filepath.Rel(dir, p)
 			names = append(names, filepath.ToSlash(rel))
 		}
