@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
@@ -198,7 +199,7 @@ func readLocal(t *testing.T, s *dstl.Storage, res dstl.PersistResult) ([]string,
 // the remote backend.
 func TestLocalCopyMirrorsRemote(t *testing.T) {
 	dir := t.TempDir()
-	remote := dstltest.NewCounting(localRemote(t))
+	remote := counting.New(localRemote(t))
 	s := openStorage(t, testConfig(dir), remote)
 	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 3})
 	var want []string
@@ -376,7 +377,7 @@ func TestLosingAttemptLeavesNoLocalCopy(t *testing.T) {
 // backend is asked only for the sets that fell back.
 func TestRecoveryFallsBack(t *testing.T) {
 	dir := t.TempDir()
-	remote := dstltest.NewCounting(localRemote(t))
+	remote := counting.New(localRemote(t))
 	s := openStorage(t, testConfig(dir), remote)
 	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 0})
 	var want []string
