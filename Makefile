@@ -47,6 +47,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeObject$$' -fuzztime=$(FUZZTIME) ./dstl/format/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeFrame$$' -fuzztime=$(FUZZTIME) ./dstl/format/
 	$(GO) test -run='^$$' -fuzz='^FuzzHandleUnmarshalBinary$$' -fuzztime=$(FUZZTIME) ./dstl/
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./dstl/objname/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeEntry$$' -fuzztime=$(FUZZTIME) ./statestore/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeSnapshotObject$$' -fuzztime=$(FUZZTIME) ./statestore/
 	$(GO) test -run='^$$' -fuzz='^FuzzCheckpointHandle$$' -fuzztime=$(FUZZTIME) ./statestore/

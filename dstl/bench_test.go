@@ -7,15 +7,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dstlgo/dstl/backends/discard"
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/dstltest"
 )
 
 // BenchmarkAppend appends 100-byte changes over 128 key groups, with the
 // default configuration: pre-emptive persists upload every 5 MiB.
 func BenchmarkAppend(b *testing.B) {
-	s := newStorage(b, dstltest.Discard{}, dstl.DefaultConfig("discard"))
+	s := newStorage(b, discard.Backend{}, dstl.DefaultConfig(discard.ID))
 	w := newWriter(b, s, "op", dstl.KeyGroupRange{Start: 0, End: 127})
 	change := bytes.Repeat([]byte("x"), 100)
 	ctx := context.Background()
@@ -30,7 +30,7 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkAppendParallel appends from one goroutine per writer.
 func BenchmarkAppendParallel(b *testing.B) {
-	s := newStorage(b, dstltest.Discard{}, dstl.DefaultConfig("discard"))
+	s := newStorage(b, discard.Backend{}, dstl.DefaultConfig(discard.ID))
 	change := bytes.Repeat([]byte("x"), 100)
 	var mu sync.Mutex
 	n := 0

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/dstlgo/dstl/dstl/objname"
 
 	"go.opentelemetry.io/otel/metric"
 )
@@ -87,19 +85,12 @@ func openLocalRecovery(ctx context.Context, p LocalRecoveryParams) (Uploader, er
 	return up, nil
 }
 
-// writtenBefore reports whether name is an object name of [NewObjectName]
-// whose time is before t (in whole milliseconds, the names' precision).
-func writtenBefore(name string, t time.Time) bool {
-	base, ok := strings.CutSuffix(path.Base(name), ObjectSuffix)
-	if !ok {
-		return false
-	}
-	id, err := uuid.Parse(base)
-	if err != nil || id.Version() != 7 {
-		return false
-	}
-	sec, nsec := id.Time().UnixTime()
-	return time.Unix(sec, nsec).UnixMilli() < t.UnixMilli()
+// writtenBefore reports whether name is a log object's name under prefix
+// (see [objname]) whose time is before t (in whole milliseconds, the
+// names' precision).
+func writtenBefore(prefix, name string, t time.Time) bool {
+	n := objname.Parse(prefix, name)
+	return n.Kind == objname.Log && n.Time().UnixMilli() < t.UnixMilli()
 }
 
 // CleanResult says what [Storage.CleanLocalCopies] found.
@@ -111,7 +102,7 @@ type CleanResult struct {
 
 // CleanLocalCopies deletes the local copies under the job's prefix that
 // were named before this storage opened (by the time in their UUIDv7
-// names, see [NewObjectName]) and that no handle in keep points to: what a
+// names, see package [objname]) and that no handle in keep points to: what a
 // crashed run of the job left in the local recovery directory. Call it at
 // start-up with the handles being restored, remote or local ones (copies
 // are matched by name: package duplicating names a copy like the object it
@@ -132,9 +123,10 @@ func (s *Storage) CleanLocalCopies(ctx context.Context, keep ...Handle) (CleanRe
 	}
 	ours := s.tracker.localNames()
 	var doomed []ObjectInfo
-	err := s.local.List(ctx, ObjectPrefix(s.cfg.JobID), func(o ObjectInfo) error {
+	prefix := ObjectPrefix(s.cfg.JobID)
+	err := s.local.List(ctx, prefix, func(o ObjectInfo) error {
 		switch {
-		case ours[o.Name] || !writtenBefore(o.Name, s.opened):
+		case ours[o.Name] || !writtenBefore(prefix, o.Name, s.opened):
 			// one of this storage's (tracked, or being uploaded), or no
 			// object of the storage's naming
 		case referenced[o.Name]:

@@ -10,6 +10,7 @@ import (
 
 	_ "github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
 )
 
@@ -151,8 +152,8 @@ func TestOpenStorageByURL(t *testing.T) {
 	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
 	mustAppend(t, w, 0, "x")
 	h := persist(t, w, 0, 1)
-	if !strings.HasPrefix(h.Entries[0].Object, "job-1/") || !strings.HasSuffix(h.Entries[0].Object, dstl.ObjectSuffix) {
-		t.Fatalf("object %q is not under the job's prefix", h.Entries[0].Object)
+	if objname.Parse("job-1/", h.Entries[0].Object).Kind != objname.Log {
+		t.Fatalf("object %q is no log object name under the job's prefix", h.Entries[0].Object)
 	}
 	if got := readAll(t, s.Backend(), h, w.KeyGroups()); len(got) != 1 || got[0] != "0:x" {
 		t.Fatalf("read back %q", got)

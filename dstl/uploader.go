@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/dstlgo/dstl/dstl/format"
-	"github.com/google/uuid"
+	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 // An Uploader stores batches of upload tasks. The scheduler hands it every
@@ -98,30 +98,13 @@ func NewBackendUploader(backend Backend, cfg Config) *BackendUploader {
 	}
 }
 
-// ObjectPrefix returns the prefix of the names of a job's objects.
-func ObjectPrefix(jobID string) string {
-	if jobID == "" {
-		return ""
-	}
-	return jobID + "/"
-}
-
-// ObjectSuffix ends the name of every object the storage writes.
-const ObjectSuffix = ".dstl"
-
-// NewObjectName returns a new object name under prefix. Names are UUIDv7s,
-// so they sort by creation time.
-func NewObjectName(prefix string) (string, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return "", fmt.Errorf("dstl: new object name: %w", err)
-	}
-	return prefix + id.String() + ObjectSuffix, nil
-}
+// ObjectPrefix returns the prefix of the names of a job's objects; package
+// [objname] owns the naming scheme.
+func ObjectPrefix(jobID string) string { return objname.JobPrefix(jobID) }
 
 // Upload encodes the batch into one object and puts it.
 func (u *BackendUploader) Upload(ctx context.Context, tasks []*UploadTask) (*UploadOutput, error) {
-	name, err := NewObjectName(u.prefix)
+	name, err := objname.NewLog(u.prefix)
 	if err != nil {
 		return nil, err
 	}

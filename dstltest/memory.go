@@ -1,7 +1,8 @@
 // Package dstltest provides test doubles for code that uses a
 // [dstl.Backend]: an in-memory [Backend] with fault injection and
-// inspection, and [Counting], a wrapper that counts the requests made to any
-// backend.
+// inspection. The request-counting wrapper is package
+// github.com/dstlgo/dstl/backends/counting; the backend that stores nothing
+// is package github.com/dstlgo/dstl/backends/discard.
 package dstltest
 
 import (

@@ -15,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/format"
+	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
 	"github.com/dstlgo/dstl/duplicating"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -108,7 +110,7 @@ func localFiles(t *testing.T, dir string) []string {
 		if err != nil {
 			return err
 		}
-		if !d.IsDir() && strings.HasSuffix(p, dstl.ObjectSuffix) {
+		if !d.IsDir() && strings.HasSuffix(p, objname.LogSuffix) {
 			rel, _ := filepath.Rel(dir, p)
 			names = append(names, filepath.ToSlash(rel))
 		}
@@ -197,7 +199,7 @@ func readLocal(t *testing.T, s *dstl.Storage, res dstl.PersistResult) ([]string,
 // the remote backend.
 func TestLocalCopyMirrorsRemote(t *testing.T) {
 	dir := t.TempDir()
-	remote := dstltest.NewCounting(localRemote(t))
+	remote := counting.New(localRemote(t))
 	s := openStorage(t, testConfig(dir), remote)
 	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 3})
 	var want []string
@@ -375,7 +377,7 @@ func TestLosingAttemptLeavesNoLocalCopy(t *testing.T) {
 // backend is asked only for the sets that fell back.
 func TestRecoveryFallsBack(t *testing.T) {
 	dir := t.TempDir()
-	remote := dstltest.NewCounting(localRemote(t))
+	remote := counting.New(localRemote(t))
 	s := openStorage(t, testConfig(dir), remote)
 	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 0})
 	var want []string

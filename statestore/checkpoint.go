@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 // Defaults of Config.
@@ -210,7 +211,7 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 	scfg := storage.Config()
 	c := &Checkpointer{
 		storage: storage, w: w, cfg: cfg, log: cfg.Logger,
-		prefix:  dstl.ObjectPrefix(scfg.JobID) + "statestore/" + cfg.Operator + "/",
+		prefix:  objname.SnapshotPrefix(dstl.ObjectPrefix(scfg.JobID), cfg.Operator),
 		trigger: make(chan struct{}, 1),
 		byName:  map[string]internalStore{},
 		pending: map[int64]*pendingCheckpoint{},

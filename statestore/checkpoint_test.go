@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
 	_ "github.com/dstlgo/dstl/duplicating"
 	"github.com/dstlgo/dstl/statestore"
@@ -241,7 +242,7 @@ func TestBackgroundMaterialization(t *testing.T) {
 	// Old snapshots are deleted: at most the confirmed one and the current one remain.
 	snaps := 0
 	for _, obj := range b.Objects() {
-		if strings.HasSuffix(obj.Name, statestore.SnapshotSuffix) {
+		if strings.HasSuffix(obj.Name, objname.SnapshotSuffix) {
 			snaps++
 		}
 	}

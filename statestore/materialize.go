@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 // run materialises in the background when the log since the last snapshot
@@ -145,11 +146,10 @@ func (c *Checkpointer) writeSnapshot(ctx context.Context, obj *snapshotObject, e
 		obj.stores[i].payload = p
 	}
 	data := obj.encode()
-	name, err := dstl.NewObjectName(c.prefix)
+	name, err := objname.NewSnapshot(dstl.ObjectPrefix(c.storage.Config().JobID), c.cfg.Operator)
 	if err != nil {
 		return "", 0, err
 	}
-	name = strings.TrimSuffix(name, dstl.ObjectSuffix) + SnapshotSuffix
 	if err := c.storage.Backend().Put(ctx, name, bytes.NewReader(data), int64(len(data))); err != nil {
 		return "", 0, fmt.Errorf("put snapshot: %w", err)
 	}
@@ -190,7 +190,7 @@ func (c *Checkpointer) cleanLocalSnapshots(keep map[string]bool) {
 		if !e.Type().IsRegular() || keep[name] {
 			continue
 		}
-		if strings.HasSuffix(name, SnapshotSuffix) || strings.Contains(e.Name(), ".tmp-") {
+		if strings.HasSuffix(name, objname.SnapshotSuffix) || strings.Contains(e.Name(), ".tmp-") {
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}

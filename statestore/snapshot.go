@@ -12,13 +12,10 @@ import (
 // Checkpointer writes.
 const SnapshotObjectVersion = 1
 
-const (
-	objectMagic = "DSSO"
-	// SnapshotSuffix ends the names of snapshot objects; they live under
-	// the job's prefix, in "statestore/OPERATOR/", apart from the log's
-	// objects (which end in dstl.ObjectSuffix).
-	SnapshotSuffix = ".snap"
-)
+// objectMagic starts a snapshot object. Its name is made by package
+// objname: under the job's prefix, in "statestore/OPERATOR/", apart from
+// the log's objects.
+const objectMagic = "DSSO"
 
 // snapshotObject is the decoded form of one snapshot object: the payloads
 // of every store of an operator at one point of its log.

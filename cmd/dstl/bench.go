@@ -9,19 +9,20 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/dstlgo/dstl/backends/counting"
+	"github.com/dstlgo/dstl/backends/discard"
 	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/dstltest"
 )
 
 const benchAbout = `Measures, in one run on one backend, the performance figures the design
@@ -280,7 +281,7 @@ type targetResult struct {
 type benchEnv struct {
 	o       benchOptions
 	cfg     dstl.Config
-	backend *dstltest.Counting
+	backend *counting.Backend
 	raw     rawStore
 	id      string
 	prefix  string
@@ -348,7 +349,10 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 	t0 := time.Now()
 	if !o.skipAppend {
 		prog.begin("(a) append")
-		a := benchAppend(ctx, o.changeSize, o.appendRuns, prog)
+		a, err := benchAppend(ctx, o.changeSize, o.appendRuns, prog)
+		if err != nil {
+			return nil, fmt.Errorf("(a) append: %w", err)
+		}
 		rep.Append = &a
 	}
 	b, id, err := dstl.OpenBackend(ctx, cfg.Storage, cfg.BasePath)
@@ -362,7 +366,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 		return nil, err
 	}
 	rep.RawPut, rep.RawGet = raw.describe()
-	env := &benchEnv{o: o, cfg: cfg, backend: dstltest.NewCounting(b), raw: raw, id: id, prefix: dstl.ObjectPrefix(cfg.JobID),
+	env := &benchEnv{o: o, cfg: cfg, backend: counting.New(b), raw: raw, id: id, prefix: dstl.ObjectPrefix(cfg.JobID),
 		changes: newChangeSource(o.changeSize, max(slices.Max(o.sizes), o.recoveryObject)), prog: prog}
 	defer env.backend.Close()
 	defer func() {
@@ -401,11 +405,11 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 
 // benchAppend measures Append with the default configuration, runs times;
 // the median counts.
-func benchAppend(ctx context.Context, changeSize, runs int, prog *progress) appendResult {
+func benchAppend(ctx context.Context, changeSize, runs int, prog *progress) (appendResult, error) {
 	res := appendResult{ChangeSize: changeSize}
 	change := randomBytes(changeSize, 2)
 	for i := range runs {
-		s, err := dstl.New(dstl.DefaultConfig(dstltest.DiscardID), dstltest.Discard{})
+		s, err := dstl.New(dstl.DefaultConfig(discard.ID), discard.Backend{})
 		if err != nil {
 			panic(err) // the default configuration is valid
 		}
@@ -413,21 +417,70 @@ func benchAppend(ctx context.Context, changeSize, runs int, prog *progress) appe
 		if err != nil {
 			panic(err)
 		}
-		r := testing.Benchmark(func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
+		m, err := measureOps(appendRunTime, func(n int) error {
+			for i := range n {
 				if err := w.Append(ctx, i&127, change); err != nil {
-					b.Fatal(err)
+					return err
 				}
 			}
+			return nil
 		})
 		s.Close()
-		res.Runs = append(res.Runs, float64(r.T.Nanoseconds())/float64(max(r.N, 1)))
-		res.AllocsPerOp = max(res.AllocsPerOp, r.AllocsPerOp())
+		if err != nil {
+			return res, err
+		}
+		res.Runs = append(res.Runs, m.nsPerOp)
+		res.AllocsPerOp = max(res.AllocsPerOp, m.allocsPerOp)
 		prog.set(float64(i+1) / float64(runs))
 	}
 	res.NsPerOp, res.MinNsPerOp = median(res.Runs), slices.Min(res.Runs)
-	return res
+	return res, nil
+}
+
+// appendRunTime is how long one run of the append benchmark lasts at least
+// (the default -benchtime of go test).
+const appendRunTime = time.Second
+
+// opCost is what measureOps measured: time and heap allocations per call.
+type opCost struct {
+	n           int     // calls in the run measured
+	nsPerOp     float64 // wall time per call
+	allocsPerOp int64   // heap allocations per call, rounded down
+}
+
+// measureOps measures the cost of one call of an operation, as go test's
+// benchmarks do: ops(n) makes n calls; it is run with growing n (predicted
+// from the run before, at most 100 times more) until one run takes at
+// least d, and that run counts. A garbage collection precedes each run. An
+// error of ops ends the measurement.
+func measureOps(d time.Duration, ops func(n int) error) (opCost, error) {
+	const maxN = 1_000_000_000
+	n := 1
+	for {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		err := ops(n)
+		took := time.Since(start)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			return opCost{}, err
+		}
+		if took >= d || n >= maxN {
+			return opCost{
+				n:           n,
+				nsPerOp:     float64(took.Nanoseconds()) / float64(n),
+				allocsPerOp: int64((after.Mallocs - before.Mallocs) / uint64(n)),
+			}, nil
+		}
+		// Aim 20% past d, growing by 1 to 100 times.
+		next := int64(n) * 100
+		if ns := took.Nanoseconds(); ns > 0 {
+			next = min(next, int64(float64(n)*float64(d.Nanoseconds())/float64(ns)*1.2))
+		}
+		n = int(min(max(next, int64(n)+1), maxN))
+	}
 }
 
 // newStorage opens a storage over the bench's backend with cfg.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -11,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/dstltest"
 )
 
 // newBenchEnv returns the environment of "dstl bench" on a local backend
@@ -31,7 +32,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e := &benchEnv{cfg: cfg, backend: dstltest.NewCounting(backend), raw: raw, id: id, prefix: "bench/",
+	e := &benchEnv{cfg: cfg, backend: counting.New(backend), raw: raw, id: id, prefix: "bench/",
 		changes: newChangeSource(100, 1<<20)}
 	e.o = benchOptions{rounds: 1, roundTime: time.Second, changeSize: 100, recoveryWriters: 16, recoveryObjects: 8, recoveryObject: 1 << 20}
 	b.Cleanup(func() { e.backend.Close() })
@@ -215,5 +216,85 @@ func TestRawLocal(t *testing.T) {
 		if entries, _ := os.ReadDir(root); len(entries) != 0 {
 			t.Errorf("left %v", entries)
 		}
+	}
+}
+
+// sink keeps what the measured operations allocate on the heap.
+var sink []*[64]byte
+
+func TestMeasureOps(t *testing.T) {
+	const d = 20 * time.Millisecond
+	boom := errors.New("boom")
+	tests := []struct {
+		name       string
+		ops        func(n int) error
+		wantAllocs int64
+		minNsPerOp float64
+		wantErr    error
+	}{
+		{"no allocation", func(n int) error {
+			x := 0
+			for i := range n {
+				x += i
+			}
+			_ = x
+			return nil
+		}, 0, 0, nil},
+		{"one allocation a call", func(n int) error {
+			sink = make([]*[64]byte, 0, n) // one more per run: rounded away
+			for range n {
+				sink = append(sink, new([64]byte))
+			}
+			return nil
+		}, 1, 0, nil},
+		{"a millisecond a call", func(n int) error {
+			for range n {
+				time.Sleep(time.Millisecond)
+			}
+			return nil
+		}, 0, 1e6, nil},
+		{"failing once n grows", func(n int) error {
+			if n > 1 {
+				return boom
+			}
+			time.Sleep(time.Millisecond)
+			return nil
+		}, 0, 0, boom},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := measureOps(d, tt.ops)
+			sink = nil
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("error %v, want %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if took := time.Duration(m.nsPerOp * float64(m.n)); took < d {
+				t.Errorf("the run counted took %v (%d calls of %.0f ns), less than %v", took, m.n, m.nsPerOp, d)
+			}
+			if m.nsPerOp < tt.minNsPerOp {
+				t.Errorf("%.0f ns/op, want at least %.0f", m.nsPerOp, tt.minNsPerOp)
+			}
+			if m.allocsPerOp != tt.wantAllocs {
+				t.Errorf("%d allocs/op over %d calls, want %d", m.allocsPerOp, m.n, tt.wantAllocs)
+			}
+		})
+	}
+}
+
+// TestBenchAppend runs the append benchmark once, through a storage over
+// the discarding backend.
+func TestBenchAppend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes a second")
+	}
+	r, err := benchAppend(t.Context(), 100, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Runs) != 1 || r.NsPerOp <= 0 || r.NsPerOp != r.MinNsPerOp || r.ChangeSize != 100 {
+		t.Fatalf("benchAppend = %+v", r)
 	}
 }

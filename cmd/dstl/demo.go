@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/dstltest"
 	_ "github.com/dstlgo/dstl/duplicating" // local recovery
 	"github.com/google/uuid"
 )
@@ -219,7 +219,7 @@ type demoReport struct {
 	confirmed, aborted       int
 	materialisations         int
 	objects, objectBytes     int64
-	requests                 dstltest.Stats
+	requests                 counting.Stats
 	persistP50, persistP99   time.Duration
 	recoveryTime             time.Duration
 	recoveryRead             dstl.ReadStats
@@ -250,7 +250,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 	if err != nil {
 		return nil, err
 	}
-	counting := dstltest.NewCounting(backend)
+	counting := counting.New(backend)
 	defer counting.Close()
 	log := o.log
 	if log == nil {

@@ -17,11 +17,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dstlgo/dstl/backends/s3"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/statestore"
 )
 
@@ -322,7 +322,11 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	// Only with an operator's checkpoint handles does gc know which of its
 	// snapshots the job may still restore: it takes them as all of them.
 	// The snapshots of an operator none names are kept.
-	collectSnapshots := func(name string) bool { return o.keepNone || snapshotOps[snapshotOperator(prefix, name)] }
+	// collect reports whether gc deletes an old object of the name n: a
+	// log object, or a snapshot of an operator whose snapshots it collects.
+	collect := func(n objname.Name) bool {
+		return n.Kind == objname.Log || n.Kind == objname.Snapshot && (o.keepNone || snapshotOps[n.Operator])
+	}
 	b, id, err := o.open(ctx, o.storage, o.basePath)
 	if err != nil {
 		return nil, err
@@ -339,7 +343,10 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	rep.Now = rep.LocalNow
 	// Under the job's prefix, where credentials scoped to the job allow
 	// writes.
-	probe := prefix + clockProbePrefix + uuid.NewString()
+	probe, err := objname.NewClockProbe(prefix)
+	if err != nil {
+		return nil, fmt.Errorf("reading the storage's clock (nothing deleted): %w", err)
+	}
 	storeNow, leftover, err := o.probeClock(ctx, b, probe)
 	if leftover != nil {
 		prog.printf(stderr, "dstl gc: warning: %v\n", leftover)
@@ -395,8 +402,9 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		rep.UploadsListed++
 		// Only uploads of objects gc collects, old by both clocks: a
 		// younger one may still be running.
-		nameTime, kind := objectKind(prefix, u.Name)
-		if kind == "" || kind == kindSnapshot && !collectSnapshots(u.Name) || young(u.Initiated) || young(nameTime) {
+		n := objname.Parse(prefix, u.Name)
+		nameTime := n.Time()
+		if !collect(n) || young(u.Initiated) || young(nameTime) {
 			rep.UploadsKept++
 			continue
 		}
@@ -409,19 +417,20 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	for _, oi := range listed {
 		rep.Listed.add(oi.Size)
 		seen[oi.Name] = true
-		nameTime, kind := objectKind(prefix, oi.Name)
+		n := objname.Parse(prefix, oi.Name)
+		nameTime := n.Time()
 		switch {
 		case kept[oi.Name]:
 			rep.Referenced.add(oi.Size)
-		case kind == "":
+		case n.Kind != objname.Log && n.Kind != objname.Snapshot:
 			rep.Foreign.add(oi.Size)
-		case kind == kindSnapshot && !collectSnapshots(oi.Name):
+		case !collect(n):
 			rep.SnapshotsKept.add(oi.Size)
 		case young(oi.ModTime) || young(nameTime): // a zero modification time is unknown: young
 			rep.Young.add(oi.Size)
 		default:
 			rep.Deletable.add(oi.Size)
-			rep.Objects = append(rep.Objects, gcObject{Name: oi.Name, Kind: kind, Size: oi.Size, ModTime: oi.ModTime, NameTime: nameTime})
+			rep.Objects = append(rep.Objects, gcObject{Name: oi.Name, Kind: n.Kind.String(), Size: oi.Size, ModTime: oi.ModTime, NameTime: nameTime})
 		}
 	}
 	for name := range kept {
@@ -598,13 +607,8 @@ func (s *gcStep) done(err error) error {
 	return err
 }
 
-// clockProbePrefix starts the name of the object gc puts to read the
-// storage's clock. It is not a dstl object's name, so no gc deletes it as
-// one, and it is allowed by every backend's name rules.
-const clockProbePrefix = ".gc-clock-"
-
 // probeClock returns the storage's "now": it puts a small object name
-// (under the job's prefix, clockProbePrefix and a UUID), reads its
+// (under the job's prefix, [objname.ClockProbePrefix] and a UUID), reads its
 // modification time back through List, and deletes it. The put and the listing are one step of --timeout, the
 // delete another. The time is zero when the storage reports none.
 // leftover is the error of deleting the probe, which then stays behind (no
@@ -638,61 +642,6 @@ func (o *gcOptions) probeClock(ctx context.Context, b dstl.Backend, name string)
 		leftover = fmt.Errorf("the clock probe %q could not be deleted: %w", name, derr)
 	}
 	return t, leftover, err
-}
-
-// The kinds of objects gc collects.
-const (
-	kindLog      = "log"      // PREFIX/UUIDv7.dstl
-	kindSnapshot = "snapshot" // PREFIX/statestore/OPERATOR/UUIDv7.snap, a Checkpointer's
-)
-
-// objectKind returns the kind of the object name under prefix and the
-// creation time in its name; kind is "" for a name gc never deletes.
-func objectKind(prefix, name string) (t time.Time, kind string) {
-	base, ok := strings.CutPrefix(name, prefix)
-	if !ok {
-		return time.Time{}, ""
-	}
-	if t, ok := uuid7Time(base, dstl.ObjectSuffix); ok {
-		return t, kindLog
-	}
-	rest, ok := strings.CutPrefix(base, "statestore/")
-	if !ok {
-		return time.Time{}, ""
-	}
-	op, base, ok := strings.Cut(rest, "/")
-	if !ok || op == "" {
-		return time.Time{}, ""
-	}
-	if t, ok := uuid7Time(base, statestore.SnapshotSuffix); ok {
-		return t, kindSnapshot
-	}
-	return time.Time{}, ""
-}
-
-// snapshotOperator returns the operator of a snapshot object's name under
-// prefix (PREFIX/statestore/OPERATOR/...), or "" for another name.
-func snapshotOperator(prefix, name string) string {
-	rest, ok := strings.CutPrefix(name, prefix+"statestore/")
-	if !ok {
-		return ""
-	}
-	op, _, _ := strings.Cut(rest, "/")
-	return op
-}
-
-// uuid7Time returns the time in base, a UUIDv7 followed by suffix.
-func uuid7Time(base, suffix string) (time.Time, bool) {
-	base, ok := strings.CutSuffix(base, suffix)
-	if !ok || len(base) != 36 {
-		return time.Time{}, false
-	}
-	u, err := uuid.Parse(base)
-	if err != nil || u.Version() != 7 {
-		return time.Time{}, false
-	}
-	sec, nsec := u.Time().UnixTime()
-	return time.Unix(sec, nsec), true
 }
 
 // checkpointHandleMagic starts the binary encoding of a

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
 )
 
@@ -22,7 +23,7 @@ func TestGCStepDeadline(t *testing.T) {
 			return dstltest.Fault{Stall: o == op && match(name)}
 		}
 	}
-	isProbe := func(name string) bool { return strings.Contains(name, clockProbePrefix) }
+	isProbe := func(name string) bool { return strings.Contains(name, objname.ClockProbePrefix) }
 	anything := func(string) bool { return true }
 	for _, tc := range []struct {
 		name   string

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
 )
 
@@ -130,7 +131,7 @@ func TestGCDeleteFaults(t *testing.T) {
 			}
 			left := 0
 			for _, oi := range b.Objects() {
-				if !strings.Contains(oi.Name, clockProbePrefix) { // a probe left behind when every delete fails
+				if !strings.Contains(oi.Name, objname.ClockProbePrefix) { // a probe left behind when every delete fails
 					left++
 				}
 			}
@@ -243,7 +244,7 @@ func TestGCClock(t *testing.T) {
 				t.Errorf("puts %d (want the object and the probe), now %v, store %v, local %v", c[dstltest.OpPut], r.rep.Now, r.rep.StoreNow, r.rep.LocalNow)
 			}
 			for _, oi := range b.Objects() {
-				if strings.Contains(oi.Name, clockProbePrefix) {
+				if strings.Contains(oi.Name, objname.ClockProbePrefix) {
 					t.Errorf("the clock probe %s was left behind", oi.Name)
 				}
 			}
@@ -258,7 +259,7 @@ func TestGCClockProbeFails(t *testing.T) {
 		b := timedBackend{dstltest.NewBackend(), map[string]time.Time{}}
 		memObjects(t, b, 2, time.Now().Add(-3*time.Hour))
 		b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
-			if op == dstltest.OpPut && strings.Contains(name, clockProbePrefix) {
+			if op == dstltest.OpPut && strings.Contains(name, objname.ClockProbePrefix) {
 				return dstltest.Fault{Err: dstl.ErrPermission}
 			}
 			return dstltest.Fault{}

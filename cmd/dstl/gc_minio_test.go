@@ -18,6 +18,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends/s3"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 // writerEnv, set in the environment of a process started from the test
@@ -51,7 +52,7 @@ func runWriter(base string) {
 		os.Exit(1)
 	}
 	for {
-		name, err := dstl.NewObjectName("job/")
+		name, err := objname.NewLog("job/")
 		if err != nil {
 			os.Exit(1)
 		}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 // fakeS3 is an S3 service of one bucket, "bucket", enough for gc: puts,
@@ -261,7 +263,7 @@ func TestGCScopedCredentials(t *testing.T) {
 	if rep.Listed.Objects != 1 || rep.Deleted.Objects != 1 || rep.Foreign.Objects != 0 || rep.StoreNow == nil {
 		t.Errorf("report %+v", rep)
 	}
-	if len(s.puts) != 1 || !strings.HasPrefix(s.puts[0], "dstl/job/"+clockProbePrefix) {
+	if len(s.puts) != 1 || !strings.HasPrefix(s.puts[0], "dstl/job/"+objname.ClockProbePrefix) {
 		t.Errorf("puts %q, want the clock probe under dstl/job/", s.puts)
 	}
 	if len(s.objects) != 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/statestore"
 )
 
@@ -17,7 +18,13 @@ import (
 // job's prefix, whose UUIDv7 holds at.
 func snapName(t *testing.T, job, op string, at time.Time) string {
 	t.Helper()
-	return strings.TrimSuffix(v7Name(t, job+"/statestore/"+op+"/", at), dstl.ObjectSuffix) + statestore.SnapshotSuffix
+	n := objname.Parse("", v7Name(t, "", at))
+	n.Kind, n.Operator = objname.Snapshot, op
+	name, err := objname.Format(objname.JobPrefix(job), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
 }
 
 // writeCheckpointHandle writes h in its binary encoding to path.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 // v7Name returns a dstl object name under prefix whose UUIDv7 holds t.
@@ -25,7 +25,11 @@ func v7Name(t *testing.T, prefix string, at time.Time) string {
 	var ms [8]byte
 	binary.BigEndian.PutUint64(ms[:], uint64(at.UnixMilli()))
 	copy(u[:6], ms[2:])
-	return prefix + u.String() + dstl.ObjectSuffix
+	name, err := objname.Format(prefix, objname.Name{Kind: objname.Log, ID: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
 }
 
 // putObject writes a file for a local backend's object, modified at mod.

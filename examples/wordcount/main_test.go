@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 // TestMain lets the test binary play the service: verify starts it as a
@@ -137,7 +138,7 @@ func TestOldLogObjectsDeleted(t *testing.T) {
 	kept := logObjects(last)
 	var left []string
 	err = b.List(ctx, dstl.ObjectPrefix("job"), func(o dstl.ObjectInfo) error {
-		if strings.HasSuffix(o.Name, dstl.ObjectSuffix) && !kept[o.Name] {
+		if strings.HasSuffix(o.Name, objname.LogSuffix) && !kept[o.Name] {
 			left = append(left, o.Name)
 		}
 		return nil

@@ -1,4 +1,17 @@
-package dstltest
+// Package counting wraps a [dstl.Backend] to count the requests and bytes
+// that go through it: how many puts, gets, deletes and lists a workload
+// costs, which is what a cloud store bills. The CLI's demo and bench report
+// these counts; tests use them to check how many requests an operation
+// makes.
+//
+// The wrapper is no backend of its own and registers no identifier: wrap
+// the backend a program opened.
+//
+//	b := counting.New(backend)
+//	storage, err := dstl.New(cfg, b)
+//	...
+//	fmt.Println(b.Stats().Requests(), "requests")
+package counting
 
 import (
 	"context"
@@ -8,7 +21,7 @@ import (
 	"github.com/dstlgo/dstl/dstl"
 )
 
-// Stats are the counters of a [Counting] backend.
+// Stats are the counters of a [Backend].
 type Stats struct {
 	Puts    int64 // Put calls, failed ones included
 	Gets    int64 // Get calls, failed ones included
@@ -23,26 +36,26 @@ type Stats struct {
 // Requests returns the number of calls of all operations.
 func (s Stats) Requests() int64 { return s.Puts + s.Gets + s.Deletes + s.Lists }
 
-// Counting is a [dstl.Backend] that passes every call to another backend
-// and counts the calls and the bytes that went through. It is safe for
-// concurrent use.
-type Counting struct {
+// Backend is a [dstl.Backend] that passes every call to another backend
+// and counts the calls and the bytes that went through. Results and errors
+// pass through unchanged. It is safe for concurrent use.
+type Backend struct {
 	b dstl.Backend
 
 	puts, gets, deletes, lists, errors atomic.Int64
 	bytesPut, bytesRead                atomic.Int64
 }
 
-var _ dstl.Backend = (*Counting)(nil)
+var _ dstl.Backend = (*Backend)(nil)
 
-// NewCounting returns a Counting backend that passes calls to b.
-func NewCounting(b dstl.Backend) *Counting { return &Counting{b: b} }
+// New returns a Backend that passes calls to b.
+func New(b dstl.Backend) *Backend { return &Backend{b: b} }
 
 // Unwrap returns the backend the calls go to.
-func (c *Counting) Unwrap() dstl.Backend { return c.b }
+func (c *Backend) Unwrap() dstl.Backend { return c.b }
 
 // Stats returns the counters so far.
-func (c *Counting) Stats() Stats {
+func (c *Backend) Stats() Stats {
 	return Stats{
 		Puts:      c.puts.Load(),
 		Gets:      c.gets.Load(),
@@ -54,7 +67,7 @@ func (c *Counting) Stats() Stats {
 	}
 }
 
-func (c *Counting) count(err error) error {
+func (c *Backend) count(err error) error {
 	if err != nil {
 		c.errors.Add(1)
 	}
@@ -62,7 +75,7 @@ func (c *Counting) count(err error) error {
 }
 
 // Put calls Put of the wrapped backend.
-func (c *Counting) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+func (c *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
 	c.puts.Add(1)
 	err := c.b.Put(ctx, name, body, size)
 	if err == nil {
@@ -73,35 +86,36 @@ func (c *Counting) Put(ctx context.Context, name string, body io.ReaderAt, size 
 
 // Get calls Get of the wrapped backend; the bytes read from the reader are
 // counted.
-func (c *Counting) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+func (c *Backend) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
 	c.gets.Add(1)
 	r, err := c.b.Get(ctx, name, offset, length)
 	if err != nil {
 		return nil, c.count(err)
 	}
-	return &countingReader{ReadCloser: r, n: &c.bytesRead}, nil
+	return &reader{ReadCloser: r, n: &c.bytesRead}, nil
 }
 
-type countingReader struct {
+// reader counts the bytes read through it into n.
+type reader struct {
 	io.ReadCloser
 	n *atomic.Int64
 }
 
-func (r *countingReader) Read(p []byte) (int, error) {
+func (r *reader) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
 	r.n.Add(int64(n))
 	return n, err
 }
 
 // Delete calls Delete of the wrapped backend.
-func (c *Counting) Delete(ctx context.Context, name string) error {
+func (c *Backend) Delete(ctx context.Context, name string) error {
 	c.deletes.Add(1)
 	return c.count(c.b.Delete(ctx, name))
 }
 
 // List calls List of the wrapped backend. An error of fn is returned as it
 // is and not counted as a failed call.
-func (c *Counting) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
+func (c *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
 	c.lists.Add(1)
 	var fnErr error
 	err := c.b.List(ctx, prefix, func(o dstl.ObjectInfo) error {
@@ -115,4 +129,4 @@ func (c *Counting) List(ctx context.Context, prefix string, fn func(dstl.ObjectI
 }
 
 // Close closes the wrapped backend.
-func (c *Counting) Close() error { return c.b.Close() }
+func (c *Backend) Close() error { return c.b.Close() }

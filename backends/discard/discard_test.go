@@ -1,4 +1,4 @@
-package dstltest
+package discard_test
 
 import (
 	"bytes"
@@ -6,12 +6,13 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/dstlgo/dstl/backends/discard"
 	"github.com/dstlgo/dstl/dstl"
 )
 
-func TestDiscard(t *testing.T) {
+func TestBackend(t *testing.T) {
 	ctx := context.Background()
-	var b Discard
+	var b discard.Backend
 	for _, tc := range []struct {
 		name    string
 		call    func() error
@@ -29,8 +30,17 @@ func TestDiscard(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.wantErr)
 		}
 	}
-	// Appends reach it through a storage and cost no I/O.
-	s, err := dstl.New(dstl.DefaultConfig(DiscardID), Discard{})
+	var be *dstl.BackendError
+	if _, err := b.Get(ctx, "a/x", 0, -1); !errors.As(err, &be) || be.Backend != discard.ID || be.Object != "a/x" {
+		t.Errorf("Get: %v, want a backend error naming %q and the object", err, discard.ID)
+	}
+}
+
+// TestStorage checks that appends and persists reach it through a storage
+// and succeed without I/O.
+func TestStorage(t *testing.T) {
+	ctx := context.Background()
+	s, err := dstl.New(dstl.DefaultConfig(discard.ID), discard.Backend{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,41 @@
+// Package discard provides a [dstl.Backend] that stores nothing: it
+// measures the engine's write path without any I/O, as the CLI's bench
+// and the benchmarks of Append do.
+//
+// It breaks the contract of a backend on purpose (what was put cannot be
+// read), so it registers no identifier and serves no reader.
+package discard
+
+import (
+	"context"
+	"io"
+
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// ID names the backend in its errors; give it to [dstl.DefaultConfig].
+const ID = "discard"
+
+// Backend accepts every Put and stores nothing: Get fails with
+// [dstl.ErrNotFound], List lists nothing, Delete and Close do nothing. The
+// zero value is ready to use and safe for concurrent use.
+type Backend struct{}
+
+var _ dstl.Backend = Backend{}
+
+// Put does nothing and succeeds.
+func (Backend) Put(context.Context, string, io.ReaderAt, int64) error { return nil }
+
+// Get fails with an error wrapping [dstl.ErrNotFound].
+func (Backend) Get(_ context.Context, name string, _, _ int64) (io.ReadCloser, error) {
+	return nil, dstl.NewBackendError("get", ID, name, dstl.ErrNotFound)
+}
+
+// Delete does nothing and succeeds.
+func (Backend) Delete(context.Context, string) error { return nil }
+
+// List calls fn for no object.
+func (Backend) List(context.Context, string, func(dstl.ObjectInfo) error) error { return nil }
+
+// Close does nothing.
+func (Backend) Close() error { return nil }

@@ -1,0 +1,203 @@
+// Package objname owns the names of the objects that dstl and its state
+// stores write: it makes them, parses them and reads the time in them.
+// Everything that names or recognises an object (the engine's uploader,
+// the clean-up of local copies, the state stores' checkpointer, the gc
+// command) goes through it, so the scheme lives in one place.
+//
+// Under a job's prefix (see [JobPrefix]) a storage writes three kinds of
+// objects:
+//
+//	PREFIX/UUIDv7.dstl                      a log object (the engine's uploads)
+//	PREFIX/statestore/OPERATOR/UUIDv7.snap  a snapshot object of one operator
+//	PREFIX/.gc-clock-UUID                   gc's clock probe, deleted at once
+//
+// The UUIDs are in their canonical 36-character form. A UUIDv7 starts with
+// the Unix time in milliseconds at which the name was made, so log and
+// snapshot names sort by creation time and [Name.Time] tells how old an
+// object is even where the storage reports no modification time.
+//
+// The package depends on no SDK and not on the engine.
+package objname
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+const (
+	// LogSuffix ends the name of every log object.
+	LogSuffix = ".dstl"
+	// SnapshotSuffix ends the name of every snapshot object.
+	SnapshotSuffix = ".snap"
+	// SnapshotDir is the directory, under a job's prefix, that holds one
+	// directory of snapshot objects per operator.
+	SnapshotDir = "statestore/"
+	// ClockProbePrefix starts the base name of gc's clock probe. It starts
+	// with a dot, so it is no log or snapshot name, and every backend's
+	// name rules allow it.
+	ClockProbePrefix = ".gc-clock-"
+)
+
+// uuidLen is the length of a UUID's canonical form.
+const uuidLen = 36
+
+// Kind says what an object is by its name.
+type Kind uint8
+
+// The kinds of object names.
+const (
+	Other      Kind = iota // not a name of this scheme
+	Log                    // PREFIX/UUIDv7.dstl
+	Snapshot               // PREFIX/statestore/OPERATOR/UUIDv7.snap
+	ClockProbe             // PREFIX/.gc-clock-UUID
+)
+
+// String returns "log", "snapshot", "clock probe" or "other".
+func (k Kind) String() string {
+	switch k {
+	case Log:
+		return "log"
+	case Snapshot:
+		return "snapshot"
+	case ClockProbe:
+		return "clock probe"
+	default:
+		return "other"
+	}
+}
+
+// Name is an object name of the scheme, relative to a job's prefix.
+type Name struct {
+	Kind     Kind
+	ID       uuid.UUID // version 7 for Log and Snapshot; random for ClockProbe
+	Operator string    // of a Snapshot: one name segment, without "/"
+}
+
+// Time returns the time in a log or snapshot name's UUIDv7, in whole
+// milliseconds, or the zero time for another kind.
+func (n Name) Time() time.Time {
+	if n.Kind != Log && n.Kind != Snapshot || n.ID.Version() != 7 {
+		return time.Time{}
+	}
+	sec, nsec := n.ID.Time().UnixTime()
+	return time.Unix(sec, nsec)
+}
+
+// JobPrefix returns the prefix of the names of a job's objects: jobID and
+// a slash, or "" for an empty job id.
+func JobPrefix(jobID string) string {
+	if jobID == "" {
+		return ""
+	}
+	return jobID + "/"
+}
+
+// SnapshotPrefix returns the prefix of the names of operator's snapshot
+// objects under a job's prefix.
+func SnapshotPrefix(prefix, operator string) string {
+	return prefix + SnapshotDir + operator + "/"
+}
+
+// NewLog returns a new log object's name under prefix.
+func NewLog(prefix string) (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("objname: new log object name: %w", err)
+	}
+	return Format(prefix, Name{Kind: Log, ID: id})
+}
+
+// NewSnapshot returns a new name of a snapshot object of operator under a
+// job's prefix. operator must be a non-empty segment without "/".
+func NewSnapshot(prefix, operator string) (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("objname: new snapshot object name: %w", err)
+	}
+	return Format(prefix, Name{Kind: Snapshot, ID: id, Operator: operator})
+}
+
+// NewClockProbe returns a new name of gc's clock probe under prefix: a
+// random UUID, so that probes of concurrent runs never collide.
+func NewClockProbe(prefix string) (string, error) {
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return "", fmt.Errorf("objname: new clock probe name: %w", err)
+	}
+	return Format(prefix, Name{Kind: ClockProbe, ID: id})
+}
+
+// Format returns n's object name under prefix; [Parse] reads it back. It
+// fails for the kind Other, for a log or snapshot ID that is no UUIDv7,
+// and for a snapshot's operator that is empty or holds a "/".
+func Format(prefix string, n Name) (string, error) {
+	switch n.Kind {
+	case Log, Snapshot:
+		if v := n.ID.Version(); v != 7 {
+			return "", fmt.Errorf("objname: a %s name needs a UUIDv7, %s is version %d", n.Kind, n.ID, v)
+		}
+		if n.Kind == Log {
+			return prefix + n.ID.String() + LogSuffix, nil
+		}
+		if n.Operator == "" || strings.Contains(n.Operator, "/") {
+			return "", fmt.Errorf("objname: snapshot operator %q: must be a non-empty name segment without \"/\"", n.Operator)
+		}
+		return SnapshotPrefix(prefix, n.Operator) + n.ID.String() + SnapshotSuffix, nil
+	case ClockProbe:
+		return prefix + ClockProbePrefix + n.ID.String(), nil
+	default:
+		return "", fmt.Errorf("objname: no name of the kind %s", n.Kind)
+	}
+}
+
+// Parse returns what name, an object name under prefix, is. Its Kind is
+// Other for a name outside prefix or of another form: a UUID that is not
+// in its 36-character form, a log or snapshot UUID that is not of version
+// 7, a log name in a directory below prefix, a snapshot name with no
+// operator or in a directory below the operator's. Hexadecimal digits may
+// be of either case.
+func Parse(prefix, name string) Name {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return Name{}
+	}
+	if base, ok := strings.CutSuffix(rest, LogSuffix); ok {
+		if id, ok := parseID(base); ok && id.Version() == 7 {
+			return Name{Kind: Log, ID: id}
+		}
+		return Name{}
+	}
+	if base, ok := strings.CutPrefix(rest, ClockProbePrefix); ok {
+		if id, ok := parseID(base); ok {
+			return Name{Kind: ClockProbe, ID: id}
+		}
+		return Name{}
+	}
+	rest, ok = strings.CutPrefix(rest, SnapshotDir)
+	if !ok {
+		return Name{}
+	}
+	op, base, ok := strings.Cut(rest, "/")
+	if !ok || op == "" {
+		return Name{}
+	}
+	if base, ok := strings.CutSuffix(base, SnapshotSuffix); ok {
+		if id, ok := parseID(base); ok && id.Version() == 7 {
+			return Name{Kind: Snapshot, ID: id, Operator: op}
+		}
+	}
+	return Name{}
+}
+
+// parseID parses a UUID in its canonical 36-character form only (uuid.Parse
+// also takes braces, "urn:uuid:" and the form without dashes).
+func parseID(s string) (uuid.UUID, bool) {
+	if len(s) != uuidLen {
+		return uuid.UUID{}, false
+	}
+	id, err := uuid.Parse(s)
+	return id, err == nil
+}
