@@ -39,10 +39,13 @@ type scheduler struct {
 	over       atomic.Bool   // inFlight >= max; read by Append without the lock
 }
 
-func newScheduler(cfg Config, up Uploader, tr *tracker, log *slog.Logger) *scheduler {
+// newScheduler returns the scheduler of a storage: backend is the storage
+// id that errors name; up stores the batches; tr tracks the objects they
+// were stored in.
+func newScheduler(cfg Config, backend string, up Uploader, tr *tracker, m *metrics, log *slog.Logger) *scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &scheduler{
-		cfg: cfg, uploader: up, tracker: tr, log: log,
+		cfg: cfg, backend: backend, uploader: up, tracker: tr, m: m, log: log,
 		ctx: ctx, cancel: cancel,
 		slots:     make(chan struct{}, cfg.UploadNumThreads),
 		freed:     make(chan struct{}),
