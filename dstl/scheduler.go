@@ -267,11 +267,13 @@ func checkOutput(batch []*UploadTask, out *UploadOutput) error {
 			return fmt.Errorf("%w: results for a task not in the batch, or twice for one", errBadOutput)
 		}
 		delete(inBatch, t)
-		if len(tr.Results) != len(t.ChangeSets) {
-			return fmt.Errorf("%w: %d results for a task of %d change sets of log %s", errBadOutput, len(tr.Results), len(t.ChangeSets), t.LogID)
+		// Judge by the writer's own sets, not ChangeSets, which an
+		// uploader could have changed.
+		if len(tr.Results) != len(t.sets) {
+			return fmt.Errorf("%w: %d results for a task of %d change sets of log %s", errBadOutput, len(tr.Results), len(t.sets), t.LogID)
 		}
 		for j, r := range tr.Results {
-			sqn := SequenceNumber(t.ChangeSets[j].SequenceNumber)
+			sqn := t.sets[j].sqn
 			if r.SequenceNumber != sqn || !objects[r.Object] || r.Length <= 0 || r.Offset < 0 {
 				return fmt.Errorf("%w: result %+v for change set %d of log %s (objects %v)", errBadOutput, r, sqn, t.LogID, out.Objects)
 			}

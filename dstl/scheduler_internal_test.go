@@ -12,6 +12,7 @@ func TestCheckOutput(t *testing.T) {
 		t := &UploadTask{LogID: NewLogID()}
 		for _, n := range sqns {
 			t.ChangeSets = append(t.ChangeSets, &format.ChangeSet{LogID: t.LogID, SequenceNumber: n})
+			t.sets = append(t.sets, &changeSet{sqn: SequenceNumber(n)})
 		}
 		return t
 	}
@@ -45,5 +46,26 @@ func TestCheckOutput(t *testing.T) {
 				t.Fatalf("checkOutput = %v, want %v", err, errBadOutput)
 			}
 		})
+	}
+}
+
+// TestCheckOutputJudgesByTheWritersSets: an uploader that rewrote the
+// change sets it was given is judged by the writer's own sets, not by what
+// it left in ChangeSets.
+func TestCheckOutputJudgesByTheWritersSets(t *testing.T) {
+	task := &UploadTask{LogID: NewLogID()}
+	task.ChangeSets = []*format.ChangeSet{{LogID: task.LogID, SequenceNumber: 107}} // rewritten from 7
+	task.sets = []*changeSet{{sqn: 7}}
+	out := &UploadOutput{
+		Objects: []StoredObject{{Name: "o", Size: 30}},
+		Tasks:   []TaskResult{{task, []UploadResult{{SequenceNumber: 107, Object: "o", Length: 10}}}},
+	}
+	if err := checkOutput([]*UploadTask{task}, out); !errors.Is(err, errBadOutput) {
+		t.Fatalf("checkOutput = %v, want errBadOutput for a result of change set 107 where the writer gave 7", err)
+	}
+	task.ChangeSets = nil // shortened by the uploader
+	out.Tasks[0].Results[0].SequenceNumber = 7
+	if err := checkOutput([]*UploadTask{task}, out); err != nil {
+		t.Fatalf("checkOutput = %v for a result matching the writer's set", err)
 	}
 }
