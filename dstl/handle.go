@@ -228,20 +228,8 @@ func (h *Handle) UnmarshalBinary(data []byte) error {
 }
 
 func decodeHandle(h *Handle, data []byte) error {
-	if len(data) < len(handleMagic) {
-		if strings.HasPrefix(handleMagic, string(data)) {
-			return fmt.Errorf("%w: truncated: %d bytes", ErrInvalidHandle, len(data))
-		}
-		return fmt.Errorf("%w: bad magic %q, want %q", ErrInvalidHandle, data, handleMagic)
-	}
-	if string(data[:len(handleMagic)]) != handleMagic {
-		return fmt.Errorf("%w: bad magic %q, want %q", ErrInvalidHandle, data[:len(handleMagic)], handleMagic)
-	}
-	if len(data) == len(handleMagic) {
-		return fmt.Errorf("%w: truncated: %d bytes", ErrInvalidHandle, len(data))
-	}
-	if v := data[len(handleMagic)]; v != HandleVersion {
-		return fmt.Errorf("%w: unsupported version %d (this build reads version %d)", ErrInvalidHandle, v, HandleVersion)
+	if err := checkHandleHeader(data); err != nil {
+		return err
 	}
 	headerLen := len(handleMagic) + 1
 	if len(data) < headerLen+handleTrailerLen {
@@ -257,69 +245,8 @@ func decodeHandle(h *Handle, data []byte) error {
 	h.LogicalSize = r.int64("logical size")
 	h.StoredSize = r.int64("stored size")
 	h.IncrementalSize = r.int64("incremental size")
-
-	// An object takes at least 2 bytes (length and a non-empty name).
-	objects := make([]string, r.count("object", 2))
-	seen := make(map[string]int, len(objects))
-	for i := range objects {
-		at := r.off
-		objects[i] = r.string("object name")
-		if r.err != nil {
-			break
-		}
-		if objects[i] == "" {
-			r.failAt(at, "empty object name %d", i)
-			break
-		}
-		// The encoder writes each name once: a repeated one would not
-		// re-encode to the same bytes.
-		if j, ok := seen[objects[i]]; ok {
-			r.failAt(at, "object name %d %q repeats object name %d", i, objects[i], j)
-			break
-		}
-		seen[objects[i]] = i
-	}
-	// An entry takes at least 5 bytes (five varints).
-	if n := r.count("entry", 5); n > 0 {
-		h.Entries = make([]HandleEntry, n)
-	}
-	used := 0 // objects used so far: an entry uses an earlier one or the next
-	for i := range h.Entries {
-		if r.err != nil {
-			break
-		}
-		e := &h.Entries[i]
-		at := r.off
-		obj := r.uvarint("object index")
-		if r.err != nil {
-			break
-		}
-		if obj > uint64(used) || obj >= uint64(len(objects)) {
-			r.failAt(at, "entry %d: object index %d, want at most %d of %d objects (objects are numbered by first use)", i, obj, used, len(objects))
-			break
-		}
-		if obj == uint64(used) {
-			used++
-		}
-		e.Object = objects[obj]
-		e.Offset = r.int64("offset")
-		e.Length = r.int64("length")
-		at = r.off
-		sqn := r.uvarint("sequence number")
-		if i > 0 && r.err == nil {
-			prev := uint64(h.Entries[i-1].SequenceNumber)
-			if prev == math.MaxUint64 || sqn > math.MaxUint64-prev-1 {
-				r.failAt(at, "entry %d: sequence number overflows", i)
-				break
-			}
-			sqn += prev + 1
-		}
-		e.SequenceNumber = SequenceNumber(sqn)
-		e.LogicalSize = r.int64("logical size")
-	}
-	if r.err == nil && used != len(objects) {
-		r.fail("%d of %d objects are not used by any entry", len(objects)-used, len(objects))
-	}
+	objects := r.objectNames()
+	h.Entries = r.entries(objects)
 	if r.err != nil {
 		return r.err
 	}
@@ -331,6 +258,101 @@ func decodeHandle(h *Handle, data []byte) error {
 		return fmt.Errorf("%w: checksum mismatch: stored %08x, computed %08x", ErrInvalidHandle, stored, sum)
 	}
 	return nil
+}
+
+// checkHandleHeader checks a binary handle's magic and version.
+func checkHandleHeader(data []byte) error {
+	if len(data) < len(handleMagic) {
+		if strings.HasPrefix(handleMagic, string(data)) {
+			return fmt.Errorf("%w: truncated: %d bytes", ErrInvalidHandle, len(data))
+		}
+		return fmt.Errorf("%w: bad magic %q, want %q", ErrInvalidHandle, data, handleMagic)
+	}
+	if string(data[:len(handleMagic)]) != handleMagic {
+		return fmt.Errorf("%w: bad magic %q, want %q", ErrInvalidHandle, data[:len(handleMagic)], handleMagic)
+	}
+	if len(data) == len(handleMagic) {
+		return fmt.Errorf("%w: truncated: %d bytes", ErrInvalidHandle, len(data))
+	}
+	if v := data[len(handleMagic)]; v != HandleVersion {
+		return fmt.Errorf("%w: unsupported version %d (this build reads version %d)", ErrInvalidHandle, v, HandleVersion)
+	}
+	return nil
+}
+
+// objectNames reads a binary handle's object table: non-empty names, each
+// once.
+func (r *handleReader) objectNames() []string {
+	// An object takes at least 2 bytes (length and a non-empty name).
+	objects := make([]string, r.count("object", 2))
+	seen := make(map[string]int, len(objects))
+	for i := range objects {
+		at := r.off
+		objects[i] = r.string("object name")
+		if r.err != nil {
+			return objects
+		}
+		if objects[i] == "" {
+			r.failAt(at, "empty object name %d", i)
+			return objects
+		}
+		// The encoder writes each name once: a repeated one would not
+		// re-encode to the same bytes.
+		if j, ok := seen[objects[i]]; ok {
+			r.failAt(at, "object name %d %q repeats object name %d", i, objects[i], j)
+			return objects
+		}
+		seen[objects[i]] = i
+	}
+	return objects
+}
+
+// entries reads a binary handle's entries over its object table, and fails
+// unless every object is used.
+func (r *handleReader) entries(objects []string) []HandleEntry {
+	var entries []HandleEntry
+	// An entry takes at least 5 bytes (five varints).
+	if n := r.count("entry", 5); n > 0 {
+		entries = make([]HandleEntry, n)
+	}
+	used := 0 // objects used so far: an entry uses an earlier one or the next
+	for i := range entries {
+		if r.err != nil {
+			return entries
+		}
+		e := &entries[i]
+		at := r.off
+		obj := r.uvarint("object index")
+		if r.err != nil {
+			return entries
+		}
+		if obj > uint64(used) || obj >= uint64(len(objects)) {
+			r.failAt(at, "entry %d: object index %d, want at most %d of %d objects (objects are numbered by first use)", i, obj, used, len(objects))
+			return entries
+		}
+		if obj == uint64(used) {
+			used++
+		}
+		e.Object = objects[obj]
+		e.Offset = r.int64("offset")
+		e.Length = r.int64("length")
+		at = r.off
+		sqn := r.uvarint("sequence number")
+		if i > 0 && r.err == nil {
+			prev := uint64(entries[i-1].SequenceNumber)
+			if prev == math.MaxUint64 || sqn > math.MaxUint64-prev-1 {
+				r.failAt(at, "entry %d: sequence number overflows", i)
+				return entries
+			}
+			sqn += prev + 1
+		}
+		e.SequenceNumber = SequenceNumber(sqn)
+		e.LogicalSize = r.int64("logical size")
+	}
+	if r.err == nil && used != len(objects) {
+		r.fail("%d of %d objects are not used by any entry", len(objects)-used, len(objects))
+	}
+	return entries
 }
 
 // handleReader reads the body of a binary handle. After the first error,
@@ -509,46 +531,17 @@ func (h Handle) MarshalJSON() ([]byte, error) {
 // looked at, and log_id must be a UUID in its 36-character form. Errors
 // wrap [ErrInvalidHandle]. On error, h is left unchanged.
 func (h *Handle) UnmarshalJSON(data []byte) error {
-	var probe struct {
-		Version json.RawMessage `json:"version"`
+	if err := checkHandleJSONVersion(data); err != nil {
+		return err
 	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidHandle, err)
-	}
-	if probe.Version == nil {
-		return fmt.Errorf("%w: missing field \"version\"", ErrInvalidHandle)
-	}
-	var version int
-	if err := json.Unmarshal(probe.Version, &version); err != nil || version != HandleVersion {
-		return fmt.Errorf("%w: unsupported version %s (this build reads version %d)", ErrInvalidHandle, probe.Version, HandleVersion)
-	}
-
 	var j handleJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidHandle, err)
 	}
-	missing := func(field string) error { return fmt.Errorf("%w: missing field %q", ErrInvalidHandle, field) }
-	switch {
-	case j.Storage == nil:
-		return missing("storage")
-	case j.LogID == nil:
-		return missing("log_id")
-	case j.KeyGroups == nil:
-		return missing("key_groups")
-	case j.KeyGroups.Start == nil:
-		return missing("key_groups.start")
-	case j.KeyGroups.End == nil:
-		return missing("key_groups.end")
-	case j.Entries == nil:
-		return missing("entries")
-	case j.LogicalSize == nil:
-		return missing("logical_size")
-	case j.StoredSize == nil:
-		return missing("stored_size")
-	case j.IncrementalSize == nil:
-		return missing("incremental_size")
+	if err := j.checkRequired(); err != nil {
+		return err
 	}
 	logID, err := parseHandleLogID(*j.LogID)
 	if err != nil {
@@ -562,24 +555,88 @@ func (h *Handle) UnmarshalJSON(data []byte) error {
 		StoredSize:      *j.StoredSize,
 		IncrementalSize: *j.IncrementalSize,
 	}
-	if len(*j.Entries) > 0 {
-		d.Entries = make([]HandleEntry, len(*j.Entries))
+	if d.Entries, err = handleEntriesFromJSON(*j.Entries); err != nil {
+		return err
 	}
-	for i, e := range *j.Entries {
-		field := func(name string) error { return missing(fmt.Sprintf("entries[%d].%s", i, name)) }
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	*h = d
+	return nil
+}
+
+// checkHandleJSONVersion rejects a JSON handle without the version this
+// build reads, before anything else is looked at.
+func checkHandleJSONVersion(data []byte) error {
+	var probe struct {
+		Version json.RawMessage `json:"version"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidHandle, err)
+	}
+	if probe.Version == nil {
+		return fmt.Errorf("%w: missing field \"version\"", ErrInvalidHandle)
+	}
+	var version int
+	if err := json.Unmarshal(probe.Version, &version); err != nil || version != HandleVersion {
+		return fmt.Errorf("%w: unsupported version %s (this build reads version %d)", ErrInvalidHandle, probe.Version, HandleVersion)
+	}
+	return nil
+}
+
+// missingField is the error of a JSON handle without field.
+func missingField(field string) error {
+	return fmt.Errorf("%w: missing field %q", ErrInvalidHandle, field)
+}
+
+// checkRequired fails naming the first required field of the handle
+// that is missing (the version is checked before).
+func (j *handleJSON) checkRequired() error {
+	switch {
+	case j.Storage == nil:
+		return missingField("storage")
+	case j.LogID == nil:
+		return missingField("log_id")
+	case j.KeyGroups == nil:
+		return missingField("key_groups")
+	case j.KeyGroups.Start == nil:
+		return missingField("key_groups.start")
+	case j.KeyGroups.End == nil:
+		return missingField("key_groups.end")
+	case j.Entries == nil:
+		return missingField("entries")
+	case j.LogicalSize == nil:
+		return missingField("logical_size")
+	case j.StoredSize == nil:
+		return missingField("stored_size")
+	case j.IncrementalSize == nil:
+		return missingField("incremental_size")
+	}
+	return nil
+}
+
+// handleEntriesFromJSON converts a JSON handle's entries, failing naming
+// the first missing field; no entries give nil.
+func handleEntriesFromJSON(entries []handleEntryJSON) ([]HandleEntry, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	out := make([]HandleEntry, len(entries))
+	for i, e := range entries {
+		field := func(name string) error { return missingField(fmt.Sprintf("entries[%d].%s", i, name)) }
 		switch {
 		case e.Object == nil:
-			return field("object")
+			return nil, field("object")
 		case e.Offset == nil:
-			return field("offset")
+			return nil, field("offset")
 		case e.Length == nil:
-			return field("length")
+			return nil, field("length")
 		case e.SQN == nil:
-			return field("sqn")
+			return nil, field("sqn")
 		case e.LogicalSize == nil:
-			return field("logical_size")
+			return nil, field("logical_size")
 		}
-		d.Entries[i] = HandleEntry{
+		out[i] = HandleEntry{
 			Object:         *e.Object,
 			Offset:         *e.Offset,
 			Length:         *e.Length,
@@ -587,11 +644,7 @@ func (h *Handle) UnmarshalJSON(data []byte) error {
 			LogicalSize:    *e.LogicalSize,
 		}
 	}
-	if err := d.Validate(); err != nil {
-		return err
-	}
-	*h = d
-	return nil
+	return out, nil
 }
 
 // parseHandleLogID parses a log id in the 36-character UUID form

@@ -27,12 +27,15 @@ type metrics struct {
 	localDiscards          metric.Int64Counter // local copies deleted once nothing needed them
 	localDiscardFailures   metric.Int64Counter
 
-	registration metric.Registration
+	meter        metric.Meter
+	queueSize    metric.Int64ObservableGauge // tasks waiting for the batching window
+	inFlight     metric.Int64ObservableGauge // bytes queued or being uploaded
+	registration metric.Registration         // of the gauges' callback, once observed
 }
 
-// newMetrics creates the instruments. queueSize and inFlight are read when
-// a reader collects.
-func newMetrics(mp metric.MeterProvider, queueSize, inFlight func() int64) (*metrics, error) {
+// newMetrics creates the instruments. The gauges report once observe names
+// what they read.
+func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	m := mp.Meter(meterName)
 	var errs []error
 	i64c := func(name, unit, desc string) metric.Int64Counter {
@@ -62,24 +65,35 @@ func newMetrics(mp metric.MeterProvider, queueSize, inFlight func() int64) (*met
 		metric.WithDescription("Time from the first attempt of an upload to its success."))
 	errs = append(errs, err)
 	ms.uploadLatency = lat
-	queue, err := m.Int64ObservableGauge("dstl.upload.queue_size", metric.WithUnit("{task}"),
+	ms.meter = m
+	ms.queueSize, err = m.Int64ObservableGauge("dstl.upload.queue_size", metric.WithUnit("{task}"),
 		metric.WithDescription("Upload tasks waiting for the batching window to close."))
 	errs = append(errs, err)
-	flight, err := m.Int64ObservableGauge("dstl.upload.in_flight", metric.WithUnit("By"),
+	ms.inFlight, err = m.Int64ObservableGauge("dstl.upload.in_flight", metric.WithUnit("By"),
 		metric.WithDescription("Bytes queued or being uploaded."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	ms.registration, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(queue, queueSize())
-		o.ObserveInt64(flight, inFlight())
-		return nil
-	}, queue, flight)
-	if err != nil {
-		return nil, err
-	}
 	return ms, nil
 }
 
-func (m *metrics) close() error { return m.registration.Unregister() }
+// observe makes the gauges report queueSize and inFlight, read when a
+// reader collects.
+func (m *metrics) observe(queueSize, inFlight func() int64) error {
+	reg, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(m.queueSize, queueSize())
+		o.ObserveInt64(m.inFlight, inFlight())
+		return nil
+	}, m.queueSize, m.inFlight)
+	m.registration = reg
+	return err
+}
+
+// close stops the gauges' reports.
+func (m *metrics) close() error {
+	if m.registration == nil {
+		return nil
+	}
+	return m.registration.Unregister()
+}

@@ -2,13 +2,18 @@ package dstl_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstltest"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/goleak"
 )
 
 // TestMetrics checks the instruments through an OpenTelemetry SDK reader:
@@ -132,4 +137,31 @@ func collectMetrics(t *testing.T, reader sdkmetric.Reader) map[string]int64 {
 		}
 	}
 	return got
+}
+
+// failingMeterProvider's meters refuse callbacks, so a storage cannot
+// register its gauges.
+type failingMeterProvider struct{ noop.MeterProvider }
+
+func (failingMeterProvider) Meter(string, ...metric.MeterOption) metric.Meter { return failingMeter{} }
+
+type failingMeter struct{ noop.Meter }
+
+func (failingMeter) RegisterCallback(metric.Callback, ...metric.Observable) (metric.Registration, error) {
+	return nil, errors.New("callbacks refused")
+}
+
+// TestNewFailsOnGaugesCleanly: when the gauges cannot be registered, New
+// fails naming the metrics, and the parts built before stop their
+// goroutines.
+func TestNewFailsOnGaugesCleanly(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s, err := dstl.New(testConfig(), dstltest.NewBackend(), dstl.WithMeterProvider(failingMeterProvider{}))
+	if err == nil {
+		s.Close()
+		t.Fatal("New succeeded with a meter that refuses callbacks")
+	}
+	if !strings.Contains(err.Error(), "metrics") || !strings.Contains(err.Error(), "callbacks refused") {
+		t.Fatalf("error = %v, want it to name the metrics and the cause", err)
+	}
 }

@@ -19,6 +19,37 @@ type attemptResult struct {
 	err error
 }
 
+// uploadOutcome is how the upload of one batch ended: out on success,
+// err otherwise. settled is closed once every attempt has returned; it is
+// nil when the storage closed while attempts may still run.
+type uploadOutcome struct {
+	out     *UploadOutput
+	settled <-chan struct{}
+	err     error
+}
+
+// uploadRun is the state of one batch upload's attempts. Only the goroutine
+// running uploadWithRetries touches it, except lastLoser (see losers).
+type uploadRun struct {
+	s           *scheduler
+	batch       []*UploadTask
+	maxAttempts int
+	timeout     time.Duration // 0: no hedging and no give-up on time
+	delays      backoff.BackOff
+	begin       time.Time
+
+	results          chan attemptResult
+	cancels          []context.CancelFunc
+	started, running int
+	hedge            *time.Timer      // fires when the latest attempt has run for the timeout
+	retry            <-chan time.Time // a scheduled attempt after an error
+	stop             bool             // a permanent error: start no more attempts
+	lastErr          error            // the latest attempt error seen
+	// lastLoser is the error of the latest attempt that losers saw fail;
+	// read it only once losers' channel is closed.
+	lastLoser attemptResult
+}
+
 // uploadWithRetries runs the attempts of one batch upload.
 //
 // With the fixed policy, an attempt that has not ended after upload.timeout
@@ -37,152 +68,191 @@ type attemptResult struct {
 // failed change sets back to their writers only then. It is nil when the
 // storage closed while attempts may still run.
 func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, settled <-chan struct{}, err error) {
-	maxAttempts := s.cfg.UploadMaxAttempts
-	timeout := s.cfg.UploadTimeout
+	r := s.newUploadRun(batch)
+	defer r.hedge.Stop()
+	r.start()
+	for {
+		var end *uploadOutcome
+		select {
+		case a := <-r.results:
+			end = r.onResult(a)
+		case <-r.hedge.C:
+			end = r.onHedge()
+		case <-r.retry:
+			end = r.onRetry()
+		case <-s.ctx.Done():
+			r.losers()
+			end = &uploadOutcome{err: fmt.Errorf("dstl: upload: storage %w", ErrClosed)}
+		}
+		if end != nil {
+			return end.out, end.settled, end.err
+		}
+	}
+}
+
+// newUploadRun applies the retry policy to the batch's upload.
+func (s *scheduler) newUploadRun(batch []*UploadTask) *uploadRun {
+	maxAttempts, timeout := s.cfg.UploadMaxAttempts, s.cfg.UploadTimeout
 	if s.cfg.RetryPolicy == RetryNone || maxAttempts < 1 {
 		maxAttempts, timeout = 1, 0
 	}
-	delays := backoff.WithContext(backoff.NewConstantBackOff(s.cfg.UploadNextAttemptDelay), s.ctx)
-
-	results := make(chan attemptResult, maxAttempts)
-	cancels := make([]context.CancelFunc, 0, maxAttempts)
-	started, running := 0, 0
-	begin := time.Now()
-
-	// hedge fires when the latest attempt has run for the timeout.
 	hedge := time.NewTimer(time.Hour)
 	hedge.Stop()
-	defer hedge.Stop()
-	var retry <-chan time.Time // a scheduled attempt after an error
-	stop := false              // a permanent error: start no more attempts
+	return &uploadRun{
+		s: s, batch: batch, maxAttempts: maxAttempts, timeout: timeout,
+		delays:  backoff.WithContext(backoff.NewConstantBackOff(s.cfg.UploadNextAttemptDelay), s.ctx),
+		begin:   time.Now(),
+		results: make(chan attemptResult, maxAttempts),
+		cancels: make([]context.CancelFunc, 0, maxAttempts),
+		hedge:   hedge,
+	}
+}
 
-	start := func() {
-		started++
-		running++
-		ctx, cancel := context.WithCancel(s.ctx)
-		cancels = append(cancels, cancel)
-		s.m.uploadRequests.Add(s.ctx, 1)
-		go func(n int) {
-			out, err := s.uploader.Upload(ctx, batch)
-			if err == nil {
-				if err = checkOutput(batch, out); err != nil && out != nil {
-					for _, obj := range out.Objects {
-						s.tracker.discardNow(obj)
-					}
-					out = nil
-				}
+// start starts the next attempt and restarts the hedge timer.
+func (r *uploadRun) start() {
+	r.started++
+	r.running++
+	ctx, cancel := context.WithCancel(r.s.ctx)
+	r.cancels = append(r.cancels, cancel)
+	r.s.m.uploadRequests.Add(r.s.ctx, 1)
+	go r.attempt(ctx, r.started)
+	if r.timeout > 0 {
+		r.hedge.Reset(r.timeout)
+	}
+}
+
+// attempt makes attempt n and reports its result. An output that breaks
+// the uploader's contract fails the attempt, and its objects are discarded.
+func (r *uploadRun) attempt(ctx context.Context, n int) {
+	out, err := r.s.uploader.Upload(ctx, r.batch)
+	if err == nil {
+		if err = checkOutput(r.batch, out); err != nil && out != nil {
+			for _, obj := range out.Objects {
+				r.s.tracker.discardNow(obj)
 			}
-			results <- attemptResult{n: n, out: out, err: err}
-		}(started)
-		if timeout > 0 {
-			hedge.Reset(timeout)
+			out = nil
 		}
 	}
-	// lastLoser is the error of the latest attempt that losers saw fail;
-	// read it only once losers' channel is closed.
-	var lastLoser attemptResult
-	// losers cancels the attempts still running and discards whatever they
-	// stored once they end; the returned channel closes then.
-	losers := func() chan struct{} {
-		for _, c := range cancels {
-			c()
+	r.results <- attemptResult{n: n, out: out, err: err}
+}
+
+// onResult handles an attempt's end: a success wins; an error schedules the
+// next attempt after the delay unless it is permanent or none may start,
+// and fails the batch when nothing is left running or scheduled.
+func (r *uploadRun) onResult(a attemptResult) *uploadOutcome {
+	r.running--
+	if a.err == nil {
+		settled := r.losers()
+		r.s.record(r.batch, a, r.started, r.begin)
+		return &uploadOutcome{out: a.out, settled: settled}
+	}
+	r.lastErr = a.err
+	r.s.log.Warn("dstl: upload attempt failed", "attempt", a.n, "of", r.maxAttempts, "tasks", len(r.batch), "err", a.err)
+	if !retryable(a.err) {
+		r.stop = true
+		r.retry = nil
+	} else if r.retry == nil && r.started < r.maxAttempts && r.s.ctx.Err() == nil {
+		if d := r.delays.NextBackOff(); d != backoff.Stop {
+			r.retry = time.After(d)
 		}
-		done := make(chan struct{})
-		if running == 0 {
-			close(done)
-			return done
-		}
-		n := running
-		running = 0
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer close(done)
-			for range n {
-				r := <-results
-				if r.err != nil {
-					if r.n > lastLoser.n {
-						lastLoser = r
-					}
-					continue
-				}
-				for _, obj := range r.out.Objects {
-					s.log.Debug("dstl: discarding a losing attempt's object", "object", obj.Name, "attempt", r.n)
-					s.tracker.discardNow(obj)
-				}
-			}
-		}()
+	}
+	if r.running == 0 && r.retry == nil {
+		return r.fail(r.lastErr)
+	}
+	return nil
+}
+
+// onHedge handles the latest attempt running for the timeout (or having
+// ended): another attempt starts beside it if one may, else the batch
+// gives up.
+func (r *uploadRun) onHedge() *uploadOutcome {
+	switch {
+	case r.running == 0 || r.retry != nil:
+		// The attempt after the delay restarts the clock.
+		return nil
+	case !r.stop && r.started < r.maxAttempts:
+		r.s.log.Debug("dstl: upload attempt timed out; starting another beside it", "attempt", r.started, "timeout", r.timeout)
+		r.start()
+		return nil
+	case r.lastErr != nil:
+		return r.fail(r.lastErr)
+	default:
+		return r.giveUpTimedOut()
+	}
+}
+
+// onRetry starts the attempt scheduled after an error, or fails the batch
+// when none may start and nothing is running.
+func (r *uploadRun) onRetry() *uploadOutcome {
+	r.retry = nil
+	if !r.stop && r.started < r.maxAttempts {
+		r.start()
+	} else if r.running == 0 {
+		return r.fail(r.lastErr)
+	}
+	return nil
+}
+
+// giveUpTimedOut fails the batch once no attempt may start any more and the
+// last one ran out of time, rather than wait forever. It cancels the
+// attempts and waits for them (the caller would anyway, before handing the
+// change sets back), so that the error says what the last one was going
+// through.
+func (r *uploadRun) giveUpTimedOut() *uploadOutcome {
+	r.s.m.totalAttemptsPerUpload.Record(r.s.ctx, int64(r.started))
+	settled := r.losers()
+	<-settled
+	cause := fmt.Errorf("every attempt ran past upload.timeout (%v): %w", r.timeout, context.DeadlineExceeded)
+	if r.lastLoser.err != nil {
+		// %v: the loser's error is mostly the cancellation the engine
+		// caused, not the caller's.
+		cause = fmt.Errorf("every attempt ran past upload.timeout (%v): %w; attempt %d, cancelled, ended with: %v",
+			r.timeout, context.DeadlineExceeded, r.lastLoser.n, r.lastLoser.err)
+	}
+	return &uploadOutcome{settled: settled, err: r.s.uploadError(len(r.batch), r.started, cause)}
+}
+
+// fail fails the batch with cause, after cancelling what still runs.
+func (r *uploadRun) fail(cause error) *uploadOutcome {
+	r.s.m.totalAttemptsPerUpload.Record(r.s.ctx, int64(r.started))
+	return &uploadOutcome{settled: r.losers(), err: r.s.uploadError(len(r.batch), r.started, cause)}
+}
+
+// losers cancels the attempts still running and discards whatever they
+// stored once they end; the returned channel closes then.
+func (r *uploadRun) losers() chan struct{} {
+	for _, c := range r.cancels {
+		c()
+	}
+	done := make(chan struct{})
+	if r.running == 0 {
+		close(done)
 		return done
 	}
-	fail := func(cause error) (*UploadOutput, <-chan struct{}, error) {
-		s.m.totalAttemptsPerUpload.Record(s.ctx, int64(started))
-		return nil, losers(), s.uploadError(len(batch), started, cause)
-	}
-
-	var lastErr error
-	start()
-	for {
-		select {
-		case r := <-results:
-			running--
-			if r.err == nil {
-				settled := losers()
-				s.record(batch, r, started, begin)
-				return r.out, settled, nil
-			}
-			lastErr = r.err
-			s.log.Warn("dstl: upload attempt failed", "attempt", r.n, "of", maxAttempts, "tasks", len(batch), "err", r.err)
-			if !retryable(r.err) {
-				stop = true
-				retry = nil
-			} else if retry == nil && started < maxAttempts && s.ctx.Err() == nil {
-				if d := delays.NextBackOff(); d != backoff.Stop {
-					retry = time.After(d)
-				}
-			}
-			if running == 0 && retry == nil {
-				return fail(lastErr)
-			}
-		case <-hedge.C:
-			// The latest attempt has run for the timeout (or ended).
-			switch {
-			case running == 0 || retry != nil:
-				// The attempt after the delay restarts the clock.
-			case !stop && started < maxAttempts:
-				s.log.Debug("dstl: upload attempt timed out; starting another beside it", "attempt", started, "timeout", timeout)
-				start()
-			default:
-				// No attempt may start any more and the last one ran out
-				// of time: give up rather than wait forever.
-				if lastErr != nil {
-					return fail(lastErr)
-				}
-				// Cancel the attempts and wait for them (the caller would
-				// anyway, before handing the change sets back), so that
-				// the error says what the last one was going through.
-				s.m.totalAttemptsPerUpload.Record(s.ctx, int64(started))
-				settled := losers()
-				<-settled
-				cause := fmt.Errorf("every attempt ran past upload.timeout (%v): %w", timeout, context.DeadlineExceeded)
-				if lastLoser.err != nil {
-					// %v: the loser's error is mostly the cancellation
-					// the engine caused, not the caller's.
-					cause = fmt.Errorf("every attempt ran past upload.timeout (%v): %w; attempt %d, cancelled, ended with: %v",
-						timeout, context.DeadlineExceeded, lastLoser.n, lastLoser.err)
-				}
-				return nil, settled, s.uploadError(len(batch), started, cause)
-			}
-		case <-retry:
-			retry = nil
-			if !stop && started < maxAttempts {
-				start()
-			} else if running == 0 {
-				return fail(lastErr)
-			}
-		case <-s.ctx.Done():
-			losers()
-			return nil, nil, fmt.Errorf("dstl: upload: storage %w", ErrClosed)
+	n := r.running
+	r.running = 0
+	r.s.wg.Add(1)
+	go func() {
+		defer r.s.wg.Done()
+		defer close(done)
+		for range n {
+			r.collectLoser(<-r.results)
 		}
+	}()
+	return done
+}
+
+// collectLoser notes a losing attempt's error or discards what it stored.
+func (r *uploadRun) collectLoser(a attemptResult) {
+	if a.err != nil {
+		if a.n > r.lastLoser.n {
+			r.lastLoser = a
+		}
+		return
+	}
+	for _, obj := range a.out.Objects {
+		r.s.log.Debug("dstl: discarding a losing attempt's object", "object", obj.Name, "attempt", a.n)
+		r.s.tracker.discardNow(obj)
 	}
 }
 

@@ -39,10 +39,13 @@ type scheduler struct {
 	over       atomic.Bool   // inFlight >= max; read by Append without the lock
 }
 
-func newScheduler(cfg Config, up Uploader, tr *tracker, log *slog.Logger) *scheduler {
+// newScheduler returns the scheduler of a storage: backend is the storage
+// id that errors name; up stores the batches; tr tracks the objects they
+// were stored in.
+func newScheduler(cfg Config, backend string, up Uploader, tr *tracker, m *metrics, log *slog.Logger) *scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &scheduler{
-		cfg: cfg, uploader: up, tracker: tr, log: log,
+		cfg: cfg, backend: backend, uploader: up, tracker: tr, m: m, log: log,
 		ctx: ctx, cancel: cancel,
 		slots:     make(chan struct{}, cfg.UploadNumThreads),
 		freed:     make(chan struct{}),
@@ -176,7 +179,7 @@ func (s *scheduler) runBatch(batch []*UploadTask) {
 	}
 	recycle := func() {
 		for _, t := range batch {
-			t.writer.recycle(t)
+			t.release()
 		}
 	}
 	select {
@@ -199,8 +202,8 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 	}
 	if err == nil {
 		refs := map[string]int{}
-		for _, rs := range out.Results {
-			for _, r := range rs {
+		for _, tr := range out.Tasks {
+			for _, r := range tr.Results {
 				refs[r.Object]++
 			}
 		}
@@ -222,12 +225,14 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 	s.freed = make(chan struct{})
 	s.updateAvailabilityLocked()
 	s.mu.Unlock()
-	for i, t := range batch {
-		if err != nil {
-			t.writer.uploadFailed(t, err)
-		} else {
-			t.writer.uploadCompleted(t, out.Results[i])
+	if err != nil {
+		for _, t := range batch {
+			t.done(nil, err)
 		}
+		return
+	}
+	for _, tr := range out.Tasks {
+		tr.Task.done(tr.Results, nil)
 	}
 }
 
@@ -238,24 +243,39 @@ func (s *scheduler) closing(err error) bool {
 	return s.ctx.Err() != nil && (errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled))
 }
 
-// checkOutput verifies that an uploader returned one result per change set
-// of every task.
-// (A wrapping uploader with a bug is not helped by another attempt.)
+// checkOutput verifies that an uploader returned, for every task of the
+// batch and no other, one result per change set, each in an object it
+// wrote. (A wrapping uploader with a bug is not helped by another attempt.)
 func checkOutput(batch []*UploadTask, out *UploadOutput) error {
-	if out == nil || len(out.Results) != len(batch) {
-		return fmt.Errorf("%w: results for %d of %d tasks", errBadOutput, resultsLen(out), len(batch))
+	if out == nil {
+		return fmt.Errorf("%w: no output for %d tasks", errBadOutput, len(batch))
+	}
+	if len(out.Tasks) != len(batch) {
+		return fmt.Errorf("%w: results for %d of %d tasks", errBadOutput, len(out.Tasks), len(batch))
+	}
+	inBatch := make(map[*UploadTask]bool, len(batch))
+	for _, t := range batch {
+		inBatch[t] = true
 	}
 	objects := make(map[string]bool, len(out.Objects))
 	for _, o := range out.Objects {
 		objects[o.Name] = true
 	}
-	for i, t := range batch {
-		if len(out.Results[i]) != len(t.ChangeSets) {
-			return fmt.Errorf("%w: %d results for a task of %d change sets", errBadOutput, len(out.Results[i]), len(t.ChangeSets))
+	for _, tr := range out.Tasks {
+		t := tr.Task
+		if !inBatch[t] {
+			return fmt.Errorf("%w: results for a task not in the batch, or twice for one", errBadOutput)
 		}
-		for j, r := range out.Results[i] {
-			if r.SequenceNumber != t.sets[j].sqn || !objects[r.Object] || r.Length <= 0 || r.Offset < 0 {
-				return fmt.Errorf("%w: result %+v for change set %d of log %s (objects %v)", errBadOutput, r, t.sets[j].sqn, t.LogID, out.Objects)
+		delete(inBatch, t)
+		// Judge by the writer's own sets, not ChangeSets, which an
+		// uploader could have changed.
+		if len(tr.Results) != len(t.sets) {
+			return fmt.Errorf("%w: %d results for a task of %d change sets of log %s", errBadOutput, len(tr.Results), len(t.sets), t.LogID)
+		}
+		for j, r := range tr.Results {
+			sqn := t.sets[j].sqn
+			if r.SequenceNumber != sqn || !objects[r.Object] || r.Length <= 0 || r.Offset < 0 {
+				return fmt.Errorf("%w: result %+v for change set %d of log %s (objects %v)", errBadOutput, r, sqn, t.LogID, out.Objects)
 			}
 		}
 	}
@@ -264,13 +284,6 @@ func checkOutput(batch []*UploadTask, out *UploadOutput) error {
 
 // errBadOutput: an uploader broke its contract.
 var errBadOutput = errors.New("dstl: uploader returned an invalid output")
-
-func resultsLen(out *UploadOutput) int {
-	if out == nil {
-		return 0
-	}
-	return len(out.Results)
-}
 
 func (s *scheduler) updateAvailabilityLocked() {
 	over := s.inFlight >= s.cfg.UploadMaxInFlight

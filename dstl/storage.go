@@ -107,13 +107,54 @@ func newStorage(ctx context.Context, cfg Config, backend Backend, opts ...Option
 	if o.meterProvider == nil {
 		o.meterProvider = otel.GetMeterProvider()
 	}
-	up := Uploader(NewBackendUploader(backend, cfg))
-	var local Backend
-	var closeLocal io.Closer
+	up, local, closeLocal, err := buildUploader(ctx, cfg, backend, o)
+	if err != nil {
+		return nil, err
+	}
+	// Parts in dependency order: metrics, the tracker (which records into
+	// them), the scheduler (which tracks objects), the gauges (which read
+	// the scheduler), the storage.
+	m, err := newMetrics(o.meterProvider)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("dstl: metrics: %w", err), closeIfSet(closeLocal))
+	}
+	var localDelete func(context.Context, string) error
+	if local != nil {
+		localDelete = local.Delete
+	}
+	tr := newTracker(cfg.DiscardNumThreads, up.Discard, localDelete, o.logger, m)
+	sched := newScheduler(cfg, o.storageID, up, tr, m, o.logger)
+	if err := m.observe(sched.QueueSize, sched.InFlight); err != nil {
+		sched.close()
+		tr.close()
+		return nil, errors.Join(fmt.Errorf("dstl: metrics: %w", err), closeIfSet(closeLocal))
+	}
+	return &Storage{
+		cfg:         cfg,
+		id:          o.storageID,
+		backend:     backend,
+		uploader:    up,
+		local:       local,
+		closeLocal:  closeLocal,
+		opened:      time.Now(),
+		sched:       sched,
+		tracker:     tr,
+		m:           m,
+		log:         o.logger,
+		readerCache: newRangeCache(cfg.CacheIdleTimeout, DefaultCacheLimit),
+		buffers:     newBufferPool(2 * cfg.UploadNumThreads),
+		writers:     map[*Writer]struct{}{},
+	}, nil
+}
+
+// buildUploader returns the storage's uploader: the default one, or local
+// recovery's when it is enabled, wrapped by WithUploader; local is the
+// backend of local copies (nil without), closeLocal what Close closes last.
+func buildUploader(ctx context.Context, cfg Config, backend Backend, o options) (up Uploader, local Backend, closeLocal io.Closer, err error) {
+	up = NewBackendUploader(backend, cfg)
 	if cfg.LocalRecoveryEnabled {
-		var err error
 		if up, err = openLocalRecovery(ctx, LocalRecoveryParams{Config: cfg, Remote: backend, Logger: o.logger, MeterProvider: o.meterProvider}); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		local = up.(LocalCopier).LocalBackend()
 		closeLocal, _ = up.(io.Closer)
@@ -124,38 +165,15 @@ func newStorage(ctx context.Context, cfg Config, backend Backend, opts ...Option
 			local = lc.LocalBackend()
 		}
 	}
-	s := &Storage{
-		cfg:        cfg,
-		id:         o.storageID,
-		backend:    backend,
-		uploader:   up,
-		local:      local,
-		closeLocal: closeLocal,
-		opened:     time.Now(),
-		log:        o.logger,
-		writers:    map[*Writer]struct{}{},
+	return up, local, closeLocal, nil
+}
+
+// closeIfSet closes c unless it is nil.
+func closeIfSet(c io.Closer) error {
+	if c == nil {
+		return nil
 	}
-	s.sched = newScheduler(cfg, up, nil, s.log)
-	s.sched.backend = o.storageID
-	m, err := newMetrics(o.meterProvider, s.sched.QueueSize, s.sched.InFlight)
-	if err != nil {
-		s.sched.close()
-		if closeLocal != nil {
-			err = errors.Join(err, closeLocal.Close())
-		}
-		return nil, fmt.Errorf("dstl: metrics: %w", err)
-	}
-	s.m = m
-	s.sched.m = m
-	var localDelete func(context.Context, string) error
-	if local != nil {
-		localDelete = local.Delete
-	}
-	s.tracker = newTracker(cfg.DiscardNumThreads, up.Discard, localDelete, s.log, m)
-	s.sched.tracker = s.tracker
-	s.readerCache = newRangeCache(cfg.CacheIdleTimeout, DefaultCacheLimit)
-	s.buffers = newBufferPool(2 * cfg.UploadNumThreads)
-	return s, nil
+	return c.Close()
 }
 
 // NewWriter opens a writer for one operator instance owning the key groups

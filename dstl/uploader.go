@@ -17,8 +17,10 @@ import (
 // or to inject faults in tests).
 type Uploader interface {
 	// Upload makes one attempt at storing every task of the batch. On
-	// success it returns, for each task in order, one result per change set
-	// of the task, and the objects it wrote. When the attempt's context is
+	// success it returns, for each task, one result per change set of the
+	// task (see [UploadOutput.Tasks]), and the objects it wrote. Several
+	// attempts at one batch may run at once: an uploader writes its results
+	// into the output, never into the tasks. When the attempt's context is
 	// cancelled, the uploader should stop and leave nothing behind; if it
 	// wrote objects anyway, the scheduler discards them.
 	Upload(ctx context.Context, tasks []*UploadTask) (*UploadOutput, error)
@@ -36,17 +38,39 @@ type UploadTask struct {
 	// LogicalSize is the size of the change sets' changes, in bytes.
 	LogicalSize int64
 
-	// engine side: who to tell
-	writer *Writer
-	sets   []*changeSet
+	// engine side, set by the writer that made the task
+	sets  []*changeSet
+	build func() []*format.ChangeSet // builds ChangeSets, off the writer's lock
+	// done takes the task's outcome, once: its results (one per change set,
+	// in order) or the error that failed it.
+	done func(results []UploadResult, err error)
+	// release runs once every attempt at the task has ended: no upload
+	// reads its change sets any more.
+	release func()
+}
+
+// prepare builds the task's change sets for the uploader, once.
+func (t *UploadTask) prepare() {
+	if t.ChangeSets == nil {
+		t.ChangeSets = t.build()
+	}
 }
 
 // UploadOutput is what one successful attempt stored.
 type UploadOutput struct {
 	// Objects lists every object the attempt wrote.
 	Objects []StoredObject
-	// Results holds, per task, one result per change set, in order.
-	Results [][]UploadResult
+	// Tasks holds the results of each task of the batch, one entry per
+	// task, in any order.
+	Tasks []TaskResult
+}
+
+// TaskResult says where the change sets of one task were stored.
+type TaskResult struct {
+	// Task is the task, as the uploader received it.
+	Task *UploadTask
+	// Results holds one result per change set of the task, in order.
+	Results []UploadResult
 }
 
 // StoredObject is one object written by an upload attempt.
@@ -121,7 +145,7 @@ func (u *BackendUploader) Upload(ctx context.Context, tasks []*UploadTask) (*Upl
 	}()
 	buf, enc := sc.buf, sc.enc
 	enc.Reset(buf, format.EncoderOptions{Compression: u.compression})
-	out := &UploadOutput{Results: make([][]UploadResult, len(tasks))}
+	out := &UploadOutput{Tasks: make([]TaskResult, len(tasks))}
 	for i, t := range tasks {
 		rs := make([]UploadResult, len(t.ChangeSets))
 		for j, cs := range t.ChangeSets {
@@ -132,7 +156,7 @@ func (u *BackendUploader) Upload(ctx context.Context, tasks []*UploadTask) (*Upl
 			rs[j] = UploadResult{SequenceNumber: SequenceNumber(cs.SequenceNumber), Object: name,
 				Offset: fi.Offset, Length: fi.Length, LogicalSize: fi.LogicalSize}
 		}
-		out.Results[i] = rs
+		out.Tasks[i] = TaskResult{Task: t, Results: rs}
 	}
 	if err := enc.Close(); err != nil {
 		return nil, fmt.Errorf("dstl: encode %s: %w", name, err)

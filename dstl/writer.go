@@ -303,7 +303,16 @@ func (w *Writer) newTaskLocked(sets []*changeSet) *UploadTask {
 	if len(sets) == 0 {
 		return nil
 	}
-	t := &UploadTask{LogID: w.logID, writer: w, sets: sets}
+	t := &UploadTask{LogID: w.logID, sets: sets}
+	t.build = func() []*format.ChangeSet { return w.group(t) }
+	t.done = func(results []UploadResult, err error) {
+		if err != nil {
+			w.uploadFailed(t, err)
+		} else {
+			w.uploadCompleted(t, results)
+		}
+	}
+	t.release = func() { w.recycle(t) }
 	for _, cs := range sets {
 		cs.state = setUploading
 		cs.task = t
@@ -313,17 +322,15 @@ func (w *Writer) newTaskLocked(sets []*changeSet) *UploadTask {
 	return t
 }
 
-// prepare builds the task's change sets for the uploader. The scheduler
-// calls it off the writer's lock: while a set is uploading, its task owns
-// its buffers (Truncate and Close leave them alone).
-func (t *UploadTask) prepare() {
-	if t.ChangeSets != nil {
-		return
-	}
-	t.ChangeSets = make([]*format.ChangeSet, len(t.sets))
+// group builds the task's change sets for the uploader. It runs off the
+// writer's lock: while a set is uploading, its task owns its buffers
+// (Truncate and Close leave them alone).
+func (w *Writer) group(t *UploadTask) []*format.ChangeSet {
+	out := make([]*format.ChangeSet, len(t.sets))
 	for i, cs := range t.sets {
-		t.ChangeSets[i] = cs.group(t.LogID, t.writer.groups)
+		out[i] = cs.group(w.logID, w.groups)
 	}
+	return out
 }
 
 // group orders the set's changes by key group, metadata first, each group

@@ -174,7 +174,8 @@ func (u *Uploader) Upload(ctx context.Context, tasks []*dstl.UploadTask) (*dstl.
 			continue
 		}
 		obj.LocalName = obj.Name
-		for _, rs := range out.Results {
+		for _, tr := range out.Tasks {
+			rs := tr.Results
 			for j := range rs {
 				if rs[j].Object == obj.Name {
 					rs[j].LocalObject = obj.Name
