@@ -131,8 +131,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		b.transport = http.DefaultTransport.(*http.Transport).Clone()
-		b.transport.ResponseHeaderTimeout = cfg.Request.ResponseTimeout
-		hc = &http.Client{Transport: b.transport}
+		hc = &http.Client{Transport: request.ResponseTimeout(b.transport, cfg.Request.ResponseTimeout)}
 	}
 	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Transport: hc,

@@ -123,8 +123,8 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 			// connections Close closes, with a bound on the wait for
 			// each answer.
 			b.transport = http.DefaultTransport.(*http.Transport).Clone()
-			b.transport.ResponseHeaderTimeout = cfg.headerTimeout()
-			opts = append(opts, option.WithoutAuthentication(), option.WithHTTPClient(&http.Client{Transport: b.transport}))
+			opts = append(opts, option.WithoutAuthentication(),
+				option.WithHTTPClient(&http.Client{Transport: request.ResponseTimeout(b.transport, cfg.headerTimeout())}))
 		}
 		opts = append(opts, cfg.ClientOptions...)
 		c, err := storage.NewClient(ctx, opts...)
