@@ -242,7 +242,7 @@ func (b *Backend) fail(op, name string, err error) error {
 	case request.PermanentTransportError(err):
 		err = request.Permanent(err)
 	}
-	return dstl.NewBackendError(op, ID, name, fmt.Errorf("container %q at %s, blob %q: %w", b.container, b.endpoint, b.prefix+name, err))
+	return dstl.NewBackendError(op, ID, name, dstl.RedactError(fmt.Errorf("container %q at %s, blob %q: %w", b.container, b.endpoint, b.prefix+name, err)))
 }
 
 // start checks the state, the context and the name common to every call.

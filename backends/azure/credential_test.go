@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -84,5 +86,36 @@ func TestCredentialErrors(t *testing.T) {
 				t.Errorf("%d attempts, want %d", n, want)
 			}
 		})
+	}
+}
+
+// TestErrorsHideSAS: the error of a request made with a SAS names the
+// endpoint but never the signature, although the SDK's transport error
+// quotes the whole request URL.
+func TestErrorsHideSAS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // connections are refused
+	cfg := DefaultConfig("c")
+	cfg.ConnectionString = "BlobEndpoint=http://" + addr + "/acct;SharedAccessSignature=sv=2022-11-02&sig=TOPSECRETSIG"
+	cfg.Request = request.Policy{Timeout: time.Second, MaxAttempts: 1}
+	b, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = b.Get(context.Background(), "x.dstl", 0, -1)
+	if err == nil {
+		t.Fatal("get succeeded")
+	}
+	if strings.Contains(err.Error(), "TOPSECRETSIG") || !strings.Contains(err.Error(), addr) {
+		t.Errorf("err %q: want the endpoint %s named and no signature", err, addr)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) && strings.Contains(ue.URL, "TOPSECRETSIG") {
+		t.Errorf("url.Error keeps the signature: %s", ue.URL)
 	}
 }

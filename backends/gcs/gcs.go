@@ -579,7 +579,7 @@ func isCode(err error, code int) bool {
 // newError returns a *dstl.BackendError whose message names the bucket
 // and the endpoint.
 func (b *Backend) newError(op, name string, err error) error {
-	return dstl.NewBackendError(op, ID, name, fmt.Errorf("bucket %q at %s, object %q: %w", b.cfg.Bucket, b.cfg.endpointName(), b.cfg.Prefix+name, err))
+	return dstl.NewBackendError(op, ID, name, dstl.RedactError(fmt.Errorf("bucket %q at %s, object %q: %w", b.cfg.Bucket, b.cfg.endpointName(), b.cfg.Prefix+name, err)))
 }
 
 // wrap turns err into a *dstl.BackendError for op on name that wraps the

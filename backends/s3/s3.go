@@ -861,7 +861,7 @@ func (b *Backend) wrap(op, name string, err error, put bool) error {
 	if sentinel != nil {
 		err = fmt.Errorf("%w: %w", sentinel, err)
 	}
-	return dstl.NewBackendError(op, ID, name, err)
+	return dstl.NewBackendError(op, ID, name, dstl.RedactError(err))
 }
 
 // readableError replaces the text of an SDK error with msg, and keeps the
