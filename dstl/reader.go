@@ -35,24 +35,48 @@ type Reader struct {
 	localRequests, localFetched, fallbacks atomic.Int64
 
 	// unanswered is the last read of the backend that timed out, while
-	// the caller's context was alive; see [UnansweredHold].
+	// the caller's context was alive; see [DefaultUnansweredHold].
 	unanswered struct {
 		sync.Mutex
-		err error
-		at  time.Time
+		hold    time.Duration
+		err     error
+		at      time.Time
+		probing bool // a read after the hold is under way
 	}
 }
 
-// UnansweredHold is how long a [Reader] whose read of the backend timed
-// out (the backend's attempts all went unanswered) fails its further reads
-// of the backend at once, with that error, instead of spending the
-// backend's deadlines on each: a restore over many handles fails within
-// the deadline of one read, not of one per handle. Ranges in the cache are
-// still served, and a read already under way that succeeds ends the hold;
-// a new Reader (such as the next [Storage.NewReader]) starts without one.
-// Other errors (an object not found, a refused request, a cancelled
-// context) start no hold.
-const UnansweredHold = time.Minute
+// DefaultUnansweredHold is the default of [Reader.SetUnansweredHold]: how
+// long a [Reader] whose read of the backend timed out (the backend's
+// attempts all went unanswered) fails its further reads of the backend at
+// once, with an error that wraps [ErrUnavailable] and quotes the
+// unanswered read's error, instead of spending the backend's deadlines on
+// each: a restore over many handles fails within the deadline of one read,
+// not of one per handle. After the hold, one read goes through (the others
+// still fail at once while it runs): an answer ends the hold, another
+// timeout starts it again. Ranges in the cache are still served, and a
+// read already under way that succeeds ends the hold; a new Reader (such
+// as the next [Storage.NewReader]) starts without one. Other errors (an
+// object not found, a refused request, a cancelled context) start no hold.
+const DefaultUnansweredHold = 5 * time.Second
+
+// ErrUnavailable is wrapped by the error of a read that a [Reader] did not
+// try, since an earlier read of the backend went unanswered (see
+// [DefaultUnansweredHold]). It does not match context.DeadlineExceeded:
+// the read itself did not time out.
+var ErrUnavailable = errors.New("dstl: backend unavailable")
+
+// SetUnansweredHold sets how long the reader fails its reads of the
+// backend at once after one went unanswered (see [DefaultUnansweredHold]);
+// 0 disables the hold, so that every read spends the backend's deadlines.
+// A negative d counts as 0.
+func (r *Reader) SetUnansweredHold(d time.Duration) {
+	r.unanswered.Lock()
+	defer r.unanswered.Unlock()
+	r.unanswered.hold = max(d, 0)
+	if d <= 0 {
+		r.unanswered.err = nil
+	}
+}
 
 // ReadStats counts a reader's work.
 type ReadStats struct {
@@ -75,7 +99,9 @@ func (s *Storage) NewReader(groups KeyGroupRange) (*Reader, error) {
 	if err := groups.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reader{backend: s.backend, local: s.local, log: s.log, storageID: s.id, groups: groups, cache: s.readerCache}, nil
+	r := &Reader{backend: s.backend, local: s.local, log: s.log, storageID: s.id, groups: groups, cache: s.readerCache}
+	r.unanswered.hold = DefaultUnansweredHold
+	return r, nil
 }
 
 // NewReader returns a reader over backend, with a cache of its own whose
@@ -84,7 +110,9 @@ func NewReader(backend Backend, groups KeyGroupRange, idle time.Duration) (*Read
 	if err := groups.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reader{backend: backend, log: slog.Default(), groups: groups, cache: newRangeCache(idle, DefaultCacheLimit), ownCache: true}, nil
+	r := &Reader{backend: backend, log: slog.Default(), groups: groups, cache: newRangeCache(idle, DefaultCacheLimit), ownCache: true}
+	r.unanswered.hold = DefaultUnansweredHold
+	return r, nil
 }
 
 // Close drops the reader's own cache. A reader made by [Storage.NewReader]
@@ -389,15 +417,17 @@ func (r *Reader) fetchRange(ctx context.Context, b Backend, local bool, rg fetch
 		requests, fetched = &r.localRequests, &r.localFetched
 	}
 	data, wasFetched, err := r.cache.fetch(ctx, key, rg.off, rg.len, func(ctx context.Context) ([]byte, error) {
+		probe := false
 		if !local {
-			if err := r.unansweredErr(); err != nil {
-				return nil, fmt.Errorf("dstl: read %q: not tried, since an earlier read of this reader went unanswered: %w", rg.object, err)
+			var err error
+			if probe, err = r.admit(rg.object); err != nil {
+				return nil, err
 			}
 		}
 		requests.Add(1)
 		rc, err := b.Get(ctx, rg.object, rg.off, rg.len)
 		if !local {
-			r.noteAnswer(ctx, err)
+			r.noteAnswer(ctx, probe, err)
 		}
 		if errors.Is(err, ErrInvalidRange) {
 			return nil, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends before: %w",
@@ -425,32 +455,47 @@ func (r *Reader) fetchRange(ctx context.Context, b Backend, local bool, rg fetch
 	return data, err
 }
 
-// unansweredErr returns the error of the last read of the backend that
-// timed out, within [UnansweredHold], or nil.
-func (r *Reader) unansweredErr() error {
+// admit decides whether a read of object goes to the backend: it fails
+// with [ErrUnavailable] during the hold after an unanswered read, and
+// while the one read after the hold (the probe, for which it returns true)
+// is under way.
+func (r *Reader) admit(object string) (probe bool, err error) {
 	r.unanswered.Lock()
 	defer r.unanswered.Unlock()
-	if r.unanswered.err != nil && time.Since(r.unanswered.at) < UnansweredHold {
-		return r.unanswered.err
+	u := &r.unanswered
+	if u.err == nil || u.hold <= 0 {
+		return false, nil
 	}
-	return nil
+	if since := time.Since(u.at); since >= u.hold && !u.probing {
+		u.probing = true
+		return true, nil
+	}
+	return false, fmt.Errorf("dstl: read %q: not tried, since a read of this reader went unanswered %v ago (%s); one read is tried again %v after it: %w",
+		object, time.Since(u.at).Round(time.Millisecond), u.err, u.hold, ErrUnavailable)
 }
 
 // noteAnswer records the outcome of a Get of the backend: a timeout while
-// ctx is alive starts the hold of [UnansweredHold], any answer ends it.
-func (r *Reader) noteAnswer(ctx context.Context, err error) {
+// ctx is alive starts the hold, any answer ends it. probe says whether the
+// Get was the one read after a hold.
+func (r *Reader) noteAnswer(ctx context.Context, probe bool, err error) {
 	r.unanswered.Lock()
 	defer r.unanswered.Unlock()
+	u := &r.unanswered
+	if probe {
+		u.probing = false
+	}
 	var t interface{ Timeout() bool }
 	switch {
-	case err == nil || ctx.Err() != nil:
-		if err == nil {
-			r.unanswered.err = nil
-		}
+	case err == nil:
+		u.err = nil
+	case ctx.Err() != nil:
+		// The caller gave up: no news of the backend.
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout():
-		r.unanswered.err, r.unanswered.at = err, time.Now()
+		if u.hold > 0 {
+			u.err, u.at = err, time.Now()
+		}
 	default:
-		r.unanswered.err = nil // an answer, if an error
+		u.err = nil // an answer, if an error
 	}
 }
 

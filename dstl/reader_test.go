@@ -228,10 +228,12 @@ func TestReaderStopsAfterUnansweredRead(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		err      error
+		hold     time.Duration // 0: the default
 		wantGets int
 	}{
-		{"timeout", unanswered, 1},
-		{"other error", errors.New("HTTP 500"), len(hs)},
+		{"timeout", unanswered, 0, 1},
+		{"timeout, hold disabled", unanswered, -1, len(hs)},
+		{"other error", errors.New("HTTP 500"), 0, len(hs)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := dstl.NewReader(b, kgr, time.Minute)
@@ -239,18 +241,132 @@ func TestReaderStopsAfterUnansweredRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer r.Close()
+			if tc.hold < 0 {
+				r.SetUnansweredHold(0)
+			}
 			b.SetFault(dstltest.FailAll(dstltest.OpGet, tc.err))
 			defer b.SetFault(nil)
 			before := b.Counts()[dstltest.OpGet]
 			for i, h := range hs {
 				err := r.Read(context.Background(), h, func(dstl.Change) error { return nil })
-				if !errors.Is(err, tc.err) {
+				held := i >= tc.wantGets
+				switch {
+				case !held && !errors.Is(err, tc.err):
 					t.Fatalf("handle %d: err = %v, want %v", i, err, tc.err)
+				case held && (!errors.Is(err, dstl.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), tc.err.Error())):
+					t.Fatalf("handle %d: err = %v, want ErrUnavailable (no deadline) quoting %q", i, err, tc.err)
 				}
 			}
 			if got := b.Counts()[dstltest.OpGet] - before; got != tc.wantGets {
 				t.Errorf("%d Gets, want %d", got, tc.wantGets)
 			}
 		})
+	}
+}
+
+// TestReaderBlipDoesNotBlock: one read that went unanswered holds a
+// healthy reader back for a few seconds at most, and the reads it holds
+// back fail with an error that is no deadline (so that callers who retry
+// timeouts do not spend their attempts at once) and quotes the unanswered
+// read's error.
+func TestReaderBlipDoesNotBlock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the default hold, 5 s")
+	}
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.BatchPersistDelay = 0
+	s := newStorage(t, b, cfg)
+	kgr := dstl.KeyGroupRange{Start: 0, End: 1}
+	w := newWriter(t, s, "op", kgr)
+	mustAppend(t, w, 0, "x")
+	h := persist(t, w, 0, 1)
+	r, err := dstl.NewReader(b, kgr, time.Nanosecond) // nothing stays cached
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	blip := fmt.Errorf("no answer from 10.0.0.1:443 within 10s: %w", context.DeadlineExceeded)
+	b.SetFault(dstltest.FailAll(dstltest.OpGet, blip))
+	if err := r.Read(context.Background(), h, func(dstl.Change) error { return nil }); !errors.Is(err, blip) {
+		t.Fatalf("read during the blip: %v", err)
+	}
+	b.SetFault(nil)
+	start := time.Now()
+	err = r.Read(context.Background(), h, func(dstl.Change) error { return nil })
+	if err == nil {
+		t.Fatal("read right after the blip was not held back")
+	}
+	if errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), blip.Error()) {
+		t.Errorf("held-back read: err %v: want no deadline, quoting %q", err, blip)
+	}
+	for err != nil && time.Since(start) < 10*time.Second {
+		time.Sleep(50 * time.Millisecond)
+		err = r.Read(context.Background(), h, func(dstl.Change) error { return nil })
+	}
+	if took := time.Since(start); err != nil || took > 6*time.Second {
+		t.Errorf("a healthy reader was held back %v after one blip (err %v), want at most 6 s", took, err)
+	}
+}
+
+// TestReaderUnansweredHoldProbe: after the hold, one read goes through
+// while the others still fail at once; its timeout starts the hold again,
+// its answer ends it.
+func TestReaderUnansweredHoldProbe(t *testing.T) {
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.BatchPersistDelay = 0
+	s := newStorage(t, b, cfg)
+	kgr := dstl.KeyGroupRange{Start: 0, End: 1}
+	w, w2 := newWriter(t, s, "op", kgr), newWriter(t, s, "op-2", kgr)
+	mustAppend(t, w, 0, "x")
+	mustAppend(t, w2, 0, "y")
+	h, h2 := persist(t, w, 0, 1), persist(t, w2, 0, 1)
+	r, err := dstl.NewReader(b, kgr, time.Nanosecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const hold = 200 * time.Millisecond
+	r.SetUnansweredHold(hold)
+	read := func() error { return r.Read(context.Background(), h, func(dstl.Change) error { return nil }) }
+	gets := func() int { return b.Counts()[dstltest.OpGet] }
+	unanswered := fmt.Errorf("no answer: %w", context.DeadlineExceeded)
+
+	b.SetFault(dstltest.FailAll(dstltest.OpGet, unanswered))
+	if err := read(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first read: %v", err)
+	}
+	n := gets()
+	if err := read(); !errors.Is(err, dstl.ErrUnavailable) || gets() != n {
+		t.Fatalf("read during the hold: err %v, %d Gets sent, want ErrUnavailable and none", err, gets()-n)
+	}
+	time.Sleep(hold)
+	// The probe still meets no answer: the hold starts again.
+	if err := read(); !errors.Is(err, context.DeadlineExceeded) || gets() != n+1 {
+		t.Fatalf("probe: err %v, %d Gets, want the timeout of 1 Get", err, gets()-n)
+	}
+	if err := read(); !errors.Is(err, dstl.ErrUnavailable) || gets() != n+1 {
+		t.Fatalf("read after a failed probe: err %v, want ErrUnavailable without a Get", err)
+	}
+	// While a probe is under way, other reads still fail at once.
+	time.Sleep(hold)
+	b.SetFault(func(op dstltest.Op, _ string) dstltest.Fault { return dstltest.Fault{Stall: op == dstltest.OpGet} })
+	probe := make(chan error, 1)
+	go func() { probe <- read() }()
+	if err := b.WaitStalled(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	// (A read of the same range would wait for the probe's answer.)
+	if err := r.Read(context.Background(), h2, func(dstl.Change) error { return nil }); !errors.Is(err, dstl.ErrUnavailable) {
+		t.Errorf("read while the probe runs: err %v, want ErrUnavailable", err)
+	}
+	b.SetFault(nil)
+	b.ReleaseStalls()
+	if err := <-probe; err != nil {
+		t.Fatalf("probe answered: %v", err)
+	}
+	if err := read(); err != nil {
+		t.Errorf("read after an answered probe: %v", err)
 	}
 }

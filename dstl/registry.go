@@ -80,14 +80,15 @@ func OpenBackend(ctx context.Context, id, basePath string) (Backend, string, err
 		return nil, "", fmt.Errorf("dstl: option %q is required: %w", "base-path", ErrInvalidConfig)
 	}
 	scheme, hasScheme := URLScheme(basePath)
-	if hasScheme {
-		// A base path with a scheme is a URL, whatever backend serves it:
-		// one that does not parse is an error, never a local path.
+	if hasScheme && id == "" {
+		// A base path with a scheme chooses the backend by it: one that
+		// does not parse is an error, never a local path. With the backend
+		// named, the backend alone decides what its base paths look like.
 		if _, err := url.Parse(basePath); err != nil {
 			if ue, ok := err.(*url.Error); ok {
 				err = ue.Err
 			}
-			return nil, "", fmt.Errorf("%w: base path %q is not a valid URL: %w", ErrInvalidConfig, basePath, err)
+			return nil, "", fmt.Errorf("%w: base path %q is not a valid URL: %w", ErrInvalidConfig, RedactURL(basePath), err)
 		}
 	}
 	registry.RLock()
@@ -99,7 +100,7 @@ func OpenBackend(ctx context.Context, id, basePath string) (Backend, string, err
 		if id, ok = registry.byScheme[scheme]; !ok {
 			registry.RUnlock()
 			return nil, "", fmt.Errorf("%w: no backend serves URL scheme %q of base path %q (known schemes: %s; is the backend's package imported?)",
-				ErrUnknownBackend, scheme, basePath, strings.Join(knownSchemes(), ", "))
+				ErrUnknownBackend, scheme, RedactURL(basePath), strings.Join(knownSchemes(), ", "))
 		}
 	}
 	r, ok := registry.byID[id]
@@ -110,7 +111,7 @@ func OpenBackend(ctx context.Context, id, basePath string) (Backend, string, err
 	}
 	b, err := r.factory(ctx, basePath)
 	if err != nil {
-		return nil, "", fmt.Errorf("dstl: open %s backend at %q: %w", id, basePath, err)
+		return nil, "", fmt.Errorf("dstl: open %s backend at %q: %w", id, RedactURL(basePath), RedactError(redactError(basePath, err)))
 	}
 	return b, id, nil
 }

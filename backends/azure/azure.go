@@ -131,8 +131,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		b.transport = http.DefaultTransport.(*http.Transport).Clone()
-		b.transport.ResponseHeaderTimeout = cfg.Request.ResponseTimeout
-		hc = &http.Client{Transport: b.transport}
+		hc = &http.Client{Transport: request.ResponseTimeout(b.transport, cfg.Request.ResponseTimeout)}
 	}
 	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Transport: hc,
@@ -243,7 +242,7 @@ func (b *Backend) fail(op, name string, err error) error {
 	case request.PermanentTransportError(err):
 		err = request.Permanent(err)
 	}
-	return dstl.NewBackendError(op, ID, name, fmt.Errorf("container %q at %s, blob %q: %w", b.container, b.endpoint, b.prefix+name, err))
+	return dstl.NewBackendError(op, ID, name, dstl.RedactError(fmt.Errorf("container %q at %s, blob %q: %w", b.container, b.endpoint, b.prefix+name, err)))
 }
 
 // start checks the state, the context and the name common to every call.

@@ -97,7 +97,8 @@ type Config struct {
 	// retried, never a permission or precondition error. The SDK's own
 	// retries are turned off in a client the backend makes, so that they
 	// are not doubled. Its ResponseTimeout bounds the wait for the
-	// answer's headers on the HTTP transport the backend makes (not on an
+	// answer's headers of requests without a large body (not of uploads
+	// of blocks or blobs) on the HTTP transport the backend makes (not on an
 	// HTTPClient or Client given), and TimeoutAttempts the attempts that
 	// may time out. Default [request.DefaultPolicy]: a 30 s timeout, 5
 	// attempts, backoff from 100 ms to 5 s, a 10 s response timeout and 2

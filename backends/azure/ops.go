@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"syscall"
 
@@ -252,6 +254,10 @@ func retryable(err error) bool {
 	if isCredentialError(err) {
 		return false // no credentials, or ones the identity service refused
 	}
+	var af *azidentity.AuthenticationFailedError
+	if errors.As(err, &af) {
+		return true // the identity endpoint failed, or did not answer
+	}
 	if request.PermanentTransportError(err) {
 		return false // an untrusted certificate or an unknown host stays so
 	}
@@ -270,14 +276,59 @@ func retryable(err error) bool {
 		errors.Is(err, syscall.EPIPE) || errors.As(err, &ne)
 }
 
-// isCredentialError reports whether err is the failure of a token
-// credential to get a token (azidentity's errors say that they are not
-// worth retrying): none of DefaultAzureCredential's sources is set up, or
-// the one that is was refused.
+// isCredentialError reports whether err is a genuine failure of a token
+// credential: none of its sources is set up (azidentity's
+// credential-unavailable error), or the identity service refused it with a
+// 4xx answer other than 408 and 429. azcore marks every error of a
+// credential as not to be retried, a connection reset or a timeout of the
+// identity endpoint included; those are no credential errors and stay
+// transient.
 func isCredentialError(err error) bool {
-	var nr interface{ NonRetriable() }
 	var af *azidentity.AuthenticationFailedError
-	return errors.As(err, &af) || errors.As(err, &nr)
+	if errors.As(err, &af) {
+		if af.RawResponse == nil {
+			return false // no answer: the identity endpoint was not reached
+		}
+		code := af.RawResponse.StatusCode
+		return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
+	}
+	for e := range errorChain(err) {
+		if reflect.TypeOf(e) == credentialUnavailableType {
+			return true
+		}
+	}
+	return false
+}
+
+// credentialUnavailableType is the type of azidentity's error for a
+// credential that lacks what it needs to try (its type is not exported).
+var credentialUnavailableType = reflect.TypeOf(azidentity.NewCredentialUnavailableError(""))
+
+// errorChain yields err and every error it wraps, depth first.
+func errorChain(err error) iter.Seq[error] {
+	return func(yield func(error) bool) {
+		var walk func(error) bool
+		walk = func(e error) bool {
+			if e == nil {
+				return true
+			}
+			if !yield(e) {
+				return false
+			}
+			switch u := e.(type) {
+			case interface{ Unwrap() error }:
+				return walk(u.Unwrap())
+			case interface{ Unwrap() []error }:
+				for _, e := range u.Unwrap() {
+					if !walk(e) {
+						return false
+					}
+				}
+			}
+			return true
+		}
+		walk(err)
+	}
 }
 
 // credentialError says that no credentials were usable, and how to give

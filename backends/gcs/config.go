@@ -80,7 +80,8 @@ type Config struct {
 	MaxAttempts int
 	// ResponseTimeout bounds the wait for the answer's headers of each
 	// attempt, when shorter than Timeout: on reads, and on the HTTP
-	// transport the backend makes for an endpoint or anonymous access.
+	// transport the backend makes for an endpoint or anonymous access
+	// (there, for requests without a large body, not for uploads).
 	// 0 means Timeout only. Default 10s; URL parameter "response_timeout".
 	ResponseTimeout time.Duration
 	// TimeoutAttempts bounds the attempts of a request that may time out:

@@ -100,6 +100,7 @@ func TestMissingBucket(t *testing.T) {
 			return err
 		},
 		"list": func() error { return b.List(t.Context(), "", func(dstl.ObjectInfo) error { return nil }) },
+		"put":  func() error { return b.Put(t.Context(), "x.dstl", strings.NewReader("x"), 1) },
 	} {
 		err := call()
 		if want := `bucket "` + cfg.Bucket + `" does not exist`; err == nil || !strings.Contains(err.Error(), want) {

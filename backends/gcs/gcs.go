@@ -123,8 +123,8 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 			// connections Close closes, with a bound on the wait for
 			// each answer.
 			b.transport = http.DefaultTransport.(*http.Transport).Clone()
-			b.transport.ResponseHeaderTimeout = cfg.headerTimeout()
-			opts = append(opts, option.WithoutAuthentication(), option.WithHTTPClient(&http.Client{Transport: b.transport}))
+			opts = append(opts, option.WithoutAuthentication(),
+				option.WithHTTPClient(&http.Client{Transport: request.ResponseTimeout(b.transport, cfg.headerTimeout())}))
 		}
 		opts = append(opts, cfg.ClientOptions...)
 		c, err := storage.NewClient(ctx, opts...)
@@ -200,7 +200,7 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 		return err
 	}
 	defer b.calls.Leave()
-	defer func() { err = b.wrap("put", name, err) }()
+	defer func() { err = b.wrap("put", name, b.bucketNotFound(ctx, err)) }()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -389,13 +389,21 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_
 		// an empty read.
 		return b.emptyRead(ctx, name, offset)
 	}
-	if errors.Is(err, storage.ErrObjectNotExist) && b.bucketMissing(ctx) {
-		err = fmt.Errorf("%w: %w", storage.ErrBucketNotExist, err)
-	}
-	if err != nil {
+	if err = b.bucketNotFound(ctx, err); err != nil {
 		return nil, err
 	}
 	return rd, nil
+}
+
+// bucketNotFound returns err, marked with storage.ErrBucketNotExist when
+// it is a 404 answer (an object, or the bucket, not found) and the bucket
+// is known not to exist.
+func (b *Backend) bucketNotFound(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, storage.ErrBucketNotExist) ||
+		!errors.Is(err, storage.ErrObjectNotExist) && !isCode(err, http.StatusNotFound) || !b.bucketMissing(ctx) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", storage.ErrBucketNotExist, err)
 }
 
 // bucketMissing reports whether the bucket is known not to exist: the
@@ -579,7 +587,7 @@ func isCode(err error, code int) bool {
 // newError returns a *dstl.BackendError whose message names the bucket
 // and the endpoint.
 func (b *Backend) newError(op, name string, err error) error {
-	return dstl.NewBackendError(op, ID, name, fmt.Errorf("bucket %q at %s, object %q: %w", b.cfg.Bucket, b.cfg.endpointName(), b.cfg.Prefix+name, err))
+	return dstl.NewBackendError(op, ID, name, dstl.RedactError(fmt.Errorf("bucket %q at %s, object %q: %w", b.cfg.Bucket, b.cfg.endpointName(), b.cfg.Prefix+name, err)))
 }
 
 // wrap turns err into a *dstl.BackendError for op on name that wraps the

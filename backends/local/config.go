@@ -85,34 +85,34 @@ func ParseURL(basePath string) (Config, error) {
 		// A one-letter "scheme" is a Windows drive letter. A URL of another
 		// scheme that does not parse is still no path.
 		if s, ok := dstl.URLScheme(basePath); ok && strings.HasPrefix(basePath[len(s):], "://") {
-			return Config{}, fmt.Errorf("local: base path %q: URL scheme %q is not %q", basePath, s, Scheme)
+			return Config{}, fmt.Errorf("local: base path %q: URL scheme %q is not %q", dstl.RedactURL(basePath), s, Scheme)
 		}
 		cfg := DefaultConfig(basePath)
 		return cfg, cfg.Validate()
 	}
 	u, err := url.Parse(basePath)
 	if err != nil {
-		return Config{}, fmt.Errorf("local: base path %q: %w", basePath, err)
+		return Config{}, fmt.Errorf("local: base path %q: %w", dstl.RedactURL(basePath), err)
 	}
 	switch {
 	case u.Opaque != "":
-		return Config{}, fmt.Errorf("local: base path %q: a file URL needs an absolute path (file:///abs/path); use a plain path for a relative one", basePath)
+		return Config{}, fmt.Errorf("local: base path %q: a file URL needs an absolute path (file:///abs/path); use a plain path for a relative one", dstl.RedactURL(basePath))
 	case u.Host != "" && !strings.EqualFold(u.Host, "localhost"):
-		return Config{}, fmt.Errorf("local: base path %q: file URLs with host %q are not supported (use file:///abs/path)", basePath, u.Host)
+		return Config{}, fmt.Errorf("local: base path %q: file URLs with host %q are not supported (use file:///abs/path)", dstl.RedactURL(basePath), u.Host)
 	case u.User != nil:
-		return Config{}, fmt.Errorf("local: base path %q: file URLs cannot carry user information", basePath)
+		return Config{}, fmt.Errorf("local: base path %q: file URLs cannot carry user information", dstl.RedactURL(basePath))
 	case u.Fragment != "" || strings.Contains(basePath, "#"):
-		return Config{}, fmt.Errorf("local: base path %q: file URLs cannot carry a fragment", basePath)
+		return Config{}, fmt.Errorf("local: base path %q: file URLs cannot carry a fragment", dstl.RedactURL(basePath))
 	case u.Path == "":
-		return Config{}, fmt.Errorf("local: base path %q: missing path", basePath)
+		return Config{}, fmt.Errorf("local: base path %q: missing path", dstl.RedactURL(basePath))
 	}
 	cfg := DefaultConfig(u.Path)
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return Config{}, fmt.Errorf("local: base path %q: query: %w", basePath, err)
+		return Config{}, fmt.Errorf("local: base path %q: query: %w", dstl.RedactURL(basePath), err)
 	}
 	if err := urlparam.Check(q, dstl.URLParameterNames(URLParameters)); err != nil {
-		return Config{}, fmt.Errorf("local: base path %q: %w", basePath, err)
+		return Config{}, fmt.Errorf("local: base path %q: %w", dstl.RedactURL(basePath), err)
 	}
 	boolParam := func(key string, dst *bool) error {
 		vs, ok := q[key]
@@ -120,11 +120,11 @@ func ParseURL(basePath string) (Config, error) {
 			return nil
 		}
 		if len(vs) != 1 {
-			return fmt.Errorf("local: base path %q: query parameter %q given %d times", basePath, key, len(vs))
+			return fmt.Errorf("local: base path %q: query parameter %q given %d times", dstl.RedactURL(basePath), key, len(vs))
 		}
 		v, err := strconv.ParseBool(vs[0])
 		if err != nil {
-			return fmt.Errorf("local: base path %q: query parameter %q: want true or false, got %q", basePath, key, vs[0])
+			return fmt.Errorf("local: base path %q: query parameter %q: want true or false, got %q", dstl.RedactURL(basePath), key, vs[0])
 		}
 		*dst = v
 		return nil

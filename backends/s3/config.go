@@ -89,9 +89,14 @@ type Config struct {
 	// permission errors and other 4xx answers are not. Default 5 (URL
 	// parameter "max_attempts").
 	MaxAttempts int
-	// ResponseTimeout bounds the wait for the answer's headers once a
-	// request (or a part) is sent, on the HTTP transport the backend makes
-	// (not on a Config.Client); 0 means no bound but RequestTimeout.
+	// ResponseTimeout bounds the wait for the answer's headers of a
+	// request without a body or with a small one (a GET, HEAD, LIST,
+	// DELETE, a multipart upload's completion; up to
+	// request.SmallBody), from its start, on the HTTP transport the
+	// backend makes (not on a Config.Client). An upload of an object or a
+	// part is bounded by RequestTimeout only, since its answer is awaited
+	// while its body may still be queued. 0 means no bound but
+	// RequestTimeout.
 	// Default 10s (URL parameter "response_timeout").
 	ResponseTimeout time.Duration
 	// TimeoutAttempts bounds the attempts of a request that may time out:

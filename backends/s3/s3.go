@@ -23,8 +23,9 @@
 // 5xx answer, a cut connection or a timeout; the SDK's own retryer is off.
 // A Get's attempt timeout bounds the wait for the answer's headers; reading
 // the body is bounded by the caller's context only. The transport the
-// backend makes waits at most [Config.ResponseTimeout] for any answer's
-// headers, and a request gives up after [Config.TimeoutAttempts] attempts
+// backend makes waits at most [Config.ResponseTimeout] for the answer's
+// headers of a request without a large body (uploads of objects and parts
+// are bounded by [Config.RequestTimeout]), and a request gives up after [Config.TimeoutAttempts] attempts
 // that timed out: an endpoint that never answers fails a request in about
 // 20 s with the defaults. Errors name the endpoint.
 //
@@ -190,9 +191,8 @@ func newClient(ctx context.Context, cfg Config) (*awss3.Client, *http.Transport,
 			}
 		}
 	}
-	tr.ResponseHeaderTimeout = cfg.ResponseTimeout
 	hc := &http.Client{
-		Transport:     tr,
+		Transport:     request.ResponseTimeout(tr, cfg.ResponseTimeout),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	client := awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
@@ -861,7 +861,7 @@ func (b *Backend) wrap(op, name string, err error, put bool) error {
 	if sentinel != nil {
 		err = fmt.Errorf("%w: %w", sentinel, err)
 	}
-	return dstl.NewBackendError(op, ID, name, err)
+	return dstl.NewBackendError(op, ID, name, dstl.RedactError(err))
 }
 
 // readableError replaces the text of an SDK error with msg, and keeps the

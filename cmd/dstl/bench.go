@@ -343,7 +343,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 	if err != nil {
 		return nil, err
 	}
-	rep := &benchReport{Machine: describeMachine(), BasePath: o.basePath, Start: time.Now().UTC().Truncate(time.Second), Config: cfg.Options()}
+	rep := &benchReport{Machine: describeMachine(), BasePath: dstl.RedactURL(o.basePath), Start: time.Now().UTC().Truncate(time.Second), Config: cfg.Options()}
 	delete(rep.Config, "job-id")
 	delete(rep.Config, "base-path")
 	t0 := time.Now()

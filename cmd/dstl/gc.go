@@ -290,7 +290,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	}
 	// What the kept handles reference.
 	kept := map[string]bool{}
-	rep := &gcReport{BasePath: o.basePath, Prefix: prefix, Grace: o.grace.String(), DryRun: o.dryRun, Objects: []gcObject{}, Uploads: []gcUpload{}}
+	rep := &gcReport{BasePath: dstl.RedactURL(o.basePath), Prefix: prefix, Grace: o.grace.String(), DryRun: o.dryRun, Objects: []gcObject{}, Uploads: []gcUpload{}}
 	storageIDs := map[string]bool{}
 	keepLog := func(h dstl.Handle) {
 		storageIDs[h.StorageID] = true
@@ -576,7 +576,7 @@ func readableURL(base string) string {
 
 func newStep(ctx context.Context, what, base string, d time.Duration, limit string) *gcStep {
 	sctx, cancel := context.WithCancelCause(ctx)
-	s := &gcStep{ctx: sctx, cancel: cancel, d: d, what: what, base: base, limit: limit}
+	s := &gcStep{ctx: sctx, cancel: cancel, d: d, what: what, base: dstl.RedactURL(base), limit: limit}
 	if d > 0 {
 		s.timer = time.AfterFunc(d, func() { cancel(errNoAnswer) })
 	}

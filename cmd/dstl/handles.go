@@ -97,7 +97,7 @@ func splitObjectURL(s string) (base, name string, ok bool, err error) {
 		if ue, ok := perr.(*url.Error); ok {
 			perr = ue.Err
 		}
-		return "", "", true, fmt.Errorf("object URL %q is not a valid URL: %w", s, perr)
+		return "", "", true, fmt.Errorf("object URL %q is not a valid URL: %w", dstl.RedactURL(s), perr)
 	}
 	i := strings.LastIndex(u.Path, "/")
 	if i < 0 || i == len(u.Path)-1 {

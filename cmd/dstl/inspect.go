@@ -384,7 +384,7 @@ func inspectHandles(ctx context.Context, file, storage, base string) (*handlesRe
 	if err != nil {
 		return nil, err
 	}
-	rep := &handlesReport{File: file, BasePath: base, OK: true}
+	rep := &handlesReport{File: file, BasePath: dstl.RedactURL(base), OK: true}
 	var b dstl.Backend
 	if base != "" {
 		if b, _, err = dstl.OpenBackend(ctx, storage, base); err != nil {

@@ -28,10 +28,12 @@ type Policy struct {
 	InitialBackoff time.Duration
 	// MaxBackoff caps the wait between attempts.
 	MaxBackoff time.Duration
-	// ResponseTimeout bounds the wait for the answer's first byte (its
-	// headers) once a request is sent, when a backend applies it to the
-	// HTTP transport it makes; 0 means none but Timeout. An endpoint that
-	// takes connections and never answers fails an attempt after it.
+	// ResponseTimeout bounds the wait for the answer's headers of a
+	// request without a body or with a small one, from its start, when a
+	// backend wraps the HTTP transport it makes with [ResponseTimeout];
+	// uploads of larger bodies are bounded by Timeout only. 0 means none
+	// but Timeout. An endpoint that takes connections and never answers
+	// fails such an attempt after it.
 	ResponseTimeout time.Duration
 	// TimeoutAttempts bounds the attempts that time out (no answer within
 	// Timeout or ResponseTimeout, or any other timeout of the transport):

@@ -1,0 +1,112 @@
+package request
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// SmallBody is the largest request body whose request the response timeout
+// of [ResponseTimeout] still bounds: such a body is in the socket's send
+// buffer at once, so the wait for the answer is all that is left. Larger
+// bodies (an object, a part) are bounded by the request timeout only,
+// since the wait for their answer starts while much of the body may still
+// be on its way.
+const SmallBody = 64 << 10
+
+// ResponseTimeout wraps rt so that a request without a body, or with a
+// body of known length up to [SmallBody] (a GET, HEAD, LIST or DELETE, a
+// completion of a multipart upload), fails when its answer's headers have
+// not arrived within d of its start; the answer's body stays readable
+// after. Requests with larger bodies, or of unknown length, are passed on
+// as they are. The error says "no answer from <host> within d" and is a
+// timeout (its Timeout method reports true, and it matches
+// context.DeadlineExceeded). d <= 0 returns rt.
+func ResponseTimeout(rt http.RoundTripper, d time.Duration) http.RoundTripper {
+	if d <= 0 {
+		return rt
+	}
+	return &responseTimeout{rt: rt, d: d}
+}
+
+type responseTimeout struct {
+	rt http.RoundTripper
+	d  time.Duration
+}
+
+// Timer states of one request.
+const (
+	armed int32 = iota
+	fired
+	disarmed
+)
+
+func (t *responseTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !smallBody(req) {
+		return t.rt.RoundTrip(req)
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	var state atomic.Int32
+	timer := time.AfterFunc(t.d, func() {
+		if state.CompareAndSwap(armed, fired) {
+			cancel()
+		}
+	})
+	resp, err := t.rt.RoundTrip(req.WithContext(ctx))
+	if !state.CompareAndSwap(armed, disarmed) {
+		// The timer fired: whatever came back came too late.
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+		return nil, &NoAnswerError{Host: req.URL.Host, Wait: t.d}
+	}
+	timer.Stop()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// smallBody reports whether req has no body or one of known length up to
+// SmallBody.
+func smallBody(req *http.Request) bool {
+	if req.Body == nil || req.Body == http.NoBody {
+		return true
+	}
+	return req.ContentLength > 0 && req.ContentLength <= SmallBody
+}
+
+// cancelOnClose ends a request's context once its answer's body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// NoAnswerError is the error of a request whose answer did not arrive
+// within the response timeout of [ResponseTimeout].
+type NoAnswerError struct {
+	Host string        // the endpoint, host:port
+	Wait time.Duration // the response timeout
+}
+
+func (e *NoAnswerError) Error() string {
+	return fmt.Sprintf("no answer from %s within %v", e.Host, e.Wait)
+}
+
+// Timeout reports true: the error is a timeout.
+func (e *NoAnswerError) Timeout() bool { return true }
+
+// Is matches context.DeadlineExceeded.
+func (e *NoAnswerError) Is(target error) bool { return target == context.DeadlineExceeded }
