@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/dstlgo/dstl/dstl/objname"
@@ -14,17 +12,30 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// LocalCopier is implemented by an [Uploader] that keeps a local copy of
-// every object it stores, at the same offsets, and names it in
-// [StoredObject.LocalName] and [UploadResult.LocalObject] (package
-// github.com/dstlgo/dstl/duplicating does). The storage deletes local copies
-// and reads local handles through the backend it returns.
-type LocalCopier interface {
+// LocalRecovery is the seam of local recovery: one component that stores
+// each batch on the storage's backend and, at the same offsets and under
+// the name it gives in [StoredObject.LocalName] and
+// [UploadResult.LocalObject], a local copy of it (the persist results then
+// carry a local handle), and that owns the backend of the local copies.
+// The storage reads local handles from that backend
+// ([Reader.ReadPreferLocal]), deletes from it the copies that no live
+// change set and no claim of a local handle needs any more, and lists it at
+// start-up ([Storage.CleanLocalCopies]). A storage gets one with [WithLocalRecovery];
+// package github.com/dstlgo/dstl/duplicating implements it.
+type LocalRecovery interface {
+	// Uploader stores batches: its Upload names the local copies it
+	// wrote, its Discard deletes an object and, when StoredObject.LocalName
+	// is set, its local copy.
+	Uploader
+	// LocalBackend returns the backend of the local copies.
 	LocalBackend() Backend
+	// Close releases the component; the storage calls it last, after its
+	// uploads and deletes ended.
+	Close() error
 }
 
-// LocalRecoveryParams is what a [LocalRecoveryFactory] builds an uploader
-// from.
+// LocalRecoveryParams is what an [OpenLocalRecovery] builds the local
+// recovery of a storage from.
 type LocalRecoveryParams struct {
 	// Config is the storage's configuration; LocalRecoveryDir names the
 	// directory of the local copies.
@@ -38,51 +49,40 @@ type LocalRecoveryParams struct {
 	MeterProvider metric.MeterProvider
 }
 
-// A LocalRecoveryFactory returns the uploader of a storage whose
-// configuration enables local recovery. The uploader must implement
-// [LocalCopier]; if it implements io.Closer, the storage closes it last.
-type LocalRecoveryFactory func(ctx context.Context, p LocalRecoveryParams) (Uploader, error)
+// OpenLocalRecovery opens the local recovery of a storage whose
+// configuration enables it (see [WithLocalRecovery]).
+type OpenLocalRecovery func(ctx context.Context, p LocalRecoveryParams) (LocalRecovery, error)
 
-var localRecovery struct {
-	sync.Mutex
-	factory LocalRecoveryFactory
+// WithLocalRecovery gives the storage the local recovery that open opens
+// (for instance duplicating.Open): when [Config.LocalRecoveryEnabled] is
+// set (option "local-recovery.enabled"), [Open] and [New] call open with
+// the storage's configuration and backend, use the component as the
+// storage's uploader (still wrapped by [WithUploader]) and close it last;
+// otherwise open is not called, so a program may pass the option always
+// and leave the choice to its configuration. A configuration enabling
+// local recovery without this option is refused with [ErrInvalidConfig].
+func WithLocalRecovery(open OpenLocalRecovery) Option {
+	return func(o *options) { o.localRecovery = open }
 }
 
-// RegisterLocalRecovery installs the factory [Open] and [New] use when
-// [Config.LocalRecoveryEnabled] is set. Package
-// github.com/dstlgo/dstl/duplicating registers itself on import; it panics
-// if called twice or with nil.
-func RegisterLocalRecovery(f LocalRecoveryFactory) {
-	localRecovery.Lock()
-	defer localRecovery.Unlock()
-	if f == nil {
-		panic("dstl: RegisterLocalRecovery with a nil factory")
+// openLocalRecovery opens the storage's local recovery with the opener of
+// [WithLocalRecovery].
+func openLocalRecovery(ctx context.Context, open OpenLocalRecovery, p LocalRecoveryParams) (LocalRecovery, error) {
+	if open == nil {
+		return nil, fmt.Errorf("%w: option \"local-recovery.enabled\" is true, but the storage was given no local recovery: pass dstl.WithLocalRecovery(duplicating.Open) (package github.com/dstlgo/dstl/duplicating)", ErrInvalidConfig)
 	}
-	if localRecovery.factory != nil {
-		panic("dstl: RegisterLocalRecovery called twice")
-	}
-	localRecovery.factory = f
-}
-
-// openLocalRecovery returns the uploader of local recovery for cfg.
-func openLocalRecovery(ctx context.Context, p LocalRecoveryParams) (Uploader, error) {
-	localRecovery.Lock()
-	f := localRecovery.factory
-	localRecovery.Unlock()
-	if f == nil {
-		return nil, fmt.Errorf("%w: option \"local-recovery.enabled\" is true, but no local recovery is linked into the program: import github.com/dstlgo/dstl/duplicating", ErrInvalidConfig)
-	}
-	up, err := f(ctx, p)
+	lr, err := open(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("dstl: local recovery in %q: %w", p.Config.LocalRecoveryDir, err)
 	}
-	if _, ok := up.(LocalCopier); !ok {
-		if c, ok := up.(io.Closer); ok {
-			err = c.Close()
+	if lr == nil || lr.LocalBackend() == nil {
+		var err error
+		if lr != nil {
+			err = lr.Close()
 		}
-		return nil, errors.Join(err, fmt.Errorf("dstl: local recovery: the uploader %T keeps no local copies (it does not implement dstl.LocalCopier)", up))
+		return nil, errors.Join(err, fmt.Errorf("dstl: local recovery in %q: the component %T has no local backend", p.Config.LocalRecoveryDir, lr))
 	}
-	return up, nil
+	return lr, nil
 }
 
 // writtenBefore reports whether name is a log object's name under prefix

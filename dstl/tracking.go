@@ -97,7 +97,7 @@ func (t *tracker) track(obj StoredObject, refs int) {
 		return
 	}
 	if obj.LocalName != "" {
-		// Without a local backend (the uploader is no LocalCopier) the
+		// Without a local backend (the storage has no local recovery) the
 		// copy is not tracked, so no local handle ever points to it.
 		if t.localDelete != nil {
 			t.locals[obj.Name] = &localCopy{name: obj.LocalName, size: obj.Size, sets: refs}
