@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/dstlgo/dstl/dstl/objname"
@@ -157,4 +158,167 @@ func (s *Storage) CleanLocalCopies(ctx context.Context, keep ...Handle) (CleanRe
 		return res, fmt.Errorf("dstl: clean local copies: %w", err)
 	}
 	return res, nil
+}
+
+// localCopies is the storage's bookkeeping of local copies (local
+// recovery). They live by rules of their own, since the storage, not the
+// checkpoint owner, keeps them: a local copy is deleted once no live change
+// set is stored in it (all were truncated or their writers closed) and no
+// claim is left on it. A local handle returned to a writer for checkpoint N
+// claims its copies for (writer, N). The writer confirming N ends its
+// claims of older checkpoints (they will never be recovered from), aborting
+// N ends its claims of N. So the copies of each writer's latest confirmed
+// checkpoint, and of those still pending, stay. Once a writer is closed,
+// its claims are the job's: any writer confirming a newer checkpoint ends
+// them, as do the restored copies' claims.
+//
+// The methods that end a copy's last need return it, to be deleted from
+// the local backend (as a StoredObject with Name, Size and LocalName). A
+// localCopies is not safe for concurrent use: the tracker's lock guards it.
+type localCopies struct {
+	copies map[string]*localCopy // by the name of the object on the backend
+	closed map[LogID]struct{}    // closed writers with claims left
+}
+
+// localCopy is a local copy of a stored object.
+type localCopy struct {
+	name   string // on the local backend
+	size   int64
+	sets   int                // live change sets stored in it
+	claims map[claim]struct{} // local handles that point to it
+}
+
+// claim is a writer's checkpoint whose local handle points to a copy.
+type claim struct {
+	log LogID
+	cp  int64
+}
+
+// restoredClaim is the claim of a local copy kept for a restore (see
+// [Storage.CleanLocalCopies]): of no writer and older than any checkpoint,
+// so the first checkpoint any writer confirms ends it.
+var restoredClaim = claim{cp: math.MinInt64}
+
+func newLocalCopies() localCopies {
+	return localCopies{copies: map[string]*localCopy{}, closed: map[LogID]struct{}{}}
+}
+
+// add tracks localName, the copy of the object name that sets live change
+// sets are stored in.
+func (l *localCopies) add(name, localName string, size int64, sets int) {
+	l.copies[name] = &localCopy{name: localName, size: size, sets: sets}
+}
+
+// released drops one live change set from the copy of object name, if it
+// has one.
+func (l *localCopies) released(name string) []StoredObject {
+	lc := l.copies[name]
+	if lc == nil {
+		return nil
+	}
+	lc.sets--
+	return l.dropIfUnneeded(name, lc, nil)
+}
+
+// claim records that the local handle of writer log's checkpoint cp points
+// to the copies of the objects, if they all still exist, and reports
+// whether it may be returned.
+func (l *localCopies) claim(log LogID, objects []string, cp int64) bool {
+	for _, name := range objects {
+		if l.copies[name] == nil {
+			return false
+		}
+	}
+	for _, name := range objects {
+		lc := l.copies[name]
+		if lc.claims == nil {
+			lc.claims = map[claim]struct{}{}
+		}
+		lc.claims[claim{log, cp}] = struct{}{}
+	}
+	return true
+}
+
+// confirmed ends writer log's claims of checkpoints older than cp, and
+// those of closed writers and restores.
+func (l *localCopies) confirmed(log LogID, cp int64) []StoredObject {
+	return l.endClaims(func(c claim) bool {
+		if c.log != log && c != restoredClaim {
+			if _, closed := l.closed[c.log]; !closed {
+				return false
+			}
+		}
+		return c.cp < cp
+	})
+}
+
+// aborted ends writer log's claims of checkpoint cp.
+func (l *localCopies) aborted(log LogID, cp int64) []StoredObject {
+	return l.endClaims(func(c claim) bool { return c == claim{log, cp} })
+}
+
+// writerClosed makes the claims of a closed writer the job's: a newer
+// checkpoint confirmed by any writer ends them.
+func (l *localCopies) writerClosed(log LogID) {
+	for _, lc := range l.copies {
+		for c := range lc.claims {
+			if c.log == log {
+				l.closed[log] = struct{}{}
+				return
+			}
+		}
+	}
+}
+
+// endClaims ends the claims that end says and returns the copies nothing
+// needs any more.
+func (l *localCopies) endClaims(end func(claim) bool) []StoredObject {
+	var drop []StoredObject
+	left := map[LogID]bool{}
+	for name, lc := range l.copies {
+		for c := range lc.claims {
+			if end(c) {
+				delete(lc.claims, c)
+			} else {
+				left[c.log] = true
+			}
+		}
+		drop = l.dropIfUnneeded(name, lc, drop)
+	}
+	for log := range l.closed {
+		if !left[log] {
+			delete(l.closed, log)
+		}
+	}
+	return drop
+}
+
+// dropIfUnneeded stops tracking the copy when nothing needs it any more and
+// appends it to drop.
+func (l *localCopies) dropIfUnneeded(name string, lc *localCopy, drop []StoredObject) []StoredObject {
+	if lc.sets > 0 || len(lc.claims) > 0 {
+		return drop
+	}
+	delete(l.copies, name)
+	return append(drop, StoredObject{Name: name, Size: lc.size, LocalName: lc.name})
+}
+
+// keepRestored tracks a local copy that a crashed run left and that a
+// handle being restored points to, until the first confirmed checkpoint.
+// It reports false when the copy is tracked already.
+func (l *localCopies) keepRestored(name, localName string, size int64) bool {
+	if l.copies[name] != nil {
+		return false
+	}
+	l.copies[name] = &localCopy{name: localName, size: size, claims: map[claim]struct{}{restoredClaim: {}}}
+	return true
+}
+
+// names returns the names of the local copies tracked.
+func (l *localCopies) names() map[string]bool {
+	names := make(map[string]bool, len(l.copies))
+	for _, lc := range l.copies {
+		names[lc.name] = true
+	}
+	return names
 }
