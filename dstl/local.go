@@ -86,6 +86,125 @@ func openLocalRecovery(ctx context.Context, open OpenLocalRecovery, p LocalRecov
 	return lr, nil
 }
 
+// ReadReport says where [Reader.ReadPreferLocal] took each change set from.
+type ReadReport struct {
+	LocalSets   int   // change sets read from local copies
+	RemoteSets  int   // change sets read from the backend
+	LocalBytes  int64 // stored bytes of the sets read locally
+	RemoteBytes int64 // stored bytes of the sets read remotely
+	// Fallbacks lists the sets a local copy was named for but that were
+	// read from the backend, with the reason.
+	Fallbacks []Fallback
+}
+
+// Fallback is a change set read from the backend although the local handle
+// named a copy: the copy was missing, unreadable or damaged.
+type Fallback struct {
+	SequenceNumber SequenceNumber
+	LocalObject    string
+	Offset         int64
+	Err            error
+}
+
+// ReadPreferLocal reads like [Reader.Read], taking each change set from
+// its local copy when local names one and falling back to remote, change
+// set by change set, when the copy is missing, unreadable or fails its
+// checksum. A set is yielded only once it decoded whole, so a fallback
+// never yields a change twice. local is the [PersistResult]'s Local handle
+// of the same persist as remote, or nil (then everything is read
+// remotely); it must point to the same change sets at the same offsets and
+// lengths, else the error wraps [ErrInvalidHandle]. The report says which
+// copy each set came from; a reader without a local backend (the storage
+// was opened without local recovery) reads everything remotely.
+func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Handle, fn func(Change) error) (ReadReport, error) {
+	var rep ReadReport
+	if err := r.checkHandle(remote); err != nil {
+		return rep, err
+	}
+	if local == nil || r.local == nil {
+		err := r.Read(ctx, remote, fn)
+		if err == nil {
+			rep.RemoteSets = len(remote.Entries)
+			rep.RemoteBytes = remote.StoredSize
+		}
+		return rep, err
+	}
+	if err := checkMirror(remote, *local); err != nil {
+		return rep, err
+	}
+	locals := r.newLoader(r.local, true, local.Entries)
+	// The backend is asked only for what fell back: the entries of a local
+	// range that could not be read, planned together, or the one entry
+	// whose copy is damaged.
+	fallbacks := map[int]*loader{} // by index in locals.ranges
+	remoteLoader := func(e, le HandleEntry) *loader {
+		k := findRange(locals.ranges, le)
+		if locals.failed[k] == nil {
+			return r.newLoader(r.backend, false, []HandleEntry{e})
+		}
+		if l := fallbacks[k]; l != nil {
+			return l
+		}
+		var entries []HandleEntry
+		for j, lj := range local.Entries {
+			if findRange(locals.ranges, lj) == k {
+				entries = append(entries, remote.Entries[j])
+			}
+		}
+		fallbacks[k] = r.newLoader(r.backend, false, entries)
+		return fallbacks[k]
+	}
+	for i, e := range remote.Entries {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		le := local.Entries[i]
+		cs, err := locals.changeSet(ctx, *local, le)
+		if err == nil {
+			rep.LocalSets++
+			rep.LocalBytes += le.Length
+		} else {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return rep, ctxErr
+			}
+			rep.Fallbacks = append(rep.Fallbacks, Fallback{SequenceNumber: le.SequenceNumber, LocalObject: le.Object, Offset: le.Offset, Err: err})
+			r.fallbacks.Add(1)
+			r.log.Warn("dstl: local copy unusable, reading the change set from the backend", "log", remote.LogID,
+				"sequence_number", le.SequenceNumber, "local_object", le.Object, "object", e.Object, "err", err)
+			localErr := err
+			if cs, err = remoteLoader(e, le).changeSet(ctx, remote, e); err != nil {
+				return rep, fmt.Errorf("%w (the local copy %q failed first: %v)", err, le.Object, localErr)
+			}
+			rep.RemoteSets++
+			rep.RemoteBytes += e.Length
+		}
+		if err := r.emit(cs, e, fn); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// checkMirror checks that local points to the change sets of remote at the
+// same offsets and lengths.
+func checkMirror(remote, local Handle) error {
+	if err := local.Validate(); err != nil {
+		return err
+	}
+	if local.LogID != remote.LogID || local.KeyGroups != remote.KeyGroups || len(local.Entries) != len(remote.Entries) {
+		return fmt.Errorf("dstl: read: the local handle (log %s, %v, %d entries) is not of the same persist as the remote one (log %s, %v, %d entries): %w",
+			local.LogID, local.KeyGroups, len(local.Entries), remote.LogID, remote.KeyGroups, len(remote.Entries), ErrInvalidHandle)
+	}
+	for i, le := range local.Entries {
+		re := remote.Entries[i]
+		if le.SequenceNumber != re.SequenceNumber || le.Offset != re.Offset || le.Length != re.Length {
+			return fmt.Errorf("dstl: read: entry %d of the local handle (change set %d at offset %d, %d bytes) differs from the remote one (change set %d at offset %d, %d bytes): %w",
+				i, le.SequenceNumber, le.Offset, le.Length, re.SequenceNumber, re.Offset, re.Length, ErrInvalidHandle)
+		}
+	}
+	return nil
+}
+
 // writtenBefore reports whether name is a log object's name under prefix
 // (see [objname]) whose time is before t (in whole milliseconds, the
 // names' precision).
