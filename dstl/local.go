@@ -74,6 +74,9 @@ func openLocalRecovery(ctx context.Context, open OpenLocalRecovery, p LocalRecov
 	}
 	lr, err := open(ctx, p)
 	if err != nil {
+		if lr != nil {
+			err = errors.Join(err, lr.Close())
+		}
 		return nil, fmt.Errorf("dstl: local recovery in %q: %w", p.Config.LocalRecoveryDir, err)
 	}
 	if lr == nil || lr.LocalBackend() == nil {

@@ -166,6 +166,12 @@ func buildUploader(ctx context.Context, cfg Config, backend Backend, o options) 
 	if o.wrapUploader != nil {
 		up = o.wrapUploader(up)
 	}
+	// A wrapper that keeps local copies of its own would have them named in
+	// handles but never deleted: the storage deletes copies only through
+	// the component of WithLocalRecovery.
+	if other, ok := up.(LocalRecovery); ok && (lr == nil || other.LocalBackend() != lr.LocalBackend()) {
+		return nil, nil, errors.Join(closeIfSet(lr), fmt.Errorf("%w: the uploader from dstl.WithUploader (%T) keeps local copies of its own: pass it with dstl.WithLocalRecovery and set \"local-recovery.enabled\", so that the storage tracks and deletes them", ErrInvalidConfig, up))
+	}
 	return up, lr, nil
 }
 

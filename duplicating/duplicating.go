@@ -62,7 +62,7 @@ type Uploader struct {
 	localTimeout time.Duration
 }
 
-// Option changes how [New] builds an uploader.
+// Option changes how [New] and [Opener] build an uploader.
 type Option func(*Uploader)
 
 // WithLogger sets the logger; the default is [slog.Default].
@@ -85,7 +85,11 @@ const DefaultLocalTimeout = 5 * time.Second
 
 // New returns an uploader that encodes batches as cfg says (job prefix,
 // compression, buffer size) and writes each object to remote and to local.
-// The caller closes both backends.
+// The caller closes both backends. A storage uses it only as its local
+// recovery component: pass it with [dstl.WithLocalRecovery] (an opener
+// that returns it) and set local-recovery.enabled (the directory is then
+// unused); a storage refuses it from [dstl.WithUploader], since it would
+// not delete the copies.
 func New(remote, local dstl.Backend, cfg dstl.Config, opts ...Option) (*Uploader, error) {
 	if remote == nil {
 		return nil, errors.New("duplicating: the remote backend is nil")

@@ -810,3 +810,29 @@ func TestBothCopiesGone(t *testing.T) {
 		t.Fatalf("ReadPreferLocal with both copies gone: %v; want the backend's ErrNotFound and the local failure", err)
 	}
 }
+
+// TestLocalRecoveryThroughWithUploaderIsRefused: an uploader that keeps
+// local copies given through dstl.WithUploader would have its copies named
+// in handles and never deleted (the storage deletes copies only through the
+// component of dstl.WithLocalRecovery), so the storage refuses it, with or
+// without local recovery enabled.
+func TestLocalRecoveryThroughWithUploaderIsRefused(t *testing.T) {
+	for _, enabled := range []bool{false, true} {
+		remote := dstltest.NewBackend()
+		cfg := testConfig(t.TempDir())
+		cfg.LocalRecoveryEnabled = enabled
+		up, err := duplicating.New(remote, dstltest.NewBackend(), cfg, duplicating.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrap := dstl.WithUploader(func(dstl.Uploader) dstl.Uploader { return up })
+		s, err := dstl.New(cfg, remote, wrap, dstl.WithLocalRecovery(duplicating.Open))
+		if err == nil {
+			s.Close()
+			t.Fatalf("enabled=%v: a storage was opened with a local-copying uploader from WithUploader", enabled)
+		}
+		if !errors.Is(err, dstl.ErrInvalidConfig) || !strings.Contains(err.Error(), "WithLocalRecovery") {
+			t.Fatalf("enabled=%v: err = %v, want ErrInvalidConfig naming WithLocalRecovery", enabled, err)
+		}
+	}
+}
