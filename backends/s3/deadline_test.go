@@ -60,40 +60,7 @@ func TestSilentEndpoint(t *testing.T) {
 				t.Skip("takes about 20 s")
 			}
 			b, silent := silentBackend(t, tc.tune)
-			calls := map[string]func(ctx context.Context) error{
-				"get": func(ctx context.Context) error {
-					rc, err := b.Get(ctx, "x.dstl", 0, -1)
-					if err == nil {
-						rc.Close()
-					}
-					return err
-				},
-				"list": func(ctx context.Context) error {
-					return b.List(ctx, "", func(dstl.ObjectInfo) error { return nil })
-				},
-			}
-			if tc.tune == nil {
-				delete(calls, "list") // one call shows the defaults' bound
-			}
-			for op, call := range calls {
-				start := time.Now()
-				err := call(context.Background())
-				took := time.Since(start)
-				if err == nil {
-					t.Fatalf("%s succeeded", op)
-				}
-				if took > tc.bound {
-					t.Errorf("%s took %v, want at most %v", op, took, tc.bound)
-				}
-				if !strings.Contains(err.Error(), silent.Addr()) {
-					t.Errorf("%s: error %q does not name the endpoint %s", op, err, silent.Addr())
-				}
-				var to interface{ Timeout() bool }
-				if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &to) && to.Timeout()) {
-					t.Errorf("%s: error %v is no timeout", op, err)
-				}
-				t.Logf("%s failed after %v: %v", op, took.Round(time.Millisecond), err)
-			}
+			faultproxy.CheckSilentCalls(t, b, silent, tc.bound, tc.tune != nil) // with the defaults, one call shows the bound
 		})
 	}
 }
