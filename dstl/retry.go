@@ -40,8 +40,10 @@ type uploadRun struct {
 
 	results          chan attemptResult
 	cancels          []context.CancelFunc
+	progress         []*progress // of attempt n at n-1
+	ended            []bool      // whether attempt n has returned, at n-1
 	started, running int
-	hedge            *time.Timer      // fires when the latest attempt has run for the timeout
+	hedge            *time.Timer      // fires at the next deadline of a running attempt (see watch)
 	retry            <-chan time.Time // a scheduled attempt after an error
 	stop             bool             // a permanent error: start no more attempts
 	lastErr          error            // the latest attempt error seen
@@ -52,16 +54,24 @@ type uploadRun struct {
 
 // uploadWithRetries runs the attempts of one batch upload.
 //
-// With the fixed policy, an attempt that has not ended after upload.timeout
-// is left running and another starts beside it (hedging). After a failed
-// attempt the next one starts after upload.next-attempt-delay, whether or
-// not an earlier attempt is still running. At most upload.max-attempts
-// start. The first attempt to succeed wins: the others are cancelled
-// through their context and whatever they stored is discarded. The batch
-// fails when no attempt succeeded and none may start any more: after the
-// last attempt's error, or once the last attempt has run past its own
-// timeout (then the attempts still running are cancelled, so that a batch
-// never waits forever on stalled requests). With the none policy there is
+// The engine never retries a request: an attempt is one call of the
+// uploader (one backend Put), whose backend retries its requests inside
+// it. An attempt makes progress while the uploader reads the object's
+// body; once the body is read, the wait for the answer is no progress.
+//
+// With the fixed policy, when the latest attempt has made no progress for
+// upload.timeout, it is left running and another starts beside it
+// (hedging); an attempt that keeps progressing is never hedged nor given
+// up for time. After a failed attempt the next one starts after
+// upload.next-attempt-delay, whether or not an earlier attempt is still
+// running. At most upload.max-attempts start. The first attempt to succeed
+// wins: the others are cancelled through their context and whatever they
+// stored is discarded. The batch fails when no attempt succeeded and none
+// may start any more: after the last attempt's error, or once every
+// attempt still running has been stalled, without progress for
+// upload.timeout plus its body's size at [MinUploadThroughput] (then they
+// are cancelled, so that a batch never waits forever on stalled requests).
+// Its error is the last attempt error seen. With the none policy there is
 // one attempt and no timeout.
 //
 // settled is closed once every attempt has returned; the caller hands
@@ -100,24 +110,72 @@ func (s *scheduler) newUploadRun(batch []*UploadTask) *uploadRun {
 	hedge.Stop()
 	return &uploadRun{
 		s: s, batch: batch, maxAttempts: maxAttempts, timeout: timeout,
-		delays:  backoff.WithContext(backoff.NewConstantBackOff(s.cfg.UploadNextAttemptDelay), s.ctx),
-		begin:   time.Now(),
-		results: make(chan attemptResult, maxAttempts),
-		cancels: make([]context.CancelFunc, 0, maxAttempts),
-		hedge:   hedge,
+		delays:   backoff.WithContext(backoff.NewConstantBackOff(s.cfg.UploadNextAttemptDelay), s.ctx),
+		begin:    time.Now(),
+		results:  make(chan attemptResult, maxAttempts),
+		cancels:  make([]context.CancelFunc, 0, maxAttempts),
+		progress: make([]*progress, 0, maxAttempts),
+		ended:    make([]bool, 0, maxAttempts),
+		hedge:    hedge,
 	}
 }
 
-// start starts the next attempt and restarts the hedge timer.
+// start starts the next attempt and re-arms the timer.
 func (r *uploadRun) start() {
 	r.started++
 	r.running++
 	ctx, cancel := context.WithCancel(r.s.ctx)
+	p := newProgress(time.Now())
 	r.cancels = append(r.cancels, cancel)
+	r.progress = append(r.progress, p)
+	r.ended = append(r.ended, false)
 	r.s.m.uploadRequests.Add(r.s.ctx, 1)
-	go r.attempt(ctx, r.started)
-	if r.timeout > 0 {
-		r.hedge.Reset(r.timeout)
+	go r.attempt(withProgress(ctx, p), r.started)
+	r.watch(time.Now())
+}
+
+// mayStart reports whether another attempt may start.
+func (r *uploadRun) mayStart() bool { return !r.stop && r.started < r.maxAttempts }
+
+// hedgeAt is when the latest attempt, without progress since, is due a
+// hedge; ok is false when it has ended.
+func (r *uploadRun) hedgeAt() (at time.Time, ok bool) {
+	n := r.started
+	if n == 0 || r.ended[n-1] {
+		return time.Time{}, false
+	}
+	return time.Unix(0, r.progress[n-1].last.Load()).Add(r.timeout), true
+}
+
+// stalledAt is when running attempt n (from 1), without progress since,
+// counts as stalled for good.
+func (r *uploadRun) stalledAt(n int) time.Time {
+	p := r.progress[n-1]
+	return time.Unix(0, p.last.Load()).Add(r.timeout + transferTime(p.size.Load()))
+}
+
+// watch arms the timer for the next deadline after now: the latest
+// attempt's hedge while another may start, else the first stall of a
+// running attempt. Progress only moves deadlines later, so the timer
+// firing early just re-arms it.
+func (r *uploadRun) watch(now time.Time) {
+	r.hedge.Stop()
+	if r.timeout <= 0 || r.running == 0 || r.retry != nil {
+		// The attempt after the delay re-arms the timer.
+		return
+	}
+	var next time.Time
+	if r.mayStart() {
+		next, _ = r.hedgeAt()
+	} else {
+		for n := 1; n <= r.started; n++ {
+			if at := r.stalledAt(n); !r.ended[n-1] && (next.IsZero() || at.Before(next)) {
+				next = at
+			}
+		}
+	}
+	if !next.IsZero() {
+		r.hedge.Reset(max(next.Sub(now), time.Millisecond))
 	}
 }
 
@@ -141,6 +199,8 @@ func (r *uploadRun) attempt(ctx context.Context, n int) {
 // and fails the batch when nothing is left running or scheduled.
 func (r *uploadRun) onResult(a attemptResult) *uploadOutcome {
 	r.running--
+	r.ended[a.n-1] = true
+	defer r.watch(time.Now())
 	if a.err == nil {
 		settled := r.losers()
 		r.s.record(r.batch, a, r.started, r.begin)
@@ -162,33 +222,47 @@ func (r *uploadRun) onResult(a attemptResult) *uploadOutcome {
 	return nil
 }
 
-// onHedge handles the latest attempt running for the timeout (or having
-// ended): another attempt starts beside it if one may, else the batch
-// gives up.
+// onHedge handles the timer: when the latest attempt has made no progress
+// for the timeout, another starts beside it if one may; when none may and
+// every running attempt has stalled, the batch gives up with the last
+// error seen.
 func (r *uploadRun) onHedge() *uploadOutcome {
-	switch {
-	case r.running == 0 || r.retry != nil:
-		// The attempt after the delay restarts the clock.
+	now := time.Now()
+	if r.running == 0 || r.retry != nil {
+		// The attempt after the delay re-arms the timer.
 		return nil
-	case !r.stop && r.started < r.maxAttempts:
-		r.s.log.Debug("dstl: upload attempt timed out; starting another beside it", "attempt", r.started, "timeout", r.timeout)
-		r.start()
-		return nil
-	case r.lastErr != nil:
-		return r.fail(r.lastErr)
-	default:
-		return r.giveUpTimedOut()
 	}
+	if r.mayStart() {
+		if at, ok := r.hedgeAt(); ok && !now.Before(at) {
+			r.s.log.Debug("dstl: upload attempt made no progress; starting another beside it", "attempt", r.started, "timeout", r.timeout)
+			r.start()
+			return nil
+		}
+		r.watch(now)
+		return nil
+	}
+	for n := 1; n <= r.started; n++ {
+		if !r.ended[n-1] && now.Before(r.stalledAt(n)) {
+			r.watch(now)
+			return nil
+		}
+	}
+	if r.lastErr != nil {
+		return r.fail(r.lastErr)
+	}
+	return r.giveUpTimedOut()
 }
 
 // onRetry starts the attempt scheduled after an error, or fails the batch
 // when none may start and nothing is running.
 func (r *uploadRun) onRetry() *uploadOutcome {
 	r.retry = nil
-	if !r.stop && r.started < r.maxAttempts {
+	if r.mayStart() {
 		r.start()
 	} else if r.running == 0 {
 		return r.fail(r.lastErr)
+	} else {
+		r.watch(time.Now())
 	}
 	return nil
 }
@@ -202,12 +276,13 @@ func (r *uploadRun) giveUpTimedOut() *uploadOutcome {
 	r.s.m.totalAttemptsPerUpload.Record(r.s.ctx, int64(r.started))
 	settled := r.losers()
 	<-settled
-	cause := fmt.Errorf("every attempt ran past upload.timeout (%v): %w", r.timeout, context.DeadlineExceeded)
+	const stalled = "every attempt stalled, without progress for upload.timeout (%v) plus its body at %d KiB/s: %w"
+	cause := fmt.Errorf(stalled, r.timeout, MinUploadThroughput>>10, context.DeadlineExceeded)
 	if r.lastLoser.err != nil {
 		// %v: the loser's error is mostly the cancellation the engine
 		// caused, not the caller's.
-		cause = fmt.Errorf("every attempt ran past upload.timeout (%v): %w; attempt %d, cancelled, ended with: %v",
-			r.timeout, context.DeadlineExceeded, r.lastLoser.n, r.lastLoser.err)
+		cause = fmt.Errorf(stalled+"; attempt %d, cancelled, ended with: %v",
+			r.timeout, MinUploadThroughput>>10, context.DeadlineExceeded, r.lastLoser.n, r.lastLoser.err)
 	}
 	return &uploadOutcome{settled: settled, err: r.s.uploadError(len(r.batch), r.started, cause)}
 }
