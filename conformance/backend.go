@@ -31,12 +31,15 @@ type Option func(*suite)
 // half parts. The default is [DefaultPartSize].
 func WithPartSize(n int64) Option { return func(s *suite) { s.partSize = n } }
 
-// WithLocalRecovery runs the storages of [TestEngine] with local recovery
-// ([dstl.Config.LocalRecoveryEnabled]), in a directory of each case's: the
-// test program must link a local recovery in (import
-// github.com/dstlgo/dstl/duplicating). ManyWriters then also reads each
-// writer's last confirmed local handle, preferring local copies.
-func WithLocalRecovery() Option { return func(s *suite) { s.localRecovery = true } }
+// WithLocalRecovery runs the storages of [TestEngine] with the local
+// recovery that open opens (for instance duplicating.Open of package
+// github.com/dstlgo/dstl/duplicating), turned on by
+// [dstl.Config.LocalRecoveryEnabled] in a directory of each case's.
+// ManyWriters then also reads each writer's last confirmed local handle,
+// preferring local copies.
+func WithLocalRecovery(open dstl.OpenLocalRecovery) Option {
+	return func(s *suite) { s.localRecovery = open }
+}
 
 // RawPut stores data under name in b's store as it is, through the
 // store's own client, bypassing the backend's checks of names: an object
@@ -121,7 +124,7 @@ type suite struct {
 	id       string // the backend identifier the first checked error named
 	partSize int64
 	// localRecovery turns local recovery on in the engine suite's storages.
-	localRecovery bool
+	localRecovery dstl.OpenLocalRecovery
 	// rawPut writes objects under names no Put can write; nil: none.
 	rawPut RawPut
 }

@@ -40,7 +40,7 @@
 //     (package github.com/dstlgo/dstl/dstl/format), and no change.
 //
 // With [WithLocalRecovery], the storages of [TestEngine] keep local copies
-// (package github.com/dstlgo/dstl/duplicating must be linked in), and
+// (with the local recovery it is given, e.g. duplicating.Open), and
 // ManyWriters also reads each writer's last confirmed local handle with
 // [dstl.Reader.ReadPreferLocal].
 //

@@ -68,27 +68,29 @@ type engineCase struct {
 	b   dstl.Backend
 	ctx context.Context
 	cfg dstl.Config
+	// localRecovery opens the storages' local recovery; nil without.
+	localRecovery dstl.OpenLocalRecovery
 }
 
 // engine opens a fresh backend for a case whose storages use cfg (with
 // local recovery in a directory of the case's under [WithLocalRecovery]).
 func (s *suite) engine(t *testing.T, cfg dstl.Config) *engineCase {
 	t.Helper()
-	if s.localRecovery {
+	if s.localRecovery != nil {
 		cfg.LocalRecoveryEnabled = true
 		cfg.LocalRecoveryDir = t.TempDir()
 	}
 	b := s.backend(t)
 	ctx, cancel := context.WithTimeout(t.Context(), engineTimeout)
 	t.Cleanup(cancel)
-	return &engineCase{t: t, b: b, ctx: ctx, cfg: cfg}
+	return &engineCase{t: t, b: b, ctx: ctx, cfg: cfg, localRecovery: s.localRecovery}
 }
 
 // storage opens a storage over the case's backend. It is closed at the end
 // of the test, before the backend; closing it earlier is fine.
 func (e *engineCase) storage() *dstl.Storage {
 	e.t.Helper()
-	st, err := dstl.New(e.cfg, e.b, dstl.WithStorageID(engineStorageID), dstl.WithLogger(quietLogger))
+	st, err := dstl.New(e.cfg, e.b, dstl.WithStorageID(engineStorageID), dstl.WithLogger(quietLogger), dstl.WithLocalRecovery(e.localRecovery))
 	if err != nil {
 		e.t.Fatalf("dstl.New: %v", err)
 	}

@@ -98,9 +98,10 @@ type Config struct {
 	CacheIdleTimeout time.Duration
 	// LocalRecoveryEnabled mirrors every object the storage uploads to
 	// LocalRecoveryDir, so that a process restarted on the same machine
-	// recovers from local files (see [Reader.ReadPreferLocal]). It needs
-	// the package github.com/dstlgo/dstl/duplicating linked into the
-	// program. Key "local-recovery.enabled" (also Flink's
+	// recovers from local files (see [Reader.ReadPreferLocal]). It turns on
+	// the local recovery the storage is given with [WithLocalRecovery]
+	// (e.g. duplicating.Open); without that option it is refused at [Open]
+	// and [New]. Key "local-recovery.enabled" (also Flink's
 	// "state.backend.local-recovery"). Default false.
 	LocalRecoveryEnabled bool
 	// LocalRecoveryDir is the directory of the local copies, under which

@@ -20,6 +20,13 @@
 // After a crash, a [Reader] reads a handle back: it fetches only the byte
 // ranges the handle needs and yields the changes, metadata first.
 //
+// With local recovery, given by the option [WithLocalRecovery] (package
+// github.com/dstlgo/dstl/duplicating implements it) and turned on by
+// [Config.LocalRecoveryEnabled], every object also gets a local copy; a
+// persist then returns a local handle too, [Reader.ReadPreferLocal] reads
+// it with a fallback to the backend, and [Storage.CleanLocalCopies] deletes
+// what a crashed run left.
+//
 // Storage services plug in as a [Backend], registered by identifier with
 // [Register]; see the packages under backends/.
 package dstl

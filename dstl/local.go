@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"sync"
+	"math"
 	"time"
 
 	"github.com/dstlgo/dstl/dstl/objname"
@@ -14,17 +13,30 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// LocalCopier is implemented by an [Uploader] that keeps a local copy of
-// every object it stores, at the same offsets, and names it in
-// [StoredObject.LocalName] and [UploadResult.LocalObject] (package
-// github.com/dstlgo/dstl/duplicating does). The storage deletes local copies
-// and reads local handles through the backend it returns.
-type LocalCopier interface {
+// LocalRecovery is the seam of local recovery: one component that stores
+// each batch on the storage's backend and, at the same offsets and under
+// the name it gives in [StoredObject.LocalName] and
+// [UploadResult.LocalObject], a local copy of it (the persist results then
+// carry a local handle), and that owns the backend of the local copies.
+// The storage reads local handles from that backend
+// ([Reader.ReadPreferLocal]), deletes from it the copies that no live
+// change set and no claim of a local handle needs any more, and lists it at
+// start-up ([Storage.CleanLocalCopies]). A storage gets one with [WithLocalRecovery];
+// package github.com/dstlgo/dstl/duplicating implements it.
+type LocalRecovery interface {
+	// Uploader stores batches: its Upload names the local copies it
+	// wrote, its Discard deletes an object and, when StoredObject.LocalName
+	// is set, its local copy.
+	Uploader
+	// LocalBackend returns the backend of the local copies.
 	LocalBackend() Backend
+	// Close releases the component; the storage calls it last, after its
+	// uploads and deletes ended.
+	Close() error
 }
 
-// LocalRecoveryParams is what a [LocalRecoveryFactory] builds an uploader
-// from.
+// LocalRecoveryParams is what an [OpenLocalRecovery] builds the local
+// recovery of a storage from.
 type LocalRecoveryParams struct {
 	// Config is the storage's configuration; LocalRecoveryDir names the
 	// directory of the local copies.
@@ -38,51 +50,162 @@ type LocalRecoveryParams struct {
 	MeterProvider metric.MeterProvider
 }
 
-// A LocalRecoveryFactory returns the uploader of a storage whose
-// configuration enables local recovery. The uploader must implement
-// [LocalCopier]; if it implements io.Closer, the storage closes it last.
-type LocalRecoveryFactory func(ctx context.Context, p LocalRecoveryParams) (Uploader, error)
+// OpenLocalRecovery opens the local recovery of a storage whose
+// configuration enables it (see [WithLocalRecovery]).
+type OpenLocalRecovery func(ctx context.Context, p LocalRecoveryParams) (LocalRecovery, error)
 
-var localRecovery struct {
-	sync.Mutex
-	factory LocalRecoveryFactory
+// WithLocalRecovery gives the storage the local recovery that open opens
+// (for instance duplicating.Open): when [Config.LocalRecoveryEnabled] is
+// set (option "local-recovery.enabled"), [Open] and [New] call open with
+// the storage's configuration and backend, use the component as the
+// storage's uploader (still wrapped by [WithUploader]) and close it last;
+// otherwise open is not called, so a program may pass the option always
+// and leave the choice to its configuration. A configuration enabling
+// local recovery without this option is refused with [ErrInvalidConfig].
+func WithLocalRecovery(open OpenLocalRecovery) Option {
+	return func(o *options) { o.localRecovery = open }
 }
 
-// RegisterLocalRecovery installs the factory [Open] and [New] use when
-// [Config.LocalRecoveryEnabled] is set. Package
-// github.com/dstlgo/dstl/duplicating registers itself on import; it panics
-// if called twice or with nil.
-func RegisterLocalRecovery(f LocalRecoveryFactory) {
-	localRecovery.Lock()
-	defer localRecovery.Unlock()
-	if f == nil {
-		panic("dstl: RegisterLocalRecovery with a nil factory")
+// openLocalRecovery opens the storage's local recovery with the opener of
+// [WithLocalRecovery].
+func openLocalRecovery(ctx context.Context, open OpenLocalRecovery, p LocalRecoveryParams) (LocalRecovery, error) {
+	if open == nil {
+		return nil, fmt.Errorf("%w: option \"local-recovery.enabled\" is true, but the storage was given no local recovery: pass dstl.WithLocalRecovery(duplicating.Open) (package github.com/dstlgo/dstl/duplicating)", ErrInvalidConfig)
 	}
-	if localRecovery.factory != nil {
-		panic("dstl: RegisterLocalRecovery called twice")
-	}
-	localRecovery.factory = f
-}
-
-// openLocalRecovery returns the uploader of local recovery for cfg.
-func openLocalRecovery(ctx context.Context, p LocalRecoveryParams) (Uploader, error) {
-	localRecovery.Lock()
-	f := localRecovery.factory
-	localRecovery.Unlock()
-	if f == nil {
-		return nil, fmt.Errorf("%w: option \"local-recovery.enabled\" is true, but no local recovery is linked into the program: import github.com/dstlgo/dstl/duplicating", ErrInvalidConfig)
-	}
-	up, err := f(ctx, p)
+	lr, err := open(ctx, p)
 	if err != nil {
+		if lr != nil {
+			err = errors.Join(err, lr.Close())
+		}
 		return nil, fmt.Errorf("dstl: local recovery in %q: %w", p.Config.LocalRecoveryDir, err)
 	}
-	if _, ok := up.(LocalCopier); !ok {
-		if c, ok := up.(io.Closer); ok {
-			err = c.Close()
+	if lr == nil || lr.LocalBackend() == nil {
+		var err error
+		if lr != nil {
+			err = lr.Close()
 		}
-		return nil, errors.Join(err, fmt.Errorf("dstl: local recovery: the uploader %T keeps no local copies (it does not implement dstl.LocalCopier)", up))
+		return nil, errors.Join(err, fmt.Errorf("dstl: local recovery in %q: the component %T has no local backend", p.Config.LocalRecoveryDir, lr))
 	}
-	return up, nil
+	return lr, nil
+}
+
+// ReadReport says where [Reader.ReadPreferLocal] took each change set from.
+type ReadReport struct {
+	LocalSets   int   // change sets read from local copies
+	RemoteSets  int   // change sets read from the backend
+	LocalBytes  int64 // stored bytes of the sets read locally
+	RemoteBytes int64 // stored bytes of the sets read remotely
+	// Fallbacks lists the sets a local copy was named for but that were
+	// read from the backend, with the reason.
+	Fallbacks []Fallback
+}
+
+// Fallback is a change set read from the backend although the local handle
+// named a copy: the copy was missing, unreadable or damaged.
+type Fallback struct {
+	SequenceNumber SequenceNumber
+	LocalObject    string
+	Offset         int64
+	Err            error
+}
+
+// ReadPreferLocal reads like [Reader.Read], taking each change set from
+// its local copy when local names one and falling back to remote, change
+// set by change set, when the copy is missing, unreadable or fails its
+// checksum. A set is yielded only once it decoded whole, so a fallback
+// never yields a change twice. local is the [PersistResult]'s Local handle
+// of the same persist as remote, or nil (then everything is read
+// remotely); it must point to the same change sets at the same offsets and
+// lengths, else the error wraps [ErrInvalidHandle]. The report says which
+// copy each set came from; a reader without a local backend (the storage
+// was opened without local recovery) reads everything remotely.
+func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Handle, fn func(Change) error) (ReadReport, error) {
+	var rep ReadReport
+	if err := r.checkHandle(remote); err != nil {
+		return rep, err
+	}
+	if local == nil || r.local == nil {
+		err := r.Read(ctx, remote, fn)
+		if err == nil {
+			rep.RemoteSets = len(remote.Entries)
+			rep.RemoteBytes = remote.StoredSize
+		}
+		return rep, err
+	}
+	if err := checkMirror(remote, *local); err != nil {
+		return rep, err
+	}
+	locals := r.newLoader(r.local, true, local.Entries)
+	// The backend is asked only for what fell back: the entries of a local
+	// range that could not be read, planned together, or the one entry
+	// whose copy is damaged.
+	fallbacks := map[int]*loader{} // by index in locals.ranges
+	remoteLoader := func(e, le HandleEntry) *loader {
+		k := findRange(locals.ranges, le)
+		if locals.failed[k] == nil {
+			return r.newLoader(r.backend, false, []HandleEntry{e})
+		}
+		if l := fallbacks[k]; l != nil {
+			return l
+		}
+		var entries []HandleEntry
+		for j, lj := range local.Entries {
+			if findRange(locals.ranges, lj) == k {
+				entries = append(entries, remote.Entries[j])
+			}
+		}
+		fallbacks[k] = r.newLoader(r.backend, false, entries)
+		return fallbacks[k]
+	}
+	for i, e := range remote.Entries {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		le := local.Entries[i]
+		cs, err := locals.changeSet(ctx, *local, le)
+		if err == nil {
+			rep.LocalSets++
+			rep.LocalBytes += le.Length
+		} else {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return rep, ctxErr
+			}
+			rep.Fallbacks = append(rep.Fallbacks, Fallback{SequenceNumber: le.SequenceNumber, LocalObject: le.Object, Offset: le.Offset, Err: err})
+			r.fallbacks.Add(1)
+			r.log.Warn("dstl: local copy unusable, reading the change set from the backend", "log", remote.LogID,
+				"sequence_number", le.SequenceNumber, "local_object", le.Object, "object", e.Object, "err", err)
+			localErr := err
+			if cs, err = remoteLoader(e, le).changeSet(ctx, remote, e); err != nil {
+				return rep, fmt.Errorf("%w (the local copy %q failed first: %v)", err, le.Object, localErr)
+			}
+			rep.RemoteSets++
+			rep.RemoteBytes += e.Length
+		}
+		if err := r.emit(cs, e, fn); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// checkMirror checks that local points to the change sets of remote at the
+// same offsets and lengths.
+func checkMirror(remote, local Handle) error {
+	if err := local.Validate(); err != nil {
+		return err
+	}
+	if local.LogID != remote.LogID || local.KeyGroups != remote.KeyGroups || len(local.Entries) != len(remote.Entries) {
+		return fmt.Errorf("dstl: read: the local handle (log %s, %v, %d entries) is not of the same persist as the remote one (log %s, %v, %d entries): %w",
+			local.LogID, local.KeyGroups, len(local.Entries), remote.LogID, remote.KeyGroups, len(remote.Entries), ErrInvalidHandle)
+	}
+	for i, le := range local.Entries {
+		re := remote.Entries[i]
+		if le.SequenceNumber != re.SequenceNumber || le.Offset != re.Offset || le.Length != re.Length {
+			return fmt.Errorf("dstl: read: entry %d of the local handle (change set %d at offset %d, %d bytes) differs from the remote one (change set %d at offset %d, %d bytes): %w",
+				i, le.SequenceNumber, le.Offset, le.Length, re.SequenceNumber, re.Offset, re.Length, ErrInvalidHandle)
+		}
+	}
+	return nil
 }
 
 // writtenBefore reports whether name is a log object's name under prefix
@@ -157,4 +280,167 @@ func (s *Storage) CleanLocalCopies(ctx context.Context, keep ...Handle) (CleanRe
 		return res, fmt.Errorf("dstl: clean local copies: %w", err)
 	}
 	return res, nil
+}
+
+// localCopies is the storage's bookkeeping of local copies (local
+// recovery). They live by rules of their own, since the storage, not the
+// checkpoint owner, keeps them: a local copy is deleted once no live change
+// set is stored in it (all were truncated or their writers closed) and no
+// claim is left on it. A local handle returned to a writer for checkpoint N
+// claims its copies for (writer, N). The writer confirming N ends its
+// claims of older checkpoints (they will never be recovered from), aborting
+// N ends its claims of N. So the copies of each writer's latest confirmed
+// checkpoint, and of those still pending, stay. Once a writer is closed,
+// its claims are the job's: any writer confirming a newer checkpoint ends
+// them, as do the restored copies' claims.
+//
+// The methods that end a copy's last need return it, to be deleted from
+// the local backend (as a StoredObject with Name, Size and LocalName). A
+// localCopies is not safe for concurrent use: the tracker's lock guards it.
+type localCopies struct {
+	copies map[string]*localCopy // by the name of the object on the backend
+	closed map[LogID]struct{}    // closed writers with claims left
+}
+
+// localCopy is a local copy of a stored object.
+type localCopy struct {
+	name   string // on the local backend
+	size   int64
+	sets   int                // live change sets stored in it
+	claims map[claim]struct{} // local handles that point to it
+}
+
+// claim is a writer's checkpoint whose local handle points to a copy.
+type claim struct {
+	log LogID
+	cp  int64
+}
+
+// restoredClaim is the claim of a local copy kept for a restore (see
+// [Storage.CleanLocalCopies]): of no writer and older than any checkpoint,
+// so the first checkpoint any writer confirms ends it.
+var restoredClaim = claim{cp: math.MinInt64}
+
+func newLocalCopies() localCopies {
+	return localCopies{copies: map[string]*localCopy{}, closed: map[LogID]struct{}{}}
+}
+
+// add tracks localName, the copy of the object name that sets live change
+// sets are stored in.
+func (l *localCopies) add(name, localName string, size int64, sets int) {
+	l.copies[name] = &localCopy{name: localName, size: size, sets: sets}
+}
+
+// released drops one live change set from the copy of object name, if it
+// has one.
+func (l *localCopies) released(name string) []StoredObject {
+	lc := l.copies[name]
+	if lc == nil {
+		return nil
+	}
+	lc.sets--
+	return l.dropIfUnneeded(name, lc, nil)
+}
+
+// claim records that the local handle of writer log's checkpoint cp points
+// to the copies of the objects, if they all still exist, and reports
+// whether it may be returned.
+func (l *localCopies) claim(log LogID, objects []string, cp int64) bool {
+	for _, name := range objects {
+		if l.copies[name] == nil {
+			return false
+		}
+	}
+	for _, name := range objects {
+		lc := l.copies[name]
+		if lc.claims == nil {
+			lc.claims = map[claim]struct{}{}
+		}
+		lc.claims[claim{log, cp}] = struct{}{}
+	}
+	return true
+}
+
+// confirmed ends writer log's claims of checkpoints older than cp, and
+// those of closed writers and restores.
+func (l *localCopies) confirmed(log LogID, cp int64) []StoredObject {
+	return l.endClaims(func(c claim) bool {
+		if c.log != log && c != restoredClaim {
+			if _, closed := l.closed[c.log]; !closed {
+				return false
+			}
+		}
+		return c.cp < cp
+	})
+}
+
+// aborted ends writer log's claims of checkpoint cp.
+func (l *localCopies) aborted(log LogID, cp int64) []StoredObject {
+	return l.endClaims(func(c claim) bool { return c == claim{log, cp} })
+}
+
+// writerClosed makes the claims of a closed writer the job's: a newer
+// checkpoint confirmed by any writer ends them.
+func (l *localCopies) writerClosed(log LogID) {
+	for _, lc := range l.copies {
+		for c := range lc.claims {
+			if c.log == log {
+				l.closed[log] = struct{}{}
+				return
+			}
+		}
+	}
+}
+
+// endClaims ends the claims that end says and returns the copies nothing
+// needs any more.
+func (l *localCopies) endClaims(end func(claim) bool) []StoredObject {
+	var drop []StoredObject
+	left := map[LogID]bool{}
+	for name, lc := range l.copies {
+		for c := range lc.claims {
+			if end(c) {
+				delete(lc.claims, c)
+			} else {
+				left[c.log] = true
+			}
+		}
+		drop = l.dropIfUnneeded(name, lc, drop)
+	}
+	for log := range l.closed {
+		if !left[log] {
+			delete(l.closed, log)
+		}
+	}
+	return drop
+}
+
+// dropIfUnneeded stops tracking the copy when nothing needs it any more and
+// appends it to drop.
+func (l *localCopies) dropIfUnneeded(name string, lc *localCopy, drop []StoredObject) []StoredObject {
+	if lc.sets > 0 || len(lc.claims) > 0 {
+		return drop
+	}
+	delete(l.copies, name)
+	return append(drop, StoredObject{Name: name, Size: lc.size, LocalName: lc.name})
+}
+
+// keepRestored tracks a local copy that a crashed run left and that a
+// handle being restored points to, until the first confirmed checkpoint.
+// It reports false when the copy is tracked already.
+func (l *localCopies) keepRestored(name, localName string, size int64) bool {
+	if l.copies[name] != nil {
+		return false
+	}
+	l.copies[name] = &localCopy{name: localName, size: size, claims: map[claim]struct{}{restoredClaim: {}}}
+	return true
+}
+
+// names returns the names of the local copies tracked.
+func (l *localCopies) names() map[string]bool {
+	names := make(map[string]bool, len(l.copies))
+	for _, lc := range l.copies {
+		names[lc.name] = true
+	}
+	return names
 }

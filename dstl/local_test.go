@@ -9,15 +9,16 @@ import (
 	"github.com/dstlgo/dstl/dstltest"
 )
 
-// TestLocalRecoveryNotLinked: local recovery enabled in a program that
-// does not link package duplicating is an error saying what to import.
-func TestLocalRecoveryNotLinked(t *testing.T) {
+// TestLocalRecoveryNotGiven: local recovery enabled for a storage given
+// no local recovery (dstl.WithLocalRecovery) is an error saying what to
+// pass.
+func TestLocalRecoveryNotGiven(t *testing.T) {
 	cfg := testConfig()
 	cfg.LocalRecoveryEnabled = true
 	cfg.LocalRecoveryDir = t.TempDir()
 	_, err := dstl.New(cfg, dstltest.NewBackend())
-	if !errors.Is(err, dstl.ErrInvalidConfig) || !strings.Contains(err.Error(), "github.com/dstlgo/dstl/duplicating") || !strings.Contains(err.Error(), "local-recovery.enabled") {
-		t.Fatalf("dstl.New with local recovery and no factory: %v", err)
+	if !errors.Is(err, dstl.ErrInvalidConfig) || !strings.Contains(err.Error(), "dstl.WithLocalRecovery") || !strings.Contains(err.Error(), "local-recovery.enabled") {
+		t.Fatalf("dstl.New with local recovery enabled and not given: %v", err)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -22,8 +21,8 @@ type Storage struct {
 	backend     Backend
 	ownsBackend bool
 	uploader    Uploader
-	local       Backend   // where local copies are, nil without local recovery
-	closeLocal  io.Closer // the local recovery uploader, closed last
+	local       Backend       // where local copies are, nil without local recovery
+	recovery    LocalRecovery // the local recovery component, closed last; nil without
 	opened      time.Time
 	sched       *scheduler
 	tracker     *tracker
@@ -44,6 +43,7 @@ type options struct {
 	logger        *slog.Logger
 	meterProvider metric.MeterProvider
 	wrapUploader  func(Uploader) Uploader
+	localRecovery OpenLocalRecovery
 	storageID     string
 }
 
@@ -57,8 +57,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(o *options) { o.meterProvider = mp }
 }
 
-// WithUploader wraps the default uploader, for instance to mirror objects to
-// local disk or to inject faults in tests.
+// WithUploader wraps the storage's uploader (the default one, or the local
+// recovery component of [WithLocalRecovery]), for instance to inject faults
+// in tests.
 func WithUploader(wrap func(Uploader) Uploader) Option {
 	return func(o *options) { o.wrapUploader = wrap }
 }
@@ -107,7 +108,7 @@ func newStorage(ctx context.Context, cfg Config, backend Backend, opts ...Option
 	if o.meterProvider == nil {
 		o.meterProvider = otel.GetMeterProvider()
 	}
-	up, local, closeLocal, err := buildUploader(ctx, cfg, backend, o)
+	up, lr, err := buildUploader(ctx, cfg, backend, o)
 	if err != nil {
 		return nil, err
 	}
@@ -116,10 +117,12 @@ func newStorage(ctx context.Context, cfg Config, backend Backend, opts ...Option
 	// the scheduler), the storage.
 	m, err := newMetrics(o.meterProvider)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("dstl: metrics: %w", err), closeIfSet(closeLocal))
+		return nil, errors.Join(fmt.Errorf("dstl: metrics: %w", err), closeIfSet(lr))
 	}
+	var local Backend
 	var localDelete func(context.Context, string) error
-	if local != nil {
+	if lr != nil {
+		local = lr.LocalBackend()
 		localDelete = local.Delete
 	}
 	tr := newTracker(cfg.DiscardNumThreads, up.Discard, localDelete, o.logger, m)
@@ -127,7 +130,7 @@ func newStorage(ctx context.Context, cfg Config, backend Backend, opts ...Option
 	if err := m.observe(sched.QueueSize, sched.InFlight); err != nil {
 		sched.close()
 		tr.close()
-		return nil, errors.Join(fmt.Errorf("dstl: metrics: %w", err), closeIfSet(closeLocal))
+		return nil, errors.Join(fmt.Errorf("dstl: metrics: %w", err), closeIfSet(lr))
 	}
 	return &Storage{
 		cfg:         cfg,
@@ -135,7 +138,7 @@ func newStorage(ctx context.Context, cfg Config, backend Backend, opts ...Option
 		backend:     backend,
 		uploader:    up,
 		local:       local,
-		closeLocal:  closeLocal,
+		recovery:    lr,
 		opened:      time.Now(),
 		sched:       sched,
 		tracker:     tr,
@@ -147,33 +150,37 @@ func newStorage(ctx context.Context, cfg Config, backend Backend, opts ...Option
 	}, nil
 }
 
-// buildUploader returns the storage's uploader: the default one, or local
-// recovery's when it is enabled, wrapped by WithUploader; local is the
-// backend of local copies (nil without), closeLocal what Close closes last.
-func buildUploader(ctx context.Context, cfg Config, backend Backend, o options) (up Uploader, local Backend, closeLocal io.Closer, err error) {
+// buildUploader returns the storage's uploader: the default one, or the
+// local recovery component when the configuration enables it, wrapped by
+// WithUploader; lr is the component (nil without local recovery), which
+// owns the backend of local copies and is closed last.
+func buildUploader(ctx context.Context, cfg Config, backend Backend, o options) (up Uploader, lr LocalRecovery, err error) {
 	up = NewBackendUploader(backend, cfg)
 	if cfg.LocalRecoveryEnabled {
-		if up, err = openLocalRecovery(ctx, LocalRecoveryParams{Config: cfg, Remote: backend, Logger: o.logger, MeterProvider: o.meterProvider}); err != nil {
-			return nil, nil, nil, err
+		lr, err = openLocalRecovery(ctx, o.localRecovery, LocalRecoveryParams{Config: cfg, Remote: backend, Logger: o.logger, MeterProvider: o.meterProvider})
+		if err != nil {
+			return nil, nil, err
 		}
-		local = up.(LocalCopier).LocalBackend()
-		closeLocal, _ = up.(io.Closer)
+		up = lr
 	}
 	if o.wrapUploader != nil {
 		up = o.wrapUploader(up)
-		if lc, ok := up.(LocalCopier); ok {
-			local = lc.LocalBackend()
-		}
 	}
-	return up, local, closeLocal, nil
+	// A wrapper that keeps local copies of its own would have them named in
+	// handles but never deleted: the storage deletes copies only through
+	// the component of WithLocalRecovery.
+	if other, ok := up.(LocalRecovery); ok && (lr == nil || other.LocalBackend() != lr.LocalBackend()) {
+		return nil, nil, errors.Join(closeIfSet(lr), fmt.Errorf("%w: the uploader from dstl.WithUploader (%T) keeps local copies of its own: pass it with dstl.WithLocalRecovery and set \"local-recovery.enabled\", so that the storage tracks and deletes them", ErrInvalidConfig, up))
+	}
+	return up, lr, nil
 }
 
-// closeIfSet closes c unless it is nil.
-func closeIfSet(c io.Closer) error {
-	if c == nil {
+// closeIfSet closes lr unless it is nil.
+func closeIfSet(lr LocalRecovery) error {
+	if lr == nil {
 		return nil
 	}
-	return c.Close()
+	return lr.Close()
 }
 
 // NewWriter opens a writer for one operator instance owning the key groups
@@ -240,8 +247,8 @@ func (s *Storage) Close() error {
 	s.tracker.close()
 	s.readerCache.close()
 	err := s.m.close()
-	if s.closeLocal != nil {
-		err = errors.Join(err, s.closeLocal.Close())
+	if s.recovery != nil {
+		err = errors.Join(err, s.recovery.Close())
 	}
 	if s.ownsBackend {
 		err = errors.Join(err, s.backend.Close())

@@ -3,7 +3,6 @@ package dstl
 import (
 	"context"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 )
@@ -16,16 +15,9 @@ const discardTimeout = 30 * time.Second
 // discard pool, unless a checkpoint was confirmed with one of its change
 // sets: then it belongs to the checkpoint owner and is never deleted here.
 //
-// Local copies (local recovery) live by rules of their own, since the
-// storage, not the checkpoint owner, keeps them: a local copy is deleted
-// once no live change set is stored in it (all were truncated or their
-// writers closed) and no claim is left on it. A local handle returned to a
-// writer for checkpoint N claims its copies for (writer, N). The writer
-// confirming N ends its claims of older checkpoints (they will never be
-// recovered from), aborting N ends its claims of N. So the copies of each
-// writer's latest confirmed checkpoint, and of those still pending, stay.
-// Once a writer is closed, its claims are the job's: any writer confirming
-// a newer checkpoint ends them, as do the restored copies' claims.
+// Local copies (local recovery) live by rules of their own, kept by
+// [localCopies] under the tracker's lock; the tracker deletes the copies it
+// says nothing needs any more.
 type tracker struct {
 	discarder   func(ctx context.Context, obj StoredObject) error
 	localDelete func(ctx context.Context, name string) error // nil without local copies
@@ -34,9 +26,8 @@ type tracker struct {
 
 	mu      sync.Mutex
 	objects map[string]*trackedObject
-	locals  map[string]*localCopy // by the name of the object on the backend
-	closed  map[LogID]struct{}    // closed writers with claims left
-	queue   []discardItem         // waiting for a discard goroutine
+	locals  localCopies
+	queue   []discardItem // waiting for a discard goroutine
 	wake    *sync.Cond
 	closing bool
 	wg      sync.WaitGroup
@@ -49,25 +40,6 @@ type discardItem struct {
 	localOnly bool
 }
 
-// localCopy is a local copy of a stored object.
-type localCopy struct {
-	name   string // on the local backend
-	size   int64
-	sets   int                // live change sets stored in it
-	claims map[claim]struct{} // local handles that point to it
-}
-
-// claim is a writer's checkpoint whose local handle points to a copy.
-type claim struct {
-	log LogID
-	cp  int64
-}
-
-// restoredClaim is the claim of a local copy kept for a restore (see
-// [Storage.CleanLocalCopies]): of no writer and older than any checkpoint,
-// so the first checkpoint any writer confirms ends it.
-var restoredClaim = claim{cp: math.MinInt64}
-
 type trackedObject struct {
 	obj   StoredObject
 	refs  int
@@ -76,7 +48,7 @@ type trackedObject struct {
 
 func newTracker(threads int, discarder func(context.Context, StoredObject) error, localDelete func(context.Context, string) error, log *slog.Logger, m *metrics) *tracker {
 	t := &tracker{discarder: discarder, localDelete: localDelete, log: log, m: m, objects: map[string]*trackedObject{},
-		locals: map[string]*localCopy{}, closed: map[LogID]struct{}{}}
+		locals: newLocalCopies()}
 	t.wake = sync.NewCond(&t.mu)
 	t.wg.Add(threads)
 	for range threads {
@@ -97,10 +69,10 @@ func (t *tracker) track(obj StoredObject, refs int) {
 		return
 	}
 	if obj.LocalName != "" {
-		// Without a local backend (the uploader is no LocalCopier) the
+		// Without a local backend (the storage has no local recovery) the
 		// copy is not tracked, so no local handle ever points to it.
 		if t.localDelete != nil {
-			t.locals[obj.Name] = &localCopy{name: obj.LocalName, size: obj.Size, sets: refs}
+			t.locals.add(obj.Name, obj.LocalName, obj.Size, refs)
 		}
 		obj.LocalName = ""
 	}
@@ -117,10 +89,7 @@ func (t *tracker) release(name string) {
 		return
 	}
 	o.refs--
-	if lc := t.locals[name]; lc != nil {
-		lc.sets--
-		t.dropLocalLocked(name, lc)
-	}
+	t.dropLocalsLocked(t.locals.released(name))
 	if o.refs > 0 {
 		return
 	}
@@ -136,37 +105,22 @@ func (t *tracker) release(name string) {
 func (t *tracker) claimLocal(log LogID, objects []string, cp int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, name := range objects {
-		if t.locals[name] == nil {
-			return false
-		}
-	}
-	for _, name := range objects {
-		lc := t.locals[name]
-		if lc.claims == nil {
-			lc.claims = map[claim]struct{}{}
-		}
-		lc.claims[claim{log, cp}] = struct{}{}
-	}
-	return true
+	return t.locals.claim(log, objects, cp)
 }
 
 // confirmCheckpoint ends writer log's claims of checkpoints older than cp,
 // and those of closed writers and restores.
 func (t *tracker) confirmCheckpoint(log LogID, cp int64) {
-	t.endClaims(func(c claim) bool {
-		if c.log != log && c != restoredClaim {
-			if _, closed := t.closed[c.log]; !closed {
-				return false
-			}
-		}
-		return c.cp < cp
-	})
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.dropLocalsLocked(t.locals.confirmed(log, cp))
 }
 
 // abortCheckpoint ends writer log's claims of checkpoint cp.
 func (t *tracker) abortCheckpoint(log LogID, cp int64) {
-	t.endClaims(func(c claim) bool { return c == claim{log, cp} })
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.dropLocalsLocked(t.locals.aborted(log, cp))
 }
 
 // writerClosed makes the claims of a closed writer the job's: a newer
@@ -174,46 +128,7 @@ func (t *tracker) abortCheckpoint(log LogID, cp int64) {
 func (t *tracker) writerClosed(log LogID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, lc := range t.locals {
-		for c := range lc.claims {
-			if c.log == log {
-				t.closed[log] = struct{}{}
-				return
-			}
-		}
-	}
-}
-
-// endClaims ends the claims that end says and deletes the copies nothing
-// needs any more.
-func (t *tracker) endClaims(end func(claim) bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	left := map[LogID]bool{}
-	for name, lc := range t.locals {
-		for c := range lc.claims {
-			if end(c) {
-				delete(lc.claims, c)
-			} else {
-				left[c.log] = true
-			}
-		}
-		t.dropLocalLocked(name, lc)
-	}
-	for log := range t.closed {
-		if !left[log] {
-			delete(t.closed, log)
-		}
-	}
-}
-
-// dropLocalLocked deletes the local copy when nothing needs it any more.
-func (t *tracker) dropLocalLocked(name string, lc *localCopy) {
-	if lc.sets > 0 || len(lc.claims) > 0 {
-		return
-	}
-	delete(t.locals, name)
-	t.enqueueLocked(discardItem{obj: StoredObject{Name: name, Size: lc.size, LocalName: lc.name}, localOnly: true})
+	t.locals.writerClosed(log)
 }
 
 // keepRestored tracks a local copy that a crashed run left and that a
@@ -222,22 +137,21 @@ func (t *tracker) dropLocalLocked(name string, lc *localCopy) {
 func (t *tracker) keepRestored(name, localName string, size int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.locals[name] != nil {
-		return false
-	}
-	t.locals[name] = &localCopy{name: localName, size: size, claims: map[claim]struct{}{restoredClaim: {}}}
-	return true
+	return t.locals.keepRestored(name, localName, size)
 }
 
 // localNames returns the names of the local copies tracked.
 func (t *tracker) localNames() map[string]bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	names := make(map[string]bool, len(t.locals))
-	for _, lc := range t.locals {
-		names[lc.name] = true
+	return t.locals.names()
+}
+
+// dropLocalsLocked queues the deletes of local copies nothing needs.
+func (t *tracker) dropLocalsLocked(drop []StoredObject) {
+	for _, obj := range drop {
+		t.enqueueLocked(discardItem{obj: obj, localOnly: true})
 	}
-	return names
 }
 
 // confirm hands the object to the checkpoint owner: it is never deleted by

@@ -3,15 +3,17 @@
 // name, to a local directory, so that a process restarted on the same
 // machine recovers from local files instead of the backend.
 //
-// Importing the package registers it with [dstl.RegisterLocalRecovery];
-// a storage then turns it on with the options "local-recovery.enabled" and
-// "local-recovery.dir":
-//
-//	import _ "github.com/dstlgo/dstl/duplicating"
+// A storage gets it with the option [dstl.WithLocalRecovery] and turns it
+// on with the configuration options "local-recovery.enabled" and
+// "local-recovery.dir" (without them the option does nothing, so a program
+// may always pass it):
 //
 //	cfg := dstl.DefaultConfig("s3://bucket/changelog")
 //	cfg.LocalRecoveryEnabled = true
 //	cfg.LocalRecoveryDir = "/var/lib/myservice/dstl"
+//	storage, err := dstl.Open(ctx, cfg, dstl.WithLocalRecovery(duplicating.Open))
+//
+// [Opener] gives the same with options, e.g. [WithLocalTimeout].
 //
 // The backend's write decides whether an upload succeeded. A failed local
 // write never fails it, nor does a slow one hold it past [WithLocalTimeout]:
@@ -36,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,19 +48,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-func init() {
-	dstl.RegisterLocalRecovery(func(ctx context.Context, p dstl.LocalRecoveryParams) (dstl.Uploader, error) {
-		u, err := Open(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		return u, nil
-	})
-}
-
 // Uploader stores each batch as one object on a remote backend and as a
-// local copy on a local backend. It implements [dstl.Uploader] and
-// [dstl.LocalCopier].
+// local copy on a local backend. It implements [dstl.LocalRecovery].
 type Uploader struct {
 	remote    dstl.Backend
 	local     dstl.Backend
@@ -68,12 +60,9 @@ type Uploader struct {
 	// localTimeout bounds the wait for a local copy once the remote write
 	// succeeded.
 	localTimeout time.Duration
-
-	mu     sync.Mutex
-	copies map[string]bool // object name → its local copy was written, until Upload reads it
 }
 
-// Option changes how [New] builds an uploader.
+// Option changes how [New] and [Opener] build an uploader.
 type Option func(*Uploader)
 
 // WithLogger sets the logger; the default is [slog.Default].
@@ -96,7 +85,11 @@ const DefaultLocalTimeout = 5 * time.Second
 
 // New returns an uploader that encodes batches as cfg says (job prefix,
 // compression, buffer size) and writes each object to remote and to local.
-// The caller closes both backends.
+// The caller closes both backends. A storage uses it only as its local
+// recovery component: pass it with [dstl.WithLocalRecovery] (an opener
+// that returns it) and set local-recovery.enabled (the directory is then
+// unused); a storage refuses it from [dstl.WithUploader], since it would
+// not delete the copies.
 func New(remote, local dstl.Backend, cfg dstl.Config, opts ...Option) (*Uploader, error) {
 	if remote == nil {
 		return nil, errors.New("duplicating: the remote backend is nil")
@@ -104,7 +97,7 @@ func New(remote, local dstl.Backend, cfg dstl.Config, opts ...Option) (*Uploader
 	if local == nil {
 		return nil, errors.New("duplicating: the local backend is nil")
 	}
-	u := &Uploader{remote: remote, local: local, log: slog.Default(), copies: map[string]bool{}, localTimeout: DefaultLocalTimeout}
+	u := &Uploader{remote: remote, local: local, log: slog.Default(), localTimeout: DefaultLocalTimeout}
 	for _, o := range opts {
 		o(u)
 	}
@@ -121,13 +114,30 @@ func New(remote, local dstl.Backend, cfg dstl.Config, opts ...Option) (*Uploader
 	return u, nil
 }
 
-// Open returns the uploader of a storage with local recovery: it opens the
-// local backend at p.Config.LocalRecoveryDir (creating it when missing),
-// removes the temporary files that writes interrupted by a crash left under
-// the job's prefix, and mirrors to it what goes to p.Remote. Closing the
-// uploader closes the local backend. This is the factory the package
-// registers.
-func Open(ctx context.Context, p dstl.LocalRecoveryParams) (*Uploader, error) {
+// Open opens the local recovery of a storage, as [Opener] without options
+// does: pass it to a storage with dstl.WithLocalRecovery(duplicating.Open).
+func Open(ctx context.Context, p dstl.LocalRecoveryParams) (dstl.LocalRecovery, error) {
+	return Opener()(ctx, p)
+}
+
+// Opener returns what opens the local recovery of a storage, for
+// [dstl.WithLocalRecovery]: it opens the local backend at
+// p.Config.LocalRecoveryDir (creating it when missing), removes the
+// temporary files that writes interrupted by a crash left under the job's
+// prefix, and returns an [Uploader] that mirrors to it what goes to
+// p.Remote, with the storage's logger and meter provider unless opts set
+// others. Closing the uploader closes the local backend.
+func Opener(opts ...Option) dstl.OpenLocalRecovery {
+	return func(ctx context.Context, p dstl.LocalRecoveryParams) (dstl.LocalRecovery, error) {
+		u, err := open(ctx, p, opts)
+		if err != nil {
+			return nil, err
+		}
+		return u, nil
+	}
+}
+
+func open(ctx context.Context, p dstl.LocalRecoveryParams, extra []Option) (*Uploader, error) {
 	if p.Config.LocalRecoveryDir == "" {
 		return nil, fmt.Errorf("duplicating: %w: option \"local-recovery.dir\" is required", dstl.ErrInvalidConfig)
 	}
@@ -145,7 +155,7 @@ func Open(ctx context.Context, p dstl.LocalRecoveryParams) (*Uploader, error) {
 	if p.MeterProvider != nil {
 		opts = append(opts, WithMeterProvider(p.MeterProvider))
 	}
-	u, err := New(p.Remote, lb, p.Config, opts...)
+	u, err := New(p.Remote, lb, p.Config, append(opts, extra...)...)
 	if err != nil {
 		return nil, errors.Join(err, lb.Close())
 	}
@@ -160,17 +170,16 @@ func (u *Uploader) LocalBackend() dstl.Backend { return u.local }
 // at once. It fails only when the remote write fails; the results name the
 // local copy when it was written too.
 func (u *Uploader) Upload(ctx context.Context, tasks []*dstl.UploadTask) (*dstl.UploadOutput, error) {
-	out, err := u.encoder.Upload(ctx, tasks)
+	// The tee records the copies of this upload's objects in written, which
+	// it finds in the context its Put is called with.
+	written := &copied{}
+	out, err := u.encoder.Upload(context.WithValue(ctx, copiedKey{}, written), tasks)
 	if out == nil {
 		return out, err
 	}
 	for i := range out.Objects {
 		obj := &out.Objects[i]
-		u.mu.Lock()
-		copied := u.copies[obj.Name]
-		delete(u.copies, obj.Name)
-		u.mu.Unlock()
-		if !copied {
+		if !written.has(obj.Name) {
 			continue
 		}
 		obj.LocalName = obj.Name
@@ -184,6 +193,27 @@ func (u *Uploader) Upload(ctx context.Context, tasks []*dstl.UploadTask) (*dstl.
 		}
 	}
 	return out, err
+}
+
+// copied lists the local copies one call of Upload wrote.
+type copied struct {
+	mu    sync.Mutex
+	names []string
+}
+
+// copiedKey is the context key of an upload's [copied].
+type copiedKey struct{}
+
+func (c *copied) add(name string) {
+	c.mu.Lock()
+	c.names = append(c.names, name)
+	c.mu.Unlock()
+}
+
+func (c *copied) has(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.names, name)
 }
 
 // Discard deletes an object from the remote backend and, when
@@ -251,9 +281,9 @@ func (t tee) Put(ctx context.Context, name string, body io.ReaderAt, size int64)
 	}
 	u.m.copies.Add(ctx, 1)
 	u.m.bytes.Add(ctx, size)
-	u.mu.Lock()
-	u.copies[name] = true
-	u.mu.Unlock()
+	if c, ok := ctx.Value(copiedKey{}).(*copied); ok {
+		c.add(name)
+	}
 	return nil
 }
 

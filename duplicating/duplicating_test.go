@@ -52,13 +52,19 @@ func testConfig(dir string) dstl.Config {
 
 func openStorage(t *testing.T, cfg dstl.Config, remote dstl.Backend, opts ...dstl.Option) *dstl.Storage {
 	t.Helper()
-	opts = append([]dstl.Option{dstl.WithStorageID("test"), dstl.WithLogger(quiet)}, opts...)
+	opts = append([]dstl.Option{dstl.WithStorageID("test"), dstl.WithLogger(quiet), dstl.WithLocalRecovery(duplicating.Open)}, opts...)
 	s, err := dstl.New(cfg, remote, opts...)
 	if err != nil {
 		t.Fatalf("dstl.New: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// given is the local recovery option of a storage whose component the
+// test built itself.
+func given(up *duplicating.Uploader) dstl.Option {
+	return dstl.WithLocalRecovery(func(context.Context, dstl.LocalRecoveryParams) (dstl.LocalRecovery, error) { return up, nil })
 }
 
 // localRemote opens a local backend in a directory of the test's, to play
@@ -258,13 +264,12 @@ func TestLocalWriteFailure(t *testing.T) {
 	remote := dstltest.NewBackend()
 	localB := dstltest.NewBackend()
 	localB.SetFault(dstltest.FailNth(dstltest.OpPut, 1, errors.New("disk full")))
-	cfg := testConfig("unused")
-	cfg.LocalRecoveryEnabled = false
+	cfg := testConfig("unused") // the uploader below brings its own local backend
 	up, err := duplicating.New(remote, localB, cfg, duplicating.WithLogger(quiet), duplicating.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := openStorage(t, cfg, remote, dstl.WithUploader(func(dstl.Uploader) dstl.Uploader { return up }))
+	s := openStorage(t, cfg, remote, given(up))
 	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 0})
 
 	appendAll(t, w, 0, "a")
@@ -574,7 +579,7 @@ func TestOpenErrors(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := dstl.New(testConfig(file), dstltest.NewBackend(), dstl.WithLogger(quiet))
+	_, err := dstl.New(testConfig(file), dstltest.NewBackend(), dstl.WithLogger(quiet), dstl.WithLocalRecovery(duplicating.Open))
 	if err == nil || !strings.Contains(err.Error(), file) {
 		t.Fatalf("dstl.New with a file as local recovery directory: %v", err)
 	}
@@ -583,11 +588,70 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+// TestLocalRecoveryIsAnOption: local recovery is what the storage is given
+// with dstl.WithLocalRecovery, turned on by the configuration; linking
+// this package registers nothing.
+func TestLocalRecoveryIsAnOption(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		enabled   bool
+		option    bool
+		wantErr   error // from dstl.New
+		wantLocal bool  // the persist result has a local handle
+	}{
+		{"enabled without the option", true, false, dstl.ErrInvalidConfig, false},
+		{"option without enabling", false, true, nil, false},
+		{"enabled with the option", true, true, nil, true},
+		{"neither", false, false, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			cfg.LocalRecoveryEnabled = tc.enabled
+			opened := 0
+			opts := []dstl.Option{dstl.WithLogger(quiet)}
+			if tc.option {
+				opts = append(opts, dstl.WithLocalRecovery(func(ctx context.Context, p dstl.LocalRecoveryParams) (dstl.LocalRecovery, error) {
+					opened++
+					return duplicating.Open(ctx, p)
+				}))
+			}
+			s, err := dstl.New(cfg, dstltest.NewBackend(), opts...)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("dstl.New: %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				if !strings.Contains(err.Error(), "dstl.WithLocalRecovery") || !strings.Contains(err.Error(), "local-recovery.enabled") {
+					t.Errorf("the error %q names neither the option to pass nor the one that enabled local recovery", err)
+				}
+				return
+			}
+			defer s.Close()
+			if want := map[bool]int{true: 1}[tc.enabled && tc.option]; opened != want {
+				t.Errorf("the local recovery was opened %d times, want %d", opened, want)
+			}
+			w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 0})
+			appendAll(t, w, 0, "a")
+			if res := persist(t, w, 0, 1); (res.Local != nil) != tc.wantLocal {
+				t.Errorf("local handle %+v, want one: %v", res.Local, tc.wantLocal)
+			}
+		})
+	}
+}
+
+// TestOpenerOptions: the options of Opener reach the uploader.
+func TestOpenerOptions(t *testing.T) {
+	_, err := dstl.New(testConfig(t.TempDir()), dstltest.NewBackend(), dstl.WithLogger(quiet),
+		dstl.WithLocalRecovery(duplicating.Opener(duplicating.WithLocalTimeout(-time.Second))))
+	if err == nil || !strings.Contains(err.Error(), "local timeout") {
+		t.Fatalf("dstl.New with a negative local timeout: %v", err)
+	}
+}
+
 // TestEngine runs the engine's conformance suite with local recovery on,
 // over the in-memory backend and over the local backend as remote store.
 func TestEngine(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		conformance.TestEngine(t, func(*testing.T) dstl.Backend { return dstltest.NewBackend() }, conformance.WithLocalRecovery())
+		conformance.TestEngine(t, func(*testing.T) dstl.Backend { return dstltest.NewBackend() }, conformance.WithLocalRecovery(duplicating.Open))
 	})
 	t.Run("local", func(t *testing.T) {
 		conformance.TestEngine(t, func(t *testing.T) dstl.Backend {
@@ -596,7 +660,7 @@ func TestEngine(t *testing.T) {
 				t.Fatal(err)
 			}
 			return b
-		}, conformance.WithLocalRecovery())
+		}, conformance.WithLocalRecovery(duplicating.Open))
 	})
 }
 
@@ -707,13 +771,12 @@ func TestSlowLocalDisk(t *testing.T) {
 		}
 		return dstltest.Fault{}
 	})
-	cfg := testConfig("unused")
-	cfg.LocalRecoveryEnabled = false
+	cfg := testConfig("unused") // the uploader below brings its own local backend
 	up, err := duplicating.New(remote, localB, cfg, duplicating.WithLogger(quiet), duplicating.WithLocalTimeout(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := openStorage(t, cfg, remote, dstl.WithUploader(func(dstl.Uploader) dstl.Uploader { return up }))
+	s := openStorage(t, cfg, remote, given(up))
 	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 0})
 	appendAll(t, w, 0, "a")
 	res := persist(t, w, 0, 1)
@@ -745,5 +808,31 @@ func TestBothCopiesGone(t *testing.T) {
 	_, err := r.ReadPreferLocal(ctx(t), res.Remote, res.Local, func(dstl.Change) error { return nil })
 	if !errors.Is(err, dstl.ErrNotFound) || !strings.Contains(err.Error(), "local copy") {
 		t.Fatalf("ReadPreferLocal with both copies gone: %v; want the backend's ErrNotFound and the local failure", err)
+	}
+}
+
+// TestLocalRecoveryThroughWithUploaderIsRefused: an uploader that keeps
+// local copies given through dstl.WithUploader would have its copies named
+// in handles and never deleted (the storage deletes copies only through the
+// component of dstl.WithLocalRecovery), so the storage refuses it, with or
+// without local recovery enabled.
+func TestLocalRecoveryThroughWithUploaderIsRefused(t *testing.T) {
+	for _, enabled := range []bool{false, true} {
+		remote := dstltest.NewBackend()
+		cfg := testConfig(t.TempDir())
+		cfg.LocalRecoveryEnabled = enabled
+		up, err := duplicating.New(remote, dstltest.NewBackend(), cfg, duplicating.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrap := dstl.WithUploader(func(dstl.Uploader) dstl.Uploader { return up })
+		s, err := dstl.New(cfg, remote, wrap, dstl.WithLocalRecovery(duplicating.Open))
+		if err == nil {
+			s.Close()
+			t.Fatalf("enabled=%v: a storage was opened with a local-copying uploader from WithUploader", enabled)
+		}
+		if !errors.Is(err, dstl.ErrInvalidConfig) || !strings.Contains(err.Error(), "WithLocalRecovery") {
+			t.Fatalf("enabled=%v: err = %v, want ErrInvalidConfig naming WithLocalRecovery", enabled, err)
+		}
 	}
 }

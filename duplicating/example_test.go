@@ -9,7 +9,7 @@ import (
 
 	_ "github.com/dstlgo/dstl/backends/local" // registers "local" and file://
 	"github.com/dstlgo/dstl/dstl"
-	_ "github.com/dstlgo/dstl/duplicating" // local recovery
+	"github.com/dstlgo/dstl/duplicating"
 )
 
 // A storage with local recovery mirrors each object to a local directory;
@@ -26,7 +26,7 @@ func Example() {
 	cfg := dstl.DefaultConfig(filepath.Join(dir, "remote")) // s3://..., gs://... in production
 	cfg.LocalRecoveryEnabled = true
 	cfg.LocalRecoveryDir = filepath.Join(dir, "local")
-	storage, err := dstl.Open(ctx, cfg)
+	storage, err := dstl.Open(ctx, cfg, dstl.WithLocalRecovery(duplicating.Open))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func Example() {
 	storage.Close()
 
 	// The restart, on the same machine.
-	storage, err = dstl.Open(ctx, cfg)
+	storage, err = dstl.Open(ctx, cfg, dstl.WithLocalRecovery(duplicating.Open))
 	if err != nil {
 		log.Fatal(err)
 	}

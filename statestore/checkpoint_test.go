@@ -11,7 +11,7 @@ import (
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
-	_ "github.com/dstlgo/dstl/duplicating"
+	"github.com/dstlgo/dstl/duplicating"
 	"github.com/dstlgo/dstl/statestore"
 )
 
@@ -265,7 +265,7 @@ func TestLocalRecovery(t *testing.T) {
 		cfg := dstl.DefaultConfig("mem://test")
 		cfg.JobID, cfg.BatchPersistDelay = "job", 0
 		cfg.LocalRecoveryEnabled, cfg.LocalRecoveryDir = true, dir
-		s, err := dstl.New(cfg, b)
+		s, err := dstl.New(cfg, b, dstl.WithLocalRecovery(duplicating.Open))
 		if err != nil {
 			t.Fatal(err)
 		}

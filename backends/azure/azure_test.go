@@ -26,7 +26,7 @@ import (
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
-	_ "github.com/dstlgo/dstl/duplicating" // local recovery, for TestEngineLocalRecovery
+	"github.com/dstlgo/dstl/duplicating"
 	"go.uber.org/goleak"
 )
 
@@ -139,7 +139,7 @@ func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
 // TestEngineLocalRecovery runs the engine suite with local copies of every
 // object, the backend deciding each upload.
 func TestEngineLocalRecovery(t *testing.T) {
-	conformance.TestEngine(t, harness, conformance.WithLocalRecovery())
+	conformance.TestEngine(t, harness, conformance.WithLocalRecovery(duplicating.Open))
 }
 
 func data(n int) []byte {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
-	_ "github.com/dstlgo/dstl/duplicating" // local recovery, for TestEngineLocalRecovery
+	"github.com/dstlgo/dstl/duplicating"
 	"go.uber.org/goleak"
 )
 
@@ -91,7 +91,7 @@ func TestEngine(t *testing.T) { conformance.TestEngine(t, harness) }
 // TestEngineLocalRecovery runs the engine suite with local copies of every
 // object, the backend deciding each upload.
 func TestEngineLocalRecovery(t *testing.T) {
-	conformance.TestEngine(t, harness, conformance.WithLocalRecovery())
+	conformance.TestEngine(t, harness, conformance.WithLocalRecovery(duplicating.Open))
 }
 
 // rawNames lists the names under prefix in the bucket, with a client of

@@ -20,7 +20,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/dstl"
-	_ "github.com/dstlgo/dstl/duplicating" // local recovery
+	"github.com/dstlgo/dstl/duplicating"
 	"github.com/google/uuid"
 )
 
@@ -256,7 +256,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 	if log == nil {
 		log = slog.Default()
 	}
-	storage, err := dstl.New(cfg, counting, dstl.WithStorageID(id), dstl.WithLogger(log))
+	storage, err := dstl.New(cfg, counting, dstl.WithStorageID(id), dstl.WithLogger(log), dstl.WithLocalRecovery(duplicating.Open))
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +397,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 	// Recover, perhaps with another parallelism, from the last confirmed
 	// checkpoint, with a fresh storage.
 	t0 := time.Now()
-	storage2, err := dstl.New(cfg, counting, dstl.WithStorageID(id), dstl.WithLogger(log))
+	storage2, err := dstl.New(cfg, counting, dstl.WithStorageID(id), dstl.WithLogger(log), dstl.WithLocalRecovery(duplicating.Open))
 	if err != nil {
 		return nil, err
 	}

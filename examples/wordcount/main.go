@@ -38,7 +38,7 @@ import (
 
 	_ "github.com/dstlgo/dstl/backends/all" // every backend: local, s3, gcs, azure, gocloud
 	"github.com/dstlgo/dstl/dstl"
-	_ "github.com/dstlgo/dstl/duplicating" // local recovery
+	"github.com/dstlgo/dstl/duplicating"
 	"github.com/dstlgo/dstl/statestore"
 )
 
@@ -169,7 +169,7 @@ func run(ctx context.Context, o options, log *slog.Logger, progress io.Writer) (
 	if o.localDir != "" {
 		cfg.LocalRecoveryEnabled, cfg.LocalRecoveryDir = true, o.localDir
 	}
-	storage, err := dstl.Open(ctx, cfg, dstl.WithLogger(log))
+	storage, err := dstl.Open(ctx, cfg, dstl.WithLogger(log), dstl.WithLocalRecovery(duplicating.Open))
 	if err != nil {
 		return nil, err
 	}
