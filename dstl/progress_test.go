@@ -20,6 +20,9 @@ type putBehaviour struct {
 	rate  int64 // bytes per second at which the body is read; 0: not read at all (a stall)
 	err   error // returned once the body was read (or, for a stall, never)
 	stall bool  // read nothing and block until the context ends
+	// whole: read the whole body at once, then "send" it at rate,
+	// reporting the bytes sent through dstl.ReportProgress.
+	whole bool
 }
 
 // rateBackend reads the body of each Put at the rate its script says, as
@@ -47,17 +50,31 @@ func (b *rateBackend) Put(ctx context.Context, name string, body io.ReaderAt, si
 		return fmt.Errorf("put %s: %w", name, ctx.Err())
 	}
 	buf := make([]byte, size)
-	const chunk = 32 << 10
+	if pb.whole {
+		// Read the whole body at once, as a backend that buffers it does.
+		if _, err := body.ReadAt(buf, 0); err != nil {
+			return err
+		}
+	}
+	// The pace follows a schedule from the start (not a pause per chunk),
+	// so that a busy machine's delays do not add up to a slower rate.
+	chunk := min(32<<10, max(1, pb.rate/50)) // a read every 20 ms at most
+	begin := time.Now()
 	for off := int64(0); off < size; {
 		m := min(chunk, size-off)
-		if _, err := body.ReadAt(buf[off:off+m], off); err != nil {
-			return err
+		if !pb.whole {
+			if _, err := body.ReadAt(buf[off:off+m], off); err != nil {
+				return err
+			}
 		}
 		off += m
 		select {
-		case <-time.After(time.Duration(m) * time.Second / time.Duration(pb.rate)):
+		case <-time.After(time.Until(begin.Add(time.Duration(off) * time.Second / time.Duration(pb.rate)))):
 		case <-ctx.Done():
 			return fmt.Errorf("put %s after %d of %d bytes: %w", name, off, size, ctx.Err())
+		}
+		if pb.whole {
+			dstl.ReportProgress(ctx, m)
 		}
 	}
 	if pb.err != nil {
@@ -106,6 +123,63 @@ func TestSlowUploadSucceedsWithDefaults(t *testing.T) {
 	}
 }
 
+// TestSentBytesAreProgress: a backend that reads the whole body at once
+// and then sends it at 1 MiB/s, reporting the bytes sent through
+// dstl.ReportProgress, is judged by what it sent: with the default
+// settings a 16 MiB object goes in one attempt (about 16 s), and at scale
+// too. Judged by its body reads, it was hedged after upload.timeout.
+func TestSentBytesAreProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // 0: the default
+		size    int
+		long    bool
+	}{
+		{"defaults, 16 MiB", 0, 16 << 20, true},
+		{"scaled, 1 MiB", 200 * time.Millisecond, 1 << 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.long && testing.Short() {
+				t.Skip("takes about 16 s")
+			}
+			b := newRateBackend(putBehaviour{rate: 1 << 20, whole: true})
+			cfg := dstl.DefaultConfig("memory")
+			if tc.timeout > 0 {
+				cfg.UploadTimeout = tc.timeout
+			}
+			s := newStorage(t, b, cfg)
+			if _, err := persistBig(t, s, tc.size); err != nil {
+				t.Fatalf("persist of %d bytes at 1 MiB/s: %v", tc.size, err)
+			}
+			if got := len(b.putStarts()); got != 1 {
+				t.Fatalf("puts = %d, want 1: an attempt that keeps sending is not hedged", got)
+			}
+		})
+	}
+}
+
+// TestTrickleIsGivenUp: a backend that reads its body at 1000 B/s, far
+// below dstl.MinUploadThroughput, is hedged after about upload.timeout
+// however steadily it reads, and with every attempt trickling the persist
+// fails within about upload.max-attempts × upload.timeout, saying why.
+func TestTrickleIsGivenUp(t *testing.T) {
+	b := newRateBackend(putBehaviour{rate: 1000})
+	cfg := dstl.DefaultConfig("memory")
+	s := newStorage(t, b, cfg)
+	begin := time.Now()
+	_, err := persistBig(t, s, 16<<10) // 16 s at 1000 B/s
+	took := time.Since(begin)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "below 256 KiB/s") {
+		t.Fatalf("persist = %v, want a give-up for a rate below 256 KiB/s", err)
+	}
+	if n := len(b.putStarts()); n != cfg.UploadMaxAttempts {
+		t.Fatalf("puts = %d, want %d", n, cfg.UploadMaxAttempts)
+	}
+	if bound := time.Duration(cfg.UploadMaxAttempts)*cfg.UploadTimeout + 2*time.Second; took > bound {
+		t.Fatalf("persist failed after %v, want within %v", took, bound)
+	}
+}
+
 // TestProgressingAttemptIsNotGivenUp: the same at scale, and after two
 // attempts stalled: attempt 3 runs for many times upload.timeout while
 // every attempt has started, and wins because it keeps progressing.
@@ -121,16 +195,16 @@ func TestProgressingAttemptIsNotGivenUp(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newRateBackend(tc.script...)
 			cfg := dstl.DefaultConfig("memory")
-			cfg.UploadTimeout = 50 * time.Millisecond
+			cfg.UploadTimeout = 200 * time.Millisecond // slack: the reads come every 31 ms
 			s := newStorage(t, b, cfg)
-			h, err := persistBig(t, s, 512<<10) // 0.5 s: 10 × upload.timeout
+			h, err := persistBig(t, s, 1<<20) // 1 s: 5 × upload.timeout
 			if err != nil {
 				t.Fatalf("persist: %v", err)
 			}
 			if got := len(b.putStarts()); got != tc.puts {
 				t.Fatalf("puts = %d, want %d", got, tc.puts)
 			}
-			if got := readAll(t, b, h, dstl.KeyGroupRange{Start: 0, End: 0}); len(got) != 1 || len(got[0]) != 2+512<<10 {
+			if got := readAll(t, b, h, dstl.KeyGroupRange{Start: 0, End: 0}); len(got) != 1 || len(got[0]) != 2+1<<20 {
 				t.Fatalf("read back %d changes", len(got))
 			}
 		})

@@ -56,23 +56,25 @@ type uploadRun struct {
 //
 // The engine never retries a request: an attempt is one call of the
 // uploader (one backend Put), whose backend retries its requests inside
-// it. An attempt makes progress while the uploader reads the object's
-// body; once the body is read, the wait for the answer is no progress.
+// it. An attempt's progress is the bytes it sent, as the backend reports
+// them ([ReportProgress]; the HTTP transport of the cloud backends does),
+// or, for a backend that reports nothing, its reads of new bytes of the
+// object's body. An attempt counts as stalled (see [progress.stalledAt])
+// when it reported no bytes sent for upload.timeout, or when, past
+// upload.timeout from its start, it moved less than [MinUploadThroughput]
+// for the time beyond.
 //
-// With the fixed policy, when the latest attempt has made no progress for
-// upload.timeout, it is left running and another starts beside it
-// (hedging); an attempt that keeps progressing is never hedged nor given
-// up for time. After a failed attempt the next one starts after
-// upload.next-attempt-delay, whether or not an earlier attempt is still
-// running. At most upload.max-attempts start. The first attempt to succeed
-// wins: the others are cancelled through their context and whatever they
-// stored is discarded. The batch fails when no attempt succeeded and none
-// may start any more: after the last attempt's error, or once every
-// attempt still running has been stalled, without progress for
-// upload.timeout plus its body's size at [MinUploadThroughput] (then they
-// are cancelled, so that a batch never waits forever on stalled requests).
-// Its error is the last attempt error seen. With the none policy there is
-// one attempt and no timeout.
+// With the fixed policy, when the latest attempt has stalled, it is left
+// running and another starts beside it (hedging). After a failed attempt
+// the next one starts after upload.next-attempt-delay, whether or not an
+// earlier attempt is still running. At most upload.max-attempts start.
+// The first attempt to succeed wins: the others are cancelled through
+// their context and whatever they stored is discarded. The batch fails
+// when no attempt succeeded and none may start any more: after the last
+// attempt's error, or once every attempt still running has stalled (then
+// they are cancelled). Its error is the last attempt error seen, or says
+// how the last running attempt stalled. With the none policy there is one
+// attempt and no timeout.
 //
 // settled is closed once every attempt has returned; the caller hands
 // failed change sets back to their writers only then. It is nil when the
@@ -137,21 +139,20 @@ func (r *uploadRun) start() {
 // mayStart reports whether another attempt may start.
 func (r *uploadRun) mayStart() bool { return !r.stop && r.started < r.maxAttempts }
 
-// hedgeAt is when the latest attempt, without progress since, is due a
-// hedge; ok is false when it has ended.
+// hedgeAt is when the latest attempt counts as stalled (see
+// [progress.stalledAt]) and is due a hedge; ok is false when it has ended.
 func (r *uploadRun) hedgeAt() (at time.Time, ok bool) {
 	n := r.started
 	if n == 0 || r.ended[n-1] {
 		return time.Time{}, false
 	}
-	return time.Unix(0, r.progress[n-1].last.Load()).Add(r.timeout), true
+	at, _ = r.progress[n-1].stalledAt(r.timeout)
+	return at, true
 }
 
-// stalledAt is when running attempt n (from 1), without progress since,
-// counts as stalled for good.
-func (r *uploadRun) stalledAt(n int) time.Time {
-	p := r.progress[n-1]
-	return time.Unix(0, p.last.Load()).Add(r.timeout + transferTime(p.size.Load()))
+// stalledAt is when running attempt n (from 1) counts as stalled, and why.
+func (r *uploadRun) stalledAt(n int) (time.Time, string) {
+	return r.progress[n-1].stalledAt(r.timeout)
 }
 
 // watch arms the timer for the next deadline after now: the latest
@@ -169,7 +170,7 @@ func (r *uploadRun) watch(now time.Time) {
 		next, _ = r.hedgeAt()
 	} else {
 		for n := 1; n <= r.started; n++ {
-			if at := r.stalledAt(n); !r.ended[n-1] && (next.IsZero() || at.Before(next)) {
+			if at, _ := r.stalledAt(n); !r.ended[n-1] && (next.IsZero() || at.Before(next)) {
 				next = at
 			}
 		}
@@ -241,16 +242,22 @@ func (r *uploadRun) onHedge() *uploadOutcome {
 		r.watch(now)
 		return nil
 	}
+	var why string
 	for n := 1; n <= r.started; n++ {
-		if !r.ended[n-1] && now.Before(r.stalledAt(n)) {
+		if r.ended[n-1] {
+			continue
+		}
+		at, w := r.stalledAt(n)
+		if now.Before(at) {
 			r.watch(now)
 			return nil
 		}
+		why = fmt.Sprintf("attempt %d: %s", n, w)
 	}
 	if r.lastErr != nil {
 		return r.fail(r.lastErr)
 	}
-	return r.giveUpTimedOut()
+	return r.giveUpTimedOut(why)
 }
 
 // onRetry starts the attempt scheduled after an error, or fails the batch
@@ -267,22 +274,21 @@ func (r *uploadRun) onRetry() *uploadOutcome {
 	return nil
 }
 
-// giveUpTimedOut fails the batch once no attempt may start any more and the
-// last one ran out of time, rather than wait forever. It cancels the
-// attempts and waits for them (the caller would anyway, before handing the
-// change sets back), so that the error says what the last one was going
-// through.
-func (r *uploadRun) giveUpTimedOut() *uploadOutcome {
+// giveUpTimedOut fails the batch once no attempt may start any more and
+// every running one has stalled, rather than wait forever; why says what
+// the last running one went through (see [progress.stalledAt]). It cancels
+// the attempts and waits for them (the caller would anyway, before handing
+// the change sets back), so that the error says how the last one ended.
+func (r *uploadRun) giveUpTimedOut(why string) *uploadOutcome {
 	r.s.m.totalAttemptsPerUpload.Record(r.s.ctx, int64(r.started))
 	settled := r.losers()
 	<-settled
-	const stalled = "every attempt stalled, without progress for upload.timeout (%v) plus its body at %d KiB/s: %w"
-	cause := fmt.Errorf(stalled, r.timeout, MinUploadThroughput>>10, context.DeadlineExceeded)
+	cause := fmt.Errorf("every attempt stalled (%s): %w", why, context.DeadlineExceeded)
 	if r.lastLoser.err != nil {
 		// %v: the loser's error is mostly the cancellation the engine
 		// caused, not the caller's.
-		cause = fmt.Errorf(stalled+"; attempt %d, cancelled, ended with: %v",
-			r.timeout, MinUploadThroughput>>10, context.DeadlineExceeded, r.lastLoser.n, r.lastLoser.err)
+		cause = fmt.Errorf("every attempt stalled (%s): %w; attempt %d, cancelled, ended with: %v",
+			why, context.DeadlineExceeded, r.lastLoser.n, r.lastLoser.err)
 	}
 	return &uploadOutcome{settled: settled, err: r.s.uploadError(len(r.batch), r.started, cause)}
 }
