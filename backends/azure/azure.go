@@ -131,7 +131,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		b.transport = http.DefaultTransport.(*http.Transport).Clone()
-		hc = &http.Client{Transport: request.ResponseTimeout(b.transport, cfg.Request.ResponseTimeout)}
+		hc = &http.Client{Transport: request.CountSent(request.ResponseTimeout(b.transport, cfg.Request.ResponseTimeout))}
 	}
 	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Transport: hc,

@@ -124,7 +124,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 			// each answer.
 			b.transport = http.DefaultTransport.(*http.Transport).Clone()
 			opts = append(opts, option.WithoutAuthentication(),
-				option.WithHTTPClient(&http.Client{Transport: request.ResponseTimeout(b.transport, cfg.headerTimeout())}))
+				option.WithHTTPClient(&http.Client{Transport: request.CountSent(request.ResponseTimeout(b.transport, cfg.headerTimeout()))}))
 		}
 		opts = append(opts, cfg.ClientOptions...)
 		c, err := storage.NewClient(ctx, opts...)

@@ -192,7 +192,7 @@ func newClient(ctx context.Context, cfg Config) (*awss3.Client, *http.Transport,
 		}
 	}
 	hc := &http.Client{
-		Transport:     request.ResponseTimeout(tr, cfg.ResponseTimeout),
+		Transport:     request.CountSent(request.ResponseTimeout(tr, cfg.ResponseTimeout)),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	client := awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
