@@ -73,17 +73,17 @@ type Config struct {
 	// a GET) on transient errors, with backoff and a timeout that grows
 	// with the request's body; the engine never retries a request, but
 	// starts a new attempt (a new object, one backend Put) when an attempt
-	// failed or made no progress for UploadTimeout, and never gives up an
-	// attempt that keeps progressing.
+	// failed or stalled (see UploadTimeout). A backend that gives up a
+	// request fails its attempt, after which the engine may start another.
 	RetryPolicy string
 	// UploadTimeout is how long an attempt may go without progress (no
-	// byte of its object's body read by the backend, e.g. while waiting
-	// for the answer) before another attempt starts beside it; the
-	// stalled one is not cancelled. An attempt that keeps progressing is
-	// never given up for time, however long it takes. Once
-	// UploadMaxAttempts attempts have started, the upload fails when every
-	// one still running has been without progress for UploadTimeout plus
-	// its object's size at [MinUploadThroughput].
+	// byte sent, as the backend reports it, or, for a backend that
+	// reports nothing, no new byte of its body read), and the grace from
+	// the hand-over of its body after which it must have moved
+	// [MinUploadThroughput] for the time beyond; an attempt that fails
+	// either has stalled, and another starts beside it (the stalled one
+	// is not cancelled). Once UploadMaxAttempts attempts have started,
+	// the upload fails when every one still running has stalled.
 	// Key "upload.timeout". Default 1 s.
 	UploadTimeout time.Duration
 	// UploadMaxAttempts is the number of attempts, the first included.
