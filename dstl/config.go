@@ -64,12 +64,26 @@ type Config struct {
 	// Key "upload.max-in-flight". Default 100 MiB.
 	UploadMaxInFlight int64
 	// RetryPolicy is "fixed" (up to UploadMaxAttempts attempts, hedged
-	// after UploadTimeout, UploadNextAttemptDelay after an error) or "none"
-	// (one attempt, no timeout). Key "upload.retry-policy". Default "fixed".
-	// [ParseConfig] accepts either in any case.
+	// after UploadTimeout without progress, UploadNextAttemptDelay after
+	// an error) or "none" (one attempt, no timeout). Key
+	// "upload.retry-policy". Default "fixed". [ParseConfig] accepts either
+	// in any case.
+	//
+	// Who retries what: a backend retries a single request (a PUT, a part,
+	// a GET) on transient errors, with backoff and a timeout that grows
+	// with the request's body; the engine never retries a request, but
+	// starts a new attempt (a new object, one backend Put) when an attempt
+	// failed or stalled (see UploadTimeout). A backend that gives up a
+	// request fails its attempt, after which the engine may start another.
 	RetryPolicy string
-	// UploadTimeout: an attempt that has not ended after this long is not
-	// cancelled, but another attempt starts beside it.
+	// UploadTimeout is how long an attempt may go without progress (no
+	// byte sent, as the backend reports it, or, for a backend that
+	// reports nothing, no new byte of its body read), and the grace from
+	// the hand-over of its body after which it must have moved
+	// [MinUploadThroughput] for the time beyond; an attempt that fails
+	// either has stalled, and another starts beside it (the stalled one
+	// is not cancelled). Once UploadMaxAttempts attempts have started,
+	// the upload fails when every one still running has stalled.
 	// Key "upload.timeout". Default 1 s.
 	UploadTimeout time.Duration
 	// UploadMaxAttempts is the number of attempts, the first included.

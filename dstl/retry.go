@@ -40,8 +40,10 @@ type uploadRun struct {
 
 	results          chan attemptResult
 	cancels          []context.CancelFunc
+	progress         []*progress // of attempt n at n-1
+	ended            []bool      // whether attempt n has returned, at n-1
 	started, running int
-	hedge            *time.Timer      // fires when the latest attempt has run for the timeout
+	hedge            *time.Timer      // fires at the next deadline of a running attempt (see watch)
 	retry            <-chan time.Time // a scheduled attempt after an error
 	stop             bool             // a permanent error: start no more attempts
 	lastErr          error            // the latest attempt error seen
@@ -52,17 +54,27 @@ type uploadRun struct {
 
 // uploadWithRetries runs the attempts of one batch upload.
 //
-// With the fixed policy, an attempt that has not ended after upload.timeout
-// is left running and another starts beside it (hedging). After a failed
-// attempt the next one starts after upload.next-attempt-delay, whether or
-// not an earlier attempt is still running. At most upload.max-attempts
-// start. The first attempt to succeed wins: the others are cancelled
-// through their context and whatever they stored is discarded. The batch
-// fails when no attempt succeeded and none may start any more: after the
-// last attempt's error, or once the last attempt has run past its own
-// timeout (then the attempts still running are cancelled, so that a batch
-// never waits forever on stalled requests). With the none policy there is
-// one attempt and no timeout.
+// The engine never retries a request: an attempt is one call of the
+// uploader (one backend Put), whose backend retries its requests inside
+// it. An attempt's progress is the bytes it sent, as the backend reports
+// them ([ReportProgress]; the HTTP transport of the cloud backends does),
+// or, for a backend that reports nothing, its reads of new bytes of the
+// object's body. An attempt counts as stalled (see [progress.stalledAt])
+// when it reported no bytes sent for upload.timeout, or when, past
+// upload.timeout from its start, it moved less than [MinUploadThroughput]
+// for the time beyond.
+//
+// With the fixed policy, when the latest attempt has stalled, it is left
+// running and another starts beside it (hedging). After a failed attempt
+// the next one starts after upload.next-attempt-delay, whether or not an
+// earlier attempt is still running. At most upload.max-attempts start.
+// The first attempt to succeed wins: the others are cancelled through
+// their context and whatever they stored is discarded. The batch fails
+// when no attempt succeeded and none may start any more: after the last
+// attempt's error, or once every attempt still running has stalled (then
+// they are cancelled). Its error is the last attempt error seen, or says
+// how the last running attempt stalled. With the none policy there is one
+// attempt and no timeout.
 //
 // settled is closed once every attempt has returned; the caller hands
 // failed change sets back to their writers only then. It is nil when the
@@ -100,24 +112,71 @@ func (s *scheduler) newUploadRun(batch []*UploadTask) *uploadRun {
 	hedge.Stop()
 	return &uploadRun{
 		s: s, batch: batch, maxAttempts: maxAttempts, timeout: timeout,
-		delays:  backoff.WithContext(backoff.NewConstantBackOff(s.cfg.UploadNextAttemptDelay), s.ctx),
-		begin:   time.Now(),
-		results: make(chan attemptResult, maxAttempts),
-		cancels: make([]context.CancelFunc, 0, maxAttempts),
-		hedge:   hedge,
+		delays:   backoff.WithContext(backoff.NewConstantBackOff(s.cfg.UploadNextAttemptDelay), s.ctx),
+		begin:    time.Now(),
+		results:  make(chan attemptResult, maxAttempts),
+		cancels:  make([]context.CancelFunc, 0, maxAttempts),
+		progress: make([]*progress, 0, maxAttempts),
+		ended:    make([]bool, 0, maxAttempts),
+		hedge:    hedge,
 	}
 }
 
-// start starts the next attempt and restarts the hedge timer.
+// start starts the next attempt and re-arms the timer.
 func (r *uploadRun) start() {
 	r.started++
 	r.running++
 	ctx, cancel := context.WithCancel(r.s.ctx)
+	p := newProgress(time.Now())
 	r.cancels = append(r.cancels, cancel)
+	r.progress = append(r.progress, p)
+	r.ended = append(r.ended, false)
 	r.s.m.uploadRequests.Add(r.s.ctx, 1)
-	go r.attempt(ctx, r.started)
-	if r.timeout > 0 {
-		r.hedge.Reset(r.timeout)
+	go r.attempt(withProgress(ctx, p), r.started)
+	r.watch(time.Now())
+}
+
+// mayStart reports whether another attempt may start.
+func (r *uploadRun) mayStart() bool { return !r.stop && r.started < r.maxAttempts }
+
+// hedgeAt is when the latest attempt counts as stalled (see
+// [progress.stalledAt]) and is due a hedge; ok is false when it has ended.
+func (r *uploadRun) hedgeAt() (at time.Time, ok bool) {
+	n := r.started
+	if n == 0 || r.ended[n-1] {
+		return time.Time{}, false
+	}
+	at, _ = r.progress[n-1].stalledAt(r.timeout)
+	return at, true
+}
+
+// stalledAt is when running attempt n (from 1) counts as stalled, and why.
+func (r *uploadRun) stalledAt(n int) (time.Time, string) {
+	return r.progress[n-1].stalledAt(r.timeout)
+}
+
+// watch arms the timer for the next deadline after now: the latest
+// attempt's hedge while another may start, else the first stall of a
+// running attempt. Progress only moves deadlines later, so the timer
+// firing early just re-arms it.
+func (r *uploadRun) watch(now time.Time) {
+	r.hedge.Stop()
+	if r.timeout <= 0 || r.running == 0 || r.retry != nil {
+		// The attempt after the delay re-arms the timer.
+		return
+	}
+	var next time.Time
+	if r.mayStart() {
+		next, _ = r.hedgeAt()
+	} else {
+		for n := 1; n <= r.started; n++ {
+			if at, _ := r.stalledAt(n); !r.ended[n-1] && (next.IsZero() || at.Before(next)) {
+				next = at
+			}
+		}
+	}
+	if !next.IsZero() {
+		r.hedge.Reset(max(next.Sub(now), time.Millisecond))
 	}
 }
 
@@ -141,6 +200,8 @@ func (r *uploadRun) attempt(ctx context.Context, n int) {
 // and fails the batch when nothing is left running or scheduled.
 func (r *uploadRun) onResult(a attemptResult) *uploadOutcome {
 	r.running--
+	r.ended[a.n-1] = true
+	defer r.watch(time.Now())
 	if a.err == nil {
 		settled := r.losers()
 		r.s.record(r.batch, a, r.started, r.begin)
@@ -162,52 +223,72 @@ func (r *uploadRun) onResult(a attemptResult) *uploadOutcome {
 	return nil
 }
 
-// onHedge handles the latest attempt running for the timeout (or having
-// ended): another attempt starts beside it if one may, else the batch
-// gives up.
+// onHedge handles the timer: when the latest attempt has made no progress
+// for the timeout, another starts beside it if one may; when none may and
+// every running attempt has stalled, the batch gives up with the last
+// error seen.
 func (r *uploadRun) onHedge() *uploadOutcome {
-	switch {
-	case r.running == 0 || r.retry != nil:
-		// The attempt after the delay restarts the clock.
+	now := time.Now()
+	if r.running == 0 || r.retry != nil {
+		// The attempt after the delay re-arms the timer.
 		return nil
-	case !r.stop && r.started < r.maxAttempts:
-		r.s.log.Debug("dstl: upload attempt timed out; starting another beside it", "attempt", r.started, "timeout", r.timeout)
-		r.start()
-		return nil
-	case r.lastErr != nil:
-		return r.fail(r.lastErr)
-	default:
-		return r.giveUpTimedOut()
 	}
+	if r.mayStart() {
+		if at, ok := r.hedgeAt(); ok && !now.Before(at) {
+			r.s.log.Debug("dstl: upload attempt made no progress; starting another beside it", "attempt", r.started, "timeout", r.timeout)
+			r.start()
+			return nil
+		}
+		r.watch(now)
+		return nil
+	}
+	var why string
+	for n := 1; n <= r.started; n++ {
+		if r.ended[n-1] {
+			continue
+		}
+		at, w := r.stalledAt(n)
+		if now.Before(at) {
+			r.watch(now)
+			return nil
+		}
+		why = fmt.Sprintf("attempt %d: %s", n, w)
+	}
+	if r.lastErr != nil {
+		return r.fail(r.lastErr)
+	}
+	return r.giveUpTimedOut(why)
 }
 
 // onRetry starts the attempt scheduled after an error, or fails the batch
 // when none may start and nothing is running.
 func (r *uploadRun) onRetry() *uploadOutcome {
 	r.retry = nil
-	if !r.stop && r.started < r.maxAttempts {
+	if r.mayStart() {
 		r.start()
 	} else if r.running == 0 {
 		return r.fail(r.lastErr)
+	} else {
+		r.watch(time.Now())
 	}
 	return nil
 }
 
-// giveUpTimedOut fails the batch once no attempt may start any more and the
-// last one ran out of time, rather than wait forever. It cancels the
-// attempts and waits for them (the caller would anyway, before handing the
-// change sets back), so that the error says what the last one was going
-// through.
-func (r *uploadRun) giveUpTimedOut() *uploadOutcome {
+// giveUpTimedOut fails the batch once no attempt may start any more and
+// every running one has stalled, rather than wait forever; why says what
+// the last running one went through (see [progress.stalledAt]). It cancels
+// the attempts and waits for them (the caller would anyway, before handing
+// the change sets back), so that the error says how the last one ended.
+func (r *uploadRun) giveUpTimedOut(why string) *uploadOutcome {
 	r.s.m.totalAttemptsPerUpload.Record(r.s.ctx, int64(r.started))
 	settled := r.losers()
 	<-settled
-	cause := fmt.Errorf("every attempt ran past upload.timeout (%v): %w", r.timeout, context.DeadlineExceeded)
+	cause := fmt.Errorf("every attempt stalled (%s): %w", why, context.DeadlineExceeded)
 	if r.lastLoser.err != nil {
 		// %v: the loser's error is mostly the cancellation the engine
 		// caused, not the caller's.
-		cause = fmt.Errorf("every attempt ran past upload.timeout (%v): %w; attempt %d, cancelled, ended with: %v",
-			r.timeout, context.DeadlineExceeded, r.lastLoser.n, r.lastLoser.err)
+		cause = fmt.Errorf("every attempt stalled (%s): %w; attempt %d, cancelled, ended with: %v",
+			why, context.DeadlineExceeded, r.lastLoser.n, r.lastLoser.err)
 	}
 	return &uploadOutcome{settled: settled, err: r.s.uploadError(len(r.batch), r.started, cause)}
 }

@@ -131,7 +131,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		b.transport = http.DefaultTransport.(*http.Transport).Clone()
-		hc = &http.Client{Transport: request.ResponseTimeout(b.transport, cfg.Request.ResponseTimeout)}
+		hc = &http.Client{Transport: request.CountSent(request.ResponseTimeout(b.transport, cfg.Request.ResponseTimeout))}
 	}
 	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Transport: hc,
@@ -268,6 +268,12 @@ func (b *Backend) do(ctx context.Context, fn func(ctx context.Context) error) er
 	return request.Do(ctx, b.policy, retryable, fn)
 }
 
+// doBody runs a request with a body of size bytes under the retry policy,
+// its timeout grown with the body (see [request.Policy.ForBody]).
+func (b *Backend) doBody(ctx context.Context, size int64, fn func(ctx context.Context) error) error {
+	return request.Do(ctx, b.policy.ForBody(size), retryable, fn)
+}
+
 // Put stores size bytes of body under name, never replacing a blob; see the
 // package documentation for how.
 func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
@@ -300,7 +306,7 @@ func (b *Backend) put(ctx context.Context, name string, body io.ReaderAt, size i
 		if err != nil {
 			return err
 		}
-		err = b.create(ctx, bb, uploadID, func(ctx context.Context) error {
+		err = b.create(ctx, bb, uploadID, size, func(ctx context.Context) error {
 			_, err := bb.Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
 				Metadata: meta, AccessConditions: ifNone,
 			})
@@ -316,13 +322,13 @@ func (b *Backend) put(ctx context.Context, name string, body io.ReaderAt, size i
 		// and commit it. A running staged Put of the name then fails at
 		// its commit with ErrExists, as it should.
 		id := blockID(uploadID, 0)
-		if err := b.do(ctx, func(ctx context.Context) error {
+		if err := b.doBody(ctx, size, func(ctx context.Context) error {
 			_, err := bb.StageBlock(ctx, id, streaming.NopCloser(bytes.NewReader(data)), nil)
 			return err
 		}); err != nil {
 			return mapErr(err)
 		}
-		return b.create(ctx, bb, uploadID, func(ctx context.Context) error {
+		return b.create(ctx, bb, uploadID, 0, func(ctx context.Context) error {
 			_, err := bb.CommitBlockList(ctx, []string{id}, &blockblob.CommitBlockListOptions{Metadata: meta, AccessConditions: ifNone})
 			return err
 		})
@@ -360,7 +366,7 @@ loop:
 				setErr(err)
 				return
 			}
-			err = b.do(sctx, func(ctx context.Context) error {
+			err = b.doBody(sctx, int64(len(data)), func(ctx context.Context) error {
 				_, err := bb.StageBlock(ctx, ids[i], streaming.NopCloser(bytes.NewReader(data)), nil)
 				return err
 			})
@@ -379,18 +385,19 @@ loop:
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return b.create(ctx, bb, uploadID, func(ctx context.Context) error {
+	return b.create(ctx, bb, uploadID, 0, func(ctx context.Context) error {
 		_, err := bb.CommitBlockList(ctx, ids, &blockblob.CommitBlockListOptions{Metadata: meta, AccessConditions: ifNone})
 		return err
 	})
 }
 
-// create runs a create-only request fn under the retry policy. A conflict
+// create runs a create-only request fn, with a body of bodySize bytes,
+// under the retry policy. A conflict
 // after a retried attempt is checked against the blob's upload id: if the
 // blob is this Put's own, an earlier attempt succeeded after all.
-func (b *Backend) create(ctx context.Context, bb *blockblob.Client, uploadID string, fn func(ctx context.Context) error) error {
+func (b *Backend) create(ctx context.Context, bb *blockblob.Client, uploadID string, bodySize int64, fn func(ctx context.Context) error) error {
 	attempts := 0
-	err := b.do(ctx, func(ctx context.Context) error {
+	err := b.doBody(ctx, bodySize, func(ctx context.Context) error {
 		attempts++
 		return fn(ctx)
 	})

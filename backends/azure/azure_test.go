@@ -308,7 +308,7 @@ func TestRetriedCreateIsOwn(t *testing.T) {
 	createWithLostAnswer := func(name, storedID, putID string) error {
 		bb := b.client.NewBlockBlobClient(b.prefix + name)
 		attempts := 0
-		return b.create(t.Context(), bb, putID, func(ctx context.Context) error {
+		return b.create(t.Context(), bb, putID, 0, func(ctx context.Context) error {
 			attempts++
 			_, err := bb.Upload(ctx, streaming.NopCloser(strings.NewReader("data")), &blockblob.UploadOptions{
 				Metadata: map[string]*string{metaUploadID: to.Ptr(storedID)}, AccessConditions: ifNone,

@@ -100,7 +100,9 @@ type Config struct {
 	// answer's headers of requests without a large body (not of uploads
 	// of blocks or blobs) on the HTTP transport the backend makes (not on an
 	// HTTPClient or Client given), and TimeoutAttempts the attempts that
-	// may time out. Default [request.DefaultPolicy]: a 30 s timeout, 5
+	// may time out. A request with a body (a blob, a block) may take its
+	// body at [request.MinThroughput] on top of the timeout (see
+	// [request.Policy.ForBody]). Default [request.DefaultPolicy]: a 30 s timeout, 5
 	// attempts, backoff from 100 ms to 5 s, a 10 s response timeout and 2
 	// attempts that may time out, so that an endpoint that takes
 	// connections and never answers fails a request after about 20 s.

@@ -70,7 +70,10 @@ type Config struct {
 	// URL parameter "part_size" (bytes, or with a KiB/MiB/GiB suffix).
 	PartSize int64
 	// Timeout bounds each request: each attempt of a single-request call
-	// and the wait for the answer to each chunk of a resumable upload.
+	// and the wait for the answer to each chunk of a resumable upload. A
+	// request with a body may take its body at 256 KiB/s on top
+	// (request.MinThroughput), so that a slow but progressing upload is
+	// not cut.
 	// Default [DefaultTimeout]; URL parameter "timeout" (a Go duration).
 	Timeout time.Duration
 	// MaxAttempts is the number of attempts of each request, the first

@@ -124,7 +124,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 			// each answer.
 			b.transport = http.DefaultTransport.(*http.Transport).Clone()
 			opts = append(opts, option.WithoutAuthentication(),
-				option.WithHTTPClient(&http.Client{Transport: request.ResponseTimeout(b.transport, cfg.headerTimeout())}))
+				option.WithHTTPClient(&http.Client{Transport: request.CountSent(request.ResponseTimeout(b.transport, cfg.headerTimeout()))}))
 		}
 		opts = append(opts, cfg.ClientOptions...)
 		c, err := storage.NewClient(ctx, opts...)
@@ -222,7 +222,7 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 	}
 	crc := crc32.Checksum(data, castagnoli)
 	attempt := 0
-	err = request.Do(ctx, b.policy, retryable, func(ctx context.Context) error {
+	err = request.Do(ctx, b.policy.ForBody(size), retryable, func(ctx context.Context) error {
 		attempt++
 		return b.write(ctx, b.object(name), bytes.NewReader(data), size, 0, &crc)
 	})
@@ -260,7 +260,13 @@ func (b *Backend) putResumable(ctx context.Context, name string, body io.ReaderA
 // included.
 func (b *Backend) chunkRetryDeadline() time.Duration {
 	n := time.Duration(b.cfg.MaxAttempts)
-	return n*b.cfg.Timeout + n*b.cfg.MaxBackoff
+	return n*b.chunkTimeout() + n*b.cfg.MaxBackoff
+}
+
+// chunkTimeout bounds one attempt of one chunk of a resumable upload: the
+// request timeout, grown with the chunk (see [request.Policy.ForBody]).
+func (b *Backend) chunkTimeout() time.Duration {
+	return b.policy.ForBody(b.cfg.PartSize).Timeout
 }
 
 // write sends one upload of body with the DoesNotExist precondition, in one
@@ -277,7 +283,7 @@ func (b *Backend) write(ctx context.Context, o *storage.ObjectHandle, body io.Re
 		w.CRC32C, w.SendCRC32C = *crc, true
 	}
 	if chunk > 0 {
-		w.ChunkTransferTimeout = b.cfg.Timeout
+		w.ChunkTransferTimeout = b.chunkTimeout()
 		if b.cfg.Timeout > 0 {
 			w.ChunkRetryDeadline = b.chunkRetryDeadline()
 		}

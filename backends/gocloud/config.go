@@ -67,7 +67,8 @@ type Config struct {
 	// "response_timeout") bounds the opening of a Get's reader, the wait
 	// for the answer's headers; its TimeoutAttempts (default 2, URL
 	// parameter "timeout_attempts") the attempts that may time out. The
-	// drivers' transports keep their own settings.
+	// drivers' transports keep their own settings. A Put may take its
+	// body at [request.MinThroughput] on top (see [request.Policy.ForBody]).
 	Retry request.Policy
 }
 

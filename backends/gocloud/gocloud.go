@@ -263,7 +263,9 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 // completing the upload), as if the parts went up one after the other. An
 // object that takes longer than one request timeout to upload as a whole
 // but whose every request fits in it is thus not cut short and sent again.
-// A part size of 0 counts parts of [DefaultPartSize].
+// On top, the body may go at [request.MinThroughput] (see
+// [request.Policy.ForBody]), so that a slow but progressing upload is not
+// cut either. A part size of 0 counts parts of [DefaultPartSize].
 func (b *Backend) putPolicy(size int64) request.Policy {
 	p := b.cfg.Retry
 	if p.Timeout <= 0 {
@@ -282,7 +284,7 @@ func (b *Backend) putPolicy(size int64) request.Policy {
 	} else {
 		p.Timeout *= time.Duration(requests)
 	}
-	return p
+	return p.ForBody(size)
 }
 
 // putOnce makes one attempt of a Put. On any failure it cancels the

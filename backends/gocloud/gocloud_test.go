@@ -28,6 +28,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
+	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -477,9 +478,10 @@ func TestListSorted(t *testing.T) {
 }
 
 // TestPutPolicy: the timeout of a Put's attempt is the request timeout once
-// per request of the upload.
+// per request of the upload, plus the body at request.MinThroughput.
 func TestPutPolicy(t *testing.T) {
 	const T = 10 * time.Second
+	body := func(n int64) time.Duration { return time.Duration(n) * time.Second / request.MinThroughput }
 	tests := []struct {
 		partSize int
 		timeout  time.Duration
@@ -487,10 +489,11 @@ func TestPutPolicy(t *testing.T) {
 		want     time.Duration
 	}{
 		{partSize: 100, timeout: T, size: 0, want: T},
-		{partSize: 100, timeout: T, size: 100, want: T},
-		{partSize: 100, timeout: T, size: 101, want: 4 * T},
-		{partSize: 100, timeout: T, size: 1000, want: 12 * T},
-		{partSize: 0, timeout: T, size: 3 * DefaultPartSize, want: 5 * T},
+		{partSize: 100, timeout: T, size: 100, want: T + body(100)},
+		{partSize: 100, timeout: T, size: 101, want: 4*T + body(101)},
+		{partSize: 100, timeout: T, size: 1000, want: 12*T + body(1000)},
+		{partSize: 0, timeout: T, size: 3 * DefaultPartSize, want: 5*T + body(3*DefaultPartSize)},
+		{partSize: 0, timeout: T, size: 1 << 20, want: T + 4*time.Second},
 		{partSize: 100, timeout: 0, size: 1000, want: 0},
 		{partSize: 1, timeout: T, size: math.MaxInt64, want: 0}, // beyond any clock
 	}
@@ -547,6 +550,30 @@ func TestSlowPutMem(t *testing.T) {
 	got, err := conformance.Read(t.Context(), b, "slow", 0, -1)
 	if err != nil || got != string(body.data) {
 		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+}
+
+// TestSlowSinglePutMem: a Put of one request that takes longer than the
+// request timeout, because its body goes slowly (faster than
+// request.MinThroughput), succeeds at its first attempt: the timeout of a
+// request grows with its body.
+func TestSlowSinglePutMem(t *testing.T) {
+	b, err := New(t.Context(), "mem://b?request_timeout=100ms&max_attempts=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	body := &slowBody{data: make([]byte, 128<<10), perKiB: 2 * time.Millisecond} // ~256 ms, one request
+	_, _ = rand.Read(body.data)
+	start := time.Now()
+	if err := b.Put(t.Context(), "slow", body, int64(len(body.data))); err != nil {
+		t.Fatalf("slow Put: %v (after %v)", err, time.Since(start))
+	}
+	if el := time.Since(start); el < 100*time.Millisecond {
+		t.Fatalf("Put took %v, not longer than the request timeout: the test proves nothing", el)
+	}
+	if got := body.read.Load(); got != int64(len(body.data)) {
+		t.Fatalf("body read %d bytes for a %d-byte object: the Put took more than one attempt", got, len(body.data))
 	}
 }
 

@@ -80,7 +80,9 @@ type Config struct {
 	SSEKMSKeyID string
 
 	// RequestTimeout bounds each attempt of each request (and of each
-	// part); 0 means no bound but the caller's context. Default 30s (URL
+	// part); a request with a body may take its body at 256 KiB/s on top
+	// (request.MinThroughput), so that a slow but progressing upload is
+	// not cut. 0 means no bound but the caller's context. Default 30s (URL
 	// parameter "request_timeout", a Go duration such as "10s").
 	RequestTimeout time.Duration
 	// MaxAttempts is the number of attempts of each request, the first

@@ -192,7 +192,7 @@ func newClient(ctx context.Context, cfg Config) (*awss3.Client, *http.Transport,
 		}
 	}
 	hc := &http.Client{
-		Transport:     request.ResponseTimeout(tr, cfg.ResponseTimeout),
+		Transport:     request.CountSent(request.ResponseTimeout(tr, cfg.ResponseTimeout)),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	client := awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
@@ -310,7 +310,7 @@ func (b *Backend) putSingle(ctx context.Context, name string, body io.ReaderAt, 
 	key := b.key(name)
 	id := rand.Text()
 	attempts := 0
-	err := b.do(ctx, func(ctx context.Context) error {
+	err := b.doBody(ctx, size, func(ctx context.Context) error {
 		attempts++
 		r := newBody(body, 0, size)
 		_, err := b.client.PutObject(ctx, &awss3.PutObjectInput{
@@ -367,7 +367,7 @@ func (b *Backend) putMultipart(ctx context.Context, name string, body io.ReaderA
 		length := min(partSize, size-off)
 		num := aws.Int32(int32(i + 1))
 		g.Go(func() error {
-			return b.do(gctx, func(ctx context.Context) error {
+			return b.doBody(gctx, length, func(ctx context.Context) error {
 				r := newBody(body, off, length)
 				out, err := b.client.UploadPart(ctx, &awss3.UploadPartInput{
 					Bucket:        &b.bucket,
@@ -693,6 +693,12 @@ func canMatch(prefix string) bool {
 // do runs one request with the backend's retry policy.
 func (b *Backend) do(ctx context.Context, fn func(context.Context) error) error {
 	return request.Do(ctx, b.policy, retryable, fn)
+}
+
+// doBody runs a request with a body of size bytes under the retry policy,
+// its timeout grown with the body (see [request.Policy.ForBody]).
+func (b *Backend) doBody(ctx context.Context, size int64, fn func(context.Context) error) error {
+	return request.Do(ctx, b.policy.ForBody(size), retryable, fn)
 }
 
 // body is the replayable body of one attempt: a section of the caller's

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"time"
@@ -20,6 +21,7 @@ import (
 // Policy says how a backend retries one request.
 type Policy struct {
 	// Timeout bounds each attempt; 0 means none (the caller's context only).
+	// A request with a body gets more: see [Policy.ForBody].
 	Timeout time.Duration
 	// MaxAttempts is the number of attempts, the first included (at least 1).
 	MaxAttempts int
@@ -52,6 +54,33 @@ const (
 	// DefaultTimeoutAttempts is the default of Policy.TimeoutAttempts.
 	DefaultTimeoutAttempts = 2
 )
+
+// MinThroughput is the slowest rate, in bytes per second, at which a
+// request's body is taken to be on its way: a request with a body of n
+// bytes may take its policy's Timeout plus n at this rate (see
+// [Policy.ForBody]), as the engine allows an upload attempt
+// ([dstl.MinUploadThroughput]). A backend retries a single request; the
+// engine never does, and starts a new attempt (a new object) instead.
+const MinThroughput = dstl.MinUploadThroughput
+
+// ForBody returns the policy of a request with a body of size bytes: its
+// Timeout grows by the body's size at [MinThroughput], so that a slow but
+// progressing upload of a large object or part is not cut and sent again
+// (with the default 30 s, a 16 MiB part may take 94 s). A Timeout of 0
+// stays 0 (no bound), as does one that would pass any clock.
+func (p Policy) ForBody(size int64) Policy {
+	if p.Timeout <= 0 || size <= 0 {
+		return p
+	}
+	const rate = MinThroughput
+	secs := size / rate
+	if secs >= int64((math.MaxInt64-p.Timeout)/time.Second)-1 {
+		p.Timeout = 0
+		return p
+	}
+	p.Timeout += time.Duration(secs)*time.Second + time.Duration(size%rate)*time.Second/rate
+	return p
+}
 
 // DefaultPolicy is what the backends use unless configured otherwise.
 var DefaultPolicy = Policy{

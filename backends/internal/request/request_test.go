@@ -3,6 +3,7 @@ package request
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +145,51 @@ func TestPermanent(t *testing.T) {
 	}
 	if again := Permanent(err); again != err {
 		t.Fatalf("Permanent wrapped a permanent error again")
+	}
+}
+
+// TestForBody: a request's timeout grows by its body at MinThroughput; no
+// timeout stays none, and one past any clock becomes none.
+func TestForBody(t *testing.T) {
+	for _, tc := range []struct {
+		timeout time.Duration
+		size    int64
+		want    time.Duration
+	}{
+		{30 * time.Second, 0, 30 * time.Second},
+		{30 * time.Second, MinThroughput, 31 * time.Second},
+		{30 * time.Second, 16 << 20, 94 * time.Second},
+		{time.Second, MinThroughput / 2, 1500 * time.Millisecond},
+		{0, 16 << 20, 0},
+		{time.Second, math.MaxInt64, 0},
+	} {
+		p := Policy{Timeout: tc.timeout, MaxAttempts: 3}
+		got := p.ForBody(tc.size)
+		if got.Timeout != tc.want || got.MaxAttempts != 3 {
+			t.Errorf("Timeout %v, body %d: ForBody = %+v, want timeout %v", tc.timeout, tc.size, got, tc.want)
+		}
+	}
+}
+
+// TestSlowBodyIsNotCut: a request whose body goes slowly, but faster than
+// MinThroughput, is not cut by a request timeout shorter than its
+// transfer when run under ForBody.
+func TestSlowBodyIsNotCut(t *testing.T) {
+	const size = 64 << 10 // at 512 KiB/s: 125 ms, over the 50 ms timeout
+	p := Policy{Timeout: 50 * time.Millisecond, MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
+	attempts := 0
+	err := Do(t.Context(), p.ForBody(size), func(error) bool { return true }, func(ctx context.Context) error {
+		attempts++
+		for sent := 0; sent < size; sent += 8 << 10 {
+			select {
+			case <-time.After(time.Second * (8 << 10) / (512 << 10)):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	if err != nil || attempts != 1 {
+		t.Fatalf("Do = %v after %d attempts, want success at the first", err, attempts)
 	}
 }

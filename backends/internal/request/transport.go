@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // SmallBody is the largest request body whose request the response timeout
@@ -110,3 +112,47 @@ func (e *NoAnswerError) Timeout() bool { return true }
 
 // Is matches context.DeadlineExceeded.
 func (e *NoAnswerError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// CountSent wraps rt so that the bytes of every request body that rt reads
+// (hands to the connection) are reported, as they are read, to the upload
+// attempt that the request's context belongs to ([dstl.ReportProgress]).
+// The engine then judges an attempt by the bytes it sent rather than by a
+// backend's reads of the object's body, which a backend that buffers a
+// whole object or part reads long before the bytes move. Requests without
+// a body, or outside an upload attempt, are passed on as they are.
+func CountSent(rt http.RoundTripper) http.RoundTripper {
+	return countSent{rt: rt}
+}
+
+type countSent struct{ rt http.RoundTripper }
+
+func (t countSent) RoundTrip(req *http.Request) (*http.Response, error) {
+	report := dstl.ProgressFrom(req.Context())
+	if report == nil || req.Body == nil || req.Body == http.NoBody {
+		return t.rt.RoundTrip(req)
+	}
+	r := req.WithContext(req.Context()) // a shallow copy: rt must not change req
+	r.Body = &countingBody{ReadCloser: req.Body, report: report}
+	if get := req.GetBody; get != nil {
+		r.GetBody = func() (io.ReadCloser, error) {
+			b, err := get()
+			if err != nil || b == nil || b == http.NoBody {
+				return b, err
+			}
+			return &countingBody{ReadCloser: b, report: report}, nil
+		}
+	}
+	return t.rt.RoundTrip(r)
+}
+
+// countingBody reports the bytes read from a request body.
+type countingBody struct {
+	io.ReadCloser
+	report func(n int64)
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.report(int64(n))
+	return n, err
+}

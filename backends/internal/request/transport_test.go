@@ -7,8 +7,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // TestResponseTimeout: a request without a body fails when no answer
@@ -93,5 +96,55 @@ func TestSmallBody(t *testing.T) {
 		if got := smallBody(req); got != tc.want {
 			t.Errorf("%s: smallBody = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestCountSent: the bytes of a request body that the transport sends are
+// reported to the recorder in the request's context, all of them, for
+// bodies of every size; requests without a recorder or a body pass as
+// they are.
+func TestCountSent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: CountSent(ResponseTimeout(http.DefaultTransport, time.Second))}
+	for _, tc := range []struct {
+		name     string
+		size     int
+		recorder bool
+	}{
+		{"no body", 0, true},
+		{"small body", 100, true},
+		{"large body", 3 << 20, true},
+		{"no recorder", 100, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sent atomic.Int64
+			ctx := t.Context()
+			if tc.recorder {
+				ctx = dstl.WithProgress(ctx, func(n int64) { sent.Add(n) })
+			}
+			var body io.Reader
+			if tc.size > 0 {
+				body = bytes.NewReader(make([]byte, tc.size))
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/x", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			want := int64(tc.size)
+			if !tc.recorder {
+				want = 0
+			}
+			if got := sent.Load(); got != want {
+				t.Fatalf("reported %d bytes sent, want %d", got, want)
+			}
+		})
 	}
 }
