@@ -38,7 +38,9 @@ func transferTime(size int64) time.Duration {
 // stops counting its reads of the object's body (which a backend that
 // buffers a whole object or part before sending reads long before the
 // bytes move), and the attempt counts as stalled when no report came for
-// upload.timeout. A backend that reports nothing is judged by its reads of
+// upload.timeout while some of the body was unsent (once all of it went,
+// the rate floor of [MinUploadThroughput] alone judges the wait for the
+// answer, since the bytes still drain from the socket's buffers). A backend that reports nothing is judged by its reads of
 // the body, which must then move with the upload (as a backend that
 // streams the body does).
 func ReportProgress(ctx context.Context, n int64) {
@@ -70,6 +72,7 @@ type progress struct {
 	start     atomic.Int64 // unix nanoseconds: of the attempt, or when its body was handed over
 	bodyBytes atomic.Int64 // new bytes of the body read (high-water mark)
 	sentBytes atomic.Int64 // bytes reported sent
+	bodySize  atomic.Int64 // size of the object's body; 0: unknown
 	lastSent  atomic.Int64 // unix nanoseconds of the latest report; 0: none
 }
 
@@ -104,7 +107,10 @@ func (p *progress) stalledAt(timeout time.Duration) (at time.Time, why string) {
 	start := time.Unix(0, p.start.Load())
 	at = start.Add(timeout + transferTime(moved))
 	why = fmt.Sprintf("%d bytes %s in %v, below %d KiB/s after upload.timeout (%v)", moved, what, at.Sub(start).Round(time.Millisecond), MinUploadThroughput>>10, timeout)
-	if last != 0 {
+	// Once the whole body was handed to the transport, bytes still drain
+	// from the send buffers and the answer is awaited without reports: from
+	// then on the rate floor alone judges the attempt.
+	if size := p.bodySize.Load(); last != 0 && (size == 0 || moved < size) {
 		if idle := time.Unix(0, last).Add(timeout); idle.Before(at) {
 			at = idle
 			why = fmt.Sprintf("no bytes sent for upload.timeout (%v), after %d bytes", timeout, moved)
@@ -127,11 +133,12 @@ func withProgress(ctx context.Context, p *progress) context.Context {
 // reports bytes sent ([ReportProgress]). Re-reads (a backend's retry of a
 // request) do not count. The attempt's clock restarts now: the time spent
 // encoding the object is not the backend's.
-func trackBody(ctx context.Context, body io.ReaderAt) io.ReaderAt {
+func trackBody(ctx context.Context, body io.ReaderAt, size int64) io.ReaderAt {
 	p, _ := ctx.Value(progressKey{}).(*progress)
 	if p == nil {
 		return body
 	}
+	p.bodySize.Store(size)
 	p.start.Store(time.Now().UnixNano())
 	return &progressReader{r: body, p: p}
 }

@@ -162,7 +162,7 @@ func (u *BackendUploader) Upload(ctx context.Context, tasks []*UploadTask) (*Upl
 		return nil, fmt.Errorf("dstl: encode %s: %w", name, err)
 	}
 	size := int64(buf.Len())
-	if err := u.backend.Put(ctx, name, trackBody(ctx, bytes.NewReader(buf.Bytes())), size); err != nil {
+	if err := u.backend.Put(ctx, name, trackBody(ctx, bytes.NewReader(buf.Bytes()), size), size); err != nil {
 		return nil, err
 	}
 	out.Objects = []StoredObject{{Name: name, Size: size}}
