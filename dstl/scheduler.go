@@ -81,6 +81,33 @@ func (s *scheduler) enqueue(ctx context.Context, t *UploadTask) error {
 		}
 		s.mu.Lock()
 	}
+	s.addLocked(t)
+	s.mu.Unlock()
+	return nil
+}
+
+// enqueueIfRoom queues the task newTask builds if the bytes in flight are
+// under the limit (the rule of enqueue), and reports whether it queued one
+// or newTask had none to build. It never waits, and calls newTask only when
+// there is room, under the scheduler's lock: the caller holds its writer's
+// lock, so that no set is marked for an upload that then cannot start.
+func (s *scheduler) enqueueIfRoom(newTask func() *UploadTask) (done bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, fmt.Errorf("dstl: upload: storage %w", ErrClosed)
+	}
+	if s.inFlight >= s.cfg.UploadMaxInFlight {
+		return false, nil
+	}
+	if t := newTask(); t != nil {
+		s.addLocked(t)
+	}
+	return true, nil
+}
+
+// addLocked counts a task in flight and adds it to the current batch.
+func (s *scheduler) addLocked(t *UploadTask) {
 	s.inFlight += t.LogicalSize
 	s.updateAvailabilityLocked()
 	s.queue = append(s.queue, t)
@@ -95,8 +122,6 @@ func (s *scheduler) enqueue(ctx context.Context, t *UploadTask) error {
 	case s.timer == nil:
 		s.timer = time.AfterFunc(s.cfg.BatchPersistDelay, s.onTimer)
 	}
-	s.mu.Unlock()
-	return nil
 }
 
 func (s *scheduler) onTimer() {

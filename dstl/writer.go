@@ -266,34 +266,34 @@ func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID 
 // one waiting, so that a later checkpoint has little left to upload. Like
 // a persist, it waits (until ctx ends) while the storage is at its
 // in-flight limit, so that at most one upload takes the bytes in flight
-// past the limit. The change that triggered it is appended already: when
-// the wait ends early the sets stay for the next persist, and the next
-// append tries again.
+// past the limit; but it marks no set for upload until there is room, so
+// that the end of ctx (the appender's) fails nothing: the change that
+// triggered it is appended already, and the sets stay for the next append
+// past the threshold or the next persist.
 func (w *Writer) persistPreemptively(ctx context.Context) {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return
-	}
-	w.rolloverLocked()
-	var pending []*changeSet
-	for _, cs := range w.sets {
-		if cs.state == setNotUploaded {
-			pending = append(pending, cs)
-		}
-	}
-	task := w.newTaskLocked(pending)
-	unpersisted := w.unpersisted
-	w.unpersisted = 0
-	w.mu.Unlock()
-	if task == nil {
-		return
-	}
-	if err := w.storage.sched.enqueue(ctx, task); err != nil {
-		w.uploadFailed(task, err) // kept for the next persist
+	for {
 		w.mu.Lock()
-		w.unpersisted += unpersisted
+		if w.closed {
+			w.mu.Unlock()
+			return
+		}
+		w.rolloverLocked()
+		done, err := w.storage.sched.enqueueIfRoom(func() *UploadTask {
+			var pending []*changeSet
+			for _, cs := range w.sets {
+				if cs.state == setNotUploaded {
+					pending = append(pending, cs)
+				}
+			}
+			return w.newTaskLocked(pending)
+		})
+		if done {
+			w.unpersisted = 0
+		}
 		w.mu.Unlock()
+		if done || err != nil || w.storage.sched.waitAvailable(ctx) != nil {
+			return
+		}
 	}
 }
 
