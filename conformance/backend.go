@@ -14,13 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 )
 
 // Harness opens a fresh, empty backend for one test and returns it; the
 // suite closes it. It may fail or skip t, and register cleanups with
 // t.Cleanup, which run after the suite has closed the backend.
-type Harness func(t *testing.T) dstl.Backend
+type Harness func(t *testing.T) backends.Backend
 
 // Option adjusts the backend suite to a backend.
 type Option func(*suite)
@@ -46,7 +47,7 @@ func WithLocalRecovery(open dstl.OpenLocalRecovery) Option {
 // that another tool wrote. It may register the object's deletion with
 // t.Cleanup (which runs before the suite closes b). It returns an error
 // when the store refuses the name.
-type RawPut func(t *testing.T, b dstl.Backend, name string, data []byte) error
+type RawPut func(t *testing.T, b backends.Backend, name string, data []byte) error
 
 // WithRawPut gives the suite a way to write objects whose names no Put
 // can write ([InvalidNames], such as "dir/" or "a//b"), for the case
@@ -57,7 +58,7 @@ func WithRawPut(put RawPut) Option { return func(s *suite) { s.rawPut = put } }
 // is given: S3's smallest part size.
 const DefaultPartSize = 5 << 20
 
-// TestBackend runs every case of the [dstl.Backend] contract as a subtest
+// TestBackend runs every case of the [backends.Backend] contract as a subtest
 // of t, each on a backend of its own from open. See the package
 // documentation for what the cases check and assume.
 func TestBackend(t *testing.T, open Harness, opts ...Option) {
@@ -102,8 +103,8 @@ func runCases(t *testing.T, open Harness, cases []suiteCase, opts ...Option) {
 }
 
 // InvalidNames returns object names that break the rules of
-// [dstl.CheckObjectName], which every backend rejects with
-// [dstl.ErrInvalidName]. The slice is new on every call.
+// [backends.CheckObjectName], which every backend rejects with
+// [backends.ErrInvalidName]. The slice is new on every call.
 func InvalidNames() []string {
 	return []string{
 		"", "/abs", "/", "//", ".", "..", "../x", "a/../b", "a/..", "./a", "a/./b", "a/.",
@@ -131,7 +132,7 @@ type suite struct {
 
 // backend opens a fresh backend, checks that it is empty and closes it at
 // the end of the test.
-func (s *suite) backend(t *testing.T) dstl.Backend {
+func (s *suite) backend(t *testing.T) backends.Backend {
 	t.Helper()
 	b := s.open(t)
 	if b == nil {
@@ -154,23 +155,23 @@ func (s *suite) checkErr(t *testing.T, err error, op, object string, want error)
 	t.Helper()
 	CheckError(t, err, op, s.id, object, want)
 	if s.id == "" {
-		be, _ := errors.AsType[*dstl.BackendError](err)
+		be, _ := errors.AsType[*backends.Error](err)
 		s.id = be.Backend
 	}
 }
 
 // listInfo returns what List reports under prefix.
-func listInfo(t *testing.T, b dstl.Backend, prefix string) []dstl.ObjectInfo {
+func listInfo(t *testing.T, b backends.Backend, prefix string) []backends.ObjectInfo {
 	t.Helper()
-	var out []dstl.ObjectInfo
-	if err := b.List(t.Context(), prefix, func(o dstl.ObjectInfo) error { out = append(out, o); return nil }); err != nil {
+	var out []backends.ObjectInfo
+	if err := b.List(t.Context(), prefix, func(o backends.ObjectInfo) error { out = append(out, o); return nil }); err != nil {
 		t.Fatalf("List(%q): %v", prefix, err)
 	}
 	return out
 }
 
 // list returns the names List reports under prefix.
-func list(t *testing.T, b dstl.Backend, prefix string) []string {
+func list(t *testing.T, b backends.Backend, prefix string) []string {
 	t.Helper()
 	var names []string
 	for _, o := range listInfo(t, b, prefix) {
@@ -180,10 +181,10 @@ func list(t *testing.T, b dstl.Backend, prefix string) []string {
 }
 
 // checkEmpty checks that name cannot be read and that nothing is listed.
-func (s *suite) checkEmpty(t *testing.T, b dstl.Backend, name string) {
+func (s *suite) checkEmpty(t *testing.T, b backends.Backend, name string) {
 	t.Helper()
 	_, err := Read(t.Context(), b, name, 0, -1)
-	s.checkErr(t, err, "get", name, dstl.ErrNotFound)
+	s.checkErr(t, err, "get", name, backends.ErrNotFound)
 	if names := list(t, b, ""); len(names) != 0 {
 		t.Fatalf("objects left behind: %q", names)
 	}
@@ -210,17 +211,17 @@ func (s *suite) testGetRange(t *testing.T) {
 		{"past end is cut", "obj", 8, 100, "89", nil},
 		{"zero length", "obj", 5, 0, "", nil},
 		{"offset at end", "obj", 10, -1, "", nil},
-		{"offset past end", "obj", 11, -1, "", dstl.ErrInvalidRange},
-		{"negative offset", "obj", -1, 1, "", dstl.ErrInvalidRange},
-		{"bad length", "obj", 0, -2, "", dstl.ErrInvalidRange},
+		{"offset past end", "obj", 11, -1, "", backends.ErrInvalidRange},
+		{"negative offset", "obj", -1, 1, "", backends.ErrInvalidRange},
+		{"bad length", "obj", 0, -2, "", backends.ErrInvalidRange},
 		{"nested", "dir/obj", 0, -1, "x", nil},
 		{"empty object", "empty", 0, -1, "", nil},
 		{"empty object with a length", "empty", 0, 5, "", nil},
-		{"empty object, offset past end", "empty", 1, -1, "", dstl.ErrInvalidRange},
-		{"missing", "nope", 0, -1, "", dstl.ErrNotFound},
-		{"missing nested", "no/such/obj", 0, -1, "", dstl.ErrNotFound},
-		{"under an object", "obj/x", 0, -1, "", dstl.ErrNotFound},
-		{"prefix of a nested name", "dir", 0, -1, "", dstl.ErrNotFound},
+		{"empty object, offset past end", "empty", 1, -1, "", backends.ErrInvalidRange},
+		{"missing", "nope", 0, -1, "", backends.ErrNotFound},
+		{"missing nested", "no/such/obj", 0, -1, "", backends.ErrNotFound},
+		{"under an object", "obj/x", 0, -1, "", backends.ErrNotFound},
+		{"prefix of a nested name", "dir", 0, -1, "", backends.ErrNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -254,7 +255,7 @@ func (s *suite) testPutExisting(t *testing.T) {
 	b := s.backend(t)
 	Put(t, b, "a/obj", "original")
 	err := b.Put(t.Context(), "a/obj", strings.NewReader("other"), 5)
-	s.checkErr(t, err, "put", "a/obj", dstl.ErrExists)
+	s.checkErr(t, err, "put", "a/obj", backends.ErrExists)
 	if got, err := Read(t.Context(), b, "a/obj", 0, -1); err != nil || got != "original" {
 		t.Fatalf("after the failed Put: %q, %v; want the original", got, err)
 	}
@@ -355,10 +356,10 @@ func (s *suite) testInvalidNames(t *testing.T) {
 	b := s.backend(t)
 	for _, name := range InvalidNames() {
 		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
-			s.checkErr(t, b.Put(t.Context(), name, strings.NewReader("x"), 1), "put", name, dstl.ErrInvalidName)
+			s.checkErr(t, b.Put(t.Context(), name, strings.NewReader("x"), 1), "put", name, backends.ErrInvalidName)
 			_, err := b.Get(t.Context(), name, 0, -1)
-			s.checkErr(t, err, "get", name, dstl.ErrInvalidName)
-			s.checkErr(t, b.Delete(t.Context(), name), "delete", name, dstl.ErrInvalidName)
+			s.checkErr(t, err, "get", name, backends.ErrInvalidName)
+			s.checkErr(t, b.Delete(t.Context(), name), "delete", name, backends.ErrInvalidName)
 		})
 	}
 	if names := list(t, b, ""); len(names) != 0 {
@@ -387,7 +388,7 @@ func (s *suite) testDelete(t *testing.T) {
 				t.Fatalf("Delete(%q): %v", tt.object, err)
 			}
 			_, err := Read(t.Context(), b, tt.object, 0, -1)
-			s.checkErr(t, err, "get", tt.object, dstl.ErrNotFound)
+			s.checkErr(t, err, "get", tt.object, backends.ErrNotFound)
 		})
 	}
 	if got, want := list(t, b, ""), []string{"file", "keep/x"}; !slices.Equal(got, want) {
@@ -496,7 +497,7 @@ func (s *suite) testListSkipsForeignNames(t *testing.T) {
 	}
 	// What List reports, Get and Delete take.
 	for _, name := range list(t, b, "") {
-		if err := dstl.CheckObjectName(name); err != nil {
+		if err := backends.CheckObjectName(name); err != nil {
 			t.Errorf("List reported %q: %v", name, err)
 		}
 	}
@@ -509,7 +510,7 @@ func (s *suite) testListCallbackError(t *testing.T) {
 	Put(t, b, "d", "")
 	stop := errors.New("stop")
 	var seen []string
-	err := b.List(t.Context(), "", func(o dstl.ObjectInfo) error {
+	err := b.List(t.Context(), "", func(o backends.ObjectInfo) error {
 		seen = append(seen, o.Name)
 		if o.Name == "b/c" {
 			return stop
@@ -533,7 +534,7 @@ func (s *suite) testListCallbackCallsBackend(t *testing.T) {
 		Put(t, b, name, "data of "+name)
 	}
 	var seen []string
-	err := b.List(t.Context(), "", func(o dstl.ObjectInfo) error {
+	err := b.List(t.Context(), "", func(o backends.ObjectInfo) error {
 		seen = append(seen, o.Name)
 		if got, err := Read(t.Context(), b, o.Name, 0, -1); err != nil || got != "data of "+o.Name {
 			return fmt.Errorf("Get(%q) in the callback = %q, %v", o.Name, got, err)
@@ -558,7 +559,7 @@ func (s *suite) testListCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	n := 0
-	err := b.List(ctx, "", func(dstl.ObjectInfo) error { n++; cancel(); return nil })
+	err := b.List(ctx, "", func(backends.ObjectInfo) error { n++; cancel(); return nil })
 	s.checkErr(t, err, "list", "", context.Canceled)
 	if n != 1 {
 		t.Fatalf("callback called %d times, want once: the listing goes on after its context is done", n)
@@ -575,7 +576,7 @@ func (s *suite) testCancelledContext(t *testing.T) {
 	_, err := b.Get(ctx, "obj", 0, -1)
 	s.checkErr(t, err, "get", "obj", context.Canceled)
 	s.checkErr(t, b.Delete(ctx, "obj"), "delete", "obj", context.Canceled)
-	err = b.List(ctx, "o", func(dstl.ObjectInfo) error { t.Error("callback called"); return nil })
+	err = b.List(ctx, "o", func(backends.ObjectInfo) error { t.Error("callback called"); return nil })
 	s.checkErr(t, err, "list", "o", context.Canceled)
 }
 
@@ -627,14 +628,14 @@ func (s *suite) testConcurrent(t *testing.T) {
 			switch {
 			case err == nil:
 				won.Store(data, true)
-			case !errors.Is(err, dstl.ErrExists):
+			case !errors.Is(err, backends.ErrExists):
 				errs <- err
 			}
 		})
 	}
 	wg.Go(func() {
 		for range 20 {
-			if err := b.List(t.Context(), "", func(dstl.ObjectInfo) error { return nil }); err != nil {
+			if err := b.List(t.Context(), "", func(backends.ObjectInfo) error { return nil }); err != nil {
 				errs <- err
 			}
 		}
@@ -670,7 +671,7 @@ func (s *suite) testClosed(t *testing.T) {
 	_, err := b.Get(t.Context(), "a", 0, -1)
 	s.checkErr(t, err, "get", "a", dstl.ErrClosed)
 	s.checkErr(t, b.Delete(t.Context(), "a"), "delete", "a", dstl.ErrClosed)
-	s.checkErr(t, b.List(t.Context(), "p", func(dstl.ObjectInfo) error { return nil }), "list", "p", dstl.ErrClosed)
+	s.checkErr(t, b.List(t.Context(), "p", func(backends.ObjectInfo) error { return nil }), "list", "p", dstl.ErrClosed)
 }
 
 // testLargeObject puts an object of three and a half parts, so that a

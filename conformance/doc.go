@@ -1,12 +1,12 @@
 // Package conformance holds the exported test suites that every dstl
 // backend must pass, in the spirit of gocloud.dev's blob/drivertest.
 //
-// [TestBackend] checks the contract of [dstl.Backend]: atomic Puts that
-// never replace an object ([dstl.ErrExists]) and leave nothing behind when
+// [TestBackend] checks the contract of [backends.Backend]: atomic Puts that
+// never replace an object ([backends.ErrExists]) and leave nothing behind when
 // cancelled or failed, ranged Gets, idempotent Deletes, Lists in lexical
 // order with sizes and times, readers and calls that honour their context,
-// names checked by [dstl.CheckObjectName], [dstl.ErrClosed] after Close,
-// concurrent use, and errors that are *[dstl.BackendError] values naming
+// names checked by [backends.CheckObjectName], [dstl.ErrClosed] after Close,
+// concurrent use, and errors that are *[backends.Error] values naming
 // the operation, the backend and the object, and a large object of three
 // and a half parts read back whole and across every part boundary (give the
 // backend's part size with [WithPartSize]). With [WithRawPut], it also
@@ -30,7 +30,7 @@
 //     metadata.
 //   - ReleasedObjectsDeleted, SharedObjectKeptWhileReferenced,
 //     ConfirmedObjectSurvives: an object goes (Get fails with
-//     [dstl.ErrNotFound], List omits it) once every change set in it is
+//     [backends.ErrNotFound], List omits it) once every change set in it is
 //     released, and not before: not while another writer's change set in it
 //     is referenced, not while a pending checkpoint covers it, never once a
 //     checkpoint with it was confirmed.
@@ -61,7 +61,7 @@
 //		"example.com/mystore"
 //	)
 //
-//	func harness(t *testing.T) dstl.Backend {
+//	func harness(t *testing.T) backends.Backend {
 //		endpoint := os.Getenv("MYSTORE_ENDPOINT")
 //		if endpoint == "" {
 //			t.Skip("MYSTORE_ENDPOINT is not set")
@@ -89,7 +89,7 @@
 //
 // What the suites take for granted, so that every backend can pass them:
 //
-//   - They only store names that [dstl.CheckObjectName] accepts, with no
+//   - They only store names that [backends.CheckObjectName] accepts, with no
 //     segment that starts with a dot, and they never store both a name and
 //     a name below it ("a" and "a/b"), which a filesystem cannot hold. The
 //     engine names its objects "<UUIDv7>.dstl".

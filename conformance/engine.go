@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/format"
 )
@@ -65,7 +66,7 @@ func engineConfig() dstl.Config {
 // context and the configuration of its storages.
 type engineCase struct {
 	t   *testing.T
-	b   dstl.Backend
+	b   backends.Backend
 	ctx context.Context
 	cfg dstl.Config
 	// localRecovery opens the storages' local recovery; nil without.
@@ -271,16 +272,16 @@ func (e *engineCase) checkStored(name, why string) {
 }
 
 // waitGone waits, for a bounded time, until the discard pool has deleted
-// the object: Get fails with [dstl.ErrNotFound] and List does not report
+// the object: Get fails with [backends.ErrNotFound] and List does not report
 // it.
 func (e *engineCase) waitGone(name, why string) {
 	e.t.Helper()
 	for {
 		_, err := Read(e.ctx, e.b, name, 0, -1)
-		if errors.Is(err, dstl.ErrNotFound) && !slices.Contains(e.objects(), name) {
+		if errors.Is(err, backends.ErrNotFound) && !slices.Contains(e.objects(), name) {
 			return
 		}
-		if err != nil && !errors.Is(err, dstl.ErrNotFound) {
+		if err != nil && !errors.Is(err, backends.ErrNotFound) {
 			e.t.Fatalf("Get(%q): %v", name, err)
 		}
 		select {

@@ -10,14 +10,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/backends"
 )
 
 // The helpers below serve the tests a backend keeps of its own, beside
 // [TestBackend].
 
 // CheckError fails t unless err wraps want (is any error, when want is nil)
-// and is a *[dstl.BackendError] that names op, backend and object, in its
+// and is a *[backends.Error] that names op, backend and object, in its
 // message too. An empty backend stands for any non-empty identifier.
 func CheckError(t testing.TB, err error, op, backend, object string, want error) {
 	t.Helper()
@@ -30,9 +30,9 @@ func CheckError(t testing.TB, err error, op, backend, object string, want error)
 	if want != nil && !errors.Is(err, want) {
 		t.Fatalf("%s %q: error %v, want %v", op, object, err, want)
 	}
-	be, ok := errors.AsType[*dstl.BackendError](err)
+	be, ok := errors.AsType[*backends.Error](err)
 	if !ok {
-		t.Fatalf("%s %q: error %v (%T) is not a *dstl.BackendError", op, object, err, err)
+		t.Fatalf("%s %q: error %v (%T) is not a *backends.Error", op, object, err, err)
 	}
 	if be.Op != op || be.Object != object || be.Backend == "" || backend != "" && be.Backend != backend {
 		t.Fatalf("error %v names op %q backend %q object %q, want %q %q %q",
@@ -51,7 +51,7 @@ func CheckError(t testing.TB, err error, op, backend, object string, want error)
 }
 
 // Put stores data under name, failing t on an error.
-func Put(t testing.TB, b dstl.Backend, name, data string) {
+func Put(t testing.TB, b backends.Backend, name, data string) {
 	t.Helper()
 	if err := b.Put(t.Context(), name, strings.NewReader(data), int64(len(data))); err != nil {
 		t.Fatalf("Put(%q): %v", name, err)
@@ -60,7 +60,7 @@ func Put(t testing.TB, b dstl.Backend, name, data string) {
 
 // Read returns length bytes of the object from offset on (-1: to the end),
 // read whole from the reader Get returns, which it closes.
-func Read(ctx context.Context, b dstl.Backend, name string, offset, length int64) (string, error) {
+func Read(ctx context.Context, b backends.Backend, name string, offset, length int64) (string, error) {
 	r, err := b.Get(ctx, name, offset, length)
 	if err != nil {
 		return "", err

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/dstlgo/dstl/backends"
 )
 
 // FlinkKeyPrefix is the prefix of Flink's option keys for its changelog
@@ -138,8 +140,9 @@ func DefaultConfig(basePath string) Config {
 
 // ErrInvalidConfig is wrapped by every error of [ParseConfig] and
 // [Config.Validate]: an unknown option key, a value that does not parse, or
-// a value out of range.
-var ErrInvalidConfig = errors.New("dstl: invalid config")
+// a value out of range, and by a backend's error for a base path or URL
+// parameter that is not valid. It is [backends.ErrInvalidConfig].
+var ErrInvalidConfig = backends.ErrInvalidConfig
 
 // flinkStorageKey is Flink's key selecting the changelog storage.
 const flinkStorageKey = "state.changelog.storage"

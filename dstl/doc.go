@@ -27,6 +27,6 @@
 // it with a fallback to the backend, and [Storage.CleanLocalCopies] deletes
 // what a crashed run left.
 //
-// Storage services plug in as a [Backend], registered by identifier with
+// Storage services plug in as a [backends.Backend], registered by identifier with
 // [Register]; see the packages under backends/.
 package dstl

@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl/objname"
 
 	"go.opentelemetry.io/otel/metric"
@@ -29,7 +30,7 @@ type LocalRecovery interface {
 	// is set, its local copy.
 	Uploader
 	// LocalBackend returns the backend of the local copies.
-	LocalBackend() Backend
+	LocalBackend() backends.Backend
 	// Close releases the component; the storage calls it last, after its
 	// uploads and deletes ended.
 	Close() error
@@ -43,7 +44,7 @@ type LocalRecoveryParams struct {
 	Config Config
 	// Remote is the storage's backend, which decides whether an upload
 	// succeeded.
-	Remote Backend
+	Remote backends.Backend
 	// Logger is the storage's logger.
 	Logger *slog.Logger
 	// MeterProvider is the storage's OpenTelemetry meter provider.
@@ -245,9 +246,9 @@ func (s *Storage) CleanLocalCopies(ctx context.Context, keep ...Handle) (CleanRe
 		}
 	}
 	ours := s.tracker.localNames()
-	var doomed []ObjectInfo
+	var doomed []backends.ObjectInfo
 	prefix := ObjectPrefix(s.cfg.JobID)
-	err := s.local.List(ctx, prefix, func(o ObjectInfo) error {
+	err := s.local.List(ctx, prefix, func(o backends.ObjectInfo) error {
 		switch {
 		case ours[o.Name] || !writtenBefore(prefix, o.Name, s.opened):
 			// one of this storage's (tracked, or being uploaded), or no

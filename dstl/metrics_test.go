@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/dstltest"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/goleak"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
 )
 
 // TestMetrics checks the instruments through an OpenTelemetry SDK reader:
@@ -63,7 +65,7 @@ func TestUploadFailuresMetric(t *testing.T) {
 		closeEarly bool
 		want       int64
 	}{
-		{"permanent error", dstltest.FailAll(dstltest.OpPut, dstl.ErrPermission), false, 1},
+		{"permanent error", dstltest.FailAll(dstltest.OpPut, backends.ErrPermission), false, 1},
 		{"closed while running", dstltest.StallFirst(dstltest.OpPut), true, 0},
 		{"closed while queued", nil, true, 0},
 	} {

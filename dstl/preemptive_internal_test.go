@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dstlgo/dstl/backends"
 )
 
 // gatedBackend stores puts in memory once its gate opens; until then every
@@ -40,7 +42,7 @@ func (b *gatedBackend) Get(_ context.Context, name string, offset, length int64)
 	defer b.mu.Unlock()
 	data, ok := b.objects[name]
 	if !ok {
-		return nil, ErrNotFound
+		return nil, backends.ErrNotFound
 	}
 	data = data[offset:]
 	if length >= 0 {
@@ -56,8 +58,10 @@ func (b *gatedBackend) Delete(_ context.Context, name string) error {
 	return nil
 }
 
-func (b *gatedBackend) List(context.Context, string, func(ObjectInfo) error) error { return nil }
-func (b *gatedBackend) Close() error                                               { return nil }
+func (b *gatedBackend) List(context.Context, string, func(backends.ObjectInfo) error) error {
+	return nil
+}
+func (b *gatedBackend) Close() error { return nil }
 
 // TestPreemptivePersistWaitsWithoutMarking: a preemptive persist that meets
 // a full storage and whose appender's context ends fails nothing and warns

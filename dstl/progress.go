@@ -6,6 +6,8 @@ import (
 	"io"
 	"sync/atomic"
 	"time"
+
+	"github.com/dstlgo/dstl/backends/driver"
 )
 
 // MinUploadThroughput is the slowest rate, in bytes per second, at which an
@@ -15,7 +17,7 @@ import (
 // (each byte buys 1/MinUploadThroughput s), so that a trickle is given up
 // in bounded time while 1 MiB/s is never cut. The cloud backends bound a
 // request with a body the same way.
-const MinUploadThroughput = 256 << 10
+const MinUploadThroughput = driver.MinThroughput
 
 // transferTime is the time size bytes take at [MinUploadThroughput].
 func transferTime(size int64) time.Duration {
@@ -26,47 +28,8 @@ func transferTime(size int64) time.Duration {
 	return time.Duration(size/rate)*time.Second + time.Duration(size%rate)*time.Second/rate
 }
 
-// ReportProgress reports that n more bytes of an upload left for the
-// storage service, to the upload attempt that ctx belongs to (ctx is, or
-// derives from, the context the engine passed to the uploader or to the
-// backend's Put). It does nothing when ctx belongs to no attempt or n <= 0,
-// and is safe for concurrent use.
-//
-// A backend reports the bytes it actually sent; the HTTP transport of the
-// s3, gcs and azure backends does so for every request body. Once an
-// attempt has a report, it is judged by its reports alone: the engine
-// stops counting its reads of the object's body (which a backend that
-// buffers a whole object or part before sending reads long before the
-// bytes move), and the attempt counts as stalled when no report came for
-// upload.timeout while some of the body was unsent (once all of it went,
-// the rate floor of [MinUploadThroughput] alone judges the wait for the
-// answer, since the bytes still drain from the socket's buffers). A backend that reports nothing is judged by its reads of
-// the body, which must then move with the upload (as a backend that
-// streams the body does).
-func ReportProgress(ctx context.Context, n int64) {
-	if p := ProgressFrom(ctx); p != nil {
-		p(n)
-	}
-}
-
-// ProgressFrom returns the function that reports progress (as
-// [ReportProgress]) to the upload attempt ctx belongs to, or nil when it
-// belongs to none, so that a caller can skip counting.
-func ProgressFrom(ctx context.Context) func(n int64) {
-	f, _ := ctx.Value(reporterKey{}).(func(n int64))
-	return f
-}
-
-// WithProgress returns ctx carrying report as the receiver of
-// [ReportProgress], in place of any the context carried. The engine sets
-// one for every upload attempt; an uploader that runs its uploads itself,
-// or a test of a backend's reports, may set its own.
-func WithProgress(ctx context.Context, report func(n int64)) context.Context {
-	return context.WithValue(ctx, reporterKey{}, report)
-}
-
 // progress is what the engine knows of one upload attempt's progress.
-// Reports of bytes sent ([ReportProgress]) override reads of the body
+// Reports of bytes sent ([driver.ReportProgress]) override reads of the body
 // ([trackBody]): once one came, reads no longer count.
 type progress struct {
 	start     atomic.Int64 // unix nanoseconds: of the attempt, or when its body was handed over
@@ -120,17 +83,16 @@ func (p *progress) stalledAt(timeout time.Duration) (at time.Time, why string) {
 }
 
 type progressKey struct{}
-type reporterKey struct{}
 
-// withProgress returns ctx carrying p, for [trackBody] and [ReportProgress].
+// withProgress returns ctx carrying p, for [trackBody] and [driver.ReportProgress].
 func withProgress(ctx context.Context, p *progress) context.Context {
-	return WithProgress(context.WithValue(ctx, progressKey{}, p), p.sent)
+	return driver.WithProgress(context.WithValue(ctx, progressKey{}, p), p.sent)
 }
 
 // trackBody returns body such that reading bytes of it not read before
 // counts as progress of the attempt that ctx belongs to (none when ctx
 // carries no progress, e.g. outside the scheduler), until the backend
-// reports bytes sent ([ReportProgress]). Re-reads (a backend's retry of a
+// reports bytes sent ([driver.ReportProgress]). Re-reads (a backend's retry of a
 // request) do not count. The attempt's clock restarts now: the time spent
 // encoding the object is not the backend's.
 func trackBody(ctx context.Context, body io.ReaderAt, size int64) io.ReaderAt {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstltest"
 )
@@ -21,7 +22,7 @@ type putBehaviour struct {
 	err   error // returned once the body was read (or, for a stall, never)
 	stall bool  // read nothing and block until the context ends
 	// whole: read the whole body at once, then "send" it at rate,
-	// reporting the bytes sent through dstl.ReportProgress.
+	// reporting the bytes sent through driver.ReportProgress.
 	whole bool
 }
 
@@ -74,7 +75,7 @@ func (b *rateBackend) Put(ctx context.Context, name string, body io.ReaderAt, si
 			return fmt.Errorf("put %s after %d of %d bytes: %w", name, off, size, ctx.Err())
 		}
 		if pb.whole {
-			dstl.ReportProgress(ctx, m)
+			driver.ReportProgress(ctx, m)
 		}
 	}
 	if pb.err != nil {
@@ -125,7 +126,7 @@ func TestSlowUploadSucceedsWithDefaults(t *testing.T) {
 
 // TestSentBytesAreProgress: a backend that reads the whole body at once
 // and then sends it at 1 MiB/s, reporting the bytes sent through
-// dstl.ReportProgress, is judged by what it sent: with the default
+// driver.ReportProgress, is judged by what it sent: with the default
 // settings a 16 MiB object goes in one attempt (about 16 s), and at scale
 // too. Judged by its body reads, it was hedged after upload.timeout.
 func TestSentBytesAreProgress(t *testing.T) {

@@ -13,8 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dstlgo/dstl/dstl/format"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/dstl/format"
 )
 
 // Reader reads handles back after a crash. It fetches only the byte ranges
@@ -23,8 +25,8 @@ import (
 // that objects shared by many handles are fetched once. It is safe for
 // concurrent use.
 type Reader struct {
-	backend   Backend
-	local     Backend // local copies, nil without local recovery
+	backend   backends.Backend
+	local     backends.Backend // local copies, nil without local recovery
 	log       *slog.Logger
 	storageID string // when set, handles must name this storage
 	groups    KeyGroupRange
@@ -106,7 +108,7 @@ func (s *Storage) NewReader(groups KeyGroupRange) (*Reader, error) {
 
 // NewReader returns a reader over backend, with a cache of its own whose
 // ranges are dropped after idle; call [Reader.Close] when done.
-func NewReader(backend Backend, groups KeyGroupRange, idle time.Duration) (*Reader, error) {
+func NewReader(backend backends.Backend, groups KeyGroupRange, idle time.Duration) (*Reader, error) {
 	if err := groups.Validate(); err != nil {
 		return nil, err
 	}
@@ -237,7 +239,7 @@ func (r *Reader) emit(cs *format.ChangeSet, e HandleEntry, fn func(Change) error
 // request.
 type loader struct {
 	r       *Reader
-	backend Backend
+	backend backends.Backend
 	local   bool
 	ranges  []fetchRange
 	loaded  map[int][]byte // by index in ranges
@@ -245,7 +247,7 @@ type loader struct {
 	dec     format.FrameDecoder
 }
 
-func (r *Reader) newLoader(b Backend, local bool, entries []HandleEntry) *loader {
+func (r *Reader) newLoader(b backends.Backend, local bool, entries []HandleEntry) *loader {
 	ranges := planRanges(entries)
 	return &loader{r: r, backend: b, local: local, ranges: ranges, loaded: make(map[int][]byte, len(ranges)), failed: map[int]error{}}
 }
@@ -290,7 +292,7 @@ func (l *loader) changeSet(ctx context.Context, h Handle, e HandleEntry) (*forma
 const localCacheKey = "\x00local\x00"
 
 // fetchRange returns the bytes of a range, from the cache or from b.
-func (r *Reader) fetchRange(ctx context.Context, b Backend, local bool, rg fetchRange) ([]byte, error) {
+func (r *Reader) fetchRange(ctx context.Context, b backends.Backend, local bool, rg fetchRange) ([]byte, error) {
 	key := rg.object
 	requests, fetched := &r.requests, &r.fetched
 	if local {
@@ -310,7 +312,7 @@ func (r *Reader) fetchRange(ctx context.Context, b Backend, local bool, rg fetch
 		if !local {
 			r.noteAnswer(ctx, probe, err)
 		}
-		if errors.Is(err, ErrInvalidRange) {
+		if errors.Is(err, backends.ErrInvalidRange) {
 			return nil, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends before: %w",
 				rg.object, rg.len, rg.off, errors.Join(format.ErrCorrupt, err))
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl/format"
 )
 
@@ -57,7 +59,7 @@ type uploadRun struct {
 // The engine never retries a request: an attempt is one call of the
 // uploader (one backend Put), whose backend retries its requests inside
 // it. An attempt's progress is the bytes it sent, as the backend reports
-// them ([ReportProgress]; the HTTP transport of the cloud backends does),
+// them ([driver.ReportProgress]; the HTTP transport of the cloud backends does),
 // or, for a backend that reports nothing, its reads of new bytes of the
 // object's body. An attempt counts as stalled (see [progress.stalledAt])
 // when it reported no bytes sent for upload.timeout, or when, past
@@ -361,15 +363,15 @@ func (s *scheduler) uploadError(tasks, attempts int, cause error) error {
 
 // retryable reports whether another attempt could succeed where err failed:
 // not when the backend denied the request, rejected the name or classified
-// the failure as permanent ([ErrPermanent], e.g. a missing bucket; a bare
-// [ErrNotFound] on a put may be an expired multipart or resumable session,
+// the failure as permanent ([backends.ErrPermanent], e.g. a missing bucket; a bare
+// [backends.ErrNotFound] on a put may be an expired multipart or resumable session,
 // which a new attempt heals),
 // nor for a bad configuration, a TLS handshake answered in plain HTTP or a
 // certificate the client does not trust.
 func retryable(err error) bool {
 	switch {
-	case errors.Is(err, ErrPermission), errors.Is(err, ErrInvalidName),
-		errors.Is(err, ErrPermanent), errors.Is(err, ErrInvalidConfig), errors.Is(err, ErrClosed),
+	case errors.Is(err, backends.ErrPermission), errors.Is(err, backends.ErrInvalidName),
+		errors.Is(err, backends.ErrPermanent), errors.Is(err, ErrInvalidConfig), errors.Is(err, ErrClosed),
 		errors.Is(err, format.ErrInvalidChangeSet), errors.Is(err, errBadOutput):
 		return false
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstltest"
 )
@@ -178,7 +179,7 @@ func TestPermissionErrorIsNotRetried(t *testing.T) {
 	b := dstltest.NewBackend()
 	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
 		if op == dstltest.OpPut {
-			return dstltest.Fault{Err: dstl.NewBackendError("put", "memory", name, dstl.ErrPermission)}
+			return dstltest.Fault{Err: backends.NewError("put", "memory", name, backends.ErrPermission)}
 		}
 		return dstltest.Fault{}
 	})
@@ -186,8 +187,8 @@ func TestPermissionErrorIsNotRetried(t *testing.T) {
 	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
 	mustAppend(t, w, 0, "x")
 	f, _ := w.Persist(context.Background(), 0, 1)
-	if _, err := f.Wait(context.Background()); !errors.Is(err, dstl.ErrPermission) {
-		t.Fatalf("err = %v, want ErrPermission", err)
+	if _, err := f.Wait(context.Background()); !errors.Is(err, backends.ErrPermission) {
+		t.Fatalf("err = %v, want backends.ErrPermission", err)
 	}
 	if got := b.Counts()[dstltest.OpPut]; got != 1 {
 		t.Fatalf("puts = %d, want 1", got)
@@ -366,9 +367,9 @@ func TestPermanentErrorsAreNotRetried(t *testing.T) {
 		name  string
 		cause error
 	}{
-		{"permission", dstl.ErrPermission},
-		{"missing bucket", fmt.Errorf("bucket %q does not exist: %w: %w", "b", dstl.ErrNotFound, dstl.ErrPermanent)},
-		{"classified permanent", fmt.Errorf("no credentials configured: %w", dstl.ErrPermanent)},
+		{"permission", backends.ErrPermission},
+		{"missing bucket", fmt.Errorf("bucket %q does not exist: %w: %w", "b", backends.ErrNotFound, backends.ErrPermanent)},
+		{"classified permanent", fmt.Errorf("no credentials configured: %w", backends.ErrPermanent)},
 		{"invalid config", fmt.Errorf("%w: endpoint", dstl.ErrInvalidConfig)},
 		{"https to plain http", tlsToHTTP},
 	} {
@@ -376,7 +377,7 @@ func TestPermanentErrorsAreNotRetried(t *testing.T) {
 			b := dstltest.NewBackend()
 			b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
 				if op == dstltest.OpPut {
-					return dstltest.Fault{Err: dstl.NewBackendError("put", "memory", name, tc.cause)}
+					return dstltest.Fault{Err: backends.NewError("put", "memory", name, tc.cause)}
 				}
 				return dstltest.Fault{}
 			})
@@ -407,7 +408,7 @@ type refusingBackend struct{ *dstltest.Backend }
 
 func (b refusingBackend) Put(ctx context.Context, name string, _ io.ReaderAt, _ int64) error {
 	<-ctx.Done()
-	return dstl.NewBackendError("put", "memory", name,
+	return backends.NewError("put", "memory", name,
 		fmt.Errorf("dial tcp 127.0.0.1:9: connect: connection refused (retried until: %w)", ctx.Err()))
 }
 

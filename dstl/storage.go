@@ -10,6 +10,8 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/dstlgo/dstl/backends"
 )
 
 // Storage is the changelog storage of one job in one process. It opens a
@@ -18,11 +20,11 @@ import (
 type Storage struct {
 	cfg         Config
 	id          string
-	backend     Backend
+	backend     backends.Backend
 	ownsBackend bool
 	uploader    Uploader
-	local       Backend       // where local copies are, nil without local recovery
-	recovery    LocalRecovery // the local recovery component, closed last; nil without
+	local       backends.Backend // where local copies are, nil without local recovery
+	recovery    LocalRecovery    // the local recovery component, closed last; nil without
 	opened      time.Time
 	sched       *scheduler
 	tracker     *tracker
@@ -75,7 +77,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Storage, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b, id, err := OpenBackend(ctx, cfg.Storage, cfg.BasePath)
+	b, id, err := backends.Open(ctx, cfg.Storage, cfg.BasePath)
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +92,11 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Storage, error) {
 // New returns a storage over a backend the caller opened and closes. The
 // backend's base path is where objects go; cfg.BasePath and cfg.Storage are
 // not used to open anything.
-func New(cfg Config, backend Backend, opts ...Option) (*Storage, error) {
+func New(cfg Config, backend backends.Backend, opts ...Option) (*Storage, error) {
 	return newStorage(context.Background(), cfg, backend, opts...)
 }
 
-func newStorage(ctx context.Context, cfg Config, backend Backend, opts ...Option) (*Storage, error) {
+func newStorage(ctx context.Context, cfg Config, backend backends.Backend, opts ...Option) (*Storage, error) {
 	if cfg.BasePath == "" {
 		cfg.BasePath = "(backend given)"
 	}
@@ -119,7 +121,7 @@ func newStorage(ctx context.Context, cfg Config, backend Backend, opts ...Option
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("dstl: metrics: %w", err), closeIfSet(lr))
 	}
-	var local Backend
+	var local backends.Backend
 	var localDelete func(context.Context, string) error
 	if lr != nil {
 		local = lr.LocalBackend()
@@ -154,7 +156,7 @@ func newStorage(ctx context.Context, cfg Config, backend Backend, opts ...Option
 // local recovery component when the configuration enables it, wrapped by
 // WithUploader; lr is the component (nil without local recovery), which
 // owns the backend of local copies and is closed last.
-func buildUploader(ctx context.Context, cfg Config, backend Backend, o options) (up Uploader, lr LocalRecovery, err error) {
+func buildUploader(ctx context.Context, cfg Config, backend backends.Backend, o options) (up Uploader, lr LocalRecovery, err error) {
 	up = NewBackendUploader(backend, cfg)
 	if cfg.LocalRecoveryEnabled {
 		lr, err = openLocalRecovery(ctx, o.localRecovery, LocalRecoveryParams{Config: cfg, Remote: backend, Logger: o.logger, MeterProvider: o.meterProvider})
@@ -217,7 +219,7 @@ func (s *Storage) InFlight() int64 { return s.sched.InFlight() }
 func (s *Storage) ID() string { return s.id }
 
 // Backend returns the storage's backend.
-func (s *Storage) Backend() Backend { return s.backend }
+func (s *Storage) Backend() backends.Backend { return s.backend }
 
 // Config returns the storage's configuration.
 func (s *Storage) Config() Config { return s.cfg }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl/format"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
@@ -13,7 +14,7 @@ import (
 // task that arrived within one batching window and calls it once per
 // attempt; retries, hedging and completion are the scheduler's business.
 // The default uploader ([NewBackendUploader]) writes a batch into one object
-// on a [Backend]; other uploaders wrap it (to mirror objects to local disk,
+// on a [backends.Backend]; other uploaders wrap it (to mirror objects to local disk,
 // or to inject faults in tests).
 type Uploader interface {
 	// Upload makes one attempt at storing every task of the batch. On
@@ -91,10 +92,10 @@ type UploadResult struct {
 }
 
 // BackendUploader is the default [Uploader]: it encodes a batch into one
-// object (see docs/FORMAT.md) and puts it on a [Backend] under a new name
+// object (see docs/FORMAT.md) and puts it on a [backends.Backend] under a new name
 // that sorts by time.
 type BackendUploader struct {
-	backend     Backend
+	backend     backends.Backend
 	prefix      string
 	compression bool
 	bufSize     int
@@ -112,7 +113,7 @@ const maxPooledObject = 64 << 20
 
 // NewBackendUploader returns the default uploader for cfg (job prefix,
 // compression, buffer size) over backend.
-func NewBackendUploader(backend Backend, cfg Config) *BackendUploader {
+func NewBackendUploader(backend backends.Backend, cfg Config) *BackendUploader {
 	return &BackendUploader{
 		backend:     backend,
 		prefix:      ObjectPrefix(cfg.JobID),

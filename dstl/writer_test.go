@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
 )
 
@@ -27,7 +29,7 @@ func testConfig() dstl.Config {
 	return cfg
 }
 
-func newStorage(t testing.TB, b dstl.Backend, cfg dstl.Config, opts ...dstl.Option) *dstl.Storage {
+func newStorage(t testing.TB, b backends.Backend, cfg dstl.Config, opts ...dstl.Option) *dstl.Storage {
 	t.Helper()
 	quiet := dstl.WithLogger(discardLogger)
 	s, err := dstl.New(cfg, b, append([]dstl.Option{dstl.WithStorageID("memory"), quiet}, opts...)...)
@@ -75,7 +77,7 @@ func persist(t testing.TB, w *dstl.Writer, from dstl.SequenceNumber, cp int64) d
 
 // readAll reads a handle back with a fresh reader over b, as a recovering
 // process would, and returns the changes as "kg:data" strings.
-func readAll(t testing.TB, b dstl.Backend, h dstl.Handle, kgr dstl.KeyGroupRange) []string {
+func readAll(t testing.TB, b backends.Backend, h dstl.Handle, kgr dstl.KeyGroupRange) []string {
 	t.Helper()
 	r, err := dstl.NewReader(b, kgr, time.Minute)
 	if err != nil {
@@ -342,3 +344,32 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 var errInjected = errors.New("injected failure")
 
 var discardLogger = slog.New(slog.DiscardHandler)
+
+// TestOpenStorageByURL opens a whole storage from a config, as a user does.
+func TestOpenStorageByURL(t *testing.T) {
+	cfg, err := dstl.ParseConfig(map[string]string{
+		"state.changelog.dstl.dfs.base-path":           "file://" + t.TempDir(),
+		"state.changelog.dstl.dfs.batch.persist-delay": "1 ms",
+		"job-id": "job-1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dstl.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.ID() != "local" {
+		t.Fatalf("storage id = %q", s.ID())
+	}
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	h := persist(t, w, 0, 1)
+	if objname.Parse("job-1/", h.Entries[0].Object).Kind != objname.Log {
+		t.Fatalf("object %q is no log object name under the job's prefix", h.Entries[0].Object)
+	}
+	if got := readAll(t, s.Backend(), h, w.KeyGroups()); len(got) != 1 || got[0] != "0:x" {
+		t.Fatalf("read back %q", got)
+	}
+}

@@ -8,7 +8,7 @@ import (
 // Op names a backend operation, for fault injection and counting.
 type Op string
 
-// The operations of a [dstl.Backend].
+// The operations of a [backends.Backend].
 const (
 	OpPut    Op = "put"
 	OpGet    Op = "get"

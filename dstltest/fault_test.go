@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -27,7 +28,7 @@ func call(ctx context.Context, b *Backend, op Op, name string) error {
 	case OpDelete:
 		return b.Delete(ctx, name)
 	case OpList:
-		return b.List(ctx, name, func(dstl.ObjectInfo) error { return nil })
+		return b.List(ctx, name, func(backends.ObjectInfo) error { return nil })
 	}
 	panic("unknown op " + op)
 }
@@ -41,7 +42,7 @@ func TestFaultErr(t *testing.T) {
 	}{
 		{OpPut, "fresh", errBoom},
 		{OpGet, "obj", errBoom},
-		{OpDelete, "obj", dstl.ErrPermission},
+		{OpDelete, "obj", backends.ErrPermission},
 		{OpList, "o", errBoom},
 	}
 	for _, tt := range tests {
@@ -84,7 +85,7 @@ func TestFailNthAndFailAll(t *testing.T) {
 	errBoom := errors.New("boom")
 	b := NewBackend()
 	defer b.Close()
-	b.SetFault(Combine(FailNth(OpPut, 2, errBoom), FailAll(OpDelete, dstl.ErrPermission)))
+	b.SetFault(Combine(FailNth(OpPut, 2, errBoom), FailAll(OpDelete, backends.ErrPermission)))
 	var results []bool
 	for _, name := range []string{"a", "b", "c", "d"} {
 		err := b.Put(t.Context(), name, strings.NewReader(name), 1)
@@ -100,7 +101,7 @@ func TestFailNthAndFailAll(t *testing.T) {
 		t.Fatalf("objects %q", got)
 	}
 	for range 2 {
-		checkBackendError(t, b.Delete(t.Context(), "a"), OpDelete, "a", dstl.ErrPermission)
+		checkBackendError(t, b.Delete(t.Context(), "a"), OpDelete, "a", backends.ErrPermission)
 	}
 	if _, err := conformance.Read(t.Context(), b, "a", 0, -1); err != nil {
 		t.Fatal(err)
@@ -263,7 +264,7 @@ func TestFaultsDoNotApplyToInvalidCalls(t *testing.T) {
 	b := NewBackend()
 	defer b.Close()
 	b.SetFault(func(Op, string) Fault { t.Error("fault func called"); return Fault{} })
-	checkBackendError(t, b.Put(t.Context(), "", strings.NewReader(""), 0), OpPut, "", dstl.ErrInvalidName)
+	checkBackendError(t, b.Put(t.Context(), "", strings.NewReader(""), 0), OpPut, "", backends.ErrInvalidName)
 	b.Close()
 	checkBackendError(t, b.Put(t.Context(), "a", strings.NewReader(""), 0), OpPut, "a", dstl.ErrClosed)
 }

@@ -1,5 +1,5 @@
 // Package dstltest provides test doubles for code that uses a
-// [dstl.Backend]: an in-memory [Backend] with fault injection and
+// [backends.Backend]: an in-memory [Backend] with fault injection and
 // inspection. The request-counting wrapper is package
 // github.com/dstlgo/dstl/backends/counting; the backend that stores nothing
 // is package github.com/dstlgo/dstl/backends/discard.
@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -23,16 +24,16 @@ import (
 // the backend registry.
 const ID = "memory"
 
-// Backend is an in-memory [dstl.Backend] with fault injection, for tests. It
+// Backend is an in-memory [backends.Backend] with fault injection, for tests. It
 // has the semantics every backend must have: a Put is atomic (the object is
-// visible only once whole) and never replaces an object ([dstl.ErrExists]),
+// visible only once whole) and never replaces an object ([backends.ErrExists]),
 // Get is ranged, List is sorted, Delete is idempotent, and every call honours
 // its context. Object names follow the rules of the strictest backend, the
 // local one: a name that is empty, starts or ends with "/", contains "//", a
 // "." or ".." segment, a backslash or a NUL byte fails with
-// [dstl.ErrInvalidName].
+// [backends.ErrInvalidName].
 //
-// Errors are *[dstl.BackendError] values with backend [ID]. All methods are
+// Errors are *[backends.Error] values with backend [ID]. All methods are
 // safe for concurrent use, and no goroutine outlives a call.
 type Backend struct {
 	mu        sync.Mutex
@@ -53,7 +54,7 @@ type object struct {
 	modTime time.Time
 }
 
-var _ dstl.Backend = (*Backend)(nil)
+var _ backends.Backend = (*Backend)(nil)
 
 // NewBackend returns an empty in-memory backend without faults.
 func NewBackend() *Backend {
@@ -193,17 +194,17 @@ func (b *Backend) addStalled(d int) {
 	b.changed = make(chan struct{})
 }
 
-func validName(name string) error { return dstl.CheckObjectName(name) }
+func validName(name string) error { return backends.CheckObjectName(name) }
 
 func wrap(op Op, name string, err error) error {
-	if _, ok := errors.AsType[*dstl.BackendError](err); ok {
+	if _, ok := errors.AsType[*backends.Error](err); ok {
 		return err
 	}
-	return dstl.NewBackendError(string(op), ID, name, err)
+	return backends.NewError(string(op), ID, name, err)
 }
 
 // Put stores a copy of size bytes of body under name; see
-// [dstl.Backend.Put]. A body shorter than size is an error.
+// [backends.Backend.Put]. A body shorter than size is an error.
 func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
 	return wrap(OpPut, name, b.put(ctx, name, body, size))
 }
@@ -235,14 +236,14 @@ func (b *Backend) put(ctx context.Context, name string, body io.ReaderAt, size i
 		return dstl.ErrClosed
 	}
 	if _, ok := b.objects[name]; ok {
-		return dstl.ErrExists
+		return backends.ErrExists
 	}
 	b.objects[name] = object{data: data, modTime: time.Now()}
 	return nil
 }
 
 // Get returns length bytes of the object from offset on (-1: to the end);
-// see [dstl.Backend.Get]. Reads from the returned reader fail once ctx is
+// see [backends.Backend.Get]. Reads from the returned reader fail once ctx is
 // done. The bytes of the range count toward [Backend.BytesRead].
 func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
 	rc, err := b.get(ctx, name, offset, length)
@@ -257,7 +258,7 @@ func (b *Backend) get(ctx context.Context, name string, offset, length int64) (i
 		return nil, err
 	}
 	if offset < 0 || length < -1 {
-		return nil, fmt.Errorf("%w: offset %d, length %d", dstl.ErrInvalidRange, offset, length)
+		return nil, fmt.Errorf("%w: offset %d, length %d", backends.ErrInvalidRange, offset, length)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -266,11 +267,11 @@ func (b *Backend) get(ctx context.Context, name string, offset, length int64) (i
 	}
 	o, ok := b.objects[name]
 	if !ok {
-		return nil, dstl.ErrNotFound
+		return nil, backends.ErrNotFound
 	}
 	size := int64(len(o.data))
 	if offset > size {
-		return nil, fmt.Errorf("%w: offset %d past the end of the %d-byte object", dstl.ErrInvalidRange, offset, size)
+		return nil, fmt.Errorf("%w: offset %d past the end of the %d-byte object", backends.ErrInvalidRange, offset, size)
 	}
 	end := size
 	if length >= 0 && length < size-offset { // (offset+length may overflow)
@@ -320,7 +321,7 @@ func (b *Backend) delete(ctx context.Context, name string) error {
 // order, as they were when List was called. fn is called without locks
 // held, so it may call the backend. An error from fn stops the listing and
 // is returned as it is.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
+func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
 	err := b.begin(ctx, OpList, prefix, false)
 	if err == nil && fn == nil {
 		err = errors.New("nil callback")
@@ -340,16 +341,16 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 }
 
 // snapshot returns the objects whose names start with prefix, sorted.
-func (b *Backend) snapshot(prefix string) []dstl.ObjectInfo {
+func (b *Backend) snapshot(prefix string) []backends.ObjectInfo {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]dstl.ObjectInfo, 0, len(b.objects))
+	out := make([]backends.ObjectInfo, 0, len(b.objects))
 	for name, o := range b.objects {
 		if strings.HasPrefix(name, prefix) {
-			out = append(out, dstl.ObjectInfo{Name: name, Size: int64(len(o.data)), ModTime: o.modTime})
+			out = append(out, backends.ObjectInfo{Name: name, Size: int64(len(o.data)), ModTime: o.modTime})
 		}
 	}
-	slices.SortFunc(out, func(x, y dstl.ObjectInfo) int { return strings.Compare(x.Name, y.Name) })
+	slices.SortFunc(out, func(x, y backends.ObjectInfo) int { return strings.Compare(x.Name, y.Name) })
 	return out
 }
 
@@ -365,7 +366,7 @@ func (b *Backend) Counts() map[Op]int {
 }
 
 // Objects returns the stored objects, sorted by name.
-func (b *Backend) Objects() []dstl.ObjectInfo { return b.snapshot("") }
+func (b *Backend) Objects() []backends.ObjectInfo { return b.snapshot("") }
 
 // Len returns the number of stored objects.
 func (b *Backend) Len() int {

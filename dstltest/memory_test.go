@@ -11,19 +11,20 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dstlgo/dstl/conformance"
-	"github.com/dstlgo/dstl/dstl"
 	"go.uber.org/goleak"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/conformance"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func list(t *testing.T, b dstl.Backend, prefix string) []string {
+func list(t *testing.T, b backends.Backend, prefix string) []string {
 	t.Helper()
 	var out []string
-	if err := b.List(t.Context(), prefix, func(o dstl.ObjectInfo) error { out = append(out, o.Name); return nil }); err != nil {
+	if err := b.List(t.Context(), prefix, func(o backends.ObjectInfo) error { out = append(out, o.Name); return nil }); err != nil {
 		t.Fatalf("List(%q): %v", prefix, err)
 	}
 	return out
@@ -37,7 +38,7 @@ func checkBackendError(t *testing.T, err error, op Op, object string, want error
 }
 
 // harness opens a fresh in-memory backend for the conformance suites.
-func harness(*testing.T) dstl.Backend { return NewBackend() }
+func harness(*testing.T) backends.Backend { return NewBackend() }
 
 // TestConformance runs the backend contract's suite; the tests below are of
 // what the in-memory backend adds: inspection, fault injection, counting.
@@ -157,7 +158,7 @@ func TestConcurrentFaults(t *testing.T) {
 		wg.Go(func() {
 			data := fmt.Sprint(i)
 			err := b.Put(t.Context(), "race", strings.NewReader(data), int64(len(data)))
-			if err != nil && !errors.Is(err, dstl.ErrExists) && !errors.Is(err, errBoom) {
+			if err != nil && !errors.Is(err, backends.ErrExists) && !errors.Is(err, errBoom) {
 				errs <- err
 			}
 		})

@@ -42,17 +42,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dstlgo/dstl/backends/local"
-	"github.com/dstlgo/dstl/dstl"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/local"
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // Uploader stores each batch as one object on a remote backend and as a
 // local copy on a local backend. It implements [dstl.LocalRecovery].
 type Uploader struct {
-	remote    dstl.Backend
-	local     dstl.Backend
+	remote    backends.Backend
+	local     backends.Backend
 	ownsLocal bool
 	encoder   *dstl.BackendUploader // encodes a batch and puts it through the tee
 	log       *slog.Logger
@@ -90,7 +92,7 @@ const DefaultLocalTimeout = 5 * time.Second
 // that returns it) and set local-recovery.enabled (the directory is then
 // unused); a storage refuses it from [dstl.WithUploader], since it would
 // not delete the copies.
-func New(remote, local dstl.Backend, cfg dstl.Config, opts ...Option) (*Uploader, error) {
+func New(remote, local backends.Backend, cfg dstl.Config, opts ...Option) (*Uploader, error) {
 	if remote == nil {
 		return nil, errors.New("duplicating: the remote backend is nil")
 	}
@@ -164,7 +166,7 @@ func open(ctx context.Context, p dstl.LocalRecoveryParams, extra []Option) (*Upl
 }
 
 // LocalBackend returns the backend of the local copies.
-func (u *Uploader) LocalBackend() dstl.Backend { return u.local }
+func (u *Uploader) LocalBackend() backends.Backend { return u.local }
 
 // Upload encodes the batch into one object and writes it to both backends
 // at once. It fails only when the remote write fails; the results name the
@@ -302,7 +304,7 @@ func (t tee) Get(ctx context.Context, name string, offset, length int64) (io.Rea
 
 func (t tee) Delete(ctx context.Context, name string) error { return t.u.remote.Delete(ctx, name) }
 
-func (t tee) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
+func (t tee) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
 	return t.u.remote.List(ctx, prefix, fn)
 }
 

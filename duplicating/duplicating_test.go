@@ -15,6 +15,11 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/goleak"
+
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/conformance"
@@ -23,9 +28,6 @@ import (
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
 	"github.com/dstlgo/dstl/duplicating"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	"go.uber.org/goleak"
 )
 
 // TestMain fails the package's tests if a goroutine outlives them.
@@ -50,7 +52,7 @@ func testConfig(dir string) dstl.Config {
 	return cfg
 }
 
-func openStorage(t *testing.T, cfg dstl.Config, remote dstl.Backend, opts ...dstl.Option) *dstl.Storage {
+func openStorage(t *testing.T, cfg dstl.Config, remote backends.Backend, opts ...dstl.Option) *dstl.Storage {
 	t.Helper()
 	opts = append([]dstl.Option{dstl.WithStorageID("test"), dstl.WithLogger(quiet), dstl.WithLocalRecovery(duplicating.Open)}, opts...)
 	s, err := dstl.New(cfg, remote, opts...)
@@ -334,7 +336,7 @@ func TestRemoteFailureLeavesNoLocalCopy(t *testing.T) {
 // lateBackend stores the first Put late, ignoring its cancellation, as a
 // request already on the wire does.
 type lateBackend struct {
-	dstl.Backend
+	backends.Backend
 	puts    atomic.Int64
 	release chan struct{}
 }
@@ -428,7 +430,7 @@ func TestRecoveryFallsBack(t *testing.T) {
 	for i, want := range []struct {
 		object string
 		err    error
-	}{{objs[0], dstl.ErrNotFound}, {objs[0], dstl.ErrNotFound}, {objs[1], format.ErrChecksum}} {
+	}{{objs[0], backends.ErrNotFound}, {objs[0], backends.ErrNotFound}, {objs[1], format.ErrChecksum}} {
 		if fb := rep.Fallbacks[i]; fb.LocalObject != want.object || !errors.Is(fb.Err, want.err) {
 			t.Errorf("fallback %d: %+v, want %s: %v", i, fb, want.object, want.err)
 		}
@@ -651,10 +653,10 @@ func TestOpenerOptions(t *testing.T) {
 // over the in-memory backend and over the local backend as remote store.
 func TestEngine(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		conformance.TestEngine(t, func(*testing.T) dstl.Backend { return dstltest.NewBackend() }, conformance.WithLocalRecovery(duplicating.Open))
+		conformance.TestEngine(t, func(*testing.T) backends.Backend { return dstltest.NewBackend() }, conformance.WithLocalRecovery(duplicating.Open))
 	})
 	t.Run("local", func(t *testing.T) {
-		conformance.TestEngine(t, func(t *testing.T) dstl.Backend {
+		conformance.TestEngine(t, func(t *testing.T) backends.Backend {
 			b, err := local.Open(t.Context(), local.DefaultConfig(t.TempDir()))
 			if err != nil {
 				t.Fatal(err)
@@ -806,7 +808,7 @@ func TestBothCopiesGone(t *testing.T) {
 	}
 	r, _ := s.NewReader(res.Remote.KeyGroups)
 	_, err := r.ReadPreferLocal(ctx(t), res.Remote, res.Local, func(dstl.Change) error { return nil })
-	if !errors.Is(err, dstl.ErrNotFound) || !strings.Contains(err.Error(), "local copy") {
+	if !errors.Is(err, backends.ErrNotFound) || !strings.Contains(err.Error(), "local copy") {
 		t.Fatalf("ReadPreferLocal with both copies gone: %v; want the backend's ErrNotFound and the local failure", err)
 	}
 }

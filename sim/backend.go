@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/format"
 )
@@ -95,9 +96,9 @@ type memStore struct {
 	late      sync.WaitGroup // background stores of putLateStore
 }
 
-var _ dstl.Backend = (*backend)(nil)
+var _ backends.Backend = (*backend)(nil)
 
-// backend implements dstl.Backend over a memStore, injecting faults when
+// backend implements backends.Backend over a memStore, injecting faults when
 // faults is set. It is written for this simulation alone.
 //
 // The fault of a call does not depend on the order in which concurrent
@@ -198,14 +199,14 @@ func (b *backend) isClosed() bool {
 	return b.closed
 }
 
-func opErr(op, name string, err error) error { return dstl.NewBackendError(op, "sim", name, err) }
+func opErr(op, name string, err error) error { return backends.NewError(op, "sim", name, err) }
 
 // store writes the object unless it exists.
 func (st *memStore) store(name string, data []byte, explain faultKind) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if _, ok := st.objects[name]; ok {
-		return dstl.ErrExists
+		return backends.ErrExists
 	}
 	st.objects[name] = data
 	st.mtime[name] = time.Now()
@@ -223,7 +224,7 @@ func (st *memStore) count(k faultKind) {
 
 // Put stores size bytes of body under name.
 func (b *backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
-	if err := dstl.CheckObjectName(name); err != nil {
+	if err := backends.CheckObjectName(name); err != nil {
 		return opErr("put", name, err)
 	}
 	if b.isClosed() {
@@ -305,7 +306,7 @@ func (b *backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 
 // Get returns length bytes of the object from offset on (-1: to the end).
 func (b *backend) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
-	if err := dstl.CheckObjectName(name); err != nil {
+	if err := backends.CheckObjectName(name); err != nil {
 		return nil, opErr("get", name, err)
 	}
 	if b.isClosed() {
@@ -318,11 +319,11 @@ func (b *backend) Get(ctx context.Context, name string, offset, length int64) (i
 	data, ok := b.st.objects[name]
 	b.st.mu.Unlock()
 	if !ok {
-		return nil, opErr("get", name, dstl.ErrNotFound)
+		return nil, opErr("get", name, backends.ErrNotFound)
 	}
 	n := int64(len(data))
 	if offset < 0 || length < -1 || offset > n {
-		return nil, opErr("get", name, fmt.Errorf("%w: offset %d, length %d of %d bytes", dstl.ErrInvalidRange, offset, length, n))
+		return nil, opErr("get", name, fmt.Errorf("%w: offset %d, length %d of %d bytes", backends.ErrInvalidRange, offset, length, n))
 	}
 	end := n
 	if length >= 0 && offset+length < n {
@@ -333,7 +334,7 @@ func (b *backend) Get(ctx context.Context, name string, offset, length int64) (i
 
 // Delete removes the object; a missing object is not an error.
 func (b *backend) Delete(ctx context.Context, name string) error {
-	if err := dstl.CheckObjectName(name); err != nil {
+	if err := backends.CheckObjectName(name); err != nil {
 		return opErr("delete", name, err)
 	}
 	if b.isClosed() {
@@ -362,15 +363,15 @@ func (b *backend) Delete(ctx context.Context, name string) error {
 }
 
 // List calls fn for every object whose name starts with prefix, in order.
-func (b *backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
+func (b *backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
 	if b.isClosed() {
 		return opErr("list", prefix, dstl.ErrClosed)
 	}
 	b.st.mu.Lock()
-	var infos []dstl.ObjectInfo
+	var infos []backends.ObjectInfo
 	for name, data := range b.st.objects {
 		if len(name) >= len(prefix) && name[:len(prefix)] == prefix {
-			infos = append(infos, dstl.ObjectInfo{Name: name, Size: int64(len(data)), ModTime: b.st.mtime[name]})
+			infos = append(infos, backends.ObjectInfo{Name: name, Size: int64(len(data)), ModTime: b.st.mtime[name]})
 		}
 	}
 	b.st.mu.Unlock()

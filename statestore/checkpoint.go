@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
@@ -195,7 +196,7 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Operator == "" || strings.Contains(cfg.Operator, "/") || dstl.CheckObjectName(cfg.Operator) != nil {
+	if cfg.Operator == "" || strings.Contains(cfg.Operator, "/") || backends.CheckObjectName(cfg.Operator) != nil {
 		return nil, fmt.Errorf("statestore: operator %q: must be a non-empty object-name segment without \"/\"", cfg.Operator)
 	}
 	if cfg.MaxParallelism < 1 || cfg.MaxParallelism > dstl.MaxKeyGroup+1 {

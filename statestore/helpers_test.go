@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/statestore"
 )
@@ -20,7 +21,7 @@ var allGroups = dstl.KeyGroupRange{Start: 0, End: maxP - 1}
 
 // newStorage returns a storage over an in-memory backend that outlives
 // "crashes" (a new storage over the same backend).
-func newStorage(t testing.TB, b dstl.Backend) *dstl.Storage {
+func newStorage(t testing.TB, b backends.Backend) *dstl.Storage {
 	t.Helper()
 	cfg := dstl.DefaultConfig("mem://test")
 	cfg.JobID = "job"

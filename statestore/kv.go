@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"iter"
 
-	"github.com/dstlgo/dstl/dstl"
 	"github.com/google/btree"
+
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // kvVersion is the version of the key-value store's snapshot payload.

@@ -8,8 +8,9 @@ import (
 	"math"
 	"slices"
 
-	"github.com/dstlgo/dstl/dstl"
 	"github.com/google/btree"
+
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // versionedVersion is the version of the versioned store's snapshot payload.

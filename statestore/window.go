@@ -6,8 +6,9 @@ import (
 	"iter"
 	"math"
 
-	"github.com/dstlgo/dstl/dstl"
 	"github.com/google/btree"
+
+	"github.com/dstlgo/dstl/dstl"
 )
 
 // windowVersion is the version of the window store's snapshot payload.

@@ -3,7 +3,7 @@
 //
 // It registers itself in init under the identifier "azure" and the URL
 // scheme "azblob"; import it for its side effect to make it available to
-// [dstl.OpenBackend]:
+// [backends.Open]:
 //
 //	import _ "github.com/dstlgo/dstl/backends/azure"
 //
@@ -20,7 +20,7 @@
 // commit leaves no blob: its uncommitted blocks are invisible to Get and
 // List, and the service discards them on its own (after a week, or at the
 // next commit of the same name). Of Puts racing for one name, exactly one
-// commit succeeds; the others fail with [dstl.ErrExists].
+// commit succeeds; the others fail with [backends.ErrExists].
 //
 // Every request, and every block, runs under a per-request timeout and is
 // retried with exponential backoff and jitter (Config.Request); the SDK's
@@ -54,6 +54,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
@@ -72,12 +74,12 @@ const metaUploadID = "dstluploadid"
 var getenv = os.Getenv
 
 func init() {
-	dstl.Register(ID, func(ctx context.Context, basePath string) (dstl.Backend, error) {
+	backends.Register(ID, func(ctx context.Context, basePath string) (backends.Backend, error) {
 		return New(ctx, basePath)
 	}, Scheme)
 }
 
-// Backend is a [dstl.Backend] on an Azure Blob Storage container. It is
+// Backend is a [backends.Backend] on an Azure Blob Storage container. It is
 // safe for concurrent use.
 type Backend struct {
 	client      *container.Client
@@ -92,7 +94,7 @@ type Backend struct {
 	calls gate.Gate // Close waits for the calls in progress
 }
 
-var _ dstl.Backend = (*Backend)(nil)
+var _ backends.Backend = (*Backend)(nil)
 
 // New opens a backend from an azblob:// base path (see [ParseURL]). It is
 // the factory the backend registers.
@@ -242,7 +244,7 @@ func (b *Backend) fail(op, name string, err error) error {
 	case request.PermanentTransportError(err):
 		err = request.Permanent(err)
 	}
-	return dstl.NewBackendError(op, ID, name, dstl.RedactError(fmt.Errorf("container %q at %s, blob %q: %w", b.container, b.endpoint, b.prefix+name, err)))
+	return backends.NewError(op, ID, name, backends.RedactError(fmt.Errorf("container %q at %s, blob %q: %w", b.container, b.endpoint, b.prefix+name, err)))
 }
 
 // start checks the state, the context and the name common to every call.
@@ -255,7 +257,7 @@ func (b *Backend) start(ctx context.Context, op, name string) (done func(), err 
 		return nil, b.fail(op, name, err)
 	}
 	if op != "list" {
-		if err := dstl.CheckObjectName(name); err != nil {
+		if err := backends.CheckObjectName(name); err != nil {
 			b.calls.Leave()
 			return nil, b.fail(op, name, err)
 		}
@@ -312,7 +314,7 @@ func (b *Backend) put(ctx context.Context, name string, body io.ReaderAt, size i
 			})
 			return err
 		})
-		if !errors.Is(err, dstl.ErrExists) || !b.absent(ctx, bb) {
+		if !errors.Is(err, backends.ErrExists) || !b.absent(ctx, bb) {
 			return err
 		}
 		// Some services (Azurite) refuse Put Blob with If-None-Match: * on

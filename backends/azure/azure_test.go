@@ -22,12 +22,13 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"go.uber.org/goleak"
+
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/conformance"
-	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/duplicating"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -106,7 +107,7 @@ func open(t *testing.T, cfg Config) *Backend {
 	return b
 }
 
-func harness(t *testing.T) dstl.Backend {
+func harness(t *testing.T) backends.Backend {
 	b, err := Open(t.Context(), testConfig(t, ""))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -120,7 +121,7 @@ func TestConformance(t *testing.T) {
 
 // rawPut writes a blob under name as it is, through the SDK, as another
 // tool would.
-func rawPut(t *testing.T, b dstl.Backend, name string, data []byte) error {
+func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
 	ab := b.(*Backend)
 	full := ab.prefix + name
 	if _, err := ab.client.NewBlockBlobClient(full).UploadBuffer(t.Context(), data, nil); err != nil {
@@ -209,7 +210,7 @@ func TestPermission(t *testing.T) {
 	cfg.AccountURL = p.URL() + "/" + cfg.Account
 	cfg.AccountKey = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 64))
 	b := open(t, cfg)
-	conformance.CheckError(t, b.Put(t.Context(), "x", strings.NewReader("x"), 1), "put", ID, "x", dstl.ErrPermission)
+	conformance.CheckError(t, b.Put(t.Context(), "x", strings.NewReader("x"), 1), "put", ID, "x", backends.ErrPermission)
 	if got := n.Load(); got != 1 {
 		t.Fatalf("%d requests for a permission error, want 1 (no retry)", got)
 	}
@@ -286,14 +287,14 @@ func TestFaults(t *testing.T) {
 	conformance.CheckError(t, err, "put", ID, "faults/failed", nil)
 	p.SetRule(nil)
 	var names []string
-	if err := b.List(t.Context(), "faults/", func(o dstl.ObjectInfo) error { names = append(names, o.Name); return nil }); err != nil {
+	if err := b.List(t.Context(), "faults/", func(o backends.ObjectInfo) error { names = append(names, o.Name); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(names) != 2 {
 		t.Fatalf("List after the failed Put = %q, want the two objects put before", names)
 	}
 	_, err = b.Get(t.Context(), "faults/failed", 0, -1)
-	conformance.CheckError(t, err, "get", ID, "faults/failed", dstl.ErrNotFound)
+	conformance.CheckError(t, err, "get", ID, "faults/failed", backends.ErrNotFound)
 	if err := b.Put(t.Context(), "faults/failed", bytes.NewReader(d), int64(len(d))); err != nil {
 		t.Fatalf("Put after the failed one: %v", err)
 	}
@@ -322,7 +323,7 @@ func TestRetriedCreateIsOwn(t *testing.T) {
 	if err := createWithLostAnswer("own", "id-1", "id-1"); err != nil {
 		t.Fatalf("retried create of its own blob: %v", err)
 	}
-	if err := createWithLostAnswer("other", "id-2", "id-3"); !errors.Is(err, dstl.ErrExists) {
+	if err := createWithLostAnswer("other", "id-2", "id-3"); !errors.Is(err, backends.ErrExists) {
 		t.Fatalf("retried create that meets another upload's blob: %v, want ErrExists", err)
 	}
 }

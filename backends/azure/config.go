@@ -11,9 +11,10 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // Environment variables the URL form reads for what a base path must not
@@ -163,7 +164,7 @@ const (
 
 // URLParameters are the query parameters an azblob:// base path takes (see
 // [ParseURL]); no other is accepted.
-var URLParameters = []dstl.URLParameter{
+var URLParameters = []driver.URLParameter{
 	{Name: paramEndpoint, Value: "URL", Default: "https://ACCOUNT.blob.core.windows.net", Description: "Blob service URL of the account, e.g. Azurite's", Example: "http://127.0.0.1:10000/devstoreaccount1"},
 	{Name: paramAccountURL, Value: "URL", Description: "the same as endpoint (give one of them)", Example: "http://127.0.0.1:10000/devstoreaccount1"},
 	{Name: paramAccount, Value: "NAME", Default: "$AZURE_STORAGE_ACCOUNT", Description: "storage account", Example: "devstoreaccount1"},
@@ -175,7 +176,7 @@ var URLParameters = []dstl.URLParameter{
 	{Name: paramTimeoutAttempts, Value: "N", Default: "2", Description: "attempts of a request that may time out before it fails; 0 for max_attempts", Example: "1"},
 }
 
-var knownParams = dstl.URLParameterNames(URLParameters)
+var knownParams = driver.URLParameterNames(URLParameters)
 
 // ParseURL parses a base path "azblob://CONTAINER/PREFIX?PARAMS" into a
 // [Config], starting from [DefaultConfig]. The query parameters are:

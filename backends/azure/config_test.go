@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -130,7 +131,7 @@ func TestValidate(t *testing.T) {
 // identifier, and rejects an unknown parameter, without a request.
 func TestRegistered(t *testing.T) {
 	ctx := context.Background()
-	b, id, err := dstl.OpenBackend(ctx, "", "azblob://cont/p?endpoint=http://127.0.0.1:1/devstoreaccount1&account=devstoreaccount1")
+	b, id, err := backends.Open(ctx, "", "azblob://cont/p?endpoint=http://127.0.0.1:1/devstoreaccount1&account=devstoreaccount1")
 	if err != nil || id != ID {
 		t.Fatalf("OpenBackend = %v, %q, %v", b, id, err)
 	}
@@ -144,7 +145,7 @@ func TestRegistered(t *testing.T) {
 	if !errors.Is(err, dstl.ErrClosed) {
 		t.Fatalf("Put after Close: %v, want ErrClosed", err)
 	}
-	if _, _, err := dstl.OpenBackend(ctx, ID, "azblob://cont?account=a&bogus=1"); err == nil || !strings.Contains(err.Error(), "bogus") {
+	if _, _, err := backends.Open(ctx, ID, "azblob://cont?account=a&bogus=1"); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("OpenBackend with an unknown parameter: %v", err)
 	}
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/request"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // tokenFunc is a token credential that fails with the error it returns.
@@ -75,7 +75,7 @@ func TestCredentialErrors(t *testing.T) {
 				t.Fatal("get succeeded")
 			}
 			says := strings.Contains(err.Error(), "credentials")
-			if got := errors.Is(err, dstl.ErrPermanent); got != tc.permanent || says != tc.permanent {
+			if got := errors.Is(err, backends.ErrPermanent); got != tc.permanent || says != tc.permanent {
 				t.Errorf("err %v: permanent %v, names credentials %v; want %v", err, got, says, tc.permanent)
 			}
 			want := int32(3)

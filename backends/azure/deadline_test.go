@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // TestSilentEndpoint: against an endpoint that takes connections and
@@ -80,7 +80,7 @@ func TestMissingCredentials(t *testing.T) {
 	if !strings.Contains(err.Error(), "missing or refused Azure credentials") || !strings.Contains(err.Error(), EnvConnectionString) {
 		t.Errorf("error %q does not say that credentials are missing", err)
 	}
-	if retryable(err) || !errors.Is(err, dstl.ErrPermanent) {
+	if retryable(err) || !errors.Is(err, backends.ErrPermanent) {
 		t.Errorf("error %v is retryable, or does not match ErrPermanent", err)
 	}
 }
@@ -95,7 +95,7 @@ func TestMissingContainer(t *testing.T) {
 	if want := `container "` + cfg.Container + `" does not exist`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want it to say %s", err, want)
 	}
-	if !errors.Is(err, dstl.ErrNotFound) || !errors.Is(err, dstl.ErrPermanent) {
+	if !errors.Is(err, backends.ErrNotFound) || !errors.Is(err, backends.ErrPermanent) {
 		t.Errorf("err %v does not match ErrNotFound and ErrPermanent", err)
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/azure"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // Open a backend in code, with a Config: here with a shared key, against
@@ -53,14 +53,14 @@ func ExampleOpen() {
 // AZURE_STORAGE_KEY, or else DefaultAzureCredential.
 func Example_openBackend() {
 	ctx := context.Background()
-	b, id, err := dstl.OpenBackend(ctx, "",
+	b, id, err := backends.Open(ctx, "",
 		"azblob://dstl/jobs/job-1?endpoint=http://127.0.0.1:10000/devstoreaccount1&account=devstoreaccount1&part_size=8MiB")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer b.Close()
 	fmt.Println("backend:", id)
-	err = b.List(ctx, "", func(o dstl.ObjectInfo) error {
+	err = b.List(ctx, "", func(o backends.ObjectInfo) error {
 		fmt.Println(o.Name, o.Size, o.ModTime)
 		return nil
 	})

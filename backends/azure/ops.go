@@ -19,8 +19,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/request"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // Get returns length bytes of the object from offset on (-1: to the end),
@@ -33,7 +34,7 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (i
 	}
 	defer done()
 	if offset < 0 || length < -1 {
-		return nil, b.fail("get", name, fmt.Errorf("%w: offset %d, length %d", dstl.ErrInvalidRange, offset, length))
+		return nil, b.fail("get", name, fmt.Errorf("%w: offset %d, length %d", backends.ErrInvalidRange, offset, length))
 	}
 	bc := b.client.NewBlobClient(b.prefix + name)
 	if length == 0 {
@@ -95,7 +96,7 @@ func (b *Backend) checkOffset(ctx context.Context, bc *blob.Client, offset int64
 		return mapErr(err)
 	}
 	if size := deref(props.ContentLength); offset > size {
-		return fmt.Errorf("%w: offset %d past the end of %d bytes", dstl.ErrInvalidRange, offset, size)
+		return fmt.Errorf("%w: offset %d past the end of %d bytes", backends.ErrInvalidRange, offset, size)
 	}
 	return nil
 }
@@ -152,7 +153,7 @@ func (b *Backend) Delete(ctx context.Context, name string) error {
 // lexical order, a page of up to 5000 names per request. Blobs under the
 // backend's prefix whose names are no valid object names (such as "dir/"
 // markers or "a//b", written by other tools) are skipped.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
+func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
 	done, err := b.start(ctx, "list", prefix)
 	if err != nil {
 		return err
@@ -177,10 +178,10 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 				return b.fail("list", prefix, err)
 			}
 			name, ok := strings.CutPrefix(deref(item.Name), b.prefix)
-			if !ok || item.Deleted != nil && *item.Deleted || dstl.CheckObjectName(name) != nil {
+			if !ok || item.Deleted != nil && *item.Deleted || backends.CheckObjectName(name) != nil {
 				continue // not ours: a deleted blob, or a name no Put writes (such as "dir/")
 			}
-			info := dstl.ObjectInfo{Name: name}
+			info := backends.ObjectInfo{Name: name}
 			if p := item.Properties; p != nil {
 				info.Size = deref(p.ContentLength)
 				info.ModTime = deref(p.LastModified)
@@ -216,17 +217,17 @@ func mapErr(err error) error {
 	code := bloberror.Code(re.ErrorCode)
 	switch {
 	case code == bloberror.BlobNotFound || code == bloberror.ContainerNotFound || re.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("%w: %w", dstl.ErrNotFound, short)
+		return fmt.Errorf("%w: %w", backends.ErrNotFound, short)
 	case isExists(err):
-		return fmt.Errorf("%w: %w", dstl.ErrExists, short)
+		return fmt.Errorf("%w: %w", backends.ErrExists, short)
 	case code == bloberror.InvalidRange || re.StatusCode == http.StatusRequestedRangeNotSatisfiable:
-		return fmt.Errorf("%w: %w", dstl.ErrInvalidRange, short)
+		return fmt.Errorf("%w: %w", backends.ErrInvalidRange, short)
 	case re.StatusCode == http.StatusForbidden || re.StatusCode == http.StatusUnauthorized ||
 		code == bloberror.AuthorizationFailure || code == bloberror.AuthenticationFailed ||
 		code == bloberror.AuthorizationPermissionMismatch:
-		return fmt.Errorf("%w: %w", dstl.ErrPermission, short)
+		return fmt.Errorf("%w: %w", backends.ErrPermission, short)
 	case re.StatusCode == http.StatusPreconditionFailed:
-		return fmt.Errorf("%w: %w", dstl.ErrPrecondition, short)
+		return fmt.Errorf("%w: %w", backends.ErrPrecondition, short)
 	}
 	return short
 }

@@ -1,4 +1,4 @@
-// Package counting wraps a [dstl.Backend] to count the requests and bytes
+// Package counting wraps a [backends.Backend] to count the requests and bytes
 // that go through it: how many puts, gets, deletes and lists a workload
 // costs, which is what a cloud store bills. The CLI's demo and bench report
 // these counts; tests use them to check how many requests an operation
@@ -18,7 +18,7 @@ import (
 	"io"
 	"sync/atomic"
 
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/backends"
 )
 
 // Stats are the counters of a [Backend].
@@ -36,23 +36,23 @@ type Stats struct {
 // Requests returns the number of calls of all operations.
 func (s Stats) Requests() int64 { return s.Puts + s.Gets + s.Deletes + s.Lists }
 
-// Backend is a [dstl.Backend] that passes every call to another backend
+// Backend is a [backends.Backend] that passes every call to another backend
 // and counts the calls and the bytes that went through. Results and errors
 // pass through unchanged. It is safe for concurrent use.
 type Backend struct {
-	b dstl.Backend
+	b backends.Backend
 
 	puts, gets, deletes, lists, errors atomic.Int64
 	bytesPut, bytesRead                atomic.Int64
 }
 
-var _ dstl.Backend = (*Backend)(nil)
+var _ backends.Backend = (*Backend)(nil)
 
 // New returns a Backend that passes calls to b.
-func New(b dstl.Backend) *Backend { return &Backend{b: b} }
+func New(b backends.Backend) *Backend { return &Backend{b: b} }
 
 // Unwrap returns the backend the calls go to.
-func (c *Backend) Unwrap() dstl.Backend { return c.b }
+func (c *Backend) Unwrap() backends.Backend { return c.b }
 
 // Stats returns the counters so far.
 func (c *Backend) Stats() Stats {
@@ -115,10 +115,10 @@ func (c *Backend) Delete(ctx context.Context, name string) error {
 
 // List calls List of the wrapped backend. An error of fn is returned as it
 // is and not counted as a failed call.
-func (c *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
+func (c *Backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
 	c.lists.Add(1)
 	var fnErr error
-	err := c.b.List(ctx, prefix, func(o dstl.ObjectInfo) error {
+	err := c.b.List(ctx, prefix, func(o backends.ObjectInfo) error {
 		fnErr = fn(o)
 		return fnErr
 	})

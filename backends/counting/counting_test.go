@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
@@ -33,7 +34,7 @@ func TestCounting(t *testing.T) {
 			counting.Stats{Puts: 1, BytesPut: 5}},
 		{"put b", func() error { return c.Put(t.Context(), "b", strings.NewReader("world!"), 6) }, nil,
 			counting.Stats{Puts: 1, BytesPut: 6}},
-		{"put a again", func() error { return c.Put(t.Context(), "a", strings.NewReader("again"), 5) }, dstl.ErrExists,
+		{"put a again", func() error { return c.Put(t.Context(), "a", strings.NewReader("again"), 5) }, backends.ErrExists,
 			counting.Stats{Puts: 1, Errors: 1}},
 		{"get b, read 2 bytes", func() error {
 			r, err := c.Get(t.Context(), "b", 0, -1)
@@ -47,26 +48,26 @@ func TestCounting(t *testing.T) {
 		}, nil, counting.Stats{Gets: 1, BytesRead: 2}},
 		{"get a from 1", func() error { _, err := conformance.Read(t.Context(), c, "a", 1, -1); return err }, nil,
 			counting.Stats{Gets: 1, BytesRead: 4}},
-		{"get missing", func() error { _, err := c.Get(t.Context(), "missing", 0, -1); return err }, dstl.ErrNotFound,
+		{"get missing", func() error { _, err := c.Get(t.Context(), "missing", 0, -1); return err }, backends.ErrNotFound,
 			counting.Stats{Gets: 1, Errors: 1}},
 		{"delete a", func() error { return c.Delete(t.Context(), "a") }, nil,
 			counting.Stats{Deletes: 1}},
 		{"list", func() error {
 			n := 0
-			err := c.List(t.Context(), "", func(dstl.ObjectInfo) error { n++; return nil })
+			err := c.List(t.Context(), "", func(backends.ObjectInfo) error { n++; return nil })
 			if err == nil && n != 1 {
 				err = fmt.Errorf("listed %d objects, want 1", n)
 			}
 			return err
 		}, nil, counting.Stats{Lists: 1}},
 		{"list stopped by the callback", func() error {
-			return c.List(t.Context(), "", func(dstl.ObjectInfo) error { return stop })
+			return c.List(t.Context(), "", func(backends.ObjectInfo) error { return stop })
 		}, stop, counting.Stats{Lists: 1}}, // the callback's error is no failed call
 		{"list failing", func() error {
-			mem.SetFault(dstltest.FailAll(dstltest.OpList, dstl.ErrPermanent))
+			mem.SetFault(dstltest.FailAll(dstltest.OpList, backends.ErrPermanent))
 			defer mem.SetFault(nil)
-			return c.List(t.Context(), "", func(dstl.ObjectInfo) error { return nil })
-		}, dstl.ErrPermanent, counting.Stats{Lists: 1, Errors: 1}},
+			return c.List(t.Context(), "", func(backends.ObjectInfo) error { return nil })
+		}, backends.ErrPermanent, counting.Stats{Lists: 1, Errors: 1}},
 	}
 	var want counting.Stats
 	for _, s := range steps {
@@ -125,5 +126,5 @@ func TestCountingConcurrent(t *testing.T) {
 // TestConformance checks that the wrapper passes every call, result and
 // error through unchanged.
 func TestConformance(t *testing.T) {
-	conformance.TestBackend(t, func(*testing.T) dstl.Backend { return counting.New(dstltest.NewBackend()) })
+	conformance.TestBackend(t, func(*testing.T) backends.Backend { return counting.New(dstltest.NewBackend()) })
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/discard"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -19,10 +20,10 @@ func TestBackend(t *testing.T) {
 		wantErr error
 	}{
 		{"put", func() error { return b.Put(ctx, "a/x", bytes.NewReader([]byte("abc")), 3) }, nil},
-		{"get after put", func() error { _, err := b.Get(ctx, "a/x", 0, -1); return err }, dstl.ErrNotFound},
+		{"get after put", func() error { _, err := b.Get(ctx, "a/x", 0, -1); return err }, backends.ErrNotFound},
 		{"delete", func() error { return b.Delete(ctx, "a/x") }, nil},
 		{"list", func() error {
-			return b.List(ctx, "", func(dstl.ObjectInfo) error { return errors.New("listed an object") })
+			return b.List(ctx, "", func(backends.ObjectInfo) error { return errors.New("listed an object") })
 		}, nil},
 		{"close", b.Close, nil},
 	} {
@@ -30,7 +31,7 @@ func TestBackend(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.wantErr)
 		}
 	}
-	var be *dstl.BackendError
+	var be *backends.Error
 	if _, err := b.Get(ctx, "a/x", 0, -1); !errors.As(err, &be) || be.Backend != discard.ID || be.Object != "a/x" {
 		t.Errorf("Get: %v, want a backend error naming %q and the object", err, discard.ID)
 	}

@@ -11,9 +11,9 @@ import (
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/option"
 
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // Defaults of [DefaultConfig].
@@ -208,7 +208,7 @@ const (
 
 // URLParameters are the query parameters a gs:// base path takes (see
 // [ParseURL]); no other is accepted.
-var URLParameters = []dstl.URLParameter{
+var URLParameters = []driver.URLParameter{
 	{Name: paramEndpoint, Value: "URL", Default: "Google Cloud Storage", Description: "base URL of the service, e.g. fake-gcs-server's", Example: "http://127.0.0.1:4443"},
 	{Name: paramCredentials, Value: "PATH", Description: "service account or other credentials JSON file (default: Application Default Credentials)", Example: "/etc/dstl/gcs.json"},
 	{Name: paramAnonymous, Value: "BOOL", Default: "false (true in effect with endpoint)", Description: "send no credentials", Example: "true"},
@@ -219,7 +219,7 @@ var URLParameters = []dstl.URLParameter{
 	{Name: paramTimeoutAttempts, Value: "N", Default: "2", Description: "attempts of a request that may time out before it fails; 0 for max_attempts", Example: "1"},
 }
 
-var knownParams = dstl.URLParameterNames(URLParameters)
+var knownParams = driver.URLParameterNames(URLParameters)
 
 // ParseURL parses a base path "gs://bucket/prefix" into a [Config],
 // starting from [DefaultConfig]. Object names go under the prefix (a "/"

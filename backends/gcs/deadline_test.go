@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // TestSilentEndpoint: against an endpoint that takes connections and
@@ -66,14 +66,14 @@ func TestMissingBucket(t *testing.T) {
 			}
 			return err
 		},
-		"list": func() error { return b.List(t.Context(), "", func(dstl.ObjectInfo) error { return nil }) },
+		"list": func() error { return b.List(t.Context(), "", func(backends.ObjectInfo) error { return nil }) },
 		"put":  func() error { return b.Put(t.Context(), "x.dstl", strings.NewReader("x"), 1) },
 	} {
 		err := call()
 		if want := `bucket "` + cfg.Bucket + `" does not exist`; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want it to say %s", op, err, want)
 		}
-		if !errors.Is(err, dstl.ErrNotFound) || !errors.Is(err, dstl.ErrPermanent) {
+		if !errors.Is(err, backends.ErrNotFound) || !errors.Is(err, backends.ErrPermanent) {
 			t.Errorf("%s: err %v does not match ErrNotFound and ErrPermanent", op, err)
 		}
 	}

@@ -13,8 +13,8 @@ import (
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/conformance"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 func TestErrorMapping(t *testing.T) {
@@ -27,14 +27,14 @@ func TestErrorMapping(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"get", storage.ErrObjectNotExist, dstl.ErrNotFound},
-		{"list", storage.ErrBucketNotExist, dstl.ErrNotFound},
-		{"get", apiErr(http.StatusNotFound), dstl.ErrNotFound},
-		{"put", apiErr(http.StatusPreconditionFailed), dstl.ErrExists},
-		{"delete", apiErr(http.StatusPreconditionFailed), dstl.ErrPrecondition},
-		{"put", apiErr(http.StatusForbidden), dstl.ErrPermission},
-		{"list", apiErr(http.StatusUnauthorized), dstl.ErrPermission},
-		{"get", apiErr(http.StatusRequestedRangeNotSatisfiable), dstl.ErrInvalidRange},
+		{"get", storage.ErrObjectNotExist, backends.ErrNotFound},
+		{"list", storage.ErrBucketNotExist, backends.ErrNotFound},
+		{"get", apiErr(http.StatusNotFound), backends.ErrNotFound},
+		{"put", apiErr(http.StatusPreconditionFailed), backends.ErrExists},
+		{"delete", apiErr(http.StatusPreconditionFailed), backends.ErrPrecondition},
+		{"put", apiErr(http.StatusForbidden), backends.ErrPermission},
+		{"list", apiErr(http.StatusUnauthorized), backends.ErrPermission},
+		{"get", apiErr(http.StatusRequestedRangeNotSatisfiable), backends.ErrInvalidRange},
 		{"get", context.Canceled, context.Canceled},
 		{"put", apiErr(http.StatusServiceUnavailable), nil},
 	}

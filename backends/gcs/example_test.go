@@ -7,8 +7,8 @@ import (
 	"log"
 	"strings"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/gcs"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // Open a backend in code, with a Config. Credentials come from Application
@@ -48,7 +48,7 @@ func Example_openBackend() {
 	ctx := context.Background()
 	// Against fake-gcs-server on port 4443; drop endpoint for Google Cloud
 	// Storage.
-	b, id, err := dstl.OpenBackend(ctx, "", "gs://my-bucket/jobs/job-1?endpoint=http://127.0.0.1:4443&part_size=1MiB")
+	b, id, err := backends.Open(ctx, "", "gs://my-bucket/jobs/job-1?endpoint=http://127.0.0.1:4443&part_size=1MiB")
 	if err != nil {
 		log.Fatal(err)
 	}

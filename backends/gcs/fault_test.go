@@ -14,9 +14,9 @@ import (
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/option"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
 	"github.com/dstlgo/dstl/conformance"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // faults applies its actions, in turn, to the requests that match, and
@@ -181,7 +181,7 @@ func TestFaultsForGood(t *testing.T) {
 	p.SetRule(f.rule)
 	err := b.Put(ctx, "large", bytes.NewReader(large), int64(len(large)))
 	conformance.CheckError(t, err, "put", ID, "large", nil)
-	if errors.Is(err, dstl.ErrExists) {
+	if errors.Is(err, backends.ErrExists) {
 		t.Fatalf("Put: %v, want a failure that is not ErrExists", err)
 	}
 
@@ -194,7 +194,7 @@ func TestFaultsForGood(t *testing.T) {
 	p.SetRule(nil)
 	for _, name := range []string{"large", "small"} {
 		_, err := b.Get(ctx, name, 0, -1)
-		conformance.CheckError(t, err, "get", ID, name, dstl.ErrNotFound)
+		conformance.CheckError(t, err, "get", ID, name, backends.ErrNotFound)
 	}
 	if names := rawNames(t, cfg.Endpoint, cfg.Bucket, cfg.Prefix); len(names) != 0 {
 		t.Fatalf("objects left under %s: %v", cfg.Prefix, names)

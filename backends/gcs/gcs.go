@@ -3,7 +3,7 @@
 //
 // It registers itself in init under the identifier "gcs" and the URL scheme
 // "gs"; import it for its side effect to make it available to
-// [dstl.OpenBackend]:
+// [backends.Open]:
 //
 //	import _ "github.com/dstlgo/dstl/backends/gcs"
 //
@@ -13,7 +13,7 @@
 //
 // Put is create-only: it writes with the precondition ifGenerationMatch=0
 // (storage.Conditions{DoesNotExist: true}), so an existing object is never
-// replaced and the loser of a race fails with [dstl.ErrExists]. An object
+// replaced and the loser of a race fails with [backends.ErrExists]. An object
 // of at most [Config.PartSize] bytes is read whole first (so a short or
 // failing body is found before anything is sent) and goes up in one
 // request with its CRC32C; a larger one
@@ -52,6 +52,7 @@ import (
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
@@ -65,12 +66,12 @@ const ID = "gcs"
 const Scheme = "gs"
 
 func init() {
-	dstl.Register(ID, func(ctx context.Context, basePath string) (dstl.Backend, error) {
+	backends.Register(ID, func(ctx context.Context, basePath string) (backends.Backend, error) {
 		return New(ctx, basePath)
 	}, Scheme)
 }
 
-// Backend is a [dstl.Backend] on a Google Cloud Storage bucket. It is safe
+// Backend is a [backends.Backend] on a Google Cloud Storage bucket. It is safe
 // for concurrent use.
 type Backend struct {
 	cfg       Config
@@ -83,7 +84,7 @@ type Backend struct {
 	calls gate.Gate // Close waits for the calls in progress
 }
 
-var _ dstl.Backend = (*Backend)(nil)
+var _ backends.Backend = (*Backend)(nil)
 
 // New opens a backend from a gs:// base path (see [ParseURL]). It is the
 // factory the backend registers.
@@ -187,7 +188,7 @@ func (b *Backend) object(name string) *storage.ObjectHandle {
 // Put stores size bytes of body under name, create-only and atomically;
 // see the package documentation.
 func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) (err error) {
-	if err := dstl.CheckObjectName(name); err != nil {
+	if err := backends.CheckObjectName(name); err != nil {
 		return b.newError("put", name, err)
 	}
 	if size < 0 {
@@ -339,14 +340,14 @@ func (b *Backend) sameObject(ctx context.Context, name string, size int64, crc u
 }
 
 // Get returns length bytes of the object from offset on (-1: to the end).
-// See [dstl.Backend.Get]. Reads from the returned reader fail once ctx is
+// See [backends.Backend.Get]. Reads from the returned reader fail once ctx is
 // done.
 func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_ io.ReadCloser, err error) {
-	if err := dstl.CheckObjectName(name); err != nil {
+	if err := backends.CheckObjectName(name); err != nil {
 		return nil, b.newError("get", name, err)
 	}
 	if offset < 0 || length < -1 {
-		return nil, b.newError("get", name, fmt.Errorf("%w: offset %d, length %d", dstl.ErrInvalidRange, offset, length))
+		return nil, b.newError("get", name, fmt.Errorf("%w: offset %d, length %d", backends.ErrInvalidRange, offset, length))
 	}
 	if err := b.begin("get", name); err != nil {
 		return nil, err
@@ -442,7 +443,7 @@ func (b *Backend) emptyRead(ctx context.Context, name string, offset int64) (io.
 		return nil, err
 	}
 	if offset > attrs.Size {
-		return nil, fmt.Errorf("%w: offset %d past the end of the %d-byte object", dstl.ErrInvalidRange, offset, attrs.Size)
+		return nil, fmt.Errorf("%w: offset %d past the end of the %d-byte object", backends.ErrInvalidRange, offset, attrs.Size)
 	}
 	return &reader{ctx: ctx, b: b, name: name, cancel: func() {}}, nil
 }
@@ -486,7 +487,7 @@ func (r *reader) Close() error {
 
 // Delete removes the object; a missing object is not an error.
 func (b *Backend) Delete(ctx context.Context, name string) (err error) {
-	if err := dstl.CheckObjectName(name); err != nil {
+	if err := backends.CheckObjectName(name); err != nil {
 		return b.newError("delete", name, err)
 	}
 	if err := b.begin("delete", name); err != nil {
@@ -509,7 +510,7 @@ func (b *Backend) Delete(ctx context.Context, name string) (err error) {
 // List calls fn for every object whose name starts with prefix, in lexical
 // order of names (the service's order), with names relative to the
 // backend's prefix. Each page is one request, retried on its own.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) (err error) {
+func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) (err error) {
 	if fn == nil {
 		return b.newError("list", prefix, errors.New("nil callback"))
 	}
@@ -543,10 +544,10 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 				return b.wrap("list", prefix, err)
 			}
 			name := strings.TrimPrefix(a.Name, b.cfg.Prefix)
-			if dstl.CheckObjectName(name) != nil {
+			if backends.CheckObjectName(name) != nil {
 				continue // not a name this backend could have stored
 			}
-			if err := fn(dstl.ObjectInfo{Name: name, Size: a.Size, ModTime: a.Updated}); err != nil {
+			if err := fn(backends.ObjectInfo{Name: name, Size: a.Size, ModTime: a.Updated}); err != nil {
 				return err
 			}
 		}
@@ -590,38 +591,38 @@ func isCode(err error, code int) bool {
 	return ok && e.Code == code
 }
 
-// newError returns a *dstl.BackendError whose message names the bucket
+// newError returns a *backends.Error whose message names the bucket
 // and the endpoint.
 func (b *Backend) newError(op, name string, err error) error {
-	return dstl.NewBackendError(op, ID, name, dstl.RedactError(fmt.Errorf("bucket %q at %s, object %q: %w", b.cfg.Bucket, b.cfg.endpointName(), b.cfg.Prefix+name, err)))
+	return backends.NewError(op, ID, name, backends.RedactError(fmt.Errorf("bucket %q at %s, object %q: %w", b.cfg.Bucket, b.cfg.endpointName(), b.cfg.Prefix+name, err)))
 }
 
-// wrap turns err into a *dstl.BackendError for op on name that wraps the
+// wrap turns err into a *backends.Error for op on name that wraps the
 // matching sentinel.
 func (b *Backend) wrap(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := errors.AsType[*dstl.BackendError](err); ok {
+	if _, ok := errors.AsType[*backends.Error](err); ok {
 		return err
 	}
 	var sentinel error
 	switch {
-	case errors.Is(err, dstl.ErrNotFound), errors.Is(err, dstl.ErrExists), errors.Is(err, dstl.ErrPermission),
-		errors.Is(err, dstl.ErrInvalidName), errors.Is(err, dstl.ErrInvalidRange), errors.Is(err, dstl.ErrClosed),
-		errors.Is(err, dstl.ErrPrecondition):
+	case errors.Is(err, backends.ErrNotFound), errors.Is(err, backends.ErrExists), errors.Is(err, backends.ErrPermission),
+		errors.Is(err, backends.ErrInvalidName), errors.Is(err, backends.ErrInvalidRange), errors.Is(err, dstl.ErrClosed),
+		errors.Is(err, backends.ErrPrecondition):
 	case errors.Is(err, storage.ErrObjectNotExist), errors.Is(err, storage.ErrBucketNotExist), isCode(err, http.StatusNotFound):
-		sentinel = dstl.ErrNotFound
+		sentinel = backends.ErrNotFound
 	case isCode(err, http.StatusPreconditionFailed):
 		if op == "put" {
-			sentinel = dstl.ErrExists
+			sentinel = backends.ErrExists
 		} else {
-			sentinel = dstl.ErrPrecondition
+			sentinel = backends.ErrPrecondition
 		}
 	case isCode(err, http.StatusForbidden), isCode(err, http.StatusUnauthorized):
-		sentinel = dstl.ErrPermission
+		sentinel = backends.ErrPermission
 	case isCode(err, http.StatusRequestedRangeNotSatisfiable):
-		sentinel = dstl.ErrInvalidRange
+		sentinel = backends.ErrInvalidRange
 	}
 	if errors.Is(err, storage.ErrBucketNotExist) {
 		err = request.Permanent(fmt.Errorf("bucket %q does not exist: %w", b.cfg.Bucket, err))

@@ -14,10 +14,11 @@ import (
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
-	"github.com/dstlgo/dstl/conformance"
-	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/duplicating"
 	"go.uber.org/goleak"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/conformance"
+	"github.com/dstlgo/dstl/duplicating"
 )
 
 func TestMain(m *testing.M) {
@@ -74,7 +75,7 @@ func testConfig(t *testing.T) Config {
 }
 
 // harness opens a backend on a fresh prefix for the conformance suites.
-func harness(t *testing.T) dstl.Backend {
+func harness(t *testing.T) backends.Backend {
 	b, err := Open(t.Context(), testConfig(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -132,7 +133,7 @@ func rawClient(t *testing.T, endpoint string) *storage.Client {
 
 // rawPut writes an object under name as it is, through the client, as
 // another tool would.
-func rawPut(t *testing.T, b dstl.Backend, name string, data []byte) error {
+func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
 	gb := b.(*Backend)
 	o := gb.bucket.Object(gb.cfg.Prefix + name)
 	w := o.NewWriter(t.Context())

@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/request"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 func TestRetryableTransport(t *testing.T) {
@@ -16,7 +16,7 @@ func TestRetryableTransport(t *testing.T) {
 			t.Errorf("%s: retryable(%v) = %v, want %v", tc.Name, tc.Err, got, !tc.Permanent)
 		}
 		b := &Backend{cfg: Config{Bucket: "bkt"}}
-		if err := b.wrap("get", "x", tc.Err); errors.Is(err, dstl.ErrPermanent) != tc.Permanent {
+		if err := b.wrap("get", "x", tc.Err); errors.Is(err, backends.ErrPermanent) != tc.Permanent {
 			t.Errorf("%s: %v matches ErrPermanent: %v, want %v", tc.Name, err, !tc.Permanent, tc.Permanent)
 		}
 	}

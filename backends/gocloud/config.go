@@ -12,9 +12,9 @@ import (
 
 	"gocloud.dev/blob"
 
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // Defaults of [Config].
@@ -176,7 +176,7 @@ const (
 // takes for itself (see [ParseURL]). Every other parameter goes to the
 // gocloud.dev driver with the URL, and the driver rejects those it does not
 // know when the bucket is opened.
-var URLParameters = []dstl.URLParameter{
+var URLParameters = []driver.URLParameter{
 	{Name: paramPartSize, Value: "SIZE", Default: "5MiB", Description: "objects above it go up in parts of it; 0: the driver's default", Example: "8MiB"},
 	{Name: paramConcurrency, Value: "N", Default: "4", Description: "parts of one object uploaded at once; 0: the driver's default", Example: "2"},
 	{Name: paramRequestTimeout, Value: "DURATION", Default: "30s", Description: "timeout of each attempt of a request; 0: none", Example: "10s"},

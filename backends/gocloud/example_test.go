@@ -9,8 +9,8 @@ import (
 
 	"gocloud.dev/blob/memblob"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/gocloud"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // Open a backend by the URL of a base path, through the registry. The blank
@@ -20,7 +20,7 @@ import (
 //	import _ "github.com/dstlgo/dstl/backends/gocloud"
 func Example_openBackend() {
 	ctx := context.Background()
-	b, id, err := dstl.OpenBackend(ctx, "", "mem://bucket/jobs/42")
+	b, id, err := backends.Open(ctx, "", "mem://bucket/jobs/42")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func Example_openBackend() {
 // SDK's standard chain.
 func Example_s3() {
 	ctx := context.Background()
-	b, _, err := dstl.OpenBackend(ctx, gocloud.ID,
+	b, _, err := backends.Open(ctx, gocloud.ID,
 		"s3://my-bucket/jobs/42?region=eu-west-1&part_size=8388608")
 	if err != nil {
 		log.Fatal(err)

@@ -6,12 +6,12 @@
 // base paths "mem://..." open it by their scheme. The schemes s3, gs,
 // azblob and file belong to the native backends; to open such a URL with
 // this backend, select it by identifier, e.g. the option "storage: gocloud"
-// or dstl.OpenBackend(ctx, "gocloud", "s3://bucket/prefix?region=..."):
+// or backends.Open(ctx, "gocloud", "s3://bucket/prefix?region=..."):
 // then any URL that gocloud.dev/blob opens is accepted. See [ParseURL] for
 // the URL form and its query parameters.
 //
 // Puts are create-only (blob.WriterOptions.IfNotExist): a Put of an
-// existing name fails with [dstl.ErrExists]. A failed or cancelled Put
+// existing name fails with [backends.ErrExists]. A failed or cancelled Put
 // cancels the writer's context before closing it, so the driver commits
 // nothing (s3blob aborts its multipart upload). Each request (a Put as a
 // whole, a Get's opening, a Delete, a page of a List) has its own timeout
@@ -65,6 +65,7 @@ import (
 	_ "gocloud.dev/blob/s3blob"    // s3:// URLs
 	"gocloud.dev/gcerrors"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
@@ -79,7 +80,7 @@ const ID = "gocloud"
 const Scheme = "mem"
 
 func init() {
-	dstl.Register(ID, func(ctx context.Context, basePath string) (dstl.Backend, error) {
+	backends.Register(ID, func(ctx context.Context, basePath string) (backends.Backend, error) {
 		return New(ctx, basePath)
 	}, Scheme)
 }
@@ -97,7 +98,7 @@ type Backend struct {
 	calls gate.Gate // Close waits for the calls in progress
 }
 
-var _ dstl.Backend = (*Backend)(nil)
+var _ backends.Backend = (*Backend)(nil)
 
 // New opens a backend from a base path (see [ParseURL]). It is the factory
 // the backend registers.
@@ -213,7 +214,7 @@ func (b *Backend) Close() error {
 
 func (b *Backend) begin(op, name string) error {
 	if !b.calls.Enter() {
-		return dstl.NewBackendError(op, ID, name, fmt.Errorf("%s: %w", b.where, dstl.ErrClosed))
+		return backends.NewError(op, ID, name, fmt.Errorf("%s: %w", b.where, dstl.ErrClosed))
 	}
 	return nil
 }
@@ -221,9 +222,9 @@ func (b *Backend) begin(op, name string) error {
 func (b *Backend) key(name string) string { return b.cfg.Prefix + name }
 
 // Put stores size bytes of body under name, create-only; see
-// [dstl.Backend.Put].
+// [backends.Backend.Put].
 func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) (err error) {
-	if err := dstl.CheckObjectName(name); err != nil {
+	if err := backends.CheckObjectName(name); err != nil {
 		return b.wrap("put", name, err)
 	}
 	if size < 0 {
@@ -407,13 +408,13 @@ func (b *Backend) holds(ctx context.Context, name string, body io.ReaderAt, size
 }
 
 // Get returns length bytes of the object from offset on (-1: to the end);
-// see [dstl.Backend.Get].
+// see [backends.Backend.Get].
 func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_ io.ReadCloser, err error) {
-	if err := dstl.CheckObjectName(name); err != nil {
+	if err := backends.CheckObjectName(name); err != nil {
 		return nil, b.wrap("get", name, err)
 	}
 	if offset < 0 || length < -1 {
-		return nil, b.wrap("get", name, fmt.Errorf("%w: offset %d, length %d", dstl.ErrInvalidRange, offset, length))
+		return nil, b.wrap("get", name, fmt.Errorf("%w: offset %d, length %d", backends.ErrInvalidRange, offset, length))
 	}
 	if err := b.begin("get", name); err != nil {
 		return nil, err
@@ -467,7 +468,7 @@ func (b *Backend) open(ctx, actx context.Context, name string, offset, length in
 		if offset > r.Size() {
 			_ = r.Close()
 			rcancel()
-			return nil, fmt.Errorf("%w: offset %d past the end of the %d-byte object", dstl.ErrInvalidRange, offset, r.Size())
+			return nil, fmt.Errorf("%w: offset %d past the end of the %d-byte object", backends.ErrInvalidRange, offset, r.Size())
 		}
 		return &cancelCloser{r, rcancel}, nil
 	}
@@ -490,7 +491,7 @@ func (b *Backend) open(ctx, actx context.Context, name string, offset, length in
 	}
 	switch {
 	case offset > attrs.Size:
-		return nil, fmt.Errorf("%w: offset %d past the end of the %d-byte object", dstl.ErrInvalidRange, offset, attrs.Size)
+		return nil, fmt.Errorf("%w: offset %d past the end of the %d-byte object", backends.ErrInvalidRange, offset, attrs.Size)
 	case offset == attrs.Size || length == 0:
 		return io.NopCloser(strings.NewReader("")), nil
 	}
@@ -532,7 +533,7 @@ func (r *reader) Close() error { return r.b.wrap("get", r.name, r.r.Close()) }
 
 // Delete removes the object; a missing object is not an error.
 func (b *Backend) Delete(ctx context.Context, name string) (err error) {
-	if err := dstl.CheckObjectName(name); err != nil {
+	if err := backends.CheckObjectName(name); err != nil {
 		return b.wrap("delete", name, err)
 	}
 	if err := b.begin("delete", name); err != nil {
@@ -553,10 +554,10 @@ func (b *Backend) Delete(ctx context.Context, name string) (err error) {
 }
 
 // List calls fn for every object whose name starts with prefix, in lexical
-// order; see [dstl.Backend.List]. It reads the whole listing first (a
+// order; see [backends.Backend.List]. It reads the whole listing first (a
 // page at a time, each page a request of its own) and sorts it, since not
 // every driver lists in lexical order (fileblob walks directories).
-func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) (err error) {
+func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) (err error) {
 	if fn == nil {
 		return b.wrap("list", prefix, errors.New("nil callback"))
 	}
@@ -567,7 +568,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 		b.calls.Leave()
 		return nil
 	}
-	var objs []dstl.ObjectInfo
+	var objs []backends.ObjectInfo
 	err = func() error {
 		defer b.calls.Leave()
 		token := blob.FirstPageToken
@@ -590,10 +591,10 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 					continue
 				}
 				name := strings.TrimPrefix(o.Key, b.cfg.Prefix)
-				if dstl.CheckObjectName(name) != nil {
+				if backends.CheckObjectName(name) != nil {
 					continue
 				}
-				objs = append(objs, dstl.ObjectInfo{Name: name, Size: o.Size, ModTime: o.ModTime})
+				objs = append(objs, backends.ObjectInfo{Name: name, Size: o.Size, ModTime: o.ModTime})
 			}
 			if len(next) == 0 {
 				return nil
@@ -604,7 +605,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 	if err != nil {
 		return b.wrap("list", prefix, err)
 	}
-	slices.SortFunc(objs, func(x, y dstl.ObjectInfo) int { return strings.Compare(x.Name, y.Name) })
+	slices.SortFunc(objs, func(x, y backends.ObjectInfo) int { return strings.Compare(x.Name, y.Name) })
 	for _, o := range objs {
 		if err := ctx.Err(); err != nil {
 			return b.wrap("list", prefix, err)
@@ -648,7 +649,7 @@ func retryable(err error) bool {
 	case gcerrors.ResourceExhausted, gcerrors.Internal, gcerrors.DeadlineExceeded:
 		return true
 	}
-	if errors.Is(err, dstl.ErrInvalidRange) || errors.Is(err, io.ErrUnexpectedEOF) && strings.Contains(err.Error(), "body ended") {
+	if errors.Is(err, backends.ErrInvalidRange) || errors.Is(err, io.ErrUnexpectedEOF) && strings.Contains(err.Error(), "body ended") {
 		return false
 	}
 	if s := httpStatus(err); s != 0 {
@@ -674,40 +675,40 @@ func httpStatus(err error) int {
 	return 0
 }
 
-// wrap turns err into a *dstl.BackendError for op on name that names the
+// wrap turns err into a *backends.Error for op on name that names the
 // bucket and wraps the matching sentinel.
 func (b *Backend) wrap(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var be *dstl.BackendError
+	var be *backends.Error
 	if errors.As(err, &be) {
 		return err
 	}
 	var sentinel error
 	switch {
-	case errors.Is(err, dstl.ErrNotFound), errors.Is(err, dstl.ErrExists), errors.Is(err, dstl.ErrPermission),
-		errors.Is(err, dstl.ErrInvalidName), errors.Is(err, dstl.ErrInvalidRange), errors.Is(err, dstl.ErrClosed),
-		errors.Is(err, dstl.ErrPrecondition), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, backends.ErrNotFound), errors.Is(err, backends.ErrExists), errors.Is(err, backends.ErrPermission),
+		errors.Is(err, backends.ErrInvalidName), errors.Is(err, backends.ErrInvalidRange), errors.Is(err, dstl.ErrClosed),
+		errors.Is(err, backends.ErrPrecondition), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// already classified, or the context's
 	default:
 		switch gcerrors.Code(err) {
 		case gcerrors.NotFound:
-			sentinel = dstl.ErrNotFound
+			sentinel = backends.ErrNotFound
 		case gcerrors.PermissionDenied:
-			sentinel = dstl.ErrPermission
+			sentinel = backends.ErrPermission
 		case gcerrors.FailedPrecondition:
 			if op == "put" {
-				sentinel = dstl.ErrExists
+				sentinel = backends.ErrExists
 			} else {
-				sentinel = dstl.ErrPrecondition
+				sentinel = backends.ErrPrecondition
 			}
 		case gcerrors.AlreadyExists:
-			sentinel = dstl.ErrExists
+			sentinel = backends.ErrExists
 		}
 	}
 	if sentinel != nil {
 		err = fmt.Errorf("%w: %w", sentinel, err)
 	}
-	return dstl.NewBackendError(op, ID, name, fmt.Errorf("%s object %q: %w", b.where, b.key(name), err))
+	return backends.NewError(op, ID, name, fmt.Errorf("%s object %q: %w", b.where, b.key(name), err))
 }

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/goleak"
 	"gocloud.dev/blob/memblob"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/conformance"
@@ -49,7 +50,7 @@ func TestMain(m *testing.M) {
 const memPartSize = 64 << 10
 
 // memHarness opens a backend on a new mem:// bucket, under a random prefix.
-func memHarness(t *testing.T) dstl.Backend {
+func memHarness(t *testing.T) backends.Backend {
 	b, err := New(t.Context(), "mem://test/"+rand.Text()+"?part_size=65536")
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -67,13 +68,13 @@ func TestEngineMem(t *testing.T) { conformance.TestEngine(t, memHarness) }
 // opens it by identifier.
 func TestRegistry(t *testing.T) {
 	ctx := t.Context()
-	b, id, err := dstl.OpenBackend(ctx, "", "mem://x/p")
+	b, id, err := backends.Open(ctx, "", "mem://x/p")
 	if err != nil || id != ID {
 		t.Fatalf("OpenBackend(mem://) = %q, %v", id, err)
 	}
 	_ = b.Close()
 	dir := t.TempDir()
-	b, id, err = dstl.OpenBackend(ctx, ID, "file://"+dir+"?metadata=skip")
+	b, id, err = backends.Open(ctx, ID, "file://"+dir+"?metadata=skip")
 	if err != nil || id != ID {
 		t.Fatalf("OpenBackend(gocloud, file://) = %q, %v", id, err)
 	}
@@ -200,7 +201,7 @@ func TestErrorNamesBucket(t *testing.T) {
 	}
 	defer b.Close()
 	_, err = b.Get(t.Context(), "missing", 0, -1)
-	conformance.CheckError(t, err, "get", ID, "missing", dstl.ErrNotFound)
+	conformance.CheckError(t, err, "get", ID, "missing", backends.ErrNotFound)
 	if !strings.Contains(err.Error(), "mem://bkt") || !strings.Contains(err.Error(), "pre/missing") {
 		t.Fatalf("error %q does not name bucket and key", err)
 	}
@@ -212,7 +213,7 @@ func TestRetryable(t *testing.T) {
 		want bool
 	}{
 		{context.Canceled, false},
-		{dstl.ErrInvalidRange, false},
+		{backends.ErrInvalidRange, false},
 		{context.DeadlineExceeded, true},
 		{errors.New("plain"), false},
 		{statusErr(503), true},
@@ -339,7 +340,7 @@ func s3Clean(t *testing.T, c *s3.Client, bucket, prefix string) {
 // s3PartSize is the smallest part S3 accepts.
 const s3PartSize = 5 << 20
 
-func s3Harness(t *testing.T) dstl.Backend {
+func s3Harness(t *testing.T) backends.Backend {
 	env := s3Env(t)
 	check := s3Check(t, env)
 	prefix := "gocloud-test/" + rand.Text() + "/"
@@ -437,7 +438,7 @@ func TestFaultsS3(t *testing.T) {
 	}
 	proxy.SetRule(nil)
 	_, err = b.Get(t.Context(), "doomed", 0, -1)
-	conformance.CheckError(t, err, "get", ID, "doomed", dstl.ErrNotFound)
+	conformance.CheckError(t, err, "get", ID, "doomed", backends.ErrNotFound)
 	checkNoUploads(t, check, bucket, prefix)
 
 	// A Put cancelled midway leaves nothing either.
@@ -453,7 +454,7 @@ func TestFaultsS3(t *testing.T) {
 	}
 	proxy.SetRule(nil)
 	_, err = b.Get(t.Context(), "cancelled", 0, -1)
-	conformance.CheckError(t, err, "get", ID, "cancelled", dstl.ErrNotFound)
+	conformance.CheckError(t, err, "get", ID, "cancelled", backends.ErrNotFound)
 	checkNoUploads(t, check, bucket, prefix)
 }
 
@@ -469,7 +470,7 @@ func TestListSorted(t *testing.T) {
 		conformance.Put(t, b, n, n)
 	}
 	var got []string
-	if err := b.List(t.Context(), "a", func(o dstl.ObjectInfo) error { got = append(got, o.Name); return nil }); err != nil {
+	if err := b.List(t.Context(), "a", func(o backends.ObjectInfo) error { got = append(got, o.Name); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(got, " ") != "a-c a/b a0" {
@@ -635,7 +636,7 @@ var hugeLengths = []int64{math.MaxInt64, math.MaxInt64 - 2, math.MaxInt64 - 3, m
 
 // checkHugeGet: Get(name, 3, huge) returns the object from byte 3 to the
 // end.
-func checkHugeGet(t *testing.T, b dstl.Backend) {
+func checkHugeGet(t *testing.T, b backends.Backend) {
 	t.Helper()
 	const data = "0123456789abcdef"
 	conformance.Put(t, b, "huge", data)

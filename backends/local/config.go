@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // Config configures a local [Backend]. Start from [DefaultConfig].
@@ -56,7 +57,7 @@ const (
 
 // URLParameters are the query parameters the file:// form of a base path
 // takes (see [ParseURL]); no other is accepted.
-var URLParameters = []dstl.URLParameter{
+var URLParameters = []driver.URLParameter{
 	{Name: paramMkdir, Value: "BOOL", Default: "true", Description: "create the root directory when missing", Example: "false"},
 	{Name: paramFsync, Value: "BOOL", Default: "true", Description: "fsync files and directories; false is for tests and benchmarks only", Example: "false"},
 }
@@ -84,35 +85,35 @@ func ParseURL(basePath string) (Config, error) {
 		// A plain path, unless it looks like a URL of another scheme.
 		// A one-letter "scheme" is a Windows drive letter. A URL of another
 		// scheme that does not parse is still no path.
-		if s, ok := dstl.URLScheme(basePath); ok && strings.HasPrefix(basePath[len(s):], "://") {
-			return Config{}, fmt.Errorf("local: base path %q: URL scheme %q is not %q", dstl.RedactURL(basePath), s, Scheme)
+		if s, ok := backends.URLScheme(basePath); ok && strings.HasPrefix(basePath[len(s):], "://") {
+			return Config{}, fmt.Errorf("local: base path %q: URL scheme %q is not %q", backends.RedactURL(basePath), s, Scheme)
 		}
 		cfg := DefaultConfig(basePath)
 		return cfg, cfg.Validate()
 	}
 	u, err := url.Parse(basePath)
 	if err != nil {
-		return Config{}, fmt.Errorf("local: base path %q: %w", dstl.RedactURL(basePath), err)
+		return Config{}, fmt.Errorf("local: base path %q: %w", backends.RedactURL(basePath), err)
 	}
 	switch {
 	case u.Opaque != "":
-		return Config{}, fmt.Errorf("local: base path %q: a file URL needs an absolute path (file:///abs/path); use a plain path for a relative one", dstl.RedactURL(basePath))
+		return Config{}, fmt.Errorf("local: base path %q: a file URL needs an absolute path (file:///abs/path); use a plain path for a relative one", backends.RedactURL(basePath))
 	case u.Host != "" && !strings.EqualFold(u.Host, "localhost"):
-		return Config{}, fmt.Errorf("local: base path %q: file URLs with host %q are not supported (use file:///abs/path)", dstl.RedactURL(basePath), u.Host)
+		return Config{}, fmt.Errorf("local: base path %q: file URLs with host %q are not supported (use file:///abs/path)", backends.RedactURL(basePath), u.Host)
 	case u.User != nil:
-		return Config{}, fmt.Errorf("local: base path %q: file URLs cannot carry user information", dstl.RedactURL(basePath))
+		return Config{}, fmt.Errorf("local: base path %q: file URLs cannot carry user information", backends.RedactURL(basePath))
 	case u.Fragment != "" || strings.Contains(basePath, "#"):
-		return Config{}, fmt.Errorf("local: base path %q: file URLs cannot carry a fragment", dstl.RedactURL(basePath))
+		return Config{}, fmt.Errorf("local: base path %q: file URLs cannot carry a fragment", backends.RedactURL(basePath))
 	case u.Path == "":
-		return Config{}, fmt.Errorf("local: base path %q: missing path", dstl.RedactURL(basePath))
+		return Config{}, fmt.Errorf("local: base path %q: missing path", backends.RedactURL(basePath))
 	}
 	cfg := DefaultConfig(u.Path)
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return Config{}, fmt.Errorf("local: base path %q: query: %w", dstl.RedactURL(basePath), err)
+		return Config{}, fmt.Errorf("local: base path %q: query: %w", backends.RedactURL(basePath), err)
 	}
-	if err := urlparam.Check(q, dstl.URLParameterNames(URLParameters)); err != nil {
-		return Config{}, fmt.Errorf("local: base path %q: %w", dstl.RedactURL(basePath), err)
+	if err := urlparam.Check(q, driver.URLParameterNames(URLParameters)); err != nil {
+		return Config{}, fmt.Errorf("local: base path %q: %w", backends.RedactURL(basePath), err)
 	}
 	boolParam := func(key string, dst *bool) error {
 		vs, ok := q[key]
@@ -120,11 +121,11 @@ func ParseURL(basePath string) (Config, error) {
 			return nil
 		}
 		if len(vs) != 1 {
-			return fmt.Errorf("local: base path %q: query parameter %q given %d times", dstl.RedactURL(basePath), key, len(vs))
+			return fmt.Errorf("local: base path %q: query parameter %q given %d times", backends.RedactURL(basePath), key, len(vs))
 		}
 		v, err := strconv.ParseBool(vs[0])
 		if err != nil {
-			return fmt.Errorf("local: base path %q: query parameter %q: want true or false, got %q", dstl.RedactURL(basePath), key, vs[0])
+			return fmt.Errorf("local: base path %q: query parameter %q: want true or false, got %q", backends.RedactURL(basePath), key, vs[0])
 		}
 		*dst = v
 		return nil

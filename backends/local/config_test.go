@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/backends"
 )
 
 func TestParseURL(t *testing.T) {
@@ -133,9 +133,9 @@ func TestOpenRelativeRoot(t *testing.T) {
 }
 
 func TestRegistered(t *testing.T) {
-	i := slices.IndexFunc(dstl.Backends(), func(bi dstl.BackendInfo) bool { return bi.ID == ID })
-	if i < 0 || !slices.Equal(dstl.Backends()[i].Schemes, []string{Scheme}) {
-		t.Fatalf("backend %q not registered with scheme %q: %+v", ID, Scheme, dstl.Backends())
+	i := slices.IndexFunc(backends.Backends(), func(bi backends.Info) bool { return bi.ID == ID })
+	if i < 0 || !slices.Equal(backends.Backends()[i].Schemes, []string{Scheme}) {
+		t.Fatalf("backend %q not registered with scheme %q: %+v", ID, Scheme, backends.Backends())
 	}
 	dir := t.TempDir()
 	tests := []struct {
@@ -151,7 +151,7 @@ func TestRegistered(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, id, err := dstl.OpenBackend(t.Context(), tt.id, tt.basePath)
+			b, id, err := backends.Open(t.Context(), tt.id, tt.basePath)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("OpenBackend: %v, want error containing %q", err, tt.wantErr)

@@ -8,8 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/local"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // Open a backend in code, with a Config.
@@ -57,7 +57,7 @@ func Example_openBackend() {
 	defer os.RemoveAll(dir)
 
 	// fsync=false is for tests and examples only.
-	b, id, err := dstl.OpenBackend(ctx, "", "file://"+dir+"/objects?fsync=false")
+	b, id, err := backends.Open(ctx, "", "file://"+dir+"/objects?fsync=false")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func Example_openBackend() {
 		}
 	}
 	fmt.Println("backend:", id)
-	err = b.List(ctx, "a/", func(o dstl.ObjectInfo) error {
+	err = b.List(ctx, "a/", func(o backends.ObjectInfo) error {
 		fmt.Println(o.Name, o.Size)
 		return nil
 	})
@@ -76,7 +76,7 @@ func Example_openBackend() {
 		log.Fatal(err)
 	}
 
-	_, _, err = dstl.OpenBackend(ctx, "", "file://"+dir+"?sync=false")
+	_, _, err = backends.Open(ctx, "", "file://"+dir+"?sync=false")
 	fmt.Println(err != nil)
 	// Output:
 	// backend: local

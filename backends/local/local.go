@@ -3,7 +3,7 @@
 //
 // It registers itself in init under the identifier "local" and the URL
 // scheme "file"; import it for its side effect to make it available to
-// [dstl.OpenBackend]:
+// [backends.Open]:
 //
 //	import _ "github.com/dstlgo/dstl/backends/local"
 //
@@ -15,10 +15,10 @@
 // a subdirectory. Names that are empty, absolute, not clean (".", "..", "//",
 // a trailing "/"), contain a backslash or a NUL byte, or have a segment that
 // starts with ".tmp-" (reserved for temporary files) are rejected with
-// [dstl.ErrInvalidName]; the root is opened with [os.OpenRoot], so symbolic
+// [backends.ErrInvalidName]; the root is opened with [os.OpenRoot], so symbolic
 // links cannot lead outside it either. Because a file and a directory cannot
 // share a name, the names "a" and "a/b" cannot both be stored; the second
-// one fails with [dstl.ErrInvalidName].
+// one fails with [backends.ErrInvalidName].
 //
 // Put writes a temporary file next to the object, fsyncs it, links it under
 // the object's name (never replacing an existing object) and fsyncs the
@@ -43,6 +43,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
 	"github.com/dstlgo/dstl/dstl"
@@ -65,12 +66,12 @@ const (
 )
 
 func init() {
-	dstl.Register(ID, func(ctx context.Context, basePath string) (dstl.Backend, error) {
+	backends.Register(ID, func(ctx context.Context, basePath string) (backends.Backend, error) {
 		return New(ctx, basePath)
 	}, Scheme)
 }
 
-// Backend is a [dstl.Backend] that stores objects as files under a root
+// Backend is a [backends.Backend] that stores objects as files under a root
 // directory. It is safe for concurrent use.
 type Backend struct {
 	root *os.Root
@@ -82,7 +83,7 @@ type Backend struct {
 	synced sync.Map // directory name -> struct{}: its entry in its parent was fsynced
 }
 
-var _ dstl.Backend = (*Backend)(nil)
+var _ backends.Backend = (*Backend)(nil)
 
 // New opens a backend from a base path, a plain path or a file:// URL (see
 // [ParseURL]). It is the factory the backend registers.
@@ -146,24 +147,24 @@ func (b *Backend) Close() error {
 // begin registers a running call; it fails once the backend is closed.
 func (b *Backend) begin(op, name string) error {
 	if !b.calls.Enter() {
-		return dstl.NewBackendError(op, ID, name, dstl.ErrClosed)
+		return backends.NewError(op, ID, name, dstl.ErrClosed)
 	}
 	return nil
 }
 
 // Put stores size bytes of body under name, atomically; see the package
-// documentation. It fails with [dstl.ErrExists] when name exists, and a
+// documentation. It fails with [backends.ErrExists] when name exists, and a
 // body shorter than size is an error. Nothing is left visible by a failed
 // or cancelled Put.
 func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) (err error) {
 	if err := checkName(name); err != nil {
-		return dstl.NewBackendError("put", ID, name, err)
+		return backends.NewError("put", ID, name, err)
 	}
 	if size < 0 {
-		return dstl.NewBackendError("put", ID, name, fmt.Errorf("negative size %d", size))
+		return backends.NewError("put", ID, name, fmt.Errorf("negative size %d", size))
 	}
 	if body == nil {
-		return dstl.NewBackendError("put", ID, name, errors.New("nil body"))
+		return backends.NewError("put", ID, name, errors.New("nil body"))
 	}
 	if err := b.begin("put", name); err != nil {
 		return err
@@ -207,9 +208,9 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 	if err := b.root.Link(filepath.FromSlash(tmp), filepath.FromSlash(name)); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			if fi, serr := b.root.Lstat(filepath.FromSlash(name)); serr == nil && fi.IsDir() {
-				return fmt.Errorf("%w: a directory of other objects has this name", dstl.ErrInvalidName)
+				return fmt.Errorf("%w: a directory of other objects has this name", backends.ErrInvalidName)
 			}
-			return fmt.Errorf("%w: %w", dstl.ErrExists, err)
+			return fmt.Errorf("%w: %w", backends.ErrExists, err)
 		}
 		return err
 	}
@@ -309,7 +310,7 @@ func (b *Backend) ensureDir(dir string) error {
 			return serr
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("%w: object %q exists, so it cannot be a directory", dstl.ErrInvalidName, dir)
+			return fmt.Errorf("%w: object %q exists, so it cannot be a directory", backends.ErrInvalidName, dir)
 		}
 		if _, ok := b.synced.Load(dir); ok {
 			return nil
@@ -338,15 +339,15 @@ func (b *Backend) syncDir(dir string) error {
 }
 
 // Get returns length bytes of the object from offset on (-1: to the end).
-// See [dstl.Backend.Get]. Reads from the returned reader fail once ctx is
+// See [backends.Backend.Get]. Reads from the returned reader fail once ctx is
 // done.
 func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_ io.ReadCloser, err error) {
 	if err := checkName(name); err != nil {
-		return nil, dstl.NewBackendError("get", ID, name, err)
+		return nil, backends.NewError("get", ID, name, err)
 	}
 	if offset < 0 || length < -1 {
-		return nil, dstl.NewBackendError("get", ID, name,
-			fmt.Errorf("%w: offset %d, length %d", dstl.ErrInvalidRange, offset, length))
+		return nil, backends.NewError("get", ID, name,
+			fmt.Errorf("%w: offset %d, length %d", backends.ErrInvalidRange, offset, length))
 	}
 	if err := b.begin("get", name); err != nil {
 		return nil, err
@@ -362,10 +363,10 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("%w: not a regular file", dstl.ErrNotFound)
+		err = fmt.Errorf("%w: not a regular file", backends.ErrNotFound)
 	}
 	if err == nil && offset > fi.Size() {
-		err = fmt.Errorf("%w: offset %d past the end of the %d-byte object", dstl.ErrInvalidRange, offset, fi.Size())
+		err = fmt.Errorf("%w: offset %d past the end of the %d-byte object", backends.ErrInvalidRange, offset, fi.Size())
 	}
 	if err != nil {
 		_ = f.Close()
@@ -409,7 +410,7 @@ func (r *reader) Close() error {
 // are left in place, even when they become empty.
 func (b *Backend) Delete(ctx context.Context, name string) (err error) {
 	if err := checkName(name); err != nil {
-		return dstl.NewBackendError("delete", ID, name, err)
+		return backends.NewError("delete", ID, name, err)
 	}
 	if err := b.begin("delete", name); err != nil {
 		return err
@@ -446,9 +447,9 @@ func (b *Backend) Delete(ctx context.Context, name string) (err error) {
 // names relative to the root and "/"-separated. Temporary files, and files
 // that are not regular or whose names are not valid object names, are
 // skipped. Objects put or deleted during the listing may or may not be seen.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) (err error) {
+func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) (err error) {
 	if fn == nil {
-		return dstl.NewBackendError("list", ID, prefix, errors.New("nil callback"))
+		return backends.NewError("list", ID, prefix, errors.New("nil callback"))
 	}
 	if err := b.begin("list", prefix); err != nil {
 		return err
@@ -487,7 +488,7 @@ func (b *Backend) RemoveTemporaryFiles(ctx context.Context, prefix string) (n in
 	if dir == "" {
 		dir = "."
 	} else if err := checkName(dir); err != nil {
-		return 0, dstl.NewBackendError("remove temporary files", ID, prefix, err)
+		return 0, backends.NewError("remove temporary files", ID, prefix, err)
 	}
 	if err := b.begin("remove temporary files", prefix); err != nil {
 		return 0, err
@@ -519,7 +520,7 @@ func (b *Backend) RemoveTemporaryFiles(ctx context.Context, prefix string) (n in
 // walk lists directory dir in lexical order of full names. A subdirectory d
 // sorts as "d/": every name under it starts with that, so its objects come
 // exactly where they belong among its siblings.
-func (b *Backend) walk(ctx context.Context, dir, prefix string, fn func(dstl.ObjectInfo) error) error {
+func (b *Backend) walk(ctx context.Context, dir, prefix string, fn func(backends.ObjectInfo) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -578,7 +579,7 @@ func (b *Backend) walk(ctx context.Context, dir, prefix string, fn func(dstl.Obj
 			}
 			return err
 		}
-		if err := fn(dstl.ObjectInfo{Name: e.key, Size: fi.Size(), ModTime: fi.ModTime()}); err != nil {
+		if err := fn(backends.ObjectInfo{Name: e.key, Size: fi.Size(), ModTime: fi.ModTime()}); err != nil {
 			return &stopError{err}
 		}
 	}
@@ -588,15 +589,15 @@ func (b *Backend) walk(ctx context.Context, dir, prefix string, fn func(dstl.Obj
 // checkName reports whether name is a valid object name; see the package
 // documentation.
 func checkName(name string) error {
-	if err := dstl.CheckObjectName(name); err != nil {
+	if err := backends.CheckObjectName(name); err != nil {
 		return err
 	}
 	if !filepath.IsLocal(filepath.FromSlash(name)) {
-		return fmt.Errorf("%w: not a local relative path", dstl.ErrInvalidName)
+		return fmt.Errorf("%w: not a local relative path", backends.ErrInvalidName)
 	}
 	for seg := range strings.SplitSeq(name, "/") {
 		if strings.HasPrefix(seg, TempPrefix) {
-			return fmt.Errorf("%w: segment starts with %q, reserved for temporary files", dstl.ErrInvalidName, TempPrefix)
+			return fmt.Errorf("%w: segment starts with %q, reserved for temporary files", backends.ErrInvalidName, TempPrefix)
 		}
 	}
 	return nil
@@ -608,31 +609,31 @@ func isMissing(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-// wrap turns err into a *dstl.BackendError for op on name that wraps the
+// wrap turns err into a *backends.Error for op on name that wraps the
 // matching sentinel.
 func (b *Backend) wrap(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var be *dstl.BackendError
+	var be *backends.Error
 	if errors.As(err, &be) {
 		return err
 	}
 	var sentinel error
 	switch {
-	case errors.Is(err, dstl.ErrNotFound), errors.Is(err, dstl.ErrExists), errors.Is(err, dstl.ErrPermission),
-		errors.Is(err, dstl.ErrInvalidName), errors.Is(err, dstl.ErrInvalidRange), errors.Is(err, dstl.ErrClosed),
-		errors.Is(err, dstl.ErrPrecondition):
+	case errors.Is(err, backends.ErrNotFound), errors.Is(err, backends.ErrExists), errors.Is(err, backends.ErrPermission),
+		errors.Is(err, backends.ErrInvalidName), errors.Is(err, backends.ErrInvalidRange), errors.Is(err, dstl.ErrClosed),
+		errors.Is(err, backends.ErrPrecondition):
 		// already classified
 	case isMissing(err):
-		sentinel = dstl.ErrNotFound
+		sentinel = backends.ErrNotFound
 	case errors.Is(err, fs.ErrPermission):
-		sentinel = dstl.ErrPermission
+		sentinel = backends.ErrPermission
 	case errors.Is(err, os.ErrClosed):
 		sentinel = dstl.ErrClosed
 	}
 	if sentinel != nil {
 		err = fmt.Errorf("%w: %w", sentinel, err)
 	}
-	return dstl.NewBackendError(op, ID, name, err)
+	return backends.NewError(op, ID, name, err)
 }

@@ -13,9 +13,11 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -71,7 +73,7 @@ func checkBackendError(t *testing.T, err error, op, object string, want error) {
 // After each case, every file under the root must be an object that List
 // reports: no temporary file, and no object file of a failed Put, is left
 // behind.
-func harness(t *testing.T) dstl.Backend {
+func harness(t *testing.T) backends.Backend {
 	root := t.TempDir()
 	b, err := Open(t.Context(), DefaultConfig(root))
 	if err != nil {
@@ -98,7 +100,7 @@ func checkRoot(t *testing.T, root string) {
 	}
 	defer b.Close()
 	var objects []string
-	if err := b.List(ctx, "", func(o dstl.ObjectInfo) error { objects = append(objects, o.Name); return nil }); err != nil {
+	if err := b.List(ctx, "", func(o backends.ObjectInfo) error { objects = append(objects, o.Name); return nil }); err != nil {
 		t.Fatalf("List: %v", err)
 	}
 	for _, f := range files(t, root) {
@@ -133,8 +135,8 @@ func TestPutFileDirectoryConflict(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := b.Put(t.Context(), tt.name, strings.NewReader("z"), 1)
-			checkBackendError(t, err, "put", tt.name, dstl.ErrInvalidName)
-			if errors.Is(err, dstl.ErrExists) {
+			checkBackendError(t, err, "put", tt.name, backends.ErrInvalidName)
+			if errors.Is(err, backends.ErrExists) {
 				t.Fatalf("conflict reported as ErrExists: %v", err)
 			}
 		})
@@ -152,14 +154,14 @@ func TestInvalidNamesTouchNothing(t *testing.T) {
 	reserved := []string{".tmp-x", "a/.tmp-x/b", "a/.tmp-"}
 	for _, name := range reserved {
 		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
-			checkBackendError(t, b.Put(t.Context(), name, strings.NewReader("x"), 1), "put", name, dstl.ErrInvalidName)
+			checkBackendError(t, b.Put(t.Context(), name, strings.NewReader("x"), 1), "put", name, backends.ErrInvalidName)
 			_, err := b.Get(t.Context(), name, 0, -1)
-			checkBackendError(t, err, "get", name, dstl.ErrInvalidName)
-			checkBackendError(t, b.Delete(t.Context(), name), "delete", name, dstl.ErrInvalidName)
+			checkBackendError(t, err, "get", name, backends.ErrInvalidName)
+			checkBackendError(t, b.Delete(t.Context(), name), "delete", name, backends.ErrInvalidName)
 		})
 	}
 	for _, name := range append(conformance.InvalidNames(), reserved...) {
-		if err := b.Put(t.Context(), name, strings.NewReader("x"), 1); !errors.Is(err, dstl.ErrInvalidName) {
+		if err := b.Put(t.Context(), name, strings.NewReader("x"), 1); !errors.Is(err, backends.ErrInvalidName) {
 			t.Errorf("Put(%q) = %v, want ErrInvalidName", name, err)
 		}
 	}
@@ -218,7 +220,7 @@ func TestListSkipsNonObjects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%q", tt.prefix), func(t *testing.T) {
 			var got []string
-			if err := b.List(t.Context(), tt.prefix, func(o dstl.ObjectInfo) error { got = append(got, o.Name); return nil }); err != nil {
+			if err := b.List(t.Context(), tt.prefix, func(o backends.ObjectInfo) error { got = append(got, o.Name); return nil }); err != nil {
 				t.Fatalf("List: %v", err)
 			}
 			if !slices.Equal(got, tt.want) {
@@ -268,7 +270,7 @@ func TestRemoveTemporaryFiles(t *testing.T) {
 		})
 	}
 	b := open(t)
-	if _, err := b.RemoveTemporaryFiles(t.Context(), "../x"); !errors.Is(err, dstl.ErrInvalidName) {
+	if _, err := b.RemoveTemporaryFiles(t.Context(), "../x"); !errors.Is(err, backends.ErrInvalidName) {
 		t.Errorf("RemoveTemporaryFiles(../x) = %v, want ErrInvalidName", err)
 	}
 }
@@ -315,7 +317,7 @@ func TestSymlinkEscape(t *testing.T) {
 		t.Fatalf("file written outside the root: %v", err)
 	}
 	var names []string
-	if err := b.List(t.Context(), "", func(o dstl.ObjectInfo) error { names = append(names, o.Name); return nil }); err != nil {
+	if err := b.List(t.Context(), "", func(o backends.ObjectInfo) error { names = append(names, o.Name); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(names) != 0 {
@@ -335,7 +337,7 @@ func TestPermissionError(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.Chmod(dir, 0o755) })
 	err := b.Put(t.Context(), "ro/b", strings.NewReader("x"), 1)
-	checkBackendError(t, err, "put", "ro/b", dstl.ErrPermission)
+	checkBackendError(t, err, "put", "ro/b", backends.ErrPermission)
 }
 
 func TestDirectoryRemovedBehindBackend(t *testing.T) {
@@ -358,10 +360,10 @@ func TestWrapClassifies(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"not exist", pathErr(fs.ErrNotExist), dstl.ErrNotFound},
-		{"permission", pathErr(fs.ErrPermission), dstl.ErrPermission},
+		{"not exist", pathErr(fs.ErrNotExist), backends.ErrNotFound},
+		{"permission", pathErr(fs.ErrPermission), backends.ErrPermission},
 		{"closed file", pathErr(os.ErrClosed), dstl.ErrClosed},
-		{"sentinel kept", fmt.Errorf("%w: x", dstl.ErrExists), dstl.ErrExists},
+		{"sentinel kept", fmt.Errorf("%w: x", backends.ErrExists), backends.ErrExists},
 		{"context", context.DeadlineExceeded, context.DeadlineExceeded},
 	}
 	for _, tt := range tests {

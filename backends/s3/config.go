@@ -10,9 +10,10 @@ import (
 	"time"
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // Limits of S3 multipart uploads.
@@ -191,7 +192,7 @@ const (
 
 // URLParameters are the query parameters an s3:// base path takes (see
 // [ParseURL]); no other is accepted.
-var URLParameters = []dstl.URLParameter{
+var URLParameters = []driver.URLParameter{
 	{Name: paramEndpoint, Value: "URL", Default: "AWS", Description: "base URL of an S3-compatible service, e.g. MinIO's", Example: "http://127.0.0.1:9000"},
 	{Name: paramRegion, Value: "NAME", Default: "SDK chain, else us-east-1", Description: "signing region", Example: "eu-west-1"},
 	{Name: paramUsePathStyle, Value: "BOOL", Default: "false", Description: "path-style addressing (MinIO and the like)", Example: "true"},
@@ -205,7 +206,7 @@ var URLParameters = []dstl.URLParameter{
 	{Name: paramTimeoutAttempts, Value: "N", Default: "2", Description: "attempts of a request that may time out before it fails; 0 for max_attempts", Example: "1"},
 }
 
-var knownParams = dstl.URLParameterNames(URLParameters)
+var knownParams = driver.URLParameterNames(URLParameters)
 
 // ParseURL parses a base path "s3://bucket/prefix" into a [Config],
 // starting from [DefaultConfig]. The prefix is optional; these query

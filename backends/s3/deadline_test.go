@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -138,11 +139,11 @@ func TestMissingBucket(t *testing.T) {
 	if want := `bucket "` + u.Host + `" does not exist`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want it to say %s", err, want)
 	}
-	if !errors.Is(err, dstl.ErrNotFound) || !errors.Is(err, dstl.ErrPermanent) {
+	if !errors.Is(err, backends.ErrNotFound) || !errors.Is(err, backends.ErrPermanent) {
 		t.Errorf("err %v does not match ErrNotFound and ErrPermanent", err)
 	}
 	// A Put is not retried by the storage either: it fails at once.
-	if err := b.Put(t.Context(), "x.dstl", strings.NewReader("x"), 1); !errors.Is(err, dstl.ErrPermanent) {
+	if err := b.Put(t.Context(), "x.dstl", strings.NewReader("x"), 1); !errors.Is(err, backends.ErrPermanent) {
 		t.Errorf("put: err %v does not match ErrPermanent", err)
 	}
 }

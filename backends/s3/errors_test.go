@@ -18,8 +18,8 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/conformance"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // apiError returns an error as the SDK reports an answer of the service.
@@ -53,14 +53,14 @@ func TestErrorMapping(t *testing.T) {
 		want      error // sentinel, or nil for none
 		retryable bool
 	}{
-		{"no such key", apiError(404, "NoSuchKey"), false, dstl.ErrNotFound, false},
-		{"head 404", apiError(404, "NotFound"), false, dstl.ErrNotFound, false},
-		{"no such bucket", apiError(404, "NoSuchBucket"), false, dstl.ErrNotFound, false},
-		{"access denied", apiError(403, "AccessDenied"), false, dstl.ErrPermission, false},
-		{"bad signature", apiError(403, "SignatureDoesNotMatch"), false, dstl.ErrPermission, false},
-		{"412 on put", apiError(412, "PreconditionFailed"), true, dstl.ErrExists, false},
-		{"412 elsewhere", apiError(412, "PreconditionFailed"), false, dstl.ErrPrecondition, false},
-		{"invalid range", apiError(416, "InvalidRange"), false, dstl.ErrInvalidRange, false},
+		{"no such key", apiError(404, "NoSuchKey"), false, backends.ErrNotFound, false},
+		{"head 404", apiError(404, "NotFound"), false, backends.ErrNotFound, false},
+		{"no such bucket", apiError(404, "NoSuchBucket"), false, backends.ErrNotFound, false},
+		{"access denied", apiError(403, "AccessDenied"), false, backends.ErrPermission, false},
+		{"bad signature", apiError(403, "SignatureDoesNotMatch"), false, backends.ErrPermission, false},
+		{"412 on put", apiError(412, "PreconditionFailed"), true, backends.ErrExists, false},
+		{"412 elsewhere", apiError(412, "PreconditionFailed"), false, backends.ErrPrecondition, false},
+		{"invalid range", apiError(416, "InvalidRange"), false, backends.ErrInvalidRange, false},
 		{"slow down", apiError(503, "SlowDown"), false, nil, true},
 		{"internal", apiError(500, "InternalError"), false, nil, true},
 		{"bad gateway", apiError(502, ""), false, nil, true},
@@ -104,7 +104,7 @@ func TestErrorMapping(t *testing.T) {
 				t.Errorf("error %q does not name %s", err, want)
 			}
 			if tt.want == nil {
-				for _, s := range []error{dstl.ErrNotFound, dstl.ErrPermission, dstl.ErrExists, dstl.ErrPrecondition} {
+				for _, s := range []error{backends.ErrNotFound, backends.ErrPermission, backends.ErrExists, backends.ErrPrecondition} {
 					if errors.Is(err, s) {
 						t.Errorf("error %v wraps %v", err, s)
 					}
@@ -154,7 +154,7 @@ func TestErrorText(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
-			if errors.Is(err, dstl.ErrPermanent) != tc.permanent {
+			if errors.Is(err, backends.ErrPermanent) != tc.permanent {
 				t.Errorf("error %v matches ErrPermanent: %v, want %v", err, !tc.permanent, tc.permanent)
 			}
 			for _, a := range tc.avoid {

@@ -7,8 +7,8 @@ import (
 	"log"
 	"strings"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/s3"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // Open a backend in code, with a Config. Credentials come from the SDK's
@@ -46,14 +46,14 @@ func ExampleOpen() {
 //	import _ "github.com/dstlgo/dstl/backends/s3"
 func Example_openBackend() {
 	ctx := context.Background()
-	b, id, err := dstl.OpenBackend(ctx, "",
+	b, id, err := backends.Open(ctx, "",
 		"s3://dstl/demo?endpoint=http://127.0.0.1:9000&region=us-east-1&use_path_style=true")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer b.Close()
 	fmt.Println("backend:", id)
-	err = b.List(ctx, "", func(o dstl.ObjectInfo) error {
+	err = b.List(ctx, "", func(o backends.ObjectInfo) error {
 		fmt.Println(o.Name, o.Size, o.ModTime)
 		return nil
 	})

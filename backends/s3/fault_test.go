@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
 	"github.com/dstlgo/dstl/conformance"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // faults are what the proxy does to the first attempt of a request, in
@@ -80,7 +80,7 @@ func TestFaults(t *testing.T) {
 		}
 	}
 	var names []string
-	if err := b.List(t.Context(), "", func(o dstl.ObjectInfo) error { names = append(names, o.Name); return nil }); err != nil {
+	if err := b.List(t.Context(), "", func(o backends.ObjectInfo) error { names = append(names, o.Name); return nil }); err != nil {
 		t.Fatalf("List: %v", err)
 	}
 	if strings.Join(names, ",") != "large,small" {
@@ -124,7 +124,7 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("incomplete uploads left: %v", ids)
 		}
 		_, err = b.Get(t.Context(), "doomed", 0, -1)
-		conformance.CheckError(t, err, "get", ID, "doomed", dstl.ErrNotFound)
+		conformance.CheckError(t, err, "get", ID, "doomed", backends.ErrNotFound)
 	})
 
 	t.Run("forbidden is not retried", func(t *testing.T) {
@@ -132,11 +132,11 @@ func TestFaults(t *testing.T) {
 		proxy.SetRule(func(*http.Request, int) faultproxy.Action { return faultproxy.Action{Status: http.StatusForbidden} })
 		defer proxy.SetRule(nil)
 		err := b.Put(t.Context(), "denied", bytes.NewReader(small), int64(len(small)))
-		conformance.CheckError(t, err, "put", ID, "denied", dstl.ErrPermission)
+		conformance.CheckError(t, err, "put", ID, "denied", backends.ErrPermission)
 		if n := len(proxy.Records()) - before; n != 1 {
 			t.Fatalf("%d requests for a forbidden put, want 1", n)
 		}
-		if errors.Is(err, dstl.ErrExists) {
+		if errors.Is(err, backends.ErrExists) {
 			t.Fatalf("forbidden reported as exists: %v", err)
 		}
 	})

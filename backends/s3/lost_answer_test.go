@@ -9,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/conformance"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // dropProxy forwards every request to its target and, for those its rule
@@ -130,7 +130,7 @@ func TestLostAnswer(t *testing.T) {
 			// answer (a 412) is lost too, must see it is not its own.
 			proxy.setDrop(first(func(r *http.Request) bool { return isPutObject(r) || isComplete(r) }))
 			err = b.Put(t.Context(), name, bytes.NewReader(tt.data), int64(len(tt.data)))
-			conformance.CheckError(t, err, "put", ID, name, dstl.ErrExists)
+			conformance.CheckError(t, err, "put", ID, name, backends.ErrExists)
 			if proxy.droppedCount() == 0 {
 				t.Fatal("no answer was dropped")
 			}

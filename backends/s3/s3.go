@@ -1,4 +1,4 @@
-// Package s3 is a [dstl.Backend] on Amazon S3 and S3-compatible services
+// Package s3 is a [backends.Backend] on Amazon S3 and S3-compatible services
 // (MinIO and others), with aws-sdk-go-v2.
 //
 // Importing the package registers the backend as "s3" for base paths of
@@ -9,7 +9,7 @@
 // bytes is one PutObject; a larger one is a multipart upload whose parts
 // go up in parallel, up to [Config.Concurrency] at once. Both are
 // create-only (If-None-Match: *), so a Put never replaces an object and
-// fails with [dstl.ErrExists] instead; a multipart upload that fails or is
+// fails with [backends.ErrExists] instead; a multipart upload that fails or is
 // cancelled is aborted, leaving nothing visible. One whose process dies,
 // or whose abort fails, stays as an incomplete upload:
 // [Backend.ListIncompleteUploads] and [Backend.AbortIncompleteUpload] find
@@ -33,7 +33,7 @@
 // x-amz-meta-dstl-upload-id. Should the answer to a PutObject or
 // CompleteMultipartUpload that did succeed be lost, its retry meets the
 // object (412); the Put then reads the object's metadata and succeeds when
-// the id and size are its own, and fails with [dstl.ErrExists] otherwise.
+// the id and size are its own, and fails with [backends.ErrExists] otherwise.
 // The same check runs when the retries of that request run out.
 //
 // Limits: [Config.Concurrency] bounds the parts of one Put, not of all
@@ -69,6 +69,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/gate"
 	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
@@ -86,12 +87,12 @@ const Scheme = "s3"
 const abortTimeout = 30 * time.Second
 
 func init() {
-	dstl.Register(ID, func(ctx context.Context, basePath string) (dstl.Backend, error) {
+	backends.Register(ID, func(ctx context.Context, basePath string) (backends.Backend, error) {
 		return New(ctx, basePath)
 	}, Scheme)
 }
 
-// Backend is a [dstl.Backend] on an S3 bucket. It is safe for concurrent
+// Backend is a [backends.Backend] on an S3 bucket. It is safe for concurrent
 // use.
 type Backend struct {
 	client    *awss3.Client
@@ -108,7 +109,7 @@ type Backend struct {
 	calls gate.Gate // Close waits for the calls in progress
 }
 
-var _ dstl.Backend = (*Backend)(nil)
+var _ backends.Backend = (*Backend)(nil)
 
 // New opens a backend from a base path "s3://bucket/prefix?..." (see
 // [ParseURL]). It is the factory the backend registers.
@@ -270,7 +271,7 @@ func (b *Backend) Close() error {
 // begin registers a running call; it fails once the backend is closed.
 func (b *Backend) begin(op, name string) error {
 	if !b.calls.Enter() {
-		return dstl.NewBackendError(op, ID, name, dstl.ErrClosed)
+		return backends.NewError(op, ID, name, dstl.ErrClosed)
 	}
 	return nil
 }
@@ -278,17 +279,17 @@ func (b *Backend) begin(op, name string) error {
 func (b *Backend) key(name string) string { return b.prefix + name }
 
 // Put stores size bytes of body under name, create-only: it fails with
-// [dstl.ErrExists] when name exists. Up to the part size it is one
+// [backends.ErrExists] when name exists. Up to the part size it is one
 // PutObject; above, a multipart upload that is aborted when it fails.
 func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
-	if err := dstl.CheckObjectName(name); err != nil {
-		return dstl.NewBackendError("put", ID, name, err)
+	if err := backends.CheckObjectName(name); err != nil {
+		return backends.NewError("put", ID, name, err)
 	}
 	if size < 0 {
-		return dstl.NewBackendError("put", ID, name, fmt.Errorf("negative size %d", size))
+		return backends.NewError("put", ID, name, fmt.Errorf("negative size %d", size))
 	}
 	if body == nil {
-		return dstl.NewBackendError("put", ID, name, errors.New("nil body"))
+		return backends.NewError("put", ID, name, errors.New("nil body"))
 	}
 	if err := b.begin("put", name); err != nil {
 		return err
@@ -480,12 +481,12 @@ func (b *Backend) abort(ctx context.Context, key string, uploadID *string) error
 
 // Get returns length bytes of the object from offset on (-1: to the end).
 func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
-	if err := dstl.CheckObjectName(name); err != nil {
-		return nil, dstl.NewBackendError("get", ID, name, err)
+	if err := backends.CheckObjectName(name); err != nil {
+		return nil, backends.NewError("get", ID, name, err)
 	}
 	if offset < 0 || length < -1 {
-		return nil, dstl.NewBackendError("get", ID, name,
-			fmt.Errorf("%w: offset %d, length %d", dstl.ErrInvalidRange, offset, length))
+		return nil, backends.NewError("get", ID, name,
+			fmt.Errorf("%w: offset %d, length %d", backends.ErrInvalidRange, offset, length))
 	}
 	if err := b.begin("get", name); err != nil {
 		return nil, err
@@ -565,7 +566,7 @@ func (b *Backend) checkOffset(ctx context.Context, key string, offset int64) err
 		return err
 	}
 	if offset > size {
-		return fmt.Errorf("%w: offset %d past the end of %d bytes", dstl.ErrInvalidRange, offset, size)
+		return fmt.Errorf("%w: offset %d past the end of %d bytes", backends.ErrInvalidRange, offset, size)
 	}
 	return nil
 }
@@ -605,8 +606,8 @@ func (r *reader) Close() error {
 
 // Delete removes the object; a missing object is no error.
 func (b *Backend) Delete(ctx context.Context, name string) error {
-	if err := dstl.CheckObjectName(name); err != nil {
-		return dstl.NewBackendError("delete", ID, name, err)
+	if err := backends.CheckObjectName(name); err != nil {
+		return backends.NewError("delete", ID, name, err)
 	}
 	if err := b.begin("delete", name); err != nil {
 		return err
@@ -630,9 +631,9 @@ func (b *Backend) Delete(ctx context.Context, name string) error {
 // order (S3 lists keys in UTF-8 binary order). Keys under the backend's
 // prefix that are no valid object names (such as "dir/" markers) are
 // skipped.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
+func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
 	if fn == nil {
-		return dstl.NewBackendError("list", ID, prefix, errors.New("nil callback"))
+		return backends.NewError("list", ID, prefix, errors.New("nil callback"))
 	}
 	if err := b.begin("list", prefix); err != nil {
 		return err
@@ -658,13 +659,13 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(dstl.ObjectIn
 		}
 		for _, o := range page.Contents {
 			name := strings.TrimPrefix(aws.ToString(o.Key), b.prefix)
-			if dstl.CheckObjectName(name) != nil {
+			if backends.CheckObjectName(name) != nil {
 				continue
 			}
 			if err := ctx.Err(); err != nil {
 				return b.wrap("list", prefix, err, false)
 			}
-			if err := fn(dstl.ObjectInfo{Name: name, Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)}); err != nil {
+			if err := fn(backends.ObjectInfo{Name: name, Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)}); err != nil {
 				return err
 			}
 		}
@@ -805,37 +806,37 @@ func isNotFound(err error) bool {
 	return statusCode(err) == http.StatusNotFound
 }
 
-// wrap turns err into a *dstl.BackendError for op on name, wrapping the
+// wrap turns err into a *backends.Error for op on name, wrapping the
 // sentinel that matches; put says whether a 412 means the object exists.
 // The message names the bucket and the key.
 func (b *Backend) wrap(op, name string, err error, put bool) error {
 	if err == nil {
 		return nil
 	}
-	var be *dstl.BackendError
+	var be *backends.Error
 	if errors.As(err, &be) {
 		return err
 	}
 	var sentinel error
 	code, status := apiCode(err), statusCode(err)
 	switch {
-	case errors.Is(err, dstl.ErrNotFound), errors.Is(err, dstl.ErrExists), errors.Is(err, dstl.ErrPermission),
-		errors.Is(err, dstl.ErrInvalidName), errors.Is(err, dstl.ErrInvalidRange), errors.Is(err, dstl.ErrClosed),
-		errors.Is(err, dstl.ErrPrecondition):
+	case errors.Is(err, backends.ErrNotFound), errors.Is(err, backends.ErrExists), errors.Is(err, backends.ErrPermission),
+		errors.Is(err, backends.ErrInvalidName), errors.Is(err, backends.ErrInvalidRange), errors.Is(err, dstl.ErrClosed),
+		errors.Is(err, backends.ErrPrecondition):
 		// already classified
 	case isNotFound(err):
-		sentinel = dstl.ErrNotFound
+		sentinel = backends.ErrNotFound
 	case status == http.StatusForbidden, code == "AccessDenied", code == "InvalidAccessKeyId",
 		code == "SignatureDoesNotMatch", code == "AllAccessDisabled":
-		sentinel = dstl.ErrPermission
+		sentinel = backends.ErrPermission
 	case status == http.StatusPreconditionFailed || code == "PreconditionFailed":
 		if put {
-			sentinel = dstl.ErrExists
+			sentinel = backends.ErrExists
 		} else {
-			sentinel = dstl.ErrPrecondition
+			sentinel = backends.ErrPrecondition
 		}
 	case status == http.StatusRequestedRangeNotSatisfiable || code == "InvalidRange":
-		sentinel = dstl.ErrInvalidRange
+		sentinel = backends.ErrInvalidRange
 	}
 	var (
 		send     *smithyhttp.RequestSendError
@@ -867,7 +868,7 @@ func (b *Backend) wrap(op, name string, err error, put bool) error {
 	if sentinel != nil {
 		err = fmt.Errorf("%w: %w", sentinel, err)
 	}
-	return dstl.NewBackendError(op, ID, name, dstl.RedactError(err))
+	return backends.NewError(op, ID, name, backends.RedactError(err))
 }
 
 // readableError replaces the text of an SDK error with msg, and keeps the

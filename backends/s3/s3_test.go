@@ -15,8 +15,8 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"go.uber.org/goleak"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/conformance"
-	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/duplicating"
 )
 
@@ -99,7 +99,7 @@ func clean(t *testing.T, b *Backend) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var names []string
-	if err := b.List(ctx, "", func(o dstl.ObjectInfo) error { names = append(names, o.Name); return nil }); err != nil {
+	if err := b.List(ctx, "", func(o backends.ObjectInfo) error { names = append(names, o.Name); return nil }); err != nil {
 		t.Logf("cleanup: %v", err)
 		return
 	}
@@ -112,7 +112,7 @@ func clean(t *testing.T, b *Backend) {
 
 // harness opens a backend on a fresh prefix for the conformance suites;
 // after each case it deletes what is left with a backend of its own.
-func harness(t *testing.T) dstl.Backend {
+func harness(t *testing.T) backends.Backend {
 	u, _ := testURL(t, "", nil)
 	b, err := New(t.Context(), u)
 	if err != nil {
@@ -260,7 +260,7 @@ func TestHugeLength(t *testing.T) {
 
 // rawPut writes an object under name as it is, through the SDK, as
 // another tool would.
-func rawPut(t *testing.T, b dstl.Backend, name string, data []byte) error {
+func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
 	sb := b.(*Backend)
 	key := sb.prefix + name
 	if _, err := sb.client.PutObject(t.Context(), &awss3.PutObjectInput{Bucket: &sb.bucket, Key: &key, Body: bytes.NewReader(data)}); err != nil {

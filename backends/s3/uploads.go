@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/backends"
 )
 
 // IncompleteUpload is a multipart upload that was started under the
@@ -52,7 +52,7 @@ type IncompleteUpload struct {
 // those and the listing of every upload in the bucket.
 func (b *Backend) ListIncompleteUploads(ctx context.Context, prefix string, fn func(IncompleteUpload) error, page func()) error {
 	if fn == nil {
-		return dstl.NewBackendError("list uploads", ID, prefix, errors.New("nil callback"))
+		return backends.NewError("list uploads", ID, prefix, errors.New("nil callback"))
 	}
 	if page == nil {
 		page = func() {}
@@ -149,7 +149,7 @@ func (b *Backend) listUploads(ctx context.Context, prefix, listPrefix, full stri
 			}
 			listed++
 			name := strings.TrimPrefix(key, b.prefix)
-			if dstl.CheckObjectName(name) != nil {
+			if backends.CheckObjectName(name) != nil {
 				continue
 			}
 			if err := fn(IncompleteUpload{Name: name, UploadID: aws.ToString(u.UploadId), Initiated: aws.ToTime(u.Initiated)}); err != nil {
@@ -167,8 +167,8 @@ func (b *Backend) listUploads(ctx context.Context, prefix, listPrefix, full stri
 // reported, freeing its parts. An upload that is gone already (completed
 // or aborted meanwhile) is no error.
 func (b *Backend) AbortIncompleteUpload(ctx context.Context, u IncompleteUpload) error {
-	if err := dstl.CheckObjectName(u.Name); err != nil {
-		return dstl.NewBackendError("abort upload", ID, u.Name, err)
+	if err := backends.CheckObjectName(u.Name); err != nil {
+		return backends.NewError("abort upload", ID, u.Name, err)
 	}
 	if err := b.begin("abort upload", u.Name); err != nil {
 		return err

@@ -7,12 +7,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/azure"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/gcs"
 	"github.com/dstlgo/dstl/backends/gocloud"
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/backends/s3"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // backendDoc is what "dstl backends" says of a backend beyond the
@@ -53,7 +54,7 @@ var backendDocs = map[string]backendDoc{
 
 // backendParameters are the URL parameters each backend package of this
 // module documents, and its parser checks against.
-var backendParameters = map[string][]dstl.URLParameter{
+var backendParameters = map[string][]driver.URLParameter{
 	local.ID:   local.URLParameters,
 	s3.ID:      s3.URLParameters,
 	gcs.ID:     gcs.URLParameters,
@@ -63,9 +64,9 @@ var backendParameters = map[string][]dstl.URLParameter{
 
 // backendReport is one backend in the output of "dstl backends".
 type backendReport struct {
-	ID      string              `json:"id"`
-	Schemes []string            `json:"schemes"`
-	Options []dstl.URLParameter `json:"options"`
+	ID      string                `json:"id"`
+	Schemes []string              `json:"schemes"`
+	Options []driver.URLParameter `json:"options"`
 	backendDoc
 }
 
@@ -80,7 +81,7 @@ sizes take KiB/MiB/GiB or bytes, durations Go's syntax (30s, 1m).`, stderr)
 		return code
 	}
 	var reps []backendReport
-	for _, b := range dstl.Backends() {
+	for _, b := range backends.Backends() {
 		reps = append(reps, backendReport{ID: b.ID, Schemes: b.Schemes, Options: backendParameters[b.ID], backendDoc: backendDocs[b.ID]})
 	}
 	if *jsonOut {

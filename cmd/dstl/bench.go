@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/backends/discard"
 	"github.com/dstlgo/dstl/dstl"
@@ -140,7 +141,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	prog.close()
 	if err != nil {
 		fmt.Fprintf(stderr, "dstl bench: %v\n", err)
-		if errors.Is(err, dstl.ErrUnknownBackend) || errors.Is(err, dstl.ErrInvalidConfig) {
+		if errors.Is(err, backends.ErrUnknownBackend) || errors.Is(err, dstl.ErrInvalidConfig) {
 			return exitUsage
 		}
 		return exitRuntime
@@ -343,7 +344,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 	if err != nil {
 		return nil, err
 	}
-	rep := &benchReport{Machine: describeMachine(), BasePath: dstl.RedactURL(o.basePath), Start: time.Now().UTC().Truncate(time.Second), Config: cfg.Options()}
+	rep := &benchReport{Machine: describeMachine(), BasePath: backends.RedactURL(o.basePath), Start: time.Now().UTC().Truncate(time.Second), Config: cfg.Options()}
 	delete(rep.Config, "job-id")
 	delete(rep.Config, "base-path")
 	t0 := time.Now()
@@ -355,7 +356,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 		}
 		rep.Append = &a
 	}
-	b, id, err := dstl.OpenBackend(ctx, cfg.Storage, cfg.BasePath)
+	b, id, err := backends.Open(ctx, cfg.Storage, cfg.BasePath)
 	if err != nil {
 		return nil, err
 	}
@@ -491,7 +492,7 @@ func (e *benchEnv) newStorage(cfg dstl.Config) (*dstl.Storage, error) {
 // cleanup deletes every object under the bench's prefix.
 func (e *benchEnv) cleanup(ctx context.Context) error {
 	var names []string
-	err := e.backend.List(ctx, e.prefix, func(oi dstl.ObjectInfo) error {
+	err := e.backend.List(ctx, e.prefix, func(oi backends.ObjectInfo) error {
 		names = append(names, oi.Name)
 		return nil
 	})
@@ -759,8 +760,8 @@ func (e *benchEnv) recovery(ctx context.Context) (recoveryResult, error) {
 		e.prog.set(0.3 * float64(cp) / float64(nobj))
 	}
 	res.Objects = int(e.backend.Stats().Puts - before.Puts)
-	var objects []dstl.ObjectInfo
-	if err := e.backend.List(ctx, e.prefix, func(oi dstl.ObjectInfo) error {
+	var objects []backends.ObjectInfo
+	if err := e.backend.List(ctx, e.prefix, func(oi backends.ObjectInfo) error {
 		objects = append(objects, oi)
 		res.ObjectBytes += oi.Size
 		return nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -24,7 +25,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	ctx := context.Background()
 	cfg := dstl.DefaultConfig(b.TempDir())
 	cfg.JobID = "bench"
-	backend, id, err := dstl.OpenBackend(ctx, "", cfg.BasePath)
+	backend, id, err := backends.Open(ctx, "", cfg.BasePath)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,9 +73,9 @@ func BenchmarkRecoveryRead(b *testing.B) {
 		}
 		handles = append(handles, r.Remote)
 	}
-	var objects []dstl.ObjectInfo
+	var objects []backends.ObjectInfo
 	var total int64
-	e.backend.List(ctx, e.prefix, func(oi dstl.ObjectInfo) error {
+	e.backend.List(ctx, e.prefix, func(oi backends.ObjectInfo) error {
 		objects = append(objects, oi)
 		total += oi.Size
 		return nil

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/s3"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // TestBackends: every registered backend is documented, and "dstl
@@ -17,7 +17,7 @@ import (
 func TestBackends(t *testing.T) {
 	code, out, _ := runCLI(t, "backends", "--json")
 	var reps []backendReport
-	if err := json.Unmarshal([]byte(out), &reps); code != exitOK || err != nil || len(reps) != len(dstl.Backends()) {
+	if err := json.Unmarshal([]byte(out), &reps); code != exitOK || err != nil || len(reps) != len(backends.Backends()) {
 		t.Fatalf("exit %d, %v: %s", code, err, out)
 	}
 	for _, r := range reps {

@@ -18,10 +18,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/duplicating"
-	"github.com/google/uuid"
 )
 
 // demoOptions size a demo run.
@@ -114,7 +116,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		switch {
 		case errors.Is(err, errVerification):
 			return exitFailed
-		case errors.Is(err, dstl.ErrUnknownBackend), errors.Is(err, dstl.ErrInvalidConfig):
+		case errors.Is(err, backends.ErrUnknownBackend), errors.Is(err, dstl.ErrInvalidConfig):
 			return exitUsage
 		}
 		return exitRuntime
@@ -246,7 +248,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	backend, id, err := dstl.OpenBackend(ctx, cfg.Storage, cfg.BasePath)
+	backend, id, err := backends.Open(ctx, cfg.Storage, cfg.BasePath)
 	if err != nil {
 		return nil, err
 	}
@@ -443,7 +445,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		rep.keys += len(m)
 	}
 
-	err = counting.List(ctx, dstl.ObjectPrefix(cfg.JobID), func(oi dstl.ObjectInfo) error {
+	err = counting.List(ctx, dstl.ObjectPrefix(cfg.JobID), func(oi backends.ObjectInfo) error {
 		rep.objects++
 		rep.objectBytes += oi.Size
 		return nil
@@ -462,7 +464,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 
 // recoverRange rebuilds the state of key groups kgr: for every old writer
 // whose range overlaps, load its snapshot, then replay its log handle.
-func recoverRange(ctx context.Context, s *dstl.Storage, b dstl.Backend, kgr dstl.KeyGroupRange, c *checkpoint, rep *demoReport) (state, error) {
+func recoverRange(ctx context.Context, s *dstl.Storage, b backends.Backend, kgr dstl.KeyGroupRange, c *checkpoint, rep *demoReport) (state, error) {
 	r, err := s.NewReader(kgr)
 	if err != nil {
 		return nil, err
@@ -560,7 +562,7 @@ func forEach(ws []*demoWriter, fn func(int, *demoWriter) error) error {
 	return errors.Join(errs...)
 }
 
-func putSnapshot(ctx context.Context, b dstl.Backend, name string, s snapshot) (int64, error) {
+func putSnapshot(ctx context.Context, b backends.Backend, name string, s snapshot) (int64, error) {
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(s); err != nil {
 		return 0, err
@@ -568,7 +570,7 @@ func putSnapshot(ctx context.Context, b dstl.Backend, name string, s snapshot) (
 	return int64(buf.Len()), b.Put(ctx, name, bytes.NewReader(buf.Bytes()), int64(buf.Len()))
 }
 
-func getSnapshot(ctx context.Context, b dstl.Backend, name string) (*snapshot, error) {
+func getSnapshot(ctx context.Context, b backends.Backend, name string) (*snapshot, error) {
 	rc, err := b.Get(ctx, name, 0, -1)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/s3"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
@@ -108,7 +109,7 @@ type gcOptions struct {
 	json                     bool
 
 	// What gc reaches outside itself; tests replace them.
-	open func(ctx context.Context, storage, basePath string) (dstl.Backend, string, error)
+	open func(ctx context.Context, storage, basePath string) (backends.Backend, string, error)
 	now  func() time.Time // this machine's clock
 }
 
@@ -147,7 +148,7 @@ func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return runGCWith(ctx, args, stdout, stderr, gcOptions{open: dstl.OpenBackend, now: time.Now})
+	return runGCWith(ctx, args, stdout, stderr, gcOptions{open: backends.Open, now: time.Now})
 }
 
 // runGCWith runs gc with the backend opener and clock of o.
@@ -194,7 +195,7 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 		switch {
 		case errors.Is(err, errMissing), errors.Is(err, dstl.ErrInvalidHandle):
 			return exitFailed // a handle's object missing, or a handle file that does not decode
-		case errors.Is(err, dstl.ErrUnknownBackend), errors.Is(err, dstl.ErrInvalidConfig), errors.Is(err, errUsage):
+		case errors.Is(err, backends.ErrUnknownBackend), errors.Is(err, dstl.ErrInvalidConfig), errors.Is(err, errUsage):
 			return exitUsage
 		}
 		return exitRuntime // storage errors, a handle file that cannot be read, failed deletes
@@ -277,20 +278,20 @@ type gcReport struct {
 // listing is done: errMissing, or the failures it lists.
 func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gcReport, error) {
 	if o.open == nil {
-		o.open = dstl.OpenBackend
+		o.open = backends.Open
 	}
 	if o.now == nil {
 		o.now = time.Now
 	}
 	prefix := dstl.ObjectPrefix(o.jobID)
 	if o.jobID != "" {
-		if err := dstl.CheckObjectName(strings.TrimSuffix(prefix, "/")); err != nil {
+		if err := backends.CheckObjectName(strings.TrimSuffix(prefix, "/")); err != nil {
 			return nil, fmt.Errorf("%w: --job-id %q: %w", errUsage, o.jobID, err)
 		}
 	}
 	// What the kept handles reference.
 	kept := map[string]bool{}
-	rep := &gcReport{BasePath: dstl.RedactURL(o.basePath), Prefix: prefix, Grace: o.grace.String(), DryRun: o.dryRun, Objects: []gcObject{}, Uploads: []gcUpload{}}
+	rep := &gcReport{BasePath: backends.RedactURL(o.basePath), Prefix: prefix, Grace: o.grace.String(), DryRun: o.dryRun, Objects: []gcObject{}, Uploads: []gcUpload{}}
 	storageIDs := map[string]bool{}
 	keepLog := func(h dstl.Handle) {
 		storageIDs[h.StorageID] = true
@@ -369,9 +370,9 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	}
 
 	prog.begin("gc: listing " + prefix)
-	var listed []dstl.ObjectInfo
+	var listed []backends.ObjectInfo
 	st := o.step(ctx, "listing "+prefix)
-	err = st.done(b.List(st.ctx, prefix, func(oi dstl.ObjectInfo) error {
+	err = st.done(b.List(st.ctx, prefix, func(oi backends.ObjectInfo) error {
 		st.kick() // each object is progress
 		// gc's clock probe is no object of the job's (listed when its
 		// delete failed, or before the delete shows).
@@ -576,7 +577,7 @@ func readableURL(base string) string {
 
 func newStep(ctx context.Context, what, base string, d time.Duration, limit string) *gcStep {
 	sctx, cancel := context.WithCancelCause(ctx)
-	s := &gcStep{ctx: sctx, cancel: cancel, d: d, what: what, base: dstl.RedactURL(base), limit: limit}
+	s := &gcStep{ctx: sctx, cancel: cancel, d: d, what: what, base: backends.RedactURL(base), limit: limit}
 	if d > 0 {
 		s.timer = time.AfterFunc(d, func() { cancel(errNoAnswer) })
 	}
@@ -613,14 +614,14 @@ func (s *gcStep) done(err error) error {
 // delete another. The time is zero when the storage reports none.
 // leftover is the error of deleting the probe, which then stays behind (no
 // gc deletes it as a dstl object).
-func (o *gcOptions) probeClock(ctx context.Context, b dstl.Backend, name string) (t time.Time, leftover, err error) {
+func (o *gcOptions) probeClock(ctx context.Context, b backends.Backend, name string) (t time.Time, leftover, err error) {
 	body := []byte("dstl gc reads the storage's clock from this object's modification time, then deletes it\n")
 	st := o.step(ctx, "the clock probe "+name)
 	err = b.Put(st.ctx, name, bytes.NewReader(body), int64(len(body)))
 	put := err == nil
 	found := false
 	if put {
-		err = b.List(st.ctx, name, func(oi dstl.ObjectInfo) error {
+		err = b.List(st.ctx, name, func(oi backends.ObjectInfo) error {
 			if oi.Name == name {
 				t, found = oi.ModTime, true
 			}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
 )
@@ -24,8 +24,8 @@ type timedBackend struct {
 	mod map[string]time.Time
 }
 
-func (b timedBackend) List(ctx context.Context, prefix string, fn func(dstl.ObjectInfo) error) error {
-	return b.Backend.List(ctx, prefix, func(oi dstl.ObjectInfo) error {
+func (b timedBackend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
+	return b.Backend.List(ctx, prefix, func(oi backends.ObjectInfo) error {
 		if t, ok := b.mod[oi.Name]; ok {
 			oi.ModTime = t
 		}
@@ -44,11 +44,11 @@ type gcRun struct {
 
 // runGCOver runs "dstl gc --json args..." over b, with the clock now of
 // the machine running gc.
-func runGCOver(t *testing.T, ctx context.Context, b dstl.Backend, now func() time.Time, args ...string) gcRun {
+func runGCOver(t *testing.T, ctx context.Context, b backends.Backend, now func() time.Time, args ...string) gcRun {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	o := gcOptions{
-		open: func(context.Context, string, string) (dstl.Backend, string, error) { return b, dstltest.ID, nil },
+		open: func(context.Context, string, string) (backends.Backend, string, error) { return b, dstltest.ID, nil },
 		now:  now,
 	}
 	code := runGCWith(ctx, append([]string{"--json", "--base-path", "mem://test", "--job-id", "job"}, args...), &out, &errOut, o)
@@ -260,7 +260,7 @@ func TestGCClockProbeFails(t *testing.T) {
 		memObjects(t, b, 2, time.Now().Add(-3*time.Hour))
 		b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
 			if op == dstltest.OpPut && strings.Contains(name, objname.ClockProbePrefix) {
-				return dstltest.Fault{Err: dstl.ErrPermission}
+				return dstltest.Fault{Err: backends.ErrPermission}
 			}
 			return dstltest.Fault{}
 		})

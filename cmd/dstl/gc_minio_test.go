@@ -16,8 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/s3"
-	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
 
@@ -46,7 +46,7 @@ func (b slowBody) ReadAt(p []byte, off int64) (int, error) {
 // multipart upload, printing each name before its put, until killed.
 func runWriter(base string) {
 	ctx := context.Background()
-	b, _, err := dstl.OpenBackend(ctx, "", base)
+	b, _, err := backends.Open(ctx, "", base)
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)

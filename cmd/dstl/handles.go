@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -88,7 +89,7 @@ func parseHandles(data []byte) ([]dstl.Handle, error) {
 // "s3://b/job?region=r" and "x.dstl". ok is false when s is not a URL
 // (then it is a local file).
 func splitObjectURL(s string) (base, name string, ok bool, err error) {
-	scheme, hasScheme := dstl.URLScheme(s)
+	scheme, hasScheme := backends.URLScheme(s)
 	if !hasScheme || !strings.HasPrefix(s[len(scheme):], "://") {
 		return "", "", false, nil
 	}
@@ -97,7 +98,7 @@ func splitObjectURL(s string) (base, name string, ok bool, err error) {
 		if ue, ok := perr.(*url.Error); ok {
 			perr = ue.Err
 		}
-		return "", "", true, fmt.Errorf("object URL %q is not a valid URL: %w", dstl.RedactURL(s), perr)
+		return "", "", true, fmt.Errorf("object URL %q is not a valid URL: %w", backends.RedactURL(s), perr)
 	}
 	i := strings.LastIndex(u.Path, "/")
 	if i < 0 || i == len(u.Path)-1 {

@@ -12,9 +12,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/google/uuid"
+
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/format"
-	"github.com/google/uuid"
 )
 
 const inspectAbout = `Lists the change sets in a dstl object: for each, its offset and stored size,
@@ -81,7 +83,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // runtimeOrUsage is the exit code of an error: a bad base path or backend
 // identifier is a usage error, anything else a runtime one.
 func runtimeOrUsage(err error) int {
-	if errors.Is(err, dstl.ErrUnknownBackend) || errors.Is(err, dstl.ErrInvalidConfig) || errors.Is(err, errUsage) {
+	if errors.Is(err, backends.ErrUnknownBackend) || errors.Is(err, dstl.ErrInvalidConfig) || errors.Is(err, errUsage) {
 		return exitUsage
 	}
 	return exitRuntime
@@ -103,7 +105,7 @@ func fetchObject(ctx context.Context, storage, arg string) (string, []byte, erro
 		data, err := os.ReadFile(arg)
 		return arg, data, err
 	}
-	b, _, err := dstl.OpenBackend(ctx, storage, base)
+	b, _, err := backends.Open(ctx, storage, base)
 	if err != nil {
 		return "", nil, err
 	}
@@ -171,7 +173,7 @@ func problemOf(err error) problem {
 		p.Kind = "checksum"
 	case errors.Is(err, format.ErrVersion):
 		p.Kind = "version"
-	case errors.Is(err, dstl.ErrNotFound):
+	case errors.Is(err, backends.ErrNotFound):
 		p.Kind = "missing"
 	}
 	return p
@@ -384,10 +386,10 @@ func inspectHandles(ctx context.Context, file, storage, base string) (*handlesRe
 	if err != nil {
 		return nil, err
 	}
-	rep := &handlesReport{File: file, BasePath: dstl.RedactURL(base), OK: true}
-	var b dstl.Backend
+	rep := &handlesReport{File: file, BasePath: backends.RedactURL(base), OK: true}
+	var b backends.Backend
 	if base != "" {
-		if b, _, err = dstl.OpenBackend(ctx, storage, base); err != nil {
+		if b, _, err = backends.Open(ctx, storage, base); err != nil {
 			return nil, err
 		}
 		defer b.Close()
@@ -421,7 +423,7 @@ func inspectHandles(ctx context.Context, file, storage, base string) (*handlesRe
 // checkEntry fetches an entry's bytes and decodes them. A missing object
 // or a range past its end is a problem found, not an error; other errors
 // of the backend are returned.
-func checkEntry(ctx context.Context, b dstl.Backend, h dstl.Handle, e dstl.HandleEntry) (frameCheck, error) {
+func checkEntry(ctx context.Context, b backends.Backend, h dstl.Handle, e dstl.HandleEntry) (frameCheck, error) {
 	want := &format.IndexEntry{Offset: e.Offset, Length: e.Length, LogID: h.LogID, SequenceNumber: uint64(e.SequenceNumber)}
 	missing := func(err error) frameCheck {
 		c := frameCheck{setReport: setReport{Offset: e.Offset, Length: e.Length, Checksum: "not checked",
@@ -430,7 +432,7 @@ func checkEntry(ctx context.Context, b dstl.Backend, h dstl.Handle, e dstl.Handl
 		return c
 	}
 	rc, err := b.Get(ctx, e.Object, e.Offset, e.Length)
-	if errors.Is(err, dstl.ErrNotFound) || errors.Is(err, dstl.ErrInvalidRange) {
+	if errors.Is(err, backends.ErrNotFound) || errors.Is(err, backends.ErrInvalidRange) {
 		return missing(err), nil
 	}
 	if err != nil {

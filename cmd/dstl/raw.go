@@ -15,12 +15,12 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/azure"
 	"github.com/dstlgo/dstl/backends/gcs"
 	"github.com/dstlgo/dstl/backends/gocloud"
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/backends/s3"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // rawStore puts and gets whole objects with a backend's SDK called
@@ -41,7 +41,7 @@ type rawStore interface {
 }
 
 // newRawStore returns the raw store beside backend b, opened from basePath.
-func newRawStore(b dstl.Backend, basePath string) (rawStore, error) {
+func newRawStore(b backends.Backend, basePath string) (rawStore, error) {
 	switch b := b.(type) {
 	case *local.Backend:
 		cfg, err := local.ParseURL(basePath)

@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	_ "github.com/dstlgo/dstl/backends/all" // every backend: local, s3, gcs, azure, gocloud
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/duplicating"
@@ -286,7 +287,7 @@ func takeCheckpoint(ctx context.Context, cp *statestore.Checkpointer, cs checkpo
 // same backend, CHECKPOINT-ID.ckp under a prefix: the job's record of its
 // last completed checkpoint, which a checkpoint coordinator would keep.
 type checkpointStore struct {
-	backend dstl.Backend
+	backend backends.Backend
 	prefix  string
 }
 
@@ -324,12 +325,12 @@ func (c checkpointStore) complete(ctx context.Context, h *statestore.CheckpointH
 		}
 		for obj := range logObjects(old) {
 			if !kept[obj] {
-				if err := c.backend.Delete(ctx, obj); err != nil && !errors.Is(err, dstl.ErrNotFound) {
+				if err := c.backend.Delete(ctx, obj); err != nil && !errors.Is(err, backends.ErrNotFound) {
 					return fmt.Errorf("delete log object of checkpoint %d: %w", old.CheckpointID, err)
 				}
 			}
 		}
-		if err := c.backend.Delete(ctx, n); err != nil && !errors.Is(err, dstl.ErrNotFound) {
+		if err := c.backend.Delete(ctx, n); err != nil && !errors.Is(err, backends.ErrNotFound) {
 			return err
 		}
 	}
@@ -350,7 +351,7 @@ func logObjects(h *statestore.CheckpointHandle) map[string]bool {
 
 func (c checkpointStore) list(ctx context.Context) ([]string, error) {
 	var names []string
-	err := c.backend.List(ctx, c.prefix, func(o dstl.ObjectInfo) error {
+	err := c.backend.List(ctx, c.prefix, func(o backends.ObjectInfo) error {
 		if strings.HasSuffix(o.Name, ".ckp") {
 			names = append(names, o.Name)
 		}
@@ -373,7 +374,7 @@ func (c checkpointStore) latest(ctx context.Context) (*statestore.CheckpointHand
 func (c checkpointStore) read(ctx context.Context, name string) (*statestore.CheckpointHandle, error) {
 	rc, err := c.backend.Get(ctx, name, 0, -1)
 	if err != nil {
-		if errors.Is(err, dstl.ErrNotFound) {
+		if errors.Is(err, backends.ErrNotFound) {
 			return nil, fmt.Errorf("checkpoint record vanished: %w", err)
 		}
 		return nil, err

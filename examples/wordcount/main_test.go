@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
@@ -122,7 +123,7 @@ func TestOldLogObjectsDeleted(t *testing.T) {
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
-	b, _, err := dstl.OpenBackend(ctx, "", dir)
+	b, _, err := backends.Open(ctx, "", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestOldLogObjectsDeleted(t *testing.T) {
 	}
 	kept := logObjects(last)
 	var left []string
-	err = b.List(ctx, dstl.ObjectPrefix("job"), func(o dstl.ObjectInfo) error {
+	err = b.List(ctx, dstl.ObjectPrefix("job"), func(o backends.ObjectInfo) error {
 		if strings.HasSuffix(o.Name, objname.LogSuffix) && !kept[o.Name] {
 			left = append(left, o.Name)
 		}

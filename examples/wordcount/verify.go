@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -97,7 +98,7 @@ func verifyMain(ctx context.Context, args []string, cmd command, stdout, stderr 
 	}
 	fmt.Fprintf(stdout, "wordcount verify: %d records at %d/s, checkpoint every %v, on %s (job %s); crash seed %d\n",
 		o.records, o.rate, o.interval, o.basePath, o.jobID, crashSeed)
-	backend, _, err := dstl.OpenBackend(ctx, "", o.basePath)
+	backend, _, err := backends.Open(ctx, "", o.basePath)
 	if err != nil {
 		fmt.Fprintf(stderr, "wordcount verify: %v\n", err)
 		return 3

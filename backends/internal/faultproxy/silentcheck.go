@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/backends"
 )
 
 // CheckSilentCalls calls b's Get (and List, with list) against the silent
 // endpoint s and fails t unless each call fails within bound, as a timeout,
 // with an error that names the endpoint. The backends' deadline tests share
 // it.
-func CheckSilentCalls(t *testing.T, b dstl.Backend, s *Silent, bound time.Duration, list bool) {
+func CheckSilentCalls(t *testing.T, b backends.Backend, s *Silent, bound time.Duration, list bool) {
 	t.Helper()
 	calls := map[string]func(ctx context.Context) error{
 		"get": func(ctx context.Context) error {
@@ -27,7 +27,7 @@ func CheckSilentCalls(t *testing.T, b dstl.Backend, s *Silent, bound time.Durati
 	}
 	if list {
 		calls["list"] = func(ctx context.Context) error {
-			return b.List(ctx, "", func(dstl.ObjectInfo) error { return nil })
+			return b.List(ctx, "", func(backends.ObjectInfo) error { return nil })
 		}
 	}
 	for op, call := range calls {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -209,10 +210,10 @@ func PermanentTransportError(err error) bool {
 }
 
 // Permanent marks err as a failure that another attempt cannot heal: it
-// matches [dstl.ErrPermanent] (and still err) with errors.Is, and reads as
+// matches [backends.ErrPermanent] (and still err) with errors.Is, and reads as
 // err. A nil err stays nil.
 func Permanent(err error) error {
-	if err == nil || errors.Is(err, dstl.ErrPermanent) {
+	if err == nil || errors.Is(err, backends.ErrPermanent) {
 		return err
 	}
 	return &permanentError{err}
@@ -221,4 +222,4 @@ func Permanent(err error) error {
 type permanentError struct{ err error }
 
 func (e *permanentError) Error() string   { return e.err.Error() }
-func (e *permanentError) Unwrap() []error { return []error{e.err, dstl.ErrPermanent} }
+func (e *permanentError) Unwrap() []error { return []error{e.err, backends.ErrPermanent} }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/backends"
 )
 
 var (
@@ -140,7 +140,7 @@ func TestPermanent(t *testing.T) {
 		t.Fatal("Permanent(nil) != nil")
 	}
 	err := Permanent(errTransient)
-	if !errors.Is(err, dstl.ErrPermanent) || !errors.Is(err, errTransient) || err.Error() != errTransient.Error() {
+	if !errors.Is(err, backends.ErrPermanent) || !errors.Is(err, errTransient) || err.Error() != errTransient.Error() {
 		t.Fatalf("Permanent(%v) = %v: want it to match ErrPermanent and the error, and read as it", errTransient, err)
 	}
 	if again := Permanent(err); again != err {

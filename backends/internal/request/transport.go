@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/backends/driver"
 )
 
 // SmallBody is the largest request body whose request the response timeout
@@ -115,7 +115,7 @@ func (e *NoAnswerError) Is(target error) bool { return target == context.Deadlin
 
 // CountSent wraps rt so that the bytes of every request body that rt reads
 // (hands to the connection) are reported, as they are read, to the upload
-// attempt that the request's context belongs to ([dstl.ReportProgress]).
+// attempt that the request's context belongs to ([driver.ReportProgress]).
 // The engine then judges an attempt by the bytes it sent rather than by a
 // backend's reads of the object's body, which a backend that buffers a
 // whole object or part reads long before the bytes move. Requests without
@@ -127,7 +127,7 @@ func CountSent(rt http.RoundTripper) http.RoundTripper {
 type countSent struct{ rt http.RoundTripper }
 
 func (t countSent) RoundTrip(req *http.Request) (*http.Response, error) {
-	report := dstl.ProgressFrom(req.Context())
+	report := driver.ProgressFrom(req.Context())
 	if report == nil || req.Body == nil || req.Body == http.NoBody {
 		return t.rt.RoundTrip(req)
 	}

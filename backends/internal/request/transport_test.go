@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/backends/driver"
 )
 
 // TestResponseTimeout: a request without a body fails when no answer
@@ -123,7 +123,7 @@ func TestCountSent(t *testing.T) {
 			var sent atomic.Int64
 			ctx := t.Context()
 			if tc.recorder {
-				ctx = dstl.WithProgress(ctx, func(n int64) { sent.Add(n) })
+				ctx = driver.WithProgress(ctx, func(n int64) { sent.Add(n) })
 			}
 			var body io.Reader
 			if tc.size > 0 {

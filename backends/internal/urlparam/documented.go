@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/backends/driver"
 )
 
 // unknownName is a query parameter no backend knows.
@@ -18,7 +18,7 @@ const unknownName = "dstl_no_such_parameter"
 // companions names for it, which it goes only with), must reject a
 // parameter that is not listed, naming it, and the list must name no
 // parameter twice. It returns every problem found.
-func CheckDocumented(base string, params []dstl.URLParameter, parse func(basePath string) error, companions map[string]url.Values) error {
+func CheckDocumented(base string, params []driver.URLParameter, parse func(basePath string) error, companions map[string]url.Values) error {
 	var errs []error
 	seen := map[string]bool{}
 	for _, p := range params {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/backends/driver"
 )
 
 func TestCheck(t *testing.T) {
@@ -42,7 +42,7 @@ func TestSize(t *testing.T) {
 }
 
 func TestCheckDocumented(t *testing.T) {
-	params := []dstl.URLParameter{
+	params := []driver.URLParameter{
 		{Name: "a", Value: "N", Description: "an a", Example: "1"},
 		{Name: "b", Value: "BOOL", Description: "a b", Example: "true"},
 	}
@@ -57,7 +57,7 @@ func TestCheckDocumented(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		params  []dstl.URLParameter
+		params  []driver.URLParameter
 		parse   func(string) error
 		wantErr string
 	}{
@@ -71,7 +71,7 @@ func TestCheckDocumented(t *testing.T) {
 			return nil
 		}, "without naming"},
 		{"listed twice", append(params, params[0]), strict("a", "b"), "listed twice"},
-		{"no example", []dstl.URLParameter{{Name: "a", Value: "N", Description: "an a"}}, strict("a"), "example missing"},
+		{"no example", []driver.URLParameter{{Name: "a", Value: "N", Description: "an a"}}, strict("a"), "example missing"},
 	} {
 		err := CheckDocumented("x://b/p", tc.params, tc.parse, nil)
 		if (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {

@@ -1,4 +1,4 @@
-package dstl
+package backends
 
 import (
 	"errors"

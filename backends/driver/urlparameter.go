@@ -1,4 +1,4 @@
-package dstl
+package driver
 
 // URLParameter documents one query parameter of a backend's base path URL.
 // Each backend package of this module exports the parameters its URL form

@@ -1,4 +1,4 @@
-package dstl_test
+package backends_test
 
 import (
 	"context"
@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dstlgo/dstl/backends"
 	_ "github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
 )
 
 func init() {
-	dstl.Register("registry-test", func(ctx context.Context, basePath string) (dstl.Backend, error) {
+	backends.Register("registry-test", func(ctx context.Context, basePath string) (backends.Backend, error) {
 		return dstltest.NewBackend(), nil
 	}, "regtest")
 }
@@ -36,7 +36,7 @@ func TestRegisterDuplicatePanics(t *testing.T) {
 					t.Fatal("Register did not panic on a duplicate")
 				}
 			}()
-			dstl.Register(tc.id, func(context.Context, string) (dstl.Backend, error) { return nil, nil }, tc.schemes...)
+			backends.Register(tc.id, func(context.Context, string) (backends.Backend, error) { return nil, nil }, tc.schemes...)
 		})
 	}
 }
@@ -56,7 +56,7 @@ func TestOpenBackend(t *testing.T) {
 		{"empty base path", "", "", "", `"base-path" is required`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, id, err := dstl.OpenBackend(context.Background(), tc.id, tc.basePath)
+			b, id, err := backends.Open(context.Background(), tc.id, tc.basePath)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
@@ -90,7 +90,7 @@ func TestOpenBackendMalformedURL(t *testing.T) {
 		"s3://[::1/x",
 	} {
 		t.Run(basePath, func(t *testing.T) {
-			b, id, err := dstl.OpenBackend(context.Background(), "", basePath)
+			b, id, err := backends.Open(context.Background(), "", basePath)
 			if err == nil {
 				b.Close()
 				t.Fatalf("OpenBackend(%q) opened backend %q", basePath, id)
@@ -113,7 +113,7 @@ func TestURLScheme(t *testing.T) {
 		{"s3://b/x", "s3", true}, {"S3://b", "s3", true}, {"s3://b/a%zz", "s3", true}, {"x+y.z-1:rest", "x+y.z-1", true},
 		{"/abs/a:b", "", false}, {"rel/a:b", "", false}, {`C:\dir`, "", false}, {"plain", "", false}, {"1x://b", "", false}, {":x", "", false},
 	} {
-		got, ok := dstl.URLScheme(tc.in)
+		got, ok := backends.URLScheme(tc.in)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("URLScheme(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
@@ -122,41 +122,12 @@ func TestURLScheme(t *testing.T) {
 
 func TestBackendsListsRegistrations(t *testing.T) {
 	var ids []string
-	for _, b := range dstl.Backends() {
+	for _, b := range backends.Backends() {
 		ids = append(ids, b.ID+"="+strings.Join(b.Schemes, ","))
 	}
 	got := strings.Join(ids, " ")
 	if !strings.Contains(got, "local=file") || !strings.Contains(got, "registry-test=regtest") {
 		t.Fatalf("Backends() = %s", got)
-	}
-}
-
-// TestOpenStorageByURL opens a whole storage from a config, as a user does.
-func TestOpenStorageByURL(t *testing.T) {
-	cfg, err := dstl.ParseConfig(map[string]string{
-		"state.changelog.dstl.dfs.base-path":           "file://" + t.TempDir(),
-		"state.changelog.dstl.dfs.batch.persist-delay": "1 ms",
-		"job-id": "job-1",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dstl.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if s.ID() != "local" {
-		t.Fatalf("storage id = %q", s.ID())
-	}
-	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
-	mustAppend(t, w, 0, "x")
-	h := persist(t, w, 0, 1)
-	if objname.Parse("job-1/", h.Entries[0].Object).Kind != objname.Log {
-		t.Fatalf("object %q is no log object name under the job's prefix", h.Entries[0].Object)
-	}
-	if got := readAll(t, s.Backend(), h, w.KeyGroups()); len(got) != 1 || got[0] != "0:x" {
-		t.Fatalf("read back %q", got)
 	}
 }
 
@@ -169,8 +140,8 @@ func TestCheckObjectName(t *testing.T) {
 		{"", false}, {".", false}, {"..", false}, {"../a", false}, {"a/../b", false}, {"a/./b", false},
 		{"/a", false}, {"a/", false}, {"a//b", false}, {`a\b`, false}, {"a\x00b", false},
 	} {
-		err := dstl.CheckObjectName(tc.name)
-		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, dstl.ErrInvalidName)) {
+		err := backends.CheckObjectName(tc.name)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, backends.ErrInvalidName)) {
 			t.Errorf("CheckObjectName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
 		}
 	}

@@ -1,4 +1,4 @@
-package dstl
+package backends
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"sync"
 )
 
-// BackendFactory opens a backend rooted at basePath, a URL (or, for the local
+// Factory opens a backend rooted at basePath, a URL (or, for the local
 // backend, a plain path). The backend parses its own URL form and rejects
 // query parameters it does not know.
-type BackendFactory func(ctx context.Context, basePath string) (Backend, error)
+type Factory func(ctx context.Context, basePath string) (Backend, error)
 
-// BackendInfo describes a registered backend.
-type BackendInfo struct {
+// Info describes a registered backend.
+type Info struct {
 	ID      string   // identifier, as in the "storage" option
 	Schemes []string // URL schemes of base paths it serves
 }
@@ -27,17 +27,17 @@ var registry struct {
 }
 
 type registration struct {
-	info    BackendInfo
-	factory BackendFactory
+	info    Info
+	factory Factory
 }
 
 // Register makes a backend available by identifier and by the URL schemes
 // of its base paths. Backends call it from init, like database/sql drivers:
 // only the backends a program imports are linked. Register panics if the
 // identifier or a scheme is registered twice, or if factory is nil.
-func Register(id string, factory BackendFactory, schemes ...string) {
+func Register(id string, factory Factory, schemes ...string) {
 	if id == "" || factory == nil {
-		panic("dstl: Register needs an identifier and a factory")
+		panic("backends: Register needs an identifier and a factory")
 	}
 	registry.Lock()
 	defer registry.Unlock()
@@ -46,36 +46,36 @@ func Register(id string, factory BackendFactory, schemes ...string) {
 		registry.byScheme = map[string]string{}
 	}
 	if _, dup := registry.byID[id]; dup {
-		panic(fmt.Sprintf("dstl: Register called twice for backend %q", id))
+		panic(fmt.Sprintf("backends: Register called twice for backend %q", id))
 	}
 	for _, s := range schemes {
 		if other, dup := registry.byScheme[s]; dup {
-			panic(fmt.Sprintf("dstl: URL scheme %q of backend %q is registered by backend %q already", s, id, other))
+			panic(fmt.Sprintf("backends: URL scheme %q of backend %q is registered by backend %q already", s, id, other))
 		}
 	}
 	for _, s := range schemes {
 		registry.byScheme[s] = id
 	}
-	registry.byID[id] = registration{info: BackendInfo{ID: id, Schemes: slices.Clone(schemes)}, factory: factory}
+	registry.byID[id] = registration{info: Info{ID: id, Schemes: slices.Clone(schemes)}, factory: factory}
 }
 
 // Backends lists the registered backends, sorted by identifier.
-func Backends() []BackendInfo {
+func Backends() []Info {
 	registry.RLock()
 	defer registry.RUnlock()
-	out := make([]BackendInfo, 0, len(registry.byID))
+	out := make([]Info, 0, len(registry.byID))
 	for _, r := range registry.byID {
-		out = append(out, BackendInfo{ID: r.info.ID, Schemes: slices.Clone(r.info.Schemes)})
+		out = append(out, Info{ID: r.info.ID, Schemes: slices.Clone(r.info.Schemes)})
 	}
-	slices.SortFunc(out, func(a, b BackendInfo) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
-// OpenBackend opens the backend named by id, or, when id is empty, the one
+// Open opens the backend named by id, or, when id is empty, the one
 // that serves the URL scheme of basePath. A base path without a scheme is a
 // local path (scheme "file"). It returns the backend and its identifier.
 // An unknown identifier or scheme is an error that lists the known ones.
-func OpenBackend(ctx context.Context, id, basePath string) (Backend, string, error) {
+func Open(ctx context.Context, id, basePath string) (Backend, string, error) {
 	if basePath == "" {
 		return nil, "", fmt.Errorf("dstl: option %q is required: %w", "base-path", ErrInvalidConfig)
 	}

@@ -1,4 +1,4 @@
-package dstl_test
+package backends_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -20,7 +21,7 @@ func TestRedactURL(t *testing.T) {
 		{"/var/log/dstl", "/var/log/dstl"},
 		{"s3://b/x@y", "s3://b/x@y"}, // an @ in the path is no user information
 	} {
-		if got := dstl.RedactURL(tc.in); got != tc.want {
+		if got := backends.RedactURL(tc.in); got != tc.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
@@ -34,7 +35,7 @@ func TestOpenBackendHidesSecrets(t *testing.T) {
 		"nosuch://AKIA:SECRET@b/x?sig=SECRET", // no backend serves it
 		"file://AKIA:SECRET@h/x?sig=SECRET",   // the backend refuses it
 	} {
-		_, _, err := dstl.OpenBackend(context.Background(), "", bp)
+		_, _, err := backends.Open(context.Background(), "", bp)
 		if err == nil {
 			t.Fatalf("%s: opened", bp)
 		}
@@ -49,7 +50,7 @@ func TestOpenBackendHidesSecrets(t *testing.T) {
 // judge (a local directory "logs:/a%zz"); without, it is an error.
 func TestOpenBackendExplicitIDTakesAnyBasePath(t *testing.T) {
 	t.Chdir(t.TempDir())
-	b, id, err := dstl.OpenBackend(context.Background(), "local", "logs:/a%zz")
+	b, id, err := backends.Open(context.Background(), "local", "logs:/a%zz")
 	if err != nil {
 		t.Fatalf("local backend at logs:/a%%zz: %v", err)
 	}
@@ -57,7 +58,7 @@ func TestOpenBackendExplicitIDTakesAnyBasePath(t *testing.T) {
 	if id != "local" {
 		t.Errorf("id %q, want local", id)
 	}
-	if _, _, err := dstl.OpenBackend(context.Background(), "", "s3://b/a%zz"); !errors.Is(err, dstl.ErrInvalidConfig) {
+	if _, _, err := backends.Open(context.Background(), "", "s3://b/a%zz"); !errors.Is(err, dstl.ErrInvalidConfig) {
 		t.Errorf("s3://b/a%%zz without a backend named: err %v, want ErrInvalidConfig", err)
 	}
 }

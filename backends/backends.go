@@ -1,4 +1,15 @@
-package dstl
+// Package backends is the portable layer over the storage services: the
+// [Backend] contract the engine, the reader, the garbage collector and the
+// tools use, the errors every backend returns, the registry that opens a
+// backend from a base path, and [Bucket], the one type that runs any
+// driver (package github.com/dstlgo/dstl/backends/driver) with every
+// check, timeout, retry, error and metric done once.
+//
+// Applications open a backend with [Open] ("s3://bucket/prefix", a local
+// path, ...) or with a backend package's Open(ctx, Config), and check its
+// errors with errors.Is against the sentinels below. Backend authors read
+// package driver.
+package backends
 
 import (
 	"context"
@@ -7,19 +18,21 @@ import (
 	"io"
 	"path"
 	"strings"
-	"time"
+
+	"github.com/dstlgo/dstl/backends/driver"
 )
 
-// Backend is the small blob interface every storage service implements. The
-// uploader, the reader and the garbage collector call it; it knows nothing of
-// change sets.
+// Backend is the small blob interface of a storage service. The uploader,
+// the reader and the garbage collector call it; it knows nothing of change
+// sets. [Bucket] implements it over any driver; wrappers (request
+// counting, fault injection) implement it over another Backend.
 //
 // Implementations must be safe for concurrent use. Every error they return
-// should be a *[BackendError] (see [NewBackendError]) so that it names the
-// operation, the backend and the object, and should wrap one of the sentinel
-// errors below where one applies. A call whose context is done fails with an
-// error that wraps the context's error. A name that breaks the rules of
-// [CheckObjectName] fails with ErrInvalidName.
+// should be an *[Error] that names the operation, the backend and the
+// object, and should wrap one of the sentinel errors below where one
+// applies. A call whose context is done fails with an error that wraps the
+// context's error. A name that breaks the rules of [CheckObjectName] fails
+// with ErrInvalidName.
 //
 // The package github.com/dstlgo/dstl/conformance holds the tests every
 // implementation must pass.
@@ -57,15 +70,11 @@ type Backend interface {
 }
 
 // ObjectInfo describes one stored object, as [Backend.List] reports it.
-type ObjectInfo struct {
-	Name    string    // name relative to the backend's root
-	Size    int64     // size in bytes
-	ModTime time.Time // time of the last modification
-}
+type ObjectInfo = driver.ObjectInfo
 
 // Sentinel errors that backends wrap, checked with [errors.Is].
 var (
-	// ErrNotFound: the object does not exist.
+	// ErrNotFound: the object (or its bucket) does not exist.
 	ErrNotFound = errors.New("object not found")
 	// ErrExists: the object exists already and is never overwritten.
 	ErrExists = errors.New("object already exists")
@@ -79,61 +88,50 @@ var (
 	// ErrInvalidRange: the requested range starts past the end of the
 	// object, or is negative.
 	ErrInvalidRange = errors.New("invalid range")
-	// ErrClosed: the storage, writer, reader or backend was closed.
+	// ErrClosed: the backend (or the storage, writer or reader over it)
+	// was closed.
 	ErrClosed = errors.New("closed")
 	// ErrPermanent: a failure that another attempt cannot heal (missing
-	// credentials, a TLS handshake with a plain-HTTP endpoint, ...). A
-	// backend wraps it where no more specific sentinel applies, so that the
-	// storage neither retries nor hedges the request.
+	// credentials, a TLS handshake with a plain-HTTP endpoint, a missing
+	// bucket, ...): the engine neither retries nor hedges it.
 	ErrPermanent = errors.New("permanent failure")
-)
-
-// Sentinel errors of the engine, checked with [errors.Is].
-var (
-	// ErrUnknownBackend: no registered backend has the identifier or serves
-	// the URL scheme of the base path.
+	// ErrInvalidConfig: a base path, URL parameter or option is not
+	// valid; the error names it.
+	ErrInvalidConfig = errors.New("dstl: invalid config")
+	// ErrUnknownBackend: no registered backend has the identifier or
+	// serves the URL scheme of the base path.
 	ErrUnknownBackend = errors.New("dstl: unknown backend")
-	// ErrKeyGroup: a key group outside the writer's range.
-	ErrKeyGroup = errors.New("dstl: key group out of range")
-	// ErrTooLarge: a change larger than [MaxChangeSize].
-	ErrTooLarge = errors.New("dstl: change too large")
-	// ErrTruncated: a sequence number or range out of the log's range: below
-	// the writer's truncation point, past the active change set, or a range
-	// that starts past its end; also a persist whose change sets were
-	// truncated before they were uploaded.
-	ErrTruncated = errors.New("dstl: sequence number out of the log's range")
 )
 
-// BackendError is the error a backend returns: it names the operation, the
+// Error is the error a backend returns: it names the operation, the
 // backend and the object, and wraps the cause.
-type BackendError struct {
+type Error struct {
 	Op      string // "put", "get", "delete", "list"
 	Backend string // backend identifier, e.g. "local"
 	Object  string // object name (or prefix, for list)
 	Err     error  // the cause; may wrap a sentinel such as ErrNotFound
 }
 
-// NewBackendError returns a *BackendError, or nil when err is nil.
-func NewBackendError(op, backend, object string, err error) error {
+// NewError returns an *Error, or nil when err is nil.
+func NewError(op, backend, object string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &BackendError{Op: op, Backend: backend, Object: object, Err: err}
+	return &Error{Op: op, Backend: backend, Object: object, Err: err}
 }
 
-func (e *BackendError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("%s %s %q: %v", e.Backend, e.Op, e.Object, e.Err)
 }
 
 // Unwrap returns the cause.
-func (e *BackendError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
 // CheckObjectName checks the rules every backend applies to object names: a
 // name is a non-empty, clean, relative, slash-separated path, with no "."
 // or ".." segment, no empty segment, and no backslash or NUL byte, so that
 // it means the same on a filesystem and in a bucket and can never escape a
 // backend's root. A violation is an error wrapping [ErrInvalidName].
-// Backends may add rules of their own.
 func CheckObjectName(name string) error {
 	switch {
 	case name == "":
@@ -148,4 +146,19 @@ func CheckObjectName(name string) error {
 		return fmt.Errorf("%w: escapes the root", ErrInvalidName)
 	}
 	return nil
+}
+
+// canMatch reports whether some valid object name starts with prefix: its
+// complete segments must be valid.
+func canMatch(prefix string) bool {
+	if strings.ContainsAny(prefix, "\\\x00") || strings.HasPrefix(prefix, "/") {
+		return false
+	}
+	segs := strings.Split(prefix, "/")
+	for _, s := range segs[:len(segs)-1] {
+		if s == "" || s == "." || s == ".." {
+			return false
+		}
+	}
+	return true
 }

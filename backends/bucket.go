@@ -1,0 +1,390 @@
+package backends
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/dstlgo/dstl/backends/driver"
+)
+
+// Bucket is the portable type over a driver: the [Backend] that every
+// backend package's Open returns. It checks every argument, refuses calls
+// once closed (Close waits for the calls in progress), times and retries
+// each request under its [Policy], makes readers fail once their context
+// is done, wraps every error in an *[Error] with the sentinel of its
+// [driver.Code] and the object's location (secrets redacted), and records
+// metrics. It is safe for concurrent use.
+type Bucket struct {
+	id      string
+	d       driver.Bucket
+	policy  Policy
+	metrics *metrics
+
+	mu     sync.Mutex
+	closed bool
+	calls  sync.WaitGroup
+}
+
+var _ Backend = (*Bucket)(nil)
+
+// Option configures a [Bucket].
+type Option func(*bucketOptions)
+
+type bucketOptions struct {
+	mp metric.MeterProvider
+}
+
+// WithMeterProvider records the bucket's metrics with mp rather than the
+// global OpenTelemetry meter provider.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *bucketOptions) { o.mp = mp }
+}
+
+// New returns the portable backend over the driver d. id names the
+// backend in errors and metrics ("s3"); p says how each request is timed
+// and retried (a MaxAttempts below 1 counts as 1).
+func New(id string, d driver.Bucket, p Policy, opts ...Option) *Bucket {
+	var o bucketOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	p.MaxAttempts = max(p.MaxAttempts, 1)
+	return &Bucket{id: id, d: d, policy: p, metrics: newMetrics(o.mp, id)}
+}
+
+// ID returns the backend's identifier.
+func (b *Bucket) ID() string { return b.id }
+
+// Policy returns how the bucket times and retries requests.
+func (b *Bucket) Policy() Policy { return b.policy }
+
+// As sets target to the driver's SDK client or another value of the
+// driver's (see [driver.Bucket.As]), for calls the portable layer does not
+// make, and reports whether it did: for instance
+//
+//	var client *s3.Client
+//	if b.As(&client) { ... }
+func (b *Bucket) As(target any) bool { return b.d.As(target) }
+
+// Close waits for the calls in progress to return and closes the driver.
+// Later calls fail with [ErrClosed]; readers returned by Get stay usable
+// until closed. Close must not be called from a List callback. Closing
+// twice is not an error.
+func (b *Bucket) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.calls.Wait()
+	if err := b.d.Close(); err != nil {
+		return NewError("close", b.id, "", err)
+	}
+	return nil
+}
+
+// enter admits a call of op on name, or fails once the bucket is closed or
+// ctx is done. An admitted call runs the returned function when it ends.
+func (b *Bucket) enter(ctx context.Context, op, name string) (func(), error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, NewError(op, b.id, name, ErrClosed)
+	}
+	b.calls.Add(1)
+	b.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		b.calls.Done()
+		return nil, b.wrap(op, name, err)
+	}
+	return b.calls.Done, nil
+}
+
+// Run runs fn, an operation of the driver's own that the portable layer
+// does not know (such as listing a service's incomplete uploads), the way
+// it runs its own: it fails once the bucket is closed or ctx is done,
+// gives fn a [driver.Runner] for its requests, and wraps fn's error as the
+// error of op on name.
+func (b *Bucket) Run(ctx context.Context, op, name string, fn func(ctx context.Context, rt driver.Runner) error) error {
+	done, err := b.enter(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	defer done()
+	start := time.Now()
+	err = fn(ctx, &runner{b: b, op: op})
+	b.metrics.record(ctx, op, start, err)
+	return b.wrap(op, name, err)
+}
+
+// Put stores size bytes of body under name, create-only and atomically;
+// see [Backend.Put].
+func (b *Bucket) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+	const op = "put"
+	switch {
+	case CheckObjectName(name) != nil:
+		return NewError(op, b.id, name, CheckObjectName(name))
+	case size < 0:
+		return NewError(op, b.id, name, fmt.Errorf("negative size %d", size))
+	case body == nil:
+		return NewError(op, b.id, name, errors.New("nil body"))
+	}
+	done, err := b.enter(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	defer done()
+	start := time.Now()
+	bd := driver.NewBody(body, size)
+	err = b.d.Put(ctx, &runner{b: b, op: op, body: bd}, name, bd, size)
+	if berr := bd.Err(); err != nil && berr != nil {
+		if be := (*bodyError)(nil); !errors.As(err, &be) {
+			err = &bodyError{berr}
+		}
+	}
+	b.metrics.record(ctx, op, start, err)
+	return b.wrap(op, name, err)
+}
+
+// Get returns length bytes of the object from offset on (-1: to the end);
+// see [Backend.Get].
+func (b *Bucket) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	const op = "get"
+	if err := CheckObjectName(name); err != nil {
+		return nil, NewError(op, b.id, name, err)
+	}
+	if offset < 0 || length < -1 {
+		return nil, NewError(op, b.id, name, fmt.Errorf("%w: offset %d, length %d", ErrInvalidRange, offset, length))
+	}
+	done, err := b.enter(ctx, op, name)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	start := time.Now()
+	r, err := b.open(ctx, name, offset, length)
+	b.metrics.record(ctx, op, start, err)
+	if err != nil {
+		return nil, b.wrap(op, name, err)
+	}
+	return r, nil
+}
+
+func (b *Bucket) open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	rt := &runner{b: b, op: "get"}
+	if length == 0 {
+		return emptyRead(b.checkOffset(ctx, rt, name, offset))
+	}
+	if length > math.MaxInt64-offset {
+		length = -1 // past any possible end: to the end
+	}
+	var (
+		body   io.ReadCloser
+		cancel context.CancelFunc
+	)
+	err := rt.Do(ctx, 0, func(actx context.Context) error {
+		// The body outlives the attempt: the request runs on a context of
+		// the caller's that only the attempt's timeout cancels, and only
+		// until the driver returned.
+		cctx, ccancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(actx, ccancel)
+		r, err := b.d.Open(cctx, name, offset, length)
+		if !stop() {
+			if err == nil {
+				r.Close()
+			}
+			ccancel()
+			if err == nil {
+				err = actx.Err()
+			}
+			return fmt.Errorf("attempt timed out: %w", err)
+		}
+		if err != nil {
+			ccancel()
+			return err
+		}
+		body, cancel = r, ccancel
+		return nil
+	})
+	if err != nil {
+		if b.d.Classify(err) == driver.InvalidRange {
+			// The range starts at or past the end: at the end is an empty read.
+			return emptyRead(b.checkOffset(ctx, rt, name, offset))
+		}
+		return nil, err
+	}
+	return &reader{b: b, ctx: ctx, name: name, body: body, cancel: cancel}, nil
+}
+
+func emptyRead(err error) (io.ReadCloser, error) {
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(strings.NewReader("")), nil
+}
+
+// checkOffset checks that the object exists and offset is not past its end.
+func (b *Bucket) checkOffset(ctx context.Context, rt driver.Runner, name string, offset int64) error {
+	var size int64
+	err := rt.Do(ctx, 0, func(ctx context.Context) error {
+		var err error
+		size, err = b.d.Size(ctx, name)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if offset > size {
+		return fmt.Errorf("%w: offset %d past the end of %d bytes", ErrInvalidRange, offset, size)
+	}
+	return nil
+}
+
+// reader is the body of a Get: it fails once its context is done, its
+// errors name the object, and Close also ends the request's context.
+type reader struct {
+	b      *Bucket
+	ctx    context.Context
+	name   string
+	body   io.ReadCloser
+	cancel context.CancelFunc
+	once   sync.Once
+	err    error
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, r.b.wrap("get", r.name, err)
+	}
+	n, err := r.body.Read(p)
+	if err != nil && err != io.EOF {
+		if cerr := r.ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		err = r.b.wrap("get", r.name, err)
+	}
+	return n, err
+}
+
+func (r *reader) Close() error {
+	r.once.Do(func() {
+		r.err = r.b.wrap("get", r.name, r.body.Close())
+		r.cancel()
+	})
+	return r.err
+}
+
+// Delete removes the object; a missing object is not an error.
+func (b *Bucket) Delete(ctx context.Context, name string) error {
+	const op = "delete"
+	if err := CheckObjectName(name); err != nil {
+		return NewError(op, b.id, name, err)
+	}
+	done, err := b.enter(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	defer done()
+	start := time.Now()
+	err = (&runner{b: b, op: op}).Do(ctx, 0, func(ctx context.Context) error { return b.d.Delete(ctx, name) })
+	if err != nil && ctx.Err() == nil && b.d.Classify(err) == driver.NotFound {
+		err = nil
+	}
+	b.metrics.record(ctx, op, start, err)
+	return b.wrap(op, name, err)
+}
+
+// List calls fn for every object whose name starts with prefix, in lexical
+// order; see [Backend.List]. Objects whose names no Put could have written
+// (such as "dir/" markers or "a//b", written by other tools) are skipped.
+func (b *Bucket) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
+	const op = "list"
+	if fn == nil {
+		return NewError(op, b.id, prefix, errors.New("nil callback"))
+	}
+	done, err := b.enter(ctx, op, prefix)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if !canMatch(prefix) {
+		return nil
+	}
+	start := time.Now()
+	var fnErr error
+	err = b.d.List(ctx, &runner{b: b, op: op}, prefix, func(o ObjectInfo) error {
+		if !strings.HasPrefix(o.Name, prefix) || CheckObjectName(o.Name) != nil {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(o); err != nil {
+			fnErr = err
+			return err
+		}
+		return nil
+	})
+	if fnErr != nil && err != nil {
+		return fnErr
+	}
+	b.metrics.record(ctx, op, start, err)
+	return b.wrap(op, prefix, err)
+}
+
+// wrap turns err into an *Error of op on name, wrapping the sentinel of
+// its code, and naming the object's location.
+func (b *Bucket) wrap(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if e := (*Error)(nil); errors.As(err, &e) {
+		return err
+	}
+	var sentinel error
+	if body := (*bodyError)(nil); !errors.As(err, &body) && !classified(err) {
+		switch b.d.Classify(err) {
+		case driver.NotFound:
+			sentinel = ErrNotFound
+		case driver.BucketNotFound:
+			sentinel, err = ErrNotFound, permanent(err)
+		case driver.Exists:
+			sentinel = ErrExists
+		case driver.Permission:
+			sentinel = ErrPermission
+		case driver.Precondition:
+			sentinel = ErrPrecondition
+		case driver.InvalidRange:
+			sentinel = ErrInvalidRange
+		case driver.Permanent:
+			err = permanent(err)
+		}
+	}
+	if loc := b.d.Location(name); loc != "" {
+		err = fmt.Errorf("%s: %w", loc, err)
+	}
+	if sentinel != nil {
+		err = fmt.Errorf("%w: %w", sentinel, err)
+	}
+	return NewError(op, b.id, name, RedactError(err))
+}
+
+// classified reports whether err wraps a sentinel already.
+func classified(err error) bool {
+	for _, s := range []error{ErrNotFound, ErrExists, ErrPermission, ErrPrecondition, ErrInvalidName, ErrInvalidRange, ErrClosed} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,85 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Body is the body of a Put: the caller's bytes, replayable, which
+// remembers how they failed. A driver reads it with ReadAt or through a
+// Section per request; when the caller's body fails or ends before its
+// size, the Put fails with that error and its requests are not retried,
+// whatever the transport made of it.
+type Body struct {
+	r    io.ReaderAt
+	size int64
+
+	mu  sync.Mutex
+	err error
+}
+
+// NewBody returns the body of a Put of size bytes read from r.
+func NewBody(r io.ReaderAt, size int64) *Body { return &Body{r: r, size: size} }
+
+// Size returns the body's size.
+func (b *Body) Size() int64 { return b.size }
+
+// ReadAt reads from the caller's body, recording a failure. A read that
+// ends before the body's size fails with an error wrapping
+// io.ErrUnexpectedEOF; at the size, it returns io.EOF.
+func (b *Body) ReadAt(p []byte, off int64) (int, error) {
+	if off >= b.size {
+		return 0, io.EOF
+	}
+	want := p
+	if rest := b.size - off; int64(len(want)) > rest {
+		want = want[:rest]
+	}
+	n, err := b.r.ReadAt(want, off)
+	switch {
+	case n == len(want):
+		if len(want) < len(p) {
+			return n, io.EOF
+		}
+		return n, nil
+	case err == nil || errors.Is(err, io.EOF):
+		err = fmt.Errorf("body ends after %d of %d bytes: %w", off+int64(n), b.size, io.ErrUnexpectedEOF)
+	default:
+		err = fmt.Errorf("reading the body: %w", err)
+	}
+	b.fail(err)
+	return n, err
+}
+
+func (b *Body) fail(err error) {
+	b.mu.Lock()
+	if b.err == nil {
+		b.err = err
+	}
+	b.mu.Unlock()
+}
+
+// Err returns the first failure of the caller's body, or nil.
+func (b *Body) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// Section returns a reader of n bytes of the body from off on, for one
+// request (a whole object, or a part). It seeks, as signing a request over
+// plain HTTP needs.
+func (b *Body) Section(off, n int64) *io.SectionReader {
+	return io.NewSectionReader(b, off, n)
+}
+
+// Bytes reads n bytes of the body from off on into memory.
+func (b *Body) Bytes(off, n int64) ([]byte, error) {
+	p := make([]byte, n)
+	if _, err := b.ReadAt(p, off); err != nil {
+		return nil, err
+	}
+	return p, nil
+}

@@ -1,0 +1,173 @@
+// Package driver is the guide and the toolkit of a backend author: what a
+// storage service's adapter implements, and nothing an application needs.
+//
+// A backend has two halves. The driver, written for one service, is a
+// [Bucket]: each method makes the SDK calls of one operation and returns
+// the SDK's errors as they are, and [Bucket.Classify] says what such an
+// error means. The portable layer, package
+// github.com/dstlgo/dstl/backends, wraps any driver in one
+// [backends.Bucket] that does, once for every service:
+//
+//   - the checks: object names ([backends.CheckObjectName]), sizes, bodies,
+//     ranges, a closed backend, a done context;
+//   - timeouts and retries of each request, with exponential backoff and
+//     jitter, as [Bucket.Classify] allows (see [Runner]);
+//   - readers that fail once their context is done and name their object;
+//   - errors that name the operation, the backend and the object and wrap
+//     the sentinel the code stands for (backends.ErrNotFound, ...), with
+//     secrets redacted;
+//   - listings that skip names no Put could have written and stop once the
+//     context is done; deletes of missing objects that succeed; empty reads
+//     at the end of an object;
+//   - metrics of requests and their latencies.
+//
+// A driver may therefore skip every check: the conformance suite
+// (github.com/dstlgo/dstl/conformance) runs each driver through the
+// portable layer, which is what users get.
+//
+// # Writing a driver
+//
+//  1. Implement [Bucket] with SDK calls. Single requests (Open, Size,
+//     Delete) are called inside the portable layer's retry loop: make one
+//     request and return. Put and List may send several requests: run each
+//     through the [Runner] they are given, which times and retries it.
+//  2. Write [Bucket.Classify]: map the service's errors to a [Code]. Use
+//     [TransportCode] for what the HTTP transport returns, so that every
+//     driver treats cut connections and bad certificates alike.
+//  3. Build the HTTP client with [Transport], so that answers that never
+//     come are timed out and upload progress is reported ([ReportProgress]).
+//  4. In the backend's package, give it a Config with documented defaults,
+//     a Validate, an Open(ctx, Config) that returns the portable type made
+//     by backends.New, a URL form whose parameters are listed as
+//     []URLParameter, and register it in init with backends.Register.
+//  5. Run conformance.TestBackend against an emulator of the service.
+//
+// Names given to a driver are valid object names, relative to the
+// backend's root: a driver adds its own prefix (a bucket's key prefix, a
+// root directory) and removes it again in List.
+package driver
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"time"
+)
+
+// Bucket is what a backend implements for one storage service, with SDK
+// calls only. It must be safe for concurrent use. The portable layer
+// checks every argument before a call and never calls a method after
+// Close.
+type Bucket interface {
+	// Put stores size bytes of body under name, create-only and
+	// atomically: afterwards the object is either absent or whole, and a
+	// name that exists fails with an error that Classify maps to
+	// [Exists] (of racing Puts for one name, exactly one succeeds). A
+	// failed or cancelled Put leaves nothing visible (abort what it
+	// started). Put sends each request through rt, whose Do times and
+	// retries it; a request with a body passes the body's size, so that
+	// its timeout grows with it. Should the answer to a request that
+	// stored the object be lost, its retry meets the object: a Put that
+	// can tell its own object (by an id in the metadata, by size and
+	// checksum) succeeds then.
+	Put(ctx context.Context, rt Runner, name string, body *Body, size int64) error
+
+	// Open makes one ranged read request and returns the object's bytes
+	// from offset on: length bytes, or to the end when length is -1
+	// (length is never 0). A range that runs past the end is cut at the
+	// end; an offset past the end fails with an error that Classify maps
+	// to [InvalidRange] (or returns no bytes). The portable layer retries
+	// Open until it returns, and closes the reader; ctx stays alive until
+	// then.
+	Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error)
+
+	// Size returns the size of the object, in one request.
+	Size(ctx context.Context, name string) (int64, error)
+
+	// Delete removes the object, in one request. A missing object may
+	// fail with an error that Classify maps to [NotFound]: the portable
+	// layer reports success then.
+	Delete(ctx context.Context, name string) error
+
+	// List calls fn for every object whose name starts with prefix, in
+	// lexical (byte) order of names, with its name relative to the
+	// backend's root. It may report names that are no valid object names
+	// (written by other tools): the portable layer skips them. It sends
+	// each request (a page) through rt. An error of fn is returned as it
+	// is.
+	List(ctx context.Context, rt Runner, prefix string, fn func(ObjectInfo) error) error
+
+	// Classify says what an error of the driver means: which sentinel it
+	// stands for and whether another attempt may heal it.
+	Classify(err error) Code
+
+	// Location describes where the named object is kept, for error
+	// messages: "s3://bucket/prefix/name at https://endpoint". It must not
+	// hold secrets.
+	Location(name string) string
+
+	// As sets target to the driver's SDK client (or another value of the
+	// driver's), when target is a pointer to its type, and reports
+	// whether it did. It is the escape hatch for calls the portable layer
+	// does not make.
+	As(target any) bool
+
+	// Close releases the driver's resources (idle connections, files).
+	Close() error
+}
+
+// Runner times and retries the requests of one operation.
+type Runner interface {
+	// Do runs fn, one request, until it succeeds, fails with an error
+	// that Classify does not call [Transient], times out too often, or
+	// runs out of attempts; or until ctx is done. Each attempt gets a
+	// context bounded by the backend's request timeout, grown for a
+	// request body of bodySize bytes at [MinThroughput]. The error is the
+	// last attempt's.
+	Do(ctx context.Context, bodySize int64, fn func(ctx context.Context) error) error
+}
+
+// ObjectInfo describes one stored object, as List reports it.
+type ObjectInfo struct {
+	Name    string    // name relative to the backend's root
+	Size    int64     // size in bytes
+	ModTime time.Time // time of the last modification
+}
+
+// Code is what an error of a driver means.
+type Code int
+
+// The codes a [Bucket.Classify] returns.
+const (
+	// Unknown: an error that fits no other code. It is not retried.
+	Unknown Code = iota
+	// Transient: another attempt may succeed (throttling, a 5xx answer, a
+	// cut or refused connection, a timeout).
+	Transient
+	// NotFound: the object does not exist.
+	NotFound
+	// Exists: a create-only Put met an existing object.
+	Exists
+	// Permission: the credentials do not allow the operation, or are
+	// missing or invalid.
+	Permission
+	// Precondition: a precondition of the request failed.
+	Precondition
+	// InvalidRange: a read's offset is past the object's end.
+	InvalidRange
+	// BucketNotFound: the bucket (container, root) does not exist. No
+	// attempt heals it, and a Delete reports it.
+	BucketNotFound
+	// Permanent: no attempt heals it (a bad certificate, https to a
+	// plain-HTTP endpoint, a host name that does not resolve).
+	Permanent
+)
+
+var codeNames = [...]string{"unknown", "transient", "not found", "exists", "permission", "precondition", "invalid range", "bucket not found", "permanent"}
+
+func (c Code) String() string {
+	if c >= 0 && int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return "code(" + strconv.Itoa(int(c)) + ")"
+}

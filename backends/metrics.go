@@ -1,0 +1,53 @@
+package backends
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// metrics are the instruments of one Bucket:
+//
+//   - dstl.backend.operations (counter): operations, by backend, op
+//     ("put", "get", "delete", "list") and outcome ("ok", "error");
+//   - dstl.backend.operation.duration (histogram, seconds): their
+//     latency, retries included (a Get's until its body is ready);
+//   - dstl.backend.retries (counter): attempts after the first of each
+//     request, by backend and op.
+type metrics struct {
+	backend  attribute.KeyValue
+	ops      metric.Int64Counter
+	duration metric.Float64Histogram
+	retries  metric.Int64Counter
+}
+
+func newMetrics(mp metric.MeterProvider, id string) *metrics {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter("github.com/dstlgo/dstl/backends")
+	ms := &metrics{backend: attribute.String("backend", id)}
+	// The instruments' errors only say that a name is invalid: ours are not.
+	ms.ops, _ = m.Int64Counter("dstl.backend.operations", metric.WithDescription("Backend operations, by op and outcome."))
+	ms.duration, _ = m.Float64Histogram("dstl.backend.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("Latency of backend operations, retries included."))
+	ms.retries, _ = m.Int64Counter("dstl.backend.retries", metric.WithDescription("Request attempts after the first."))
+	return ms
+}
+
+func (m *metrics) record(ctx context.Context, op string, start time.Time, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	opAttr := attribute.String("op", op)
+	m.ops.Add(ctx, 1, metric.WithAttributes(m.backend, opAttr, attribute.String("outcome", outcome)))
+	m.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(m.backend, opAttr))
+}
+
+func (m *metrics) retry(ctx context.Context, op string) {
+	m.retries.Add(ctx, 1, metric.WithAttributes(m.backend, attribute.String("op", op)))
+}
