@@ -44,9 +44,8 @@ import (
 	"syscall"
 
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/backends/internal/gate"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // ID is the backend's identifier in the registry and in its errors.
@@ -71,19 +70,24 @@ func init() {
 	}, Scheme)
 }
 
-// Backend is a [backends.Backend] that stores objects as files under a root
-// directory. It is safe for concurrent use.
+// Backend is the local backend: the portable [backends.Bucket] over the
+// files under a root directory, with the calls of its own. It is safe for
+// concurrent use.
 type Backend struct {
+	*backends.Bucket
+	d *bucket
+}
+
+// bucket is the driver: files under a root directory.
+type bucket struct {
 	root *os.Root
 	dir  string // absolute path of the root
 	sync bool
 
-	calls gate.Gate // Close waits for the calls in progress
-
 	synced sync.Map // directory name -> struct{}: its entry in its parent was fsynced
 }
 
-var _ backends.Backend = (*Backend)(nil)
+var _ driver.Bucket = (*bucket)(nil)
 
 // New opens a backend from a base path, a plain path or a file:// URL (see
 // [ParseURL]). It is the factory the backend registers.
@@ -96,7 +100,8 @@ func New(ctx context.Context, basePath string) (*Backend, error) {
 }
 
 // Open opens a backend with cfg. With cfg.CreateRoot, the root directory is
-// created when missing; otherwise it must exist.
+// created when missing; otherwise it must exist. Local files are not
+// retried: each call makes one attempt.
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("local: open %q: %w", cfg.Root, err)
@@ -124,59 +129,55 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: open root: %w", err)
 	}
-	return &Backend{root: root, dir: dir, sync: !cfg.NoSync}, nil
+	d := &bucket{root: root, dir: dir, sync: !cfg.NoSync}
+	return &Backend{Bucket: backends.New(ID, d, backends.NoRetries), d: d}, nil
 }
 
 // Root returns the absolute path of the backend's root directory.
-func (b *Backend) Root() string { return b.dir }
+func (b *Backend) Root() string { return b.d.dir }
 
-// Close waits for running calls to return and releases the root directory.
-// Later calls fail with [dstl.ErrClosed]; readers returned by Get stay
-// usable until closed. Close must not be called from a List callback.
-// Closing twice is not an error.
-func (b *Backend) Close() error {
-	if !b.calls.Close() {
-		return nil
-	}
-	if err := b.root.Close(); err != nil {
+// Close releases the root directory.
+func (d *bucket) Close() error {
+	if err := d.root.Close(); err != nil {
 		return fmt.Errorf("local: close: %w", err)
 	}
 	return nil
 }
 
-// begin registers a running call; it fails once the backend is closed.
-func (b *Backend) begin(op, name string) error {
-	if !b.calls.Enter() {
-		return backends.NewError(op, ID, name, dstl.ErrClosed)
+// As sets a **os.Root target to the root directory.
+func (d *bucket) As(target any) bool {
+	if p, ok := target.(**os.Root); ok {
+		*p = d.root
+		return true
 	}
-	return nil
+	return false
 }
 
-// Put stores size bytes of body under name, atomically; see the package
-// documentation. It fails with [backends.ErrExists] when name exists, and a
-// body shorter than size is an error. Nothing is left visible by a failed
-// or cancelled Put.
-func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) (err error) {
-	if err := checkName(name); err != nil {
-		return backends.NewError("put", ID, name, err)
-	}
-	if size < 0 {
-		return backends.NewError("put", ID, name, fmt.Errorf("negative size %d", size))
-	}
-	if body == nil {
-		return backends.NewError("put", ID, name, errors.New("nil body"))
-	}
-	if err := b.begin("put", name); err != nil {
-		return err
-	}
-	defer b.calls.Leave()
-	defer func() { err = b.wrap("put", name, err) }()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+// Location names no more than the errors of the filesystem do.
+func (d *bucket) Location(string) string { return "" }
 
+// Classify maps the errors of the filesystem.
+func (d *bucket) Classify(err error) driver.Code {
+	switch {
+	case isMissing(err):
+		return driver.NotFound
+	case errors.Is(err, fs.ErrPermission):
+		return driver.Permission
+	case errors.Is(err, fs.ErrExist):
+		return driver.Exists
+	}
+	return driver.Unknown
+}
+
+// Put writes a temporary file next to the object, fsyncs it, links it
+// under the object's name (never replacing an existing object) and fsyncs
+// the directory. Nothing is left visible by a failed or cancelled Put.
+func (d *bucket) Put(ctx context.Context, _ driver.Runner, name string, body *driver.Body, size int64) (err error) {
+	if err := checkName(name); err != nil {
+		return err
+	}
 	dir := path.Dir(name)
-	f, tmp, err := b.createTempIn(dir)
+	f, tmp, err := d.createTempIn(dir)
 	if err != nil {
 		return err
 	}
@@ -186,13 +187,13 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 		}
 		// The temporary name is never needed after Put: on success the
 		// object is a second link to it.
-		_ = b.root.Remove(filepath.FromSlash(tmp))
+		_ = d.root.Remove(filepath.FromSlash(tmp))
 	}()
 
 	if err := copyBody(ctx, f, body, size); err != nil {
 		return err
 	}
-	if b.sync {
+	if d.sync {
 		if err := f.Sync(); err != nil {
 			return err
 		}
@@ -205,20 +206,20 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := b.root.Link(filepath.FromSlash(tmp), filepath.FromSlash(name)); err != nil {
+	if err := d.root.Link(filepath.FromSlash(tmp), filepath.FromSlash(name)); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			if fi, serr := b.root.Lstat(filepath.FromSlash(name)); serr == nil && fi.IsDir() {
+			if fi, serr := d.root.Lstat(filepath.FromSlash(name)); serr == nil && fi.IsDir() {
 				return fmt.Errorf("%w: a directory of other objects has this name", backends.ErrInvalidName)
 			}
 			return fmt.Errorf("%w: %w", backends.ErrExists, err)
 		}
 		return err
 	}
-	if b.sync {
-		if err := b.syncDir(dir); err != nil {
+	if d.sync {
+		if err := d.syncDir(dir); err != nil {
 			// Not known to be durable: take the object back so that a
 			// failed Put leaves nothing.
-			_ = b.root.Remove(filepath.FromSlash(name))
+			_ = d.root.Remove(filepath.FromSlash(name))
 			return err
 		}
 	}
@@ -230,8 +231,8 @@ func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 // copyBufs holds the buffers Put copies bodies through.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyChunk); return &b }}
 
-func copyBody(ctx context.Context, f *os.File, body io.ReaderAt, size int64) error {
-	r := io.NewSectionReader(body, 0, size)
+func copyBody(ctx context.Context, f *os.File, body *driver.Body, size int64) error {
+	r := body.Section(0, size)
 	pooled := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(pooled)
 	buf := (*pooled)[:min(size, copyChunk)]
@@ -259,28 +260,28 @@ func copyBody(ctx context.Context, f *os.File, body io.ReaderAt, size int64) err
 
 // createTempIn creates a new temporary file in dir, creating dir first
 // unless it is known to exist.
-func (b *Backend) createTempIn(dir string) (*os.File, string, error) {
-	if _, known := b.synced.Load(dir); known || dir == "." {
-		f, tmp, err := b.createTemp(dir)
+func (d *bucket) createTempIn(dir string) (*os.File, string, error) {
+	if _, known := d.synced.Load(dir); known || dir == "." {
+		f, tmp, err := d.createTemp(dir)
 		if !isMissing(err) || dir == "." {
 			return f, tmp, err
 		}
 		// Removed behind our back: forget what we knew of it.
-		for d := dir; d != "."; d = path.Dir(d) {
-			b.synced.Delete(d)
+		for p := dir; p != "."; p = path.Dir(p) {
+			d.synced.Delete(p)
 		}
 	}
-	if err := b.ensureDir(dir); err != nil {
+	if err := d.ensureDir(dir); err != nil {
 		return nil, "", err
 	}
-	return b.createTemp(dir)
+	return d.createTemp(dir)
 }
 
 // createTemp creates a new temporary file in dir.
-func (b *Backend) createTemp(dir string) (*os.File, string, error) {
+func (d *bucket) createTemp(dir string) (*os.File, string, error) {
 	for range 100 {
 		name := path.Join(dir, TempPrefix+strconv.FormatUint(rand.Uint64(), 36))
-		f, err := b.root.OpenFile(filepath.FromSlash(name), os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
+		f, err := d.root.OpenFile(filepath.FromSlash(name), os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
@@ -293,71 +294,59 @@ func (b *Backend) createTemp(dir string) (*os.File, string, error) {
 // directory in its parent is fsynced, and so is, once per process, the entry
 // of each existing one (it may have been created by a Put that has not
 // fsynced it yet).
-func (b *Backend) ensureDir(dir string) error {
+func (d *bucket) ensureDir(dir string) error {
 	if dir == "." {
 		return nil
 	}
-	if err := b.ensureDir(path.Dir(dir)); err != nil {
+	if err := d.ensureDir(path.Dir(dir)); err != nil {
 		return err
 	}
-	err := b.root.Mkdir(filepath.FromSlash(dir), dirPerm)
+	err := d.root.Mkdir(filepath.FromSlash(dir), dirPerm)
 	if err != nil {
 		if !errors.Is(err, fs.ErrExist) {
 			return err
 		}
-		fi, serr := b.root.Lstat(filepath.FromSlash(dir))
+		fi, serr := d.root.Lstat(filepath.FromSlash(dir))
 		if serr != nil {
 			return serr
 		}
 		if !fi.IsDir() {
 			return fmt.Errorf("%w: object %q exists, so it cannot be a directory", backends.ErrInvalidName, dir)
 		}
-		if _, ok := b.synced.Load(dir); ok {
+		if _, ok := d.synced.Load(dir); ok {
 			return nil
 		}
 	}
-	if b.sync {
-		if err := b.syncDir(path.Dir(dir)); err != nil {
+	if d.sync {
+		if err := d.syncDir(path.Dir(dir)); err != nil {
 			return err
 		}
 	}
-	b.synced.Store(dir, struct{}{})
+	d.synced.Store(dir, struct{}{})
 	return nil
 }
 
 // syncDir fsyncs a directory, making the entries in it durable.
-func (b *Backend) syncDir(dir string) error {
-	d, err := b.root.Open(filepath.FromSlash(dir))
+func (d *bucket) syncDir(dir string) error {
+	f, err := d.root.Open(filepath.FromSlash(dir))
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-// Get returns length bytes of the object from offset on (-1: to the end).
-// See [backends.Backend.Get]. Reads from the returned reader fail once ctx is
-// done.
-func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_ io.ReadCloser, err error) {
+// Open opens the file and returns a reader of length bytes from offset on
+// (-1: to the end). An offset past the end fails with
+// backends.ErrInvalidRange.
+func (d *bucket) Open(_ context.Context, name string, offset, length int64) (io.ReadCloser, error) {
 	if err := checkName(name); err != nil {
-		return nil, backends.NewError("get", ID, name, err)
-	}
-	if offset < 0 || length < -1 {
-		return nil, backends.NewError("get", ID, name,
-			fmt.Errorf("%w: offset %d, length %d", backends.ErrInvalidRange, offset, length))
-	}
-	if err := b.begin("get", name); err != nil {
 		return nil, err
 	}
-	defer b.calls.Leave()
-	defer func() { err = b.wrap("get", name, err) }()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	f, err := b.root.Open(filepath.FromSlash(name))
+	f, err := d.root.Open(filepath.FromSlash(name))
 	if err != nil {
 		return nil, err
 	}
@@ -376,68 +365,55 @@ func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_
 	if length >= 0 && length < n {
 		n = length
 	}
-	return &reader{ctx: ctx, b: b, name: name, f: f, r: io.NewSectionReader(f, offset, n)}, nil
+	return &reader{SectionReader: io.NewSectionReader(f, offset, n), f: f}, nil
 }
 
-// reader is the io.ReadCloser Get returns.
+// reader reads a section of a file.
 type reader struct {
-	ctx  context.Context
-	b    *Backend
-	name string
-	f    *os.File
-	r    *io.SectionReader
-}
-
-func (r *reader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, r.b.wrap("get", r.name, err)
-	}
-	n, err := r.r.Read(p)
-	if err != nil && err != io.EOF {
-		err = r.b.wrap("get", r.name, err)
-	}
-	return n, err
+	*io.SectionReader
+	f *os.File
 }
 
 func (r *reader) Close() error {
 	if err := r.f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
-		return r.b.wrap("get", r.name, err)
+		return err
 	}
 	return nil
 }
 
-// Delete removes the object; a missing object is not an error. Directories
-// are left in place, even when they become empty.
-func (b *Backend) Delete(ctx context.Context, name string) (err error) {
+// Size returns the size of the object's file.
+func (d *bucket) Size(_ context.Context, name string) (int64, error) {
 	if err := checkName(name); err != nil {
-		return backends.NewError("delete", ID, name, err)
+		return 0, err
 	}
-	if err := b.begin("delete", name); err != nil {
-		return err
-	}
-	defer b.calls.Leave()
-	defer func() { err = b.wrap("delete", name, err) }()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	fi, err := b.root.Lstat(filepath.FromSlash(name))
+	fi, err := d.root.Stat(filepath.FromSlash(name))
 	if err != nil {
-		if isMissing(err) {
-			return nil
-		}
+		return 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("%w: not a regular file", backends.ErrNotFound)
+	}
+	return fi.Size(), nil
+}
+
+// Delete removes the object's file. Directories are left in place, even
+// when they become empty.
+func (d *bucket) Delete(_ context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	fi, err := d.root.Lstat(filepath.FromSlash(name))
+	if err != nil {
 		return err
 	}
 	if fi.IsDir() {
 		return nil // a directory of other objects, not an object
 	}
-	if err := b.root.Remove(filepath.FromSlash(name)); err != nil {
-		if isMissing(err) {
-			return nil
-		}
+	if err := d.root.Remove(filepath.FromSlash(name)); err != nil {
 		return err
 	}
-	if b.sync {
-		return b.syncDir(path.Dir(name))
+	if d.sync {
+		return d.syncDir(path.Dir(name))
 	}
 	return nil
 }
@@ -447,14 +423,7 @@ func (b *Backend) Delete(ctx context.Context, name string) (err error) {
 // names relative to the root and "/"-separated. Temporary files, and files
 // that are not regular or whose names are not valid object names, are
 // skipped. Objects put or deleted during the listing may or may not be seen.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) (err error) {
-	if fn == nil {
-		return backends.NewError("list", ID, prefix, errors.New("nil callback"))
-	}
-	if err := b.begin("list", prefix); err != nil {
-		return err
-	}
-	defer b.calls.Leave()
+func (d *bucket) List(ctx context.Context, _ driver.Runner, prefix string, fn func(driver.ObjectInfo) error) error {
 	start := "."
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
 		start = prefix[:i]
@@ -462,14 +431,14 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.Obje
 			return nil // no valid name has this prefix
 		}
 	}
-	err = b.walk(ctx, start, prefix, fn)
+	err := d.walk(ctx, start, prefix, fn)
 	if se, ok := errors.AsType[*stopError](err); ok {
 		return se.err // fn's own error, returned as it is
 	}
 	if isMissing(err) && start != "." {
 		return nil
 	}
-	return b.wrap("list", prefix, err)
+	return err
 }
 
 // stopError carries the callback's error out of walk, to be returned as it
@@ -484,35 +453,33 @@ func (e *stopError) Error() string { return e.err.Error() }
 // deleted. Call it only while no Put into that directory is running, for
 // instance at start-up, before the backend is used.
 func (b *Backend) RemoveTemporaryFiles(ctx context.Context, prefix string) (n int, err error) {
+	const op = "remove temporary files"
 	dir := strings.TrimSuffix(prefix, "/")
 	if dir == "" {
 		dir = "."
 	} else if err := checkName(dir); err != nil {
-		return 0, backends.NewError("remove temporary files", ID, prefix, err)
+		return 0, backends.NewError(op, ID, prefix, err)
 	}
-	if err := b.begin("remove temporary files", prefix); err != nil {
-		return 0, err
-	}
-	defer b.calls.Leave()
-	defer func() { err = b.wrap("remove temporary files", prefix, err) }()
-	err = fs.WalkDir(b.root.FS(), dir, func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
-			if isMissing(err) {
+	err = b.Run(ctx, op, prefix, func(ctx context.Context, _ driver.Runner) error {
+		return fs.WalkDir(b.d.root.FS(), dir, func(p string, de fs.DirEntry, err error) error {
+			if err != nil {
+				if isMissing(err) {
+					return nil
+				}
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if de.IsDir() || !strings.HasPrefix(de.Name(), TempPrefix) {
 				return nil
 			}
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if de.IsDir() || !strings.HasPrefix(de.Name(), TempPrefix) {
+			if err := b.d.root.Remove(filepath.FromSlash(p)); err != nil && !isMissing(err) {
+				return err
+			}
+			n++
 			return nil
-		}
-		if err := b.root.Remove(filepath.FromSlash(p)); err != nil && !isMissing(err) {
-			return err
-		}
-		n++
-		return nil
+		})
 	})
 	return n, err
 }
@@ -520,16 +487,16 @@ func (b *Backend) RemoveTemporaryFiles(ctx context.Context, prefix string) (n in
 // walk lists directory dir in lexical order of full names. A subdirectory d
 // sorts as "d/": every name under it starts with that, so its objects come
 // exactly where they belong among its siblings.
-func (b *Backend) walk(ctx context.Context, dir, prefix string, fn func(backends.ObjectInfo) error) error {
+func (d *bucket) walk(ctx context.Context, dir, prefix string, fn func(driver.ObjectInfo) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	d, err := b.root.Open(filepath.FromSlash(dir))
+	f, err := d.root.Open(filepath.FromSlash(dir))
 	if err != nil {
 		return err
 	}
-	entries, err := d.ReadDir(-1)
-	_ = d.Close()
+	entries, err := f.ReadDir(-1)
+	_ = f.Close()
 	if err != nil {
 		return err
 	}
@@ -561,7 +528,7 @@ func (b *Backend) walk(ctx context.Context, dir, prefix string, fn func(backends
 	slices.SortFunc(list, func(x, y entry) int { return strings.Compare(x.key, y.key) })
 	for _, e := range list {
 		if e.de.IsDir() {
-			if err := b.walk(ctx, strings.TrimSuffix(e.key, "/"), prefix, fn); err != nil && !isMissing(err) {
+			if err := d.walk(ctx, strings.TrimSuffix(e.key, "/"), prefix, fn); err != nil && !isMissing(err) {
 				return err
 			}
 			continue
@@ -579,7 +546,7 @@ func (b *Backend) walk(ctx context.Context, dir, prefix string, fn func(backends
 			}
 			return err
 		}
-		if err := fn(backends.ObjectInfo{Name: e.key, Size: fi.Size(), ModTime: fi.ModTime()}); err != nil {
+		if err := fn(driver.ObjectInfo{Name: e.key, Size: fi.Size(), ModTime: fi.ModTime()}); err != nil {
 			return &stopError{err}
 		}
 	}
@@ -607,33 +574,4 @@ func checkName(name string) error {
 // path runs through a file as if it were a directory).
 func isMissing(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
-}
-
-// wrap turns err into a *backends.Error for op on name that wraps the
-// matching sentinel.
-func (b *Backend) wrap(op, name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var be *backends.Error
-	if errors.As(err, &be) {
-		return err
-	}
-	var sentinel error
-	switch {
-	case errors.Is(err, backends.ErrNotFound), errors.Is(err, backends.ErrExists), errors.Is(err, backends.ErrPermission),
-		errors.Is(err, backends.ErrInvalidName), errors.Is(err, backends.ErrInvalidRange), errors.Is(err, dstl.ErrClosed),
-		errors.Is(err, backends.ErrPrecondition):
-		// already classified
-	case isMissing(err):
-		sentinel = backends.ErrNotFound
-	case errors.Is(err, fs.ErrPermission):
-		sentinel = backends.ErrPermission
-	case errors.Is(err, os.ErrClosed):
-		sentinel = dstl.ErrClosed
-	}
-	if sentinel != nil {
-		err = fmt.Errorf("%w: %w", sentinel, err)
-	}
-	return backends.NewError(op, ID, name, err)
 }

@@ -11,13 +11,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/conformance"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 func TestMain(m *testing.M) {
@@ -352,33 +353,26 @@ func TestDirectoryRemovedBehindBackend(t *testing.T) {
 	}
 }
 
-func TestWrapClassifies(t *testing.T) {
-	b := &Backend{}
+func TestClassify(t *testing.T) {
+	d := &bucket{}
 	pathErr := func(err error) error { return &fs.PathError{Op: "open", Path: "x", Err: err} }
 	tests := []struct {
 		name string
 		err  error
-		want error
+		want driver.Code
 	}{
-		{"not exist", pathErr(fs.ErrNotExist), backends.ErrNotFound},
-		{"permission", pathErr(fs.ErrPermission), backends.ErrPermission},
-		{"closed file", pathErr(os.ErrClosed), dstl.ErrClosed},
-		{"sentinel kept", fmt.Errorf("%w: x", backends.ErrExists), backends.ErrExists},
-		{"context", context.DeadlineExceeded, context.DeadlineExceeded},
+		{"not exist", pathErr(fs.ErrNotExist), driver.NotFound},
+		{"not a directory", pathErr(syscall.ENOTDIR), driver.NotFound},
+		{"permission", pathErr(fs.ErrPermission), driver.Permission},
+		{"exists", pathErr(fs.ErrExist), driver.Exists},
+		{"other", pathErr(syscall.EIO), driver.Unknown},
+		{"context", context.DeadlineExceeded, driver.Unknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := b.wrap("put", "obj", tt.err)
-			checkBackendError(t, err, "put", "obj", tt.want)
-			if !errors.Is(err, tt.err) {
-				t.Fatalf("cause %v lost in %v", tt.err, err)
-			}
-			if again := b.wrap("get", "other", err); again != err {
-				t.Fatalf("a BackendError was wrapped again: %v", again)
+			if got := d.Classify(tt.err); got != tt.want {
+				t.Fatalf("Classify(%v) = %v, want %v", tt.err, got, tt.want)
 			}
 		})
-	}
-	if b.wrap("put", "x", nil) != nil {
-		t.Fatal("wrap(nil) != nil")
 	}
 }
