@@ -16,6 +16,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // Harness opens a fresh, empty backend for one test and returns it; the
@@ -38,7 +39,7 @@ func WithPartSize(n int64) Option { return func(s *suite) { s.partSize = n } }
 // [dstl.Config.LocalRecoveryEnabled] in a directory of each case's.
 // ManyWriters then also reads each writer's last confirmed local handle,
 // preferring local copies.
-func WithLocalRecovery(open dstl.OpenLocalRecovery) Option {
+func WithLocalRecovery(open uploader.OpenLocalRecovery) Option {
 	return func(s *suite) { s.localRecovery = open }
 }
 
@@ -125,7 +126,7 @@ type suite struct {
 	id       string // the backend identifier the first checked error named
 	partSize int64
 	// localRecovery turns local recovery on in the engine suite's storages.
-	localRecovery dstl.OpenLocalRecovery
+	localRecovery uploader.OpenLocalRecovery
 	// rawPut writes objects under names no Put can write; nil: none.
 	rawPut RawPut
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/format"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // TestEngine runs the DSTL over backends from open: writers append,
@@ -70,7 +71,7 @@ type engineCase struct {
 	ctx context.Context
 	cfg dstl.Config
 	// localRecovery opens the storages' local recovery; nil without.
-	localRecovery dstl.OpenLocalRecovery
+	localRecovery uploader.OpenLocalRecovery
 }
 
 // engine opens a fresh backend for a case whose storages use cfg (with

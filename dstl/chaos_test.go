@@ -11,6 +11,7 @@ import (
 
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstltest"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // TestChaos runs writers through checkpoints against a backend that fails,
@@ -53,7 +54,7 @@ func runChaos(t *testing.T, seed uint64) {
 	cfg.UploadNextAttemptDelay = 2 * time.Millisecond
 	cfg.PreemptivePersistThreshold = 2 << 10
 	cfg.CompressionEnabled = seed%2 == 0
-	late := dstl.WithUploader(func(u dstl.Uploader) dstl.Uploader {
+	late := dstl.WithUploader(func(u uploader.Uploader) uploader.Uploader {
 		return &stubbornUploader{Uploader: u, rng: rand.New(rand.NewPCG(seed, 1))}
 	})
 	s, err := dstl.New(cfg, b, dstl.WithStorageID("memory"), dstl.WithLogger(discardLogger), late)
@@ -179,12 +180,12 @@ func runChaos(t *testing.T, seed uint64) {
 // late and store their object after another attempt has won, so the
 // storage must discard it.
 type stubbornUploader struct {
-	dstl.Uploader
+	uploader.Uploader
 	mu  sync.Mutex
 	rng *rand.Rand
 }
 
-func (u *stubbornUploader) Upload(ctx context.Context, tasks []*dstl.UploadTask) (*dstl.UploadOutput, error) {
+func (u *stubbornUploader) Upload(ctx context.Context, tasks []*uploader.Task) (*uploader.Output, error) {
 	u.mu.Lock()
 	stubborn := u.rng.IntN(10) == 0
 	u.mu.Unlock()

@@ -4,56 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"time"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl/objname"
-
-	"go.opentelemetry.io/otel/metric"
+	"github.com/dstlgo/dstl/uploader"
 )
-
-// LocalRecovery is the seam of local recovery: one component that stores
-// each batch on the storage's backend and, at the same offsets and under
-// the name it gives in [StoredObject.LocalName] and
-// [UploadResult.LocalObject], a local copy of it (the persist results then
-// carry a local handle), and that owns the backend of the local copies.
-// The storage reads local handles from that backend
-// ([Reader.ReadPreferLocal]), deletes from it the copies that no live
-// change set and no claim of a local handle needs any more, and lists it at
-// start-up ([Storage.CleanLocalCopies]). A storage gets one with [WithLocalRecovery];
-// package github.com/dstlgo/dstl/duplicating implements it.
-type LocalRecovery interface {
-	// Uploader stores batches: its Upload names the local copies it
-	// wrote, its Discard deletes an object and, when StoredObject.LocalName
-	// is set, its local copy.
-	Uploader
-	// LocalBackend returns the backend of the local copies.
-	LocalBackend() backends.Backend
-	// Close releases the component; the storage calls it last, after its
-	// uploads and deletes ended.
-	Close() error
-}
-
-// LocalRecoveryParams is what an [OpenLocalRecovery] builds the local
-// recovery of a storage from.
-type LocalRecoveryParams struct {
-	// Config is the storage's configuration; LocalRecoveryDir names the
-	// directory of the local copies.
-	Config Config
-	// Remote is the storage's backend, which decides whether an upload
-	// succeeded.
-	Remote backends.Backend
-	// Logger is the storage's logger.
-	Logger *slog.Logger
-	// MeterProvider is the storage's OpenTelemetry meter provider.
-	MeterProvider metric.MeterProvider
-}
-
-// OpenLocalRecovery opens the local recovery of a storage whose
-// configuration enables it (see [WithLocalRecovery]).
-type OpenLocalRecovery func(ctx context.Context, p LocalRecoveryParams) (LocalRecovery, error)
 
 // WithLocalRecovery gives the storage the local recovery that open opens
 // (for instance duplicating.Open): when [Config.LocalRecoveryEnabled] is
@@ -63,13 +20,13 @@ type OpenLocalRecovery func(ctx context.Context, p LocalRecoveryParams) (LocalRe
 // otherwise open is not called, so a program may pass the option always
 // and leave the choice to its configuration. A configuration enabling
 // local recovery without this option is refused with [ErrInvalidConfig].
-func WithLocalRecovery(open OpenLocalRecovery) Option {
+func WithLocalRecovery(open uploader.OpenLocalRecovery) Option {
 	return func(o *options) { o.localRecovery = open }
 }
 
 // openLocalRecovery opens the storage's local recovery with the opener of
 // [WithLocalRecovery].
-func openLocalRecovery(ctx context.Context, open OpenLocalRecovery, p LocalRecoveryParams) (LocalRecovery, error) {
+func openLocalRecovery(ctx context.Context, open uploader.OpenLocalRecovery, p uploader.LocalRecoveryParams) (uploader.LocalRecovery, error) {
 	if open == nil {
 		return nil, fmt.Errorf("%w: option \"local-recovery.enabled\" is true, but the storage was given no local recovery: pass dstl.WithLocalRecovery(duplicating.Open) (package github.com/dstlgo/dstl/duplicating)", ErrInvalidConfig)
 	}
@@ -78,14 +35,14 @@ func openLocalRecovery(ctx context.Context, open OpenLocalRecovery, p LocalRecov
 		if lr != nil {
 			err = errors.Join(err, lr.Close())
 		}
-		return nil, fmt.Errorf("dstl: local recovery in %q: %w", p.Config.LocalRecoveryDir, err)
+		return nil, fmt.Errorf("dstl: local recovery in %q: %w", p.Dir, err)
 	}
 	if lr == nil || lr.LocalBackend() == nil {
 		var err error
 		if lr != nil {
 			err = lr.Close()
 		}
-		return nil, errors.Join(err, fmt.Errorf("dstl: local recovery in %q: the component %T has no local backend", p.Config.LocalRecoveryDir, lr))
+		return nil, errors.Join(err, fmt.Errorf("dstl: local recovery in %q: the component %T has no local backend", p.Dir, lr))
 	}
 	return lr, nil
 }
@@ -247,7 +204,7 @@ func (s *Storage) CleanLocalCopies(ctx context.Context, keep ...Handle) (CleanRe
 	}
 	ours := s.tracker.localNames()
 	var doomed []backends.ObjectInfo
-	prefix := ObjectPrefix(s.cfg.JobID)
+	prefix := objname.JobPrefix(s.cfg.JobID)
 	err := s.local.List(ctx, prefix, func(o backends.ObjectInfo) error {
 		switch {
 		case ours[o.Name] || !writtenBefore(prefix, o.Name, s.opened):
@@ -296,7 +253,7 @@ func (s *Storage) CleanLocalCopies(ctx context.Context, keep ...Handle) (CleanRe
 // them, as do the restored copies' claims.
 //
 // The methods that end a copy's last need return it, to be deleted from
-// the local backend (as a StoredObject with Name, Size and LocalName). A
+// the local backend (as a uploader.StoredObject with Name, Size and LocalName). A
 // localCopies is not safe for concurrent use: the tracker's lock guards it.
 type localCopies struct {
 	copies map[string]*localCopy // by the name of the object on the backend
@@ -334,7 +291,7 @@ func (l *localCopies) add(name, localName string, size int64, sets int) {
 
 // released drops one live change set from the copy of object name, if it
 // has one.
-func (l *localCopies) released(name string) []StoredObject {
+func (l *localCopies) released(name string) []uploader.StoredObject {
 	lc := l.copies[name]
 	if lc == nil {
 		return nil
@@ -364,7 +321,7 @@ func (l *localCopies) claim(log LogID, objects []string, cp int64) bool {
 
 // confirmed ends writer log's claims of checkpoints older than cp, and
 // those of closed writers and restores.
-func (l *localCopies) confirmed(log LogID, cp int64) []StoredObject {
+func (l *localCopies) confirmed(log LogID, cp int64) []uploader.StoredObject {
 	return l.endClaims(func(c claim) bool {
 		if c.log != log && c != restoredClaim {
 			if _, closed := l.closed[c.log]; !closed {
@@ -376,7 +333,7 @@ func (l *localCopies) confirmed(log LogID, cp int64) []StoredObject {
 }
 
 // aborted ends writer log's claims of checkpoint cp.
-func (l *localCopies) aborted(log LogID, cp int64) []StoredObject {
+func (l *localCopies) aborted(log LogID, cp int64) []uploader.StoredObject {
 	return l.endClaims(func(c claim) bool { return c == claim{log, cp} })
 }
 
@@ -395,8 +352,8 @@ func (l *localCopies) writerClosed(log LogID) {
 
 // endClaims ends the claims that end says and returns the copies nothing
 // needs any more.
-func (l *localCopies) endClaims(end func(claim) bool) []StoredObject {
-	var drop []StoredObject
+func (l *localCopies) endClaims(end func(claim) bool) []uploader.StoredObject {
+	var drop []uploader.StoredObject
 	left := map[LogID]bool{}
 	for name, lc := range l.copies {
 		for c := range lc.claims {
@@ -418,12 +375,12 @@ func (l *localCopies) endClaims(end func(claim) bool) []StoredObject {
 
 // dropIfUnneeded stops tracking the copy when nothing needs it any more and
 // appends it to drop.
-func (l *localCopies) dropIfUnneeded(name string, lc *localCopy, drop []StoredObject) []StoredObject {
+func (l *localCopies) dropIfUnneeded(name string, lc *localCopy, drop []uploader.StoredObject) []uploader.StoredObject {
 	if lc.sets > 0 || len(lc.claims) > 0 {
 		return drop
 	}
 	delete(l.copies, name)
-	return append(drop, StoredObject{Name: name, Size: lc.size, LocalName: lc.name})
+	return append(drop, uploader.StoredObject{Name: name, Size: lc.size, LocalName: lc.name})
 }
 
 // keepRestored tracks a local copy that a crashed run left and that a

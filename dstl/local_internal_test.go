@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 func TestWrittenBefore(t *testing.T) {
@@ -42,7 +43,7 @@ func TestLocalCopies(t *testing.T) {
 	a, b := LogID{1}, LogID{2}
 	// names returns the backend names of the copies to delete, checking
 	// that each names its local copy.
-	names := func(t *testing.T, drop []StoredObject) []string {
+	names := func(t *testing.T, drop []uploader.StoredObject) []string {
 		t.Helper()
 		var out []string
 		for _, o := range drop {
@@ -55,48 +56,48 @@ func TestLocalCopies(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		run  func(l *localCopies) (steps [][]StoredObject)
+		run  func(l *localCopies) (steps [][]uploader.StoredObject)
 		want [][]string // the copies each step drops
 	}{
-		{"the last live set drops an unclaimed copy", func(l *localCopies) [][]StoredObject {
+		{"the last live set drops an unclaimed copy", func(l *localCopies) [][]uploader.StoredObject {
 			l.add("o", "local-o", 10, 2)
-			return [][]StoredObject{l.released("o"), l.released("o"), l.released("o")}
+			return [][]uploader.StoredObject{l.released("o"), l.released("o"), l.released("o")}
 		}, [][]string{nil, {"o"}, nil}},
-		{"a claim keeps the copy until a newer checkpoint of its writer is confirmed", func(l *localCopies) [][]StoredObject {
+		{"a claim keeps the copy until a newer checkpoint of its writer is confirmed", func(l *localCopies) [][]uploader.StoredObject {
 			l.add("o", "local-o", 10, 1)
 			if !l.claim(a, []string{"o"}, 1) {
 				panic("claim of a tracked copy refused")
 			}
-			return [][]StoredObject{l.released("o"), l.confirmed(a, 1), l.confirmed(b, 9), l.confirmed(a, 2)}
+			return [][]uploader.StoredObject{l.released("o"), l.confirmed(a, 1), l.confirmed(b, 9), l.confirmed(a, 2)}
 		}, [][]string{nil, nil, nil, {"o"}}},
-		{"a claim of a missing copy claims nothing", func(l *localCopies) [][]StoredObject {
+		{"a claim of a missing copy claims nothing", func(l *localCopies) [][]uploader.StoredObject {
 			l.add("o", "local-o", 10, 1)
 			if l.claim(a, []string{"o", "gone"}, 1) {
 				panic("claim of a missing copy accepted")
 			}
-			return [][]StoredObject{l.released("o")}
+			return [][]uploader.StoredObject{l.released("o")}
 		}, [][]string{{"o"}}},
-		{"an abort ends the claims of its checkpoint only", func(l *localCopies) [][]StoredObject {
+		{"an abort ends the claims of its checkpoint only", func(l *localCopies) [][]uploader.StoredObject {
 			l.add("o", "local-o", 10, 1)
 			l.claim(a, []string{"o"}, 1)
 			l.claim(a, []string{"o"}, 2)
-			return [][]StoredObject{l.released("o"), l.aborted(a, 2), l.aborted(a, 1)}
+			return [][]uploader.StoredObject{l.released("o"), l.aborted(a, 2), l.aborted(a, 1)}
 		}, [][]string{nil, nil, {"o"}}},
-		{"a closed writer's claims end at any writer's newer checkpoint", func(l *localCopies) [][]StoredObject {
+		{"a closed writer's claims end at any writer's newer checkpoint", func(l *localCopies) [][]uploader.StoredObject {
 			l.add("o", "local-o", 10, 1)
 			l.claim(a, []string{"o"}, 3)
-			steps := [][]StoredObject{l.released("o"), l.confirmed(b, 5)}
+			steps := [][]uploader.StoredObject{l.released("o"), l.confirmed(b, 5)}
 			l.writerClosed(a)
 			return append(steps, l.confirmed(b, 3), l.confirmed(b, 4))
 		}, [][]string{nil, nil, nil, {"o"}}},
-		{"a restored copy stays until the first confirmed checkpoint", func(l *localCopies) [][]StoredObject {
+		{"a restored copy stays until the first confirmed checkpoint", func(l *localCopies) [][]uploader.StoredObject {
 			if !l.keepRestored("o", "local-o", 10) || l.keepRestored("o", "local-o", 10) {
 				panic("keepRestored: want true, then false for a tracked copy")
 			}
 			if n := l.names(); len(n) != 1 || !n["local-o"] {
 				panic("names do not list the restored copy")
 			}
-			return [][]StoredObject{l.aborted(b, 0), l.confirmed(b, 0)}
+			return [][]uploader.StoredObject{l.aborted(b, 0), l.confirmed(b, 0)}
 		}, [][]string{nil, {"o"}}},
 	}
 	for _, tt := range tests {

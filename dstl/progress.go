@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/backends/driver"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // MinUploadThroughput is the slowest rate, in bytes per second, at which an
@@ -30,7 +31,7 @@ func transferTime(size int64) time.Duration {
 
 // progress is what the engine knows of one upload attempt's progress.
 // Reports of bytes sent ([driver.ReportProgress]) override reads of the body
-// ([trackBody]): once one came, reads no longer count.
+// ([progress.trackBody]): once one came, reads no longer count.
 type progress struct {
 	start     atomic.Int64 // unix nanoseconds: of the attempt, or when its body was handed over
 	bodyBytes atomic.Int64 // new bytes of the body read (high-water mark)
@@ -82,24 +83,18 @@ func (p *progress) stalledAt(timeout time.Duration) (at time.Time, why string) {
 	return at, why
 }
 
-type progressKey struct{}
-
-// withProgress returns ctx carrying p, for [trackBody] and [driver.ReportProgress].
+// withProgress returns ctx carrying p, for [driver.ReportProgress] and
+// [uploader.TrackBody].
 func withProgress(ctx context.Context, p *progress) context.Context {
-	return driver.WithProgress(context.WithValue(ctx, progressKey{}, p), p.sent)
+	return uploader.WithBodyTracker(driver.WithProgress(ctx, p.sent), p.trackBody)
 }
 
 // trackBody returns body such that reading bytes of it not read before
-// counts as progress of the attempt that ctx belongs to (none when ctx
-// carries no progress, e.g. outside the scheduler), until the backend
-// reports bytes sent ([driver.ReportProgress]). Re-reads (a backend's retry of a
-// request) do not count. The attempt's clock restarts now: the time spent
-// encoding the object is not the backend's.
-func trackBody(ctx context.Context, body io.ReaderAt, size int64) io.ReaderAt {
-	p, _ := ctx.Value(progressKey{}).(*progress)
-	if p == nil {
-		return body
-	}
+// counts as progress of the attempt, until the backend reports bytes sent
+// ([driver.ReportProgress]). Re-reads (a backend's retry of a request) do
+// not count. The attempt's clock restarts now: the time spent encoding the
+// object is not the backend's.
+func (p *progress) trackBody(body io.ReaderAt, size int64) io.ReaderAt {
 	p.bodySize.Store(size)
 	p.start.Store(time.Now().UnixNano())
 	return &progressReader{r: body, p: p}

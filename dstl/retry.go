@@ -12,12 +12,13 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl/format"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // attemptResult is what one upload attempt ended with.
 type attemptResult struct {
 	n   int
-	out *UploadOutput
+	out *uploader.Output
 	err error
 }
 
@@ -25,7 +26,7 @@ type attemptResult struct {
 // err otherwise. settled is closed once every attempt has returned; it is
 // nil when the storage closed while attempts may still run.
 type uploadOutcome struct {
-	out     *UploadOutput
+	out     *uploader.Output
 	settled <-chan struct{}
 	err     error
 }
@@ -34,7 +35,7 @@ type uploadOutcome struct {
 // running uploadWithRetries touches it, except lastLoser (see losers).
 type uploadRun struct {
 	s           *scheduler
-	batch       []*UploadTask
+	batch       []*uploadTask
 	maxAttempts int
 	timeout     time.Duration // 0: no hedging and no give-up on time
 	delays      backoff.BackOff
@@ -81,7 +82,7 @@ type uploadRun struct {
 // settled is closed once every attempt has returned; the caller hands
 // failed change sets back to their writers only then. It is nil when the
 // storage closed while attempts may still run.
-func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, settled <-chan struct{}, err error) {
+func (s *scheduler) uploadWithRetries(batch []*uploadTask) (out *uploader.Output, settled <-chan struct{}, err error) {
 	r := s.newUploadRun(batch)
 	defer r.hedge.Stop()
 	r.start()
@@ -105,7 +106,7 @@ func (s *scheduler) uploadWithRetries(batch []*UploadTask) (out *UploadOutput, s
 }
 
 // newUploadRun applies the retry policy to the batch's upload.
-func (s *scheduler) newUploadRun(batch []*UploadTask) *uploadRun {
+func (s *scheduler) newUploadRun(batch []*uploadTask) *uploadRun {
 	maxAttempts, timeout := s.cfg.UploadMaxAttempts, s.cfg.UploadTimeout
 	if s.cfg.RetryPolicy == RetryNone || maxAttempts < 1 {
 		maxAttempts, timeout = 1, 0
@@ -185,7 +186,7 @@ func (r *uploadRun) watch(now time.Time) {
 // attempt makes attempt n and reports its result. An output that breaks
 // the uploader's contract fails the attempt, and its objects are discarded.
 func (r *uploadRun) attempt(ctx context.Context, n int) {
-	out, err := r.s.uploader.Upload(ctx, r.batch)
+	out, err := r.s.up.Upload(ctx, uploaderTasks(r.batch))
 	if err == nil {
 		if err = checkOutput(r.batch, out); err != nil && out != nil {
 			for _, obj := range out.Objects {
@@ -340,7 +341,7 @@ func (r *uploadRun) collectLoser(a attemptResult) {
 }
 
 // record reports a successful upload's metrics.
-func (s *scheduler) record(batch []*UploadTask, r attemptResult, started int, begin time.Time) {
+func (s *scheduler) record(batch []*uploadTask, r attemptResult, started int, begin time.Time) {
 	s.m.attemptsPerUpload.Record(s.ctx, int64(r.n))
 	s.m.totalAttemptsPerUpload.Record(s.ctx, int64(started))
 	s.m.uploadLatency.Record(s.ctx, float64(time.Since(begin))/float64(time.Millisecond))

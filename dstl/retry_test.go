@@ -17,6 +17,7 @@ import (
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstltest"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // failPuts makes the first n puts fail.
@@ -134,13 +135,13 @@ func TestHedgeStalledAttempt(t *testing.T) {
 // lateUploader makes its first attempt ignore cancellation and finish
 // late, storing an object after another attempt has won.
 type lateUploader struct {
-	dstl.Uploader
+	uploader.Uploader
 	calls   atomic.Int64
 	release chan struct{}
 	done    chan string
 }
 
-func (u *lateUploader) Upload(ctx context.Context, tasks []*dstl.UploadTask) (*dstl.UploadOutput, error) {
+func (u *lateUploader) Upload(ctx context.Context, tasks []*uploader.Task) (*uploader.Output, error) {
 	if u.calls.Add(1) == 1 {
 		<-u.release
 		out, err := u.Uploader.Upload(context.WithoutCancel(ctx), tasks)
@@ -157,7 +158,7 @@ func TestLosingAttemptObjectIsDeleted(t *testing.T) {
 	cfg := testConfig()
 	cfg.UploadTimeout = 10 * time.Millisecond
 	lu := &lateUploader{release: make(chan struct{}), done: make(chan string, 1)}
-	s := newStorage(t, b, cfg, dstl.WithUploader(func(u dstl.Uploader) dstl.Uploader { lu.Uploader = u; return lu }))
+	s := newStorage(t, b, cfg, dstl.WithUploader(func(u uploader.Uploader) uploader.Uploader { lu.Uploader = u; return lu }))
 	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
 	mustAppend(t, w, 0, "x")
 	h := persist(t, w, 0, 1) // won by the second attempt

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // scheduler batches the upload tasks of all writers of a storage: tasks that
@@ -16,12 +18,12 @@ import (
 // uploader together, so they end up in one object. It counts the bytes
 // queued or being uploaded and holds callers past the in-flight limit.
 type scheduler struct {
-	cfg      Config
-	backend  string // the storage id, which errors name
-	uploader Uploader
-	tracker  *tracker
-	m        *metrics
-	log      *slog.Logger
+	cfg     Config
+	backend string // the storage id, which errors name
+	up      uploader.Uploader
+	tracker *tracker
+	m       *metrics
+	log     *slog.Logger
 
 	ctx    context.Context // parent of every attempt; cancelled by close
 	cancel context.CancelFunc
@@ -30,7 +32,7 @@ type scheduler struct {
 
 	mu         sync.Mutex
 	closed     bool
-	queue      []*UploadTask
+	queue      []*uploadTask
 	queueBytes int64
 	timer      *time.Timer
 	inFlight   int64         // bytes queued or being uploaded
@@ -42,10 +44,10 @@ type scheduler struct {
 // newScheduler returns the scheduler of a storage: backend is the storage
 // id that errors name; up stores the batches; tr tracks the objects they
 // were stored in.
-func newScheduler(cfg Config, backend string, up Uploader, tr *tracker, m *metrics, log *slog.Logger) *scheduler {
+func newScheduler(cfg Config, backend string, up uploader.Uploader, tr *tracker, m *metrics, log *slog.Logger) *scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &scheduler{
-		cfg: cfg, backend: backend, uploader: up, tracker: tr, m: m, log: log,
+		cfg: cfg, backend: backend, up: up, tracker: tr, m: m, log: log,
 		ctx: ctx, cancel: cancel,
 		slots:     make(chan struct{}, cfg.UploadNumThreads),
 		freed:     make(chan struct{}),
@@ -61,7 +63,7 @@ func newScheduler(cfg Config, backend string, up Uploader, tr *tracker, m *metri
 // of the tasks that see room, only the last one can take the total past the
 // limit: bytes in flight stay below upload.max-in-flight plus the largest
 // single task.
-func (s *scheduler) enqueue(ctx context.Context, t *UploadTask) error {
+func (s *scheduler) enqueue(ctx context.Context, t *uploadTask) error {
 	s.mu.Lock()
 	for {
 		if s.closed {
@@ -91,7 +93,7 @@ func (s *scheduler) enqueue(ctx context.Context, t *UploadTask) error {
 // or newTask had none to build. It never waits, and calls newTask only when
 // there is room, under the scheduler's lock: the caller holds its writer's
 // lock, so that no set is marked for an upload that then cannot start.
-func (s *scheduler) enqueueIfRoom(newTask func() *UploadTask) (done bool, err error) {
+func (s *scheduler) enqueueIfRoom(newTask func() *uploadTask) (done bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -107,7 +109,7 @@ func (s *scheduler) enqueueIfRoom(newTask func() *UploadTask) (done bool, err er
 }
 
 // addLocked counts a task in flight and adds it to the current batch.
-func (s *scheduler) addLocked(t *UploadTask) {
+func (s *scheduler) addLocked(t *uploadTask) {
 	s.inFlight += t.LogicalSize
 	s.updateAvailabilityLocked()
 	s.queue = append(s.queue, t)
@@ -163,7 +165,7 @@ func (s *scheduler) startDrainLocked() {
 // takeBatchLocked takes queued tasks, oldest first, up to
 // batch.persist-size-threshold bytes (at least one task), so that an
 // object, and so an attempt, stays bounded however far uploads lag.
-func (s *scheduler) takeBatchLocked() []*UploadTask {
+func (s *scheduler) takeBatchLocked() []*uploadTask {
 	var n int
 	var size int64
 	for n < len(s.queue) && (n == 0 || size+s.queue[n].LogicalSize <= s.cfg.BatchPersistSizeThreshold) {
@@ -187,7 +189,7 @@ func (s *scheduler) failQueue() {
 }
 
 // runBatch uploads one batch with retries and completes its tasks.
-func (s *scheduler) runBatch(batch []*UploadTask) {
+func (s *scheduler) runBatch(batch []*uploadTask) {
 	s.m.batchSize.Record(s.ctx, int64(len(batch)))
 	for _, t := range batch {
 		t.prepare()
@@ -221,7 +223,7 @@ func (s *scheduler) runBatch(batch []*UploadTask) {
 }
 
 // finish completes or fails the tasks and gives their bytes back.
-func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
+func (s *scheduler) finish(batch []*uploadTask, out *uploader.Output, err error) {
 	if len(batch) == 0 {
 		return
 	}
@@ -256,8 +258,9 @@ func (s *scheduler) finish(batch []*UploadTask, out *UploadOutput, err error) {
 		}
 		return
 	}
+	byTask := engineTasks(batch)
 	for _, tr := range out.Tasks {
-		tr.Task.done(tr.Results, nil)
+		byTask[tr.Task].done(tr.Results, nil)
 	}
 }
 
@@ -271,36 +274,33 @@ func (s *scheduler) closing(err error) bool {
 // checkOutput verifies that an uploader returned, for every task of the
 // batch and no other, one result per change set, each in an object it
 // wrote. (A wrapping uploader with a bug is not helped by another attempt.)
-func checkOutput(batch []*UploadTask, out *UploadOutput) error {
+func checkOutput(batch []*uploadTask, out *uploader.Output) error {
 	if out == nil {
 		return fmt.Errorf("%w: no output for %d tasks", errBadOutput, len(batch))
 	}
 	if len(out.Tasks) != len(batch) {
 		return fmt.Errorf("%w: results for %d of %d tasks", errBadOutput, len(out.Tasks), len(batch))
 	}
-	inBatch := make(map[*UploadTask]bool, len(batch))
-	for _, t := range batch {
-		inBatch[t] = true
-	}
+	inBatch := engineTasks(batch)
 	objects := make(map[string]bool, len(out.Objects))
 	for _, o := range out.Objects {
 		objects[o.Name] = true
 	}
 	for _, tr := range out.Tasks {
-		t := tr.Task
-		if !inBatch[t] {
+		t := inBatch[tr.Task]
+		if t == nil {
 			return fmt.Errorf("%w: results for a task not in the batch, or twice for one", errBadOutput)
 		}
-		delete(inBatch, t)
+		delete(inBatch, tr.Task)
 		// Judge by the writer's own sets, not ChangeSets, which an
 		// uploader could have changed.
 		if len(tr.Results) != len(t.sets) {
-			return fmt.Errorf("%w: %d results for a task of %d change sets of log %s", errBadOutput, len(tr.Results), len(t.sets), t.LogID)
+			return fmt.Errorf("%w: %d results for a task of %d change sets of log %s", errBadOutput, len(tr.Results), len(t.sets), LogID(t.LogID))
 		}
 		for j, r := range tr.Results {
 			sqn := t.sets[j].sqn
-			if r.SequenceNumber != sqn || !objects[r.Object] || r.Length <= 0 || r.Offset < 0 {
-				return fmt.Errorf("%w: result %+v for change set %d of log %s (objects %v)", errBadOutput, r, sqn, t.LogID, out.Objects)
+			if SequenceNumber(r.SequenceNumber) != sqn || !objects[r.Object] || r.Length <= 0 || r.Offset < 0 {
+				return fmt.Errorf("%w: result %+v for change set %d of log %s (objects %v)", errBadOutput, r, sqn, LogID(t.LogID), out.Objects)
 			}
 		}
 	}

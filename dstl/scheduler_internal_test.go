@@ -5,11 +5,12 @@ import (
 	"testing"
 
 	"github.com/dstlgo/dstl/dstl/format"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 func TestCheckOutput(t *testing.T) {
-	task := func(sqns ...uint64) *UploadTask {
-		t := &UploadTask{LogID: NewLogID()}
+	task := func(sqns ...uint64) *uploadTask {
+		t := &uploadTask{Task: uploader.Task{LogID: NewLogID()}}
 		for _, n := range sqns {
 			t.ChangeSets = append(t.ChangeSets, &format.ChangeSet{LogID: t.LogID, SequenceNumber: n})
 			t.sets = append(t.sets, &changeSet{sqn: SequenceNumber(n)})
@@ -17,28 +18,28 @@ func TestCheckOutput(t *testing.T) {
 		return t
 	}
 	a, b := task(1, 2), task(7)
-	res := func(sqn SequenceNumber) UploadResult {
-		return UploadResult{SequenceNumber: sqn, Object: "o", Offset: 0, Length: 10}
+	res := func(sqn SequenceNumber) uploader.Result {
+		return uploader.Result{SequenceNumber: uint64(sqn), Object: "o", Offset: 0, Length: 10}
 	}
-	objects := []StoredObject{{Name: "o", Size: 30}}
+	objects := []uploader.StoredObject{{Name: "o", Size: 30}}
 	for _, tc := range []struct {
 		name string
-		out  *UploadOutput
+		out  *uploader.Output
 		ok   bool
 	}{
-		{"valid", &UploadOutput{Objects: objects, Tasks: []TaskResult{{a, []UploadResult{res(1), res(2)}}, {b, []UploadResult{res(7)}}}}, true},
-		{"any task order", &UploadOutput{Objects: objects, Tasks: []TaskResult{{b, []UploadResult{res(7)}}, {a, []UploadResult{res(1), res(2)}}}}, true},
+		{"valid", &uploader.Output{Objects: objects, Tasks: []uploader.TaskResult{{Task: &a.Task, Results: []uploader.Result{res(1), res(2)}}, {Task: &b.Task, Results: []uploader.Result{res(7)}}}}, true},
+		{"any task order", &uploader.Output{Objects: objects, Tasks: []uploader.TaskResult{{Task: &b.Task, Results: []uploader.Result{res(7)}}, {Task: &a.Task, Results: []uploader.Result{res(1), res(2)}}}}, true},
 		{"nil output", nil, false},
-		{"a task missing", &UploadOutput{Objects: objects, Tasks: []TaskResult{{a, []UploadResult{res(1), res(2)}}}}, false},
-		{"a task twice", &UploadOutput{Objects: objects, Tasks: []TaskResult{{a, []UploadResult{res(1), res(2)}}, {a, []UploadResult{res(1), res(2)}}}}, false},
-		{"a foreign task", &UploadOutput{Objects: objects, Tasks: []TaskResult{{a, []UploadResult{res(1), res(2)}}, {task(7), []UploadResult{res(7)}}}}, false},
-		{"a result missing", &UploadOutput{Objects: objects, Tasks: []TaskResult{{a, []UploadResult{res(1)}}, {b, []UploadResult{res(7)}}}}, false},
-		{"results out of order", &UploadOutput{Objects: objects, Tasks: []TaskResult{{a, []UploadResult{res(2), res(1)}}, {b, []UploadResult{res(7)}}}}, false},
-		{"an object not written", &UploadOutput{Tasks: []TaskResult{{a, []UploadResult{res(1), res(2)}}, {b, []UploadResult{res(7)}}}}, false},
-		{"an empty result", &UploadOutput{Objects: objects, Tasks: []TaskResult{{a, []UploadResult{res(1), {SequenceNumber: 2, Object: "o"}}}, {b, []UploadResult{res(7)}}}}, false},
+		{"a task missing", &uploader.Output{Objects: objects, Tasks: []uploader.TaskResult{{Task: &a.Task, Results: []uploader.Result{res(1), res(2)}}}}, false},
+		{"a task twice", &uploader.Output{Objects: objects, Tasks: []uploader.TaskResult{{Task: &a.Task, Results: []uploader.Result{res(1), res(2)}}, {Task: &a.Task, Results: []uploader.Result{res(1), res(2)}}}}, false},
+		{"a foreign task", &uploader.Output{Objects: objects, Tasks: []uploader.TaskResult{{Task: &a.Task, Results: []uploader.Result{res(1), res(2)}}, {Task: &task(7).Task, Results: []uploader.Result{res(7)}}}}, false},
+		{"a result missing", &uploader.Output{Objects: objects, Tasks: []uploader.TaskResult{{Task: &a.Task, Results: []uploader.Result{res(1)}}, {Task: &b.Task, Results: []uploader.Result{res(7)}}}}, false},
+		{"results out of order", &uploader.Output{Objects: objects, Tasks: []uploader.TaskResult{{Task: &a.Task, Results: []uploader.Result{res(2), res(1)}}, {Task: &b.Task, Results: []uploader.Result{res(7)}}}}, false},
+		{"an object not written", &uploader.Output{Tasks: []uploader.TaskResult{{Task: &a.Task, Results: []uploader.Result{res(1), res(2)}}, {Task: &b.Task, Results: []uploader.Result{res(7)}}}}, false},
+		{"an empty result", &uploader.Output{Objects: objects, Tasks: []uploader.TaskResult{{Task: &a.Task, Results: []uploader.Result{res(1), {SequenceNumber: 2, Object: "o"}}}, {Task: &b.Task, Results: []uploader.Result{res(7)}}}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := checkOutput([]*UploadTask{a, b}, tc.out)
+			err := checkOutput([]*uploadTask{a, b}, tc.out)
 			if tc.ok && err != nil {
 				t.Fatalf("checkOutput: %v", err)
 			}
@@ -53,19 +54,19 @@ func TestCheckOutput(t *testing.T) {
 // change sets it was given is judged by the writer's own sets, not by what
 // it left in ChangeSets.
 func TestCheckOutputJudgesByTheWritersSets(t *testing.T) {
-	task := &UploadTask{LogID: NewLogID()}
+	task := &uploadTask{Task: uploader.Task{LogID: NewLogID()}}
 	task.ChangeSets = []*format.ChangeSet{{LogID: task.LogID, SequenceNumber: 107}} // rewritten from 7
 	task.sets = []*changeSet{{sqn: 7}}
-	out := &UploadOutput{
-		Objects: []StoredObject{{Name: "o", Size: 30}},
-		Tasks:   []TaskResult{{task, []UploadResult{{SequenceNumber: 107, Object: "o", Length: 10}}}},
+	out := &uploader.Output{
+		Objects: []uploader.StoredObject{{Name: "o", Size: 30}},
+		Tasks:   []uploader.TaskResult{{Task: &task.Task, Results: []uploader.Result{{SequenceNumber: 107, Object: "o", Length: 10}}}},
 	}
-	if err := checkOutput([]*UploadTask{task}, out); !errors.Is(err, errBadOutput) {
+	if err := checkOutput([]*uploadTask{task}, out); !errors.Is(err, errBadOutput) {
 		t.Fatalf("checkOutput = %v, want errBadOutput for a result of change set 107 where the writer gave 7", err)
 	}
 	task.ChangeSets = nil // shortened by the uploader
 	out.Tasks[0].Results[0].SequenceNumber = 7
-	if err := checkOutput([]*UploadTask{task}, out); err != nil {
+	if err := checkOutput([]*uploadTask{task}, out); err != nil {
 		t.Fatalf("checkOutput = %v for a result matching the writer's set", err)
 	}
 }

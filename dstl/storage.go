@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // Storage is the changelog storage of one job in one process. It opens a
@@ -22,9 +23,9 @@ type Storage struct {
 	id          string
 	backend     backends.Backend
 	ownsBackend bool
-	uploader    Uploader
-	local       backends.Backend // where local copies are, nil without local recovery
-	recovery    LocalRecovery    // the local recovery component, closed last; nil without
+	up          uploader.Uploader
+	local       backends.Backend       // where local copies are, nil without local recovery
+	recovery    uploader.LocalRecovery // the local recovery component, closed last; nil without
 	opened      time.Time
 	sched       *scheduler
 	tracker     *tracker
@@ -44,8 +45,8 @@ type Option func(*options)
 type options struct {
 	logger        *slog.Logger
 	meterProvider metric.MeterProvider
-	wrapUploader  func(Uploader) Uploader
-	localRecovery OpenLocalRecovery
+	wrapUploader  func(uploader.Uploader) uploader.Uploader
+	localRecovery uploader.OpenLocalRecovery
 	storageID     string
 }
 
@@ -62,7 +63,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // WithUploader wraps the storage's uploader (the default one, or the local
 // recovery component of [WithLocalRecovery]), for instance to inject faults
 // in tests.
-func WithUploader(wrap func(Uploader) Uploader) Option {
+func WithUploader(wrap func(uploader.Uploader) uploader.Uploader) Option {
 	return func(o *options) { o.wrapUploader = wrap }
 }
 
@@ -138,7 +139,7 @@ func newStorage(ctx context.Context, cfg Config, backend backends.Backend, opts 
 		cfg:         cfg,
 		id:          o.storageID,
 		backend:     backend,
-		uploader:    up,
+		up:          up,
 		local:       local,
 		recovery:    lr,
 		opened:      time.Now(),
@@ -156,10 +157,10 @@ func newStorage(ctx context.Context, cfg Config, backend backends.Backend, opts 
 // local recovery component when the configuration enables it, wrapped by
 // WithUploader; lr is the component (nil without local recovery), which
 // owns the backend of local copies and is closed last.
-func buildUploader(ctx context.Context, cfg Config, backend backends.Backend, o options) (up Uploader, lr LocalRecovery, err error) {
-	up = NewBackendUploader(backend, cfg)
+func buildUploader(ctx context.Context, cfg Config, backend backends.Backend, o options) (up uploader.Uploader, lr uploader.LocalRecovery, err error) {
+	up = uploader.NewBackend(backend, uploadOptions(cfg))
 	if cfg.LocalRecoveryEnabled {
-		lr, err = openLocalRecovery(ctx, o.localRecovery, LocalRecoveryParams{Config: cfg, Remote: backend, Logger: o.logger, MeterProvider: o.meterProvider})
+		lr, err = openLocalRecovery(ctx, o.localRecovery, uploader.LocalRecoveryParams{Dir: cfg.LocalRecoveryDir, Remote: backend, Options: uploadOptions(cfg), Logger: o.logger, MeterProvider: o.meterProvider})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -171,14 +172,14 @@ func buildUploader(ctx context.Context, cfg Config, backend backends.Backend, o 
 	// A wrapper that keeps local copies of its own would have them named in
 	// handles but never deleted: the storage deletes copies only through
 	// the component of WithLocalRecovery.
-	if other, ok := up.(LocalRecovery); ok && (lr == nil || other.LocalBackend() != lr.LocalBackend()) {
+	if other, ok := up.(uploader.LocalRecovery); ok && (lr == nil || other.LocalBackend() != lr.LocalBackend()) {
 		return nil, nil, errors.Join(closeIfSet(lr), fmt.Errorf("%w: the uploader from dstl.WithUploader (%T) keeps local copies of its own: pass it with dstl.WithLocalRecovery and set \"local-recovery.enabled\", so that the storage tracks and deletes them", ErrInvalidConfig, up))
 	}
 	return up, lr, nil
 }
 
 // closeIfSet closes lr unless it is nil.
-func closeIfSet(lr LocalRecovery) error {
+func closeIfSet(lr uploader.LocalRecovery) error {
 	if lr == nil {
 		return nil
 	}

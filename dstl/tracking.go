@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // discardTimeout bounds one delete of a released object.
@@ -19,7 +21,7 @@ const discardTimeout = 30 * time.Second
 // [localCopies] under the tracker's lock; the tracker deletes the copies it
 // says nothing needs any more.
 type tracker struct {
-	discarder   func(ctx context.Context, obj StoredObject) error
+	discarder   func(ctx context.Context, obj uploader.StoredObject) error
 	localDelete func(ctx context.Context, name string) error // nil without local copies
 	log         *slog.Logger
 	m           *metrics
@@ -36,17 +38,17 @@ type tracker struct {
 // discardItem is a delete for the discard pool: an object with its local
 // copy if it has one, or only a local copy.
 type discardItem struct {
-	obj       StoredObject
+	obj       uploader.StoredObject
 	localOnly bool
 }
 
 type trackedObject struct {
-	obj   StoredObject
+	obj   uploader.StoredObject
 	refs  int
 	owned bool // confirmed: the checkpoint owner holds it now
 }
 
-func newTracker(threads int, discarder func(context.Context, StoredObject) error, localDelete func(context.Context, string) error, log *slog.Logger, m *metrics) *tracker {
+func newTracker(threads int, discarder func(context.Context, uploader.StoredObject) error, localDelete func(context.Context, string) error, log *slog.Logger, m *metrics) *tracker {
 	t := &tracker{discarder: discarder, localDelete: localDelete, log: log, m: m, objects: map[string]*trackedObject{},
 		locals: newLocalCopies()}
 	t.wake = sync.NewCond(&t.mu)
@@ -61,7 +63,7 @@ func newTracker(threads int, discarder func(context.Context, StoredObject) error
 // object tracked with no reference is discarded at once, with its local
 // copy (a losing attempt's object, say). The local copy of a tracked object
 // is tracked on its own.
-func (t *tracker) track(obj StoredObject, refs int) {
+func (t *tracker) track(obj uploader.StoredObject, refs int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if refs <= 0 {
@@ -148,7 +150,7 @@ func (t *tracker) localNames() map[string]bool {
 }
 
 // dropLocalsLocked queues the deletes of local copies nothing needs.
-func (t *tracker) dropLocalsLocked(drop []StoredObject) {
+func (t *tracker) dropLocalsLocked(drop []uploader.StoredObject) {
 	for _, obj := range drop {
 		t.enqueueLocked(discardItem{obj: obj, localOnly: true})
 	}
@@ -177,7 +179,7 @@ func (t *tracker) refs(name string) int {
 
 // discardNow deletes an object no change set ever referred to, with its
 // local copy.
-func (t *tracker) discardNow(obj StoredObject) { t.track(obj, 0) }
+func (t *tracker) discardNow(obj uploader.StoredObject) { t.track(obj, 0) }
 
 func (t *tracker) enqueueLocked(it discardItem) {
 	t.queue = append(t.queue, it)

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/dstlgo/dstl/dstl/format"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // Writer appends the changes of one operator instance, which owns a range
@@ -62,11 +63,11 @@ type changeSet struct {
 	scratch [][]byte // the changes grouped by key group, built for uploads
 
 	state     setState
-	task      *UploadTask  // the upload in progress, if any
-	result    UploadResult // where it was stored, once uploaded
-	owner     *UploadTask  // the last task that carried it: only it recycles the buffers
-	reported  bool         // included in a handle returned by Persist
-	confirmed bool         // a checkpoint with it completed
+	task      *uploadTask     // the upload in progress, if any
+	result    uploader.Result // where it was stored, once uploaded
+	owner     *uploadTask     // the last task that carried it: only it recycles the buffers
+	reported  bool            // included in a handle returned by Persist
+	confirmed bool            // a checkpoint with it completed
 	// pending are the checkpoints whose returned handles cover the set and
 	// that were neither confirmed nor aborted yet.
 	pending   map[int64]struct{}
@@ -278,7 +279,7 @@ func (w *Writer) persistPreemptively(ctx context.Context) {
 			return
 		}
 		w.rolloverLocked()
-		done, err := w.storage.sched.enqueueIfRoom(func() *UploadTask {
+		done, err := w.storage.sched.enqueueIfRoom(func() *uploadTask {
 			var pending []*changeSet
 			for _, cs := range w.sets {
 				if cs.state == setNotUploaded {
@@ -299,13 +300,13 @@ func (w *Writer) persistPreemptively(ctx context.Context) {
 
 // newTaskLocked marks the sets as uploading and returns their upload task,
 // or nil when there are none.
-func (w *Writer) newTaskLocked(sets []*changeSet) *UploadTask {
+func (w *Writer) newTaskLocked(sets []*changeSet) *uploadTask {
 	if len(sets) == 0 {
 		return nil
 	}
-	t := &UploadTask{LogID: w.logID, sets: sets}
+	t := &uploadTask{Task: uploader.Task{LogID: w.logID}, sets: sets}
 	t.build = func() []*format.ChangeSet { return w.group(t) }
-	t.done = func(results []UploadResult, err error) {
+	t.done = func(results []uploader.Result, err error) {
 		if err != nil {
 			w.uploadFailed(t, err)
 		} else {
@@ -325,7 +326,7 @@ func (w *Writer) newTaskLocked(sets []*changeSet) *UploadTask {
 // group builds the task's change sets for the uploader. It runs off the
 // writer's lock: while a set is uploading, its task owns its buffers
 // (Truncate and Close leave them alone).
-func (w *Writer) group(t *UploadTask) []*format.ChangeSet {
+func (w *Writer) group(t *uploadTask) []*format.ChangeSet {
 	out := make([]*format.ChangeSet, len(t.sets))
 	for i, cs := range t.sets {
 		out[i] = cs.group(w.logID, w.groups)
@@ -398,7 +399,7 @@ func (cs *changeSet) group(id LogID, kgr KeyGroupRange) *format.ChangeSet {
 // recycle returns the buffers of the task's sets that no upload will read
 // again to the storage's pool. The scheduler calls it once every attempt
 // of the task's batch has ended.
-func (w *Writer) recycle(t *UploadTask) {
+func (w *Writer) recycle(t *uploadTask) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, cs := range t.sets {
@@ -410,7 +411,7 @@ func (w *Writer) recycle(t *UploadTask) {
 
 // uploadCompleted records where the task's sets were stored. A set that was
 // truncated meanwhile, or whose writer was closed, releases its reference.
-func (w *Writer) uploadCompleted(t *UploadTask, results []UploadResult) {
+func (w *Writer) uploadCompleted(t *uploadTask, results []uploader.Result) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i, cs := range t.sets {
@@ -428,7 +429,7 @@ func (w *Writer) uploadCompleted(t *UploadTask, results []UploadResult) {
 
 // uploadFailed puts the task's sets back to be uploaded by the next persist,
 // and fails the persists waiting for them.
-func (w *Writer) uploadFailed(t *UploadTask, err error) {
+func (w *Writer) uploadFailed(t *uploadTask, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	failed := map[*changeSet]bool{}

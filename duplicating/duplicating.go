@@ -48,15 +48,17 @@ import (
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // Uploader stores each batch as one object on a remote backend and as a
-// local copy on a local backend. It implements [dstl.LocalRecovery].
+// local copy on a local backend. It implements [uploader.LocalRecovery].
 type Uploader struct {
 	remote    backends.Backend
 	local     backends.Backend
 	ownsLocal bool
-	encoder   *dstl.BackendUploader // encodes a batch and puts it through the tee
+	encoder   *uploader.Backend // encodes a batch and puts it through the tee
 	log       *slog.Logger
 	m         metrics
 	// localTimeout bounds the wait for a local copy once the remote write
@@ -85,14 +87,14 @@ func WithLocalTimeout(d time.Duration) Option { return func(u *Uploader) { u.loc
 // DefaultLocalTimeout is the default of [WithLocalTimeout].
 const DefaultLocalTimeout = 5 * time.Second
 
-// New returns an uploader that encodes batches as cfg says (job prefix,
+// New returns an uploader that encodes batches as o says (job prefix,
 // compression, buffer size) and writes each object to remote and to local.
 // The caller closes both backends. A storage uses it only as its local
 // recovery component: pass it with [dstl.WithLocalRecovery] (an opener
 // that returns it) and set local-recovery.enabled (the directory is then
 // unused); a storage refuses it from [dstl.WithUploader], since it would
 // not delete the copies.
-func New(remote, local backends.Backend, cfg dstl.Config, opts ...Option) (*Uploader, error) {
+func New(remote, local backends.Backend, o uploader.Options, opts ...Option) (*Uploader, error) {
 	if remote == nil {
 		return nil, errors.New("duplicating: the remote backend is nil")
 	}
@@ -100,8 +102,8 @@ func New(remote, local backends.Backend, cfg dstl.Config, opts ...Option) (*Uplo
 		return nil, errors.New("duplicating: the local backend is nil")
 	}
 	u := &Uploader{remote: remote, local: local, log: slog.Default(), localTimeout: DefaultLocalTimeout}
-	for _, o := range opts {
-		o(u)
+	for _, opt := range opts {
+		opt(u)
 	}
 	if u.localTimeout <= 0 {
 		return nil, fmt.Errorf("duplicating: the local timeout must be positive, not %v", u.localTimeout)
@@ -112,25 +114,25 @@ func New(remote, local backends.Backend, cfg dstl.Config, opts ...Option) (*Uplo
 	if err := u.m.init(); err != nil {
 		return nil, fmt.Errorf("duplicating: metrics: %w", err)
 	}
-	u.encoder = dstl.NewBackendUploader(tee{u}, cfg)
+	u.encoder = uploader.NewBackend(tee{u}, o)
 	return u, nil
 }
 
 // Open opens the local recovery of a storage, as [Opener] without options
 // does: pass it to a storage with dstl.WithLocalRecovery(duplicating.Open).
-func Open(ctx context.Context, p dstl.LocalRecoveryParams) (dstl.LocalRecovery, error) {
+func Open(ctx context.Context, p uploader.LocalRecoveryParams) (uploader.LocalRecovery, error) {
 	return Opener()(ctx, p)
 }
 
 // Opener returns what opens the local recovery of a storage, for
 // [dstl.WithLocalRecovery]: it opens the local backend at
-// p.Config.LocalRecoveryDir (creating it when missing), removes the
+// p.Dir (creating it when missing), removes the
 // temporary files that writes interrupted by a crash left under the job's
 // prefix, and returns an [Uploader] that mirrors to it what goes to
 // p.Remote, with the storage's logger and meter provider unless opts set
 // others. Closing the uploader closes the local backend.
-func Opener(opts ...Option) dstl.OpenLocalRecovery {
-	return func(ctx context.Context, p dstl.LocalRecoveryParams) (dstl.LocalRecovery, error) {
+func Opener(opts ...Option) uploader.OpenLocalRecovery {
+	return func(ctx context.Context, p uploader.LocalRecoveryParams) (uploader.LocalRecovery, error) {
 		u, err := open(ctx, p, opts)
 		if err != nil {
 			return nil, err
@@ -139,15 +141,15 @@ func Opener(opts ...Option) dstl.OpenLocalRecovery {
 	}
 }
 
-func open(ctx context.Context, p dstl.LocalRecoveryParams, extra []Option) (*Uploader, error) {
-	if p.Config.LocalRecoveryDir == "" {
+func open(ctx context.Context, p uploader.LocalRecoveryParams, extra []Option) (*Uploader, error) {
+	if p.Dir == "" {
 		return nil, fmt.Errorf("duplicating: %w: option \"local-recovery.dir\" is required", dstl.ErrInvalidConfig)
 	}
-	lb, err := local.Open(ctx, local.DefaultConfig(p.Config.LocalRecoveryDir))
+	lb, err := local.Open(ctx, local.DefaultConfig(p.Dir))
 	if err != nil {
 		return nil, fmt.Errorf("duplicating: %w", err)
 	}
-	if _, err := lb.RemoveTemporaryFiles(ctx, dstl.ObjectPrefix(p.Config.JobID)); err != nil {
+	if _, err := lb.RemoveTemporaryFiles(ctx, objname.JobPrefix(p.Options.JobID)); err != nil {
 		return nil, errors.Join(fmt.Errorf("duplicating: %w", err), lb.Close())
 	}
 	var opts []Option
@@ -157,7 +159,7 @@ func open(ctx context.Context, p dstl.LocalRecoveryParams, extra []Option) (*Upl
 	if p.MeterProvider != nil {
 		opts = append(opts, WithMeterProvider(p.MeterProvider))
 	}
-	u, err := New(p.Remote, lb, p.Config, append(opts, extra...)...)
+	u, err := New(p.Remote, lb, p.Options, append(opts, extra...)...)
 	if err != nil {
 		return nil, errors.Join(err, lb.Close())
 	}
@@ -171,7 +173,7 @@ func (u *Uploader) LocalBackend() backends.Backend { return u.local }
 // Upload encodes the batch into one object and writes it to both backends
 // at once. It fails only when the remote write fails; the results name the
 // local copy when it was written too.
-func (u *Uploader) Upload(ctx context.Context, tasks []*dstl.UploadTask) (*dstl.UploadOutput, error) {
+func (u *Uploader) Upload(ctx context.Context, tasks []*uploader.Task) (*uploader.Output, error) {
 	// The tee records the copies of this upload's objects in written, which
 	// it finds in the context its Put is called with.
 	written := &copied{}
@@ -221,7 +223,7 @@ func (c *copied) has(name string) bool {
 // Discard deletes an object from the remote backend and, when
 // obj.LocalName is set, its local copy. Both are attempted; the error joins
 // both failures.
-func (u *Uploader) Discard(ctx context.Context, obj dstl.StoredObject) error {
+func (u *Uploader) Discard(ctx context.Context, obj uploader.StoredObject) error {
 	var errs []error
 	if obj.Name != "" {
 		errs = append(errs, u.remote.Delete(ctx, obj.Name))

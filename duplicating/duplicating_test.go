@@ -28,6 +28,7 @@ import (
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
 	"github.com/dstlgo/dstl/duplicating"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // TestMain fails the package's tests if a goroutine outlives them.
@@ -66,7 +67,7 @@ func openStorage(t *testing.T, cfg dstl.Config, remote backends.Backend, opts ..
 // given is the local recovery option of a storage whose component the
 // test built itself.
 func given(up *duplicating.Uploader) dstl.Option {
-	return dstl.WithLocalRecovery(func(context.Context, dstl.LocalRecoveryParams) (dstl.LocalRecovery, error) { return up, nil })
+	return dstl.WithLocalRecovery(func(context.Context, uploader.LocalRecoveryParams) (uploader.LocalRecovery, error) { return up, nil })
 }
 
 // localRemote opens a local backend in a directory of the test's, to play
@@ -267,7 +268,7 @@ func TestLocalWriteFailure(t *testing.T) {
 	localB := dstltest.NewBackend()
 	localB.SetFault(dstltest.FailNth(dstltest.OpPut, 1, errors.New("disk full")))
 	cfg := testConfig("unused") // the uploader below brings its own local backend
-	up, err := duplicating.New(remote, localB, cfg, duplicating.WithLogger(quiet), duplicating.WithMeterProvider(mp))
+	up, err := duplicating.New(remote, localB, uploadOpts(cfg), duplicating.WithLogger(quiet), duplicating.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +586,7 @@ func TestOpenErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), file) {
 		t.Fatalf("dstl.New with a file as local recovery directory: %v", err)
 	}
-	if _, err := duplicating.New(nil, dstltest.NewBackend(), testConfig("x")); err == nil {
+	if _, err := duplicating.New(nil, dstltest.NewBackend(), uploadOpts(testConfig("x"))); err == nil {
 		t.Error("New without a remote backend: no error")
 	}
 }
@@ -612,7 +613,7 @@ func TestLocalRecoveryIsAnOption(t *testing.T) {
 			opened := 0
 			opts := []dstl.Option{dstl.WithLogger(quiet)}
 			if tc.option {
-				opts = append(opts, dstl.WithLocalRecovery(func(ctx context.Context, p dstl.LocalRecoveryParams) (dstl.LocalRecovery, error) {
+				opts = append(opts, dstl.WithLocalRecovery(func(ctx context.Context, p uploader.LocalRecoveryParams) (uploader.LocalRecovery, error) {
 					opened++
 					return duplicating.Open(ctx, p)
 				}))
@@ -774,7 +775,7 @@ func TestSlowLocalDisk(t *testing.T) {
 		return dstltest.Fault{}
 	})
 	cfg := testConfig("unused") // the uploader below brings its own local backend
-	up, err := duplicating.New(remote, localB, cfg, duplicating.WithLogger(quiet), duplicating.WithLocalTimeout(20*time.Millisecond))
+	up, err := duplicating.New(remote, localB, uploadOpts(cfg), duplicating.WithLogger(quiet), duplicating.WithLocalTimeout(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -785,7 +786,7 @@ func TestSlowLocalDisk(t *testing.T) {
 	if res.Local != nil || remote.Len() != 1 || localB.Len() != 0 {
 		t.Fatalf("local handle %v, %d remote and %d local objects; want none, 1 and 0", res.Local, remote.Len(), localB.Len())
 	}
-	if _, err := duplicating.New(remote, localB, cfg, duplicating.WithLocalTimeout(0)); err == nil {
+	if _, err := duplicating.New(remote, localB, uploadOpts(cfg), duplicating.WithLocalTimeout(0)); err == nil {
 		t.Error("New with a zero local timeout: no error")
 	}
 }
@@ -823,11 +824,11 @@ func TestLocalRecoveryThroughWithUploaderIsRefused(t *testing.T) {
 		remote := dstltest.NewBackend()
 		cfg := testConfig(t.TempDir())
 		cfg.LocalRecoveryEnabled = enabled
-		up, err := duplicating.New(remote, dstltest.NewBackend(), cfg, duplicating.WithLogger(quiet))
+		up, err := duplicating.New(remote, dstltest.NewBackend(), uploadOpts(cfg), duplicating.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
-		wrap := dstl.WithUploader(func(dstl.Uploader) dstl.Uploader { return up })
+		wrap := dstl.WithUploader(func(uploader.Uploader) uploader.Uploader { return up })
 		s, err := dstl.New(cfg, remote, wrap, dstl.WithLocalRecovery(duplicating.Open))
 		if err == nil {
 			s.Close()
@@ -837,4 +838,10 @@ func TestLocalRecoveryThroughWithUploaderIsRefused(t *testing.T) {
 			t.Fatalf("enabled=%v: err = %v, want ErrInvalidConfig naming WithLocalRecovery", enabled, err)
 		}
 	}
+}
+
+// uploadOpts are cfg's settings of the default uploader.
+func uploadOpts(cfg dstl.Config) uploader.Options {
+	return uploader.Options{JobID: cfg.JobID, Compression: cfg.CompressionEnabled,
+		BufferSize: int(cfg.UploadBufferSize), Concurrency: cfg.UploadNumThreads}
 }

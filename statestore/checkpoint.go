@@ -212,7 +212,7 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 	scfg := storage.Config()
 	c := &Checkpointer{
 		storage: storage, w: w, cfg: cfg, log: cfg.Logger,
-		prefix:  objname.SnapshotPrefix(dstl.ObjectPrefix(scfg.JobID), cfg.Operator),
+		prefix:  objname.SnapshotPrefix(objname.JobPrefix(scfg.JobID), cfg.Operator),
 		trigger: make(chan struct{}, 1),
 		byName:  map[string]internalStore{},
 		pending: map[int64]*pendingCheckpoint{},

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
 
@@ -146,7 +145,7 @@ func (c *Checkpointer) writeSnapshot(ctx context.Context, obj *snapshotObject, e
 		obj.stores[i].payload = p
 	}
 	data := obj.encode()
-	name, err := objname.NewSnapshot(dstl.ObjectPrefix(c.storage.Config().JobID), c.cfg.Operator)
+	name, err := objname.NewSnapshot(objname.JobPrefix(c.storage.Config().JobID), c.cfg.Operator)
 	if err != nil {
 		return "", 0, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/backends/discard"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 const benchAbout = `Measures, in one run on one backend, the performance figures the design
@@ -367,7 +368,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 		return nil, err
 	}
 	rep.RawPut, rep.RawGet = raw.describe()
-	env := &benchEnv{o: o, cfg: cfg, backend: counting.New(b), raw: raw, id: id, prefix: dstl.ObjectPrefix(cfg.JobID),
+	env := &benchEnv{o: o, cfg: cfg, backend: counting.New(b), raw: raw, id: id, prefix: objname.JobPrefix(cfg.JobID),
 		changes: newChangeSource(o.changeSize, max(slices.Max(o.sizes), o.recoveryObject)), prog: prog}
 	defer env.backend.Close()
 	defer func() {

@@ -23,6 +23,7 @@ import (
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/duplicating"
 )
 
@@ -360,7 +361,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		if o.materialize > 0 && cp%int64(o.materialize) == 0 {
 			err := forEach(ws, func(i int, dw *demoWriter) error {
 				from := dw.w.NextSequenceNumber()
-				name := fmt.Sprintf("%ssnapshots/operator-%d-cp-%d.snap", dstl.ObjectPrefix(cfg.JobID), i, cp)
+				name := fmt.Sprintf("%ssnapshots/operator-%d-cp-%d.snap", objname.JobPrefix(cfg.JobID), i, cp)
 				n, err := putSnapshot(ctx, counting, name, snapshot{State: dw.st, From: from})
 				if err != nil {
 					return err
@@ -445,7 +446,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		rep.keys += len(m)
 	}
 
-	err = counting.List(ctx, dstl.ObjectPrefix(cfg.JobID), func(oi backends.ObjectInfo) error {
+	err = counting.List(ctx, objname.JobPrefix(cfg.JobID), func(oi backends.ObjectInfo) error {
 		rep.objects++
 		rep.objectBytes += oi.Size
 		return nil

@@ -283,7 +283,7 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	if o.now == nil {
 		o.now = time.Now
 	}
-	prefix := dstl.ObjectPrefix(o.jobID)
+	prefix := objname.JobPrefix(o.jobID)
 	if o.jobID != "" {
 		if err := backends.CheckObjectName(strings.TrimSuffix(prefix, "/")); err != nil {
 			return nil, fmt.Errorf("%w: --job-id %q: %w", errUsage, o.jobID, err)

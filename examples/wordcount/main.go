@@ -39,6 +39,7 @@ import (
 	"github.com/dstlgo/dstl/backends"
 	_ "github.com/dstlgo/dstl/backends/all" // every backend: local, s3, gcs, azure, gocloud
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/duplicating"
 	"github.com/dstlgo/dstl/statestore"
 )
@@ -198,7 +199,7 @@ func run(ctx context.Context, o options, log *slog.Logger, progress io.Writer) (
 	if err := cp.Register(counts, source); err != nil {
 		return nil, err
 	}
-	checkpoints := checkpointStore{backend: storage.Backend(), prefix: dstl.ObjectPrefix(o.jobID) + "checkpoints/"}
+	checkpoints := checkpointStore{backend: storage.Backend(), prefix: objname.JobPrefix(o.jobID) + "checkpoints/"}
 
 	// Restore the last completed checkpoint, if there is one.
 	last, err := checkpoints.latest(ctx)

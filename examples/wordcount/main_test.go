@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
 
@@ -128,7 +127,7 @@ func TestOldLogObjectsDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	cs := checkpointStore{backend: b, prefix: dstl.ObjectPrefix("job") + "checkpoints/"}
+	cs := checkpointStore{backend: b, prefix: objname.JobPrefix("job") + "checkpoints/"}
 	last, err := cs.latest(ctx)
 	if err != nil || last == nil {
 		t.Fatalf("last checkpoint: %v, %v", last, err)
@@ -138,7 +137,7 @@ func TestOldLogObjectsDeleted(t *testing.T) {
 	}
 	kept := logObjects(last)
 	var left []string
-	err = b.List(ctx, dstl.ObjectPrefix("job"), func(o backends.ObjectInfo) error {
+	err = b.List(ctx, objname.JobPrefix("job"), func(o backends.ObjectInfo) error {
 		if strings.HasSuffix(o.Name, objname.LogSuffix) && !kept[o.Name] {
 			left = append(left, o.Name)
 		}

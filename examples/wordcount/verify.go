@@ -21,7 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 // command returns the command that runs the service with args.
@@ -104,7 +104,7 @@ func verifyMain(ctx context.Context, args []string, cmd command, stdout, stderr 
 		return 3
 	}
 	defer backend.Close()
-	checkpoints := checkpointStore{backend: backend, prefix: dstl.ObjectPrefix(o.jobID) + "checkpoints/"}
+	checkpoints := checkpointStore{backend: backend, prefix: objname.JobPrefix(o.jobID) + "checkpoints/"}
 
 	// First run: killed.
 	c, err := cmd(ctx, serviceArgs...)

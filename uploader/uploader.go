@@ -1,0 +1,98 @@
+// Package uploader is the seam between the engine (package
+// github.com/dstlgo/dstl/dstl) and what stores its batches: the
+// [Uploader] interface, its tasks and results, the default uploader
+// ([Backend], which encodes a batch into one object on a backend), and the
+// seam of local recovery ([LocalRecovery]; package
+// github.com/dstlgo/dstl/duplicating implements it). Applications need it
+// only to write an uploader of their own, for instance to inject faults.
+package uploader
+
+import (
+	"context"
+	"io"
+
+	"github.com/dstlgo/dstl/dstl/format"
+)
+
+// An Uploader stores batches of upload tasks. The engine's scheduler hands
+// it every task that arrived within one batching window and calls it once
+// per attempt; retries, hedging and completion are the scheduler's
+// business.
+type Uploader interface {
+	// Upload makes one attempt at storing every task of the batch. On
+	// success it returns, for each task, one result per change set of the
+	// task (see [Output.Tasks]), and the objects it wrote. Several attempts
+	// at one batch may run at once: an uploader writes its results into the
+	// output, never into the tasks. When the attempt's context is
+	// cancelled, the uploader should stop and leave nothing behind; if it
+	// wrote objects anyway, the scheduler discards them.
+	Upload(ctx context.Context, tasks []*Task) (*Output, error)
+	// Discard deletes an object this uploader wrote, with its local copy if
+	// there is one. Deleting a missing object is not an error.
+	Discard(ctx context.Context, obj StoredObject) error
+}
+
+// Task is one writer's request to store some of its change sets.
+type Task struct {
+	// LogID is the writer's log (a dstl.LogID).
+	LogID [16]byte
+	// ChangeSets are the change sets to store, in sequence-number order.
+	ChangeSets []*format.ChangeSet
+	// LogicalSize is the size of the change sets' changes, in bytes.
+	LogicalSize int64
+}
+
+// Output is what one successful attempt stored.
+type Output struct {
+	// Objects lists every object the attempt wrote.
+	Objects []StoredObject
+	// Tasks holds the results of each task of the batch, one entry per
+	// task, in any order.
+	Tasks []TaskResult
+}
+
+// TaskResult says where the change sets of one task were stored.
+type TaskResult struct {
+	// Task is the task, as the uploader received it.
+	Task *Task
+	// Results holds one result per change set of the task, in order.
+	Results []Result
+}
+
+// StoredObject is one object written by an upload attempt.
+type StoredObject struct {
+	Name      string // name on the backend
+	Size      int64  // stored size in bytes
+	LocalName string // name of the local copy, "" when there is none
+}
+
+// Result says where one change set was stored.
+type Result struct {
+	SequenceNumber uint64 // the change set's (a dstl.SequenceNumber)
+	Object         string // object name on the backend
+	Offset         int64  // offset of the change set in the stored object
+	Length         int64  // stored length of the change set
+	LogicalSize    int64  // size of its changes before encoding
+	LocalObject    string // name of the local copy (same offset and length), "" when none
+}
+
+type trackerKey struct{}
+
+// WithBodyTracker returns ctx carrying track, which [TrackBody] applies.
+// The engine sets one for every upload attempt, to count reads of an
+// object's body as the attempt's progress.
+func WithBodyTracker(ctx context.Context, track func(body io.ReaderAt, size int64) io.ReaderAt) context.Context {
+	return context.WithValue(ctx, trackerKey{}, track)
+}
+
+// TrackBody returns the body of an object of size bytes that an uploader
+// is about to put, such that the engine counts its reads as progress of
+// the upload attempt that ctx belongs to, until the backend reports bytes
+// sent. An uploader that puts objects of its own calls it with each
+// object's body; outside an attempt it returns body.
+func TrackBody(ctx context.Context, body io.ReaderAt, size int64) io.ReaderAt {
+	if track, ok := ctx.Value(trackerKey{}).(func(io.ReaderAt, int64) io.ReaderAt); ok {
+		return track(body, size)
+	}
+	return body
+}
