@@ -30,6 +30,9 @@ func (b *Body) Size() int64 { return b.size }
 // ends before the body's size fails with an error wrapping
 // io.ErrUnexpectedEOF; at the size, it returns io.EOF.
 func (b *Body) ReadAt(p []byte, off int64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	if off >= b.size {
 		return 0, io.EOF
 	}

@@ -1,0 +1,386 @@
+package backends_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
+	"github.com/dstlgo/dstl/conformance"
+)
+
+// naive is a driver that checks nothing: no names, sizes, bodies,
+// ranges, contexts or closed state. The portable layer must make it a
+// backend that meets the whole contract.
+type naive struct {
+	mu      sync.Mutex
+	objects map[string][]byte
+	mtimes  map[string]time.Time
+}
+
+var errNaiveNotFound = errors.New("naive: no such object")
+var errNaiveExists = errors.New("naive: object exists")
+var errNaiveRange = errors.New("naive: offset past the end")
+
+func newNaive() *naive {
+	return &naive{objects: map[string][]byte{}, mtimes: map[string]time.Time{}}
+}
+
+func (d *naive) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	return rt.Do(ctx, size, func(ctx context.Context) error {
+		data, err := body.Bytes(0, size)
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if _, ok := d.objects[name]; ok {
+			return errNaiveExists
+		}
+		d.objects[name], d.mtimes[name] = data, time.Now()
+		return nil
+	})
+}
+
+func (d *naive) Open(_ context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	data, ok := d.objects[name]
+	switch {
+	case !ok:
+		return nil, errNaiveNotFound
+	case offset >= int64(len(data)):
+		return nil, errNaiveRange
+	}
+	data = data[offset:]
+	if length >= 0 && length < int64(len(data)) {
+		data = data[:length]
+	}
+	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+func (d *naive) Size(_ context.Context, name string) (int64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	data, ok := d.objects[name]
+	if !ok {
+		return 0, errNaiveNotFound
+	}
+	return int64(len(data)), nil
+}
+
+func (d *naive) Delete(_ context.Context, name string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.objects[name]; !ok {
+		return errNaiveNotFound
+	}
+	delete(d.objects, name)
+	return nil
+}
+
+func (d *naive) List(ctx context.Context, rt driver.Runner, prefix string, fn func(driver.ObjectInfo) error) error {
+	var page []driver.ObjectInfo
+	if err := rt.Do(ctx, 0, func(context.Context) error {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		page = page[:0]
+		for name, data := range d.objects {
+			if strings.HasPrefix(name, prefix) {
+				page = append(page, driver.ObjectInfo{Name: name, Size: int64(len(data)), ModTime: d.mtimes[name]})
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	slices.SortFunc(page, func(a, b driver.ObjectInfo) int { return strings.Compare(a.Name, b.Name) })
+	for _, o := range page {
+		if err := fn(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *naive) Classify(err error) driver.Code {
+	switch {
+	case errors.Is(err, errNaiveNotFound):
+		return driver.NotFound
+	case errors.Is(err, errNaiveExists):
+		return driver.Exists
+	case errors.Is(err, errNaiveRange):
+		return driver.InvalidRange
+	}
+	return driver.Unknown
+}
+
+func (d *naive) Location(name string) string { return "naive:" + name }
+
+func (d *naive) As(target any) bool {
+	if p, ok := target.(**naive); ok {
+		*p = d
+		return true
+	}
+	return false
+}
+
+func (d *naive) Close() error { return nil }
+
+// rawPut writes an object under any name, as another tool could.
+func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
+	var d *naive
+	if !b.(*backends.Bucket).As(&d) {
+		t.Fatal("As(**naive) = false")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.objects[name], d.mtimes[name] = slices.Clone(data), time.Now()
+	return nil
+}
+
+// TestNaiveDriverMeetsTheContract: a driver that checks nothing passes the
+// whole backend suite through the portable layer, which does every check.
+func TestNaiveDriverMeetsTheContract(t *testing.T) {
+	conformance.TestBackend(t, func(t *testing.T) backends.Backend {
+		return backends.New("naive", newNaive(), backends.NoRetries)
+	}, conformance.WithRawPut(rawPut))
+}
+
+// flaky fails its first requests of each kind with a transient error, or
+// with what fail says.
+type flaky struct {
+	*naive
+	fail  func(op string, n int64) error
+	calls map[string]*atomic.Int64
+}
+
+var errTransient = errors.New("flaky: try again")
+
+func newFlaky(fail func(op string, n int64) error) *flaky {
+	f := &flaky{naive: newNaive(), fail: fail, calls: map[string]*atomic.Int64{}}
+	for _, op := range []string{"put", "open", "size", "delete", "list"} {
+		f.calls[op] = &atomic.Int64{}
+	}
+	return f
+}
+
+func (f *flaky) hit(op string) error { return f.fail(op, f.calls[op].Add(1)) }
+
+func (f *flaky) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	return rt.Do(ctx, size, func(ctx context.Context) error {
+		if err := f.hit("put"); err != nil {
+			return err
+		}
+		return f.naive.Put(ctx, rt, name, body, size)
+	})
+}
+
+func (f *flaky) Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	if err := f.hit("open"); err != nil {
+		return nil, err
+	}
+	return f.naive.Open(ctx, name, offset, length)
+}
+
+func (f *flaky) Delete(ctx context.Context, name string) error {
+	if err := f.hit("delete"); err != nil {
+		return err
+	}
+	return f.naive.Delete(ctx, name)
+}
+
+func (f *flaky) Classify(err error) driver.Code {
+	if errors.Is(err, errTransient) {
+		return driver.Transient
+	}
+	return f.naive.Classify(err)
+}
+
+var fastPolicy = backends.Policy{Timeout: time.Second, MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
+
+// TestRetries: the portable layer retries what the classifier calls
+// transient, up to the policy's attempts, and nothing else.
+func TestRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		failures  int64 // the first so many requests of each kind fail
+		err       error
+		wantCalls int64
+		wantErr   error
+	}{
+		{"transient then success", 2, errTransient, 3, nil},
+		{"transient past the attempts", 5, errTransient, 3, errTransient},
+		{"not transient", 5, errors.New("flaky: broken"), 1, errors.New("")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, op := range []string{"put", "open", "delete"} {
+				f := newFlaky(func(o string, n int64) error {
+					if o == op && n <= tc.failures {
+						return tc.err
+					}
+					return nil
+				})
+				b := backends.New("flaky", f, fastPolicy)
+				ctx := t.Context()
+				if op != "put" {
+					f.naive.objects["x"] = []byte("data")
+				}
+				var err error
+				switch op {
+				case "put":
+					err = b.Put(ctx, "x", strings.NewReader("data"), 4)
+				case "open":
+					var r io.ReadCloser
+					if r, err = b.Get(ctx, "x", 0, -1); err == nil {
+						r.Close()
+					}
+				case "delete":
+					err = b.Delete(ctx, "x")
+				}
+				if got := f.calls[op].Load(); got != tc.wantCalls {
+					t.Errorf("%s: %d requests, want %d", op, got, tc.wantCalls)
+				}
+				if (err == nil) != (tc.wantErr == nil) {
+					t.Errorf("%s: err = %v, want an error: %v", op, err, tc.wantErr != nil)
+				}
+				if err != nil && !strings.Contains(err.Error(), "flaky "+map[string]string{"put": "put", "open": "get", "delete": "delete"}[op]+` "x": naive:x: `) {
+					t.Errorf("%s: error %q does not name the op, backend, object and location", op, err)
+				}
+			}
+		})
+	}
+}
+
+// failingBody fails its reads after n bytes.
+type failingBody struct{ n int64 }
+
+func (b failingBody) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > b.n {
+		return 0, errors.New("disk on fire")
+	}
+	return len(p), nil
+}
+
+// TestBodyFailureIsNotRetried: a failure of the caller's body ends the Put
+// at once, as that error, however the driver reported it.
+func TestBodyFailureIsNotRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body io.ReaderAt
+		size int64
+		want string
+	}{
+		{"failing", failingBody{n: 2}, 10, "disk on fire"},
+		{"short", strings.NewReader("abc"), 10, "body ends after 3 of 10 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFlaky(func(string, int64) error { return nil })
+			b := backends.New("flaky", f, fastPolicy)
+			err := b.Put(t.Context(), "x", tc.body, tc.size)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Put = %v, want an error about the body (%q)", err, tc.want)
+			}
+			if tc.name == "short" && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("Put = %v, want it to wrap io.ErrUnexpectedEOF", err)
+			}
+			if n := f.calls["put"].Load(); n != 1 {
+				t.Fatalf("%d attempts, want 1: a body failure is not retried", n)
+			}
+			if _, err := b.Get(t.Context(), "x", 0, -1); !errors.Is(err, backends.ErrNotFound) {
+				t.Fatalf("Get after the failed Put = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// hanging is a driver whose first Open waits for its context.
+type hanging struct {
+	*naive
+	opens atomic.Int64
+}
+
+func (h *hanging) Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	if h.opens.Add(1) == 1 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.naive.Open(ctx, name, offset, length)
+}
+
+func (h *hanging) Classify(err error) driver.Code { return h.naive.Classify(err) }
+
+// TestOpenAttemptTimesOut: an Open that does not return within the
+// request timeout is cut and tried again, and the body of the attempt
+// that answered stays readable after its attempt's deadline.
+func TestOpenAttemptTimesOut(t *testing.T) {
+	h := &hanging{naive: newNaive()}
+	h.objects["x"] = []byte("data")
+	b := backends.New("hanging", h, backends.Policy{Timeout: 50 * time.Millisecond, MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	r, err := b.Get(t.Context(), "x", 0, -1)
+	if err != nil {
+		t.Fatalf("Get = %v, want success at the second attempt", err)
+	}
+	defer r.Close()
+	time.Sleep(80 * time.Millisecond) // past the attempt's timeout
+	got, err := io.ReadAll(r)
+	if err != nil || string(got) != "data" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if n := h.opens.Load(); n != 2 {
+		t.Fatalf("%d opens, want 2", n)
+	}
+}
+
+// TestDeleteMissingBucket: a delete that fails because the bucket is
+// missing is an error (ErrNotFound and ErrPermanent), unlike the delete of
+// a missing object.
+func TestDeleteMissingBucket(t *testing.T) {
+	errNoBucket := errors.New("no such bucket")
+	d := &classified{naive: newNaive(), err: errNoBucket, code: driver.BucketNotFound}
+	b := backends.New("nobucket", d, backends.NoRetries)
+	err := b.Delete(t.Context(), "x")
+	if !errors.Is(err, backends.ErrNotFound) || !errors.Is(err, backends.ErrPermanent) || !errors.Is(err, errNoBucket) {
+		t.Fatalf("Delete = %v, want ErrNotFound, ErrPermanent and the cause", err)
+	}
+	var be *backends.Error
+	if !errors.As(err, &be) || be.Op != "delete" || be.Backend != "nobucket" || be.Object != "x" {
+		t.Fatalf("Delete = %#v, want a *backends.Error naming delete, the backend and x", err)
+	}
+}
+
+// classified fails every Delete with err, classified as code.
+type classified struct {
+	*naive
+	err  error
+	code driver.Code
+}
+
+func (c *classified) Delete(context.Context, string) error { return c.err }
+
+func (c *classified) Classify(err error) driver.Code {
+	if errors.Is(err, c.err) {
+		return c.code
+	}
+	return c.naive.Classify(err)
+}
+
+func ExampleBucket_As() {
+	b := backends.New("naive", newNaive(), backends.NoRetries)
+	defer b.Close()
+	var d *naive
+	fmt.Println(b.As(&d), d != nil)
+	// Output: true true
+}
