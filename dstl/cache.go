@@ -45,9 +45,9 @@ type fetchCall struct {
 	err  error
 }
 
-// DefaultCacheLimit bounds the bytes a reader's cache keeps: past it, the
+// defaultCacheLimit bounds the bytes a reader's cache keeps: past it, the
 // least recently used ranges go first.
-const DefaultCacheLimit = 256 << 20
+const defaultCacheLimit = 256 << 20
 
 func newRangeCache(idle time.Duration, limit int64) *rangeCache {
 	return &rangeCache{idle: idle, limit: limit, now: time.Now, objects: map[string][]*segment{}, inflight: map[rangeKey]*fetchCall{}}

@@ -17,103 +17,66 @@ import (
 // storage. [ParseConfig] accepts every key both bare and with this prefix.
 const FlinkKeyPrefix = "state.changelog.dstl.dfs."
 
-// Config configures a [Storage]. Start from [DefaultConfig]; the comment of
-// each field gives its option key (see [ParseConfig]) and its default.
+// Config configures a [Storage]. Start from [DefaultConfig]; each field
+// names its option key. The README's options table gives every key's
+// default, syntax and bounds.
 type Config struct {
-	// BasePath is where objects go: a URL whose scheme selects the backend
-	// (file:///var/dstl, s3://bucket/prefix, ...) or a local path.
-	// Key "base-path". Required.
+	// BasePath is where objects go: a URL whose scheme selects the
+	// backend (s3://bucket/prefix, ...) or a local path. Key "base-path".
 	BasePath string
-	// Storage selects the backend by identifier; empty means by the scheme
-	// of BasePath. Key "storage" (also Flink's "state.changelog.storage").
-	// [ParseConfig] reads Flink's identifier "filesystem" as empty.
+	// Storage names the backend; empty: by BasePath's scheme. Key "storage".
 	Storage string
-	// JobID, when set, is the prefix of every object name ("JobID/..."), so
-	// that the garbage collector can list one job's objects. It may hold
-	// "/"-separated segments but no empty, "." or ".." segment and no
-	// control character.
-	// Key "job-id". Default: empty (objects directly under BasePath).
+	// JobID prefixes every object name ("JobID/..."). Key "job-id".
 	JobID string
-	// CompressionEnabled compresses each change set on its own (zstd).
-	// Key "compression.enabled". Default false.
+	// CompressionEnabled compresses each change set (zstd). Key
+	// "compression.enabled".
 	CompressionEnabled bool
-	// PreemptivePersistThreshold: once this many bytes were appended since
-	// the last persist, the writer persists on its own. Zero disables
-	// preemptive persists. Key "preemptive-persist-threshold". Default 5 MiB.
+	// PreemptivePersistThreshold: a writer persists on its own once this
+	// many bytes were appended since its last persist; 0: never. Key
+	// "preemptive-persist-threshold".
 	PreemptivePersistThreshold int64
-	// BatchPersistDelay: upload tasks that arrive within this window go
-	// into one object. Zero uploads every task at once.
-	// Key "batch.persist-delay". Default 10 ms.
+	// BatchPersistDelay: tasks arriving within it share one object. Key
+	// "batch.persist-delay".
 	BatchPersistDelay time.Duration
-	// BatchPersistSizeThreshold: a batch is uploaded without waiting for
-	// the window once its tasks hold this many bytes.
-	// Key "batch.persist-size-threshold". Default 10 MiB.
+	// BatchPersistSizeThreshold: a batch of this many bytes goes at once.
+	// Key "batch.persist-size-threshold".
 	BatchPersistSizeThreshold int64
-	// UploadBufferSize is the initial size of the buffer an object is
-	// encoded into. Key "upload.buffer-size". Default 1 MiB.
+	// UploadBufferSize is an object buffer's initial size. Key
+	// "upload.buffer-size".
 	UploadBufferSize int64
-	// UploadNumThreads bounds the batches uploaded at once.
-	// Key "upload.num-threads". Default 5.
+	// UploadNumThreads bounds the uploads at once. Key "upload.num-threads".
 	UploadNumThreads int
-	// DiscardNumThreads is the number of goroutines deleting released
-	// objects. Key "discard.num-threads". Default 1.
+	// DiscardNumThreads deletes released objects. Key "discard.num-threads".
 	DiscardNumThreads int
-	// UploadMaxInFlight bounds the bytes queued or being uploaded: at it,
-	// Append and Persist (and preemptive persists) wait and
-	// [Storage.Available] reports unavailable. One upload may pass the
-	// limit, so the bytes in flight stay below it plus the largest single
-	// upload.
-	// Key "upload.max-in-flight". Default 100 MiB.
+	// UploadMaxInFlight bounds the bytes queued or uploading (plus one
+	// upload): at it, Append and Persist wait. Key "upload.max-in-flight".
 	UploadMaxInFlight int64
-	// RetryPolicy is "fixed" (up to UploadMaxAttempts attempts, hedged
-	// after UploadTimeout without progress, UploadNextAttemptDelay after
-	// an error) or "none" (one attempt, no timeout). Key
-	// "upload.retry-policy". Default "fixed". [ParseConfig] accepts either
-	// in any case.
-	//
-	// Who retries what: a backend retries a single request (a PUT, a part,
-	// a GET) on transient errors, with backoff and a timeout that grows
-	// with the request's body; the engine never retries a request, but
-	// starts a new attempt (a new object, one backend Put) when an attempt
-	// failed or stalled (see UploadTimeout). A backend that gives up a
-	// request fails its attempt, after which the engine may start another.
+	// RetryPolicy is [RetryFixed] or [RetryNone]. Key "upload.retry-policy".
 	RetryPolicy string
-	// UploadTimeout is how long an attempt may go without progress (no
-	// byte sent, as the backend reports it, or, for a backend that
-	// reports nothing, no new byte of its body read), and the grace from
-	// the hand-over of its body after which it must have moved
-	// [MinUploadThroughput] for the time beyond; an attempt that fails
-	// either has stalled, and another starts beside it (the stalled one
-	// is not cancelled). Once UploadMaxAttempts attempts have started,
-	// the upload fails when every one still running has stalled.
-	// Key "upload.timeout". Default 1 s.
+	// UploadTimeout: an attempt without progress for this long, or slower
+	// than 256 KiB/s after it, has stalled and another starts beside it.
+	// Key "upload.timeout".
 	UploadTimeout time.Duration
-	// UploadMaxAttempts is the number of attempts, the first included.
-	// Key "upload.max-attempts". Default 3.
+	// UploadMaxAttempts bounds the attempts of an upload. Key
+	// "upload.max-attempts".
 	UploadMaxAttempts int
-	// UploadNextAttemptDelay is the wait after a failed attempt.
-	// Key "upload.next-attempt-delay". Default 500 ms.
+	// UploadNextAttemptDelay is the wait after a failed attempt. Key
+	// "upload.next-attempt-delay".
 	UploadNextAttemptDelay time.Duration
-	// CacheIdleTimeout: the reader's cache drops fetched ranges unused for
-	// this long. Key "download.local-cache.idle-timeout-ms" (a duration, like
-	// every duration key; a bare number counts milliseconds). Default 10 min.
+	// CacheIdleTimeout: the reader's cache drops ranges idle this long.
+	// Key "download.local-cache.idle-timeout-ms".
 	CacheIdleTimeout time.Duration
-	// LocalRecoveryEnabled mirrors every object the storage uploads to
-	// LocalRecoveryDir, so that a process restarted on the same machine
-	// recovers from local files (see [Reader.ReadPreferLocal]). It turns on
-	// the local recovery the storage is given with [WithLocalRecovery]
-	// (e.g. duplicating.Open); without that option it is refused at [Open]
-	// and [New]. Key "local-recovery.enabled" (also Flink's
-	// "state.backend.local-recovery"). Default false.
+	// LocalRecoveryEnabled keeps a local copy of every object (see
+	// [WithLocalRecovery]). Key "local-recovery.enabled".
 	LocalRecoveryEnabled bool
-	// LocalRecoveryDir is the directory of the local copies, under which
-	// they carry the same names as on the backend. It belongs to one
-	// storage at a time: two processes of a job need two directories.
-	// Key "local-recovery.dir". Required when LocalRecoveryEnabled.
+	// LocalRecoveryDir holds the local copies, for one storage at a time.
+	// Key "local-recovery.dir".
 	LocalRecoveryDir string
 }
 
-// Retry policies.
+// Retry policies: fixed (up to UploadMaxAttempts attempts, one started
+// beside a stalled attempt and UploadNextAttemptDelay after a failed one)
+// or none (one attempt, no timeout).
 const (
 	RetryFixed = "fixed"
 	RetryNone  = "none"
@@ -354,32 +317,12 @@ func cfgBadValue(key, value string, err error) error {
 }
 
 // ParseConfig builds a Config from option keys and values, starting from
-// [DefaultConfig], and validates it as [Config.Validate] does (so
-// "base-path" is required).
-//
-// Every key is accepted bare ("batch.persist-delay") and with
-// [FlinkKeyPrefix] ("state.changelog.dstl.dfs.batch.persist-delay");
-// "storage" also as Flink's "state.changelog.storage". Giving one option
-// under two spellings is an error unless both values mean the same.
-//
-// Values follow Flink's syntax; surrounding white space is ignored:
-//   - sizes: an integer and an optional unit, case-insensitive, with or
-//     without a space: b or bytes; k, kb, kib or kibibytes; m, mb, mib or
-//     mebibytes; g, gb, gib or gibibytes; t, tb, tib or tebibytes. Every
-//     unit is binary, as in Flink: "5 mb" is 5 MiB. "1048576" is 1 MiB.
-//   - durations: an integer and an optional unit, case-insensitive, with or
-//     without a space: ns (nano, nanos, nanosecond[s]); us or µs (micro,
-//     micros, microsecond[s]); ms (milli, millis, millisecond[s]); s (sec,
-//     secs, second[s]); min or m (mins, minute[s]); h (hour[s]); d (day[s]).
-//     A bare integer counts milliseconds, as in Flink. Go's
-//     [time.ParseDuration] forms such as "1m30s" or "1.5s" are accepted too.
-//   - booleans: true or false, case-insensitive.
-//   - integers: decimal.
-//   - upload.retry-policy: fixed or none, case-insensitive.
-//
-// Every error wraps [ErrInvalidConfig]. An unknown key is reported with the
-// list of known keys; a value that does not parse or is out of range with
-// its key and value as given. All problems found are reported together.
+// [DefaultConfig], and validates it as [Config.Validate] does. Every key is
+// accepted bare ("batch.persist-delay") and with [FlinkKeyPrefix]; values
+// follow Flink's syntax (sizes "5 mb", durations "10 ms", a bare number of
+// milliseconds), as the README's options section lists. Every error wraps
+// [ErrInvalidConfig] and names the key and value; all problems are
+// reported together.
 func ParseConfig(opts map[string]string) (Config, error) {
 	c := DefaultConfig("")
 	keys := make([]string, 0, len(opts))
@@ -463,23 +406,10 @@ func (c Config) Options() map[string]string {
 	return m
 }
 
-// Validate checks the configuration:
-//   - base-path is not empty;
-//   - job-id, when set, has no empty, "." or ".." segment and no control
-//     character;
-//   - preemptive-persist-threshold is at least 0 (0 disables preemptive
-//     persists);
-//   - batch.persist-delay and upload.next-attempt-delay are at least 0;
-//   - batch.persist-size-threshold, upload.buffer-size, upload.max-in-flight
-//     and download.local-cache.idle-timeout-ms are greater than 0;
-//   - upload.num-threads, discard.num-threads and upload.max-attempts are at
-//     least 1;
-//   - upload.retry-policy is "fixed" or "none" (exactly, in lower case);
-//   - upload.timeout is greater than 0 under the policy "fixed";
-//   - local-recovery.dir is set when local-recovery.enabled is true.
-//
-// Each problem names the option's bare key and the bad value; all are
-// reported together, and the error wraps [ErrInvalidConfig].
+// Validate checks every option against its bounds (the README's options
+// table lists them). Each problem names the option's bare key and the bad
+// value; all are reported together, and the error wraps
+// [ErrInvalidConfig].
 func (c Config) Validate() error {
 	var errs []error
 	for i := range cfgOptions {

@@ -27,6 +27,8 @@
 // it with a fallback to the backend, and [Storage.CleanLocalCopies] deletes
 // what a crashed run left.
 //
-// Storage services plug in as a [backends.Backend], registered by identifier with
-// [Register]; see the packages under backends/.
+// The storage services are behind package github.com/dstlgo/dstl/backends
+// (the backend contract, its errors, opening one by URL) and the packages
+// under backends/; package github.com/dstlgo/dstl/uploader is the seam for
+// uploaders of one's own.
 package dstl

@@ -80,17 +80,10 @@ var (
 	_ json.Unmarshaler           = (*Handle)(nil)
 )
 
-// Validate checks that the handle is consistent:
-//   - the key-group range is valid ([KeyGroupRange.Validate]);
-//   - the storage id and object names are valid UTF-8, and no object name
-//     is empty;
-//   - every entry has Offset >= 0, Length > 0, LogicalSize >= 0, and
-//     Offset+Length fits an int64;
-//   - sequence numbers strictly increase from entry to entry;
-//   - StoredSize is the sum of the entries' Length, LogicalSize the sum of
-//     their LogicalSize, and 0 <= IncrementalSize <= StoredSize.
-//
-// The error wraps [ErrInvalidHandle].
+// Validate checks that the handle is consistent: a valid key-group range,
+// UTF-8 names, entries with a positive length within an int64 and
+// strictly increasing sequence numbers, and sizes that are the sums of the
+// entries'. The error wraps [ErrInvalidHandle].
 func (h Handle) Validate() error {
 	if err := h.KeyGroups.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidHandle, err)
@@ -138,24 +131,9 @@ func (h Handle) Validate() error {
 }
 
 // MarshalBinary encodes a valid handle (see [Handle.Validate]) in the
-// binary encoding of [HandleVersion]. The encoding is canonical: equal
-// handles encode to equal bytes. Version 1 is, with every integer an
-// unsigned varint (LEB128, minimal length) unless said otherwise:
-//
-//	magic            "DSTH"
-//	version          1 byte, 1
-//	storage id       length, bytes
-//	log id           16 bytes
-//	key groups       start, end
-//	sizes            logical, stored, incremental
-//	objects          count, then per object: length, name bytes
-//	                 (each name once, in order of first use by the entries)
-//	entries          count, then per entry: object index, offset, length,
-//	                 sequence number (the first entry: the number itself;
-//	                 the others: the gap to the previous one, minus one),
-//	                 logical size
-//	checksum         CRC32C (Castagnoli) of all bytes before it,
-//	                 4 bytes little-endian
+// binary encoding of [HandleVersion], laid out in docs/FORMAT.md
+// ("Handles"): canonical, so that equal handles encode to equal bytes, and
+// checksummed (CRC32C).
 func (h Handle) MarshalBinary() ([]byte, error) {
 	return h.AppendBinary(nil)
 }
@@ -209,12 +187,8 @@ func appendHandleString(b []byte, s string) []byte {
 }
 
 // UnmarshalBinary decodes the encoding of [Handle.MarshalBinary] and
-// validates the handle. It rejects, with an error wrapping
-// [ErrInvalidHandle], bad magic, an unknown version, truncated input,
-// trailing bytes, counts or lengths larger than the remaining input, values
-// out of range, a non-canonical encoding (such as an object name listed
-// twice) and a checksum mismatch. On error,
-// h is left unchanged.
+// validates the handle. Damaged, truncated, non-canonical or unknown
+// input is an error wrapping [ErrInvalidHandle]; h is then unchanged.
 func (h *Handle) UnmarshalBinary(data []byte) error {
 	var d Handle
 	if err := decodeHandle(&d, data); err != nil {
@@ -487,14 +461,7 @@ type handleEntryJSON struct {
 }
 
 // MarshalJSON encodes a valid handle (see [Handle.Validate]) as a JSON
-// object of [HandleVersion]:
-//
-//	{"version": 1, "storage": "s3",
-//	 "log_id": "0190e6b2-5d1c-7a3e-8f00-2b9c4d5e6f70",
-//	 "key_groups": {"start": 0, "end": 127},
-//	 "entries": [{"object": "job/0190...", "offset": 0, "length": 812,
-//	              "sqn": 4, "logical_size": 2048}],
-//	 "logical_size": 2048, "stored_size": 812, "incremental_size": 812}
+// object of [HandleVersion], laid out in docs/FORMAT.md ("Handles").
 func (h Handle) MarshalJSON() ([]byte, error) {
 	if err := h.Validate(); err != nil {
 		return nil, err
@@ -526,10 +493,8 @@ func (h Handle) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes the encoding of [Handle.MarshalJSON] and validates
-// the handle. Every field is required, unknown fields are rejected, a
-// version other than [HandleVersion] is rejected before anything else is
-// looked at, and log_id must be a UUID in its 36-character form. Errors
-// wrap [ErrInvalidHandle]. On error, h is left unchanged.
+// the handle: every field is required and unknown ones are refused. Errors
+// wrap [ErrInvalidHandle]; h is then unchanged.
 func (h *Handle) UnmarshalJSON(data []byte) error {
 	if err := checkHandleJSONVersion(data); err != nil {
 		return err

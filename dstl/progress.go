@@ -11,21 +11,19 @@ import (
 	"github.com/dstlgo/dstl/uploader"
 )
 
-// MinUploadThroughput is the slowest rate, in bytes per second, at which an
-// upload is still taken to be on its way. An upload attempt is judged by
-// the bytes it moved since its start: once upload.timeout has passed, it
-// must have moved at least this rate times the time beyond upload.timeout
-// (each byte buys 1/MinUploadThroughput s), so that a trickle is given up
-// in bounded time while 1 MiB/s is never cut. The cloud backends bound a
-// request with a body the same way.
-const MinUploadThroughput = driver.MinThroughput
+// minUploadThroughput is the slowest rate, in bytes per second, at which
+// an upload is still taken to be on its way ([driver.MinThroughput]): once
+// upload.timeout has passed, an attempt must have moved at least this rate
+// times the time beyond it, so that a trickle is given up in bounded time
+// while 1 MiB/s is never cut.
+const minUploadThroughput = driver.MinThroughput
 
-// transferTime is the time size bytes take at [MinUploadThroughput].
+// transferTime is the time size bytes take at [minUploadThroughput].
 func transferTime(size int64) time.Duration {
 	if size <= 0 {
 		return 0
 	}
-	const rate = MinUploadThroughput
+	const rate = minUploadThroughput
 	return time.Duration(size/rate)*time.Second + time.Duration(size%rate)*time.Second/rate
 }
 
@@ -58,7 +56,7 @@ func (p *progress) sent(n int64) {
 // stalledAt is when the attempt counts as stalled with timeout
 // (upload.timeout), given what it moved so far, and why. It is the
 // earlier of: its start plus timeout plus its bytes at
-// [MinUploadThroughput] (the rate floor), and, once it reports bytes
+// [minUploadThroughput] (the rate floor), and, once it reports bytes
 // sent, its latest report plus timeout (no bytes moved). Progress only
 // moves it later.
 func (p *progress) stalledAt(timeout time.Duration) (at time.Time, why string) {
@@ -70,7 +68,7 @@ func (p *progress) stalledAt(timeout time.Duration) (at time.Time, why string) {
 	}
 	start := time.Unix(0, p.start.Load())
 	at = start.Add(timeout + transferTime(moved))
-	why = fmt.Sprintf("%d bytes %s in %v, below %d KiB/s after upload.timeout (%v)", moved, what, at.Sub(start).Round(time.Millisecond), MinUploadThroughput>>10, timeout)
+	why = fmt.Sprintf("%d bytes %s in %v, below %d KiB/s after upload.timeout (%v)", moved, what, at.Sub(start).Round(time.Millisecond), minUploadThroughput>>10, timeout)
 	// Once the whole body was handed to the transport, bytes still drain
 	// from the send buffers and the answer is awaited without reports: from
 	// then on the rate floor alone judges the attempt.

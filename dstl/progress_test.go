@@ -160,7 +160,7 @@ func TestSentBytesAreProgress(t *testing.T) {
 }
 
 // TestTrickleIsGivenUp: a backend that reads its body at 1000 B/s, far
-// below dstl.MinUploadThroughput, is hedged after about upload.timeout
+// below driver.MinThroughput, is hedged after about upload.timeout
 // however steadily it reads, and with every attempt trickling the persist
 // fails within about upload.max-attempts × upload.timeout, saying why.
 func TestTrickleIsGivenUp(t *testing.T) {

@@ -47,30 +47,19 @@ type Reader struct {
 	}
 }
 
-// DefaultUnansweredHold is the default of [Reader.SetUnansweredHold]: how
-// long a [Reader] whose read of the backend timed out (the backend's
-// attempts all went unanswered) fails its further reads of the backend at
-// once, with an error that wraps [ErrUnavailable] and quotes the
-// unanswered read's error, instead of spending the backend's deadlines on
-// each: a restore over many handles fails within the deadline of one read,
-// not of one per handle. After the hold, one read goes through (the others
-// still fail at once while it runs): an answer ends the hold, another
-// timeout starts it again. Ranges in the cache are still served, and a
-// read already under way that succeeds ends the hold; a new Reader (such
-// as the next [Storage.NewReader]) starts without one. Other errors (an
-// object not found, a refused request, a cancelled context) start no hold.
+// DefaultUnansweredHold is the default of [Reader.SetUnansweredHold].
 const DefaultUnansweredHold = 5 * time.Second
 
 // ErrUnavailable is wrapped by the error of a read that a [Reader] did not
-// try, since an earlier read of the backend went unanswered (see
-// [DefaultUnansweredHold]). It does not match context.DeadlineExceeded:
-// the read itself did not time out.
+// try, since an earlier read went unanswered ([Reader.SetUnansweredHold]).
 var ErrUnavailable = errors.New("dstl: backend unavailable")
 
-// SetUnansweredHold sets how long the reader fails its reads of the
-// backend at once after one went unanswered (see [DefaultUnansweredHold]);
-// 0 disables the hold, so that every read spends the backend's deadlines.
-// A negative d counts as 0.
+// SetUnansweredHold sets how long, after a read of the backend went
+// unanswered (timed out), the reader fails its further reads of the
+// backend at once with [ErrUnavailable], so that a restore of many handles
+// fails within the deadline of one read. After the hold one read goes
+// through; an answer ends the hold. Cached ranges are still served. 0 (or
+// less) disables the hold.
 func (r *Reader) SetUnansweredHold(d time.Duration) {
 	r.unanswered.Lock()
 	defer r.unanswered.Unlock()
@@ -112,7 +101,7 @@ func NewReader(backend backends.Backend, groups KeyGroupRange, idle time.Duratio
 	if err := groups.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Reader{backend: backend, log: slog.Default(), groups: groups, cache: newRangeCache(idle, DefaultCacheLimit), ownCache: true}
+	r := &Reader{backend: backend, log: slog.Default(), groups: groups, cache: newRangeCache(idle, defaultCacheLimit), ownCache: true}
 	r.unanswered.hold = DefaultUnansweredHold
 	return r, nil
 }
@@ -135,7 +124,7 @@ func (r *Reader) Stats() ReadStats {
 // Prefetch fetches every range the handles need into the cache, merging
 // adjacent ranges across handles: recovering many writers whose handles
 // share objects costs one request per run of adjacent ranges. Up to
-// [PrefetchConcurrency] requests run at once; the first error ends the
+// [prefetchConcurrency] requests run at once; the first error ends the
 // others.
 func (r *Reader) Prefetch(ctx context.Context, handles ...Handle) error {
 	var entries []HandleEntry
@@ -146,7 +135,7 @@ func (r *Reader) Prefetch(ctx context.Context, handles ...Handle) error {
 		entries = append(entries, handles[i].Entries...)
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(PrefetchConcurrency)
+	g.SetLimit(prefetchConcurrency)
 	for _, rg := range planRanges(entries) {
 		g.Go(func() error {
 			_, err := r.fetchRange(ctx, r.backend, false, rg)
@@ -156,8 +145,8 @@ func (r *Reader) Prefetch(ctx context.Context, handles ...Handle) error {
 	return g.Wait()
 }
 
-// PrefetchConcurrency is how many ranges [Reader.Prefetch] fetches at once.
-const PrefetchConcurrency = 8
+// prefetchConcurrency is how many ranges [Reader.Prefetch] fetches at once.
+const prefetchConcurrency = 8
 
 // Changes yields the changes of the handle: for each change set in
 // sequence-number order, its metadata first, then each key group of the

@@ -64,7 +64,7 @@ type uploadRun struct {
 // or, for a backend that reports nothing, its reads of new bytes of the
 // object's body. An attempt counts as stalled (see [progress.stalledAt])
 // when it reported no bytes sent for upload.timeout, or when, past
-// upload.timeout from its start, it moved less than [MinUploadThroughput]
+// upload.timeout from its start, it moved less than [minUploadThroughput]
 // for the time beyond.
 //
 // With the fixed policy, when the latest attempt has stalled, it is left

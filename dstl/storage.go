@@ -147,7 +147,7 @@ func newStorage(ctx context.Context, cfg Config, backend backends.Backend, opts 
 		tracker:     tr,
 		m:           m,
 		log:         o.logger,
-		readerCache: newRangeCache(cfg.CacheIdleTimeout, DefaultCacheLimit),
+		readerCache: newRangeCache(cfg.CacheIdleTimeout, defaultCacheLimit),
 		buffers:     newBufferPool(2 * cfg.UploadNumThreads),
 		writers:     map[*Writer]struct{}{},
 	}, nil

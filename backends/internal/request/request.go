@@ -16,7 +16,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/backends/driver"
 )
 
 // Policy says how a backend retries one request.
@@ -60,9 +60,9 @@ const (
 // request's body is taken to be on its way: a request with a body of n
 // bytes may take its policy's Timeout plus n at this rate (see
 // [Policy.ForBody]), as the engine allows an upload attempt
-// ([dstl.MinUploadThroughput]). A backend retries a single request; the
+// ([driver.MinThroughput]). A backend retries a single request; the
 // engine never does, and starts a new attempt (a new object) instead.
-const MinThroughput = dstl.MinUploadThroughput
+const MinThroughput = driver.MinThroughput
 
 // ForBody returns the policy of a request with a body of size bytes: its
 // Timeout grows by the body's size at [MinThroughput], so that a slow but
