@@ -335,10 +335,10 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(ObjectInfo) er
 		}
 		return nil
 	})
+	b.metrics.record(ctx, op, start, err)
 	if fnErr != nil && err != nil {
 		return fnErr
 	}
-	b.metrics.record(ctx, op, start, err)
 	return b.wrap(op, prefix, err)
 }
 
