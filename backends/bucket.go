@@ -192,10 +192,17 @@ func (b *Bucket) open(ctx context.Context, name string, offset, length int64) (i
 		body   io.ReadCloser
 		cancel context.CancelFunc
 	)
+	wait := b.policy.ResponseTimeout // a read is a request without a body
 	err := rt.Do(ctx, 0, func(actx context.Context) error {
 		// The body outlives the attempt: the request runs on a context of
-		// the caller's that only the attempt's timeout cancels, and only
-		// until the driver returned.
+		// the caller's that only the attempt's deadline cancels, and only
+		// until the driver returned. The wait for the answer is bounded by
+		// the response timeout too, whatever transport the driver has.
+		if wait > 0 {
+			var cancel context.CancelFunc
+			actx, cancel = context.WithTimeoutCause(actx, wait, fmt.Errorf("no answer within %v: %w", wait, context.DeadlineExceeded))
+			defer cancel()
+		}
 		cctx, ccancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(actx, ccancel)
 		r, err := b.d.Open(cctx, name, offset, length)
@@ -204,10 +211,7 @@ func (b *Bucket) open(ctx context.Context, name string, offset, length int64) (i
 				r.Close()
 			}
 			ccancel()
-			if err == nil {
-				err = actx.Err()
-			}
-			return fmt.Errorf("attempt timed out: %w", err)
+			return fmt.Errorf("attempt timed out: %w", context.Cause(actx))
 		}
 		if err != nil {
 			ccancel()

@@ -313,7 +313,7 @@ type hanging struct {
 }
 
 func (h *hanging) Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
-	if h.opens.Add(1) == 1 {
+	if n := h.opens.Add(1); n == 1 || n < 0 {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
@@ -383,4 +383,37 @@ func ExampleBucket_As() {
 	var d *naive
 	fmt.Println(b.As(&d), d != nil)
 	// Output: true true
+}
+
+// TestOpenResponseTimeout: the wait for a read's answer is bounded by the
+// policy's response timeout, even without a request timeout and whatever
+// transport the driver has, and the attempt counts as timed out.
+func TestOpenResponseTimeout(t *testing.T) {
+	h := &hanging{naive: newNaive()}
+	h.objects["x"] = []byte("data")
+	b := backends.New("hanging", h, backends.Policy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		ResponseTimeout: 50 * time.Millisecond, TimeoutAttempts: 2})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	r, err := b.Get(ctx, "x", 0, -1)
+	if err != nil {
+		t.Fatalf("Get = %v, want success at the second attempt", err)
+	}
+	r.Close()
+	if n := h.opens.Load(); n != 2 {
+		t.Fatalf("%d opens, want 2", n)
+	}
+
+	silent := &hanging{naive: newNaive()}
+	silent.opens.Store(-10) // every open hangs
+	b = backends.New("silent", silent, backends.Policy{MaxAttempts: 5, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		ResponseTimeout: 20 * time.Millisecond, TimeoutAttempts: 2})
+	_, err = b.Get(ctx, "x", 0, -1)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "giving up after 2 attempts that timed out") ||
+		!strings.Contains(err.Error(), "no answer within 20ms") {
+		t.Fatalf("Get = %v, want a timeout after 2 unanswered attempts", err)
+	}
+	if n := silent.opens.Load() + 10; n != 2 {
+		t.Fatalf("%d opens, want 2", n)
+	}
 }
