@@ -130,6 +130,10 @@ func (r *runner) Do(ctx context.Context, bodySize int64, fn func(ctx context.Con
 		if attempt++; attempt > 1 {
 			r.b.metrics.retry(ctx, r.op)
 		}
+		var bodyBefore error // a body that failed before the request did not fail it
+		if r.body != nil {
+			bodyBefore = r.body.Err()
+		}
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if p.Timeout > 0 {
 			actx, cancel = context.WithTimeout(ctx, p.Timeout)
@@ -148,7 +152,7 @@ func (r *runner) Do(ctx context.Context, bodySize int64, fn func(ctx context.Con
 		if err == nil {
 			return nil
 		}
-		if r.body != nil {
+		if r.body != nil && bodyBefore == nil {
 			if berr := r.body.Err(); berr != nil {
 				return backoff.Permanent(&bodyError{berr})
 			}

@@ -3,6 +3,7 @@ package backends
 import (
 	"context"
 	"errors"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -217,5 +218,35 @@ func TestPolicyValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRunnerAfterBodyFailure: the request whose body failed is not
+// retried; a later request of the same Put that sends no body (such as the
+// abort of a multipart upload) is retried as usual.
+func TestRunnerAfterBodyFailure(t *testing.T) {
+	b := New("test", classifier{}, Policy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	body := driver.NewBody(strings.NewReader("ab"), 4) // ends short
+	rt := &runner{b: b, op: "put", body: body}
+	calls := 0
+	err := rt.Do(t.Context(), 4, func(context.Context) error {
+		calls++
+		if _, err := body.Bytes(0, 4); err != nil {
+			return errTransient // the transport's view of the cut body
+		}
+		return nil
+	})
+	if calls != 1 || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("%d calls, err %v: want 1 call failing with the body's error", calls, err)
+	}
+	calls = 0
+	err = rt.Do(t.Context(), 0, func(context.Context) error {
+		if calls++; calls < 3 {
+			return errTransient
+		}
+		return nil
+	})
+	if calls != 3 || err != nil {
+		t.Fatalf("abort: %d calls, err %v; want success at the third", calls, err)
 	}
 }

@@ -75,10 +75,13 @@ type Bucket interface {
 	// Open makes one ranged read request and returns the object's bytes
 	// from offset on: length bytes, or to the end when length is -1
 	// (length is never 0). A range that runs past the end is cut at the
-	// end; an offset past the end fails with an error that Classify maps
-	// to [InvalidRange] (or returns no bytes). The portable layer retries
-	// Open until it returns, and closes the reader; ctx stays alive until
-	// then.
+	// end. An offset past the end must fail with an error that Classify
+	// maps to [InvalidRange] (an offset at the end may do so too, or read
+	// no bytes): a service that answers such a read with no bytes needs a
+	// check of the size. The portable layer retries Open until it
+	// returns, and closes the reader; it cancels ctx once Open failed or
+	// the reader was closed, so that a driver may tie the request's
+	// resources to ctx.
 	Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error)
 
 	// Size returns the size of the object, in one request.
