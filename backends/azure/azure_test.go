@@ -5,8 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -16,9 +14,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -26,7 +21,6 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
-	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/duplicating"
 )
@@ -72,7 +66,7 @@ func testConfig(t *testing.T, endpoint string) Config {
 	cfg.AccountKey = env["DSTL_AZURE_KEY"]
 	cfg.Prefix = "test/" + strings.ToLower(rand.Text()) + "/"
 	cfg.PartSize = testPartSize
-	cfg.Request = request.Policy{Timeout: 10 * time.Second, MaxAttempts: 4, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+	cfg.Request = backends.Policy{Timeout: 10 * time.Second, MaxAttempts: 4, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
 	ensureContainer(t, cfg)
 	if endpoint != "" {
 		cfg.AccountURL = endpoint
@@ -88,9 +82,19 @@ func ensureContainer(t *testing.T, cfg Config) {
 		t.Fatalf("Open: %v", err)
 	}
 	defer b.Close()
-	if _, err := b.client.Create(t.Context(), nil); err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+	if _, err := client(t, b).Create(t.Context(), nil); err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
 		t.Fatalf("creating container %s: %v", cfg.Container, err)
 	}
+}
+
+// client returns the backend's container client.
+func client(t *testing.T, b *Backend) *container.Client {
+	t.Helper()
+	var c *container.Client
+	if !b.As(&c) || c == nil {
+		t.Fatal("As(**container.Client) gives no client")
+	}
+	return c
 }
 
 func open(t *testing.T, cfg Config) *Backend {
@@ -123,12 +127,12 @@ func TestConformance(t *testing.T) {
 // tool would.
 func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
 	ab := b.(*Backend)
-	full := ab.prefix + name
-	if _, err := ab.client.NewBlockBlobClient(full).UploadBuffer(t.Context(), data, nil); err != nil {
+	c, full := client(t, ab), ab.Prefix()+name
+	if _, err := c.NewBlockBlobClient(full).UploadBuffer(t.Context(), data, nil); err != nil {
 		return err
 	}
 	t.Cleanup(func() {
-		if _, err := ab.client.NewBlobClient(full).Delete(context.Background(), nil); err != nil {
+		if _, err := c.NewBlobClient(full).Delete(context.Background(), nil); err != nil {
 			t.Errorf("deleting the foreign blob %q: %v", full, err)
 		}
 	})
@@ -154,7 +158,7 @@ func data(n int) []byte {
 // committedBlocks returns the committed block ids of name.
 func committedBlocks(t *testing.T, b *Backend, name string) []string {
 	t.Helper()
-	bl, err := b.client.NewBlockBlobClient(b.prefix+name).GetBlockList(t.Context(), blockblob.BlockListTypeCommitted, nil)
+	bl, err := client(t, b).NewBlockBlobClient(b.Prefix()+name).GetBlockList(t.Context(), blockblob.BlockListTypeCommitted, nil)
 	if err != nil {
 		t.Fatalf("GetBlockList %s: %v", name, err)
 	}
@@ -297,34 +301,6 @@ func TestFaults(t *testing.T) {
 	conformance.CheckError(t, err, "get", ID, "faults/failed", backends.ErrNotFound)
 	if err := b.Put(t.Context(), "faults/failed", bytes.NewReader(d), int64(len(d))); err != nil {
 		t.Fatalf("Put after the failed one: %v", err)
-	}
-}
-
-// TestRetriedCreateIsOwn: a create whose first attempt succeeded but whose
-// answer was lost is not reported as ErrExists; one that meets another
-// Put's blob is.
-func TestRetriedCreateIsOwn(t *testing.T) {
-	b := open(t, testConfig(t, ""))
-	ifNone := &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}}
-	createWithLostAnswer := func(name, storedID, putID string) error {
-		bb := b.client.NewBlockBlobClient(b.prefix + name)
-		attempts := 0
-		return b.create(t.Context(), bb, putID, 0, func(ctx context.Context) error {
-			attempts++
-			_, err := bb.Upload(ctx, streaming.NopCloser(strings.NewReader("data")), &blockblob.UploadOptions{
-				Metadata: map[string]*string{metaUploadID: to.Ptr(storedID)}, AccessConditions: ifNone,
-			})
-			if attempts == 1 && err == nil {
-				return io.ErrUnexpectedEOF // the answer is lost on the way
-			}
-			return err
-		})
-	}
-	if err := createWithLostAnswer("own", "id-1", "id-1"); err != nil {
-		t.Fatalf("retried create of its own blob: %v", err)
-	}
-	if err := createWithLostAnswer("other", "id-2", "id-3"); !errors.Is(err, backends.ErrExists) {
-		t.Fatalf("retried create that meets another upload's blob: %v, want ErrExists", err)
 	}
 }
 

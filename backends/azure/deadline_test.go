@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
 )
 
@@ -80,8 +81,8 @@ func TestMissingCredentials(t *testing.T) {
 	if !strings.Contains(err.Error(), "missing or refused Azure credentials") || !strings.Contains(err.Error(), EnvConnectionString) {
 		t.Errorf("error %q does not say that credentials are missing", err)
 	}
-	if retryable(err) || !errors.Is(err, backends.ErrPermanent) {
-		t.Errorf("error %v is retryable, or does not match ErrPermanent", err)
+	if code := b.d.Classify(err); code != driver.Permanent || !errors.Is(err, backends.ErrPermanent) {
+		t.Errorf("error %v is classified %v, or does not match ErrPermanent", err, code)
 	}
 }
 
