@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -329,5 +331,56 @@ func TestReadyClient(t *testing.T) {
 	got, err := conformance.Read(t.Context(), b, "obj", testPartSize-5, 10)
 	if err != nil || got != string(d[testPartSize-5:testPartSize+5]) {
 		t.Fatalf("Get across a block boundary = %q, %v", got, err)
+	}
+}
+
+// TestForeignNamesNotDeleted: blobs under the prefix whose names no Put
+// writes ("dir/", "x//y"), put there through the SDK by another tool, are
+// skipped by List, so that a sweep that deletes what List reports (as the
+// garbage collector does) never deletes them; Delete refuses their names.
+func TestForeignNamesNotDeleted(t *testing.T) {
+	b := open(t, testConfig(t, ""))
+	ours := []string{"a", "dir/b", "x/y"}
+	for _, name := range ours {
+		conformance.Put(t, b, name, "data of "+name)
+	}
+	var foreign []string
+	for _, name := range []string{"dir/", "x//y"} {
+		if err := rawPut(t, b, name, []byte("foreign")); err != nil {
+			t.Logf("the store refuses the name %q: %v", name, err)
+			continue
+		}
+		foreign = append(foreign, name)
+	}
+	if len(foreign) == 0 {
+		t.Skip("the store refused every foreign name")
+	}
+	var swept []string
+	err := b.List(t.Context(), "", func(o backends.ObjectInfo) error {
+		swept = append(swept, o.Name)
+		return b.Delete(t.Context(), o.Name)
+	})
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	if !slices.Equal(swept, ours) {
+		t.Fatalf("List reported %q, want %q", swept, ours)
+	}
+	var left []string
+	pager := client(t, b).NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: to.Ptr(b.Prefix())})
+	for pager.More() {
+		page, err := pager.NextPage(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, item := range page.Segment.BlobItems {
+			left = append(left, strings.TrimPrefix(deref(item.Name), b.Prefix()))
+		}
+	}
+	if !slices.Equal(left, foreign) {
+		t.Fatalf("after the sweep the prefix holds %q, want the foreign blobs %q", left, foreign)
+	}
+	for _, name := range foreign {
+		conformance.CheckError(t, b.Delete(t.Context(), name), "delete", ID, name, backends.ErrInvalidName)
 	}
 }
