@@ -21,8 +21,9 @@
 // throttling, timeouts, 5xx answers and cut connections, and it wraps the
 // errors, which name the container, the endpoint and the blob. The SDK's
 // own retries are turned off, so that they are not doubled. Missing or
-// refused credentials, a missing container, an untrusted certificate or an
-// unknown host fail at once, with [backends.ErrPermanent].
+// refused credentials, a missing container or account, an untrusted
+// certificate or an unknown host fail at once, with
+// [backends.ErrPermanent].
 //
 // Put never replaces a blob. Up to the part size it is one Put Blob request
 // with If-None-Match: *. Above it, blocks of the part size are staged in

@@ -108,8 +108,8 @@ func (d *bucket) Classify(err error) driver.Code {
 func responseCode(re *azcore.ResponseError) driver.Code {
 	code := bloberror.Code(re.ErrorCode)
 	switch {
-	case code == bloberror.ContainerNotFound:
-		return driver.BucketNotFound
+	case code == bloberror.ContainerNotFound || code == bloberror.ResourceNotFound:
+		return driver.BucketNotFound // the container, or the account, does not exist
 	case code == bloberror.BlobNotFound || re.StatusCode == http.StatusNotFound:
 		return driver.NotFound
 	case isExists(re):

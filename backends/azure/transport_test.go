@@ -55,6 +55,7 @@ func TestClassify(t *testing.T) {
 		{"blob not found", answer(404, bloberror.BlobNotFound), driver.NotFound},
 		{"404 without a code", answer(404, ""), driver.NotFound},
 		{"container not found", answer(404, bloberror.ContainerNotFound), driver.BucketNotFound},
+		{"account not found", answer(404, bloberror.ResourceNotFound), driver.BucketNotFound},
 		{"blob exists", answer(409, bloberror.BlobAlreadyExists), driver.Exists},
 		{"If-None-Match: * met a blob", answer(412, bloberror.ConditionNotMet), driver.Exists},
 		{"lease id missing", answer(412, bloberror.LeaseIDMissing), driver.Precondition},
