@@ -12,6 +12,19 @@
 // the backend in code use [Open] with a [Config], which may carry a ready
 // container client. Object names are stored as blob names under the prefix.
 //
+// The package is a driver (see package
+// github.com/dstlgo/dstl/backends/driver): it makes the SDK's calls and
+// says what the service's errors mean. The [backends.Bucket] that [Backend]
+// embeds does the rest: it checks names, sizes and ranges, times and
+// retries every request (every block included) under the policy of
+// Config.Request, with exponential backoff and jitter, retrying only
+// throttling, timeouts, 5xx answers and cut connections, and it wraps the
+// errors, which name the container, the endpoint and the blob. The SDK's
+// own retries are turned off, so that they are not doubled. Missing or
+// refused credentials, a missing container or account, an untrusted
+// certificate or an unknown host fail at once, with
+// [backends.ErrPermanent].
+//
 // Put never replaces a blob. Up to the part size it is one Put Blob request
 // with If-None-Match: *. Above it, blocks of the part size are staged in
 // parallel (a bounded number at a time) under block ids unique to that Put,
@@ -20,14 +33,14 @@
 // commit leaves no blob: its uncommitted blocks are invisible to Get and
 // List, and the service discards them on its own (after a week, or at the
 // next commit of the same name). Of Puts racing for one name, exactly one
-// commit succeeds; the others fail with [backends.ErrExists].
+// commit succeeds; the others fail with [backends.ErrExists]. A retried
+// create that finds the blob already there checks the upload id it stored
+// in the blob's metadata, so that its own earlier attempt, whose answer
+// was lost, is not taken for a competitor.
 //
-// Every request, and every block, runs under a per-request timeout and is
-// retried with exponential backoff and jitter (Config.Request); the SDK's
-// own retries are turned off so that they are not doubled. A retried create
-// that finds the blob already there checks the upload id it stored in the
-// blob's metadata, so that its own earlier, timed-out attempt is not taken
-// for a competitor.
+// List reports the blobs under the prefix; those whose names no Put could
+// have written (such as "dir/" markers or "a//b", written by other tools)
+// are skipped, and so never handed to Get or Delete.
 package azure
 
 import (
@@ -38,7 +51,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -56,10 +68,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/backends/internal/gate"
-	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // ID is the backend's identifier in the registry and in its errors.
@@ -79,22 +89,29 @@ func init() {
 	}, Scheme)
 }
 
-// Backend is a [backends.Backend] on an Azure Blob Storage container. It is
-// safe for concurrent use.
+// Backend is the Azure Blob Storage backend: the portable
+// [backends.Bucket] over a container, with the calls of its own. Its As
+// sets a **container.Client to the container client it sends its
+// requests with, for programs that compare the backend with the SDK used
+// directly (such as "dstl bench") or that need a call the backend does
+// not make. It is safe for concurrent use.
 type Backend struct {
+	*backends.Bucket
+	d *bucket
+}
+
+// bucket is the driver: blobs under a prefix of a container.
+type bucket struct {
 	client      *container.Client
 	container   string
 	prefix      string
 	partSize    int64
 	concurrency int
-	policy      request.Policy
 	endpoint    string          // the account's Blob service URL, which errors name
 	transport   *http.Transport // our own, when we made it: its idle connections go at Close
-
-	calls gate.Gate // Close waits for the calls in progress
 }
 
-var _ backends.Backend = (*Backend)(nil)
+var _ driver.Bucket = (*bucket)(nil)
 
 // New opens a backend from an azblob:// base path (see [ParseURL]). It is
 // the factory the backend registers.
@@ -115,39 +132,49 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, urlparam.Invalid(err)
 	}
-	b := &Backend{
+	d := &bucket{
 		client:      cfg.Client,
 		container:   cfg.Container,
 		prefix:      cfg.Prefix,
 		partSize:    cfg.PartSize,
 		concurrency: cfg.Concurrency,
-		policy:      cfg.Request,
-		endpoint:    endpointName(cfg, cfg.Client),
 	}
-	if b.prefix != "" && !strings.HasSuffix(b.prefix, "/") {
-		b.prefix += "/"
+	if d.prefix != "" && !strings.HasSuffix(d.prefix, "/") {
+		d.prefix += "/"
 	}
-	if b.client != nil {
-		return b, nil
+	if d.client == nil {
+		if err := d.makeClient(cfg); err != nil {
+			_ = d.Close()
+			// The SDK's messages name no secret, but do not risk echoing a
+			// connection string: say which kind of credential failed.
+			return nil, fmt.Errorf("azure: open container %q: making the client: %w", cfg.Container, err)
+		}
 	}
+	d.endpoint = endpointName(cfg, d.client)
+	return &Backend{Bucket: backends.New(ID, d, cfg.Request), d: d}, nil
+}
+
+// makeClient makes the container client of cfg, on cfg.HTTPClient or on a
+// transport of its own that times out answers that never come.
+func (d *bucket) makeClient(cfg Config) error {
 	hc := cfg.HTTPClient
 	if hc == nil {
-		b.transport = http.DefaultTransport.(*http.Transport).Clone()
-		hc = &http.Client{Transport: request.CountSent(request.ResponseTimeout(b.transport, cfg.Request.ResponseTimeout))}
+		d.transport = http.DefaultTransport.(*http.Transport).Clone()
+		hc = &http.Client{Transport: driver.Transport(d.transport, cfg.Request.ResponseTimeout)}
 	}
 	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Transport: hc,
-		// request.Do retries; the SDK must not retry as well.
+		// The portable layer retries; the SDK must not retry as well.
 		Retry: policy.RetryOptions{MaxRetries: -1},
 	}}
 	var err error
 	switch {
 	case cfg.ConnectionString != "":
-		b.client, err = container.NewClientFromConnectionString(cfg.ConnectionString, cfg.Container, opts)
+		d.client, err = container.NewClientFromConnectionString(cfg.ConnectionString, cfg.Container, opts)
 	case cfg.AccountKey != "":
 		var cred *container.SharedKeyCredential
 		if cred, err = container.NewSharedKeyCredential(cfg.Account, cfg.AccountKey); err == nil {
-			b.client, err = container.NewClientWithSharedKeyCredential(containerURL(cfg), cred, opts)
+			d.client, err = container.NewClientWithSharedKeyCredential(containerURL(cfg), cred, opts)
 		}
 	default:
 		cred := cfg.Credential
@@ -157,17 +184,10 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 			})
 		}
 		if err == nil {
-			b.client, err = container.NewClient(containerURL(cfg), cred, opts)
+			d.client, err = container.NewClient(containerURL(cfg), cred, opts)
 		}
 	}
-	if err != nil {
-		b.closeIdle()
-		// The SDK's messages name no secret, but do not risk echoing a
-		// connection string: say which kind of credential failed.
-		return nil, fmt.Errorf("azure: open container %q: making the client: %w", cfg.Container, err)
-	}
-	b.endpoint = endpointName(cfg, b.client)
-	return b, nil
+	return err
 }
 
 // endpointName is the endpoint that errors name: the account's Blob
@@ -196,125 +216,65 @@ func containerURL(cfg Config) string {
 	return strings.TrimSuffix(u, "/") + "/" + cfg.Container
 }
 
-// Client returns the container client the backend sends its requests
-// with, for programs that compare the backend with the SDK used directly
-// (such as "dstl bench") or that need a call the backend does not make.
-func (b *Backend) Client() *container.Client { return b.client }
-
 // Container returns the name of the backend's container.
-func (b *Backend) Container() string { return b.container }
+func (b *Backend) Container() string { return b.d.container }
 
 // Prefix returns the prefix of the backend's blob names.
-func (b *Backend) Prefix() string { return b.prefix }
+func (b *Backend) Prefix() string { return b.d.prefix }
 
-// Close waits for running calls to return and closes the idle connections
-// of the HTTP client the backend made. Later calls fail with
-// [dstl.ErrClosed]; readers returned by Get stay usable until closed.
-// Close must not be called from a List callback. Closing twice is not an
-// error.
-func (b *Backend) Close() error {
-	if !b.calls.Close() {
-		return nil
-	}
-	b.closeIdle()
-	return nil
-}
-
-func (b *Backend) closeIdle() {
-	if b.transport != nil {
-		b.transport.CloseIdleConnections()
-	}
-}
-
-// begin registers a call; it fails once the backend is closed.
-func (b *Backend) begin() error {
-	if !b.calls.Enter() {
-		return dstl.ErrClosed
+// Close closes the idle connections of the HTTP client the backend made.
+func (d *bucket) Close() error {
+	if d.transport != nil {
+		d.transport.CloseIdleConnections()
 	}
 	return nil
 }
 
-// fail wraps err as the backend's error for op on name.
-func (b *Backend) fail(op, name string, err error) error {
-	switch {
-	case bloberror.HasCode(err, bloberror.ContainerNotFound):
-		err = request.Permanent(fmt.Errorf("container %q does not exist: %w", b.container, err))
-	case isCredentialError(err):
-		err = request.Permanent(&credentialError{err})
-	case request.PermanentTransportError(err):
-		err = request.Permanent(err)
+// As sets a **container.Client target to the container client.
+func (d *bucket) As(target any) bool {
+	if p, ok := target.(**container.Client); ok {
+		*p = d.client
+		return true
 	}
-	return backends.NewError(op, ID, name, backends.RedactError(fmt.Errorf("container %q at %s, blob %q: %w", b.container, b.endpoint, b.prefix+name, err)))
+	return false
 }
 
-// start checks the state, the context and the name common to every call.
-func (b *Backend) start(ctx context.Context, op, name string) (done func(), err error) {
-	if err := b.begin(); err != nil {
-		return nil, b.fail(op, name, err)
-	}
-	if err := ctx.Err(); err != nil {
-		b.calls.Leave()
-		return nil, b.fail(op, name, err)
-	}
-	if op != "list" {
-		if err := backends.CheckObjectName(name); err != nil {
-			b.calls.Leave()
-			return nil, b.fail(op, name, err)
-		}
-	}
-	return b.calls.Leave, nil
-}
-
-// do runs fn under the backend's retry policy.
-func (b *Backend) do(ctx context.Context, fn func(ctx context.Context) error) error {
-	return request.Do(ctx, b.policy, retryable, fn)
-}
-
-// doBody runs a request with a body of size bytes under the retry policy,
-// its timeout grown with the body (see [request.Policy.ForBody]).
-func (b *Backend) doBody(ctx context.Context, size int64, fn func(ctx context.Context) error) error {
-	return request.Do(ctx, b.policy.ForBody(size), retryable, fn)
+// Location names the container, the endpoint and the blob.
+func (d *bucket) Location(name string) string {
+	return fmt.Sprintf("container %q at %s, blob %q", d.container, d.endpoint, d.prefix+name)
 }
 
 // Put stores size bytes of body under name, never replacing a blob; see the
 // package documentation for how.
-func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
-	done, err := b.start(ctx, "put", name)
-	if err != nil {
-		return err
+func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	if size > d.partSize*MaxBlocks {
+		return fmt.Errorf("size %d is over %d blocks of the part size %d", size, MaxBlocks, d.partSize)
 	}
-	defer done()
-	switch {
-	case size < 0:
-		return b.fail("put", name, fmt.Errorf("negative size %d", size))
-	case body == nil:
-		return b.fail("put", name, errors.New("nil body"))
-	case size > b.partSize*MaxBlocks:
-		return b.fail("put", name, fmt.Errorf("size %d is over %d blocks of the part size %d", size, MaxBlocks, b.partSize))
-	}
-	if err := b.put(ctx, name, body, size); err != nil {
-		return b.fail("put", name, err)
-	}
-	return nil
-}
-
-func (b *Backend) put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
 	uploadID := newID()
 	meta := map[string]*string{metaUploadID: to.Ptr(uploadID)}
 	ifNone := &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}}
-	bb := b.client.NewBlockBlobClient(b.prefix + name)
-	if size <= b.partSize {
-		data, err := readPart(ctx, body, 0, size)
-		if err != nil {
-			return err
+	bb := d.client.NewBlockBlobClient(d.prefix + name)
+	commit := func(ids []string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := bb.CommitBlockList(ctx, ids, &blockblob.CommitBlockListOptions{Metadata: meta, AccessConditions: ifNone})
+			return d.explain(err)
 		}
-		err = b.create(ctx, bb, uploadID, size, func(ctx context.Context) error {
+	}
+	if size <= d.partSize {
+		data := []byte{}
+		if size > 0 { // Body.Bytes of 0 bytes fails with io.EOF
+			var err error
+			if data, err = body.Bytes(0, size); err != nil {
+				return err
+			}
+		}
+		err := d.create(ctx, rt, bb, uploadID, size, func(ctx context.Context) error {
 			_, err := bb.Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
 				Metadata: meta, AccessConditions: ifNone,
 			})
-			return err
+			return d.explain(err)
 		})
-		if !errors.Is(err, backends.ErrExists) || !b.absent(ctx, bb) {
+		if !isExists(err) || !d.absent(ctx, rt, bb) {
 			return err
 		}
 		// Some services (Azurite) refuse Put Blob with If-None-Match: * on
@@ -323,20 +283,14 @@ func (b *Backend) put(ctx context.Context, name string, body io.ReaderAt, size i
 		// with the same condition takes it: stage the body as one block
 		// and commit it. A running staged Put of the name then fails at
 		// its commit with ErrExists, as it should.
-		id := blockID(uploadID, 0)
-		if err := b.doBody(ctx, size, func(ctx context.Context) error {
-			_, err := bb.StageBlock(ctx, id, streaming.NopCloser(bytes.NewReader(data)), nil)
+		ids := []string{blockID(uploadID, 0)}
+		if err := d.stage(ctx, rt, bb, ids[0], data); err != nil {
 			return err
-		}); err != nil {
-			return mapErr(err)
 		}
-		return b.create(ctx, bb, uploadID, 0, func(ctx context.Context) error {
-			_, err := bb.CommitBlockList(ctx, []string{id}, &blockblob.CommitBlockListOptions{Metadata: meta, AccessConditions: ifNone})
-			return err
-		})
+		return d.create(ctx, rt, bb, uploadID, 0, commit(ids))
 	}
 
-	n := int((size + b.partSize - 1) / b.partSize)
+	n := int((size + d.partSize - 1) / d.partSize)
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = blockID(uploadID, i)
@@ -347,7 +301,7 @@ func (b *Backend) put(ctx context.Context, name string, body io.ReaderAt, size i
 		wg       sync.WaitGroup
 		errOnce  sync.Once
 		firstErr error
-		sem      = make(chan struct{}, b.concurrency)
+		sem      = make(chan struct{}, d.concurrency)
 	)
 	setErr := func(err error) {
 		errOnce.Do(func() { firstErr = err; cancel() })
@@ -362,16 +316,14 @@ loop:
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			off := int64(i) * b.partSize
-			data, err := readPart(sctx, body, off, min(b.partSize, size-off))
-			if err != nil {
-				setErr(err)
+			if sctx.Err() != nil {
 				return
 			}
-			err = b.doBody(sctx, int64(len(data)), func(ctx context.Context) error {
-				_, err := bb.StageBlock(ctx, ids[i], streaming.NopCloser(bytes.NewReader(data)), nil)
-				return err
-			})
+			off := int64(i) * d.partSize
+			data, err := body.Bytes(off, min(d.partSize, size-off))
+			if err == nil {
+				err = d.stage(sctx, rt, bb, ids[i], data)
+			}
 			if err != nil {
 				setErr(fmt.Errorf("staging block %d of %d: %w", i+1, n, err))
 			}
@@ -387,41 +339,53 @@ loop:
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return b.create(ctx, bb, uploadID, 0, func(ctx context.Context) error {
-		_, err := bb.CommitBlockList(ctx, ids, &blockblob.CommitBlockListOptions{Metadata: meta, AccessConditions: ifNone})
-		return err
+	return d.create(ctx, rt, bb, uploadID, 0, commit(ids))
+}
+
+// stage stages data as the block id of bb.
+func (d *bucket) stage(ctx context.Context, rt driver.Runner, bb *blockblob.Client, id string, data []byte) error {
+	return rt.Do(ctx, int64(len(data)), func(ctx context.Context) error {
+		_, err := bb.StageBlock(ctx, id, streaming.NopCloser(bytes.NewReader(data)), nil)
+		return d.explain(err)
 	})
 }
 
 // create runs a create-only request fn, with a body of bodySize bytes,
-// under the retry policy. A conflict
-// after a retried attempt is checked against the blob's upload id: if the
-// blob is this Put's own, an earlier attempt succeeded after all.
-func (b *Backend) create(ctx context.Context, bb *blockblob.Client, uploadID string, bodySize int64, fn func(ctx context.Context) error) error {
+// through rt. A conflict after a retried attempt is checked against the
+// blob's upload id: if the blob is this Put's own, an earlier attempt
+// succeeded after all, its answer lost.
+func (d *bucket) create(ctx context.Context, rt driver.Runner, bb *blockblob.Client, uploadID string, bodySize int64, fn func(ctx context.Context) error) error {
 	attempts := 0
-	err := b.doBody(ctx, bodySize, func(ctx context.Context) error {
+	err := rt.Do(ctx, bodySize, func(ctx context.Context) error {
 		attempts++
 		return fn(ctx)
 	})
-	if err == nil || !isExists(err) {
-		return mapErr(err)
+	if attempts < 2 || !isExists(err) {
+		return err
 	}
-	if attempts > 1 {
-		var props blob.GetPropertiesResponse
-		perr := b.do(ctx, func(ctx context.Context) error {
-			var err error
-			props, err = bb.GetProperties(ctx, nil)
-			return err
-		})
-		if perr == nil {
-			for k, v := range props.Metadata {
-				if strings.EqualFold(k, metaUploadID) && v != nil && *v == uploadID {
-					return nil
-				}
+	var props blob.GetPropertiesResponse
+	perr := rt.Do(ctx, 0, func(ctx context.Context) error {
+		var err error
+		props, err = bb.GetProperties(ctx, nil)
+		return d.explain(err)
+	})
+	if perr == nil {
+		for k, v := range props.Metadata {
+			if strings.EqualFold(k, metaUploadID) && v != nil && *v == uploadID {
+				return nil
 			}
 		}
 	}
-	return mapErr(err)
+	return err
+}
+
+// absent reports whether the blob is known not to exist.
+func (d *bucket) absent(ctx context.Context, rt driver.Runner, bb *blockblob.Client) bool {
+	err := rt.Do(ctx, 0, func(ctx context.Context) error {
+		_, err := bb.GetProperties(ctx, nil)
+		return d.explain(err)
+	})
+	return bloberror.HasCode(err, bloberror.BlobNotFound)
 }
 
 // blockID returns the id of block i of the Put uploadID: unique to that
@@ -429,35 +393,6 @@ func (b *Backend) create(ctx context.Context, bb *blockblob.Client, uploadID str
 // length, as the service requires.
 func blockID(uploadID string, i int) string {
 	return base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%s-%08d", uploadID, i))
-}
-
-// absent reports whether the blob is known not to exist.
-func (b *Backend) absent(ctx context.Context, bb *blockblob.Client) bool {
-	err := b.do(ctx, func(ctx context.Context) error {
-		_, err := bb.GetProperties(ctx, nil)
-		return err
-	})
-	return bloberror.HasCode(err, bloberror.BlobNotFound)
-}
-
-// readPart reads size bytes of body from off, checking ctx first and after.
-func readPart(ctx context.Context, body io.ReaderAt, off, size int64) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	data := make([]byte, size)
-	n, err := body.ReadAt(data, off)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	switch {
-	case int64(n) == size:
-		return data, nil
-	case err == io.EOF || err == nil:
-		return nil, fmt.Errorf("body: %d bytes at offset %d, want %d: %w", n, off, size, io.ErrUnexpectedEOF)
-	default:
-		return nil, fmt.Errorf("body at offset %d: %w", off+int64(n), err)
-	}
 }
 
 // newID returns a random id of 32 hex digits.

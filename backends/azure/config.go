@@ -12,8 +12,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
-	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
@@ -91,23 +91,25 @@ type Config struct {
 	// its memory: Concurrency × PartSize. Default 4.
 	Concurrency int
 
-	// Request is the retry policy of every request and every block: a
-	// per-request timeout and exponential backoff with jitter between at
-	// most MaxAttempts attempts. Only throttling (429), timeouts (408),
-	// server errors (5xx), cut connections and timed-out attempts are
-	// retried, never a permission or precondition error. The SDK's own
-	// retries are turned off in a client the backend makes, so that they
-	// are not doubled. Its ResponseTimeout bounds the wait for the
-	// answer's headers of requests without a large body (not of uploads
-	// of blocks or blobs) on the HTTP transport the backend makes (not on an
-	// HTTPClient or Client given), and TimeoutAttempts the attempts that
-	// may time out. A request with a body (a blob, a block) may take its
-	// body at [request.MinThroughput] on top of the timeout (see
-	// [request.Policy.ForBody]). Default [request.DefaultPolicy]: a 30 s timeout, 5
-	// attempts, backoff from 100 ms to 5 s, a 10 s response timeout and 2
-	// attempts that may time out, so that an endpoint that takes
-	// connections and never answers fails a request after about 20 s.
-	Request request.Policy
+	// Request is the policy under which the portable layer
+	// ([backends.Bucket]) times and retries every request and every
+	// block: a per-request timeout and exponential backoff with jitter
+	// between at most MaxAttempts attempts. Only throttling (429),
+	// timeouts (408), server errors (5xx), cut connections and timed-out
+	// attempts are retried, never a permission or precondition error. The
+	// SDK's own retries are turned off in a client the backend makes, so
+	// that they are not doubled. Its ResponseTimeout bounds the wait for
+	// the answer's headers of requests without a large body (not of
+	// uploads of blocks or blobs) on the HTTP transport the backend makes
+	// (not on an HTTPClient or Client given), and TimeoutAttempts the
+	// attempts that may time out. A request with a body (a blob, a block)
+	// may take its body at [driver.MinThroughput] on top of the timeout
+	// (see [backends.Policy.ForBody]). Default [backends.DefaultPolicy]: a
+	// 30 s timeout, 5 attempts, backoff from 100 ms to 5 s, a 10 s
+	// response timeout and 2 attempts that may time out, so that an
+	// endpoint that takes connections and never answers fails a request
+	// after about 20 s.
+	Request backends.Policy
 }
 
 // DefaultConfig returns the default configuration for container.
@@ -116,7 +118,7 @@ func DefaultConfig(container string) Config {
 		Container:   container,
 		PartSize:    8 << 20,
 		Concurrency: 4,
-		Request:     request.DefaultPolicy,
+		Request:     backends.DefaultPolicy,
 	}
 }
 

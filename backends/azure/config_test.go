@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/dstl"
 )
 
@@ -30,7 +29,7 @@ func TestParseURL(t *testing.T) {
 			if c != want {
 				t.Fatalf("got %+v, want %+v", c, want)
 			}
-			if c.PartSize != 8<<20 || c.Concurrency != 4 || c.Request != request.DefaultPolicy {
+			if c.PartSize != 8<<20 || c.Concurrency != 4 || c.Request != backends.DefaultPolicy {
 				t.Fatalf("defaults %+v", c)
 			}
 		}, ""},

@@ -18,7 +18,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/backends/internal/request"
 )
 
 // tokenFunc is a token credential that fails with the error it returns.
@@ -64,7 +63,7 @@ func TestCredentialErrors(t *testing.T) {
 			cred := &tokenFunc{err: tc.err}
 			cfg := DefaultConfig("c")
 			cfg.AccountURL, cfg.Credential = "https://127.0.0.1:1", cred
-			cfg.Request = request.Policy{Timeout: time.Second, MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
+			cfg.Request = backends.Policy{Timeout: time.Second, MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
 			b, err := Open(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -101,7 +100,7 @@ func TestErrorsHideSAS(t *testing.T) {
 	ln.Close() // connections are refused
 	cfg := DefaultConfig("c")
 	cfg.ConnectionString = "BlobEndpoint=http://" + addr + "/acct;SharedAccessSignature=sv=2022-11-02&sig=TOPSECRETSIG"
-	cfg.Request = request.Policy{Timeout: time.Second, MaxAttempts: 1}
+	cfg.Request = backends.Policy{Timeout: time.Second, MaxAttempts: 1}
 	b, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

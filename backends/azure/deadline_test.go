@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
 )
 
@@ -80,8 +83,8 @@ func TestMissingCredentials(t *testing.T) {
 	if !strings.Contains(err.Error(), "missing or refused Azure credentials") || !strings.Contains(err.Error(), EnvConnectionString) {
 		t.Errorf("error %q does not say that credentials are missing", err)
 	}
-	if retryable(err) || !errors.Is(err, backends.ErrPermanent) {
-		t.Errorf("error %v is retryable, or does not match ErrPermanent", err)
+	if code := b.d.Classify(err); code != driver.Permanent || !errors.Is(err, backends.ErrPermanent) {
+		t.Errorf("error %v is classified %v, or does not match ErrPermanent", err, code)
 	}
 }
 
@@ -97,5 +100,33 @@ func TestMissingContainer(t *testing.T) {
 	}
 	if !errors.Is(err, backends.ErrNotFound) || !errors.Is(err, backends.ErrPermanent) {
 		t.Errorf("err %v does not match ErrNotFound and ErrPermanent", err)
+	}
+}
+
+// TestMissingAccount: a call on an account that the service does not know
+// (404 ResourceNotFound) fails with ErrNotFound and ErrPermanent, a Delete
+// too: the object is not merely missing, its storage is.
+func TestMissingAccount(t *testing.T) {
+	cfg := testConfig(t, "")
+	cfg.AccountURL = strings.TrimSuffix(cfg.AccountURL, "/"+cfg.Account) + "/nosuchaccount"
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	var requests atomic.Int32
+	cfg.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		requests.Add(1)
+		return tr.RoundTrip(r)
+	})}
+	b := open(t, cfg)
+	_, err := b.Get(t.Context(), "x.dstl", 0, -1)
+	if !errors.Is(err, backends.ErrNotFound) || !errors.Is(err, backends.ErrPermanent) {
+		t.Errorf("Get: %v, want ErrNotFound and ErrPermanent", err)
+	}
+	requests.Store(0)
+	err = b.Delete(t.Context(), "x.dstl")
+	if !errors.Is(err, backends.ErrNotFound) || !errors.Is(err, backends.ErrPermanent) {
+		t.Errorf("Delete: %v, want ErrNotFound and ErrPermanent", err)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Errorf("Delete sent %d requests, want 1 (no retry)", n)
 	}
 }

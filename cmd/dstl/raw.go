@@ -55,7 +55,11 @@ func newRawStore(b backends.Backend, basePath string) (rawStore, error) {
 		cfg := b.Config()
 		return rawGCS{bucket: b.Client().Bucket(cfg.Bucket), prefix: cfg.Prefix}, nil
 	case *azure.Backend:
-		return rawAzure{client: b.Client(), prefix: b.Prefix()}, nil
+		var client *container.Client
+		if !b.As(&client) {
+			return nil, errors.New("the azure backend gives no container client")
+		}
+		return rawAzure{client: client, prefix: b.Prefix()}, nil
 	case *gocloud.Backend:
 		cfg, err := gocloud.ParseURL(basePath)
 		if err != nil {
