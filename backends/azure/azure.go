@@ -261,14 +261,11 @@ func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *d
 		}
 	}
 	if size <= d.partSize {
-		data := []byte{}
-		if size > 0 { // Body.Bytes of 0 bytes fails with io.EOF
-			var err error
-			if data, err = body.Bytes(0, size); err != nil {
-				return err
-			}
+		data, err := body.Bytes(0, size)
+		if err != nil {
+			return err
 		}
-		err := d.create(ctx, rt, bb, uploadID, size, func(ctx context.Context) error {
+		err = d.create(ctx, rt, bb, uploadID, size, func(ctx context.Context) error {
 			_, err := bb.Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
 				Metadata: meta, AccessConditions: ifNone,
 			})
