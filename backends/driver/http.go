@@ -176,7 +176,10 @@ func Transport(rt http.RoundTripper, d time.Duration) http.RoundTripper {
 // reports as [http.ErrSchemeMismatch]) or a host name that does not
 // resolve is [Permanent]; a timeout, a cut, reset or refused connection,
 // an answer cut short, a temporary DNS failure or any other network error
-// is [Transient].
+// is [Transient]. Any failure of the HTTP exchange that the client wraps
+// in a *url.Error counts as a network error, so a driver whose transport
+// fetches credentials must classify its credential source's refusals
+// before it calls TransportCode.
 func TransportCode(err error) (Code, bool) {
 	var (
 		verify    *tls.CertificateVerificationError
