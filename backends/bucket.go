@@ -211,6 +211,10 @@ func (b *Bucket) open(ctx context.Context, name string, offset, length int64) (i
 				r.Close()
 			}
 			ccancel()
+			if err != nil && err.Error() != context.Canceled.Error() && err.Error() != context.DeadlineExceeded.Error() {
+				// The driver's own error may name the endpoint.
+				return fmt.Errorf("attempt timed out (%w): %w", context.Cause(actx), err)
+			}
 			return fmt.Errorf("attempt timed out: %w", context.Cause(actx))
 		}
 		if err != nil {

@@ -417,3 +417,23 @@ func TestOpenResponseTimeout(t *testing.T) {
 		t.Fatalf("%d opens, want 2", n)
 	}
 }
+
+// named fails every Open, once its context is done, with an error that
+// names the endpoint, as an HTTP client's does.
+type named struct{ *naive }
+
+func (n named) Open(ctx context.Context, _ string, _, _ int64) (io.ReadCloser, error) {
+	<-ctx.Done()
+	return nil, fmt.Errorf(`Get "http://10.0.0.1:9000/b/x": %w`, ctx.Err())
+}
+
+// TestOpenTimeoutNamesTheEndpoint: the error of a read whose attempts
+// went unanswered keeps the driver's words, which name the endpoint.
+func TestOpenTimeoutNamesTheEndpoint(t *testing.T) {
+	b := backends.New("named", named{newNaive()}, backends.Policy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		ResponseTimeout: 20 * time.Millisecond})
+	_, err := b.Get(t.Context(), "x", 0, -1)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "http://10.0.0.1:9000/b/x") || !strings.Contains(err.Error(), "no answer within 20ms") {
+		t.Fatalf("Get = %v, want a timeout that names the endpoint", err)
+	}
+}
