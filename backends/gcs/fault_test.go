@@ -208,3 +208,57 @@ func TestFaultsForGood(t *testing.T) {
 		t.Fatalf("Get after the failure: %d bytes, %v", len(got), err)
 	}
 }
+
+// failingBody fails every read that reaches past failAt.
+type failingBody struct {
+	data   []byte
+	failAt int64
+}
+
+var errBody = errors.New("the body broke")
+
+func (f *failingBody) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > f.failAt {
+		return 0, errBody
+	}
+	return copy(p, f.data[off:]), nil
+}
+
+// TestBodyFailureNotRetried: a Put whose body fails fails with the body's
+// error, is not retried, and leaves nothing: a small object sends nothing
+// at all (it is read whole first), a resumable upload stops where the body
+// broke.
+func TestBodyFailureNotRetried(t *testing.T) {
+	b, p, cfg := faultBackend(t)
+	for _, tc := range []struct {
+		name      string
+		size      int64
+		failAt    int64
+		maxUpload int // upload requests at most
+	}{
+		{"small", testPartSize, testPartSize / 2, 0},
+		{"resumable", 3 * testPartSize, testPartSize + testPartSize/2, 2}, // the session's start, the first chunk
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(p.Records())
+			body := &failingBody{data: randomBytes(int(tc.size)), failAt: tc.failAt}
+			err := b.Put(t.Context(), tc.name, body, tc.size)
+			conformance.CheckError(t, err, "put", ID, tc.name, nil)
+			if !errors.Is(err, errBody) {
+				t.Fatalf("Put: %v, want the body's error", err)
+			}
+			uploads := 0
+			for _, r := range p.Records()[before:] {
+				if strings.HasPrefix(r.Path, "/upload/") {
+					uploads++
+				}
+			}
+			if uploads > tc.maxUpload {
+				t.Errorf("%d upload requests, want at most %d", uploads, tc.maxUpload)
+			}
+			if names := rawNames(t, cfg.Endpoint, cfg.Bucket, cfg.Prefix); len(names) != 0 {
+				t.Fatalf("objects left under %s: %v", cfg.Prefix, names)
+			}
+		})
+	}
+}
