@@ -48,9 +48,8 @@
 // The service answers a request for an object of a missing bucket with
 // 404, as for a missing object. After a 404, the backend asks once (without
 // retries) whether the bucket exists; when it does not, the error says so
-// and matches [backends.ErrNotFound] and [backends.ErrPermanent]. A
-// Delete does not ask: deleting from a missing bucket succeeds, as
-// deleting a missing object does.
+// and matches [backends.ErrNotFound] and [backends.ErrPermanent], a Delete's
+// too (deleting a missing object succeeds).
 package gcs
 
 import (
@@ -400,7 +399,7 @@ func (d *bucket) Size(ctx context.Context, name string) (int64, error) {
 
 // Delete deletes the object.
 func (d *bucket) Delete(ctx context.Context, name string) error {
-	return d.object(name).Delete(ctx)
+	return d.missing(ctx, d.object(name).Delete(ctx))
 }
 
 // List lists the objects under the prefix a page at a time, in lexical
