@@ -262,3 +262,71 @@ func TestBodyFailureNotRetried(t *testing.T) {
 		})
 	}
 }
+
+// TestResumableAttempts: the client retries a resumable upload's session
+// start and chunks itself, at most MaxAttempts times each: an upload whose
+// requests keep failing gives up after so many (not when the chunk's retry
+// deadline passes), while one whose every chunk goes through at its last
+// attempt succeeds, as each chunk that goes through starts the count anew.
+func TestResumableAttempts(t *testing.T) {
+	b, p, cfg := faultBackend(t)
+	large := randomBytes(3*testPartSize + testPartSize/2) // 4 chunks
+	count := func(before int, match func(faultproxy.Record) bool) int {
+		n := 0
+		for _, r := range p.Records()[before:] {
+			if match(r) {
+				n++
+			}
+		}
+		return n
+	}
+	isStartRecord := func(r faultproxy.Record) bool {
+		return strings.HasPrefix(r.Path, "/upload/") && !strings.Contains(r.Query, "upload_id=")
+	}
+	isChunkRecord := func(r faultproxy.Record) bool {
+		return strings.HasPrefix(r.Path, "/upload/") && strings.Contains(r.Query, "upload_id=")
+	}
+	isStart := func(r *http.Request) bool { return isUpload(r) && !r.URL.Query().Has("upload_id") }
+
+	for _, tc := range []struct {
+		name  string
+		match func(*http.Request) bool
+		count func(faultproxy.Record) bool
+	}{
+		{"session start", isStart, isStartRecord},
+		{"chunks", isChunk, isChunkRecord},
+	} {
+		t.Run(tc.name+" keep failing", func(t *testing.T) {
+			before := len(p.Records())
+			p.SetRule((&faults{match: tc.match, always: &fail503}).rule)
+			defer p.SetRule(nil)
+			err := b.Put(t.Context(), "failing", bytes.NewReader(large), int64(len(large)))
+			conformance.CheckError(t, err, "put", ID, "failing", nil)
+			if n := count(before, tc.count); n != cfg.MaxAttempts {
+				t.Errorf("%d requests, want MaxAttempts = %d", n, cfg.MaxAttempts)
+			}
+		})
+	}
+
+	t.Run("every chunk at its last attempt", func(t *testing.T) {
+		var actions []faultproxy.Action
+		for range 4 {
+			for range cfg.MaxAttempts - 1 {
+				actions = append(actions, fail503)
+			}
+			actions = append(actions, faultproxy.Action{})
+		}
+		p.SetRule((&faults{match: isChunk, actions: actions, always: &fail503}).rule)
+		defer p.SetRule(nil)
+		if err := b.Put(t.Context(), "late", bytes.NewReader(large), int64(len(large))); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+		got, err := conformance.Read(t.Context(), b, "late", 0, -1)
+		if err != nil || !bytes.Equal([]byte(got), large) {
+			t.Fatalf("Get: %d bytes, %v", len(got), err)
+		}
+	})
+	if names := rawNames(t, cfg.Endpoint, cfg.Bucket, cfg.Prefix); len(names) != 1 || names[0] != cfg.Prefix+"late" {
+		t.Fatalf("objects under %s: %v, want only late", cfg.Prefix, names)
+	}
+}

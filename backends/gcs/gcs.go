@@ -43,7 +43,12 @@
 // connection errors and timeouts, never 401/403/404/412 nor a failure of
 // the body), each chunk's attempt bounded by the Timeout grown for the
 // chunk at [driver.MinThroughput], and the whole upload by the time all
-// its chunks may take.
+// its chunks may take. The client bounds a chunk's retries by time only,
+// so the driver counts the failed attempts in a row and stops after
+// MaxAttempts; a chunk that goes through starts the count anew (the
+// session's start shares the first chunk's count), and an attempt that
+// timed out, which the client retries without asking, is bounded by the
+// chunk's time of MaxAttempts attempts and backoffs.
 //
 // The service answers a request for an object of a missing bucket with
 // 404, as for a missing object. After a 404, the backend asks once (without
@@ -61,6 +66,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -259,7 +265,7 @@ func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *d
 	attempt := 0
 	err = rt.Do(ctx, size, func(ctx context.Context) error {
 		attempt++
-		return d.write(ctx, d.object(name), bytes.NewReader(data), 0, &crc)
+		return d.write(ctx, d.object(name), bytes.NewReader(data), 0, &crc, nil)
 	})
 	if attempt > 1 && isCode(err, http.StatusPreconditionFailed) && d.sameObject(ctx, rt, name, size, crc) {
 		// An earlier attempt stored the object, but its answer was lost.
@@ -273,11 +279,19 @@ func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *d
 // upload is not sent through the portable layer's runner.
 func (d *bucket) putResumable(ctx context.Context, name string, body *driver.Body, size int64) error {
 	p := d.policy
+	// The client retries an upload's requests until the chunk's retry
+	// deadline, whatever its maximum of attempts: the failures in a row
+	// are counted here, and a chunk that goes through starts the count
+	// anew.
+	var failed atomic.Int64
+	retry := func(err error) bool {
+		return body.Err() == nil && d.Classify(err) == driver.Transient && failed.Add(1) < int64(p.MaxAttempts)
+	}
 	o := d.bucket.Object(d.cfg.Prefix+name).Retryer(
 		storage.WithPolicy(storage.RetryAlways), // create-only, so idempotent
 		storage.WithMaxAttempts(p.MaxAttempts),
 		storage.WithBackoff(gax.Backoff{Initial: max(p.InitialBackoff, time.Millisecond), Max: max(p.MaxBackoff, time.Millisecond), Multiplier: 2}),
-		storage.WithErrorFunc(func(err error) bool { return body.Err() == nil && d.Classify(err) == driver.Transient }),
+		storage.WithErrorFunc(retry),
 	)
 	if p.Timeout > 0 {
 		// A bound on the whole upload: every chunk, and the start of the
@@ -290,7 +304,7 @@ func (d *bucket) putResumable(ctx context.Context, name string, body *driver.Bod
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(chunks+1)*d.chunkRetryDeadline())
 		defer cancel()
 	}
-	return d.write(ctx, o, body.Section(0, size), int(d.cfg.PartSize), nil)
+	return d.write(ctx, o, body.Section(0, size), int(d.cfg.PartSize), nil, func(int64) { failed.Store(0) })
 }
 
 // chunkRetryDeadline is the time one chunk may take, all its attempts
@@ -307,9 +321,10 @@ func (d *bucket) chunkTimeout() time.Duration {
 }
 
 // write sends one upload of body with the DoesNotExist precondition, in one
-// request (chunk 0) or resumably. On any error it cancels the upload before
+// request (chunk 0) or resumably, calling chunkDone (when not nil) after
+// each chunk that went through. On any error it cancels the upload before
 // closing the writer, so that nothing is committed.
-func (d *bucket) write(ctx context.Context, o *storage.ObjectHandle, body io.Reader, chunk int, crc *uint32) error {
+func (d *bucket) write(ctx context.Context, o *storage.ObjectHandle, body io.Reader, chunk int, crc *uint32, chunkDone func(int64)) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := o.If(storage.Conditions{DoesNotExist: true}).NewWriter(wctx)
@@ -320,6 +335,7 @@ func (d *bucket) write(ctx context.Context, o *storage.ObjectHandle, body io.Rea
 		w.CRC32C, w.SendCRC32C = *crc, true
 	}
 	if chunk > 0 {
+		w.ProgressFunc = chunkDone
 		w.ChunkTransferTimeout = d.chunkTimeout()
 		if d.policy.Timeout > 0 {
 			w.ChunkRetryDeadline = d.chunkRetryDeadline()
