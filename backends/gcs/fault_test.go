@@ -3,11 +3,13 @@ package gcs
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -328,5 +330,75 @@ func TestResumableAttempts(t *testing.T) {
 	})
 	if names := rawNames(t, cfg.Endpoint, cfg.Bucket, cfg.Prefix); len(names) != 1 || names[0] != cfg.Prefix+"late" {
 		t.Fatalf("objects under %s: %v, want only late", cfg.Prefix, names)
+	}
+}
+
+// losingAnswers forwards every request and, while lose is above zero,
+// drops the answer to an upload request, as a connection cut after the
+// service stored the object would.
+type losingAnswers struct {
+	base    http.RoundTripper
+	lose    atomic.Int32
+	uploads atomic.Int32
+}
+
+func (l *losingAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.base.RoundTrip(req)
+	if err != nil || !isUpload(req) {
+		return resp, err
+	}
+	l.uploads.Add(1)
+	if l.lose.Add(-1) >= 0 {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return nil, io.ErrUnexpectedEOF
+	}
+	return resp, nil
+}
+
+// TestLostAnswer: a small Put whose answer is lost after the object was
+// stored succeeds when its retry meets the object with the body's size
+// and CRC32C; a 412 fails with ErrExists when the object is another's,
+// and at once, without a look at the object, when no attempt was retried
+// (even if the object has the same bytes).
+func TestLostAnswer(t *testing.T) {
+	cfg := testConfig(t)
+	tr := &losingAnswers{base: http.DefaultTransport.(*http.Transport).Clone()}
+	defer tr.base.(*http.Transport).CloseIdleConnections()
+	client, err := storage.NewClient(t.Context(), option.WithEndpoint(cfg.Endpoint+"/storage/v1/"), option.WithoutAuthentication(),
+		option.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	cfg.Client = client
+	cfg.InitialBackoff, cfg.MaxBackoff = time.Millisecond, 10*time.Millisecond
+	b, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	put := func(data string, lose int32) (error, int32) {
+		tr.uploads.Store(0)
+		tr.lose.Store(lose)
+		err := b.Put(t.Context(), "obj", strings.NewReader(data), int64(len(data)))
+		return err, tr.uploads.Load()
+	}
+
+	if err, n := put("mine", 1); err != nil || n != 2 {
+		t.Fatalf("Put with its answer lost: %v after %d uploads, want success after 2", err, n)
+	}
+	if got, err := conformance.Read(t.Context(), b, "obj", 0, -1); err != nil || got != "mine" {
+		t.Fatalf("Get: %q, %v", got, err)
+	}
+	err, n := put("mine", 0)
+	conformance.CheckError(t, err, "put", ID, "obj", backends.ErrExists)
+	if n != 1 {
+		t.Errorf("Put of the same bytes: %d uploads, want 1", n)
+	}
+	err, n = put("fake", 1) // the 412 of the first attempt is lost
+	conformance.CheckError(t, err, "put", ID, "obj", backends.ErrExists)
+	if n != 2 {
+		t.Errorf("Put of other bytes: %d uploads, want 2", n)
 	}
 }
