@@ -2,16 +2,28 @@ package gcs
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/auth"
 	"cloud.google.com/go/storage"
+	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
 
 	"github.com/dstlgo/dstl/backends"
@@ -102,6 +114,13 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("attempt: %w", context.DeadlineExceeded), driver.Transient},
 		{context.Canceled, driver.Unknown},
 		{errors.New("something else"), driver.Unknown},
+		{tokenErr(&auth.Error{Response: &http.Response{StatusCode: 400}}), driver.Permission},
+		{tokenErr(&auth.Error{Response: &http.Response{StatusCode: 401}}), driver.Permission},
+		{tokenErr(&auth.Error{Response: &http.Response{StatusCode: 503}}), driver.Transient},
+		{tokenErr(&auth.Error{Response: &http.Response{StatusCode: 429}}), driver.Transient},
+		{tokenErr(&oauth2.RetrieveError{Response: &http.Response{StatusCode: 400}, ErrorCode: "invalid_grant"}), driver.Permission},
+		{tokenErr(&oauth2.RetrieveError{Response: &http.Response{StatusCode: 500}}), driver.Transient},
+		{tokenErr(fmt.Errorf("auth: cannot fetch token: %w", syscall.ECONNREFUSED)), driver.Transient},
 	}
 	for _, tt := range tests {
 		if got := d.Classify(tt.err); got != tt.want {
@@ -122,5 +141,79 @@ func TestAs(t *testing.T) {
 	var other *http.Client
 	if b.As(&other) {
 		t.Fatal("As(**http.Client) = true")
+	}
+}
+
+// tokenErr is the error of a request whose token could not be fetched.
+func tokenErr(err error) error {
+	return &url.Error{Op: "Get", URL: "https://storage.googleapis.com/b/bkt/o/x", Err: err}
+}
+
+// TestRefusedCredentials: when the token endpoint refuses the credentials
+// (400 invalid_grant), a call fails with ErrPermission after one attempt,
+// rather than being retried as a network failure.
+func TestRefusedCredentials(t *testing.T) {
+	var tokens atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/token" {
+			t.Errorf("a request without a token: %s %s", r.Method, r.URL)
+		}
+		tokens.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":"invalid_grant","error_description":"Invalid JWT Signature."}`))
+	}))
+	defer srv.Close()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "p", "private_key_id": "k",
+		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email": "dstl@p.iam.gserviceaccount.com", "client_id": "1", "token_uri": srv.URL + "/token",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig("bkt", "p/")
+	cfg.Endpoint = srv.URL
+	cfg.CredentialsFile = filepath.Join(t.TempDir(), "credentials.json")
+	if err := os.WriteFile(cfg.CredentialsFile, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for op, call := range map[string]func() error{
+		"get": func() error {
+			rc, err := b.Get(t.Context(), "x", 0, -1)
+			if err == nil {
+				rc.Close()
+			}
+			return err
+		},
+		"put":    func() error { return b.Put(t.Context(), "x", strings.NewReader("x"), 1) },
+		"delete": func() error { return b.Delete(t.Context(), "x") },
+		"list":   func() error { return b.List(t.Context(), "", func(backends.ObjectInfo) error { return nil }) },
+	} {
+		t.Run(op, func(t *testing.T) {
+			tokens.Store(0)
+			err := call()
+			if n := tokens.Load(); n != 1 {
+				t.Errorf("%d token requests, want 1", n)
+			}
+			name := "x"
+			if op == "list" {
+				name = ""
+			}
+			conformance.CheckError(t, err, op, ID, name, backends.ErrPermission)
+		})
 	}
 }

@@ -69,8 +69,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"cloud.google.com/go/auth"
 	"cloud.google.com/go/storage"
 	"github.com/googleapis/gax-go/v2"
+	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
@@ -208,7 +210,8 @@ func (d *bucket) Location(name string) string {
 // Classify maps the client's errors: its sentinels of missing objects and
 // buckets, the service's status codes (404, 412 of the create-only
 // precondition, 401 and 403, 416 of a read past the end, 408, 429 and 5xx),
-// then the transport's errors and what else the client would retry.
+// the token endpoint's answers (refused credentials are a permission
+// error), then the transport's errors and what else the client would retry.
 func (d *bucket) Classify(err error) driver.Code {
 	switch {
 	case errors.Is(err, storage.ErrBucketNotExist):
@@ -233,11 +236,32 @@ func (d *bucket) Classify(err error) driver.Code {
 		}
 		return driver.Unknown
 	}
+	// A token the credentials could not get fails the request before it
+	// is sent, inside the transport's error.
+	if e, ok := errors.AsType[*auth.Error](err); ok && e.Response != nil {
+		return tokenCode(e.Response.StatusCode)
+	}
+	if e, ok := errors.AsType[*oauth2.RetrieveError](err); ok && e.Response != nil {
+		return tokenCode(e.Response.StatusCode)
+	}
 	if code, ok := driver.TransportCode(err); ok {
 		return code
 	}
 	if storage.ShouldRetry(err) {
 		return driver.Transient
+	}
+	return driver.Unknown
+}
+
+// tokenCode classifies the status code of a token endpoint's answer: it
+// throttles or fails for a while (408, 429, 5xx), or it refuses the
+// credentials.
+func tokenCode(status int) driver.Code {
+	switch {
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500:
+		return driver.Transient
+	case status >= 400:
+		return driver.Permission
 	}
 	return driver.Unknown
 }
