@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -400,5 +401,50 @@ func TestLostAnswer(t *testing.T) {
 	conformance.CheckError(t, err, "put", ID, "obj", backends.ErrExists)
 	if n != 2 {
 		t.Errorf("Put of other bytes: %d uploads, want 2", n)
+	}
+}
+
+// TestListPages: a listing of several pages reports every object under the
+// prefix once, in byte order, with names relative to the backend's prefix,
+// also when a page's request fails and is retried with its token.
+func TestListPages(t *testing.T) {
+	b, p, _ := faultBackend(t)
+	b.d.cfg.PageSize = 2
+	names := []string{"a/1", "a/2", "a/10", "a/B", "a/b", "a/b/c", "a~", "ab", "b"}
+	for _, name := range names {
+		if err := b.Put(t.Context(), name, strings.NewReader(name), int64(len(name))); err != nil {
+			t.Fatalf("Put %s: %v", name, err)
+		}
+	}
+	isList := func(r *http.Request) bool { return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/o") }
+	for _, tc := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"", []string{"a/1", "a/10", "a/2", "a/B", "a/b", "a/b/c", "ab", "a~", "b"}},
+		{"a/", []string{"a/1", "a/10", "a/2", "a/B", "a/b", "a/b/c"}},
+		{"a/b", []string{"a/b", "a/b/c"}},
+		{"c", nil},
+	} {
+		// The second page's first attempt fails.
+		p.SetRule((&faults{match: isList, actions: []faultproxy.Action{{}, fail503}}).rule)
+		var got []string
+		err := b.List(t.Context(), tc.prefix, func(o backends.ObjectInfo) error {
+			if o.Size != int64(len(o.Name)) {
+				t.Errorf("%s: size %d, want %d", o.Name, o.Size, len(o.Name))
+			}
+			got = append(got, o.Name)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("List %q: %v", tc.prefix, err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("List %q = %q, want %q", tc.prefix, got, tc.want)
+		}
+	}
+	p.SetRule(nil)
+	if n := p.Faults(); n < 2 {
+		t.Errorf("%d faults injected, want at least 2 (a second page of two listings)", n)
 	}
 }
