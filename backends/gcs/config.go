@@ -11,8 +11,8 @@ import (
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/option"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
-	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
@@ -72,7 +72,7 @@ type Config struct {
 	// Timeout bounds each request: each attempt of a single-request call
 	// and the wait for the answer to each chunk of a resumable upload. A
 	// request with a body may take its body at 256 KiB/s on top
-	// (request.MinThroughput), so that a slow but progressing upload is
+	// ([driver.MinThroughput]), so that a slow but progressing upload is
 	// not cut.
 	// Default [DefaultTimeout]; URL parameter "timeout" (a Go duration).
 	Timeout time.Duration
@@ -117,10 +117,10 @@ func DefaultConfig(bucket, prefix string) Config {
 		PartSize:        DefaultPartSize,
 		Timeout:         DefaultTimeout,
 		MaxAttempts:     DefaultMaxAttempts,
-		ResponseTimeout: request.DefaultResponseTimeout,
-		TimeoutAttempts: request.DefaultTimeoutAttempts,
-		InitialBackoff:  request.DefaultPolicy.InitialBackoff,
-		MaxBackoff:      request.DefaultPolicy.MaxBackoff,
+		ResponseTimeout: backends.DefaultResponseTimeout,
+		TimeoutAttempts: backends.DefaultTimeoutAttempts,
+		InitialBackoff:  backends.DefaultPolicy.InitialBackoff,
+		MaxBackoff:      backends.DefaultPolicy.MaxBackoff,
 		PageSize:        DefaultPageSize,
 	}
 }
@@ -188,9 +188,10 @@ func redact(u *url.URL) string {
 	return v.String()
 }
 
-// policy is the retry policy of single requests.
-func (c Config) policy() request.Policy {
-	return request.Policy{Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, InitialBackoff: c.InitialBackoff, MaxBackoff: c.MaxBackoff,
+// policy is how the portable layer times and retries each request, and
+// what a resumable upload's chunks are retried by.
+func (c Config) policy() backends.Policy {
+	return backends.Policy{Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, InitialBackoff: c.InitialBackoff, MaxBackoff: c.MaxBackoff,
 		ResponseTimeout: c.ResponseTimeout, TimeoutAttempts: c.TimeoutAttempts}
 }
 

@@ -3,9 +3,13 @@ package gcs
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
@@ -48,8 +52,36 @@ func TestSilentEndpoint(t *testing.T) {
 	}
 }
 
+// TestSilentEndpointGivenClient: with a client of the Config, whose
+// transport does not bound the wait for an answer, a read still fails
+// within TimeoutAttempts × the response timeout, not the request timeout.
+func TestSilentEndpointGivenClient(t *testing.T) {
+	silent, err := faultproxy.NewSilent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	client, err := storage.NewClient(t.Context(), option.WithEndpoint(silent.URL()+"/storage/v1/"), option.WithoutAuthentication(),
+		option.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	cfg := DefaultConfig("bkt", "job")
+	cfg.Client = client
+	cfg.ResponseTimeout, cfg.TimeoutAttempts = 300*time.Millisecond, 2 // Timeout stays 30 s
+	b, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	faultproxy.CheckSilentCalls(t, b, silent, 3*time.Second, false)
+}
+
 // TestMissingBucket: a call on a bucket that does not exist says so,
-// naming it, rather than that the object is missing.
+// naming it, rather than that the object is missing, and fails for good.
 func TestMissingBucket(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Bucket = "no-such-bucket-" + strings.ToLower(cfg.Prefix[5:13])
@@ -66,8 +98,16 @@ func TestMissingBucket(t *testing.T) {
 			}
 			return err
 		},
-		"list": func() error { return b.List(t.Context(), "", func(backends.ObjectInfo) error { return nil }) },
-		"put":  func() error { return b.Put(t.Context(), "x.dstl", strings.NewReader("x"), 1) },
+		"get at the end": func() error {
+			rc, err := b.Get(t.Context(), "x.dstl", 0, 0) // asks for the size only
+			if err == nil {
+				rc.Close()
+			}
+			return err
+		},
+		"list":   func() error { return b.List(t.Context(), "", func(backends.ObjectInfo) error { return nil }) },
+		"put":    func() error { return b.Put(t.Context(), "x.dstl", strings.NewReader("x"), 1) },
+		"delete": func() error { return b.Delete(t.Context(), "x.dstl") },
 	} {
 		err := call()
 		if want := `bucket "` + cfg.Bucket + `" does not exist`; err == nil || !strings.Contains(err.Error(), want) {

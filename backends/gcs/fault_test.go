@@ -3,11 +3,14 @@ package gcs
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,5 +209,242 @@ func TestFaultsForGood(t *testing.T) {
 	got, err := conformance.Read(ctx, b, "large", 0, -1)
 	if err != nil || !bytes.Equal([]byte(got), large) {
 		t.Fatalf("Get after the failure: %d bytes, %v", len(got), err)
+	}
+}
+
+// failingBody fails every read that reaches past failAt.
+type failingBody struct {
+	data   []byte
+	failAt int64
+}
+
+var errBody = errors.New("the body broke")
+
+func (f *failingBody) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > f.failAt {
+		return 0, errBody
+	}
+	return copy(p, f.data[off:]), nil
+}
+
+// TestBodyFailureNotRetried: a Put whose body fails fails with the body's
+// error, is not retried, and leaves nothing: a small object sends nothing
+// at all (it is read whole first), a resumable upload stops where the body
+// broke.
+func TestBodyFailureNotRetried(t *testing.T) {
+	b, p, cfg := faultBackend(t)
+	for _, tc := range []struct {
+		name      string
+		size      int64
+		failAt    int64
+		maxUpload int // upload requests at most
+	}{
+		{"small", testPartSize, testPartSize / 2, 0},
+		{"resumable", 3 * testPartSize, testPartSize + testPartSize/2, 2}, // the session's start, the first chunk
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(p.Records())
+			body := &failingBody{data: randomBytes(int(tc.size)), failAt: tc.failAt}
+			err := b.Put(t.Context(), tc.name, body, tc.size)
+			conformance.CheckError(t, err, "put", ID, tc.name, nil)
+			if !errors.Is(err, errBody) {
+				t.Fatalf("Put: %v, want the body's error", err)
+			}
+			uploads := 0
+			for _, r := range p.Records()[before:] {
+				if strings.HasPrefix(r.Path, "/upload/") {
+					uploads++
+				}
+			}
+			if uploads > tc.maxUpload {
+				t.Errorf("%d upload requests, want at most %d", uploads, tc.maxUpload)
+			}
+			if names := rawNames(t, cfg.Endpoint, cfg.Bucket, cfg.Prefix); len(names) != 0 {
+				t.Fatalf("objects left under %s: %v", cfg.Prefix, names)
+			}
+		})
+	}
+}
+
+// TestResumableAttempts: the client retries a resumable upload's session
+// start and chunks itself, at most MaxAttempts times each: an upload whose
+// requests keep failing gives up after so many (not when the chunk's retry
+// deadline passes), while one whose every chunk goes through at its last
+// attempt succeeds, as each chunk that goes through starts the count anew.
+func TestResumableAttempts(t *testing.T) {
+	b, p, cfg := faultBackend(t)
+	large := randomBytes(3*testPartSize + testPartSize/2) // 4 chunks
+	count := func(before int, match func(faultproxy.Record) bool) int {
+		n := 0
+		for _, r := range p.Records()[before:] {
+			if match(r) {
+				n++
+			}
+		}
+		return n
+	}
+	isStartRecord := func(r faultproxy.Record) bool {
+		return strings.HasPrefix(r.Path, "/upload/") && !strings.Contains(r.Query, "upload_id=")
+	}
+	isChunkRecord := func(r faultproxy.Record) bool {
+		return strings.HasPrefix(r.Path, "/upload/") && strings.Contains(r.Query, "upload_id=")
+	}
+	isStart := func(r *http.Request) bool { return isUpload(r) && !r.URL.Query().Has("upload_id") }
+
+	for _, tc := range []struct {
+		name  string
+		match func(*http.Request) bool
+		count func(faultproxy.Record) bool
+	}{
+		{"session start", isStart, isStartRecord},
+		{"chunks", isChunk, isChunkRecord},
+	} {
+		t.Run(tc.name+" keep failing", func(t *testing.T) {
+			before := len(p.Records())
+			p.SetRule((&faults{match: tc.match, always: &fail503}).rule)
+			defer p.SetRule(nil)
+			err := b.Put(t.Context(), "failing", bytes.NewReader(large), int64(len(large)))
+			conformance.CheckError(t, err, "put", ID, "failing", nil)
+			if n := count(before, tc.count); n != cfg.MaxAttempts {
+				t.Errorf("%d requests, want MaxAttempts = %d", n, cfg.MaxAttempts)
+			}
+		})
+	}
+
+	t.Run("every chunk at its last attempt", func(t *testing.T) {
+		var actions []faultproxy.Action
+		for range 4 {
+			for range cfg.MaxAttempts - 1 {
+				actions = append(actions, fail503)
+			}
+			actions = append(actions, faultproxy.Action{})
+		}
+		p.SetRule((&faults{match: isChunk, actions: actions, always: &fail503}).rule)
+		defer p.SetRule(nil)
+		if err := b.Put(t.Context(), "late", bytes.NewReader(large), int64(len(large))); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+		got, err := conformance.Read(t.Context(), b, "late", 0, -1)
+		if err != nil || !bytes.Equal([]byte(got), large) {
+			t.Fatalf("Get: %d bytes, %v", len(got), err)
+		}
+	})
+	if names := rawNames(t, cfg.Endpoint, cfg.Bucket, cfg.Prefix); len(names) != 1 || names[0] != cfg.Prefix+"late" {
+		t.Fatalf("objects under %s: %v, want only late", cfg.Prefix, names)
+	}
+}
+
+// losingAnswers forwards every request and, while lose is above zero,
+// drops the answer to an upload request, as a connection cut after the
+// service stored the object would.
+type losingAnswers struct {
+	base    http.RoundTripper
+	lose    atomic.Int32
+	uploads atomic.Int32
+}
+
+func (l *losingAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.base.RoundTrip(req)
+	if err != nil || !isUpload(req) {
+		return resp, err
+	}
+	l.uploads.Add(1)
+	if l.lose.Add(-1) >= 0 {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return nil, io.ErrUnexpectedEOF
+	}
+	return resp, nil
+}
+
+// TestLostAnswer: a small Put whose answer is lost after the object was
+// stored succeeds when its retry meets the object with the body's size
+// and CRC32C; a 412 fails with ErrExists when the object is another's,
+// and at once, without a look at the object, when no attempt was retried
+// (even if the object has the same bytes).
+func TestLostAnswer(t *testing.T) {
+	cfg := testConfig(t)
+	tr := &losingAnswers{base: http.DefaultTransport.(*http.Transport).Clone()}
+	defer tr.base.(*http.Transport).CloseIdleConnections()
+	client, err := storage.NewClient(t.Context(), option.WithEndpoint(cfg.Endpoint+"/storage/v1/"), option.WithoutAuthentication(),
+		option.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	cfg.Client = client
+	cfg.InitialBackoff, cfg.MaxBackoff = time.Millisecond, 10*time.Millisecond
+	b, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	put := func(data string, lose int32) (error, int32) {
+		tr.uploads.Store(0)
+		tr.lose.Store(lose)
+		err := b.Put(t.Context(), "obj", strings.NewReader(data), int64(len(data)))
+		return err, tr.uploads.Load()
+	}
+
+	if err, n := put("mine", 1); err != nil || n != 2 {
+		t.Fatalf("Put with its answer lost: %v after %d uploads, want success after 2", err, n)
+	}
+	if got, err := conformance.Read(t.Context(), b, "obj", 0, -1); err != nil || got != "mine" {
+		t.Fatalf("Get: %q, %v", got, err)
+	}
+	err, n := put("mine", 0)
+	conformance.CheckError(t, err, "put", ID, "obj", backends.ErrExists)
+	if n != 1 {
+		t.Errorf("Put of the same bytes: %d uploads, want 1", n)
+	}
+	err, n = put("fake", 1) // the 412 of the first attempt is lost
+	conformance.CheckError(t, err, "put", ID, "obj", backends.ErrExists)
+	if n != 2 {
+		t.Errorf("Put of other bytes: %d uploads, want 2", n)
+	}
+}
+
+// TestListPages: a listing of several pages reports every object under the
+// prefix once, in byte order, with names relative to the backend's prefix,
+// also when a page's request fails and is retried with its token.
+func TestListPages(t *testing.T) {
+	b, p, _ := faultBackend(t)
+	b.d.cfg.PageSize = 2
+	names := []string{"a/1", "a/2", "a/10", "a/B", "a/b", "a/b/c", "a~", "ab", "b"}
+	for _, name := range names {
+		if err := b.Put(t.Context(), name, strings.NewReader(name), int64(len(name))); err != nil {
+			t.Fatalf("Put %s: %v", name, err)
+		}
+	}
+	isList := func(r *http.Request) bool { return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/o") }
+	for _, tc := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"", []string{"a/1", "a/10", "a/2", "a/B", "a/b", "a/b/c", "ab", "a~", "b"}},
+		{"a/", []string{"a/1", "a/10", "a/2", "a/B", "a/b", "a/b/c"}},
+		{"a/b", []string{"a/b", "a/b/c"}},
+		{"c", nil},
+	} {
+		// The second page's first attempt fails.
+		p.SetRule((&faults{match: isList, actions: []faultproxy.Action{{}, fail503}}).rule)
+		var got []string
+		err := b.List(t.Context(), tc.prefix, func(o backends.ObjectInfo) error {
+			if o.Size != int64(len(o.Name)) {
+				t.Errorf("%s: size %d, want %d", o.Name, o.Size, len(o.Name))
+			}
+			got = append(got, o.Name)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("List %q: %v", tc.prefix, err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("List %q = %q, want %q", tc.prefix, got, tc.want)
+		}
+	}
+	p.SetRule(nil)
+	if n := p.Faults(); n < 2 {
+		t.Errorf("%d faults injected, want at least 2 (a second page of two listings)", n)
 	}
 }

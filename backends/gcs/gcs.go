@@ -9,27 +9,52 @@
 //
 // Base paths are "gs://bucket/prefix" URLs; see [ParseURL] for the query
 // parameters. Programs that configure the backend in code use [Open] with a
-// [Config], which may carry a ready *storage.Client.
+// [Config], which may carry a ready *storage.Client. The backend is the
+// portable [backends.Bucket] over a driver that makes the storage client's
+// calls and says what the service's errors mean; the portable layer checks
+// names, sizes and bodies, times and retries requests under the policy of
+// the [Config] (Timeout, MaxAttempts, InitialBackoff, MaxBackoff,
+// ResponseTimeout, TimeoutAttempts), and wraps the errors. [Backend.As]
+// gives the *storage.Client and the *storage.BucketHandle for calls the
+// backend does not make.
 //
 // Put is create-only: it writes with the precondition ifGenerationMatch=0
 // (storage.Conditions{DoesNotExist: true}), so an existing object is never
-// replaced and the loser of a race fails with [backends.ErrExists]. An object
-// of at most [Config.PartSize] bytes is read whole first (so a short or
-// failing body is found before anything is sent) and goes up in one
-// request with its CRC32C; a larger one
-// in a resumable upload of PartSize chunks, sent one after another (a
-// resumable session takes its chunks in order, so there are no parallel
-// parts). An object becomes visible only when its last chunk is committed;
-// a failed or cancelled Put cancels the upload's context before that, so
-// nothing is visible (the abandoned session expires on the service's side).
+// replaced and the loser of a race fails with [backends.ErrExists]. An
+// object of at most [Config.PartSize] bytes is read whole first (so a short
+// or failing body is found before anything is sent) and goes up in one
+// request with its CRC32C; should the answer to an attempt that stored it
+// be lost, the retry's 412 is taken for success when the stored object has
+// the body's size and CRC32C. A larger object goes up in a resumable upload
+// of PartSize chunks, sent one after another (a resumable session takes its
+// chunks in order, so there are no parallel parts). An object becomes
+// visible only when its last chunk is committed; a failed or cancelled Put
+// cancels the upload's context before that, so nothing is visible (the
+// abandoned session expires on the service's side).
 //
-// Retries: the client's own retries are switched off for single requests,
-// which go through a loop with a timeout per attempt and exponential
-// backoff with jitter. A resumable upload is retried chunk by chunk by the
-// client, with a retry policy set on the object handle: the same number of
-// attempts, backoff and retryable errors, each chunk bounded by the
-// timeout. Only throttling (429), 408, 5xx, connection errors and
-// timeouts are retried, never 401/403/404/412.
+// Who retries what. The client's own retries are switched off for every
+// request but the chunks of a resumable upload: single requests (a small
+// Put, a read, an attribute or listing request, a delete) are timed and
+// retried by the portable layer. A resumable upload is the exception: it
+// is one call to the portable layer, made once and never retried by it,
+// whose session start and chunks the client retries itself, with a retry
+// policy set on the object handle: the Config's attempts and backoff, the
+// errors the driver classifies as transient (throttling, 408, 5xx,
+// connection errors and timeouts, never 401/403/404/412 nor a failure of
+// the body), each chunk's attempt bounded by the Timeout grown for the
+// chunk at [driver.MinThroughput], and the whole upload by the time all
+// its chunks may take. The client bounds a chunk's retries by time only,
+// so the driver counts the failed attempts in a row and stops after
+// MaxAttempts; a chunk that goes through starts the count anew (the
+// session's start shares the first chunk's count), and an attempt that
+// timed out, which the client retries without asking, is bounded by the
+// chunk's time of MaxAttempts attempts and backoffs.
+//
+// The service answers a request for an object of a missing bucket with
+// 404, as for a missing object. After a 404, the backend asks once (without
+// retries) whether the bucket exists; when it does not, the error says so
+// and matches [backends.ErrNotFound] and [backends.ErrPermanent], a Delete's
+// too (deleting a missing object succeeds).
 package gcs
 
 import (
@@ -39,24 +64,22 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"math"
-	"net"
 	"net/http"
 	"strings"
-	"syscall"
+	"sync/atomic"
 	"time"
 
+	"cloud.google.com/go/auth"
 	"cloud.google.com/go/storage"
 	"github.com/googleapis/gax-go/v2"
+	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/backends/internal/gate"
-	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // ID is the backend's identifier in the registry and in its errors.
@@ -71,20 +94,27 @@ func init() {
 	}, Scheme)
 }
 
-// Backend is a [backends.Backend] on a Google Cloud Storage bucket. It is safe
-// for concurrent use.
+// Backend is the GCS backend: the portable [backends.Bucket] over a bucket
+// of Google Cloud Storage, with the calls of its own. It is safe for
+// concurrent use. Its As takes a **storage.Client or a
+// **storage.BucketHandle.
 type Backend struct {
-	cfg       Config
-	client    *storage.Client
-	ownClient bool
-	transport *http.Transport // closed on Close, when the backend made it
-	bucket    *storage.BucketHandle
-	policy    request.Policy
-
-	calls gate.Gate // Close waits for the calls in progress
+	*backends.Bucket
+	d *bucket
 }
 
-var _ backends.Backend = (*Backend)(nil)
+// bucket is the driver: the storage client's calls on one bucket, under a
+// prefix.
+type bucket struct {
+	cfg       Config
+	policy    backends.Policy
+	client    *storage.Client
+	ownClient bool
+	transport *http.Transport // closed on Close, when the driver made it
+	bucket    *storage.BucketHandle
+}
+
+var _ driver.Bucket = (*bucket)(nil)
 
 // New opens a backend from a gs:// base path (see [ParseURL]). It is the
 // factory the backend registers.
@@ -110,8 +140,8 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultPageSize
 	}
-	b := &Backend{cfg: cfg, client: cfg.Client, policy: cfg.policy()}
-	if b.client == nil {
+	d := &bucket{cfg: cfg, policy: cfg.policy(), client: cfg.Client}
+	if d.client == nil {
 		var opts []option.ClientOption
 		if cfg.Endpoint != "" {
 			opts = append(opts, option.WithEndpoint(strings.TrimSuffix(cfg.Endpoint, "/")+"/storage/v1/"))
@@ -123,157 +153,202 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 			// No credentials: a transport of our own, whose idle
 			// connections Close closes, with a bound on the wait for
 			// each answer.
-			b.transport = http.DefaultTransport.(*http.Transport).Clone()
+			d.transport = http.DefaultTransport.(*http.Transport).Clone()
 			opts = append(opts, option.WithoutAuthentication(),
-				option.WithHTTPClient(&http.Client{Transport: request.CountSent(request.ResponseTimeout(b.transport, cfg.headerTimeout()))}))
+				option.WithHTTPClient(&http.Client{Transport: driver.Transport(d.transport, cfg.headerTimeout())}))
 		}
 		opts = append(opts, cfg.ClientOptions...)
 		c, err := storage.NewClient(ctx, opts...)
 		if err != nil {
-			b.closeTransport()
+			d.closeTransport()
 			return nil, fmt.Errorf("gcs: open bucket %q: %w", cfg.Bucket, err)
 		}
-		b.client, b.ownClient = c, true
+		d.client, d.ownClient = c, true
 	}
-	b.bucket = b.client.Bucket(cfg.Bucket)
-	return b, nil
+	d.bucket = d.client.Bucket(cfg.Bucket)
+	return &Backend{Bucket: backends.New(ID, d, d.policy), d: d}, nil
 }
-
-// Client returns the storage client the backend sends its requests with,
-// for programs that compare the backend with the SDK used directly (such
-// as "dstl bench") or that need a call the backend does not make.
-func (b *Backend) Client() *storage.Client { return b.client }
 
 // Config returns the backend's configuration (with the prefix as used).
-func (b *Backend) Config() Config { return b.cfg }
+func (b *Backend) Config() Config { return b.d.cfg }
 
-// Close waits for running calls to return and closes the client, unless it
-// came with the Config. Later calls fail with [dstl.ErrClosed]; closing
-// twice is not an error.
-func (b *Backend) Close() error {
-	if !b.calls.Close() {
-		return nil
-	}
+// Close closes the client, unless it came with the Config.
+func (d *bucket) Close() error {
 	var err error
-	if b.ownClient {
-		err = b.client.Close()
+	if d.ownClient {
+		err = d.client.Close()
 	}
-	b.closeTransport()
-	if err != nil {
-		return fmt.Errorf("gcs: close: %w", err)
-	}
-	return nil
+	d.closeTransport()
+	return err
 }
 
-func (b *Backend) closeTransport() {
-	if b.transport != nil {
-		b.transport.CloseIdleConnections()
+func (d *bucket) closeTransport() {
+	if d.transport != nil {
+		d.transport.CloseIdleConnections()
 	}
 }
 
-// begin registers a running call; it fails once the backend is closed.
-func (b *Backend) begin(op, name string) error {
-	if !b.calls.Enter() {
-		return b.newError(op, name, dstl.ErrClosed)
+// As sets a **storage.Client target to the client and a
+// **storage.BucketHandle target to the bucket's handle.
+func (d *bucket) As(target any) bool {
+	switch p := target.(type) {
+	case **storage.Client:
+		*p = d.client
+	case **storage.BucketHandle:
+		*p = d.bucket
+	default:
+		return false
 	}
-	return nil
+	return true
+}
+
+// Location names the object's URL and the endpoint.
+func (d *bucket) Location(name string) string {
+	return fmt.Sprintf("gs://%s/%s at %s", d.cfg.Bucket, d.cfg.Prefix+name, d.cfg.endpointName())
+}
+
+// Classify maps the client's errors: its sentinels of missing objects and
+// buckets, the service's status codes (404, 412 of the create-only
+// precondition, 401 and 403, 416 of a read past the end, 408, 429 and 5xx),
+// the token endpoint's answers (refused credentials are a permission
+// error), then the transport's errors and what else the client would retry.
+func (d *bucket) Classify(err error) driver.Code {
+	switch {
+	case errors.Is(err, storage.ErrBucketNotExist):
+		return driver.BucketNotFound
+	case errors.Is(err, storage.ErrObjectNotExist):
+		return driver.NotFound
+	case errors.Is(err, context.Canceled):
+		return driver.Unknown
+	}
+	if e, ok := errors.AsType[*googleapi.Error](err); ok {
+		switch c := e.Code; {
+		case c == http.StatusNotFound:
+			return driver.NotFound
+		case c == http.StatusPreconditionFailed:
+			return driver.Exists
+		case c == http.StatusUnauthorized, c == http.StatusForbidden:
+			return driver.Permission
+		case c == http.StatusRequestedRangeNotSatisfiable:
+			return driver.InvalidRange
+		case c == http.StatusRequestTimeout, c == http.StatusTooManyRequests, c >= 500:
+			return driver.Transient
+		}
+		return driver.Unknown
+	}
+	// A token the credentials could not get fails the request before it
+	// is sent, inside the transport's error.
+	if e, ok := errors.AsType[*auth.Error](err); ok && e.Response != nil {
+		return tokenCode(e.Response.StatusCode)
+	}
+	if e, ok := errors.AsType[*oauth2.RetrieveError](err); ok && e.Response != nil {
+		return tokenCode(e.Response.StatusCode)
+	}
+	if code, ok := driver.TransportCode(err); ok {
+		return code
+	}
+	if storage.ShouldRetry(err) {
+		return driver.Transient
+	}
+	return driver.Unknown
+}
+
+// tokenCode classifies the status code of a token endpoint's answer: it
+// throttles or fails for a while (408, 429, 5xx), or it refuses the
+// credentials.
+func tokenCode(status int) driver.Code {
+	switch {
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500:
+		return driver.Transient
+	case status >= 400:
+		return driver.Permission
+	}
+	return driver.Unknown
 }
 
 // object returns the handle of name under the prefix, without the client's
 // own retries.
-func (b *Backend) object(name string) *storage.ObjectHandle {
-	return b.bucket.Object(b.cfg.Prefix + name).Retryer(storage.WithPolicy(storage.RetryNever))
+func (d *bucket) object(name string) *storage.ObjectHandle {
+	return d.bucket.Object(d.cfg.Prefix + name).Retryer(storage.WithPolicy(storage.RetryNever))
 }
 
-// Put stores size bytes of body under name, create-only and atomically;
-// see the package documentation.
-func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) (err error) {
-	if err := backends.CheckObjectName(name); err != nil {
-		return b.newError("put", name, err)
-	}
-	if size < 0 {
-		return b.newError("put", name, fmt.Errorf("negative size %d", size))
-	}
-	if body == nil {
-		return b.newError("put", name, errors.New("nil body"))
-	}
-	if err := b.begin("put", name); err != nil {
-		return err
-	}
-	defer b.calls.Leave()
-	defer func() { err = b.wrap("put", name, b.bucketNotFound(ctx, err)) }()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if size > b.cfg.PartSize {
-		return b.putResumable(ctx, name, body, size)
+// Put stores the object in one request, or resumably when it is larger
+// than the part size; see the package documentation.
+func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	if size > d.cfg.PartSize {
+		return d.missing(ctx, d.putResumable(ctx, name, body, size))
 	}
 	// A small object is read whole first, so that a short or failing body
 	// is found before anything is sent, and its CRC32C goes with it: the
 	// service refuses an upload whose bytes do not match.
-	data := make([]byte, size)
-	if n, err := body.ReadAt(data, 0); n < len(data) {
-		if err == nil || err == io.EOF {
-			return fmt.Errorf("body ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
-		}
-		return fmt.Errorf("read body: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
+	data, err := body.Bytes(0, size)
+	if err != nil {
 		return err
 	}
 	crc := crc32.Checksum(data, castagnoli)
 	attempt := 0
-	err = request.Do(ctx, b.policy.ForBody(size), retryable, func(ctx context.Context) error {
+	err = rt.Do(ctx, size, func(ctx context.Context) error {
 		attempt++
-		return b.write(ctx, b.object(name), bytes.NewReader(data), size, 0, &crc)
+		return d.write(ctx, d.object(name), bytes.NewReader(data), 0, &crc, nil)
 	})
-	if attempt > 1 && isCode(err, http.StatusPreconditionFailed) && b.sameObject(ctx, name, size, crc) {
+	if attempt > 1 && isCode(err, http.StatusPreconditionFailed) && d.sameObject(ctx, rt, name, size, crc) {
 		// An earlier attempt stored the object, but its answer was lost.
 		return nil
 	}
-	return err
+	return d.missing(ctx, err)
 }
 
-// putResumable uploads in chunks of the part size; the client retries each
-// chunk under the backend's policy.
-func (b *Backend) putResumable(ctx context.Context, name string, body io.ReaderAt, size int64) error {
-	o := b.bucket.Object(b.cfg.Prefix+name).Retryer(
+// putResumable uploads in chunks of the part size; the client retries the
+// session's start and each chunk (see the package documentation), so the
+// upload is not sent through the portable layer's runner.
+func (d *bucket) putResumable(ctx context.Context, name string, body *driver.Body, size int64) error {
+	p := d.policy
+	// The client retries an upload's requests until the chunk's retry
+	// deadline, whatever its maximum of attempts: the failures in a row
+	// are counted here, and a chunk that goes through starts the count
+	// anew.
+	var failed atomic.Int64
+	retry := func(err error) bool {
+		return body.Err() == nil && d.Classify(err) == driver.Transient && failed.Add(1) < int64(p.MaxAttempts)
+	}
+	o := d.bucket.Object(d.cfg.Prefix+name).Retryer(
 		storage.WithPolicy(storage.RetryAlways), // create-only, so idempotent
-		storage.WithMaxAttempts(b.cfg.MaxAttempts),
-		storage.WithBackoff(gax.Backoff{Initial: max(b.cfg.InitialBackoff, time.Millisecond), Max: max(b.cfg.MaxBackoff, time.Millisecond), Multiplier: 2}),
-		storage.WithErrorFunc(retryable),
+		storage.WithMaxAttempts(p.MaxAttempts),
+		storage.WithBackoff(gax.Backoff{Initial: max(p.InitialBackoff, time.Millisecond), Max: max(p.MaxBackoff, time.Millisecond), Multiplier: 2}),
+		storage.WithErrorFunc(retry),
 	)
-	if b.cfg.Timeout > 0 {
+	if p.Timeout > 0 {
 		// A bound on the whole upload: every chunk, and the start of the
 		// session, may use all its attempts. (A client the backend builds
-		// for an endpoint also bounds each answer's wait by the timeout;
-		// a client built for Application Default Credentials relies on
-		// this bound for the start of the session.)
-		chunks := (size + b.cfg.PartSize - 1) / b.cfg.PartSize
+		// for an endpoint also bounds each answer's wait by the response
+		// timeout; a client built for Application Default Credentials
+		// relies on this bound for the start of the session.)
+		chunks := (size + d.cfg.PartSize - 1) / d.cfg.PartSize
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(chunks+1)*b.chunkRetryDeadline())
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(chunks+1)*d.chunkRetryDeadline())
 		defer cancel()
 	}
-	return b.write(ctx, o, body, size, int(b.cfg.PartSize), nil)
+	return d.write(ctx, o, body.Section(0, size), int(d.cfg.PartSize), nil, func(int64) { failed.Store(0) })
 }
 
 // chunkRetryDeadline is the time one chunk may take, all its attempts
 // included.
-func (b *Backend) chunkRetryDeadline() time.Duration {
-	n := time.Duration(b.cfg.MaxAttempts)
-	return n*b.chunkTimeout() + n*b.cfg.MaxBackoff
+func (d *bucket) chunkRetryDeadline() time.Duration {
+	n := time.Duration(d.policy.MaxAttempts)
+	return n*d.chunkTimeout() + n*d.policy.MaxBackoff
 }
 
 // chunkTimeout bounds one attempt of one chunk of a resumable upload: the
-// request timeout, grown with the chunk (see [request.Policy.ForBody]).
-func (b *Backend) chunkTimeout() time.Duration {
-	return b.policy.ForBody(b.cfg.PartSize).Timeout
+// request timeout, grown with the chunk (see [backends.Policy.ForBody]).
+func (d *bucket) chunkTimeout() time.Duration {
+	return d.policy.ForBody(d.cfg.PartSize).Timeout
 }
 
 // write sends one upload of body with the DoesNotExist precondition, in one
-// request (chunk 0) or resumably. On any error it cancels the upload before
+// request (chunk 0) or resumably, calling chunkDone (when not nil) after
+// each chunk that went through. On any error it cancels the upload before
 // closing the writer, so that nothing is committed.
-func (b *Backend) write(ctx context.Context, o *storage.ObjectHandle, body io.ReaderAt, size int64, chunk int, crc *uint32) error {
+func (d *bucket) write(ctx context.Context, o *storage.ObjectHandle, body io.Reader, chunk int, crc *uint32, chunkDone func(int64)) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := o.If(storage.Conditions{DoesNotExist: true}).NewWriter(wctx)
@@ -284,15 +359,13 @@ func (b *Backend) write(ctx context.Context, o *storage.ObjectHandle, body io.Re
 		w.CRC32C, w.SendCRC32C = *crc, true
 	}
 	if chunk > 0 {
-		w.ChunkTransferTimeout = b.chunkTimeout()
-		if b.cfg.Timeout > 0 {
-			w.ChunkRetryDeadline = b.chunkRetryDeadline()
+		w.ProgressFunc = chunkDone
+		w.ChunkTransferTimeout = d.chunkTimeout()
+		if d.policy.Timeout > 0 {
+			w.ChunkRetryDeadline = d.chunkRetryDeadline()
 		}
 	}
-	n, err := io.Copy(w, &bodyReader{r: io.NewSectionReader(body, 0, size)})
-	if err == nil && n < size {
-		err = fmt.Errorf("body ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
-	}
+	_, err := io.Copy(w, body)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -307,247 +380,91 @@ func (b *Backend) write(ctx context.Context, o *storage.ObjectHandle, body io.Re
 	return w.Close()
 }
 
-// bodyReader marks errors of the body, so that they are not retried as
-// transport errors.
-type bodyReader struct{ r io.Reader }
-
-func (r *bodyReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if err != nil && err != io.EOF {
-		err = &bodyError{err}
-	}
-	return n, err
-}
-
-type bodyError struct{ err error }
-
-func (e *bodyError) Error() string { return "read body: " + e.err.Error() }
-func (e *bodyError) Unwrap() error { return e.err }
-
 // sameObject reports whether the object stored under name has the size and
 // CRC32C of the body, i.e. was stored by an earlier attempt of this Put.
-func (b *Backend) sameObject(ctx context.Context, name string, size int64, crc uint32) bool {
+func (d *bucket) sameObject(ctx context.Context, rt driver.Runner, name string, size int64, crc uint32) bool {
 	var attrs *storage.ObjectAttrs
-	err := request.Do(ctx, b.policy, retryable, func(ctx context.Context) error {
+	err := rt.Do(ctx, 0, func(ctx context.Context) error {
 		var err error
-		attrs, err = b.object(name).Attrs(ctx)
+		attrs, err = d.object(name).Attrs(ctx)
 		return err
 	})
-	if err != nil || attrs.Size != size {
-		return false
-	}
-	return crc == attrs.CRC32C
+	return err == nil && attrs.Size == size && attrs.CRC32C == crc
 }
 
-// Get returns length bytes of the object from offset on (-1: to the end).
-// See [backends.Backend.Get]. Reads from the returned reader fail once ctx is
-// done.
-func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_ io.ReadCloser, err error) {
-	if err := backends.CheckObjectName(name); err != nil {
-		return nil, b.newError("get", name, err)
+// Open makes one ranged read request. Its wait for the answer is bounded
+// by the response timeout, whatever the client's transport: the portable
+// layer bounds it by the request timeout only.
+func (d *bucket) Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	rctx, cancel := context.WithCancel(ctx)
+	wait := d.cfg.headerTimeout()
+	var timer *time.Timer
+	if wait > 0 {
+		timer = time.AfterFunc(wait, cancel)
 	}
-	if offset < 0 || length < -1 {
-		return nil, b.newError("get", name, fmt.Errorf("%w: offset %d, length %d", backends.ErrInvalidRange, offset, length))
-	}
-	if err := b.begin("get", name); err != nil {
-		return nil, err
-	}
-	defer b.calls.Leave()
-	defer func() { err = b.wrap("get", name, err) }()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if length == 0 {
-		return b.emptyRead(ctx, name, offset)
-	}
-	if length > math.MaxInt64-offset {
-		// Past any possible end, and offset+length would overflow in the
-		// client's range header: read to the end.
-		length = -1
-	}
-	// The reader lives past the attempt, so the attempt's timeout is a
-	// timer that cancels its context only until the answer is there.
-	var rd *reader
-	p := b.policy
-	p.Timeout = 0
-	err = request.Do(ctx, p, retryable, func(_ context.Context) error {
-		rctx, cancel := context.WithCancel(ctx)
-		var timer *time.Timer
-		if d := b.cfg.headerTimeout(); d > 0 {
-			timer = time.AfterFunc(d, cancel)
+	r, err := d.object(name).NewRangeReader(rctx, offset, length)
+	if timer != nil && !timer.Stop() {
+		if err == nil {
+			_ = r.Close()
+			err = context.Canceled
 		}
-		r, err := b.object(name).NewRangeReader(rctx, offset, length)
-		if timer != nil && !timer.Stop() {
-			if err == nil {
-				_ = r.Close()
-			}
-			cancel()
-			return errAttemptTimeout
-		}
-		if err != nil {
-			cancel()
-			return err
-		}
-		rd = &reader{ctx: ctx, b: b, name: name, r: r, cancel: cancel}
-		return nil
-	})
-	if isCode(err, http.StatusRequestedRangeNotSatisfiable) {
-		// The service answers 416 for an offset at the end too, which is
-		// an empty read.
-		return b.emptyRead(ctx, name, offset)
+		err = fmt.Errorf("no answer within %v (%w): %w", wait, context.DeadlineExceeded, err)
 	}
-	if err = b.bucketNotFound(ctx, err); err != nil {
-		return nil, err
-	}
-	return rd, nil
-}
-
-// bucketNotFound returns err, marked with storage.ErrBucketNotExist when
-// it is a 404 answer (an object, or the bucket, not found) and the bucket
-// is known not to exist.
-func (b *Backend) bucketNotFound(ctx context.Context, err error) error {
-	if err == nil || errors.Is(err, storage.ErrBucketNotExist) ||
-		!errors.Is(err, storage.ErrObjectNotExist) && !isCode(err, http.StatusNotFound) || !b.bucketMissing(ctx) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", storage.ErrBucketNotExist, err)
-}
-
-// bucketMissing reports whether the bucket is known not to exist: the
-// service answers 404 to a read of an object of a missing bucket too. One
-// request, without retries; any other outcome is false.
-func (b *Backend) bucketMissing(ctx context.Context) bool {
-	if d := b.cfg.headerTimeout(); d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
-	_, err := b.bucket.Retryer(storage.WithPolicy(storage.RetryNever)).Attrs(ctx)
-	return errors.Is(err, storage.ErrBucketNotExist)
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-var errAttemptTimeout = fmt.Errorf("request timed out: %w", context.DeadlineExceeded)
-
-// emptyRead checks that the object exists and that offset is not past its
-// end, and returns an empty reader.
-func (b *Backend) emptyRead(ctx context.Context, name string, offset int64) (io.ReadCloser, error) {
-	var attrs *storage.ObjectAttrs
-	err := request.Do(ctx, b.policy, retryable, func(ctx context.Context) error {
-		var err error
-		attrs, err = b.object(name).Attrs(ctx)
-		return err
-	})
 	if err != nil {
-		return nil, err
+		cancel()
+		return nil, d.missing(ctx, err)
 	}
-	if offset > attrs.Size {
-		return nil, fmt.Errorf("%w: offset %d past the end of the %d-byte object", backends.ErrInvalidRange, offset, attrs.Size)
-	}
-	return &reader{ctx: ctx, b: b, name: name, cancel: func() {}}, nil
+	return &reader{Reader: r, cancel: cancel}, nil
 }
 
-// reader is the io.ReadCloser Get returns.
+// reader ends its request's context once closed.
 type reader struct {
-	ctx    context.Context
-	b      *Backend
-	name   string
-	r      *storage.Reader // nil: empty
+	*storage.Reader
 	cancel context.CancelFunc
-}
-
-func (r *reader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, r.b.wrap("get", r.name, err)
-	}
-	if r.r == nil {
-		return 0, io.EOF
-	}
-	n, err := r.r.Read(p)
-	if err != nil && err != io.EOF {
-		if cerr := r.ctx.Err(); cerr != nil {
-			err = cerr
-		}
-		err = r.b.wrap("get", r.name, err)
-	}
-	return n, err
 }
 
 func (r *reader) Close() error {
 	defer r.cancel()
-	if r.r == nil {
-		return nil
-	}
-	if err := r.r.Close(); err != nil {
-		return r.b.wrap("get", r.name, err)
-	}
-	return nil
+	return r.Reader.Close()
 }
 
-// Delete removes the object; a missing object is not an error.
-func (b *Backend) Delete(ctx context.Context, name string) (err error) {
-	if err := backends.CheckObjectName(name); err != nil {
-		return b.newError("delete", name, err)
+// Size asks for the object's attributes.
+func (d *bucket) Size(ctx context.Context, name string) (int64, error) {
+	attrs, err := d.object(name).Attrs(ctx)
+	if err != nil {
+		return 0, d.missing(ctx, err)
 	}
-	if err := b.begin("delete", name); err != nil {
-		return err
-	}
-	defer b.calls.Leave()
-	defer func() { err = b.wrap("delete", name, err) }()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	err = request.Do(ctx, b.policy, retryable, func(ctx context.Context) error {
-		return b.object(name).Delete(ctx)
-	})
-	if errors.Is(err, storage.ErrObjectNotExist) || isCode(err, http.StatusNotFound) {
-		return nil // absent, or deleted by an attempt whose answer was lost
-	}
-	return err
+	return attrs.Size, nil
 }
 
-// List calls fn for every object whose name starts with prefix, in lexical
+// Delete deletes the object.
+func (d *bucket) Delete(ctx context.Context, name string) error {
+	return d.missing(ctx, d.object(name).Delete(ctx))
+}
+
+// List lists the objects under the prefix a page at a time, in lexical
 // order of names (the service's order), with names relative to the
-// backend's prefix. Each page is one request, retried on its own.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) (err error) {
-	if fn == nil {
-		return b.newError("list", prefix, errors.New("nil callback"))
-	}
-	if err := b.begin("list", prefix); err != nil {
+// backend's prefix. Each page is one request, sent through rt.
+func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn func(driver.ObjectInfo) error) error {
+	q := &storage.Query{Prefix: d.cfg.Prefix + prefix}
+	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
 		return err
 	}
-	defer b.calls.Leave()
-	q := &storage.Query{Prefix: b.cfg.Prefix + prefix}
-	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
-		return b.wrap("list", prefix, err)
-	}
-	token := ""
-	for {
-		if err := ctx.Err(); err != nil {
-			return b.wrap("list", prefix, err)
-		}
+	for token := ""; ; {
 		var page []*storage.ObjectAttrs
 		var next string
-		err := request.Do(ctx, b.policy, retryable, func(ctx context.Context) error {
+		err := rt.Do(ctx, 0, func(ctx context.Context) error {
 			page = page[:0]
-			it := b.bucket.Retryer(storage.WithPolicy(storage.RetryNever)).Objects(ctx, q)
+			it := d.bucket.Retryer(storage.WithPolicy(storage.RetryNever)).Objects(ctx, q)
 			var err error
-			next, err = iterator.NewPager(it, b.cfg.PageSize, token).NextPage(&page)
+			next, err = iterator.NewPager(it, d.cfg.PageSize, token).NextPage(&page)
 			return err
 		})
 		if err != nil {
-			return b.wrap("list", prefix, err)
+			return d.missing(ctx, err)
 		}
 		for _, a := range page {
-			if err := ctx.Err(); err != nil {
-				return b.wrap("list", prefix, err)
-			}
-			name := strings.TrimPrefix(a.Name, b.cfg.Prefix)
-			if backends.CheckObjectName(name) != nil {
-				continue // not a name this backend could have stored
-			}
-			if err := fn(backends.ObjectInfo{Name: name, Size: a.Size, ModTime: a.Updated}); err != nil {
+			if err := fn(driver.ObjectInfo{Name: strings.TrimPrefix(a.Name, d.cfg.Prefix), Size: a.Size, ModTime: a.Updated}); err != nil {
 				return err
 			}
 		}
@@ -558,79 +475,38 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.Obje
 	}
 }
 
-// retryable reports whether a failed request may be sent again: throttling,
-// 408, 5xx, connection errors and timeouts; never the body's errors, a
-// cancellation, or a transport error another attempt cannot heal (see
-// [request.PermanentTransportError]).
-func retryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
+// missing returns err, saying that the bucket does not exist when it is
+// so, in an error that Classify maps to [driver.BucketNotFound]: the
+// service answers 404 to a request for an object of a missing bucket too,
+// so a 404 is followed by one request for the bucket.
+func (d *bucket) missing(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, storage.ErrBucketNotExist):
+	case (errors.Is(err, storage.ErrObjectNotExist) || isCode(err, http.StatusNotFound)) && d.bucketMissing(ctx):
+		err = fmt.Errorf("%w: %w", storage.ErrBucketNotExist, err)
+	default:
+		return err
 	}
-	if _, ok := errors.AsType[*bodyError](err); ok {
-		return false
-	}
-	if request.PermanentTransportError(err) {
-		return false // an untrusted certificate or an unknown host stays so
-	}
-	if e, ok := errors.AsType[*googleapi.Error](err); ok {
-		return e.Code == http.StatusRequestTimeout || e.Code == http.StatusTooManyRequests || e.Code >= 500
-	}
-	if errors.Is(err, errAttemptTimeout) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return true
-	}
-	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-		return true
-	}
-	return storage.ShouldRetry(err)
+	return fmt.Errorf("bucket %q does not exist: %w", d.cfg.Bucket, err)
 }
+
+// bucketMissing reports whether the bucket is known not to exist. One
+// request, bounded by the response timeout, without retries; any other
+// outcome is false.
+func (d *bucket) bucketMissing(ctx context.Context) bool {
+	if t := d.cfg.headerTimeout(); t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	_, err := d.bucket.Retryer(storage.WithPolicy(storage.RetryNever)).Attrs(ctx)
+	return errors.Is(err, storage.ErrBucketNotExist)
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // isCode reports whether err is a googleapi error with HTTP status code.
 func isCode(err error, code int) bool {
 	e, ok := errors.AsType[*googleapi.Error](err)
 	return ok && e.Code == code
-}
-
-// newError returns a *backends.Error whose message names the bucket
-// and the endpoint.
-func (b *Backend) newError(op, name string, err error) error {
-	return backends.NewError(op, ID, name, backends.RedactError(fmt.Errorf("bucket %q at %s, object %q: %w", b.cfg.Bucket, b.cfg.endpointName(), b.cfg.Prefix+name, err)))
-}
-
-// wrap turns err into a *backends.Error for op on name that wraps the
-// matching sentinel.
-func (b *Backend) wrap(op, name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := errors.AsType[*backends.Error](err); ok {
-		return err
-	}
-	var sentinel error
-	switch {
-	case errors.Is(err, backends.ErrNotFound), errors.Is(err, backends.ErrExists), errors.Is(err, backends.ErrPermission),
-		errors.Is(err, backends.ErrInvalidName), errors.Is(err, backends.ErrInvalidRange), errors.Is(err, dstl.ErrClosed),
-		errors.Is(err, backends.ErrPrecondition):
-	case errors.Is(err, storage.ErrObjectNotExist), errors.Is(err, storage.ErrBucketNotExist), isCode(err, http.StatusNotFound):
-		sentinel = backends.ErrNotFound
-	case isCode(err, http.StatusPreconditionFailed):
-		if op == "put" {
-			sentinel = backends.ErrExists
-		} else {
-			sentinel = backends.ErrPrecondition
-		}
-	case isCode(err, http.StatusForbidden), isCode(err, http.StatusUnauthorized):
-		sentinel = backends.ErrPermission
-	case isCode(err, http.StatusRequestedRangeNotSatisfiable):
-		sentinel = backends.ErrInvalidRange
-	}
-	if errors.Is(err, storage.ErrBucketNotExist) {
-		err = request.Permanent(fmt.Errorf("bucket %q does not exist: %w", b.cfg.Bucket, err))
-	} else if request.PermanentTransportError(err) {
-		err = request.Permanent(err)
-	}
-	if sentinel != nil {
-		err = fmt.Errorf("%w: %w", sentinel, err)
-	}
-	return b.newError(op, name, err)
 }

@@ -135,7 +135,11 @@ func rawClient(t *testing.T, endpoint string) *storage.Client {
 // another tool would.
 func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
 	gb := b.(*Backend)
-	o := gb.bucket.Object(gb.cfg.Prefix + name)
+	var bh *storage.BucketHandle
+	if !gb.As(&bh) {
+		t.Fatal("As(**storage.BucketHandle) = false")
+	}
+	o := bh.Object(gb.Config().Prefix + name)
 	w := o.NewWriter(t.Context())
 	if _, err := w.Write(data); err != nil {
 		w.Close()

@@ -1,35 +1,47 @@
 package gcs
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/url"
 	"testing"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/request"
 )
 
-func TestRetryableTransport(t *testing.T) {
+// TestClassifyTransport: the transport's errors are classified as every
+// backend classifies them: the permanent ones fail for good, the others
+// are retried.
+func TestClassifyTransport(t *testing.T) {
+	d := &bucket{}
+	b := offlineBackend(t)
 	for _, tc := range request.TransportCases() {
-		if got := retryable(tc.Err); got != !tc.Permanent {
-			t.Errorf("%s: retryable(%v) = %v, want %v", tc.Name, tc.Err, got, !tc.Permanent)
+		want := driver.Transient
+		if tc.Permanent {
+			want = driver.Permanent
 		}
-		b := &Backend{cfg: Config{Bucket: "bkt"}}
-		if err := b.wrap("get", "x", tc.Err); errors.Is(err, backends.ErrPermanent) != tc.Permanent {
+		if got := d.Classify(tc.Err); got != want {
+			t.Errorf("%s: Classify(%v) = %v, want %v", tc.Name, tc.Err, got, want)
+		}
+		err := b.Run(t.Context(), "get", "x", func(context.Context, driver.Runner) error { return tc.Err })
+		if errors.Is(err, backends.ErrPermanent) != tc.Permanent {
 			t.Errorf("%s: %v matches ErrPermanent: %v, want %v", tc.Name, err, !tc.Permanent, tc.Permanent)
 		}
 	}
 	for _, tc := range []struct {
 		name string
 		err  error
-		want bool
+		want driver.Code
 	}{
-		{"unexpected EOF", &url.Error{Op: "Get", URL: "https://x/", Err: io.ErrUnexpectedEOF}, true},
-		{"other", errors.New("something else"), false},
+		{"unexpected EOF", &url.Error{Op: "Get", URL: "https://x/", Err: io.ErrUnexpectedEOF}, driver.Transient},
+		{"cancelled", &url.Error{Op: "Get", URL: "https://x/", Err: context.Canceled}, driver.Unknown},
+		{"other", errors.New("something else"), driver.Unknown},
 	} {
-		if got := retryable(tc.err); got != tc.want {
-			t.Errorf("%s: retryable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		if got := d.Classify(tc.err); got != tc.want {
+			t.Errorf("%s: Classify(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
 }

@@ -52,8 +52,11 @@ func newRawStore(b backends.Backend, basePath string) (rawStore, error) {
 	case *s3.Backend:
 		return rawS3{client: b.Client(), bucket: b.Bucket(), prefix: b.Prefix()}, nil
 	case *gcs.Backend:
-		cfg := b.Config()
-		return rawGCS{bucket: b.Client().Bucket(cfg.Bucket), prefix: cfg.Prefix}, nil
+		var bucket *storage.BucketHandle
+		if !b.As(&bucket) {
+			return nil, errors.New("the gcs backend gives no bucket handle")
+		}
+		return rawGCS{bucket: bucket, prefix: b.Config().Prefix}, nil
 	case *azure.Backend:
 		var client *container.Client
 		if !b.As(&client) {
