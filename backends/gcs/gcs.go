@@ -392,40 +392,13 @@ func (d *bucket) sameObject(ctx context.Context, rt driver.Runner, name string, 
 	return err == nil && attrs.Size == size && attrs.CRC32C == crc
 }
 
-// Open makes one ranged read request. Its wait for the answer is bounded
-// by the response timeout, whatever the client's transport: the portable
-// layer bounds it by the request timeout only.
+// Open makes one ranged read request.
 func (d *bucket) Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
-	rctx, cancel := context.WithCancel(ctx)
-	wait := d.cfg.headerTimeout()
-	var timer *time.Timer
-	if wait > 0 {
-		timer = time.AfterFunc(wait, cancel)
-	}
-	r, err := d.object(name).NewRangeReader(rctx, offset, length)
-	if timer != nil && !timer.Stop() {
-		if err == nil {
-			_ = r.Close()
-			err = context.Canceled
-		}
-		err = fmt.Errorf("no answer within %v (%w): %w", wait, context.DeadlineExceeded, err)
-	}
+	r, err := d.object(name).NewRangeReader(ctx, offset, length)
 	if err != nil {
-		cancel()
 		return nil, d.missing(ctx, err)
 	}
-	return &reader{Reader: r, cancel: cancel}, nil
-}
-
-// reader ends its request's context once closed.
-type reader struct {
-	*storage.Reader
-	cancel context.CancelFunc
-}
-
-func (r *reader) Close() error {
-	defer r.cancel()
-	return r.Reader.Close()
+	return r, nil
 }
 
 // Size asks for the object's attributes.
