@@ -20,16 +20,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"go.uber.org/goleak"
+	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
+	"gocloud.dev/gcerrors"
+	"google.golang.org/api/googleapi"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
-	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -58,8 +62,28 @@ func memHarness(t *testing.T) backends.Backend {
 	return b
 }
 
+// rawPut writes an object under name as it is, through the blob.Bucket
+// that As hands out, as another tool would.
+func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
+	gb := b.(*Backend)
+	var bk *blob.Bucket
+	if !gb.As(&bk) {
+		t.Fatal("As(**blob.Bucket) = false")
+	}
+	key := gb.d.key(name)
+	if err := bk.WriteAll(t.Context(), key, data, nil); err != nil {
+		return err
+	}
+	t.Cleanup(func() {
+		if err := bk.Delete(context.Background(), key); err != nil {
+			t.Errorf("deleting the foreign object %q: %v", key, err)
+		}
+	})
+	return nil
+}
+
 func TestConformanceMem(t *testing.T) {
-	conformance.TestBackend(t, memHarness, conformance.WithPartSize(memPartSize))
+	conformance.TestBackend(t, memHarness, conformance.WithPartSize(memPartSize), conformance.WithRawPut(rawPut))
 }
 
 func TestEngineMem(t *testing.T) { conformance.TestEngine(t, memHarness) }
@@ -170,8 +194,8 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestReadyBucket: a Bucket given in Config is used under the prefix and
-// stays open after Close.
+// TestReadyBucket: a Bucket given in Config is used under the prefix, As
+// hands it out, and it stays open after Close.
 func TestReadyBucket(t *testing.T) {
 	bk := memblob.OpenBucket(nil)
 	defer bk.Close()
@@ -182,6 +206,14 @@ func TestReadyBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	conformance.Put(t, b, "obj", "data")
+	var given *blob.Bucket
+	if !b.As(&given) || given != bk {
+		t.Fatalf("As(**blob.Bucket) gave %p, want the given bucket %p", given, bk)
+	}
+	var client *s3.Client
+	if b.As(&client) {
+		t.Fatal("As(**s3.Client) of a memblob bucket = true")
+	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -207,23 +239,84 @@ func TestErrorNamesBucket(t *testing.T) {
 	}
 }
 
-func TestRetryable(t *testing.T) {
-	tests := []struct {
-		err  error
-		want bool
-	}{
-		{context.Canceled, false},
-		{backends.ErrInvalidRange, false},
-		{context.DeadlineExceeded, true},
-		{errors.New("plain"), false},
-		{statusErr(503), true},
-		{statusErr(429), true},
-		{statusErr(403), false},
-		{statusErr(404), false},
+// blobErrors returns errors of gocloud.dev/blob itself, with their
+// gcerrors codes: a missing object, and a create-only write of an existing
+// one.
+func blobErrors(t *testing.T) (notFound, exists error) {
+	ctx := t.Context()
+	bk := memblob.OpenBucket(nil)
+	defer bk.Close()
+	_, notFound = bk.NewReader(ctx, "missing", nil)
+	if err := bk.WriteAll(ctx, "x", []byte("x"), nil); err != nil {
+		t.Fatal(err)
 	}
+	exists = bk.WriteAll(ctx, "x", []byte("y"), &blob.WriterOptions{IfNotExist: true})
+	if gcerrors.Code(notFound) != gcerrors.NotFound || gcerrors.Code(exists) != gcerrors.FailedPrecondition {
+		t.Fatalf("blob errors %v, %v have codes %v, %v", notFound, exists, gcerrors.Code(notFound), gcerrors.Code(exists))
+	}
+	return notFound, exists
+}
+
+// TestClassify: what the driver makes of the errors of gocloud.dev/blob,
+// of the SDKs' HTTP answers and of the transport, as they come and
+// wrapped, and so what the portable layer retries (Transient only) and
+// which sentinel it wraps.
+func TestClassify(t *testing.T) {
+	notFound, exists := blobErrors(t)
+	wrapURL := func(err error) error {
+		return fmt.Errorf("send: %w", &url.Error{Op: "Put", URL: "http://127.0.0.1/x", Err: err})
+	}
+	tests := []struct {
+		name string
+		err  error
+		want driver.Code
+	}{
+		{"blob not found", notFound, driver.NotFound},
+		{"blob create-only write of an existing name", exists, driver.Precondition},
+		{"context canceled", context.Canceled, driver.Unknown},
+		{"context canceled in the transport", &url.Error{Op: "Get", URL: "http://127.0.0.1/x", Err: context.Canceled}, driver.Unknown},
+		{"context deadline", context.DeadlineExceeded, driver.Transient},
+		{"plain", errors.New("plain"), driver.Unknown},
+		{"AWS 503", statusErr(503), driver.Transient},
+		{"AWS 500", statusErr(500), driver.Transient},
+		{"AWS 429", statusErr(429), driver.Transient},
+		{"AWS 408", statusErr(408), driver.Transient},
+		{"AWS 403", statusErr(403), driver.Unknown},
+		{"AWS 404", statusErr(404), driver.Unknown},
+		{"AWS 416", statusErr(416), driver.InvalidRange},
+		{"Google 503", &googleapi.Error{Code: 503}, driver.Transient},
+		{"Google 416", &googleapi.Error{Code: 416}, driver.InvalidRange},
+		{"Azure 503", &azcore.ResponseError{StatusCode: 503}, driver.Transient},
+		{"Azure 416", &azcore.ResponseError{StatusCode: 416}, driver.InvalidRange},
+		{"Azure 400", &azcore.ResponseError{StatusCode: 400}, driver.Unknown},
+		{"unknown authority", x509.UnknownAuthorityError{}, driver.Permanent},
+		{"certificate invalid", x509.CertificateInvalidError{Reason: x509.Expired}, driver.Permanent},
+		{"hostname", x509.HostnameError{Host: "h"}, driver.Permanent},
+		{"system roots", x509.SystemRootsError{}, driver.Permanent},
+		{"verification", &tls.CertificateVerificationError{Err: errors.New("bad")}, driver.Permanent},
+		{"record header", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, driver.Permanent},
+		{"https to a plain-HTTP endpoint", http.ErrSchemeMismatch, driver.Permanent},
+		{"dns not found", &net.DNSError{Err: "no such host", Name: "h", IsNotFound: true}, driver.Permanent},
+		{"dns permanent", &net.DNSError{Err: "server misbehaving", Name: "h"}, driver.Permanent},
+		{"dns temporary", &net.DNSError{Err: "try again", Name: "h", IsTemporary: true}, driver.Transient},
+		{"dns timeout", &net.DNSError{Err: "i/o timeout", Name: "h", IsTimeout: true}, driver.Transient},
+		{"reset", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, driver.Transient},
+		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, driver.Transient},
+		{"timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, driver.Transient},
+		{"unexpected EOF", io.ErrUnexpectedEOF, driver.Transient},
+	}
+	d := &bucket{}
 	for _, tt := range tests {
-		if got := retryable(tt.err); got != tt.want {
-			t.Errorf("retryable(%v) = %v, want %v", tt.err, got, tt.want)
+		for _, err := range []error{tt.err, fmt.Errorf("gocloud: %w", tt.err)} {
+			if got := d.Classify(err); got != tt.want {
+				t.Errorf("%s: Classify(%v) = %v, want %v", tt.name, err, got, tt.want)
+			}
+		}
+		if tt.want == driver.Permanent || tt.want == driver.Transient {
+			// Transport errors come inside a *url.Error.
+			if got := d.Classify(wrapURL(tt.err)); got != tt.want {
+				t.Errorf("%s: Classify(%v) = %v, want %v", tt.name, wrapURL(tt.err), got, tt.want)
+			}
 		}
 	}
 }
@@ -357,7 +450,22 @@ func s3Harness(t *testing.T) backends.Backend {
 
 func TestConformanceS3(t *testing.T) {
 	s3Env(t)
-	conformance.TestBackend(t, s3Harness, conformance.WithPartSize(s3PartSize))
+	conformance.TestBackend(t, s3Harness, conformance.WithPartSize(s3PartSize), conformance.WithRawPut(rawPut))
+}
+
+// TestAsS3: As hands out the S3 client of an s3blob bucket.
+func TestAsS3(t *testing.T) {
+	s3Env(t)
+	b := s3Harness(t).(*Backend)
+	defer b.Close()
+	var client *s3.Client
+	if !b.As(&client) || client == nil {
+		t.Fatal("As(**s3.Client) of an s3blob bucket = false")
+	}
+	var bk *blob.Bucket
+	if !b.As(&bk) || bk == nil {
+		t.Fatal("As(**blob.Bucket) = false")
+	}
 }
 
 func TestEngineS3(t *testing.T) {
@@ -478,11 +586,45 @@ func TestListSorted(t *testing.T) {
 	}
 }
 
-// TestPutPolicy: the timeout of a Put's attempt is the request timeout once
-// per request of the upload, plus the body at request.MinThroughput.
-func TestPutPolicy(t *testing.T) {
+// lostAnswer is a driver.Runner whose first attempt's answer is lost: it
+// runs fn, then runs it again as a retry whatever the first returned.
+type lostAnswer struct{}
+
+func (lostAnswer) Do(ctx context.Context, _ int64, fn func(ctx context.Context) error) error {
+	_ = fn(ctx)
+	return fn(ctx)
+}
+
+// TestLostAnswer: when the answer to a Put's attempt that stored the
+// object is lost, the retry meets the object and the Put succeeds if it
+// holds exactly the body; an object another Put wrote (another body of
+// the same size or of another size) fails the Put with ErrExists.
+func TestLostAnswer(t *testing.T) {
+	b := memHarness(t).(*Backend)
+	defer b.Close()
+	put := func(name, data string) error {
+		body := driver.NewBody(strings.NewReader(data), int64(len(data)))
+		return b.d.Put(t.Context(), lostAnswer{}, name, body, int64(len(data)))
+	}
+	if err := put("obj", "data"); err != nil {
+		t.Fatalf("Put whose first answer was lost: %v", err)
+	}
+	if got, err := conformance.Read(t.Context(), b, "obj", 0, -1); err != nil || got != "data" {
+		t.Fatalf("Read = %q, %v", got, err)
+	}
+	for _, other := range []string{"atad", "data!"} {
+		if err := put("obj", other); !errors.Is(err, backends.ErrExists) {
+			t.Errorf("Put of %q over another Put's object = %v, want ErrExists", other, err)
+		}
+	}
+}
+
+// TestPutBudget: the timeout of a Put's attempt, as the portable layer
+// gives it for the body size the driver passes, is the request timeout
+// once per request of the upload, plus the body at driver.MinThroughput.
+func TestPutBudget(t *testing.T) {
 	const T = 10 * time.Second
-	body := func(n int64) time.Duration { return time.Duration(n) * time.Second / request.MinThroughput }
+	body := func(n int64) time.Duration { return time.Duration(n) * time.Second / driver.MinThroughput }
 	tests := []struct {
 		partSize int
 		timeout  time.Duration
@@ -495,18 +637,16 @@ func TestPutPolicy(t *testing.T) {
 		{partSize: 100, timeout: T, size: 1000, want: 12*T + body(1000)},
 		{partSize: 0, timeout: T, size: 3 * DefaultPartSize, want: 5*T + body(3*DefaultPartSize)},
 		{partSize: 0, timeout: T, size: 1 << 20, want: T + 4*time.Second},
+		{partSize: 100, timeout: 1500 * time.Millisecond, size: 250, want: 5*1500*time.Millisecond + body(250)},
 		{partSize: 100, timeout: 0, size: 1000, want: 0},
 		{partSize: 1, timeout: T, size: math.MaxInt64, want: 0}, // beyond any clock
+		{partSize: 1, timeout: T, size: math.MaxInt64 / 2, want: 0},
 	}
 	for _, tt := range tests {
-		b := &Backend{cfg: DefaultConfig("mem://")}
-		b.cfg.PartSize, b.cfg.Retry.Timeout = tt.partSize, tt.timeout
-		p := b.putPolicy(tt.size)
-		if p.Timeout != tt.want {
-			t.Errorf("part size %d, timeout %v, size %d: Put timeout %v, want %v", tt.partSize, tt.timeout, tt.size, p.Timeout, tt.want)
-		}
-		if p.MaxAttempts != b.cfg.Retry.MaxAttempts || p.InitialBackoff != b.cfg.Retry.InitialBackoff || p.MaxBackoff != b.cfg.Retry.MaxBackoff {
-			t.Errorf("Put policy %+v changes more than the timeout of %+v", p, b.cfg.Retry)
+		d := &bucket{cfg: DefaultConfig("mem://")}
+		d.cfg.PartSize, d.cfg.Retry.Timeout = tt.partSize, tt.timeout
+		if got := d.cfg.Retry.ForBody(d.putBudget(tt.size)).Timeout; got != tt.want {
+			t.Errorf("part size %d, timeout %v, size %d: Put timeout %v, want %v", tt.partSize, tt.timeout, tt.size, got, tt.want)
 		}
 	}
 }
@@ -556,7 +696,7 @@ func TestSlowPutMem(t *testing.T) {
 
 // TestSlowSinglePutMem: a Put of one request that takes longer than the
 // request timeout, because its body goes slowly (faster than
-// request.MinThroughput), succeeds at its first attempt: the timeout of a
+// driver.MinThroughput), succeeds at its first attempt: the timeout of a
 // request grows with its body.
 func TestSlowSinglePutMem(t *testing.T) {
 	b, err := New(t.Context(), "mem://b?request_timeout=100ms&max_attempts=5")
@@ -659,41 +799,6 @@ func TestHugeGetLengthS3(t *testing.T) {
 	b := s3Harness(t)
 	defer b.Close()
 	checkHugeGet(t, b)
-}
-
-// TestRetryableTransport: transport errors that sending again cannot heal
-// are not retried, however they are wrapped; other network errors are.
-func TestRetryableTransport(t *testing.T) {
-	wrap := func(err error) error {
-		return fmt.Errorf("send: %w", &url.Error{Op: "Put", URL: "http://127.0.0.1/x", Err: err})
-	}
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"unknown authority", x509.UnknownAuthorityError{}, false},
-		{"certificate invalid", x509.CertificateInvalidError{Reason: x509.Expired}, false},
-		{"hostname", x509.HostnameError{Host: "h"}, false},
-		{"system roots", x509.SystemRootsError{}, false},
-		{"verification", &tls.CertificateVerificationError{Err: errors.New("bad")}, false},
-		{"record header", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, false},
-		{"dns not found", &net.DNSError{Err: "no such host", Name: "h", IsNotFound: true}, false},
-		{"dns permanent", &net.DNSError{Err: "server misbehaving", Name: "h"}, false},
-		{"dns temporary", &net.DNSError{Err: "try again", Name: "h", IsTemporary: true}, true},
-		{"dns timeout", &net.DNSError{Err: "i/o timeout", Name: "h", IsTimeout: true}, true},
-		{"reset", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
-		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, true},
-		{"timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
-		{"unexpected EOF", io.ErrUnexpectedEOF, true},
-	}
-	for _, tt := range tests {
-		for _, err := range []error{tt.err, wrap(tt.err)} {
-			if got := retryable(err); got != tt.want {
-				t.Errorf("%s (%T): retryable = %v, want %v", tt.name, err, got, tt.want)
-			}
-		}
-	}
 }
 
 // TestNoSecretsInErrors: errors about base paths and bucket URLs that
