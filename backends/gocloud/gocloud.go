@@ -62,7 +62,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -116,7 +115,6 @@ type bucket struct {
 	where  string // the bucket URL without secrets, for errors
 	cfg    Config
 	s3     *s3.Client // the bucket's S3 client, for s3blob buckets
-	s3Name string     // the S3 bucket's name, when known from the URL
 }
 
 var _ driver.Bucket = (*bucket)(nil)
@@ -151,9 +149,6 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	var client *s3.Client
 	if d.bucket.As(&client) && client != nil {
 		d.s3 = client
-		if u, err := url.Parse(cfg.URL); err == nil && u.Scheme == "s3" && !u.Query().Has("prefix") {
-			d.s3Name = u.Host
-		}
 	}
 	return &Backend{Bucket: backends.New(ID, d, cfg.Retry), d: d}, nil
 }
@@ -251,12 +246,13 @@ func (d *bucket) putBudget(size int64) int64 {
 func (d *bucket) write(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var seen written
 	w, err := d.bucket.NewWriter(wctx, d.key(name), &blob.WriterOptions{
 		ContentType:    "application/octet-stream",
 		IfNotExist:     true,
 		BufferSize:     d.cfg.PartSize,
 		MaxConcurrency: d.cfg.Concurrency,
-		BeforeWrite:    d.beforeWrite,
+		BeforeWrite:    func(as func(any) bool) error { return d.beforeWrite(as, &seen) },
 	})
 	if err != nil {
 		return err
@@ -275,29 +271,33 @@ func (d *bucket) write(ctx context.Context, rt driver.Runner, name string, body 
 	if err == nil {
 		return nil
 	}
-	d.abort(ctx, rt, name, cerr)
+	d.abort(ctx, rt, seen, errors.Join(err, cerr))
 	if werr := ctx.Err(); werr != nil && !errors.Is(err, werr) {
 		err = fmt.Errorf("%w (%w)", werr, err)
 	}
 	return err
 }
 
+// written is what the driver showed of one write to BeforeWrite.
+type written struct {
+	s3Bucket, s3Key string // the bucket and key of an s3blob upload
+}
+
 // abortTimeout bounds the abort of a failed multipart upload.
 const abortTimeout = 30 * time.Second
 
-// abort aborts the S3 multipart upload that err names, if any. s3blob's
-// transfer manager aborts it already; this makes sure, even when ctx is
-// done or the first abort failed.
-func (d *bucket) abort(ctx context.Context, rt driver.Runner, name string, err error) {
+// abort aborts the S3 multipart upload that err names, if any, of the
+// write w. s3blob's transfer manager aborts it already; this makes sure,
+// even when ctx is done or the first abort failed.
+func (d *bucket) abort(ctx context.Context, rt driver.Runner, w written, err error) {
 	var mpe transfermanager.MultipartUploadError
-	if d.s3 == nil || !errors.As(err, &mpe) || mpe.UploadID() == "" || d.s3Name == "" {
+	if d.s3 == nil || !errors.As(err, &mpe) || mpe.UploadID() == "" || w.s3Bucket == "" || w.s3Key == "" {
 		return
 	}
-	bucket, key := d.s3Name, d.key(name)
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 	defer cancel()
 	_ = rt.Do(actx, 0, func(ctx context.Context) error {
-		_, err := d.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &bucket, Key: &key, UploadId: aws.String(mpe.UploadID())})
+		_, err := d.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &w.s3Bucket, Key: &w.s3Key, UploadId: aws.String(mpe.UploadID())})
 		if nsu := (*s3types.NoSuchUpload)(nil); errors.As(err, &nsu) {
 			return nil
 		}
@@ -305,11 +305,18 @@ func (d *bucket) abort(ctx context.Context, rt driver.Runner, name string, err e
 	})
 }
 
-// beforeWrite tunes s3blob's transfer manager: s3blob passes it the part
-// size and the concurrency, but not the threshold above which it uploads
-// in parts (16 MiB by default), so the transfer manager is rebuilt with the
-// threshold at the part size. The bucket's checksum setting is kept.
-func (d *bucket) beforeWrite(as func(any) bool) error {
+// beforeWrite notes in w the bucket and key of an s3blob upload (which
+// hold the prefix of the bucket URL's "prefix" parameter and the
+// driver's escaping), for abort. It tunes s3blob's transfer manager:
+// s3blob passes it the part size and the concurrency, but not the
+// threshold above which it uploads in parts (16 MiB by default), so the
+// transfer manager is rebuilt with the threshold at the part size. The
+// bucket's checksum setting is kept.
+func (d *bucket) beforeWrite(as func(any) bool, w *written) error {
+	var in *transfermanager.UploadObjectInput
+	if as(&in) && in != nil {
+		w.s3Bucket, w.s3Key = aws.ToString(in.Bucket), aws.ToString(in.Key)
+	}
 	var tm *transfermanager.Client
 	if d.s3 == nil || d.cfg.PartSize == 0 || !as(&tm) || tm == nil {
 		return nil

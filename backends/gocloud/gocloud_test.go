@@ -578,6 +578,45 @@ func TestFaultsS3(t *testing.T) {
 	checkNoUploads(t, check, bucket, prefix)
 }
 
+// TestCancelledPutPrefixParamS3: a Put in parts cancelled midway leaves
+// no incomplete multipart upload behind, also when the key holds the
+// prefix of the bucket URL's own "prefix" parameter and the part size is
+// the driver's (whose transfer manager aborts on the cancelled context,
+// and so fails to).
+func TestCancelledPutPrefixParamS3(t *testing.T) {
+	env := s3Env(t)
+	check := s3Check(t, env)
+	bucket := env["DSTL_S3_BUCKET"]
+	prefix := "gocloud-abort/" + rand.Text() + "/"
+	t.Cleanup(func() {
+		checkNoUploads(t, check, bucket, prefix)
+		s3Clean(t, check, bucket, prefix)
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	proxy, err := faultproxy.New(env["DSTL_S3_ENDPOINT"], func(r *http.Request, n int) faultproxy.Action {
+		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "2" {
+			cancel()
+		}
+		return faultproxy.Action{}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	b, err := New(t.Context(), s3URL(env, proxy.URL(), "", "part_size=0&prefix="+url.QueryEscape(prefix)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	data := make([]byte, 17<<20) // above the driver's threshold of 16 MiB: in parts
+	if err := b.Put(ctx, "cancelled", bytes.NewReader(data), int64(len(data))); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Put = %v", err)
+	}
+	_, err = b.Get(t.Context(), "cancelled", 0, -1)
+	conformance.CheckError(t, err, "get", ID, "cancelled", backends.ErrNotFound)
+}
+
 // TestListSorted: List reports lexical order even where the driver walks
 // directories (fileblob).
 func TestListSorted(t *testing.T) {
