@@ -24,9 +24,13 @@
 //     whole upload is one request, retried as a whole when it timed out or
 //     failed for a transient reason; its timeout is the request timeout
 //     once per part it goes up in, and twice more (see [Config].Retry).
-//     When a retried Put finds the object present, the earlier attempt may
-//     have committed it before its answer was lost: the Put succeeds if
-//     the stored object holds exactly the body, and fails with ErrExists
+//     Every Put marks its object with a random id in its metadata
+//     ("dstl-upload-id"). When an attempt finds the object present, the
+//     request that stored it may have been this Put's own, its answer
+//     lost and the request sent again (by the retries of the portable
+//     layer, or by the SDK's own): the Put succeeds if the object carries
+//     its id (where the driver keeps no metadata, if the object holds
+//     exactly the body, which reads it whole), and fails with ErrExists
 //     otherwise.
 //   - A Get opens one ranged reader; the wait for its answer is bounded by
 //     the response timeout (see [Config].Retry), since the drivers' HTTP
@@ -57,6 +61,7 @@ package gocloud
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -188,28 +193,53 @@ func (d *bucket) Location(name string) string {
 
 func (d *bucket) key(name string) string { return d.cfg.Prefix + name }
 
+// metaID is the metadata key under which every Put marks its object with
+// a random id of its own.
+const metaID = "dstl-upload-id"
+
 // Put writes the object with one blob.Writer, create-only, as a single
 // request of rt: the attempt is the whole upload. It is retried when it
-// timed out or failed for a transient reason; when a retry finds the
-// object present, an earlier attempt may have committed it before its
-// answer was lost, and the Put succeeds if the object holds exactly the
-// body.
+// timed out or failed for a transient reason. The object carries the
+// Put's id in its metadata ([metaID]): when an attempt finds the object
+// present, the request that stored it may have been this Put's own, its
+// answer lost and the request sent again (by rt, or by the SDK's own
+// retries within the attempt), and the Put succeeds if the object is its
+// own (see [bucket.mine]).
 func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
-	attempt := 0
+	id := rand.Text()
 	return rt.Do(ctx, d.putBudget(size), func(ctx context.Context) error {
-		attempt++
-		err := d.write(ctx, rt, name, body, size)
+		err := d.write(ctx, rt, name, id, body, size)
 		if gcerrors.Code(err) != gcerrors.FailedPrecondition {
 			return err
 		}
-		if attempt > 1 {
-			if same, serr := d.holds(ctx, name, body, size); serr == nil && same {
-				return nil
-			}
+		// IfNotExist is the only condition of a write: the object exists.
+		mine, merr := d.mine(ctx, name, id, body, size)
+		switch {
+		case merr == nil && mine:
+			return nil
+		case merr != nil && d.Classify(merr) == driver.Transient:
+			return fmt.Errorf("the object exists; telling whether it is this Put's own: %w", merr)
 		}
-		// IfNotExist is the only condition of a write.
 		return fmt.Errorf("%w: %w", backends.ErrExists, err)
 	})
+}
+
+// mine reports whether the stored object name is the one this Put (of id)
+// stored: by the id in its metadata, in one request; where the object has
+// no id (a driver that keeps no metadata, such as fileblob with
+// metadata=skip), by its size and bytes, which reads the whole object.
+func (d *bucket) mine(ctx context.Context, name, id string, body *driver.Body, size int64) (bool, error) {
+	attrs, err := d.bucket.Attributes(ctx, d.key(name))
+	if err != nil {
+		return false, err
+	}
+	if attrs.Size != size {
+		return false, nil
+	}
+	if got, ok := attrs.Metadata[metaID]; ok {
+		return got == id, nil
+	}
+	return d.holds(ctx, name, body, size)
 }
 
 // putBudget returns the body size a Put of size bytes gives rt.Do, which
@@ -243,7 +273,7 @@ func (d *bucket) putBudget(size int64) int64 {
 
 // write makes one attempt of a Put. On any failure it cancels the
 // writer's context before closing it, so that nothing is committed.
-func (d *bucket) write(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+func (d *bucket) write(ctx context.Context, rt driver.Runner, name, id string, body *driver.Body, size int64) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var seen written
@@ -252,6 +282,7 @@ func (d *bucket) write(ctx context.Context, rt driver.Runner, name string, body 
 		IfNotExist:     true,
 		BufferSize:     d.cfg.PartSize,
 		MaxConcurrency: d.cfg.Concurrency,
+		Metadata:       map[string]string{metaID: id},
 		BeforeWrite:    func(as func(any) bool) error { return d.beforeWrite(as, &seen) },
 	})
 	if err != nil {

@@ -12,9 +12,11 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -647,11 +649,41 @@ func (lostAnswer) Do(ctx context.Context, _ int64, fn func(ctx context.Context) 
 }
 
 // TestLostAnswer: when the answer to a Put's attempt that stored the
-// object is lost, the retry meets the object and the Put succeeds if it
-// holds exactly the body; an object another Put wrote (another body of
-// the same size or of another size) fails the Put with ErrExists.
+// object is lost, the retry meets the object and the Put succeeds, since
+// the object carries its id; an object another Put wrote (another body of
+// the same size or of another size, or the same body) fails the Put with
+// ErrExists, and so does a Put that meets an object at its first attempt.
 func TestLostAnswer(t *testing.T) {
 	b := memHarness(t).(*Backend)
+	defer b.Close()
+	put := func(rt driver.Runner, name, data string) error {
+		body := driver.NewBody(strings.NewReader(data), int64(len(data)))
+		return b.d.Put(t.Context(), rt, name, body, int64(len(data)))
+	}
+	if err := put(lostAnswer{}, "obj", "data"); err != nil {
+		t.Fatalf("Put whose first answer was lost: %v", err)
+	}
+	if got, err := conformance.Read(t.Context(), b, "obj", 0, -1); err != nil || got != "data" {
+		t.Fatalf("Read = %q, %v", got, err)
+	}
+	for _, other := range []string{"atad", "data!", "data"} {
+		if err := put(lostAnswer{}, "obj", other); !errors.Is(err, backends.ErrExists) {
+			t.Errorf("Put of %q over another Put's object = %v, want ErrExists", other, err)
+		}
+		if err := b.Put(t.Context(), "obj", strings.NewReader(other), int64(len(other))); !errors.Is(err, backends.ErrExists) {
+			t.Errorf("Put of %q over another Put's object = %v, want ErrExists", other, err)
+		}
+	}
+}
+
+// TestLostAnswerNoMetadata: where the driver keeps no metadata (fileblob
+// with metadata=skip), a Put whose answer was lost tells its object by
+// its bytes.
+func TestLostAnswerNoMetadata(t *testing.T) {
+	b, err := New(t.Context(), "file://"+t.TempDir()+"?metadata=skip")
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer b.Close()
 	put := func(name, data string) error {
 		body := driver.NewBody(strings.NewReader(data), int64(len(data)))
@@ -660,13 +692,111 @@ func TestLostAnswer(t *testing.T) {
 	if err := put("obj", "data"); err != nil {
 		t.Fatalf("Put whose first answer was lost: %v", err)
 	}
-	if got, err := conformance.Read(t.Context(), b, "obj", 0, -1); err != nil || got != "data" {
-		t.Fatalf("Read = %q, %v", got, err)
+	if err := put("obj", "atad"); !errors.Is(err, backends.ErrExists) {
+		t.Errorf("Put over another Put's object = %v, want ErrExists", err)
 	}
-	for _, other := range []string{"atad", "data!"} {
-		if err := put("obj", other); !errors.Is(err, backends.ErrExists) {
-			t.Errorf("Put of %q over another Put's object = %v, want ErrExists", other, err)
+}
+
+// dropAnswers is a proxy in front of the endpoint target that forwards
+// every request and, for those drop picks, cuts the connection instead of
+// passing the answer on: the request took effect, its answer is lost.
+func dropAnswers(t *testing.T, target string, drop func(r *http.Request) bool) *httptest.Server {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
 		}
+		out := r.Clone(r.Context())
+		out.RequestURI = ""
+		out.URL.Scheme, out.URL.Host = u.Scheme, u.Host
+		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		resp, err := tr.RoundTrip(out)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		mu.Lock()
+		cut := drop(r)
+		mu.Unlock()
+		if cut {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestLostAnswerS3: when the answer to the PutObject or the
+// CompleteMultipartUpload that stored the object is lost, and the SDK's
+// own retry of the request meets the object (412) within the first
+// attempt, the Put succeeds.
+func TestLostAnswerS3(t *testing.T) {
+	env := s3Env(t)
+	check := s3Check(t, env)
+	bucket := env["DSTL_S3_BUCKET"]
+	for _, tc := range []struct {
+		name string
+		size int
+		last func(r *http.Request) bool // the request that stores the object
+	}{
+		{"PutObject", 100, func(r *http.Request) bool { return r.Method == http.MethodPut }},
+		{"CompleteMultipartUpload", s3PartSize + 1, func(r *http.Request) bool {
+			return r.Method == http.MethodPost && r.URL.Query().Has("uploadId")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dropped := 0
+			proxy := dropAnswers(t, env["DSTL_S3_ENDPOINT"], func(r *http.Request) bool {
+				if dropped == 0 && tc.last(r) {
+					dropped++
+					return true
+				}
+				return false
+			})
+			prefix := "gocloud-lost/" + rand.Text() + "/"
+			t.Cleanup(func() {
+				checkNoUploads(t, check, bucket, prefix)
+				s3Clean(t, check, bucket, prefix)
+			})
+			b, err := New(t.Context(), s3URL(env, proxy.URL, strings.TrimSuffix(prefix, "/"), "part_size=5242880"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			data := make([]byte, tc.size)
+			_, _ = rand.Read(data)
+			if err := b.Put(t.Context(), "obj", bytes.NewReader(data), int64(len(data))); err != nil {
+				t.Fatalf("Put whose answer was lost (%d dropped): %v", dropped, err)
+			}
+			if dropped != 1 {
+				t.Fatalf("%d answers dropped, want 1", dropped)
+			}
+			if got, err := conformance.Read(t.Context(), b, "obj", 0, -1); err != nil || got != string(data) {
+				t.Fatalf("read back %d bytes, %v", len(got), err)
+			}
+			if err := b.Put(t.Context(), "obj", bytes.NewReader(data), int64(len(data))); !errors.Is(err, backends.ErrExists) {
+				t.Fatalf("second Put of the same bytes = %v, want ErrExists", err)
+			}
+		})
 	}
 }
 
