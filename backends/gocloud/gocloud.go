@@ -42,6 +42,9 @@
 //     status of the SDK's error, then as transport errors: throttling,
 //     5xx, a connection reset and a timeout are retried, a certificate
 //     that does not verify or a host name that does not resolve are not.
+//     A missing bucket fails with [backends.ErrNotFound] and
+//     [backends.ErrPermanent], an answer 401 or 403 with
+//     [backends.ErrPermission], whatever the driver's code says.
 //
 // The drivers' SDKs retry single HTTP requests of their own as well.
 //
@@ -71,6 +74,7 @@ import (
 	"strings"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
@@ -472,17 +476,28 @@ func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn f
 
 // Classify maps the errors of gocloud.dev/blob and its drivers' SDKs: a
 // transport error that no attempt heals first (azureblob calls a host
-// name that does not resolve NotFound), then a cancellation, then the
-// gcerrors code, then the HTTP status of the SDK's error (a range past the
-// end, throttling, 5xx), then any other transport error. A failed
-// precondition is a Precondition: Put, whose create-only write is the one
-// request with a condition, marks it as backends.ErrExists itself.
+// name that does not resolve NotFound), then a cancellation, a missing
+// bucket (which the drivers call NotFound), a refusal by its HTTP status
+// (gcsblob calls a 403 NotFound, azureblob an authorization failure
+// Unknown), then the gcerrors code, then the HTTP status of the SDK's
+// error (a range past the end, throttling, 5xx), then any other transport
+// error (also under an error with a 2xx status: an answer whose body was
+// cut short). A failed precondition is a Precondition: Put, whose
+// create-only write is the one request with a condition, marks it as
+// backends.ErrExists itself.
 func (d *bucket) Classify(err error) driver.Code {
 	if c, ok := driver.TransportCode(err); ok && c == driver.Permanent {
 		return c
 	}
 	if errors.Is(err, context.Canceled) {
 		return driver.Unknown
+	}
+	if bucketMissing(err) {
+		return driver.BucketNotFound
+	}
+	status := httpStatus(err)
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		return driver.Permission
 	}
 	switch gcerrors.Code(err) {
 	case gcerrors.NotFound:
@@ -498,11 +513,11 @@ func (d *bucket) Classify(err error) driver.Code {
 	case gcerrors.InvalidArgument, gcerrors.Unimplemented, gcerrors.Canceled:
 		return driver.Unknown
 	}
-	if s := httpStatus(err); s != 0 {
+	if status >= 400 {
 		switch {
-		case s == http.StatusRequestedRangeNotSatisfiable:
+		case status == http.StatusRequestedRangeNotSatisfiable:
 			return driver.InvalidRange
-		case s == http.StatusTooManyRequests || s == http.StatusRequestTimeout || s >= 500:
+		case status == http.StatusTooManyRequests || status == http.StatusRequestTimeout || status >= 500:
 			return driver.Transient
 		}
 		return driver.Unknown
@@ -511,6 +526,19 @@ func (d *bucket) Classify(err error) driver.Code {
 		return c
 	}
 	return driver.Unknown
+}
+
+// bucketMissing reports whether err says that the bucket (container) does
+// not exist, in the words of the AWS, Google or Azure SDK.
+func bucketMissing(err error) bool {
+	var api interface{ ErrorCode() string } // AWS
+	if errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket" {
+		return true
+	}
+	if e, ok := errors.AsType[*azcore.ResponseError](err); ok && e.ErrorCode == "ContainerNotFound" {
+		return true
+	}
+	return errors.Is(err, storage.ErrBucketNotExist)
 }
 
 // httpStatus digs the HTTP status code out of an error of the drivers'

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -22,15 +23,21 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"go.uber.org/goleak"
 	"gocloud.dev/blob"
+	"gocloud.dev/blob/gcsblob"
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/gcerrors"
+	"gocloud.dev/gcp"
 	"google.golang.org/api/googleapi"
 
 	"github.com/dstlgo/dstl/backends"
@@ -283,7 +290,11 @@ func TestClassify(t *testing.T) {
 		{"AWS 500", statusErr(500), driver.Transient},
 		{"AWS 429", statusErr(429), driver.Transient},
 		{"AWS 408", statusErr(408), driver.Transient},
-		{"AWS 403", statusErr(403), driver.Unknown},
+		{"AWS 403", statusErr(403), driver.Permission},
+		{"AWS 401", statusErr(401), driver.Permission},
+		{"AWS no such bucket", &smithy.OperationError{ServiceID: "S3", OperationName: "GetObject",
+			Err: &smithy.GenericAPIError{Code: "NoSuchBucket", Message: "The specified bucket does not exist"}}, driver.BucketNotFound},
+		{"AWS answer cut short", awsCutAnswer(), driver.Transient},
 		{"AWS 404", statusErr(404), driver.Unknown},
 		{"AWS 416", statusErr(416), driver.InvalidRange},
 		{"Google 503", &googleapi.Error{Code: 503}, driver.Transient},
@@ -291,6 +302,10 @@ func TestClassify(t *testing.T) {
 		{"Azure 503", &azcore.ResponseError{StatusCode: 503}, driver.Transient},
 		{"Azure 416", &azcore.ResponseError{StatusCode: 416}, driver.InvalidRange},
 		{"Azure 400", &azcore.ResponseError{StatusCode: 400}, driver.Unknown},
+		{"Azure 403", &azcore.ResponseError{StatusCode: 403, ErrorCode: "AuthorizationPermissionMismatch"}, driver.Permission},
+		{"Azure no such container", &azcore.ResponseError{StatusCode: 404, ErrorCode: "ContainerNotFound"}, driver.BucketNotFound},
+		{"Google 403", &googleapi.Error{Code: 403}, driver.Permission},
+		{"Google no such bucket", fmt.Errorf("%w: %w", storage.ErrBucketNotExist, &googleapi.Error{Code: 404}), driver.BucketNotFound},
 		{"unknown authority", x509.UnknownAuthorityError{}, driver.Permanent},
 		{"certificate invalid", x509.CertificateInvalidError{Reason: x509.Expired}, driver.Permanent},
 		{"hostname", x509.HostnameError{Host: "h"}, driver.Permanent},
@@ -320,6 +335,94 @@ func TestClassify(t *testing.T) {
 				t.Errorf("%s: Classify(%v) = %v, want %v", tt.name, wrapURL(tt.err), got, tt.want)
 			}
 		}
+	}
+}
+
+// awsCutAnswer is the error of the AWS SDK for an answer of 200 whose
+// body was cut short: a deserialization error under the 200.
+func awsCutAnswer() error {
+	return &smithy.OperationError{ServiceID: "S3", OperationName: "ListObjectsV2", Err: &awshttp.ResponseError{
+		ResponseError: &smithyhttp.ResponseError{
+			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: http.StatusOK}},
+			Err:      &smithy.DeserializationError{Err: fmt.Errorf("failed to decode response body, %w", io.ErrUnexpectedEOF)},
+		},
+	}}
+}
+
+// refusingGCS is the HTTP transport of a Google Cloud Storage client whose
+// every request is refused (403), and whose listings say that the bucket
+// does not exist (404).
+type refusingGCS struct{}
+
+func (refusingGCS) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	code, msg := http.StatusForbidden, "caller does not have storage.objects access"
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/o") {
+		code, msg = http.StatusNotFound, "The specified bucket does not exist."
+	}
+	body := fmt.Sprintf(`{"error":{"code":%d,"message":%q,"errors":[{"message":%q,"reason":"x"}]}}`, code, msg, msg)
+	return &http.Response{
+		StatusCode: code, Status: http.StatusText(code), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/json; charset=UTF-8"}},
+		Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r,
+	}, nil
+}
+
+// TestRefusedGCS: through gcsblob, which calls a 403 NotFound, a refused
+// read or delete fails with ErrPermission (a delete does not report
+// success), and a listing of a missing bucket with ErrNotFound and
+// ErrPermanent.
+func TestRefusedGCS(t *testing.T) {
+	ctx := t.Context()
+	bk, err := gcsblob.OpenBucket(ctx, &gcp.HTTPClient{Client: http.Client{Transport: refusingGCS{}}}, "bkt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bk.Close()
+	cfg := DefaultConfig("gs://bkt")
+	cfg.Bucket, cfg.Retry.MaxAttempts = bk, 1
+	b, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = b.Get(ctx, "obj", 0, -1)
+	conformance.CheckError(t, err, "get", ID, "obj", backends.ErrPermission)
+	conformance.CheckError(t, b.Delete(ctx, "obj"), "delete", ID, "obj", backends.ErrPermission)
+	err = b.List(ctx, "", func(backends.ObjectInfo) error { return nil })
+	conformance.CheckError(t, err, "list", ID, "", backends.ErrNotFound)
+	if !errors.Is(err, backends.ErrPermanent) {
+		t.Errorf("list of a missing bucket: %v does not match ErrPermanent", err)
+	}
+}
+
+// TestMissingBucketS3: a call on a bucket that does not exist fails with
+// ErrNotFound and ErrPermanent, so that no one retries it.
+func TestMissingBucketS3(t *testing.T) {
+	env := s3Env(t)
+	missing := maps.Clone(env)
+	missing["DSTL_S3_BUCKET"] = "no-such-bucket-" + strings.ToLower(rand.Text()[:8])
+	b, err := New(t.Context(), s3URL(missing, env["DSTL_S3_ENDPOINT"], "p", "max_attempts=2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = b.Get(t.Context(), "x", 0, -1)
+	conformance.CheckError(t, err, "get", ID, "x", backends.ErrNotFound)
+	if !errors.Is(err, backends.ErrPermanent) {
+		t.Errorf("get: %v does not match ErrPermanent", err)
+	}
+	err = b.Put(t.Context(), "x", strings.NewReader("x"), 1)
+	conformance.CheckError(t, err, "put", ID, "x", backends.ErrNotFound)
+	if !errors.Is(err, backends.ErrPermanent) {
+		t.Errorf("put: %v does not match ErrPermanent", err)
+	}
+	err = b.List(t.Context(), "", func(backends.ObjectInfo) error { return nil })
+	if !errors.Is(err, backends.ErrNotFound) || !errors.Is(err, backends.ErrPermanent) {
+		t.Errorf("list: %v does not match ErrNotFound and ErrPermanent", err)
 	}
 }
 
