@@ -17,7 +17,11 @@
 // mean:
 //
 //   - A Put is one blob.Writer, create-only (blob.WriterOptions.IfNotExist):
-//     a Put of an existing name fails with [backends.ErrExists]. A failed
+//     a Put of an existing name fails with [backends.ErrExists] (fileblob
+//     checks the name and then renames its file: this package serializes
+//     those commits within a process, but Puts racing for one name from
+//     several processes may all succeed; the local backend has no such
+//     limit). A failed
 //     or cancelled Put cancels the writer's context before closing it, so
 //     the driver commits nothing (s3blob aborts its multipart upload, and
 //     so does this package when s3blob's own abort did not happen). The
@@ -70,8 +74,11 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -299,7 +306,17 @@ func (d *bucket) write(ctx context.Context, rt driver.Runner, name, id string, b
 	if err != nil {
 		cancel()
 	}
+	if seen.file {
+		// fileblob checks that the name is free and then renames its
+		// temporary file, without a lock that spans writers: of two
+		// Puts racing for one name, both could succeed. The commits of
+		// this process take turns.
+		fileCommits.Lock()
+	}
 	cerr := w.Close()
+	if seen.file {
+		fileCommits.Unlock()
+	}
 	if err == nil {
 		err = cerr
 	}
@@ -316,7 +333,11 @@ func (d *bucket) write(ctx context.Context, rt driver.Runner, name, id string, b
 // written is what the driver showed of one write to BeforeWrite.
 type written struct {
 	s3Bucket, s3Key string // the bucket and key of an s3blob upload
+	file            bool   // a fileblob write, to a temporary file
 }
+
+// fileCommits serializes the commits of fileblob writes (see write).
+var fileCommits sync.Mutex
 
 // abortTimeout bounds the abort of a failed multipart upload.
 const abortTimeout = 30 * time.Second
@@ -342,12 +363,15 @@ func (d *bucket) abort(ctx context.Context, rt driver.Runner, w written, err err
 
 // beforeWrite notes in w the bucket and key of an s3blob upload (which
 // hold the prefix of the bucket URL's "prefix" parameter and the
-// driver's escaping), for abort. It tunes s3blob's transfer manager:
+// driver's escaping), for abort, and whether the write is fileblob's. It
+// tunes s3blob's transfer manager:
 // s3blob passes it the part size and the concurrency, but not the
 // threshold above which it uploads in parts (16 MiB by default), so the
 // transfer manager is rebuilt with the threshold at the part size. The
 // bucket's checksum setting is kept.
 func (d *bucket) beforeWrite(as func(any) bool, w *written) error {
+	var f *os.File
+	w.file = as(&f)
 	var in *transfermanager.UploadObjectInput
 	if as(&in) && in != nil {
 		w.s3Bucket, w.s3Key = aws.ToString(in.Bucket), aws.ToString(in.Key)
@@ -494,6 +518,11 @@ func (d *bucket) Classify(err error) driver.Code {
 	}
 	if bucketMissing(err) {
 		return driver.BucketNotFound
+	}
+	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENOTEMPTY) {
+		// fileblob: a name under an object's, or a directory of objects
+		// whose name is not an object's.
+		return driver.NotFound
 	}
 	status := httpStatus(err)
 	if status == http.StatusUnauthorized || status == http.StatusForbidden {

@@ -722,6 +722,49 @@ func TestCancelledPutPrefixParamS3(t *testing.T) {
 	conformance.CheckError(t, err, "get", ID, "cancelled", backends.ErrNotFound)
 }
 
+// fileHarness opens a backend on a new file:// bucket.
+func fileHarness(t *testing.T) backends.Backend {
+	b, err := New(t.Context(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return b
+}
+
+// TestConformanceFile: fileblob, whose names are paths, passes the suite:
+// a name under an object's, or a directory's, is no object.
+func TestConformanceFile(t *testing.T) {
+	conformance.TestBackend(t, fileHarness, conformance.WithPartSize(memPartSize))
+}
+
+// TestFilePutRace: of Puts racing for one name on fileblob, exactly one
+// succeeds, round after round.
+func TestFilePutRace(t *testing.T) {
+	b := fileHarness(t)
+	defer b.Close()
+	for round := range 100 {
+		name := fmt.Sprintf("race/%d", round)
+		var wg sync.WaitGroup
+		var won atomic.Int32
+		for i := range 8 {
+			wg.Go(func() {
+				data := fmt.Sprintf("writer %d", i)
+				err := b.Put(t.Context(), name, strings.NewReader(data), int64(len(data)))
+				switch {
+				case err == nil:
+					won.Add(1)
+				case !errors.Is(err, backends.ErrExists):
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := won.Load(); n != 1 {
+			t.Fatalf("round %d: %d Puts of one name succeeded", round, n)
+		}
+	}
+}
+
 // TestListSorted: List reports lexical order even where the driver walks
 // directories (fileblob).
 func TestListSorted(t *testing.T) {
