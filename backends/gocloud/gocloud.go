@@ -16,18 +16,19 @@
 // the errors. The driver makes the blob calls and says what their errors
 // mean:
 //
-//   - A Put is one blob.Writer, create-only (blob.WriterOptions.IfNotExist):
-//     a Put of an existing name fails with [backends.ErrExists] (fileblob
-//     checks the name and then renames its file: this package serializes
-//     those commits within a process, but Puts racing for one name from
-//     several processes may all succeed; the local backend has no such
-//     limit). A failed
-//     or cancelled Put cancels the writer's context before closing it, so
-//     the driver commits nothing (s3blob aborts its multipart upload, and
-//     so does this package when s3blob's own abort did not happen). The
-//     whole upload is one request, retried as a whole when it timed out or
-//     failed for a transient reason; its timeout is the request timeout
-//     once per part it goes up in, and twice more (see [Config].Retry).
+//   - A Put is one blob.Bucket.Upload, create-only
+//     (blob.WriterOptions.IfNotExist): a Put of an existing name fails
+//     with [backends.ErrExists] (fileblob checks the name and then renames
+//     its file: this package serializes those commits within a process,
+//     but Puts racing for one name from several processes may all
+//     succeed; the local backend has no such limit). A failed or cancelled
+//     Put cancels the writer's context before the driver closes it, so
+//     that the driver commits nothing (s3blob aborts its multipart upload,
+//     and so does this package when s3blob's own abort did not happen).
+//     The whole upload is one request, retried as a whole when it timed
+//     out or failed for a transient reason; its timeout is the request
+//     timeout once per part it goes up in, and twice more (see
+//     [Config].Retry).
 //     Every Put marks its object with a random id in its metadata
 //     ("dstl-upload-id"). When an attempt finds the object present, the
 //     request that stored it may have been this Put's own, its answer
@@ -282,13 +283,17 @@ func (d *bucket) putBudget(size int64) int64 {
 	return size + (parts+1)*perTimeout
 }
 
-// write makes one attempt of a Put. On any failure it cancels the
-// writer's context before closing it, so that nothing is committed.
+// write makes one attempt of a Put, with blob.Bucket.Upload: the driver
+// reads the body itself (through a blob.Writer's Write, azureblob's Close
+// panics after a failed upload). A failure of the body cancels the
+// writer's context before the driver sees it, so that its Close commits
+// nothing; so does the end of ctx.
 func (d *bucket) write(ctx context.Context, rt driver.Runner, name, id string, body *driver.Body, size int64) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var seen written
-	w, err := d.bucket.NewWriter(wctx, d.key(name), &blob.WriterOptions{
+	src := &source{r: body.Section(0, size), cancel: cancel, seen: &seen}
+	err := d.bucket.Upload(wctx, d.key(name), src, &blob.WriterOptions{
 		ContentType:    "application/octet-stream",
 		IfNotExist:     true,
 		BufferSize:     d.cfg.PartSize,
@@ -296,38 +301,51 @@ func (d *bucket) write(ctx context.Context, rt driver.Runner, name, id string, b
 		Metadata:       map[string]string{metaID: id},
 		BeforeWrite:    func(as func(any) bool) error { return d.beforeWrite(as, &seen) },
 	})
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(w, body.Section(0, size))
-	if err == nil {
-		err = ctx.Err()
-	}
-	if err != nil {
-		cancel()
-	}
-	if seen.file {
-		// fileblob checks that the name is free and then renames its
-		// temporary file, without a lock that spans writers: of two
-		// Puts racing for one name, both could succeed. The commits of
-		// this process take turns.
-		fileCommits.Lock()
-	}
-	cerr := w.Close()
-	if seen.file {
-		fileCommits.Unlock()
-	}
-	if err == nil {
-		err = cerr
-	}
+	src.committed()
 	if err == nil {
 		return nil
 	}
-	d.abort(ctx, rt, seen, errors.Join(err, cerr))
+	d.abort(ctx, rt, seen, err)
 	if werr := ctx.Err(); werr != nil && !errors.Is(err, werr) {
 		err = fmt.Errorf("%w (%w)", werr, err)
 	}
 	return err
+}
+
+// source is the body of one write as the driver reads it. A failure
+// cancels the write. At the end of a fileblob write, it takes
+// fileCommits until committed: fileblob checks that the name is free and
+// then renames its temporary file, without a lock that spans writers, so
+// that of two Puts racing for one name both could succeed; the commits
+// of this process take turns.
+type source struct {
+	r      io.Reader
+	cancel context.CancelFunc
+	seen   *written
+	locked bool
+}
+
+func (s *source) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	switch {
+	case err == io.EOF:
+		if s.seen.file && !s.locked {
+			fileCommits.Lock()
+			s.locked = true
+		}
+	case err != nil:
+		s.cancel()
+	}
+	return n, err
+}
+
+// committed ends the write's hold of fileCommits, once the driver
+// committed or failed.
+func (s *source) committed() {
+	if s.locked {
+		s.locked = false
+		fileCommits.Unlock()
+	}
 }
 
 // written is what the driver showed of one write to BeforeWrite.
@@ -336,7 +354,7 @@ type written struct {
 	file            bool   // a fileblob write, to a temporary file
 }
 
-// fileCommits serializes the commits of fileblob writes (see write).
+// fileCommits serializes the commits of fileblob writes (see source).
 var fileCommits sync.Mutex
 
 // abortTimeout bounds the abort of a failed multipart upload.
