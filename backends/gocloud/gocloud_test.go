@@ -794,6 +794,31 @@ func azureHarness(t *testing.T) backends.Backend {
 	return b
 }
 
+// gcsHarness opens a backend on the fake-gcs-server emulator's bucket
+// through gcsblob, under a random prefix, or skips the test naming what is
+// missing.
+func gcsHarness(t *testing.T) backends.Backend {
+	t.Helper()
+	endpoint, bucket := os.Getenv("DSTL_GCS_ENDPOINT"), os.Getenv("DSTL_GCS_BUCKET")
+	if endpoint == "" || bucket == "" {
+		t.Skip("GCS emulator not configured: DSTL_GCS_ENDPOINT or DSTL_GCS_BUCKET unset")
+	}
+	ep, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("STORAGE_EMULATOR_HOST", ep.Host)
+	b, err := New(t.Context(), "gs://"+bucket+"/gocloud-test/"+rand.Text()+"?anonymous=true")
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return b
+}
+
+func TestConformanceGCS(t *testing.T) {
+	conformance.TestBackend(t, gcsHarness, conformance.WithPartSize(256<<10))
+}
+
 // TestConformanceAzure: azureblob passes the suite, whose failed and
 // create-only Puts made its writer's Close panic when the upload went
 // through Write.
@@ -835,9 +860,23 @@ func (lostAnswer) Do(ctx context.Context, _ int64, fn func(ctx context.Context) 
 // the object carries its id; an object another Put wrote (another body of
 // the same size or of another size, or the same body) fails the Put with
 // ErrExists, and so does a Put that meets an object at its first attempt.
+// On every driver whose emulator is configured.
 func TestLostAnswer(t *testing.T) {
-	b := memHarness(t).(*Backend)
-	defer b.Close()
+	for _, h := range []struct {
+		name    string
+		harness func(t *testing.T) backends.Backend
+	}{
+		{"mem", memHarness}, {"file", fileHarness}, {"s3", s3Harness}, {"gcs", gcsHarness}, {"azure", azureHarness},
+	} {
+		t.Run(h.name, func(t *testing.T) {
+			b := h.harness(t).(*Backend)
+			defer b.Close()
+			checkLostAnswer(t, b)
+		})
+	}
+}
+
+func checkLostAnswer(t *testing.T, b *Backend) {
 	put := func(rt driver.Runner, name, data string) error {
 		body := driver.NewBody(strings.NewReader(data), int64(len(data)))
 		return b.d.Put(t.Context(), rt, name, body, int64(len(data)))
@@ -855,6 +894,9 @@ func TestLostAnswer(t *testing.T) {
 		if err := b.Put(t.Context(), "obj", strings.NewReader(other), int64(len(other))); !errors.Is(err, backends.ErrExists) {
 			t.Errorf("Put of %q over another Put's object = %v, want ErrExists", other, err)
 		}
+	}
+	if err := b.Delete(t.Context(), "obj"); err != nil {
+		t.Fatal(err)
 	}
 }
 
