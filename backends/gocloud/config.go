@@ -12,8 +12,8 @@ import (
 
 	"gocloud.dev/blob"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
-	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
@@ -57,19 +57,19 @@ type Config struct {
 	// "concurrency").
 	Concurrency int
 	// Retry is the per-request timeout and the retries with exponential
-	// backoff. One attempt of a Put uploads the whole object, in parts
-	// when it is larger than PartSize: it may take the timeout once per
-	// part and twice more (once, for an object of at most one part; parts
-	// of [DefaultPartSize] are counted when PartSize is 0). Default
-	// request.DefaultPolicy: 30 s per attempt, 5 attempts
-	// (URL parameters "request_timeout", a Go duration, and
-	// "max_attempts"). Its ResponseTimeout (default 10s, URL parameter
-	// "response_timeout") bounds the opening of a Get's reader, the wait
-	// for the answer's headers; its TimeoutAttempts (default 2, URL
-	// parameter "timeout_attempts") the attempts that may time out. The
-	// drivers' transports keep their own settings. A Put may take its
-	// body at [request.MinThroughput] on top (see [request.Policy.ForBody]).
-	Retry request.Policy
+	// backoff, which the portable layer applies. One attempt of a Put
+	// uploads the whole object, in parts when it is larger than PartSize:
+	// it may take the timeout once per part and twice more (once, for an
+	// object of at most one part; parts of [DefaultPartSize] are counted
+	// when PartSize is 0). Default [backends.DefaultPolicy]: 30 s per
+	// attempt, 5 attempts (URL parameters "request_timeout", a Go
+	// duration, and "max_attempts"). Its ResponseTimeout (default 10s, URL
+	// parameter "response_timeout") bounds the opening of a Get's reader,
+	// the wait for the answer's headers; its TimeoutAttempts (default 2,
+	// URL parameter "timeout_attempts") the attempts that may time out.
+	// The drivers' transports keep their own settings. A Put may take its
+	// body at [driver.MinThroughput] on top (see [backends.Policy.ForBody]).
+	Retry backends.Policy
 }
 
 // DefaultConfig returns the default configuration for the bucket URL u.
@@ -78,7 +78,7 @@ func DefaultConfig(u string) Config {
 		URL:         u,
 		PartSize:    DefaultPartSize,
 		Concurrency: DefaultConcurrency,
-		Retry:       request.DefaultPolicy,
+		Retry:       backends.DefaultPolicy,
 	}
 }
 
@@ -101,6 +101,55 @@ func (c Config) Validate() error {
 		return checkURL(c.URL)
 	}
 	return nil
+}
+
+// redact returns a bucket URL for messages: without user information,
+// with "?..." for its query (whose values may be secrets) and without
+// fragment; of a URL that does not parse, only the scheme.
+func redact(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Opaque != "" {
+		if i := strings.Index(raw, ":"); i > 0 && err == nil {
+			return raw[:i] + ":..."
+		}
+		return "..."
+	}
+	v := *u
+	v.User = nil
+	if v.RawQuery != "" {
+		v.RawQuery = "..."
+	}
+	v.ForceQuery = false
+	v.Fragment, v.RawFragment = "", ""
+	return v.String()
+}
+
+// redactError returns err with the bucket URL raw, which the drivers'
+// errors echo, replaced by its redacted form, in any of the ways it may be
+// written. The result does not wrap err, which would keep the URL.
+func redactError(err error, raw string) error {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.URL == raw {
+		err = fmt.Errorf("%s: %w", ue.Op, ue.Err)
+	}
+	msg := err.Error()
+	shown := redact(raw)
+	forms := []string{raw}
+	if u, perr := url.Parse(raw); perr == nil {
+		forms = append(forms, u.String(), u.Redacted())
+		if u.RawQuery != "" {
+			forms = append(forms, "?"+u.RawQuery)
+		}
+	}
+	for _, f := range forms {
+		if f != "" && f != shown {
+			msg = strings.ReplaceAll(msg, f, shown)
+		}
+	}
+	return errors.New(msg)
 }
 
 // errUserinfo rejects a URL with user information.

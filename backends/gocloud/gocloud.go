@@ -10,20 +10,48 @@
 // then any URL that gocloud.dev/blob opens is accepted. See [ParseURL] for
 // the URL form and its query parameters.
 //
-// Puts are create-only (blob.WriterOptions.IfNotExist): a Put of an
-// existing name fails with [backends.ErrExists]. A failed or cancelled Put
-// cancels the writer's context before closing it, so the driver commits
-// nothing (s3blob aborts its multipart upload). Each request (a Put as a
-// whole, a Get's opening, a Delete, a page of a List) has its own timeout
-// and is retried with exponential backoff when it fails for a transient
-// reason (throttling, 5xx, a connection reset, a timeout), but not for a
-// certificate that does not verify or a host name that does not resolve;
-// the drivers' SDKs retry single HTTP requests of their own as well. The
-// timeout of a Put grows with the object: the request timeout once per
-// part it goes up in, and twice more (see [Config].Retry). When a retried Put
-// finds the object present, the earlier attempt may have committed it
-// before its answer was lost: the Put succeeds if the stored object holds
-// exactly the body, and fails with ErrExists otherwise.
+// The backend is a driver (package github.com/dstlgo/dstl/backends/driver)
+// under the portable [backends.Bucket], which checks names, sizes and
+// ranges, times and retries each request under [Config].Retry, and wraps
+// the errors. The driver makes the blob calls and says what their errors
+// mean:
+//
+//   - A Put is one blob.Bucket.Upload, create-only
+//     (blob.WriterOptions.IfNotExist): a Put of an existing name fails
+//     with [backends.ErrExists] (fileblob checks the name and then renames
+//     its file: this package serializes those commits within a process,
+//     but Puts racing for one name from several processes may all
+//     succeed; the local backend has no such limit). A failed or cancelled
+//     Put cancels the writer's context before the driver closes it, so
+//     that the driver commits nothing (s3blob aborts its multipart upload,
+//     and so does this package when s3blob's own abort did not happen).
+//     The whole upload is one request, retried as a whole when it timed
+//     out or failed for a transient reason; its timeout is the request
+//     timeout once per part it goes up in, and twice more (see
+//     [Config].Retry).
+//     Every Put marks its object with a random id in its metadata
+//     ("dstl-upload-id"). When an attempt finds the object present, the
+//     request that stored it may have been this Put's own, its answer
+//     lost and the request sent again (by the retries of the portable
+//     layer, or by the SDK's own): the Put succeeds if the object carries
+//     its id (where the driver keeps no metadata, if the object holds
+//     exactly the body, which reads it whole), and fails with ErrExists
+//     otherwise.
+//   - A Get opens one ranged reader; the wait for its answer is bounded by
+//     the response timeout (see [Config].Retry), since the drivers' HTTP
+//     clients are out of reach.
+//   - A List reads the whole listing, a page per request, and sorts it,
+//     since not every driver lists in lexical order (fileblob walks
+//     directories).
+//   - Errors are classified by their gcerrors code, then by the HTTP
+//     status of the SDK's error, then as transport errors: throttling,
+//     5xx, a connection reset and a timeout are retried, a certificate
+//     that does not verify or a host name that does not resolve are not.
+//     A missing bucket fails with [backends.ErrNotFound] and
+//     [backends.ErrPermanent], an answer 401 or 403 with
+//     [backends.ErrPermission], whatever the driver's code says.
+//
+// The drivers' SDKs retry single HTTP requests of their own as well.
 //
 // For s3:// URLs, s3blob builds its AWS client from the URL parameters and
 // the SDK's standard chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
@@ -41,18 +69,21 @@ package gocloud
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
-	"net/url"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"cloud.google.com/go/storage"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -64,12 +95,11 @@ import (
 	_ "gocloud.dev/blob/memblob"   // mem:// URLs
 	_ "gocloud.dev/blob/s3blob"    // s3:// URLs
 	"gocloud.dev/gcerrors"
+	"google.golang.org/api/googleapi"
 
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/backends/internal/gate"
-	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // ID is the backend's identifier in the registry.
@@ -85,20 +115,26 @@ func init() {
 	}, Scheme)
 }
 
-// Backend stores objects in a gocloud.dev/blob bucket. It is safe for
+// Backend stores objects in a gocloud.dev/blob bucket: the portable
+// [backends.Bucket] over the bucket. Its As sets a **blob.Bucket to the
+// bucket (without the prefix), and passes other targets on to the
+// bucket's As (a **s3.Client of an s3blob bucket, ...). It is safe for
 // concurrent use.
 type Backend struct {
-	bucket *blob.Bucket
-	owned  bool   // opened from the URL, so closed by Close
-	where  string // the bucket URL without query, for errors
-	cfg    Config
-	s3     *s3.Client // the bucket's S3 client, for s3blob buckets
-	s3Name string     // the S3 bucket's name, when known from the URL
-
-	calls gate.Gate // Close waits for the calls in progress
+	*backends.Bucket
+	d *bucket
 }
 
-var _ backends.Backend = (*Backend)(nil)
+// bucket is the driver: a blob.Bucket under a key prefix.
+type bucket struct {
+	bucket *blob.Bucket
+	owned  bool   // opened from the URL, so closed by Close
+	where  string // the bucket URL without secrets, for errors
+	cfg    Config
+	s3     *s3.Client // the bucket's S3 client, for s3blob buckets
+}
+
+var _ driver.Bucket = (*bucket)(nil)
 
 // New opens a backend from a base path (see [ParseURL]). It is the factory
 // the backend registers.
@@ -116,261 +152,258 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, urlparam.Invalid(err)
 	}
-	b := &Backend{bucket: cfg.Bucket, cfg: cfg, where: redact(cfg.URL)}
-	if b.bucket == nil {
+	d := &bucket{bucket: cfg.Bucket, cfg: cfg, where: redact(cfg.URL)}
+	if d.bucket == nil {
 		bk, err := blob.OpenBucket(ctx, cfg.URL)
 		if err != nil {
-			return nil, fmt.Errorf("gocloud: open bucket %q: %w", b.where, redactError(err, cfg.URL))
+			return nil, fmt.Errorf("gocloud: open bucket %q: %w", d.where, redactError(err, cfg.URL))
 		}
-		b.bucket, b.owned = bk, true
+		d.bucket, d.owned = bk, true
 	}
-	if b.where == "" {
-		b.where = "bucket"
+	if d.where == "" {
+		d.where = "bucket"
 	}
 	var client *s3.Client
-	if b.bucket.As(&client) && client != nil {
-		b.s3 = client
-		if u, err := url.Parse(cfg.URL); err == nil && u.Scheme == "s3" && !u.Query().Has("prefix") {
-			b.s3Name = u.Host
-		}
+	if d.bucket.As(&client) && client != nil {
+		d.s3 = client
 	}
-	return b, nil
+	return &Backend{Bucket: backends.New(ID, d, cfg.Retry), d: d}, nil
 }
 
-// redact returns a bucket URL for messages: without user information,
-// with "?..." for its query (whose values may be secrets) and without
-// fragment; of a URL that does not parse, only the scheme.
-func redact(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Opaque != "" {
-		if i := strings.Index(raw, ":"); i > 0 && err == nil {
-			return raw[:i] + ":..."
-		}
-		return "..."
-	}
-	v := *u
-	v.User = nil
-	if v.RawQuery != "" {
-		v.RawQuery = "..."
-	}
-	v.ForceQuery = false
-	v.Fragment, v.RawFragment = "", ""
-	return v.String()
-}
-
-// redactError returns err with the bucket URL raw, which the drivers'
-// errors echo, replaced by its redacted form, in any of the ways it may be
-// written. The result does not wrap err, which would keep the URL.
-func redactError(err error, raw string) error {
-	var ue *url.Error
-	if errors.As(err, &ue) && ue.URL == raw {
-		err = fmt.Errorf("%s: %w", ue.Op, ue.Err)
-	}
-	msg := err.Error()
-	shown := redact(raw)
-	forms := []string{raw}
-	if u, perr := url.Parse(raw); perr == nil {
-		forms = append(forms, u.String(), u.Redacted())
-		if u.RawQuery != "" {
-			forms = append(forms, "?"+u.RawQuery)
-		}
-	}
-	for _, f := range forms {
-		if f != "" && f != shown {
-			msg = strings.ReplaceAll(msg, f, shown)
-		}
-	}
-	return errors.New(msg)
-}
-
-// Bucket returns the bucket the backend stores objects in (without the
-// prefix).
-func (b *Backend) Bucket() *blob.Bucket { return b.bucket }
-
-// Close waits for running calls to return and, when the backend opened the
-// bucket itself, closes it (and, where the driver's HTTP client allows it,
-// that client's idle connections). A Bucket given in [Config] stays open. Later calls fail with
-// [dstl.ErrClosed]; closing twice is not an error.
-func (b *Backend) Close() error {
-	if !b.calls.Close() {
+// Close closes the bucket when the backend opened it itself (and, where
+// the driver's HTTP client allows it, that client's idle connections). A
+// Bucket given in [Config] stays open.
+func (d *bucket) Close() error {
+	if !d.owned {
 		return nil
 	}
-	if !b.owned {
-		return nil
-	}
-	if b.s3 != nil {
-		if c, ok := b.s3.Options().HTTPClient.(interface{ CloseIdleConnections() }); ok {
+	if d.s3 != nil {
+		if c, ok := d.s3.Options().HTTPClient.(interface{ CloseIdleConnections() }); ok {
 			defer c.CloseIdleConnections()
 		}
 	}
-	if err := b.bucket.Close(); err != nil {
-		return fmt.Errorf("gocloud: close %s: %w", b.where, err)
+	if err := d.bucket.Close(); err != nil {
+		return fmt.Errorf("%s: %w", d.where, err)
 	}
 	return nil
 }
 
-func (b *Backend) begin(op, name string) error {
-	if !b.calls.Enter() {
-		return backends.NewError(op, ID, name, fmt.Errorf("%s: %w", b.where, dstl.ErrClosed))
+// As sets a **blob.Bucket target to the bucket, and hands other targets to
+// the bucket's As.
+func (d *bucket) As(target any) bool {
+	if p, ok := target.(**blob.Bucket); ok {
+		*p = d.bucket
+		return true
 	}
-	return nil
+	return d.bucket.As(target)
 }
 
-func (b *Backend) key(name string) string { return b.cfg.Prefix + name }
+// Location names the bucket, without secrets, and the object's key.
+func (d *bucket) Location(name string) string {
+	return fmt.Sprintf("%s object %q", d.where, d.key(name))
+}
 
-// Put stores size bytes of body under name, create-only; see
-// [backends.Backend.Put].
-func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) (err error) {
-	if err := backends.CheckObjectName(name); err != nil {
-		return b.wrap("put", name, err)
-	}
-	if size < 0 {
-		return b.wrap("put", name, fmt.Errorf("negative size %d", size))
-	}
-	if body == nil {
-		return b.wrap("put", name, errors.New("nil body"))
-	}
-	if err := b.begin("put", name); err != nil {
-		return err
-	}
-	defer b.calls.Leave()
-	defer func() { err = b.wrap("put", name, err) }()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	attempt := 0
-	return request.Do(ctx, b.putPolicy(size), retryable, func(ctx context.Context) error {
-		attempt++
-		err := b.putOnce(ctx, name, body, size)
-		if attempt > 1 && gcerrors.Code(err) == gcerrors.FailedPrecondition {
-			// An earlier attempt may have committed the object before
-			// its answer was lost.
-			if same, serr := b.holds(ctx, name, body, size); serr == nil && same {
-				return nil
-			}
+func (d *bucket) key(name string) string { return d.cfg.Prefix + name }
+
+// metaID is the metadata key under which every Put marks its object with
+// a random id of its own.
+const metaID = "dstl-upload-id"
+
+// Put writes the object with one blob.Writer, create-only, as a single
+// request of rt: the attempt is the whole upload. It is retried when it
+// timed out or failed for a transient reason. The object carries the
+// Put's id in its metadata ([metaID]): when an attempt finds the object
+// present, the request that stored it may have been this Put's own, its
+// answer lost and the request sent again (by rt, or by the SDK's own
+// retries within the attempt), and the Put succeeds if the object is its
+// own (see [bucket.mine]).
+func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	id := rand.Text()
+	return rt.Do(ctx, d.putBudget(size), func(ctx context.Context) error {
+		err := d.write(ctx, rt, name, id, body, size)
+		if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+			return err
 		}
-		return err
+		// IfNotExist is the only condition of a write: the object exists.
+		mine, merr := d.mine(ctx, name, id, body, size)
+		switch {
+		case merr == nil && mine:
+			return nil
+		case merr != nil && d.Classify(merr) == driver.Transient:
+			return fmt.Errorf("the object exists; telling whether it is this Put's own: %w", merr)
+		}
+		return fmt.Errorf("%w: %w", backends.ErrExists, err)
 	})
 }
 
-// putPolicy is the retry policy of a Put of size bytes. One attempt of a
-// Put is the whole upload, which may take many requests (the parts of an
-// S3 multipart upload, GCS resumable chunks, Azure staged blocks), so its
-// timeout is the request timeout once per request: once for an object of
-// at most one part, otherwise once per part and twice more (starting and
-// completing the upload), as if the parts went up one after the other. An
-// object that takes longer than one request timeout to upload as a whole
-// but whose every request fits in it is thus not cut short and sent again.
-// On top, the body may go at [request.MinThroughput] (see
-// [request.Policy.ForBody]), so that a slow but progressing upload is not
-// cut either. A part size of 0 counts parts of [DefaultPartSize].
-func (b *Backend) putPolicy(size int64) request.Policy {
-	p := b.cfg.Retry
-	if p.Timeout <= 0 {
-		return p
+// mine reports whether the stored object name is the one this Put (of id)
+// stored: by the id in its metadata, in one request; where the object has
+// no id (a driver that keeps no metadata, such as fileblob with
+// metadata=skip), by its size and bytes, which reads the whole object.
+func (d *bucket) mine(ctx context.Context, name, id string, body *driver.Body, size int64) (bool, error) {
+	attrs, err := d.bucket.Attributes(ctx, d.key(name))
+	if err != nil {
+		return false, err
 	}
-	part := int64(b.cfg.PartSize)
+	if attrs.Size != size {
+		return false, nil
+	}
+	if got, ok := attrs.Metadata[metaID]; ok {
+		return got == id, nil
+	}
+	return d.holds(ctx, name, body, size)
+}
+
+// putBudget returns the body size a Put of size bytes gives rt.Do, which
+// allows a request its timeout plus its body at [driver.MinThroughput].
+// One attempt of a Put is the whole upload, which may take many requests
+// (the parts of an S3 multipart upload, GCS resumable chunks, Azure staged
+// blocks), so it gets the request timeout once per request: once for an
+// object of at most one part, otherwise once per part and twice more
+// (starting and completing the upload), as if the parts went up one after
+// the other; the request timeouts past the first are passed as the bytes
+// that MinThroughput sends in them. An object that takes longer than one
+// request timeout to upload as a whole but whose every request fits in it
+// is thus not cut short and sent again. A part size of 0 counts parts of
+// [DefaultPartSize].
+func (d *bucket) putBudget(size int64) int64 {
+	part := int64(d.cfg.PartSize)
 	if part <= 0 {
 		part = DefaultPartSize
 	}
-	requests := int64(1)
-	if parts := size/part + min(size%part, 1); parts > 1 {
-		requests = parts + min(2, math.MaxInt64-parts)
+	t := d.cfg.Retry.Timeout
+	perTimeout := int64(t/time.Second)*driver.MinThroughput + int64(t%time.Second)*driver.MinThroughput/int64(time.Second)
+	parts := size/part + min(size%part, 1)
+	switch {
+	case parts <= 1 || perTimeout <= 0:
+		return size
+	case parts >= (math.MaxInt64-size)/perTimeout:
+		return math.MaxInt64 // beyond any clock: the caller's context bounds it
 	}
-	if requests > int64(math.MaxInt64/p.Timeout) {
-		p.Timeout = 0 // beyond any clock: the caller's context bounds it
-	} else {
-		p.Timeout *= time.Duration(requests)
-	}
-	return p.ForBody(size)
+	return size + (parts+1)*perTimeout
 }
 
-// putOnce makes one attempt of a Put. On any failure it cancels the
-// writer's context before closing it, so that nothing is committed.
-func (b *Backend) putOnce(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+// write makes one attempt of a Put, with blob.Bucket.Upload: the driver
+// reads the body itself (through a blob.Writer's Write, azureblob's Close
+// panics after a failed upload). A failure of the body cancels the
+// writer's context before the driver sees it, so that its Close commits
+// nothing; so does the end of ctx.
+func (d *bucket) write(ctx context.Context, rt driver.Runner, name, id string, body *driver.Body, size int64) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := b.bucket.NewWriter(wctx, b.key(name), &blob.WriterOptions{
+	var seen written
+	src := &source{r: body.Section(0, size), cancel: cancel, seen: &seen}
+	err := d.bucket.Upload(wctx, d.key(name), src, &blob.WriterOptions{
 		ContentType:    "application/octet-stream",
 		IfNotExist:     true,
-		BufferSize:     b.cfg.PartSize,
-		MaxConcurrency: b.cfg.Concurrency,
-		BeforeWrite:    b.beforeWrite,
+		BufferSize:     d.cfg.PartSize,
+		MaxConcurrency: d.cfg.Concurrency,
+		Metadata:       map[string]string{metaID: id},
+		BeforeWrite:    func(as func(any) bool) error { return d.beforeWrite(as, &seen) },
 	})
-	if err != nil {
-		return err
-	}
-	n, err := io.Copy(w, io.NewSectionReader(body, 0, size))
-	if err == nil && n < size {
-		err = fmt.Errorf("body ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
-	}
+	src.committed()
 	if err == nil {
-		err = ctx.Err()
+		return nil
 	}
-	if err != nil {
-		cancel()
-		_ = w.Close()
-		if werr := ctx.Err(); werr != nil && !errors.Is(err, werr) {
-			err = fmt.Errorf("%w (%w)", werr, err)
-		}
-		b.abort(ctx, name, err)
-		return err
+	d.abort(ctx, rt, seen, err)
+	if werr := ctx.Err(); werr != nil && !errors.Is(err, werr) {
+		err = fmt.Errorf("%w (%w)", werr, err)
 	}
-	if err := w.Close(); err != nil {
-		b.abort(ctx, name, err)
-		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w (%w)", cerr, err)
-		}
-		return err
-	}
-	return nil
+	return err
 }
+
+// source is the body of one write as the driver reads it. A failure
+// cancels the write. At the end of a fileblob write, it takes
+// fileCommits until committed: fileblob checks that the name is free and
+// then renames its temporary file, without a lock that spans writers, so
+// that of two Puts racing for one name both could succeed; the commits
+// of this process take turns.
+type source struct {
+	r      io.Reader
+	cancel context.CancelFunc
+	seen   *written
+	locked bool
+}
+
+func (s *source) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	switch {
+	case err == io.EOF:
+		if s.seen.file && !s.locked {
+			fileCommits.Lock()
+			s.locked = true
+		}
+	case err != nil:
+		s.cancel()
+	}
+	return n, err
+}
+
+// committed ends the write's hold of fileCommits, once the driver
+// committed or failed.
+func (s *source) committed() {
+	if s.locked {
+		s.locked = false
+		fileCommits.Unlock()
+	}
+}
+
+// written is what the driver showed of one write to BeforeWrite.
+type written struct {
+	s3Bucket, s3Key string // the bucket and key of an s3blob upload
+	file            bool   // a fileblob write, to a temporary file
+}
+
+// fileCommits serializes the commits of fileblob writes (see source).
+var fileCommits sync.Mutex
 
 // abortTimeout bounds the abort of a failed multipart upload.
 const abortTimeout = 30 * time.Second
 
-// abort aborts the S3 multipart upload that err names, if any. s3blob's
-// transfer manager aborts it already; this makes sure, even when ctx is
-// done or the first abort failed.
-func (b *Backend) abort(ctx context.Context, name string, err error) {
+// abort aborts the S3 multipart upload that err names, if any, of the
+// write w. s3blob's transfer manager aborts it already; this makes sure,
+// even when ctx is done or the first abort failed.
+func (d *bucket) abort(ctx context.Context, rt driver.Runner, w written, err error) {
 	var mpe transfermanager.MultipartUploadError
-	if b.s3 == nil || !errors.As(err, &mpe) || mpe.UploadID() == "" {
-		return
-	}
-	bucket, key := b.s3Name, b.key(name)
-	if bucket == "" {
+	if d.s3 == nil || !errors.As(err, &mpe) || mpe.UploadID() == "" || w.s3Bucket == "" || w.s3Key == "" {
 		return
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 	defer cancel()
-	_ = request.Do(actx, b.cfg.Retry, retryable, func(ctx context.Context) error {
-		_, err := b.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &bucket, Key: &key, UploadId: aws.String(mpe.UploadID())})
-		var nsu *s3types.NoSuchUpload
-		if errors.As(err, &nsu) {
+	_ = rt.Do(actx, 0, func(ctx context.Context) error {
+		_, err := d.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &w.s3Bucket, Key: &w.s3Key, UploadId: aws.String(mpe.UploadID())})
+		if nsu := (*s3types.NoSuchUpload)(nil); errors.As(err, &nsu) {
 			return nil
 		}
 		return err
 	})
 }
 
-// beforeWrite tunes s3blob's transfer manager: s3blob passes it the part
-// size and the concurrency, but not the threshold above which it uploads
-// in parts (16 MiB by default), so the transfer manager is rebuilt with the
-// threshold at the part size. The bucket's checksum setting is kept.
-func (b *Backend) beforeWrite(as func(any) bool) error {
+// beforeWrite notes in w the bucket and key of an s3blob upload (which
+// hold the prefix of the bucket URL's "prefix" parameter and the
+// driver's escaping), for abort, and whether the write is fileblob's. It
+// tunes s3blob's transfer manager:
+// s3blob passes it the part size and the concurrency, but not the
+// threshold above which it uploads in parts (16 MiB by default), so the
+// transfer manager is rebuilt with the threshold at the part size. The
+// bucket's checksum setting is kept.
+func (d *bucket) beforeWrite(as func(any) bool, w *written) error {
+	var f *os.File
+	w.file = as(&f)
+	var in *transfermanager.UploadObjectInput
+	if as(&in) && in != nil {
+		w.s3Bucket, w.s3Key = aws.ToString(in.Bucket), aws.ToString(in.Key)
+	}
 	var tm *transfermanager.Client
-	if b.s3 == nil || b.cfg.PartSize == 0 || !as(&tm) || tm == nil {
+	if d.s3 == nil || d.cfg.PartSize == 0 || !as(&tm) || tm == nil {
 		return nil
 	}
-	*tm = *transfermanager.New(b.s3, func(o *transfermanager.Options) {
-		o.RequestChecksumCalculation = b.s3.Options().RequestChecksumCalculation
-		o.PartSizeBytes = int64(b.cfg.PartSize)
-		o.MultipartUploadThreshold = int64(b.cfg.PartSize)
-		if b.cfg.Concurrency > 0 {
-			o.Concurrency = b.cfg.Concurrency
+	*tm = *transfermanager.New(d.s3, func(o *transfermanager.Options) {
+		o.RequestChecksumCalculation = d.s3.Options().RequestChecksumCalculation
+		o.PartSizeBytes = int64(d.cfg.PartSize)
+		o.MultipartUploadThreshold = int64(d.cfg.PartSize)
+		if d.cfg.Concurrency > 0 {
+			o.Concurrency = d.cfg.Concurrency
 		}
 		// Abort a failed upload on a context of its own, even when the
 		// Put's context was cancelled.
@@ -380,8 +413,8 @@ func (b *Backend) beforeWrite(as func(any) bool) error {
 }
 
 // holds reports whether the stored object name holds exactly body.
-func (b *Backend) holds(ctx context.Context, name string, body io.ReaderAt, size int64) (bool, error) {
-	r, err := b.bucket.NewReader(ctx, b.key(name), nil)
+func (d *bucket) holds(ctx context.Context, name string, body *driver.Body, size int64) (bool, error) {
+	r, err := d.bucket.NewReader(ctx, d.key(name), nil)
 	if err != nil {
 		return false, err
 	}
@@ -397,7 +430,7 @@ func (b *Backend) holds(ctx context.Context, name string, body io.ReaderAt, size
 		if _, err := io.ReadFull(r, got[:n]); err != nil {
 			return false, err
 		}
-		if _, err := body.ReadAt(want[:n], off); err != nil && !(errors.Is(err, io.EOF) && off+int64(n) == size) {
+		if _, err := body.ReadAt(want[:n], off); err != nil {
 			return false, err
 		}
 		if !bytes.Equal(got[:n], want[:n]) {
@@ -407,209 +440,75 @@ func (b *Backend) holds(ctx context.Context, name string, body io.ReaderAt, size
 	return true, nil
 }
 
-// Get returns length bytes of the object from offset on (-1: to the end);
-// see [backends.Backend.Get].
-func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (_ io.ReadCloser, err error) {
-	if err := backends.CheckObjectName(name); err != nil {
-		return nil, b.wrap("get", name, err)
+// Open opens one ranged reader. The wait for it (the answer's headers) is
+// bounded by the policy's response timeout; the reader's request lives on
+// until ctx ends, which the portable layer ends once the reader is closed.
+// An offset past the end fails with [backends.ErrInvalidRange] where the
+// driver does not refuse the range itself (memblob).
+func (d *bucket) Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	rctx, cancel := context.WithCancel(ctx)
+	wait := d.cfg.Retry.ResponseTimeout
+	if wait <= 0 {
+		wait = math.MaxInt64 // none: the attempt's timeout bounds it
 	}
-	if offset < 0 || length < -1 {
-		return nil, b.wrap("get", name, fmt.Errorf("%w: offset %d, length %d", backends.ErrInvalidRange, offset, length))
-	}
-	if err := b.begin("get", name); err != nil {
-		return nil, err
-	}
-	defer b.calls.Leave()
-	defer func() { err = b.wrap("get", name, err) }()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if length > math.MaxInt64-offset {
-		// Past any possible end, and offset+length-1 would overflow in
-		// the drivers' range headers (s3blob and azureblob then read the
-		// whole object): read to the end.
-		length = -1
-	}
-	var rc io.ReadCloser
-	err = request.Do(ctx, b.cfg.Retry, retryable, func(actx context.Context) error {
-		var err error
-		rc, err = b.open(ctx, actx, name, offset, length)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &reader{ctx: ctx, b: b, name: name, r: rc}, nil
-}
-
-// open opens a ranged reader. The reader lives on ctx, not on the
-// attempt's context actx, which would end with the attempt; but opening it
-// is bounded by the policy's timeout all the same.
-func (b *Backend) open(ctx, actx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
-	key := b.key(name)
-	rctx, rcancel := context.WithCancel(ctx)
-	stop := func() bool { return true }
-	t := b.cfg.Retry.Timeout
-	if rt := b.cfg.Retry.ResponseTimeout; rt > 0 && (t == 0 || rt < t) {
-		t = rt // opening the reader is the wait for the answer's headers
-	}
-	if t > 0 {
-		stop = time.AfterFunc(t, rcancel).Stop
-	}
-	r, err := b.bucket.NewRangeReader(rctx, key, offset, length, nil)
-	if !stop() && ctx.Err() == nil {
+	timer := time.AfterFunc(wait, cancel)
+	r, err := d.bucket.NewRangeReader(rctx, d.key(name), offset, length, nil)
+	if !timer.Stop() {
 		if err == nil {
 			_ = r.Close()
 		}
-		rcancel()
-		return nil, fmt.Errorf("open reader: %w after %v", context.DeadlineExceeded, t)
+		return nil, fmt.Errorf("open reader: no answer within %v: %w", wait, context.DeadlineExceeded)
 	}
-	if err == nil {
-		if offset > r.Size() {
-			_ = r.Close()
-			rcancel()
-			return nil, fmt.Errorf("%w: offset %d past the end of the %d-byte object", backends.ErrInvalidRange, offset, r.Size())
-		}
-		return &cancelCloser{r, rcancel}, nil
+	if err == nil && offset > r.Size() {
+		_ = r.Close()
+		err = fmt.Errorf("%w: offset %d past the end of the %d-byte object", backends.ErrInvalidRange, offset, r.Size())
 	}
-	rcancel()
-	switch gcerrors.Code(err) {
-	case gcerrors.NotFound, gcerrors.PermissionDenied, gcerrors.Canceled:
-		return nil, err
-	}
-	if ctx.Err() != nil {
-		return nil, err
-	}
-	// Some services refuse a range that starts at or past the end (S3
-	// answers 416): look at the size.
-	attrs, aerr := b.bucket.Attributes(actx, key)
-	if aerr != nil {
-		if gcerrors.Code(aerr) == gcerrors.NotFound {
-			return nil, aerr
-		}
-		return nil, err
-	}
-	switch {
-	case offset > attrs.Size:
-		return nil, fmt.Errorf("%w: offset %d past the end of the %d-byte object", backends.ErrInvalidRange, offset, attrs.Size)
-	case offset == attrs.Size || length == 0:
-		return io.NopCloser(strings.NewReader("")), nil
-	}
-	return nil, err
-}
-
-// cancelCloser cancels the reader's context once it is closed.
-type cancelCloser struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (c *cancelCloser) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel()
-	return err
-}
-
-// reader is the io.ReadCloser Get returns: its reads fail once ctx is done.
-type reader struct {
-	ctx  context.Context
-	b    *Backend
-	name string
-	r    io.ReadCloser
-}
-
-func (r *reader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, r.b.wrap("get", r.name, err)
-	}
-	n, err := r.r.Read(p)
-	if err != nil && err != io.EOF {
-		err = r.b.wrap("get", r.name, err)
-	}
-	return n, err
-}
-
-func (r *reader) Close() error { return r.b.wrap("get", r.name, r.r.Close()) }
-
-// Delete removes the object; a missing object is not an error.
-func (b *Backend) Delete(ctx context.Context, name string) (err error) {
-	if err := backends.CheckObjectName(name); err != nil {
-		return b.wrap("delete", name, err)
-	}
-	if err := b.begin("delete", name); err != nil {
-		return err
-	}
-	defer b.calls.Leave()
-	defer func() { err = b.wrap("delete", name, err) }()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return request.Do(ctx, b.cfg.Retry, retryable, func(ctx context.Context) error {
-		err := b.bucket.Delete(ctx, b.key(name))
-		if gcerrors.Code(err) == gcerrors.NotFound {
-			return nil
-		}
-		return err
-	})
-}
-
-// List calls fn for every object whose name starts with prefix, in lexical
-// order; see [backends.Backend.List]. It reads the whole listing first (a
-// page at a time, each page a request of its own) and sorts it, since not
-// every driver lists in lexical order (fileblob walks directories).
-func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) (err error) {
-	if fn == nil {
-		return b.wrap("list", prefix, errors.New("nil callback"))
-	}
-	if err := b.begin("list", prefix); err != nil {
-		return err
-	}
-	if noValidName(prefix) {
-		b.calls.Leave()
-		return nil
-	}
-	var objs []backends.ObjectInfo
-	err = func() error {
-		defer b.calls.Leave()
-		token := blob.FirstPageToken
-		for {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			var page []*blob.ListObject
-			var next []byte
-			err := request.Do(ctx, b.cfg.Retry, retryable, func(ctx context.Context) error {
-				var err error
-				page, next, err = b.bucket.ListPage(ctx, token, 1000, &blob.ListOptions{Prefix: b.key(prefix)})
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			for _, o := range page {
-				if o.IsDir {
-					continue
-				}
-				name := strings.TrimPrefix(o.Key, b.cfg.Prefix)
-				if backends.CheckObjectName(name) != nil {
-					continue
-				}
-				objs = append(objs, backends.ObjectInfo{Name: name, Size: o.Size, ModTime: o.ModTime})
-			}
-			if len(next) == 0 {
-				return nil
-			}
-			token = next
-		}
-	}()
 	if err != nil {
-		return b.wrap("list", prefix, err)
+		cancel()
+		return nil, err
 	}
-	slices.SortFunc(objs, func(x, y backends.ObjectInfo) int { return strings.Compare(x.Name, y.Name) })
-	for _, o := range objs {
-		if err := ctx.Err(); err != nil {
-			return b.wrap("list", prefix, err)
+	return r, nil
+}
+
+// Size returns the object's size, from its attributes.
+func (d *bucket) Size(ctx context.Context, name string) (int64, error) {
+	attrs, err := d.bucket.Attributes(ctx, d.key(name))
+	if err != nil {
+		return 0, err
+	}
+	return attrs.Size, nil
+}
+
+// Delete deletes the object.
+func (d *bucket) Delete(ctx context.Context, name string) error {
+	return d.bucket.Delete(ctx, d.key(name))
+}
+
+// List reads the whole listing under prefix, a page per request of rt,
+// sorts it, and calls fn for each object.
+func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn func(driver.ObjectInfo) error) error {
+	var objs []driver.ObjectInfo
+	opts := &blob.ListOptions{Prefix: d.key(prefix)}
+	for token := blob.FirstPageToken; len(token) > 0; {
+		var (
+			page []*blob.ListObject
+			next []byte
+		)
+		err := rt.Do(ctx, 0, func(ctx context.Context) error {
+			var err error
+			page, next, err = d.bucket.ListPage(ctx, token, 1000, opts)
+			return err
+		})
+		if err != nil {
+			return err
 		}
+		for _, o := range page {
+			objs = append(objs, driver.ObjectInfo{Name: strings.TrimPrefix(o.Key, d.cfg.Prefix), Size: o.Size, ModTime: o.ModTime})
+		}
+		token = next
+	}
+	slices.SortFunc(objs, func(x, y driver.ObjectInfo) int { return strings.Compare(x.Name, y.Name) })
+	for _, o := range objs {
 		if err := fn(o); err != nil {
 			return err
 		}
@@ -617,98 +516,94 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.Obje
 	return nil
 }
 
-// noValidName reports whether no valid object name starts with prefix: it
-// is absolute, or holds an empty, "." or ".." segment before its last
-// slash, a backslash or a NUL byte. Some services refuse to list such
-// prefixes.
-func noValidName(prefix string) bool {
-	if strings.HasPrefix(prefix, "/") || strings.ContainsAny(prefix, "\\\x00") {
-		return true
+// Classify maps the errors of gocloud.dev/blob and its drivers' SDKs: a
+// transport error that no attempt heals first (azureblob calls a host
+// name that does not resolve NotFound), then a cancellation, a missing
+// bucket (which the drivers call NotFound), a refusal by its HTTP status
+// (gcsblob calls a 403 NotFound, azureblob an authorization failure
+// Unknown), then the gcerrors code, then the HTTP status of the SDK's
+// error (a range past the end, throttling, 5xx), then any other transport
+// error (also under an error with a 2xx status: an answer whose body was
+// cut short). A failed precondition is a Precondition: Put, whose
+// create-only write is the one request with a condition, marks it as
+// backends.ErrExists itself.
+func (d *bucket) Classify(err error) driver.Code {
+	if c, ok := driver.TransportCode(err); ok && c == driver.Permanent {
+		return c
 	}
-	segs := strings.Split(prefix, "/")
-	for _, seg := range segs[:len(segs)-1] {
-		if seg == "" || seg == "." || seg == ".." {
-			return true
-		}
+	if errors.Is(err, context.Canceled) {
+		return driver.Unknown
 	}
-	return false
-}
-
-// retryable reports whether a failed request may succeed when sent again:
-// throttling, server errors, timeouts and broken connections; never a
-// missing object, a refused permission, a failed precondition or a bad
-// argument.
-func retryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || request.PermanentTransportError(err) {
-		return false
+	if bucketMissing(err) {
+		return driver.BucketNotFound
+	}
+	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENOTEMPTY) {
+		// fileblob: a name under an object's, or a directory of objects
+		// whose name is not an object's.
+		return driver.NotFound
+	}
+	status := httpStatus(err)
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		return driver.Permission
 	}
 	switch gcerrors.Code(err) {
-	case gcerrors.NotFound, gcerrors.PermissionDenied, gcerrors.FailedPrecondition, gcerrors.AlreadyExists,
-		gcerrors.InvalidArgument, gcerrors.Unimplemented, gcerrors.Canceled:
-		return false
+	case gcerrors.NotFound:
+		return driver.NotFound
+	case gcerrors.AlreadyExists:
+		return driver.Exists
+	case gcerrors.FailedPrecondition:
+		return driver.Precondition
+	case gcerrors.PermissionDenied:
+		return driver.Permission
 	case gcerrors.ResourceExhausted, gcerrors.Internal, gcerrors.DeadlineExceeded:
+		return driver.Transient
+	case gcerrors.InvalidArgument, gcerrors.Unimplemented, gcerrors.Canceled:
+		return driver.Unknown
+	}
+	if status >= 400 {
+		switch {
+		case status == http.StatusRequestedRangeNotSatisfiable:
+			return driver.InvalidRange
+		case status == http.StatusTooManyRequests || status == http.StatusRequestTimeout || status >= 500:
+			return driver.Transient
+		}
+		return driver.Unknown
+	}
+	if c, ok := driver.TransportCode(err); ok {
+		return c
+	}
+	return driver.Unknown
+}
+
+// bucketMissing reports whether err says that the bucket (container) does
+// not exist, in the words of the AWS, Google or Azure SDK.
+func bucketMissing(err error) bool {
+	var api interface{ ErrorCode() string } // AWS
+	if errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket" {
 		return true
 	}
-	if errors.Is(err, backends.ErrInvalidRange) || errors.Is(err, io.ErrUnexpectedEOF) && strings.Contains(err.Error(), "body ended") {
-		return false
+	if e, ok := errors.AsType[*azcore.ResponseError](err); ok && e.ErrorCode == "ContainerNotFound" {
+		return true
 	}
-	if s := httpStatus(err); s != 0 {
-		return s == http.StatusTooManyRequests || s == http.StatusRequestTimeout || s >= 500
-	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, storage.ErrBucketNotExist)
 }
 
-// httpStatus digs the HTTP status code out of an SDK error, or returns 0.
+// httpStatus digs the HTTP status code out of an error of the drivers'
+// SDKs (AWS, Google, Azure), or returns 0.
 func httpStatus(err error) int {
-	var sc interface{ HTTPStatusCode() int } // AWS
-	if errors.As(err, &sc) {
-		return sc.HTTPStatusCode()
+	var aws interface{ HTTPStatusCode() int }
+	var other interface{ StatusCode() int }
+	if errors.As(err, &aws) {
+		return aws.HTTPStatusCode()
 	}
-	type statusCoder interface{ StatusCode() int }
-	var sc2 statusCoder
-	if errors.As(err, &sc2) {
-		return sc2.StatusCode()
+	if e, ok := errors.AsType[*googleapi.Error](err); ok {
+		return e.Code
+	}
+	if e, ok := errors.AsType[*azcore.ResponseError](err); ok {
+		return e.StatusCode
+	}
+	if errors.As(err, &other) {
+		return other.StatusCode()
 	}
 	return 0
-}
-
-// wrap turns err into a *backends.Error for op on name that names the
-// bucket and wraps the matching sentinel.
-func (b *Backend) wrap(op, name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var be *backends.Error
-	if errors.As(err, &be) {
-		return err
-	}
-	var sentinel error
-	switch {
-	case errors.Is(err, backends.ErrNotFound), errors.Is(err, backends.ErrExists), errors.Is(err, backends.ErrPermission),
-		errors.Is(err, backends.ErrInvalidName), errors.Is(err, backends.ErrInvalidRange), errors.Is(err, dstl.ErrClosed),
-		errors.Is(err, backends.ErrPrecondition), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// already classified, or the context's
-	default:
-		switch gcerrors.Code(err) {
-		case gcerrors.NotFound:
-			sentinel = backends.ErrNotFound
-		case gcerrors.PermissionDenied:
-			sentinel = backends.ErrPermission
-		case gcerrors.FailedPrecondition:
-			if op == "put" {
-				sentinel = backends.ErrExists
-			} else {
-				sentinel = backends.ErrPrecondition
-			}
-		case gcerrors.AlreadyExists:
-			sentinel = backends.ErrExists
-		}
-	}
-	if sentinel != nil {
-		err = fmt.Errorf("%w: %w", sentinel, err)
-	}
-	return backends.NewError(op, ID, name, fmt.Errorf("%s object %q: %w", b.where, b.key(name), err))
 }

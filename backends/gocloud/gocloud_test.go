@@ -9,27 +9,40 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/storage"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"go.uber.org/goleak"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/gcsblob"
 	"gocloud.dev/blob/memblob"
+	"gocloud.dev/gcerrors"
+	"gocloud.dev/gcp"
+	"google.golang.org/api/googleapi"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/faultproxy"
-	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -58,8 +71,28 @@ func memHarness(t *testing.T) backends.Backend {
 	return b
 }
 
+// rawPut writes an object under name as it is, through the blob.Bucket
+// that As hands out, as another tool would.
+func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
+	gb := b.(*Backend)
+	var bk *blob.Bucket
+	if !gb.As(&bk) {
+		t.Fatal("As(**blob.Bucket) = false")
+	}
+	key := gb.d.key(name)
+	if err := bk.WriteAll(t.Context(), key, data, nil); err != nil {
+		return err
+	}
+	t.Cleanup(func() {
+		if err := bk.Delete(context.Background(), key); err != nil {
+			t.Errorf("deleting the foreign object %q: %v", key, err)
+		}
+	})
+	return nil
+}
+
 func TestConformanceMem(t *testing.T) {
-	conformance.TestBackend(t, memHarness, conformance.WithPartSize(memPartSize))
+	conformance.TestBackend(t, memHarness, conformance.WithPartSize(memPartSize), conformance.WithRawPut(rawPut))
 }
 
 func TestEngineMem(t *testing.T) { conformance.TestEngine(t, memHarness) }
@@ -170,8 +203,8 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestReadyBucket: a Bucket given in Config is used under the prefix and
-// stays open after Close.
+// TestReadyBucket: a Bucket given in Config is used under the prefix, As
+// hands it out, and it stays open after Close.
 func TestReadyBucket(t *testing.T) {
 	bk := memblob.OpenBucket(nil)
 	defer bk.Close()
@@ -182,6 +215,14 @@ func TestReadyBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	conformance.Put(t, b, "obj", "data")
+	var given *blob.Bucket
+	if !b.As(&given) || given != bk {
+		t.Fatalf("As(**blob.Bucket) gave %p, want the given bucket %p", given, bk)
+	}
+	var client *s3.Client
+	if b.As(&client) {
+		t.Fatal("As(**s3.Client) of a memblob bucket = true")
+	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -207,24 +248,181 @@ func TestErrorNamesBucket(t *testing.T) {
 	}
 }
 
-func TestRetryable(t *testing.T) {
-	tests := []struct {
-		err  error
-		want bool
-	}{
-		{context.Canceled, false},
-		{backends.ErrInvalidRange, false},
-		{context.DeadlineExceeded, true},
-		{errors.New("plain"), false},
-		{statusErr(503), true},
-		{statusErr(429), true},
-		{statusErr(403), false},
-		{statusErr(404), false},
+// blobErrors returns errors of gocloud.dev/blob itself, with their
+// gcerrors codes: a missing object, and a create-only write of an existing
+// one.
+func blobErrors(t *testing.T) (notFound, exists error) {
+	ctx := t.Context()
+	bk := memblob.OpenBucket(nil)
+	defer bk.Close()
+	_, notFound = bk.NewReader(ctx, "missing", nil)
+	if err := bk.WriteAll(ctx, "x", []byte("x"), nil); err != nil {
+		t.Fatal(err)
 	}
+	exists = bk.WriteAll(ctx, "x", []byte("y"), &blob.WriterOptions{IfNotExist: true})
+	if gcerrors.Code(notFound) != gcerrors.NotFound || gcerrors.Code(exists) != gcerrors.FailedPrecondition {
+		t.Fatalf("blob errors %v, %v have codes %v, %v", notFound, exists, gcerrors.Code(notFound), gcerrors.Code(exists))
+	}
+	return notFound, exists
+}
+
+// TestClassify: what the driver makes of the errors of gocloud.dev/blob,
+// of the SDKs' HTTP answers and of the transport, as they come and
+// wrapped, and so what the portable layer retries (Transient only) and
+// which sentinel it wraps.
+func TestClassify(t *testing.T) {
+	notFound, exists := blobErrors(t)
+	wrapURL := func(err error) error {
+		return fmt.Errorf("send: %w", &url.Error{Op: "Put", URL: "http://127.0.0.1/x", Err: err})
+	}
+	tests := []struct {
+		name string
+		err  error
+		want driver.Code
+	}{
+		{"blob not found", notFound, driver.NotFound},
+		{"blob create-only write of an existing name", exists, driver.Precondition},
+		{"context canceled", context.Canceled, driver.Unknown},
+		{"context canceled in the transport", &url.Error{Op: "Get", URL: "http://127.0.0.1/x", Err: context.Canceled}, driver.Unknown},
+		{"context deadline", context.DeadlineExceeded, driver.Transient},
+		{"plain", errors.New("plain"), driver.Unknown},
+		{"AWS 503", statusErr(503), driver.Transient},
+		{"AWS 500", statusErr(500), driver.Transient},
+		{"AWS 429", statusErr(429), driver.Transient},
+		{"AWS 408", statusErr(408), driver.Transient},
+		{"AWS 403", statusErr(403), driver.Permission},
+		{"AWS 401", statusErr(401), driver.Permission},
+		{"AWS no such bucket", &smithy.OperationError{ServiceID: "S3", OperationName: "GetObject",
+			Err: &smithy.GenericAPIError{Code: "NoSuchBucket", Message: "The specified bucket does not exist"}}, driver.BucketNotFound},
+		{"AWS answer cut short", awsCutAnswer(), driver.Transient},
+		{"AWS 404", statusErr(404), driver.Unknown},
+		{"AWS 416", statusErr(416), driver.InvalidRange},
+		{"Google 503", &googleapi.Error{Code: 503}, driver.Transient},
+		{"Google 416", &googleapi.Error{Code: 416}, driver.InvalidRange},
+		{"Azure 503", &azcore.ResponseError{StatusCode: 503}, driver.Transient},
+		{"Azure 416", &azcore.ResponseError{StatusCode: 416}, driver.InvalidRange},
+		{"Azure 400", &azcore.ResponseError{StatusCode: 400}, driver.Unknown},
+		{"Azure 403", &azcore.ResponseError{StatusCode: 403, ErrorCode: "AuthorizationPermissionMismatch"}, driver.Permission},
+		{"Azure no such container", &azcore.ResponseError{StatusCode: 404, ErrorCode: "ContainerNotFound"}, driver.BucketNotFound},
+		{"Google 403", &googleapi.Error{Code: 403}, driver.Permission},
+		{"Google no such bucket", fmt.Errorf("%w: %w", storage.ErrBucketNotExist, &googleapi.Error{Code: 404}), driver.BucketNotFound},
+		{"unknown authority", x509.UnknownAuthorityError{}, driver.Permanent},
+		{"certificate invalid", x509.CertificateInvalidError{Reason: x509.Expired}, driver.Permanent},
+		{"hostname", x509.HostnameError{Host: "h"}, driver.Permanent},
+		{"system roots", x509.SystemRootsError{}, driver.Permanent},
+		{"verification", &tls.CertificateVerificationError{Err: errors.New("bad")}, driver.Permanent},
+		{"record header", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, driver.Permanent},
+		{"https to a plain-HTTP endpoint", http.ErrSchemeMismatch, driver.Permanent},
+		{"dns not found", &net.DNSError{Err: "no such host", Name: "h", IsNotFound: true}, driver.Permanent},
+		{"dns permanent", &net.DNSError{Err: "server misbehaving", Name: "h"}, driver.Permanent},
+		{"dns temporary", &net.DNSError{Err: "try again", Name: "h", IsTemporary: true}, driver.Transient},
+		{"dns timeout", &net.DNSError{Err: "i/o timeout", Name: "h", IsTimeout: true}, driver.Transient},
+		{"reset", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, driver.Transient},
+		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, driver.Transient},
+		{"timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, driver.Transient},
+		{"unexpected EOF", io.ErrUnexpectedEOF, driver.Transient},
+	}
+	d := &bucket{}
 	for _, tt := range tests {
-		if got := retryable(tt.err); got != tt.want {
-			t.Errorf("retryable(%v) = %v, want %v", tt.err, got, tt.want)
+		for _, err := range []error{tt.err, fmt.Errorf("gocloud: %w", tt.err)} {
+			if got := d.Classify(err); got != tt.want {
+				t.Errorf("%s: Classify(%v) = %v, want %v", tt.name, err, got, tt.want)
+			}
 		}
+		if tt.want == driver.Permanent || tt.want == driver.Transient {
+			// Transport errors come inside a *url.Error.
+			if got := d.Classify(wrapURL(tt.err)); got != tt.want {
+				t.Errorf("%s: Classify(%v) = %v, want %v", tt.name, wrapURL(tt.err), got, tt.want)
+			}
+		}
+	}
+}
+
+// awsCutAnswer is the error of the AWS SDK for an answer of 200 whose
+// body was cut short: a deserialization error under the 200.
+func awsCutAnswer() error {
+	return &smithy.OperationError{ServiceID: "S3", OperationName: "ListObjectsV2", Err: &awshttp.ResponseError{
+		ResponseError: &smithyhttp.ResponseError{
+			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: http.StatusOK}},
+			Err:      &smithy.DeserializationError{Err: fmt.Errorf("failed to decode response body, %w", io.ErrUnexpectedEOF)},
+		},
+	}}
+}
+
+// refusingGCS is the HTTP transport of a Google Cloud Storage client whose
+// every request is refused (403), and whose listings say that the bucket
+// does not exist (404).
+type refusingGCS struct{}
+
+func (refusingGCS) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	code, msg := http.StatusForbidden, "caller does not have storage.objects access"
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/o") {
+		code, msg = http.StatusNotFound, "The specified bucket does not exist."
+	}
+	body := fmt.Sprintf(`{"error":{"code":%d,"message":%q,"errors":[{"message":%q,"reason":"x"}]}}`, code, msg, msg)
+	return &http.Response{
+		StatusCode: code, Status: http.StatusText(code), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/json; charset=UTF-8"}},
+		Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r,
+	}, nil
+}
+
+// TestRefusedGCS: through gcsblob, which calls a 403 NotFound, a refused
+// read or delete fails with ErrPermission (a delete does not report
+// success), and a listing of a missing bucket with ErrNotFound and
+// ErrPermanent.
+func TestRefusedGCS(t *testing.T) {
+	ctx := t.Context()
+	bk, err := gcsblob.OpenBucket(ctx, &gcp.HTTPClient{Client: http.Client{Transport: refusingGCS{}}}, "bkt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bk.Close()
+	cfg := DefaultConfig("gs://bkt")
+	cfg.Bucket, cfg.Retry.MaxAttempts = bk, 1
+	b, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = b.Get(ctx, "obj", 0, -1)
+	conformance.CheckError(t, err, "get", ID, "obj", backends.ErrPermission)
+	conformance.CheckError(t, b.Delete(ctx, "obj"), "delete", ID, "obj", backends.ErrPermission)
+	err = b.List(ctx, "", func(backends.ObjectInfo) error { return nil })
+	conformance.CheckError(t, err, "list", ID, "", backends.ErrNotFound)
+	if !errors.Is(err, backends.ErrPermanent) {
+		t.Errorf("list of a missing bucket: %v does not match ErrPermanent", err)
+	}
+}
+
+// TestMissingBucketS3: a call on a bucket that does not exist fails with
+// ErrNotFound and ErrPermanent, so that no one retries it.
+func TestMissingBucketS3(t *testing.T) {
+	env := s3Env(t)
+	missing := maps.Clone(env)
+	missing["DSTL_S3_BUCKET"] = "no-such-bucket-" + strings.ToLower(rand.Text()[:8])
+	b, err := New(t.Context(), s3URL(missing, env["DSTL_S3_ENDPOINT"], "p", "max_attempts=2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = b.Get(t.Context(), "x", 0, -1)
+	conformance.CheckError(t, err, "get", ID, "x", backends.ErrNotFound)
+	if !errors.Is(err, backends.ErrPermanent) {
+		t.Errorf("get: %v does not match ErrPermanent", err)
+	}
+	err = b.Put(t.Context(), "x", strings.NewReader("x"), 1)
+	conformance.CheckError(t, err, "put", ID, "x", backends.ErrNotFound)
+	if !errors.Is(err, backends.ErrPermanent) {
+		t.Errorf("put: %v does not match ErrPermanent", err)
+	}
+	err = b.List(t.Context(), "", func(backends.ObjectInfo) error { return nil })
+	if !errors.Is(err, backends.ErrNotFound) || !errors.Is(err, backends.ErrPermanent) {
+		t.Errorf("list: %v does not match ErrNotFound and ErrPermanent", err)
 	}
 }
 
@@ -304,19 +502,31 @@ func s3Check(t *testing.T, env map[string]string) *s3.Client {
 }
 
 // checkNoUploads fails the test when an incomplete multipart upload is
-// left under prefix.
+// left under prefix. It lists the uploads of the whole bucket and picks
+// those under prefix itself, since MinIO answers a listing by a prefix
+// that is not a whole key with no uploads at all.
 func checkNoUploads(t *testing.T, c *s3.Client, bucket, prefix string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &bucket, Prefix: &prefix})
-	if err != nil {
-		t.Errorf("ListMultipartUploads: %v", err)
-		return
-	}
-	for _, u := range out.Uploads {
-		t.Errorf("incomplete multipart upload left behind: %s (%s)", aws.ToString(u.Key), aws.ToString(u.UploadId))
-		_, _ = c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &bucket, Key: u.Key, UploadId: u.UploadId})
+	in := &s3.ListMultipartUploadsInput{Bucket: &bucket}
+	for {
+		out, err := c.ListMultipartUploads(ctx, in)
+		if err != nil {
+			t.Errorf("ListMultipartUploads: %v", err)
+			return
+		}
+		for _, u := range out.Uploads {
+			if !strings.HasPrefix(aws.ToString(u.Key), prefix) {
+				continue
+			}
+			t.Errorf("incomplete multipart upload left behind: %s (%s)", aws.ToString(u.Key), aws.ToString(u.UploadId))
+			_, _ = c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &bucket, Key: u.Key, UploadId: u.UploadId})
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
 	}
 }
 
@@ -357,7 +567,22 @@ func s3Harness(t *testing.T) backends.Backend {
 
 func TestConformanceS3(t *testing.T) {
 	s3Env(t)
-	conformance.TestBackend(t, s3Harness, conformance.WithPartSize(s3PartSize))
+	conformance.TestBackend(t, s3Harness, conformance.WithPartSize(s3PartSize), conformance.WithRawPut(rawPut))
+}
+
+// TestAsS3: As hands out the S3 client of an s3blob bucket.
+func TestAsS3(t *testing.T) {
+	s3Env(t)
+	b := s3Harness(t).(*Backend)
+	defer b.Close()
+	var client *s3.Client
+	if !b.As(&client) || client == nil {
+		t.Fatal("As(**s3.Client) of an s3blob bucket = false")
+	}
+	var bk *blob.Bucket
+	if !b.As(&bk) || bk == nil {
+		t.Fatal("As(**blob.Bucket) = false")
+	}
 }
 
 func TestEngineS3(t *testing.T) {
@@ -458,6 +683,149 @@ func TestFaultsS3(t *testing.T) {
 	checkNoUploads(t, check, bucket, prefix)
 }
 
+// TestCancelledPutPrefixParamS3: a Put in parts cancelled midway leaves
+// no incomplete multipart upload behind, also when the key holds the
+// prefix of the bucket URL's own "prefix" parameter and the part size is
+// the driver's (whose transfer manager aborts on the cancelled context,
+// and so fails to).
+func TestCancelledPutPrefixParamS3(t *testing.T) {
+	env := s3Env(t)
+	check := s3Check(t, env)
+	bucket := env["DSTL_S3_BUCKET"]
+	prefix := "gocloud-abort/" + rand.Text() + "/"
+	t.Cleanup(func() {
+		checkNoUploads(t, check, bucket, prefix)
+		s3Clean(t, check, bucket, prefix)
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	proxy, err := faultproxy.New(env["DSTL_S3_ENDPOINT"], func(r *http.Request, n int) faultproxy.Action {
+		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "2" {
+			cancel()
+		}
+		return faultproxy.Action{}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	b, err := New(t.Context(), s3URL(env, proxy.URL(), "", "part_size=0&prefix="+url.QueryEscape(prefix)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	data := make([]byte, 17<<20) // above the driver's threshold of 16 MiB: in parts
+	if err := b.Put(ctx, "cancelled", bytes.NewReader(data), int64(len(data))); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Put = %v", err)
+	}
+	_, err = b.Get(t.Context(), "cancelled", 0, -1)
+	conformance.CheckError(t, err, "get", ID, "cancelled", backends.ErrNotFound)
+}
+
+// fileHarness opens a backend on a new file:// bucket.
+func fileHarness(t *testing.T) backends.Backend {
+	b, err := New(t.Context(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return b
+}
+
+// TestConformanceFile: fileblob, whose names are paths, passes the suite:
+// a name under an object's, or a directory's, is no object.
+func TestConformanceFile(t *testing.T) {
+	conformance.TestBackend(t, fileHarness, conformance.WithPartSize(memPartSize))
+}
+
+// TestFilePutRace: of Puts racing for one name on fileblob, exactly one
+// succeeds, round after round.
+func TestFilePutRace(t *testing.T) {
+	b := fileHarness(t)
+	defer b.Close()
+	for round := range 100 {
+		name := fmt.Sprintf("race/%d", round)
+		var wg sync.WaitGroup
+		var won atomic.Int32
+		for i := range 8 {
+			wg.Go(func() {
+				data := fmt.Sprintf("writer %d", i)
+				err := b.Put(t.Context(), name, strings.NewReader(data), int64(len(data)))
+				switch {
+				case err == nil:
+					won.Add(1)
+				case !errors.Is(err, backends.ErrExists):
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := won.Load(); n != 1 {
+			t.Fatalf("round %d: %d Puts of one name succeeded", round, n)
+		}
+	}
+}
+
+// azureHarness opens a backend on the Azurite emulator's container through
+// azureblob, under a random prefix, or skips the test naming what is
+// missing. azureblob reads the account and its key from the environment.
+func azureHarness(t *testing.T) backends.Backend {
+	t.Helper()
+	env := map[string]string{}
+	var missing []string
+	for _, k := range []string{"DSTL_AZURE_ENDPOINT", "DSTL_AZURE_ACCOUNT", "DSTL_AZURE_KEY", "DSTL_AZURE_CONTAINER"} {
+		if env[k] = os.Getenv(k); env[k] == "" {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		t.Skipf("Azure emulator not configured: %s unset", strings.Join(missing, ", "))
+	}
+	t.Setenv("AZURE_STORAGE_ACCOUNT", env["DSTL_AZURE_ACCOUNT"])
+	t.Setenv("AZURE_STORAGE_KEY", env["DSTL_AZURE_KEY"])
+	ep, err := url.Parse(env["DSTL_AZURE_ENDPOINT"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "azblob://" + env["DSTL_AZURE_CONTAINER"] + "/gocloud-test/" + rand.Text() + "?protocol=http&localemu=true&domain=" + url.QueryEscape(ep.Host)
+	b, err := New(t.Context(), u)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return b
+}
+
+// gcsHarness opens a backend on the fake-gcs-server emulator's bucket
+// through gcsblob, under a random prefix, or skips the test naming what is
+// missing.
+func gcsHarness(t *testing.T) backends.Backend {
+	t.Helper()
+	endpoint, bucket := os.Getenv("DSTL_GCS_ENDPOINT"), os.Getenv("DSTL_GCS_BUCKET")
+	if endpoint == "" || bucket == "" {
+		t.Skip("GCS emulator not configured: DSTL_GCS_ENDPOINT or DSTL_GCS_BUCKET unset")
+	}
+	ep, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("STORAGE_EMULATOR_HOST", ep.Host)
+	b, err := New(t.Context(), "gs://"+bucket+"/gocloud-test/"+rand.Text()+"?anonymous=true")
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return b
+}
+
+func TestConformanceGCS(t *testing.T) {
+	conformance.TestBackend(t, gcsHarness, conformance.WithPartSize(256<<10))
+}
+
+// TestConformanceAzure: azureblob passes the suite, whose failed and
+// create-only Puts made its writer's Close panic when the upload went
+// through Write.
+func TestConformanceAzure(t *testing.T) {
+	conformance.TestBackend(t, azureHarness, conformance.WithPartSize(memPartSize))
+}
+
 // TestListSorted: List reports lexical order even where the driver walks
 // directories (fileblob).
 func TestListSorted(t *testing.T) {
@@ -478,11 +846,190 @@ func TestListSorted(t *testing.T) {
 	}
 }
 
-// TestPutPolicy: the timeout of a Put's attempt is the request timeout once
-// per request of the upload, plus the body at request.MinThroughput.
-func TestPutPolicy(t *testing.T) {
+// lostAnswer is a driver.Runner whose first attempt's answer is lost: it
+// runs fn, then runs it again as a retry whatever the first returned.
+type lostAnswer struct{}
+
+func (lostAnswer) Do(ctx context.Context, _ int64, fn func(ctx context.Context) error) error {
+	_ = fn(ctx)
+	return fn(ctx)
+}
+
+// TestLostAnswer: when the answer to a Put's attempt that stored the
+// object is lost, the retry meets the object and the Put succeeds, since
+// the object carries its id; an object another Put wrote (another body of
+// the same size or of another size, or the same body) fails the Put with
+// ErrExists, and so does a Put that meets an object at its first attempt.
+// On every driver whose emulator is configured.
+func TestLostAnswer(t *testing.T) {
+	for _, h := range []struct {
+		name    string
+		harness func(t *testing.T) backends.Backend
+	}{
+		{"mem", memHarness}, {"file", fileHarness}, {"s3", s3Harness}, {"gcs", gcsHarness}, {"azure", azureHarness},
+	} {
+		t.Run(h.name, func(t *testing.T) {
+			b := h.harness(t).(*Backend)
+			defer b.Close()
+			checkLostAnswer(t, b)
+		})
+	}
+}
+
+func checkLostAnswer(t *testing.T, b *Backend) {
+	put := func(rt driver.Runner, name, data string) error {
+		body := driver.NewBody(strings.NewReader(data), int64(len(data)))
+		return b.d.Put(t.Context(), rt, name, body, int64(len(data)))
+	}
+	if err := put(lostAnswer{}, "obj", "data"); err != nil {
+		t.Fatalf("Put whose first answer was lost: %v", err)
+	}
+	if got, err := conformance.Read(t.Context(), b, "obj", 0, -1); err != nil || got != "data" {
+		t.Fatalf("Read = %q, %v", got, err)
+	}
+	for _, other := range []string{"atad", "data!", "data"} {
+		if err := put(lostAnswer{}, "obj", other); !errors.Is(err, backends.ErrExists) {
+			t.Errorf("Put of %q over another Put's object = %v, want ErrExists", other, err)
+		}
+		if err := b.Put(t.Context(), "obj", strings.NewReader(other), int64(len(other))); !errors.Is(err, backends.ErrExists) {
+			t.Errorf("Put of %q over another Put's object = %v, want ErrExists", other, err)
+		}
+	}
+	if err := b.Delete(t.Context(), "obj"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLostAnswerNoMetadata: where the driver keeps no metadata (fileblob
+// with metadata=skip), a Put whose answer was lost tells its object by
+// its bytes.
+func TestLostAnswerNoMetadata(t *testing.T) {
+	b, err := New(t.Context(), "file://"+t.TempDir()+"?metadata=skip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	put := func(name, data string) error {
+		body := driver.NewBody(strings.NewReader(data), int64(len(data)))
+		return b.d.Put(t.Context(), lostAnswer{}, name, body, int64(len(data)))
+	}
+	if err := put("obj", "data"); err != nil {
+		t.Fatalf("Put whose first answer was lost: %v", err)
+	}
+	if err := put("obj", "atad"); !errors.Is(err, backends.ErrExists) {
+		t.Errorf("Put over another Put's object = %v, want ErrExists", err)
+	}
+}
+
+// dropAnswers is a proxy in front of the endpoint target that forwards
+// every request and, for those drop picks, cuts the connection instead of
+// passing the answer on: the request took effect, its answer is lost.
+func dropAnswers(t *testing.T, target string, drop func(r *http.Request) bool) *httptest.Server {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		out := r.Clone(r.Context())
+		out.RequestURI = ""
+		out.URL.Scheme, out.URL.Host = u.Scheme, u.Host
+		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		resp, err := tr.RoundTrip(out)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		mu.Lock()
+		cut := drop(r)
+		mu.Unlock()
+		if cut {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestLostAnswerS3: when the answer to the PutObject or the
+// CompleteMultipartUpload that stored the object is lost, and the SDK's
+// own retry of the request meets the object (412) within the first
+// attempt, the Put succeeds.
+func TestLostAnswerS3(t *testing.T) {
+	env := s3Env(t)
+	check := s3Check(t, env)
+	bucket := env["DSTL_S3_BUCKET"]
+	for _, tc := range []struct {
+		name string
+		size int
+		last func(r *http.Request) bool // the request that stores the object
+	}{
+		{"PutObject", 100, func(r *http.Request) bool { return r.Method == http.MethodPut }},
+		{"CompleteMultipartUpload", s3PartSize + 1, func(r *http.Request) bool {
+			return r.Method == http.MethodPost && r.URL.Query().Has("uploadId")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dropped := 0
+			proxy := dropAnswers(t, env["DSTL_S3_ENDPOINT"], func(r *http.Request) bool {
+				if dropped == 0 && tc.last(r) {
+					dropped++
+					return true
+				}
+				return false
+			})
+			prefix := "gocloud-lost/" + rand.Text() + "/"
+			t.Cleanup(func() {
+				checkNoUploads(t, check, bucket, prefix)
+				s3Clean(t, check, bucket, prefix)
+			})
+			b, err := New(t.Context(), s3URL(env, proxy.URL, strings.TrimSuffix(prefix, "/"), "part_size=5242880"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			data := make([]byte, tc.size)
+			_, _ = rand.Read(data)
+			if err := b.Put(t.Context(), "obj", bytes.NewReader(data), int64(len(data))); err != nil {
+				t.Fatalf("Put whose answer was lost (%d dropped): %v", dropped, err)
+			}
+			if dropped != 1 {
+				t.Fatalf("%d answers dropped, want 1", dropped)
+			}
+			if got, err := conformance.Read(t.Context(), b, "obj", 0, -1); err != nil || got != string(data) {
+				t.Fatalf("read back %d bytes, %v", len(got), err)
+			}
+			if err := b.Put(t.Context(), "obj", bytes.NewReader(data), int64(len(data))); !errors.Is(err, backends.ErrExists) {
+				t.Fatalf("second Put of the same bytes = %v, want ErrExists", err)
+			}
+		})
+	}
+}
+
+// TestPutBudget: the timeout of a Put's attempt, as the portable layer
+// gives it for the body size the driver passes, is the request timeout
+// once per request of the upload, plus the body at driver.MinThroughput.
+func TestPutBudget(t *testing.T) {
 	const T = 10 * time.Second
-	body := func(n int64) time.Duration { return time.Duration(n) * time.Second / request.MinThroughput }
+	body := func(n int64) time.Duration { return time.Duration(n) * time.Second / driver.MinThroughput }
 	tests := []struct {
 		partSize int
 		timeout  time.Duration
@@ -495,18 +1042,16 @@ func TestPutPolicy(t *testing.T) {
 		{partSize: 100, timeout: T, size: 1000, want: 12*T + body(1000)},
 		{partSize: 0, timeout: T, size: 3 * DefaultPartSize, want: 5*T + body(3*DefaultPartSize)},
 		{partSize: 0, timeout: T, size: 1 << 20, want: T + 4*time.Second},
+		{partSize: 100, timeout: 1500 * time.Millisecond, size: 250, want: 5*1500*time.Millisecond + body(250)},
 		{partSize: 100, timeout: 0, size: 1000, want: 0},
 		{partSize: 1, timeout: T, size: math.MaxInt64, want: 0}, // beyond any clock
+		{partSize: 1, timeout: T, size: math.MaxInt64 / 2, want: 0},
 	}
 	for _, tt := range tests {
-		b := &Backend{cfg: DefaultConfig("mem://")}
-		b.cfg.PartSize, b.cfg.Retry.Timeout = tt.partSize, tt.timeout
-		p := b.putPolicy(tt.size)
-		if p.Timeout != tt.want {
-			t.Errorf("part size %d, timeout %v, size %d: Put timeout %v, want %v", tt.partSize, tt.timeout, tt.size, p.Timeout, tt.want)
-		}
-		if p.MaxAttempts != b.cfg.Retry.MaxAttempts || p.InitialBackoff != b.cfg.Retry.InitialBackoff || p.MaxBackoff != b.cfg.Retry.MaxBackoff {
-			t.Errorf("Put policy %+v changes more than the timeout of %+v", p, b.cfg.Retry)
+		d := &bucket{cfg: DefaultConfig("mem://")}
+		d.cfg.PartSize, d.cfg.Retry.Timeout = tt.partSize, tt.timeout
+		if got := d.cfg.Retry.ForBody(d.putBudget(tt.size)).Timeout; got != tt.want {
+			t.Errorf("part size %d, timeout %v, size %d: Put timeout %v, want %v", tt.partSize, tt.timeout, tt.size, got, tt.want)
 		}
 	}
 }
@@ -556,7 +1101,7 @@ func TestSlowPutMem(t *testing.T) {
 
 // TestSlowSinglePutMem: a Put of one request that takes longer than the
 // request timeout, because its body goes slowly (faster than
-// request.MinThroughput), succeeds at its first attempt: the timeout of a
+// driver.MinThroughput), succeeds at its first attempt: the timeout of a
 // request grows with its body.
 func TestSlowSinglePutMem(t *testing.T) {
 	b, err := New(t.Context(), "mem://b?request_timeout=100ms&max_attempts=5")
@@ -659,41 +1204,6 @@ func TestHugeGetLengthS3(t *testing.T) {
 	b := s3Harness(t)
 	defer b.Close()
 	checkHugeGet(t, b)
-}
-
-// TestRetryableTransport: transport errors that sending again cannot heal
-// are not retried, however they are wrapped; other network errors are.
-func TestRetryableTransport(t *testing.T) {
-	wrap := func(err error) error {
-		return fmt.Errorf("send: %w", &url.Error{Op: "Put", URL: "http://127.0.0.1/x", Err: err})
-	}
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"unknown authority", x509.UnknownAuthorityError{}, false},
-		{"certificate invalid", x509.CertificateInvalidError{Reason: x509.Expired}, false},
-		{"hostname", x509.HostnameError{Host: "h"}, false},
-		{"system roots", x509.SystemRootsError{}, false},
-		{"verification", &tls.CertificateVerificationError{Err: errors.New("bad")}, false},
-		{"record header", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, false},
-		{"dns not found", &net.DNSError{Err: "no such host", Name: "h", IsNotFound: true}, false},
-		{"dns permanent", &net.DNSError{Err: "server misbehaving", Name: "h"}, false},
-		{"dns temporary", &net.DNSError{Err: "try again", Name: "h", IsTemporary: true}, true},
-		{"dns timeout", &net.DNSError{Err: "i/o timeout", Name: "h", IsTimeout: true}, true},
-		{"reset", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
-		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, true},
-		{"timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
-		{"unexpected EOF", io.ErrUnexpectedEOF, true},
-	}
-	for _, tt := range tests {
-		for _, err := range []error{tt.err, wrap(tt.err)} {
-			if got := retryable(err); got != tt.want {
-				t.Errorf("%s (%T): retryable = %v, want %v", tt.name, err, got, tt.want)
-			}
-		}
-	}
 }
 
 // TestNoSecretsInErrors: errors about base paths and bucket URLs that

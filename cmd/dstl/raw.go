@@ -68,7 +68,11 @@ func newRawStore(b backends.Backend, basePath string) (rawStore, error) {
 		if err != nil {
 			return nil, err
 		}
-		return rawGocloud{bucket: b.Bucket(), prefix: cfg.Prefix}, nil
+		var bucket *blob.Bucket
+		if !b.As(&bucket) {
+			return nil, errors.New("the gocloud backend hands out no *blob.Bucket")
+		}
+		return rawGocloud{bucket: bucket, prefix: cfg.Prefix}, nil
 	}
 	return nil, fmt.Errorf("no raw SDK baseline for a backend of type %T", b)
 }
