@@ -446,25 +446,12 @@ func (d *bucket) holds(ctx context.Context, name string, body *driver.Body, size
 // An offset past the end fails with [backends.ErrInvalidRange] where the
 // driver does not refuse the range itself (memblob).
 func (d *bucket) Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
-	rctx, cancel := context.WithCancel(ctx)
-	wait := d.cfg.Retry.ResponseTimeout
-	if wait <= 0 {
-		wait = math.MaxInt64 // none: the attempt's timeout bounds it
-	}
-	timer := time.AfterFunc(wait, cancel)
-	r, err := d.bucket.NewRangeReader(rctx, d.key(name), offset, length, nil)
-	if !timer.Stop() {
-		if err == nil {
-			_ = r.Close()
-		}
-		return nil, fmt.Errorf("open reader: no answer within %v: %w", wait, context.DeadlineExceeded)
-	}
+	r, err := d.bucket.NewRangeReader(ctx, d.key(name), offset, length, nil)
 	if err == nil && offset > r.Size() {
 		_ = r.Close()
 		err = fmt.Errorf("%w: offset %d past the end of the %d-byte object", backends.ErrInvalidRange, offset, r.Size())
 	}
 	if err != nil {
-		cancel()
 		return nil, err
 	}
 	return r, nil
