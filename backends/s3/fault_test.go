@@ -117,10 +117,10 @@ func TestFaults(t *testing.T) {
 		defer proxy.SetRule(nil)
 		err := b.Put(t.Context(), "doomed", bytes.NewReader(large), int64(len(large)))
 		conformance.CheckError(t, err, "put", ID, "doomed", nil)
-		if !strings.Contains(err.Error(), b.bucket) {
+		if !strings.Contains(err.Error(), b.d.bucket) {
 			t.Errorf("error %q does not name the bucket", err)
 		}
-		if ids := uploads(t, b, b.key("doomed")); len(ids) != 0 {
+		if ids := uploads(t, b, b.d.key("doomed")); len(ids) != 0 {
 			t.Fatalf("incomplete uploads left: %v", ids)
 		}
 		_, err = b.Get(t.Context(), "doomed", 0, -1)
