@@ -273,6 +273,30 @@ func TestHugeLength(t *testing.T) {
 	}
 }
 
+// TestPossiblePrefixes: prefixes are plain string prefixes of names, also
+// of names with dots. (MinIO refuses the prefixes ".", "a/." and "a/..",
+// which valid names such as ".d" and "a/..c" start with, as
+// XMinioInvalidResourceName; S3 lists them.)
+func TestPossiblePrefixes(t *testing.T) {
+	u, _ := testURL(t, "", nil)
+	b := openURL(t, u)
+	for _, name := range []string{"a/b", "a/..c", ".d"} {
+		conformance.Put(t, b, name, "x")
+	}
+	for _, tc := range []struct{ prefix, want string }{
+		{"", ".d,a/..c,a/b"}, {"a", "a/..c,a/b"}, {"a/", "a/..c,a/b"}, {"a/b", "a/b"},
+		{".d", ".d"}, {"a/..c", "a/..c"}, {"b", ""},
+	} {
+		var names []string
+		if err := b.List(t.Context(), tc.prefix, func(o backends.ObjectInfo) error { names = append(names, o.Name); return nil }); err != nil {
+			t.Fatalf("List(%q): %v", tc.prefix, err)
+		}
+		if got := strings.Join(names, ","); got != tc.want {
+			t.Errorf("List(%q) = %q, want %q", tc.prefix, got, tc.want)
+		}
+	}
+}
+
 // rawPut writes an object under name as it is, through the SDK, as
 // another tool would.
 func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
