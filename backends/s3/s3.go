@@ -436,8 +436,9 @@ func (d *bucket) settle(ctx context.Context, rt driver.Runner, key, id string, b
 	var herr error
 	if isTimeout(err) {
 		// After attempts that went unanswered, one more unanswered
-		// request tells nothing new: the check gets a single attempt.
-		herr = once(ctx, rt, head)
+		// request tells nothing new: the check ends at its first attempt
+		// that times out (other failures are retried as ever).
+		herr = untilTimeout(ctx, rt, head)
 	} else {
 		herr = rt.Do(ctx, 0, head)
 	}
@@ -452,25 +453,24 @@ func (d *bucket) settle(ctx context.Context, rt driver.Runner, key, id string, b
 	return err
 }
 
-// errAttempted ends the attempts of a request that gets a single one.
-var errAttempted = errors.New("attempted once")
-
-// once runs fn, one request, through rt, which times it, in a single
-// attempt: it returns fn's error, which is not retried.
-func once(ctx context.Context, rt driver.Runner, fn func(ctx context.Context) error) error {
-	var err error
-	tried := false
-	_ = rt.Do(ctx, 0, func(ctx context.Context) error {
-		if tried {
-			return errAttempted // after an attempt that timed out
+// untilTimeout runs fn, one request, through rt, which times and retries
+// it, but makes no attempt after one that timed out: that attempt ends
+// rt's attempts as if it succeeded (no backoff, no retry counted), and its
+// error is returned.
+func untilTimeout(ctx context.Context, rt driver.Runner, fn func(ctx context.Context) error) error {
+	var timedOut error
+	err := rt.Do(ctx, 0, func(actx context.Context) error {
+		err := fn(actx)
+		if err != nil && (actx.Err() != nil || isTimeout(err)) {
+			timedOut = err
+			return nil
 		}
-		tried = true
-		if err = fn(ctx); err != nil {
-			return errAttempted
-		}
-		return nil
+		return err
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return timedOut
 }
 
 // abort aborts a multipart upload on a context of its own, bounded, since
