@@ -11,8 +11,8 @@ import (
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
-	"github.com/dstlgo/dstl/backends/internal/request"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
@@ -44,10 +44,10 @@ type Config struct {
 	Prefix string
 
 	// Client, when set, is a ready S3 client that the backend uses as it
-	// is: Endpoint, Region and UsePathStyle are then ignored, and Close
-	// leaves the client's HTTP connections alone. The backend does its own
-	// retries (RequestTimeout, MaxAttempts), so a client with the SDK's
-	// retryer retries twice over.
+	// is: Endpoint, Region, UsePathStyle and ResponseTimeout are then
+	// ignored, and Close leaves the client's HTTP connections alone. The
+	// backend does its own retries (RequestTimeout, MaxAttempts), so a
+	// client with the SDK's retryer retries twice over.
 	Client *awss3.Client
 
 	// Endpoint is the base URL of an S3-compatible service, such as
@@ -82,7 +82,7 @@ type Config struct {
 
 	// RequestTimeout bounds each attempt of each request (and of each
 	// part); a request with a body may take its body at 256 KiB/s on top
-	// (request.MinThroughput), so that a slow but progressing upload is
+	// ([driver.MinThroughput]), so that a slow but progressing upload is
 	// not cut. 0 means no bound but the caller's context. Default 30s (URL
 	// parameter "request_timeout", a Go duration such as "10s").
 	RequestTimeout time.Duration
@@ -95,7 +95,7 @@ type Config struct {
 	// ResponseTimeout bounds the wait for the answer's headers of a
 	// request without a body or with a small one (a GET, HEAD, LIST,
 	// DELETE, a multipart upload's completion; up to
-	// request.SmallBody), from its start, on the HTTP transport the
+	// [driver.SmallBody]), from its start, on the HTTP transport the
 	// backend makes (not on a Config.Client). An upload of an object or a
 	// part is bounded by RequestTimeout only, since its answer is awaited
 	// while its body may still be queued. 0 means no bound but
@@ -117,10 +117,22 @@ func DefaultConfig(bucket, prefix string) Config {
 		Prefix:          prefix,
 		PartSize:        8 << 20,
 		Concurrency:     4,
-		RequestTimeout:  30 * time.Second,
-		MaxAttempts:     5,
-		ResponseTimeout: request.DefaultResponseTimeout,
-		TimeoutAttempts: request.DefaultTimeoutAttempts,
+		RequestTimeout:  backends.DefaultPolicy.Timeout,
+		MaxAttempts:     backends.DefaultPolicy.MaxAttempts,
+		ResponseTimeout: backends.DefaultResponseTimeout,
+		TimeoutAttempts: backends.DefaultTimeoutAttempts,
+	}
+}
+
+// policy is how the portable layer times and retries the requests.
+func (c Config) policy() backends.Policy {
+	return backends.Policy{
+		Timeout:         c.RequestTimeout,
+		MaxAttempts:     c.MaxAttempts,
+		InitialBackoff:  backends.DefaultPolicy.InitialBackoff,
+		MaxBackoff:      backends.DefaultPolicy.MaxBackoff,
+		ResponseTimeout: c.ResponseTimeout,
+		TimeoutAttempts: c.TimeoutAttempts,
 	}
 }
 

@@ -100,14 +100,3 @@ func TestDefaultConfig(t *testing.T) {
 		t.Fatalf("no bucket: %v", err)
 	}
 }
-
-func TestCanMatch(t *testing.T) {
-	for p, want := range map[string]bool{
-		"": true, "a": true, "a/": true, "a/b": true, ".": true, "a/..": true,
-		"/": false, "a//": false, "./": false, "../x": false, "a/./b": false, "a\\b": false,
-	} {
-		if got := canMatch(p); got != want {
-			t.Errorf("canMatch(%q) = %v, want %v", p, got, want)
-		}
-	}
-}

@@ -162,3 +162,27 @@ func TestPutSilentEndpoint(t *testing.T) {
 		t.Errorf("%d requests, want 2 PutObjects and 1 HeadObject", n)
 	}
 }
+
+// TestImpossiblePrefix: a listing by a prefix that no valid object name
+// starts with (one of its complete segments is no valid segment) finds
+// nothing and sends no request, for objects and for incomplete uploads.
+func TestImpossiblePrefix(t *testing.T) {
+	b, silent := silentBackend(t, func(c *Config) { c.ResponseTimeout, c.MaxAttempts = 200*time.Millisecond, 1 })
+	for _, p := range []string{"/", "/a", "a//", "./", "../x", "a/./b", "a/../b", "a\\b", "a\x00"} {
+		if err := b.List(t.Context(), p, func(o backends.ObjectInfo) error {
+			t.Errorf("List(%q) listed %q", p, o.Name)
+			return nil
+		}); err != nil {
+			t.Errorf("List(%q): %v", p, err)
+		}
+		if err := b.ListIncompleteUploads(t.Context(), p, func(u IncompleteUpload) error {
+			t.Errorf("ListIncompleteUploads(%q) listed %+v", p, u)
+			return nil
+		}, nil); err != nil {
+			t.Errorf("ListIncompleteUploads(%q): %v", p, err)
+		}
+	}
+	if n := silent.Connections(); n != 0 {
+		t.Errorf("%d requests sent", n)
+	}
+}

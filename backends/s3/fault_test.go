@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -117,10 +118,10 @@ func TestFaults(t *testing.T) {
 		defer proxy.SetRule(nil)
 		err := b.Put(t.Context(), "doomed", bytes.NewReader(large), int64(len(large)))
 		conformance.CheckError(t, err, "put", ID, "doomed", nil)
-		if !strings.Contains(err.Error(), b.bucket) {
+		if !strings.Contains(err.Error(), b.d.bucket) {
 			t.Errorf("error %q does not name the bucket", err)
 		}
-		if ids := uploads(t, b, b.key("doomed")); len(ids) != 0 {
+		if ids := uploads(t, b, b.d.key("doomed")); len(ids) != 0 {
 			t.Fatalf("incomplete uploads left: %v", ids)
 		}
 		_, err = b.Get(t.Context(), "doomed", 0, -1)
@@ -140,4 +141,67 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("forbidden reported as exists: %v", err)
 		}
 	})
+}
+
+// TestBodyFailureIsNotRetried: a Put whose body fails or ends early fails
+// with the body's error after one attempt of the request that read it,
+// whatever the transport made of it, and leaves nothing.
+func TestBodyFailureIsNotRetried(t *testing.T) {
+	env := requireEnv(t)
+	proxy, err := faultproxy.New(env["DSTL_S3_ENDPOINT"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	u, _ := testURL(t, proxy.URL(), url.Values{"max_attempts": {"4"}})
+	b := openURL(t, u)
+	errBroken := errors.New("broken body")
+	large := payload(2*testPartSize + 100)
+	tests := []struct {
+		name string
+		body io.ReaderAt
+		size int64
+		want error
+	}{
+		{"short", bytes.NewReader(large[:100]), 1000, io.ErrUnexpectedEOF},
+		{"failing part", &brokenAt{r: bytes.NewReader(large), at: testPartSize + 10, err: errBroken}, int64(len(large)), errBroken},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(proxy.Records())
+			err := b.Put(t.Context(), tt.name, tt.body, tt.size)
+			conformance.CheckError(t, err, "put", ID, tt.name, tt.want)
+			sent := map[string]int{}
+			for _, r := range proxy.Records()[before:] {
+				if r.Method == http.MethodPut {
+					sent[r.Query]++
+				}
+			}
+			for q, n := range sent {
+				if n > 1 {
+					t.Errorf("PUT ?%s sent %d times", q, n)
+				}
+			}
+			_, err = b.Get(t.Context(), tt.name, 0, -1)
+			conformance.CheckError(t, err, "get", ID, tt.name, backends.ErrNotFound)
+		})
+	}
+	if ids := uploads(t, b, b.d.key("failing part")); len(ids) != 0 {
+		t.Fatalf("incomplete uploads left: %v", ids)
+	}
+}
+
+// brokenAt reads from r, and fails with err from offset at on.
+type brokenAt struct {
+	r   io.ReaderAt
+	at  int64
+	err error
+}
+
+func (b *brokenAt) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > b.at {
+		n, _ := b.r.ReadAt(p[:max(b.at-off, 0)], off)
+		return n, b.err
+	}
+	return b.r.ReadAt(p, off)
 }

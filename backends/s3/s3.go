@@ -1,15 +1,25 @@
-// Package s3 is a [backends.Backend] on Amazon S3 and S3-compatible services
+// Package s3 is the dstl backend on Amazon S3 and S3-compatible services
 // (MinIO and others), with aws-sdk-go-v2.
 //
 // Importing the package registers the backend as "s3" for base paths of
 // the form "s3://bucket/prefix" (see [ParseURL]); [Open] opens it from a
 // [Config], also over a ready *s3.Client.
 //
+// The package is a driver (see package
+// github.com/dstlgo/dstl/backends/driver): it makes the SDK calls and says
+// what the service's errors mean. The [Backend] it returns embeds the
+// portable [backends.Bucket], which checks names, sizes, bodies and
+// ranges, refuses calls once closed, times and retries every request
+// under the policy of the [Config] (RequestTimeout, MaxAttempts,
+// TimeoutAttempts), fails readers once their context is done, and wraps
+// every error with its sentinel and the object's location.
+//
 // Object names are keys under the prefix. A Put of up to [Config.PartSize]
 // bytes is one PutObject; a larger one is a multipart upload whose parts
-// go up in parallel, up to [Config.Concurrency] at once. Both are
-// create-only (If-None-Match: *), so a Put never replaces an object and
-// fails with [backends.ErrExists] instead; a multipart upload that fails or is
+// go up in parallel, up to [Config.Concurrency] at once, each part a
+// request of its own with its own retries. Both are create-only
+// (If-None-Match: *), so a Put never replaces an object and fails with
+// [backends.ErrExists] instead; a multipart upload that fails or is
 // cancelled is aborted, leaving nothing visible. One whose process dies,
 // or whose abort fails, stays as an incomplete upload:
 // [Backend.ListIncompleteUploads] and [Backend.AbortIncompleteUpload] find
@@ -18,16 +28,17 @@
 // validated only where the API requires them, which S3-compatible services
 // accept.
 //
-// Every request (and every part) runs with a timeout per attempt and is
-// retried with exponential backoff and jitter when it is throttled, meets a
-// 5xx answer, a cut connection or a timeout; the SDK's own retryer is off.
-// A Get's attempt timeout bounds the wait for the answer's headers; reading
-// the body is bounded by the caller's context only. The transport the
-// backend makes waits at most [Config.ResponseTimeout] for the answer's
-// headers of a request without a large body (uploads of objects and parts
-// are bounded by [Config.RequestTimeout]), and a request gives up after [Config.TimeoutAttempts] attempts
-// that timed out: an endpoint that never answers fails a request in about
-// 20 s with the defaults. Errors name the endpoint.
+// Throttling, 5xx answers, cut connections and timeouts are retried with
+// exponential backoff and jitter; the SDK's own retryer is off. A Get's
+// attempt timeout bounds the wait for the answer's headers; reading the
+// body is bounded by the caller's context only. The transport the backend
+// makes waits at most [Config.ResponseTimeout] for the answer's headers of
+// a request without a large body (uploads of objects and parts are
+// bounded by [Config.RequestTimeout]), and a request gives up after
+// [Config.TimeoutAttempts] attempts that timed out: an endpoint that never
+// answers fails a request in about 20 s with the defaults. Errors name the
+// bucket, the key and the endpoint; a missing bucket is said to be one,
+// and is a permanent failure ([backends.ErrPermanent]).
 //
 // Every Put marks its object with a random id in the metadata
 // x-amz-meta-dstl-upload-id. Should the answer to a PutObject or
@@ -35,6 +46,9 @@
 // object (412); the Put then reads the object's metadata and succeeds when
 // the id and size are its own, and fails with [backends.ErrExists] otherwise.
 // The same check runs when the retries of that request run out.
+//
+// The Backend's As ([backends.Bucket.As]) gives the *s3.Client and the
+// [Location] (bucket and prefix), for calls the backend does not make.
 //
 // Limits: [Config.Concurrency] bounds the parts of one Put, not of all
 // Puts together. A CreateMultipartUpload whose answer is lost leaves an
@@ -50,14 +64,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -70,10 +80,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/backends/internal/gate"
-	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/internal/urlparam"
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // ID is the backend's identifier in the registry and in its errors.
@@ -92,9 +100,25 @@ func init() {
 	}, Scheme)
 }
 
-// Backend is a [backends.Backend] on an S3 bucket. It is safe for concurrent
-// use.
+// Backend is the S3 backend: the portable [backends.Bucket] over an S3
+// bucket, with the calls of its own (incomplete uploads). It is safe for
+// concurrent use.
 type Backend struct {
+	*backends.Bucket
+	d *bucket
+}
+
+// Location is where a backend keeps its objects: [Backend.As] sets a
+// *Location.
+type Location struct {
+	// Bucket is the bucket.
+	Bucket string
+	// Prefix is the key prefix of the objects: "" or ending in a slash.
+	Prefix string
+}
+
+// bucket is the driver: SDK calls on the keys under a prefix of a bucket.
+type bucket struct {
 	client    *awss3.Client
 	transport *http.Transport // ours to close, or nil for a given client
 	bucket    string
@@ -103,13 +127,10 @@ type Backend struct {
 	conc      int
 	sse       types.ServerSideEncryption
 	kmsKeyID  *string
-	policy    request.Policy
 	endpoint  string // what errors name: the endpoint, or AWS's
-
-	calls gate.Gate // Close waits for the calls in progress
 }
 
-var _ backends.Backend = (*Backend)(nil)
+var _ driver.Bucket = (*bucket)(nil)
 
 // New opens a backend from a base path "s3://bucket/prefix?..." (see
 // [ParseURL]). It is the factory the backend registers.
@@ -132,34 +153,26 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, urlparam.Invalid(err)
 	}
-	b := &Backend{
+	d := &bucket{
 		client:   cfg.Client,
 		bucket:   cfg.Bucket,
 		prefix:   cfg.prefix(),
 		partSize: cfg.PartSize,
 		conc:     cfg.Concurrency,
 		sse:      types.ServerSideEncryption(cfg.SSE),
-		policy: request.Policy{
-			Timeout:         cfg.RequestTimeout,
-			MaxAttempts:     cfg.MaxAttempts,
-			InitialBackoff:  request.DefaultPolicy.InitialBackoff,
-			MaxBackoff:      request.DefaultPolicy.MaxBackoff,
-			ResponseTimeout: cfg.ResponseTimeout,
-			TimeoutAttempts: cfg.TimeoutAttempts,
-		},
 		endpoint: endpointOf(cfg),
 	}
 	if cfg.SSEKMSKeyID != "" {
-		b.kmsKeyID = aws.String(cfg.SSEKMSKeyID)
+		d.kmsKeyID = aws.String(cfg.SSEKMSKeyID)
 	}
-	if b.client == nil {
+	if d.client == nil {
 		client, tr, err := newClient(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
-		b.client, b.transport = client, tr
+		d.client, d.transport = client, tr
 	}
-	return b, nil
+	return &Backend{Bucket: backends.New(ID, d, cfg.policy()), d: d}, nil
 }
 
 // newClient builds a client from the default chain. The HTTP client is set
@@ -193,7 +206,7 @@ func newClient(ctx context.Context, cfg Config) (*awss3.Client, *http.Transport,
 		}
 	}
 	hc := &http.Client{
-		Transport:     request.CountSent(request.ResponseTimeout(tr, cfg.ResponseTimeout)),
+		Transport:     driver.Transport(tr, cfg.ResponseTimeout),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	client := awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
@@ -202,7 +215,7 @@ func newClient(ctx context.Context, cfg Config) (*awss3.Client, *http.Transport,
 		}
 		o.UsePathStyle = cfg.UsePathStyle
 		o.HTTPClient = hc
-		o.Retryer = aws.NopRetryer{} // request.Do retries
+		o.Retryer = aws.NopRetryer{} // the portable layer retries
 	})
 	return client, tr, nil
 }
@@ -245,116 +258,94 @@ func endpointOf(cfg Config) string {
 // Client returns the S3 client the backend sends its requests with, for
 // programs that compare the backend with the SDK used directly (such as
 // "dstl bench") or that need a call the backend does not make.
-func (b *Backend) Client() *awss3.Client { return b.client }
+func (b *Backend) Client() *awss3.Client { return b.d.client }
 
-// Bucket returns the backend's bucket.
-func (b *Backend) Bucket() string { return b.bucket }
-
-// Prefix returns the key prefix of the backend's objects ("" or ending in
-// a slash).
-func (b *Backend) Prefix() string { return b.prefix }
-
-// Close waits for running calls to return and closes the idle connections
-// of the HTTP transport the backend made (not those of a client given in
-// [Config.Client]). Later calls fail with [dstl.ErrClosed]; readers
-// returned by Get stay usable until closed. Closing twice is not an error.
-func (b *Backend) Close() error {
-	if !b.calls.Close() {
-		return nil
+// As sets a **s3.Client target to the client and a *[Location] target to
+// the bucket and the prefix.
+func (d *bucket) As(target any) bool {
+	switch p := target.(type) {
+	case **awss3.Client:
+		*p = d.client
+	case *Location:
+		*p = Location{Bucket: d.bucket, Prefix: d.prefix}
+	default:
+		return false
 	}
-	if b.transport != nil {
-		b.transport.CloseIdleConnections()
+	return true
+}
+
+// Close closes the idle connections of the HTTP transport the backend
+// made (not those of a client given in [Config.Client]).
+func (d *bucket) Close() error {
+	if d.transport != nil {
+		d.transport.CloseIdleConnections()
 	}
 	return nil
 }
 
-// begin registers a running call; it fails once the backend is closed.
-func (b *Backend) begin(op, name string) error {
-	if !b.calls.Enter() {
-		return backends.NewError(op, ID, name, dstl.ErrClosed)
-	}
-	return nil
+// Location names the bucket, the key and the endpoint.
+func (d *bucket) Location(name string) string {
+	return fmt.Sprintf("s3://%s/%s at %s", d.bucket, d.key(name), d.endpoint)
 }
 
-func (b *Backend) key(name string) string { return b.prefix + name }
+func (d *bucket) key(name string) string { return d.prefix + name }
 
-// Put stores size bytes of body under name, create-only: it fails with
-// [backends.ErrExists] when name exists. Up to the part size it is one
-// PutObject; above, a multipart upload that is aborted when it fails.
-func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
-	if err := backends.CheckObjectName(name); err != nil {
-		return backends.NewError("put", ID, name, err)
+// Put stores the object create-only: up to the part size with one
+// PutObject, above with a multipart upload that is aborted when it fails.
+func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	if size <= d.partSize {
+		return d.putSingle(ctx, rt, name, body, size)
 	}
-	if size < 0 {
-		return backends.NewError("put", ID, name, fmt.Errorf("negative size %d", size))
-	}
-	if body == nil {
-		return backends.NewError("put", ID, name, errors.New("nil body"))
-	}
-	if err := b.begin("put", name); err != nil {
-		return err
-	}
-	defer b.calls.Leave()
-	if err := ctx.Err(); err != nil {
-		return b.wrap("put", name, err, false)
-	}
-	var err error
-	if size <= b.partSize {
-		err = b.putSingle(ctx, name, body, size)
-	} else {
-		err = b.putMultipart(ctx, name, body, size)
-	}
-	return b.wrap("put", name, err, true)
+	return d.putMultipart(ctx, rt, name, body, size)
 }
 
-func (b *Backend) putSingle(ctx context.Context, name string, body io.ReaderAt, size int64) error {
-	key := b.key(name)
+func (d *bucket) putSingle(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	key := d.key(name)
 	id := rand.Text()
 	attempts := 0
-	err := b.doBody(ctx, size, func(ctx context.Context) error {
+	err := rt.Do(ctx, size, func(ctx context.Context) error {
 		attempts++
-		r := newBody(body, 0, size)
-		_, err := b.client.PutObject(ctx, &awss3.PutObjectInput{
-			Bucket:               &b.bucket,
+		_, err := d.client.PutObject(ctx, &awss3.PutObjectInput{
+			Bucket:               &d.bucket,
 			Key:                  &key,
-			Body:                 r,
+			Body:                 body.Section(0, size),
 			ContentLength:        aws.Int64(size),
 			IfNoneMatch:          aws.String("*"),
 			Metadata:             map[string]string{metaUploadID: id},
-			ServerSideEncryption: b.sse,
-			SSEKMSKeyId:          b.kmsKeyID,
+			ServerSideEncryption: d.sse,
+			SSEKMSKeyId:          d.kmsKeyID,
 		})
-		return r.check(err)
+		return d.explain(err)
 	})
-	return b.settle(ctx, key, id, size, attempts, err)
+	return d.settle(ctx, rt, key, id, body, attempts, err)
 }
 
-func (b *Backend) putMultipart(ctx context.Context, name string, body io.ReaderAt, size int64) (err error) {
-	key := b.key(name)
-	partSize := max(b.partSize, (size+maxParts-1)/maxParts)
+func (d *bucket) putMultipart(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) (err error) {
+	key := d.key(name)
+	partSize := max(d.partSize, (size+maxParts-1)/maxParts)
 	n := int((size + partSize - 1) / partSize)
 
 	var uploadID *string
 	id := rand.Text()
-	err = b.do(ctx, func(ctx context.Context) error {
-		out, err := b.client.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{
-			Bucket:               &b.bucket,
+	err = rt.Do(ctx, 0, func(ctx context.Context) error {
+		out, err := d.client.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{
+			Bucket:               &d.bucket,
 			Key:                  &key,
 			Metadata:             map[string]string{metaUploadID: id},
-			ServerSideEncryption: b.sse,
-			SSEKMSKeyId:          b.kmsKeyID,
+			ServerSideEncryption: d.sse,
+			SSEKMSKeyId:          d.kmsKeyID,
 		})
 		if err == nil {
 			uploadID = out.UploadId
 		}
-		return err
+		return d.explain(err)
 	})
 	if err != nil {
 		return fmt.Errorf("create multipart upload: %w", err)
 	}
 	defer func() {
 		if err != nil {
-			if aerr := b.abort(ctx, key, uploadID); aerr != nil {
+			if aerr := d.abort(ctx, rt, key, uploadID); aerr != nil {
 				err = fmt.Errorf("%w (and the abort of upload %s failed: %w)", err, aws.ToString(uploadID), aerr)
 			}
 		}
@@ -362,24 +353,23 @@ func (b *Backend) putMultipart(ctx context.Context, name string, body io.ReaderA
 
 	parts := make([]types.CompletedPart, n)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(b.conc)
+	g.SetLimit(d.conc)
 	for i := range n {
 		off := int64(i) * partSize
 		length := min(partSize, size-off)
 		num := aws.Int32(int32(i + 1))
 		g.Go(func() error {
-			return b.doBody(gctx, length, func(ctx context.Context) error {
-				r := newBody(body, off, length)
-				out, err := b.client.UploadPart(ctx, &awss3.UploadPartInput{
-					Bucket:        &b.bucket,
+			return rt.Do(gctx, length, func(ctx context.Context) error {
+				out, err := d.client.UploadPart(ctx, &awss3.UploadPartInput{
+					Bucket:        &d.bucket,
 					Key:           &key,
 					UploadId:      uploadID,
 					PartNumber:    num,
-					Body:          r,
+					Body:          body.Section(off, length),
 					ContentLength: aws.Int64(length),
 				})
-				if err = r.check(err); err != nil {
-					return fmt.Errorf("part %d: %w", *num, err)
+				if err != nil {
+					return fmt.Errorf("part %d: %w", *num, d.explain(err))
 				}
 				parts[i] = types.CompletedPart{ETag: out.ETag, PartNumber: num}
 				return nil
@@ -393,18 +383,18 @@ func (b *Backend) putMultipart(ctx context.Context, name string, body io.ReaderA
 		return fmt.Errorf("upload part: %w", err)
 	}
 	attempts := 0
-	err = b.do(ctx, func(ctx context.Context) error {
+	err = rt.Do(ctx, 0, func(ctx context.Context) error {
 		attempts++
-		_, err := b.client.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{
-			Bucket:          &b.bucket,
+		_, err := d.client.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{
+			Bucket:          &d.bucket,
 			Key:             &key,
 			UploadId:        uploadID,
 			IfNoneMatch:     aws.String("*"),
 			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
 		})
-		return err
+		return d.explain(err)
 	})
-	if err = b.settle(ctx, key, id, size, attempts, err); err != nil {
+	if err = d.settle(ctx, rt, key, id, body, attempts, err); err != nil {
 		return fmt.Errorf("complete multipart upload: %w", err)
 	}
 	return nil
@@ -419,39 +409,40 @@ const metaUploadID = "dstl-upload-id"
 // after attempts attempts. The answer to an attempt that succeeded may
 // have been lost, so that a retry met the object (412, or NoSuchUpload
 // for a completed upload) or the retries ran out: then the object is ours,
-// and the Put succeeded, when it carries the Put's id and size. A 412 on
-// the first attempt, or an object of another Put, is err as it is.
-func (b *Backend) settle(ctx context.Context, key, id string, size int64, attempts int, err error) error {
-	if err == nil || ctx.Err() != nil {
+// and the Put succeeded, when it carries the Put's id and the body's size.
+// A 412 on the first attempt, a failure of the body, or an object of
+// another Put, is err as it is.
+func (d *bucket) settle(ctx context.Context, rt driver.Runner, key, id string, body *driver.Body, attempts int, err error) error {
+	if err == nil || ctx.Err() != nil || body.Err() != nil {
 		return err
 	}
-	var be *bodyError
 	code, status := apiCode(err), statusCode(err)
 	switch {
-	case errors.As(err, &be):
-		return err
 	case status == http.StatusPreconditionFailed || code == "PreconditionFailed",
 		code == "NoSuchUpload" || status == http.StatusNotFound:
 		if attempts <= 1 {
 			return err
 		}
-	case retryable(err), request.IsContextError(err): // the retries ran out
+	case d.Classify(err) == driver.Transient, isContextError(err): // the retries ran out
 	default:
 		return err
 	}
-	// After attempts that went unanswered, one more unanswered request
-	// tells nothing new: the check gets a single attempt that may time out.
-	p := b.policy
-	if request.IsTimeout(err) {
-		p.TimeoutAttempts = 1
-	}
 	var got *awss3.HeadObjectOutput
-	herr := request.Do(ctx, p, retryable, func(ctx context.Context) error {
-		out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &b.bucket, Key: &key})
+	head := func(ctx context.Context) error {
+		out, err := d.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &d.bucket, Key: &key})
 		got = out
-		return err
-	})
-	if herr != nil || aws.ToInt64(got.ContentLength) != size {
+		return d.explain(err)
+	}
+	var herr error
+	if isTimeout(err) {
+		// After attempts that went unanswered, one more unanswered
+		// request tells nothing new: the check ends at its first attempt
+		// that times out (other failures are retried as ever).
+		herr = untilTimeout(ctx, rt, head)
+	} else {
+		herr = rt.Do(ctx, 0, head)
+	}
+	if herr != nil || aws.ToInt64(got.ContentLength) != body.Size() {
 		return err
 	}
 	for k, v := range got.Metadata {
@@ -462,210 +453,97 @@ func (b *Backend) settle(ctx context.Context, key, id string, size int64, attemp
 	return err
 }
 
+// untilTimeout runs fn, one request, through rt, which times and retries
+// it, but makes no attempt after one that timed out: that attempt ends
+// rt's attempts as if it succeeded (no backoff, no retry counted), and its
+// error is returned.
+func untilTimeout(ctx context.Context, rt driver.Runner, fn func(ctx context.Context) error) error {
+	var timedOut error
+	err := rt.Do(ctx, 0, func(actx context.Context) error {
+		err := fn(actx)
+		if err != nil && (actx.Err() != nil || isTimeout(err)) {
+			timedOut = err
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return timedOut
+}
+
 // abort aborts a multipart upload on a context of its own, bounded, since
-// ctx may be done. An upload that is gone already is no error.
-func (b *Backend) abort(ctx context.Context, key string, uploadID *string) error {
+// ctx may be done.
+func (d *bucket) abort(ctx context.Context, rt driver.Runner, key string, uploadID *string) error {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 	defer cancel()
-	err := b.do(actx, func(ctx context.Context) error {
-		_, err := b.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{
-			Bucket: &b.bucket, Key: &key, UploadId: uploadID,
+	return d.abortUpload(actx, rt, key, uploadID)
+}
+
+// abortUpload aborts a multipart upload. An upload that is gone already
+// (completed or aborted) is no error.
+func (d *bucket) abortUpload(ctx context.Context, rt driver.Runner, key string, uploadID *string) error {
+	err := rt.Do(ctx, 0, func(ctx context.Context) error {
+		_, err := d.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{
+			Bucket: &d.bucket, Key: &key, UploadId: uploadID,
 		})
-		return err
+		return d.explain(err)
 	})
-	if err != nil && (apiCode(err) == "NoSuchUpload" || statusCode(err) == http.StatusNotFound) {
+	if err != nil && d.Classify(err) == driver.NotFound { // NoSuchUpload, not NoSuchBucket
 		return nil
 	}
 	return err
 }
 
-// Get returns length bytes of the object from offset on (-1: to the end).
-func (b *Backend) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
-	if err := backends.CheckObjectName(name); err != nil {
-		return nil, backends.NewError("get", ID, name, err)
-	}
-	if offset < 0 || length < -1 {
-		return nil, backends.NewError("get", ID, name,
-			fmt.Errorf("%w: offset %d, length %d", backends.ErrInvalidRange, offset, length))
-	}
-	if err := b.begin("get", name); err != nil {
-		return nil, err
-	}
-	defer b.calls.Leave()
-	if err := ctx.Err(); err != nil {
-		return nil, b.wrap("get", name, err, false)
-	}
-	key := b.key(name)
-	if length == 0 {
-		if err := b.checkOffset(ctx, key, offset); err != nil {
-			return nil, b.wrap("get", name, err, false)
-		}
-		return io.NopCloser(strings.NewReader("")), nil
-	}
-	in := &awss3.GetObjectInput{Bucket: &b.bucket, Key: &key}
+// Open makes one GetObject of the range.
+func (d *bucket) Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	in := &awss3.GetObjectInput{Bucket: &d.bucket, Key: aws.String(d.key(name))}
 	switch {
-	case length > 0 && length <= math.MaxInt64-offset:
+	case length > 0:
 		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", offset, offset+length-1))
-	case offset > 0: // also a length past any possible end
+	case offset > 0:
 		in.Range = aws.String(fmt.Sprintf("bytes=%d-", offset))
 	}
-	var out *awss3.GetObjectOutput
-	var cancelBody context.CancelFunc
-	err := b.do(ctx, func(actx context.Context) error {
-		// The body outlives the attempt: the call runs on a context of the
-		// caller's that only the attempt's timeout cancels, and only until
-		// the answer's headers are in.
-		cctx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(actx, cancel)
-		o, err := b.client.GetObject(cctx, in)
-		if !stop() {
-			if err == nil {
-				o.Body.Close()
-			}
-			cancel()
-			return fmt.Errorf("attempt timed out: %w", cmpErr(actx.Err(), err))
-		}
-		if err != nil {
-			cancel()
-			return err
-		}
-		out, cancelBody = o, cancel
-		return nil
-	})
+	out, err := d.client.GetObject(ctx, in)
 	if err != nil {
-		if statusCode(err) == http.StatusRequestedRangeNotSatisfiable || apiCode(err) == "InvalidRange" {
-			// The range starts at or past the end: at the end is an empty read.
-			if cerr := b.checkOffset(ctx, key, offset); cerr != nil {
-				return nil, b.wrap("get", name, cerr, false)
-			}
-			return io.NopCloser(strings.NewReader("")), nil
-		}
-		return nil, b.wrap("get", name, err, false)
+		return nil, d.explain(err)
 	}
-	return &reader{b: b, ctx: ctx, name: name, body: out.Body, cancel: cancelBody}, nil
+	return out.Body, nil
 }
 
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-// checkOffset checks that the object exists and offset is not past its end.
-func (b *Backend) checkOffset(ctx context.Context, key string, offset int64) error {
-	var size int64
-	err := b.do(ctx, func(ctx context.Context) error {
-		out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &b.bucket, Key: &key})
-		if err == nil {
-			size = aws.ToInt64(out.ContentLength)
-		}
-		return err
-	})
+// Size makes one HeadObject.
+func (d *bucket) Size(ctx context.Context, name string) (int64, error) {
+	out, err := d.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &d.bucket, Key: aws.String(d.key(name))})
 	if err != nil {
-		return err
+		return 0, d.explain(err)
 	}
-	if offset > size {
-		return fmt.Errorf("%w: offset %d past the end of %d bytes", backends.ErrInvalidRange, offset, size)
-	}
-	return nil
+	return aws.ToInt64(out.ContentLength), nil
 }
 
-// reader is the body of a Get; its errors name the object.
-type reader struct {
-	b      *Backend
-	ctx    context.Context
-	name   string
-	body   io.ReadCloser
-	cancel context.CancelFunc
-	once   sync.Once
+// Delete makes one DeleteObject.
+func (d *bucket) Delete(ctx context.Context, name string) error {
+	_, err := d.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &d.bucket, Key: aws.String(d.key(name))})
+	return d.explain(err)
 }
 
-func (r *reader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, r.b.wrap("get", r.name, err, false)
-	}
-	n, err := r.body.Read(p)
-	if err != nil && err != io.EOF {
-		if cerr := r.ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w: %w", cerr, err)
-		}
-		err = r.b.wrap("get", r.name, err, false)
-	}
-	return n, err
-}
-
-func (r *reader) Close() error {
-	var err error
-	r.once.Do(func() {
-		err = r.body.Close()
-		r.cancel()
-	})
-	return err
-}
-
-// Delete removes the object; a missing object is no error.
-func (b *Backend) Delete(ctx context.Context, name string) error {
-	if err := backends.CheckObjectName(name); err != nil {
-		return backends.NewError("delete", ID, name, err)
-	}
-	if err := b.begin("delete", name); err != nil {
-		return err
-	}
-	defer b.calls.Leave()
-	if err := ctx.Err(); err != nil {
-		return b.wrap("delete", name, err, false)
-	}
-	key := b.key(name)
-	err := b.do(ctx, func(ctx context.Context) error {
-		_, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &b.bucket, Key: &key})
-		return err
-	})
-	if err != nil && isNotFound(err) && apiCode(err) != "NoSuchBucket" {
-		return nil
-	}
-	return b.wrap("delete", name, err, false)
-}
-
-// List calls fn for every object whose name starts with prefix, in lexical
-// order (S3 lists keys in UTF-8 binary order). Keys under the backend's
-// prefix that are no valid object names (such as "dir/" markers) are
-// skipped.
-func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
-	if fn == nil {
-		return backends.NewError("list", ID, prefix, errors.New("nil callback"))
-	}
-	if err := b.begin("list", prefix); err != nil {
-		return err
-	}
-	defer b.calls.Leave()
-	if !canMatch(prefix) {
-		return b.wrap("list", prefix, ctx.Err(), false)
-	}
-	full := b.key(prefix)
-	in := &awss3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: &full}
+// List lists the keys under the prefix page by page (S3 lists keys in
+// UTF-8 binary order), each page a request.
+func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn func(driver.ObjectInfo) error) error {
+	in := &awss3.ListObjectsV2Input{Bucket: &d.bucket, Prefix: aws.String(d.key(prefix))}
 	for {
-		if err := ctx.Err(); err != nil {
-			return b.wrap("list", prefix, err, false)
-		}
 		var page *awss3.ListObjectsV2Output
-		err := b.do(ctx, func(ctx context.Context) error {
-			out, err := b.client.ListObjectsV2(ctx, in)
+		err := rt.Do(ctx, 0, func(ctx context.Context) error {
+			out, err := d.client.ListObjectsV2(ctx, in)
 			page = out
-			return err
+			return d.explain(err)
 		})
 		if err != nil {
-			return b.wrap("list", prefix, err, false)
+			return err
 		}
 		for _, o := range page.Contents {
-			name := strings.TrimPrefix(aws.ToString(o.Key), b.prefix)
-			if backends.CheckObjectName(name) != nil {
-				continue
-			}
-			if err := ctx.Err(); err != nil {
-				return b.wrap("list", prefix, err, false)
-			}
-			if err := fn(backends.ObjectInfo{Name: name, Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)}); err != nil {
+			name := strings.TrimPrefix(aws.ToString(o.Key), d.prefix)
+			if err := fn(driver.ObjectInfo{Name: name, Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)}); err != nil {
 				return err
 			}
 		}
@@ -676,110 +554,50 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.Obje
 	}
 }
 
-// canMatch reports whether some valid object name starts with prefix: its
-// complete segments must be valid. Services may refuse such prefixes.
-func canMatch(prefix string) bool {
-	if strings.ContainsAny(prefix, "\\\x00") {
-		return false
-	}
-	segs := strings.Split(prefix, "/")
-	for _, s := range segs[:len(segs)-1] {
-		if s == "" || s == "." || s == ".." {
-			return false
-		}
-	}
-	return true
-}
-
-// do runs one request with the backend's retry policy.
-func (b *Backend) do(ctx context.Context, fn func(context.Context) error) error {
-	return request.Do(ctx, b.policy, retryable, fn)
-}
-
-// doBody runs a request with a body of size bytes under the retry policy,
-// its timeout grown with the body (see [request.Policy.ForBody]).
-func (b *Backend) doBody(ctx context.Context, size int64, fn func(context.Context) error) error {
-	return request.Do(ctx, b.policy.ForBody(size), retryable, fn)
-}
-
-// body is the replayable body of one attempt: a section of the caller's
-// io.ReaderAt (seekable, as SigV4 over plain HTTP needs) that remembers
-// whether the caller's body failed or came up short.
-type body struct {
-	r    *io.SectionReader
-	size int64
-
-	mu  sync.Mutex
-	err error
-}
-
-func newBody(r io.ReaderAt, off, size int64) *body {
-	return &body{r: io.NewSectionReader(r, off, size), size: size}
-}
-
-func (b *body) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if err != nil {
-		pos, _ := b.r.Seek(0, io.SeekCurrent)
-		b.mu.Lock()
-		switch {
-		case err != io.EOF:
-			b.err = fmt.Errorf("reading the body: %w", err)
-		case pos < b.size:
-			b.err = fmt.Errorf("body ends after %d of %d bytes: %w", pos, b.size, io.ErrUnexpectedEOF)
-		}
-		b.mu.Unlock()
-	}
-	return n, err
-}
-
-func (b *body) Seek(offset int64, whence int) (int64, error) { return b.r.Seek(offset, whence) }
-
-// check returns the body's own error, when it failed, in place of the
-// request's, as a permanent error.
-func (b *body) check(err error) error {
-	if err == nil {
-		return nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.err != nil {
-		return &bodyError{b.err}
-	}
-	return err
-}
-
-// bodyError is a failure of the caller's body; it is not retried.
-type bodyError struct{ err error }
-
-func (e *bodyError) Error() string { return e.err.Error() }
-func (e *bodyError) Unwrap() error { return e.err }
-
-// retryable reports whether a failed request is worth another attempt:
-// throttling, 5xx answers, request timeouts, cut or refused connections.
-func retryable(err error) bool {
-	var be *bodyError
-	switch {
-	case errors.As(err, &be), request.IsContextError(err):
-		return false
-	}
+// Classify maps the service's error codes and HTTP statuses, then the
+// transport's errors. A 412 is [driver.Exists]: the backend's only
+// preconditions are the create-only writes' If-None-Match.
+func (d *bucket) Classify(err error) driver.Code {
 	switch apiCode(err) {
+	case "NoSuchBucket":
+		return driver.BucketNotFound
+	case "NoSuchKey", "NotFound":
+		return driver.NotFound
+	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled":
+		return driver.Permission
+	case "PreconditionFailed":
+		return driver.Exists
+	case "InvalidRange":
+		return driver.InvalidRange
 	case "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeoutException",
 		"InternalError", "ServiceUnavailable", "TooManyRequests", "RequestLimitExceeded",
 		"ConditionalRequestConflict": // 409 of racing conditional writes; a retry resolves it
-		return true
+		return driver.Transient
 	}
-	if code := statusCode(err); code != 0 {
-		return code == http.StatusTooManyRequests || code == http.StatusRequestTimeout || code >= 500
+	switch status := statusCode(err); {
+	case status == http.StatusNotFound:
+		return driver.NotFound
+	case status == http.StatusForbidden:
+		return driver.Permission
+	case status == http.StatusPreconditionFailed:
+		return driver.Exists
+	case status == http.StatusRequestedRangeNotSatisfiable:
+		return driver.InvalidRange
+	case status == http.StatusTooManyRequests, status == http.StatusRequestTimeout, status >= 500:
+		return driver.Transient
+	case status != 0:
+		return driver.Unknown
 	}
-	if request.PermanentTransportError(err) {
-		return false
+	if errors.Is(err, context.Canceled) {
+		return driver.Unknown
 	}
-	var send *smithyhttp.RequestSendError
-	var ne net.Error
-	return errors.As(err, &send) || errors.As(err, &ne) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
+	if code, ok := driver.TransportCode(err); ok {
+		return code
+	}
+	if send := (*smithyhttp.RequestSendError)(nil); errors.As(err, &send) {
+		return driver.Transient // the request did not go out, or its answer did not come
+	}
+	return driver.Unknown
 }
 
 func statusCode(err error) int {
@@ -798,77 +616,45 @@ func apiCode(err error) string {
 	return ""
 }
 
-func isNotFound(err error) bool {
-	switch apiCode(err) {
-	case "NoSuchKey", "NotFound", "NoSuchBucket":
-		return true
-	}
-	return statusCode(err) == http.StatusNotFound
+func isContextError(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// wrap turns err into a *backends.Error for op on name, wrapping the
-// sentinel that matches; put says whether a 412 means the object exists.
-// The message names the bucket and the key.
-func (b *Backend) wrap(op, name string, err error, put bool) error {
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout()
+}
+
+// explain makes an error of the SDK say what happened: that the bucket
+// does not exist, or, where the SDK's text says "https response error
+// StatusCode: 0, RequestID: , HostID: , ...", that no answer came, and the
+// transport's cause. The error still matches what err matches.
+func (d *bucket) explain(err error) error {
 	if err == nil {
 		return nil
 	}
-	var be *backends.Error
-	if errors.As(err, &be) {
-		return err
-	}
-	var sentinel error
-	code, status := apiCode(err), statusCode(err)
-	switch {
-	case errors.Is(err, backends.ErrNotFound), errors.Is(err, backends.ErrExists), errors.Is(err, backends.ErrPermission),
-		errors.Is(err, backends.ErrInvalidName), errors.Is(err, backends.ErrInvalidRange), errors.Is(err, dstl.ErrClosed),
-		errors.Is(err, backends.ErrPrecondition):
-		// already classified
-	case isNotFound(err):
-		sentinel = backends.ErrNotFound
-	case status == http.StatusForbidden, code == "AccessDenied", code == "InvalidAccessKeyId",
-		code == "SignatureDoesNotMatch", code == "AllAccessDisabled":
-		sentinel = backends.ErrPermission
-	case status == http.StatusPreconditionFailed || code == "PreconditionFailed":
-		if put {
-			sentinel = backends.ErrExists
-		} else {
-			sentinel = backends.ErrPrecondition
-		}
-	case status == http.StatusRequestedRangeNotSatisfiable || code == "InvalidRange":
-		sentinel = backends.ErrInvalidRange
+	if apiCode(err) == "NoSuchBucket" {
+		return fmt.Errorf("bucket %q does not exist: %w", d.bucket, err)
 	}
 	var (
 		send     *smithyhttp.RequestSendError
 		canceled *smithy.CanceledError
 		opErr    *smithy.OperationError
 	)
-	switch {
-	case code == "NoSuchBucket":
-		err = fmt.Errorf("bucket %q does not exist: %w", b.bucket, err)
-	case status == 0 && errors.As(err, &opErr) && (errors.As(err, &send) || errors.As(err, &canceled)):
-		// The SDK's text ("https response error StatusCode: 0, RequestID:
-		// , HostID: , ...") says nothing but that no answer came.
-		cause := "canceled: "
-		if send != nil {
-			cause, canceled = "", nil
-		}
-		if canceled != nil {
-			cause += canceled.Err.Error()
-		} else {
-			cause += send.Err.Error()
-		}
-		msg := strings.Replace(err.Error(), opErr.Error(), opErr.Operation()+": no answer: "+cause, 1)
-		err = &readableError{msg: msg, err: err}
+	if statusCode(err) != 0 || !errors.As(err, &opErr) || !errors.As(err, &send) && !errors.As(err, &canceled) {
+		return err
 	}
-	if code == "NoSuchBucket" || request.PermanentTransportError(err) {
-		err = request.Permanent(err) // no attempt heals it
+	cause := "canceled: "
+	if send != nil {
+		cause, canceled = "", nil
 	}
-	err = fmt.Errorf("s3://%s/%s at %s: %w", b.bucket, b.key(name), b.endpoint, err)
-	if sentinel != nil {
-		err = fmt.Errorf("%w: %w", sentinel, err)
+	if canceled != nil {
+		cause += canceled.Err.Error()
+	} else {
+		cause += send.Err.Error()
 	}
-	return backends.NewError(op, ID, name, backends.RedactError(err))
+	msg := strings.Replace(err.Error(), opErr.Error(), opErr.Operation()+": no answer: "+cause, 1)
+	return &readableError{msg: msg, err: err}
 }
 
 // readableError replaces the text of an SDK error with msg, and keeps the

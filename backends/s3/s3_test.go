@@ -146,7 +146,7 @@ func TestEngineLocalRecovery(t *testing.T) {
 // MinIO lists the uploads of one exact key only, so the prefix is the key.
 func uploads(t *testing.T, b *Backend, key string) []string {
 	t.Helper()
-	out, err := b.client.ListMultipartUploads(t.Context(), &awss3.ListMultipartUploadsInput{Bucket: &b.bucket, Prefix: &key})
+	out, err := b.d.client.ListMultipartUploads(t.Context(), &awss3.ListMultipartUploadsInput{Bucket: &b.d.bucket, Prefix: &key})
 	if err != nil {
 		t.Fatalf("ListMultipartUploads %s: %v", key, err)
 	}
@@ -177,7 +177,7 @@ func TestCancelledMultipartLeavesNothing(t *testing.T) {
 	r := &cancelAt{r: bytes.NewReader(data), at: testPartSize + 10, cancel: cancel}
 	err := b.Put(ctx, "big", r, int64(len(data)))
 	conformance.CheckError(t, err, "put", ID, "big", context.Canceled)
-	if ids := uploads(t, b, b.key("big")); len(ids) != 0 {
+	if ids := uploads(t, b, b.d.key("big")); len(ids) != 0 {
 		t.Fatalf("incomplete uploads left: %v", ids)
 	}
 	if _, err := b.Get(t.Context(), "big", 0, -1); err == nil {
@@ -207,7 +207,7 @@ func TestPrefix(t *testing.T) {
 	b := openURL(t, u)
 	conformance.Put(t, b, "a/b", "xyz")
 	key := prefix + "a/b"
-	out, err := b.client.HeadObject(t.Context(), &awss3.HeadObjectInput{Bucket: &b.bucket, Key: &key})
+	out, err := b.d.client.HeadObject(t.Context(), &awss3.HeadObjectInput{Bucket: &b.d.bucket, Key: &key})
 	if err != nil {
 		t.Fatalf("HeadObject %s: %v", key, err)
 	}
@@ -216,7 +216,8 @@ func TestPrefix(t *testing.T) {
 	}
 }
 
-// TestGivenClient: Open uses a ready client as it is.
+// TestGivenClient: Open uses a ready client as it is; As gives the
+// client and the location of a backend.
 func TestGivenClient(t *testing.T) {
 	u, prefix := testURL(t, "", nil)
 	made, err := New(t.Context(), u)
@@ -224,8 +225,22 @@ func TestGivenClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer made.Close()
-	cfg := DefaultConfig(made.bucket, prefix)
-	cfg.Client = made.client
+	var (
+		client *awss3.Client
+		loc    Location
+	)
+	if !made.As(&client) || client != made.Client() {
+		t.Fatalf("As(**s3.Client) gave %p, want %p", client, made.Client())
+	}
+	if !made.As(&loc) || loc != (Location{Bucket: requireEnv(t)["DSTL_S3_BUCKET"], Prefix: prefix}) {
+		t.Fatalf("As(*Location) gave %+v", loc)
+	}
+	var other string
+	if made.As(&other) {
+		t.Fatal("As(*string) reported true")
+	}
+	cfg := DefaultConfig(loc.Bucket, prefix)
+	cfg.Client = client
 	cfg.PartSize = testPartSize
 	b, err := Open(t.Context(), cfg)
 	if err != nil {
@@ -258,16 +273,40 @@ func TestHugeLength(t *testing.T) {
 	}
 }
 
+// TestPossiblePrefixes: prefixes are plain string prefixes of names, also
+// of names with dots. (MinIO refuses the prefixes ".", "a/." and "a/..",
+// which valid names such as ".d" and "a/..c" start with, as
+// XMinioInvalidResourceName; S3 lists them.)
+func TestPossiblePrefixes(t *testing.T) {
+	u, _ := testURL(t, "", nil)
+	b := openURL(t, u)
+	for _, name := range []string{"a/b", "a/..c", ".d"} {
+		conformance.Put(t, b, name, "x")
+	}
+	for _, tc := range []struct{ prefix, want string }{
+		{"", ".d,a/..c,a/b"}, {"a", "a/..c,a/b"}, {"a/", "a/..c,a/b"}, {"a/b", "a/b"},
+		{".d", ".d"}, {"a/..c", "a/..c"}, {"b", ""},
+	} {
+		var names []string
+		if err := b.List(t.Context(), tc.prefix, func(o backends.ObjectInfo) error { names = append(names, o.Name); return nil }); err != nil {
+			t.Fatalf("List(%q): %v", tc.prefix, err)
+		}
+		if got := strings.Join(names, ","); got != tc.want {
+			t.Errorf("List(%q) = %q, want %q", tc.prefix, got, tc.want)
+		}
+	}
+}
+
 // rawPut writes an object under name as it is, through the SDK, as
 // another tool would.
 func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
 	sb := b.(*Backend)
-	key := sb.prefix + name
-	if _, err := sb.client.PutObject(t.Context(), &awss3.PutObjectInput{Bucket: &sb.bucket, Key: &key, Body: bytes.NewReader(data)}); err != nil {
+	key := sb.d.prefix + name
+	if _, err := sb.d.client.PutObject(t.Context(), &awss3.PutObjectInput{Bucket: &sb.d.bucket, Key: &key, Body: bytes.NewReader(data)}); err != nil {
 		return err
 	}
 	t.Cleanup(func() {
-		if _, err := sb.client.DeleteObject(context.Background(), &awss3.DeleteObjectInput{Bucket: &sb.bucket, Key: &key}); err != nil {
+		if _, err := sb.d.client.DeleteObject(context.Background(), &awss3.DeleteObjectInput{Bucket: &sb.d.bucket, Key: &key}); err != nil {
 			t.Errorf("deleting the foreign object %q: %v", key, err)
 		}
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -13,6 +12,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
 )
 
 // IncompleteUpload is a multipart upload that was started under the
@@ -36,7 +36,9 @@ type IncompleteUpload struct {
 // service answers (also for a page of which fn sees none, as in a listing
 // of the whole bucket): a caller bounding the wait for the service counts
 // each as progress. Keys under the backend's prefix that are no valid
-// object names are skipped.
+// object names are skipped, and a prefix that no valid name starts with
+// lists nothing. An error of fn stops the listing and is returned as it
+// is.
 //
 // S3 lists uploads by key prefix. MinIO lists only the uploads of one
 // exact key, or of the whole bucket: for a prefix that is no exact key it
@@ -51,29 +53,41 @@ type IncompleteUpload struct {
 // it finds nothing, two requests of at most one upload each; on MinIO,
 // those and the listing of every upload in the bucket.
 func (b *Backend) ListIncompleteUploads(ctx context.Context, prefix string, fn func(IncompleteUpload) error, page func()) error {
+	const op = "list uploads"
 	if fn == nil {
-		return backends.NewError("list uploads", ID, prefix, errors.New("nil callback"))
+		return backends.NewError(op, ID, prefix, errors.New("nil callback"))
 	}
 	if page == nil {
 		page = func() {}
 	}
-	if err := b.begin("list uploads", prefix); err != nil {
-		return err
+	var fnErr error
+	call := func(u IncompleteUpload) error {
+		fnErr = fn(u)
+		return fnErr
 	}
-	defer b.calls.Leave()
-	if !canMatch(prefix) {
-		return b.wrap("list uploads", prefix, ctx.Err(), false)
+	err := b.Run(ctx, op, prefix, func(ctx context.Context, rt driver.Runner) error {
+		if backends.CheckObjectName(prefix+"x") != nil {
+			return nil // a complete segment of prefix is invalid: no valid name starts with it
+		}
+		return b.d.listIncompleteUploads(ctx, rt, prefix, call, page)
+	})
+	if fnErr != nil {
+		return fnErr // as it is
 	}
-	full := b.key(prefix)
-	found, err := b.listUploads(ctx, prefix, full, full, fn, page)
+	return err
+}
+
+func (d *bucket) listIncompleteUploads(ctx context.Context, rt driver.Runner, prefix string, fn func(IncompleteUpload) error, page func()) error {
+	full := d.key(prefix)
+	found, err := d.listUploads(ctx, rt, full, full, fn, page)
 	if err != nil || found > 0 || full == "" {
 		return err
 	}
-	ignored, err := b.ignoresUploadPrefix(ctx, prefix, full, page)
+	ignored, err := d.ignoresUploadPrefix(ctx, rt, full, page)
 	if err != nil || !ignored {
 		return err
 	}
-	_, err = b.listUploads(ctx, prefix, "", full, fn, page)
+	_, err = d.listUploads(ctx, rt, "", full, fn, page)
 	return err
 }
 
@@ -83,20 +97,15 @@ func (b *Backend) ListIncompleteUploads(ctx context.Context, prefix string, fn f
 // unless there is none or it is under full, lists by a prefix of its key
 // that the key extends, which a service honouring prefixes answers with an
 // upload.
-func (b *Backend) ignoresUploadPrefix(ctx context.Context, prefix, full string, page func()) (bool, error) {
+func (d *bucket) ignoresUploadPrefix(ctx context.Context, rt driver.Runner, full string, page func()) (bool, error) {
 	one := func(p string) (string, bool, error) {
-		in := &awss3.ListMultipartUploadsInput{Bucket: &b.bucket, MaxUploads: aws.Int32(1)}
+		in := &awss3.ListMultipartUploadsInput{Bucket: &d.bucket, MaxUploads: aws.Int32(1)}
 		if p != "" {
 			in.Prefix = &p
 		}
-		var out *awss3.ListMultipartUploadsOutput
-		err := b.do(ctx, func(ctx context.Context) error {
-			o, err := b.client.ListMultipartUploads(ctx, in)
-			out = o
-			return err
-		})
+		out, err := d.listUploadsPage(ctx, rt, in)
 		if err != nil {
-			return "", false, b.wrap("list uploads", prefix, err, false)
+			return "", false, err
 		}
 		page()
 		if len(out.Uploads) == 0 {
@@ -122,24 +131,16 @@ func (b *Backend) ignoresUploadPrefix(ctx context.Context, prefix, full string, 
 // listUploads lists the uploads whose keys start with listPrefix, calls
 // page for every page and fn for those whose keys start with full, and
 // returns how many it listed.
-func (b *Backend) listUploads(ctx context.Context, prefix, listPrefix, full string, fn func(IncompleteUpload) error, page func()) (int, error) {
-	in := &awss3.ListMultipartUploadsInput{Bucket: &b.bucket}
+func (d *bucket) listUploads(ctx context.Context, rt driver.Runner, listPrefix, full string, fn func(IncompleteUpload) error, page func()) (int, error) {
+	in := &awss3.ListMultipartUploadsInput{Bucket: &d.bucket}
 	if listPrefix != "" {
 		in.Prefix = &listPrefix
 	}
 	listed := 0
 	for {
-		if err := ctx.Err(); err != nil {
-			return listed, b.wrap("list uploads", prefix, err, false)
-		}
-		var out *awss3.ListMultipartUploadsOutput
-		err := b.do(ctx, func(ctx context.Context) error {
-			o, err := b.client.ListMultipartUploads(ctx, in)
-			out = o
-			return err
-		})
+		out, err := d.listUploadsPage(ctx, rt, in)
 		if err != nil {
-			return listed, b.wrap("list uploads", prefix, err, false)
+			return listed, err
 		}
 		page()
 		for _, u := range out.Uploads {
@@ -148,7 +149,7 @@ func (b *Backend) listUploads(ctx context.Context, prefix, listPrefix, full stri
 				continue
 			}
 			listed++
-			name := strings.TrimPrefix(key, b.prefix)
+			name := strings.TrimPrefix(key, d.prefix)
 			if backends.CheckObjectName(name) != nil {
 				continue
 			}
@@ -163,32 +164,29 @@ func (b *Backend) listUploads(ctx context.Context, prefix, listPrefix, full stri
 	}
 }
 
+// listUploadsPage makes one ListMultipartUploads request.
+func (d *bucket) listUploadsPage(ctx context.Context, rt driver.Runner, in *awss3.ListMultipartUploadsInput) (*awss3.ListMultipartUploadsOutput, error) {
+	var out *awss3.ListMultipartUploadsOutput
+	err := rt.Do(ctx, 0, func(ctx context.Context) error {
+		o, err := d.client.ListMultipartUploads(ctx, in)
+		out = o
+		return d.explain(err)
+	})
+	return out, err
+}
+
 // AbortIncompleteUpload aborts an upload that ListIncompleteUploads
 // reported, freeing its parts. An upload that is gone already (completed
 // or aborted meanwhile) is no error.
 func (b *Backend) AbortIncompleteUpload(ctx context.Context, u IncompleteUpload) error {
+	const op = "abort upload"
 	if err := backends.CheckObjectName(u.Name); err != nil {
-		return backends.NewError("abort upload", ID, u.Name, err)
+		return backends.NewError(op, ID, u.Name, err)
 	}
-	if err := b.begin("abort upload", u.Name); err != nil {
-		return err
-	}
-	defer b.calls.Leave()
-	if err := ctx.Err(); err != nil {
-		return b.wrap("abort upload", u.Name, err, false)
-	}
-	key := b.key(u.Name)
-	err := b.do(ctx, func(ctx context.Context) error {
-		_, err := b.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{
-			Bucket: &b.bucket, Key: &key, UploadId: &u.UploadID,
-		})
-		return err
-	})
-	if err != nil && (apiCode(err) == "NoSuchUpload" || statusCode(err) == http.StatusNotFound && apiCode(err) != "NoSuchBucket") {
+	return b.Run(ctx, op, u.Name, func(ctx context.Context, rt driver.Runner) error {
+		if err := b.d.abortUpload(ctx, rt, b.d.key(u.Name), &u.UploadID); err != nil {
+			return fmt.Errorf("upload %s: %w", u.UploadID, err)
+		}
 		return nil
-	}
-	if err != nil {
-		return b.wrap("abort upload", u.Name, fmt.Errorf("upload %s: %w", u.UploadID, err), false)
-	}
-	return nil
+	})
 }

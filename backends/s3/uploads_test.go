@@ -18,12 +18,12 @@ func TestIncompleteUploads(t *testing.T) {
 	b := openURL(t, u)
 	ctx := t.Context()
 	start := func(key string) string {
-		out, err := b.Client().CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: &b.bucket, Key: &key})
+		out, err := b.Client().CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: &b.d.bucket, Key: &key})
 		if err != nil {
 			t.Fatalf("CreateMultipartUpload %s: %v", key, err)
 		}
 		t.Cleanup(func() {
-			b.Client().AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &b.bucket, Key: &key, UploadId: out.UploadId})
+			b.Client().AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &b.d.bucket, Key: &key, UploadId: out.UploadId})
 		})
 		return *out.UploadId
 	}

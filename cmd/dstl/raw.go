@@ -50,7 +50,14 @@ func newRawStore(b backends.Backend, basePath string) (rawStore, error) {
 		}
 		return rawLocal{root: b.Root(), sync: !cfg.NoSync}, nil
 	case *s3.Backend:
-		return rawS3{client: b.Client(), bucket: b.Bucket(), prefix: b.Prefix()}, nil
+		var (
+			client *awss3.Client
+			loc    s3.Location
+		)
+		if !b.As(&client) || !b.As(&loc) {
+			return nil, errors.New("the s3 backend gives no client or location")
+		}
+		return rawS3{client: client, bucket: loc.Bucket, prefix: loc.Prefix}, nil
 	case *gcs.Backend:
 		var bucket *storage.BucketHandle
 		if !b.As(&bucket) {
