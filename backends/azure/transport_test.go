@@ -20,7 +20,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
-	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/transportcase"
 )
 
 // answer returns the SDK's error for an answer of the service with status
@@ -78,7 +78,7 @@ func TestClassify(t *testing.T) {
 		{"unexpected EOF", &url.Error{Op: "Get", URL: "https://x/", Err: io.ErrUnexpectedEOF}, driver.Transient},
 		{"other", errors.New("something else"), driver.Unknown},
 	}
-	for _, tc := range request.TransportCases() {
+	for _, tc := range transportcase.TransportCases() {
 		want := driver.Transient
 		if tc.Permanent {
 			want = driver.Permanent
@@ -129,7 +129,7 @@ func TestExplain(t *testing.T) {
 // at once with ErrPermanent when no attempt can heal it, and is retried
 // otherwise.
 func TestTransportErrors(t *testing.T) {
-	for _, tc := range request.TransportCases() {
+	for _, tc := range transportcase.TransportCases() {
 		t.Run(tc.Name, func(t *testing.T) {
 			var calls atomic.Int32
 			cfg := DefaultConfig("ctr")

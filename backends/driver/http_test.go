@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dstlgo/dstl/backends/internal/transportcase"
 )
 
 // TestResponseTimeout: a request without a body fails when no answer
@@ -187,5 +189,19 @@ func TestTransportCode(t *testing.T) {
 				t.Fatalf("TransportCode(%v) = %v, %v; want %v, %v", tc.err, got, ok, tc.want, tc.ok)
 			}
 		})
+	}
+}
+
+// TestTransportCases: TransportCode agrees with the cases every driver's
+// tests check their classifier against.
+func TestTransportCases(t *testing.T) {
+	for _, tc := range transportcase.TransportCases() {
+		want := Transient
+		if tc.Permanent {
+			want = Permanent
+		}
+		if got, ok := TransportCode(tc.Err); got != want || !ok {
+			t.Errorf("%s: TransportCode = %v, %v; want %v", tc.Name, got, ok, want)
+		}
 	}
 }

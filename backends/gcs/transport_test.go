@@ -9,7 +9,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
-	"github.com/dstlgo/dstl/backends/internal/request"
+	"github.com/dstlgo/dstl/backends/internal/transportcase"
 )
 
 // TestClassifyTransport: the transport's errors are classified as every
@@ -18,7 +18,7 @@ import (
 func TestClassifyTransport(t *testing.T) {
 	d := &bucket{}
 	b := offlineBackend(t)
-	for _, tc := range request.TransportCases() {
+	for _, tc := range transportcase.TransportCases() {
 		want := driver.Transient
 		if tc.Permanent {
 			want = driver.Permanent

@@ -1,4 +1,6 @@
-package request
+// Package transportcase holds the transport errors every driver must
+// classify alike, for the drivers' tests.
+package transportcase
 
 import (
 	"crypto/tls"
@@ -11,7 +13,7 @@ import (
 )
 
 // TransportCase is a transport error wrapped the way an HTTP client returns
-// it, and whether [PermanentTransportError] counts it as one that another
+// it, and whether [driver.TransportCode] calls it [driver.Permanent], one that another
 // attempt cannot heal. The backends' tests check their retry decisions
 // against [TransportCases].
 type TransportCase struct {
