@@ -230,13 +230,18 @@ func (d *bucket) Close() error {
 	return nil
 }
 
-// As sets a **container.Client target to the container client.
+// As sets a **container.Client target to the container client and a
+// *driver.Root to the container and the prefix.
 func (d *bucket) As(target any) bool {
-	if p, ok := target.(**container.Client); ok {
+	switch p := target.(type) {
+	case **container.Client:
 		*p = d.client
-		return true
+	case *driver.Root:
+		*p = driver.Root{Bucket: d.container, Prefix: d.prefix}
+	default:
+		return false
 	}
-	return false
+	return true
 }
 
 // Location names the container, the endpoint and the blob.

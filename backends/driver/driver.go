@@ -111,8 +111,8 @@ type Bucket interface {
 
 	// As sets target to the driver's SDK client (or another value of the
 	// driver's), when target is a pointer to its type, and reports
-	// whether it did. It is the escape hatch for calls the portable layer
-	// does not make.
+	// whether it did; every driver sets a *[Root]. It is the escape hatch
+	// for calls the portable layer does not make.
 	As(target any) bool
 
 	// Close releases the driver's resources (idle connections, files).
@@ -128,6 +128,15 @@ type Runner interface {
 	// request body of bodySize bytes at [MinThroughput]. The error is the
 	// last attempt's.
 	Do(ctx context.Context, bodySize int64, fn func(ctx context.Context) error) error
+}
+
+// Root is where a driver keeps its objects, as [Bucket.As] reports it to a
+// *Root: an object's key is Prefix followed by its name, in Bucket.
+type Root struct {
+	// Bucket names the bucket, container or directory (without secrets).
+	Bucket string
+	// Prefix is the key prefix of the objects: "" or ending in a slash.
+	Prefix string
 }
 
 // ObjectInfo describes one stored object, as List reports it.

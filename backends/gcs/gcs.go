@@ -188,14 +188,17 @@ func (d *bucket) closeTransport() {
 	}
 }
 
-// As sets a **storage.Client target to the client and a
-// **storage.BucketHandle target to the bucket's handle.
+// As sets a **storage.Client target to the client, a
+// **storage.BucketHandle target to the bucket's handle and a *driver.Root
+// to the bucket and the prefix.
 func (d *bucket) As(target any) bool {
 	switch p := target.(type) {
 	case **storage.Client:
 		*p = d.client
 	case **storage.BucketHandle:
 		*p = d.bucket
+	case *driver.Root:
+		*p = driver.Root{Bucket: d.cfg.Bucket, Prefix: d.cfg.Prefix}
 	default:
 		return false
 	}

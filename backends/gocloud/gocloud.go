@@ -188,14 +188,19 @@ func (d *bucket) Close() error {
 	return nil
 }
 
-// As sets a **blob.Bucket target to the bucket, and hands other targets to
-// the bucket's As.
+// As sets a **blob.Bucket target to the bucket and a *driver.Root to the
+// bucket's URL (without secrets) and the prefix, and hands other targets
+// to the bucket's As.
 func (d *bucket) As(target any) bool {
-	if p, ok := target.(**blob.Bucket); ok {
+	switch p := target.(type) {
+	case **blob.Bucket:
 		*p = d.bucket
-		return true
+	case *driver.Root:
+		*p = driver.Root{Bucket: d.where, Prefix: d.cfg.Prefix}
+	default:
+		return d.bucket.As(target)
 	}
-	return d.bucket.As(target)
+	return true
 }
 
 // Location names the bucket, without secrets, and the object's key.

@@ -144,13 +144,18 @@ func (d *bucket) Close() error {
 	return nil
 }
 
-// As sets a **os.Root target to the root directory.
+// As sets a **os.Root target to the root directory, and a *driver.Root to
+// its path.
 func (d *bucket) As(target any) bool {
-	if p, ok := target.(**os.Root); ok {
+	switch p := target.(type) {
+	case **os.Root:
 		*p = d.root
-		return true
+	case *driver.Root:
+		*p = driver.Root{Bucket: d.dir}
+	default:
+		return false
 	}
-	return false
+	return true
 }
 
 // Location names no more than the errors of the filesystem do.

@@ -48,7 +48,7 @@
 // The same check runs when the retries of that request run out.
 //
 // The Backend's As ([backends.Bucket.As]) gives the *s3.Client and the
-// [Location] (bucket and prefix), for calls the backend does not make.
+// [driver.Root] (bucket and prefix), for calls the backend does not make.
 //
 // Limits: [Config.Concurrency] bounds the parts of one Put, not of all
 // Puts together. A CreateMultipartUpload whose answer is lost leaves an
@@ -106,15 +106,6 @@ func init() {
 type Backend struct {
 	*backends.Bucket
 	d *bucket
-}
-
-// Location is where a backend keeps its objects: [Backend.As] sets a
-// *Location.
-type Location struct {
-	// Bucket is the bucket.
-	Bucket string
-	// Prefix is the key prefix of the objects: "" or ending in a slash.
-	Prefix string
 }
 
 // bucket is the driver: SDK calls on the keys under a prefix of a bucket.
@@ -260,14 +251,14 @@ func endpointOf(cfg Config) string {
 // "dstl bench") or that need a call the backend does not make.
 func (b *Backend) Client() *awss3.Client { return b.d.client }
 
-// As sets a **s3.Client target to the client and a *[Location] target to
-// the bucket and the prefix.
+// As sets a **s3.Client target to the client and a *driver.Root target
+// to the bucket and the prefix.
 func (d *bucket) As(target any) bool {
 	switch p := target.(type) {
 	case **awss3.Client:
 		*p = d.client
-	case *Location:
-		*p = Location{Bucket: d.bucket, Prefix: d.prefix}
+	case *driver.Root:
+		*p = driver.Root{Bucket: d.bucket, Prefix: d.prefix}
 	default:
 		return false
 	}

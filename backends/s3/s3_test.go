@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/duplicating"
 )
@@ -227,13 +228,13 @@ func TestGivenClient(t *testing.T) {
 	defer made.Close()
 	var (
 		client *awss3.Client
-		loc    Location
+		loc    driver.Root
 	)
 	if !made.As(&client) || client != made.Client() {
 		t.Fatalf("As(**s3.Client) gave %p, want %p", client, made.Client())
 	}
-	if !made.As(&loc) || loc != (Location{Bucket: requireEnv(t)["DSTL_S3_BUCKET"], Prefix: prefix}) {
-		t.Fatalf("As(*Location) gave %+v", loc)
+	if !made.As(&loc) || loc != (driver.Root{Bucket: requireEnv(t)["DSTL_S3_BUCKET"], Prefix: prefix}) {
+		t.Fatalf("As(*driver.Root) gave %+v", loc)
 	}
 	var other string
 	if made.As(&other) {

@@ -16,11 +16,8 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/backends/azure"
-	"github.com/dstlgo/dstl/backends/gcs"
-	"github.com/dstlgo/dstl/backends/gocloud"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/backends/local"
-	"github.com/dstlgo/dstl/backends/s3"
 )
 
 // rawStore puts and gets whole objects with a backend's SDK called
@@ -40,46 +37,37 @@ type rawStore interface {
 	removePrefix(prefix string) error
 }
 
-// newRawStore returns the raw store beside backend b, opened from basePath.
+// newRawStore returns the raw store beside backend b, opened from
+// basePath: it takes the SDK client that b's As hands out, and the root
+// (bucket and key prefix) that every backend's As gives.
 func newRawStore(b backends.Backend, basePath string) (rawStore, error) {
-	switch b := b.(type) {
-	case *local.Backend:
+	bk, ok := b.(interface{ As(target any) bool })
+	var root driver.Root
+	if !ok || !bk.As(&root) {
+		return nil, fmt.Errorf("no raw SDK baseline for a backend of type %T", b)
+	}
+	var (
+		dir       *os.Root
+		s3Client  *awss3.Client
+		gcsBucket *storage.BucketHandle
+		azure     *container.Client
+		bucket    *blob.Bucket
+	)
+	switch {
+	case bk.As(&dir):
 		cfg, err := local.ParseURL(basePath)
 		if err != nil {
 			return nil, err
 		}
-		return rawLocal{root: b.Root(), sync: !cfg.NoSync}, nil
-	case *s3.Backend:
-		var (
-			client *awss3.Client
-			loc    s3.Location
-		)
-		if !b.As(&client) || !b.As(&loc) {
-			return nil, errors.New("the s3 backend gives no client or location")
-		}
-		return rawS3{client: client, bucket: loc.Bucket, prefix: loc.Prefix}, nil
-	case *gcs.Backend:
-		var bucket *storage.BucketHandle
-		if !b.As(&bucket) {
-			return nil, errors.New("the gcs backend gives no bucket handle")
-		}
-		return rawGCS{bucket: bucket, prefix: b.Config().Prefix}, nil
-	case *azure.Backend:
-		var client *container.Client
-		if !b.As(&client) {
-			return nil, errors.New("the azure backend gives no container client")
-		}
-		return rawAzure{client: client, prefix: b.Prefix()}, nil
-	case *gocloud.Backend:
-		cfg, err := gocloud.ParseURL(basePath)
-		if err != nil {
-			return nil, err
-		}
-		var bucket *blob.Bucket
-		if !b.As(&bucket) {
-			return nil, errors.New("the gocloud backend hands out no *blob.Bucket")
-		}
-		return rawGocloud{bucket: bucket, prefix: cfg.Prefix}, nil
+		return rawLocal{root: dir.Name(), sync: !cfg.NoSync}, nil
+	case bk.As(&bucket): // before the SDK clients, which a gocloud bucket hands out too
+		return rawGocloud{bucket: bucket, prefix: root.Prefix}, nil
+	case bk.As(&s3Client):
+		return rawS3{client: s3Client, bucket: root.Bucket, prefix: root.Prefix}, nil
+	case bk.As(&gcsBucket):
+		return rawGCS{bucket: gcsBucket, prefix: root.Prefix}, nil
+	case bk.As(&azure):
+		return rawAzure{client: azure, prefix: root.Prefix}, nil
 	}
 	return nil, fmt.Errorf("no raw SDK baseline for a backend of type %T", b)
 }
