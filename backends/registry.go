@@ -2,6 +2,7 @@ package backends
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -164,3 +165,42 @@ func knownSchemes() []string {
 	}
 	return s
 }
+
+// RegisterURL registers a backend package whose base paths parse into a
+// configuration with parse and open with open (see [Register]): the
+// factory is [OpenURL] of the two.
+func RegisterURL[C any, B Backend](id string, parse func(basePath string) (C, error), open func(ctx context.Context, cfg C) (B, error), schemes ...string) {
+	Register(id, func(ctx context.Context, basePath string) (Backend, error) {
+		b, err := OpenURL(ctx, basePath, parse, open)
+		if err != nil {
+			return nil, err // not a typed nil in an interface
+		}
+		return b, nil
+	}, schemes...)
+}
+
+// OpenURL parses basePath with parse and opens the backend with open. An
+// error of parse is a configuration error: it matches [ErrInvalidConfig].
+func OpenURL[C any, B Backend](ctx context.Context, basePath string, parse func(basePath string) (C, error), open func(ctx context.Context, cfg C) (B, error)) (B, error) {
+	cfg, err := parse(basePath)
+	if err != nil {
+		var none B
+		return none, Invalid(err)
+	}
+	return open(ctx, cfg)
+}
+
+// Invalid marks err, an error of a backend's URL parser or configuration
+// check, as a configuration error: it matches [ErrInvalidConfig] (and still
+// err) with errors.Is, and reads as err. A nil err stays nil.
+func Invalid(err error) error {
+	if err == nil || errors.Is(err, ErrInvalidConfig) {
+		return err
+	}
+	return &invalidError{err}
+}
+
+type invalidError struct{ err error }
+
+func (e *invalidError) Error() string   { return e.err.Error() }
+func (e *invalidError) Unwrap() []error { return []error{e.err, ErrInvalidConfig} }

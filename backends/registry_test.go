@@ -3,6 +3,7 @@ package backends_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -143,6 +144,34 @@ func TestCheckObjectName(t *testing.T) {
 		err := backends.CheckObjectName(tc.name)
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, backends.ErrInvalidName)) {
 			t.Errorf("CheckObjectName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+// TestRegisterURL: a backend registered with RegisterURL parses its base
+// path, reports a parse error as an invalid configuration, and returns no
+// backend (not a typed nil) when its open fails.
+func TestRegisterURL(t *testing.T) {
+	type cfg struct{ path string }
+	errOpen := errors.New("cannot open")
+	backends.RegisterURL("url-test", func(basePath string) (cfg, error) {
+		if strings.Contains(basePath, "bad") {
+			return cfg{}, errors.New("bad base path")
+		}
+		return cfg{basePath}, nil
+	}, func(_ context.Context, c cfg) (*backends.Bucket, error) {
+		return nil, fmt.Errorf("%s: %w", c.path, errOpen)
+	}, "urltest")
+	for _, tc := range []struct {
+		path string
+		want error
+	}{
+		{"urltest://bad/x", backends.ErrInvalidConfig},
+		{"urltest://good/x", errOpen},
+	} {
+		b, _, err := backends.Open(t.Context(), "", tc.path)
+		if !errors.Is(err, tc.want) || b != nil {
+			t.Errorf("Open(%q) = %v, %v; want no backend and %v", tc.path, b, err, tc.want)
 		}
 	}
 }

@@ -69,7 +69,6 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
-	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
 // ID is the backend's identifier in the registry and in its errors.
@@ -83,11 +82,7 @@ const metaUploadID = "dstluploadid"
 
 var getenv = os.Getenv
 
-func init() {
-	backends.Register(ID, func(ctx context.Context, basePath string) (backends.Backend, error) {
-		return New(ctx, basePath)
-	}, Scheme)
-}
+func init() { backends.RegisterURL(ID, ParseURL, Open, Scheme) }
 
 // Backend is the Azure Blob Storage backend: the portable
 // [backends.Bucket] over a container, with the calls of its own. Its As
@@ -116,11 +111,7 @@ var _ driver.Bucket = (*bucket)(nil)
 // New opens a backend from an azblob:// base path (see [ParseURL]). It is
 // the factory the backend registers.
 func New(ctx context.Context, basePath string) (*Backend, error) {
-	cfg, err := ParseURL(basePath)
-	if err != nil {
-		return nil, urlparam.Invalid(err)
-	}
-	return Open(ctx, cfg)
+	return backends.OpenURL(ctx, basePath, ParseURL, Open)
 }
 
 // Open opens a backend with cfg. It makes no request: a missing container
@@ -130,7 +121,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("azure: open container %q: %w", cfg.Container, err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, urlparam.Invalid(err)
+		return nil, backends.Invalid(err)
 	}
 	d := &bucket{
 		client:      cfg.Client,

@@ -79,7 +79,6 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
-	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
 // ID is the backend's identifier in the registry and in its errors.
@@ -88,11 +87,7 @@ const ID = "gcs"
 // Scheme is the URL scheme of the backend's base paths.
 const Scheme = "gs"
 
-func init() {
-	backends.Register(ID, func(ctx context.Context, basePath string) (backends.Backend, error) {
-		return New(ctx, basePath)
-	}, Scheme)
-}
+func init() { backends.RegisterURL(ID, ParseURL, Open, Scheme) }
 
 // Backend is the GCS backend: the portable [backends.Bucket] over a bucket
 // of Google Cloud Storage, with the calls of its own. It is safe for
@@ -119,11 +114,7 @@ var _ driver.Bucket = (*bucket)(nil)
 // New opens a backend from a gs:// base path (see [ParseURL]). It is the
 // factory the backend registers.
 func New(ctx context.Context, basePath string) (*Backend, error) {
-	cfg, err := ParseURL(basePath)
-	if err != nil {
-		return nil, urlparam.Invalid(err)
-	}
-	return Open(ctx, cfg)
+	return backends.OpenURL(ctx, basePath, ParseURL, Open)
 }
 
 // Open opens a backend with cfg. It does not check that the bucket exists.
@@ -132,7 +123,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("gcs: open bucket %q: %w", cfg.Bucket, err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, urlparam.Invalid(err)
+		return nil, backends.Invalid(err)
 	}
 	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
 		cfg.Prefix += "/"

@@ -99,7 +99,6 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
-	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
 // ID is the backend's identifier in the registry.
@@ -109,11 +108,7 @@ const ID = "gocloud"
 // serves belong to the native backends).
 const Scheme = "mem"
 
-func init() {
-	backends.Register(ID, func(ctx context.Context, basePath string) (backends.Backend, error) {
-		return New(ctx, basePath)
-	}, Scheme)
-}
+func init() { backends.RegisterURL(ID, ParseURL, Open, Scheme) }
 
 // Backend stores objects in a gocloud.dev/blob bucket: the portable
 // [backends.Bucket] over the bucket. Its As sets a **blob.Bucket to the
@@ -139,18 +134,14 @@ var _ driver.Bucket = (*bucket)(nil)
 // New opens a backend from a base path (see [ParseURL]). It is the factory
 // the backend registers.
 func New(ctx context.Context, basePath string) (*Backend, error) {
-	cfg, err := ParseURL(basePath)
-	if err != nil {
-		return nil, urlparam.Invalid(err)
-	}
-	return Open(ctx, cfg)
+	return backends.OpenURL(ctx, basePath, ParseURL, Open)
 }
 
 // Open opens a backend with cfg: on cfg.Bucket when set, otherwise on the
 // bucket that blob.OpenBucket opens for cfg.URL.
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, urlparam.Invalid(err)
+		return nil, backends.Invalid(err)
 	}
 	d := &bucket{bucket: cfg.Bucket, cfg: cfg, where: redact(cfg.URL)}
 	if d.bucket == nil {

@@ -45,7 +45,6 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
-	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
 // ID is the backend's identifier in the registry and in its errors.
@@ -64,11 +63,7 @@ const (
 	copyChunk = 1 << 20
 )
 
-func init() {
-	backends.Register(ID, func(ctx context.Context, basePath string) (backends.Backend, error) {
-		return New(ctx, basePath)
-	}, Scheme)
-}
+func init() { backends.RegisterURL(ID, ParseURL, Open, Scheme) }
 
 // Backend is the local backend: the portable [backends.Bucket] over the
 // files under a root directory, with the calls of its own. It is safe for
@@ -92,11 +87,7 @@ var _ driver.Bucket = (*bucket)(nil)
 // New opens a backend from a base path, a plain path or a file:// URL (see
 // [ParseURL]). It is the factory the backend registers.
 func New(ctx context.Context, basePath string) (*Backend, error) {
-	cfg, err := ParseURL(basePath)
-	if err != nil {
-		return nil, urlparam.Invalid(err)
-	}
-	return Open(ctx, cfg)
+	return backends.OpenURL(ctx, basePath, ParseURL, Open)
 }
 
 // Open opens a backend with cfg. With cfg.CreateRoot, the root directory is
@@ -107,7 +98,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("local: open %q: %w", cfg.Root, err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, urlparam.Invalid(err)
+		return nil, backends.Invalid(err)
 	}
 	dir, err := filepath.Abs(cfg.Root)
 	if err != nil {

@@ -81,7 +81,6 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
-	"github.com/dstlgo/dstl/backends/internal/urlparam"
 )
 
 // ID is the backend's identifier in the registry and in its errors.
@@ -94,11 +93,7 @@ const Scheme = "s3"
 // on a context of its own since the caller's may be done.
 const abortTimeout = 30 * time.Second
 
-func init() {
-	backends.Register(ID, func(ctx context.Context, basePath string) (backends.Backend, error) {
-		return New(ctx, basePath)
-	}, Scheme)
-}
+func init() { backends.RegisterURL(ID, ParseURL, Open, Scheme) }
 
 // Backend is the S3 backend: the portable [backends.Bucket] over an S3
 // bucket, with the calls of its own (incomplete uploads). It is safe for
@@ -126,11 +121,7 @@ var _ driver.Bucket = (*bucket)(nil)
 // New opens a backend from a base path "s3://bucket/prefix?..." (see
 // [ParseURL]). It is the factory the backend registers.
 func New(ctx context.Context, basePath string) (*Backend, error) {
-	cfg, err := ParseURL(basePath)
-	if err != nil {
-		return nil, urlparam.Invalid(err)
-	}
-	return Open(ctx, cfg)
+	return backends.OpenURL(ctx, basePath, ParseURL, Open)
 }
 
 // Open opens a backend with cfg. Unless cfg.Client is set, it builds a
@@ -142,7 +133,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("s3: open bucket %q: %w", cfg.Bucket, err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, urlparam.Invalid(err)
+		return nil, backends.Invalid(err)
 	}
 	d := &bucket{
 		client:   cfg.Client,

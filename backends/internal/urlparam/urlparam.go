@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/dstlgo/dstl/dstl"
 )
 
 // Check rejects query parameters not in known, naming them (and the known
@@ -55,18 +53,3 @@ func Size(s string) (int64, error) {
 	}
 	return n * mult, nil
 }
-
-// Invalid marks err, an error of a backend's URL parser or configuration
-// check, as a configuration error: it matches [dstl.ErrInvalidConfig]
-// (and still err) with errors.Is, and reads as err.
-func Invalid(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &invalidError{err}
-}
-
-type invalidError struct{ err error }
-
-func (e *invalidError) Error() string   { return e.err.Error() }
-func (e *invalidError) Unwrap() []error { return []error{e.err, dstl.ErrInvalidConfig} }
