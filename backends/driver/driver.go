@@ -36,11 +36,18 @@
 //     driver treats cut connections and bad certificates alike.
 //  3. Build the HTTP client with [Transport], so that answers that never
 //     come are timed out and upload progress is reported ([ReportProgress]).
-//  4. In the backend's package, give it a Config with documented defaults,
-//     a Validate, an Open(ctx, Config) that returns the portable type made
-//     by backends.New, a URL form whose parameters are listed as
-//     []URLParameter, and register it in init with backends.Register.
-//  5. Run conformance.TestBackend against an emulator of the service.
+//  4. Make every As answer a *[Root], and the SDK client for calls the
+//     library does not make.
+//  5. In the backend's package, give it a Config with documented defaults
+//     (among them a backends.Policy for its requests), a Validate, an
+//     Open(ctx, Config) that returns the portable type made by
+//     backends.New (embed it in the package's Backend type to add calls of
+//     its own, run through backends.Bucket.Run), a URL form whose
+//     parameters are listed as []URLParameter, and register it in init
+//     with backends.RegisterURL(ID, ParseURL, Open, scheme).
+//  6. Run conformance.TestBackend against an emulator of the service.
+//
+// The Example of this package is a whole driver, over a directory.
 //
 // Names given to a driver are valid object names, relative to the
 // backend's root: a driver adds its own prefix (a bucket's key prefix, a
