@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
@@ -435,5 +439,58 @@ func TestOpenTimeoutNamesTheEndpoint(t *testing.T) {
 	_, err := b.Get(t.Context(), "x", 0, -1)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "http://10.0.0.1:9000/b/x") || !strings.Contains(err.Error(), "no answer within 20ms") {
 		t.Fatalf("Get = %v, want a timeout that names the endpoint", err)
+	}
+}
+
+// TestMetrics: every operation is counted by op and outcome, with its
+// latency, and every attempt after a request's first as a retry.
+func TestMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	f := newFlaky(func(op string, n int64) error {
+		if op == "put" && n == 1 {
+			return errTransient
+		}
+		return nil
+	})
+	b := backends.New("flaky", f, fastPolicy, backends.WithMeterProvider(mp))
+	ctx := t.Context()
+	if err := b.Put(ctx, "x", strings.NewReader("data"), 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, "missing", 0, -1); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("Get = %v", err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	durations := 0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					op, _ := p.Attributes.Value("op")
+					outcome, _ := p.Attributes.Value("outcome")
+					backend, _ := p.Attributes.Value("backend")
+					got[m.Name+" "+backend.AsString()+" "+op.AsString()+" "+outcome.AsString()] += p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					durations += int(p.Count)
+				}
+			}
+		}
+	}
+	want := map[string]int64{
+		"dstl.backend.operations flaky put ok":    1,
+		"dstl.backend.operations flaky get error": 1,
+		"dstl.backend.retries flaky put ":         1,
+	}
+	if !reflect.DeepEqual(got, want) || durations != 2 {
+		t.Fatalf("metrics %v with %d latencies, want %v with 2", got, durations, want)
 	}
 }
