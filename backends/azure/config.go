@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -91,10 +90,10 @@ type Config struct {
 	// its memory: Concurrency × PartSize. Default 4.
 	Concurrency int
 
-	// Request is the policy under which the portable layer
-	// ([backends.Bucket]) times and retries every request and every
-	// block: a per-request timeout and exponential backoff with jitter
-	// between at most MaxAttempts attempts. Only throttling (429),
+	// Request is how the portable layer ([backends.Bucket]) times and
+	// retries every request and every block: a per-request timeout and
+	// exponential backoff with jitter between at most MaxAttempts
+	// attempts. Only throttling (429),
 	// timeouts (408), server errors (5xx), cut connections and timed-out
 	// attempts are retried, never a permission or precondition error. The
 	// SDK's own retries are turned off in a client the backend makes, so
@@ -108,7 +107,8 @@ type Config struct {
 	// 30 s timeout, 5 attempts, backoff from 100 ms to 5 s, a 10 s
 	// response timeout and 2 attempts that may time out, so that an
 	// endpoint that takes connections and never answers fails a request
-	// after about 20 s.
+	// after about 20 s. The URL parameters timeout, max_attempts,
+	// response_timeout and timeout_attempts set it (see [ParseURL]).
 	Request backends.Policy
 }
 
@@ -137,7 +137,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("azure: prefix %q: must not start with '/'", c.Prefix)
 	}
 	if err := c.Request.Validate(); err != nil {
-		return fmt.Errorf("azure: %w", err)
+		return fmt.Errorf("azure: Request: %w", err)
 	}
 	if c.Client == nil && c.ConnectionString == "" && c.AccountURL == "" && c.Account == "" {
 		return errors.New("azure: an account URL, an account name, a connection string or a client is required")
@@ -153,30 +153,23 @@ func (c Config) Validate() error {
 
 // URL query parameters of the azblob:// form, see [ParseURL].
 const (
-	paramEndpoint        = "endpoint"
-	paramAccountURL      = "account_url"
-	paramAccount         = "account"
-	paramPartSize        = "part_size"
-	paramConcurrency     = "concurrency"
-	paramTimeout         = "timeout"
-	paramAttempts        = "max_attempts"
-	paramResponseTimeout = "response_timeout"
-	paramTimeoutAttempts = "timeout_attempts"
+	paramEndpoint    = "endpoint"
+	paramAccountURL  = "account_url"
+	paramAccount     = "account"
+	paramPartSize    = "part_size"
+	paramConcurrency = "concurrency"
+	paramTimeout     = "timeout"
 )
 
 // URLParameters are the query parameters an azblob:// base path takes (see
 // [ParseURL]); no other is accepted.
-var URLParameters = []driver.URLParameter{
+var URLParameters = append([]driver.URLParameter{
 	{Name: paramEndpoint, Value: "URL", Default: "https://ACCOUNT.blob.core.windows.net", Description: "Blob service URL of the account, e.g. Azurite's", Example: "http://127.0.0.1:10000/devstoreaccount1"},
 	{Name: paramAccountURL, Value: "URL", Description: "the same as endpoint (give one of them)", Example: "http://127.0.0.1:10000/devstoreaccount1"},
 	{Name: paramAccount, Value: "NAME", Default: "$AZURE_STORAGE_ACCOUNT", Description: "storage account", Example: "devstoreaccount1"},
 	{Name: paramPartSize, Value: "SIZE", Default: "8MiB", Description: "staged blocks above it, of this size", Example: "4MiB"},
 	{Name: paramConcurrency, Value: "N", Default: "4", Description: "blocks of one put staged in parallel", Example: "8"},
-	{Name: paramTimeout, Value: "DURATION", Default: "30s", Description: "per-request timeout", Example: "10s"},
-	{Name: paramAttempts, Value: "N", Default: "5", Description: "attempts per request, the first included", Example: "3"},
-	{Name: paramResponseTimeout, Value: "DURATION", Default: "10s", Description: "bound of the wait for an answer's headers; 0 for none but timeout", Example: "5s"},
-	{Name: paramTimeoutAttempts, Value: "N", Default: "2", Description: "attempts of a request that may time out before it fails; 0 for max_attempts", Example: "1"},
-}
+}, urlparam.PolicyParameters(paramTimeout)...)
 
 var knownParams = driver.URLParameterNames(URLParameters)
 
@@ -189,12 +182,8 @@ var knownParams = driver.URLParameterNames(URLParameters)
 //	account=NAME       the storage account; default $AZURE_STORAGE_ACCOUNT
 //	part_size=BYTES    staged block size, e.g. 8388608, 8MiB, 512KiB (default 8MiB)
 //	concurrency=N      blocks of one Put staged in parallel (default 4)
-//	timeout=DURATION   per-request timeout, e.g. 30s (default 30s)
-//	max_attempts=N     attempts per request, the first included (default 5)
-//	response_timeout=DURATION  bound of the wait for an answer's headers,
-//	                   0 for none but timeout (default 10s)
-//	timeout_attempts=N attempts of a request that may time out before it
-//	                   fails, 0 for max_attempts (default 2)
+//	timeout=DURATION, max_attempts=N, response_timeout=DURATION,
+//	timeout_attempts=N [Config.Request] (see [URLParameters])
 //
 // Secrets never go into the URL: a connection string is read from
 // $AZURE_STORAGE_CONNECTION_STRING and a shared key from $AZURE_STORAGE_KEY
@@ -260,33 +249,8 @@ func parseURL(basePath string, env func(string) string) (Config, error) {
 		}
 		cfg.Concurrency = n
 	}
-	if q.Has(paramTimeout) {
-		d, err := time.ParseDuration(q.Get(paramTimeout))
-		if err != nil || d <= 0 {
-			return Config{}, bad(paramTimeout, "a positive duration such as 30s")
-		}
-		cfg.Request.Timeout = d
-	}
-	if q.Has(paramAttempts) {
-		n, err := strconv.Atoi(q.Get(paramAttempts))
-		if err != nil || n < 1 {
-			return Config{}, bad(paramAttempts, "a positive integer")
-		}
-		cfg.Request.MaxAttempts = n
-	}
-	if q.Has(paramResponseTimeout) {
-		d, err := time.ParseDuration(q.Get(paramResponseTimeout))
-		if err != nil || d < 0 {
-			return Config{}, bad(paramResponseTimeout, "a duration such as 10s, or 0")
-		}
-		cfg.Request.ResponseTimeout = d
-	}
-	if q.Has(paramTimeoutAttempts) {
-		n, err := strconv.Atoi(q.Get(paramTimeoutAttempts))
-		if err != nil || n < 0 {
-			return Config{}, bad(paramTimeoutAttempts, "a whole number, or 0")
-		}
-		cfg.Request.TimeoutAttempts = n
+	if err := urlparam.Policy(q, paramTimeout, &cfg.Request); err != nil {
+		return Config{}, fmt.Errorf("azure: base path %q: %w", shown, err)
 	}
 	if cfg.AccountURL == "" && cfg.Account == "" {
 		cfg.ConnectionString = env(EnvConnectionString)

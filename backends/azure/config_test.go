@@ -39,6 +39,13 @@ func TestParseURL(t *testing.T) {
 				t.Fatalf("got %+v", c)
 			}
 		}, ""},
+		{"deadlines", "azblob://cont?account=a&timeout=0&response_timeout=0&timeout_attempts=1", noEnv, func(t *testing.T, c Config) {
+			want := backends.DefaultPolicy
+			want.Timeout, want.ResponseTimeout, want.TimeoutAttempts = 0, 0, 1
+			if c.Request != want {
+				t.Fatalf("Request %+v, want %+v", c.Request, want)
+			}
+		}, ""},
 		{"account_url alias and plain part size", "azblob://cont?account_url=" + azurite + "&part_size=1000", noEnv, func(t *testing.T, c Config) {
 			if c.AccountURL != azurite || c.PartSize != 1000 || c.Prefix != "" {
 				t.Fatalf("got %+v", c)
@@ -70,6 +77,9 @@ func TestParseURL(t *testing.T) {
 		{"bad timeout", "azblob://cont?account=a&timeout=soon", noEnv, nil, `"timeout"`},
 		{"negative timeout", "azblob://cont?account=a&timeout=-1s", noEnv, nil, `"timeout"`},
 		{"bad attempts", "azblob://cont?account=a&max_attempts=0", noEnv, nil, `"max_attempts"`},
+		{"negative response timeout", "azblob://cont?account=a&response_timeout=-1s", noEnv, nil, `"response_timeout"`},
+		{"bad timeout attempts", "azblob://cont?account=a&timeout_attempts=many", noEnv, nil, `"timeout_attempts"`},
+		{"timeout, s3's name", "azblob://cont?account=a&request_timeout=1s", noEnv, nil, `unknown query parameter(s) "request_timeout"`},
 		{"bad endpoint", "azblob://cont?endpoint=ftp://x", noEnv, nil, "account URL"},
 		{"no account at all", "azblob://cont", noEnv, nil, "account URL, an account name, a connection string or a client is required"},
 		{"missing container", "azblob:///prefix?account=a", noEnv, nil, "missing container"},
@@ -113,7 +123,8 @@ func TestValidate(t *testing.T) {
 		{"zero part size", func(c *Config) { c.PartSize = 0 }, "part size"},
 		{"zero concurrency", func(c *Config) { c.Concurrency = 0 }, "concurrency"},
 		{"absolute prefix", func(c *Config) { c.Prefix = "/p" }, "prefix"},
-		{"bad policy", func(c *Config) { c.Request.MaxAttempts = 0 }, "attempts"},
+		{"bad policy", func(c *Config) { c.Request.MaxAttempts = 0 }, "azure: Request: max attempts"},
+		{"negative timeout", func(c *Config) { c.Request.Timeout = -1 }, "azure: Request: request timeout"},
 		{"no account", func(c *Config) { c.Account = "" }, "required"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,11 +23,6 @@ const (
 	// MinPartSize is the smallest part size: the client rounds chunk sizes
 	// up to a multiple of it.
 	MinPartSize = 256 << 10
-	// DefaultTimeout bounds each request (each chunk of a resumable upload).
-	DefaultTimeout = 30 * time.Second
-	// DefaultMaxAttempts is the number of attempts of each request, the
-	// first included.
-	DefaultMaxAttempts = 5
 	// DefaultPageSize is the number of objects a List asks for per request.
 	DefaultPageSize = 1000
 )
@@ -69,33 +64,23 @@ type Config struct {
 	// or Azure, there are no parts in parallel. Default [DefaultPartSize];
 	// URL parameter "part_size" (bytes, or with a KiB/MiB/GiB suffix).
 	PartSize int64
-	// Timeout bounds each request: each attempt of a single-request call
-	// and the wait for the answer to each chunk of a resumable upload. A
-	// request with a body may take its body at 256 KiB/s on top
-	// ([driver.MinThroughput]), so that a slow but progressing upload is
-	// not cut.
-	// Default [DefaultTimeout]; URL parameter "timeout" (a Go duration).
-	Timeout time.Duration
-	// MaxAttempts is the number of attempts of each request, the first
-	// included; only throttling, 408, 5xx, connection errors and timed-out
-	// attempts are retried, with exponential backoff and jitter. Default
-	// [DefaultMaxAttempts]; URL parameter "max_attempts".
-	MaxAttempts int
-	// ResponseTimeout bounds the wait for the answer's headers of each
-	// attempt, when shorter than Timeout: on reads, and on the HTTP
-	// transport the backend makes for an endpoint or anonymous access
-	// (there, for requests without a large body, not for uploads).
-	// 0 means Timeout only. Default 10s; URL parameter "response_timeout".
-	ResponseTimeout time.Duration
-	// TimeoutAttempts bounds the attempts of a request that may time out:
-	// after so many, the request fails although attempts remain; 0 means
-	// MaxAttempts. With the defaults, an endpoint that takes connections
-	// and never answers fails a read after about 20 s. Default 2; URL
-	// parameter "timeout_attempts".
-	TimeoutAttempts int
-	// InitialBackoff and MaxBackoff bound the waits between attempts.
-	// Defaults 100 ms and 5 s (not settable by URL).
-	InitialBackoff, MaxBackoff time.Duration
+	// Request is how each request is timed and retried: by the portable
+	// layer, and by the client for the chunks of a resumable upload (see
+	// the package documentation). Its Timeout bounds each attempt of a
+	// single-request call and the wait for the answer to each chunk; a
+	// request with a body may take its body at [driver.MinThroughput] on
+	// top (see [backends.Policy.ForBody]). Only throttling, 408, 5xx,
+	// connection errors and timed-out attempts are retried, with
+	// exponential backoff and jitter. Its ResponseTimeout bounds the wait
+	// for the answer's headers of each attempt, when shorter than Timeout:
+	// on reads, and on the HTTP transport the backend makes for an
+	// endpoint or anonymous access (there, for requests without a large
+	// body, not for uploads). Default [backends.DefaultPolicy], with which
+	// an endpoint that takes connections and never answers fails a read
+	// after about 20 s. The URL parameters timeout, max_attempts,
+	// response_timeout and timeout_attempts set it (see [ParseURL]); the
+	// backoff is not settable by URL.
+	Request backends.Policy
 	// PageSize is the number of objects a List asks for per request.
 	// Default [DefaultPageSize].
 	PageSize int
@@ -112,16 +97,11 @@ type Config struct {
 // DefaultConfig returns the default configuration for bucket and prefix.
 func DefaultConfig(bucket, prefix string) Config {
 	return Config{
-		Bucket:          bucket,
-		Prefix:          prefix,
-		PartSize:        DefaultPartSize,
-		Timeout:         DefaultTimeout,
-		MaxAttempts:     DefaultMaxAttempts,
-		ResponseTimeout: backends.DefaultResponseTimeout,
-		TimeoutAttempts: backends.DefaultTimeoutAttempts,
-		InitialBackoff:  backends.DefaultPolicy.InitialBackoff,
-		MaxBackoff:      backends.DefaultPolicy.MaxBackoff,
-		PageSize:        DefaultPageSize,
+		Bucket:   bucket,
+		Prefix:   prefix,
+		PartSize: DefaultPartSize,
+		Request:  backends.DefaultPolicy,
+		PageSize: DefaultPageSize,
 	}
 }
 
@@ -138,20 +118,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gcs: part size (part_size) %d: want a positive multiple of %d", c.PartSize, MinPartSize)
 	case c.PartSize > 1<<31-MinPartSize:
 		return fmt.Errorf("gcs: part size (part_size) %d: too large", c.PartSize)
-	case c.Timeout < 0:
-		return fmt.Errorf("gcs: timeout %v is negative", c.Timeout)
-	case c.MaxAttempts < 1:
-		return fmt.Errorf("gcs: max attempts (max_attempts) %d: want at least 1", c.MaxAttempts)
-	case c.ResponseTimeout < 0:
-		return fmt.Errorf("gcs: response timeout (response_timeout) %v is negative", c.ResponseTimeout)
-	case c.TimeoutAttempts < 0:
-		return fmt.Errorf("gcs: timeout attempts (timeout_attempts) %d is negative", c.TimeoutAttempts)
-	case c.InitialBackoff < 0 || c.MaxBackoff < c.InitialBackoff:
-		return fmt.Errorf("gcs: backoff %v..%v: want 0 <= initial <= max", c.InitialBackoff, c.MaxBackoff)
 	case c.PageSize < 0:
 		return fmt.Errorf("gcs: page size %d is negative", c.PageSize)
 	case c.Anonymous && c.CredentialsFile != "":
 		return errors.New("gcs: anonymous and credentials_file conflict: anonymous requests carry no credentials; set one of them")
+	}
+	if err := c.Request.Validate(); err != nil {
+		return fmt.Errorf("gcs: Request: %w", err)
 	}
 	if c.Endpoint != "" {
 		if err := validateEndpoint(c.Endpoint); err != nil {
@@ -188,37 +161,23 @@ func redact(u *url.URL) string {
 	return v.String()
 }
 
-// policy is how the portable layer times and retries each request, and
-// what a resumable upload's chunks are retried by.
-func (c Config) policy() backends.Policy {
-	return backends.Policy{Timeout: c.Timeout, MaxAttempts: c.MaxAttempts, InitialBackoff: c.InitialBackoff, MaxBackoff: c.MaxBackoff,
-		ResponseTimeout: c.ResponseTimeout, TimeoutAttempts: c.TimeoutAttempts}
-}
-
 // URL query parameters of the gs:// form, see [ParseURL].
 const (
-	paramEndpoint        = "endpoint"
-	paramCredentials     = "credentials_file"
-	paramAnonymous       = "anonymous"
-	paramPartSize        = "part_size"
-	paramTimeout         = "timeout"
-	paramMaxAttempts     = "max_attempts"
-	paramResponseTimeout = "response_timeout"
-	paramTimeoutAttempts = "timeout_attempts"
+	paramEndpoint    = "endpoint"
+	paramCredentials = "credentials_file"
+	paramAnonymous   = "anonymous"
+	paramPartSize    = "part_size"
+	paramTimeout     = "timeout"
 )
 
 // URLParameters are the query parameters a gs:// base path takes (see
 // [ParseURL]); no other is accepted.
-var URLParameters = []driver.URLParameter{
+var URLParameters = append([]driver.URLParameter{
 	{Name: paramEndpoint, Value: "URL", Default: "Google Cloud Storage", Description: "base URL of the service, e.g. fake-gcs-server's", Example: "http://127.0.0.1:4443"},
 	{Name: paramCredentials, Value: "PATH", Description: "service account or other credentials JSON file (default: Application Default Credentials)", Example: "/etc/dstl/gcs.json"},
 	{Name: paramAnonymous, Value: "BOOL", Default: "false (true in effect with endpoint)", Description: "send no credentials", Example: "true"},
 	{Name: paramPartSize, Value: "SIZE", Default: "16MiB", Description: "resumable upload above it, in chunks of it; a multiple of 256KiB", Example: "8MiB"},
-	{Name: paramTimeout, Value: "DURATION", Default: "30s", Description: "per-request timeout", Example: "10s"},
-	{Name: paramMaxAttempts, Value: "N", Default: "5", Description: "attempts per request, the first included", Example: "3"},
-	{Name: paramResponseTimeout, Value: "DURATION", Default: "10s", Description: "bound of the wait for an answer's headers; 0 for timeout's", Example: "5s"},
-	{Name: paramTimeoutAttempts, Value: "N", Default: "2", Description: "attempts of a request that may time out before it fails; 0 for max_attempts", Example: "1"},
-}
+}, urlparam.PolicyParameters(paramTimeout)...)
 
 var knownParams = driver.URLParameterNames(URLParameters)
 
@@ -237,13 +196,8 @@ var knownParams = driver.URLParameterNames(URLParameters)
 //	part_size=SIZE         resumable upload above this size, in chunks of
 //	                       it; a multiple of 256KiB, in bytes or with a
 //	                       KiB/MiB/GiB suffix (default 16MiB)
-//	timeout=DURATION       per-request timeout, e.g. 30s (default 30s)
-//	max_attempts=N         attempts per request, the first included
-//	                       (default 5)
-//	response_timeout=DUR   bound of the wait for an answer's headers; 0
-//	                       for timeout's (default 10s)
-//	timeout_attempts=N     attempts of a request that may time out before
-//	                       it fails; 0 for max_attempts (default 2)
+//	timeout=DURATION, max_attempts=N, response_timeout=DURATION,
+//	timeout_attempts=N     [Config.Request] (see [URLParameters])
 //
 // For example "gs://my-bucket/jobs/dstl?part_size=8MiB".
 //
@@ -337,33 +291,8 @@ func ParseURL(basePath string) (Config, error) {
 		}
 		cfg.PartSize = n
 	}
-	if q.Has(paramTimeout) {
-		d, err := time.ParseDuration(q.Get(paramTimeout))
-		if err != nil || d <= 0 {
-			return Config{}, bad(paramTimeout, "a positive duration such as 30s")
-		}
-		cfg.Timeout = d
-	}
-	if q.Has(paramMaxAttempts) {
-		n, err := strconv.Atoi(q.Get(paramMaxAttempts))
-		if err != nil || n < 1 {
-			return Config{}, bad(paramMaxAttempts, "a whole number of at least 1")
-		}
-		cfg.MaxAttempts = n
-	}
-	if q.Has(paramResponseTimeout) {
-		d, err := time.ParseDuration(q.Get(paramResponseTimeout))
-		if err != nil || d < 0 {
-			return Config{}, bad(paramResponseTimeout, "a duration such as 10s, or 0")
-		}
-		cfg.ResponseTimeout = d
-	}
-	if q.Has(paramTimeoutAttempts) {
-		n, err := strconv.Atoi(q.Get(paramTimeoutAttempts))
-		if err != nil || n < 0 {
-			return Config{}, bad(paramTimeoutAttempts, "a whole number, or 0")
-		}
-		cfg.TimeoutAttempts = n
+	if err := urlparam.Policy(q, paramTimeout, &cfg.Request); err != nil {
+		return Config{}, fmt.Errorf("gcs: base path %q: %w", shown, err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("gcs: base path %q: %w", shown, err)
@@ -385,15 +314,17 @@ func hasUserinfo(rawURL string) bool {
 }
 
 // headerTimeout is the bound of the wait for an answer's headers: the
-// shorter of Timeout and ResponseTimeout that is set, or 0 for none.
+// shorter of the request policy's Timeout and ResponseTimeout that is
+// set, or 0 for none.
 func (c Config) headerTimeout() time.Duration {
+	p := c.Request
 	switch {
-	case c.ResponseTimeout == 0:
-		return c.Timeout
-	case c.Timeout == 0:
-		return c.ResponseTimeout
+	case p.ResponseTimeout == 0:
+		return p.Timeout
+	case p.Timeout == 0:
+		return p.ResponseTimeout
 	}
-	return min(c.Timeout, c.ResponseTimeout)
+	return min(p.Timeout, p.ResponseTimeout)
 }
 
 // endpointName is the endpoint that errors name.

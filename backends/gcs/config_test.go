@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dstlgo/dstl/backends"
 )
 
 func TestParseURL(t *testing.T) {
@@ -18,8 +20,11 @@ func TestParseURL(t *testing.T) {
 		{url: "gs://bkt/jobs/a?endpoint=http://127.0.0.1:4443", want: func(c *Config) { c.Endpoint = "http://127.0.0.1:4443" }},
 		{url: "gs://bkt/jobs/a?part_size=512KiB&timeout=2s&max_attempts=2&credentials_file=/x.json",
 			want: func(c *Config) {
-				c.PartSize, c.Timeout, c.MaxAttempts, c.CredentialsFile = 512<<10, 2*time.Second, 2, "/x.json"
+				c.PartSize, c.Request.Timeout, c.Request.MaxAttempts, c.CredentialsFile = 512<<10, 2*time.Second, 2, "/x.json"
 			}},
+		{url: "gs://bkt/jobs/a?response_timeout=0&timeout_attempts=1",
+			want: func(c *Config) { c.Request.ResponseTimeout, c.Request.TimeoutAttempts = 0, 1 }},
+		{url: "gs://bkt/jobs/a?timeout=0", want: func(c *Config) { c.Request.Timeout = 0 }},
 		{url: "gs://bkt/jobs/a?anonymous=true", want: func(c *Config) { c.Anonymous = true }},
 		{url: "gs://bkt/jobs/a?anonymous=false&credentials_file=/x.json", want: func(c *Config) { c.CredentialsFile = "/x.json" }},
 		{url: "gs://bkt/jobs/a?endpoint=http://h:1&anonymous=true",
@@ -55,6 +60,9 @@ func TestParseURL(t *testing.T) {
 		{url: "gs://bkt/jobs/a?timeout=fast", wantErr: `"timeout"`},
 		{url: "gs://bkt/jobs/a?timeout=-1s", wantErr: `"timeout"`},
 		{url: "gs://bkt/jobs/a?max_attempts=0", wantErr: `"max_attempts"`},
+		{url: "gs://bkt/jobs/a?response_timeout=-1s", wantErr: `"response_timeout"`},
+		{url: "gs://bkt/jobs/a?timeout_attempts=-1", wantErr: `"timeout_attempts"`},
+		{url: "gs://bkt/jobs/a?request_timeout=1s", wantErr: `unknown query parameter(s) "request_timeout"`},
 		{url: "gs://bkt/jobs/a?anonymous=maybe", wantErr: `"anonymous"`},
 		{url: "gs://bkt/jobs/a?endpoint=", wantErr: `"endpoint"`},
 		{url: "gs://bkt/jobs/a?endpoint=ftp://x", wantErr: `endpoint "ftp://x"`},
@@ -83,8 +91,7 @@ func TestParseURL(t *testing.T) {
 			tt.want(&want)
 			if got.Bucket != want.Bucket || got.Prefix != want.Prefix || got.Endpoint != want.Endpoint ||
 				got.CredentialsFile != want.CredentialsFile || got.Anonymous != want.Anonymous || got.PartSize != want.PartSize ||
-				got.Timeout != want.Timeout || got.MaxAttempts != want.MaxAttempts || got.InitialBackoff != want.InitialBackoff ||
-				got.MaxBackoff != want.MaxBackoff || got.PageSize != want.PageSize {
+				got.Request != want.Request || got.PageSize != want.PageSize {
 				t.Fatalf("ParseURL(%q) = %+v, want %+v", tt.url, got, want)
 			}
 		})
@@ -93,7 +100,7 @@ func TestParseURL(t *testing.T) {
 
 func TestDefaultConfig(t *testing.T) {
 	c := DefaultConfig("b", "")
-	if c.PartSize != 16<<20 || c.Timeout != 30*time.Second || c.MaxAttempts != 5 || c.PageSize != 1000 || c.Endpoint != "" || c.Anonymous {
+	if c.PartSize != 16<<20 || c.Request != backends.DefaultPolicy || c.PageSize != 1000 || c.Endpoint != "" || c.Anonymous {
 		t.Fatalf("DefaultConfig = %+v", c)
 	}
 	if err := c.Validate(); err != nil {
@@ -112,9 +119,11 @@ func TestValidate(t *testing.T) {
 		{"absolute prefix", func(c *Config) { c.Prefix = "/x" }, "prefix"},
 		{"part size not a multiple", func(c *Config) { c.PartSize = MinPartSize + 1 }, "part_size"},
 		{"part size zero", func(c *Config) { c.PartSize = 0 }, "part_size"},
-		{"negative timeout", func(c *Config) { c.Timeout = -1 }, "timeout"},
-		{"no attempts", func(c *Config) { c.MaxAttempts = 0 }, "max_attempts"},
-		{"backoff", func(c *Config) { c.MaxBackoff = c.InitialBackoff - 1 }, "backoff"},
+		{"negative timeout", func(c *Config) { c.Request.Timeout = -1 }, "gcs: Request: request timeout"},
+		{"no attempts", func(c *Config) { c.Request.MaxAttempts = 0 }, "gcs: Request: max attempts"},
+		{"negative response timeout", func(c *Config) { c.Request.ResponseTimeout = -1 }, "gcs: Request: response timeout"},
+		{"negative timeout attempts", func(c *Config) { c.Request.TimeoutAttempts = -1 }, "gcs: Request: timeout attempts"},
+		{"backoff", func(c *Config) { c.Request.MaxBackoff = c.Request.InitialBackoff - 1 }, "gcs: Request: backoff"},
 		{"endpoint", func(c *Config) { c.Endpoint = "127.0.0.1:4443" }, "endpoint"},
 		{"endpoint with user information", func(c *Config) { c.Endpoint = "http://u:SECRET@127.0.0.1:4443" }, "user information"},
 		{"endpoint not a URL", func(c *Config) { c.Endpoint = "http://u:SECRET@127.0.0.1:4443/%zz" }, "endpoint"},
@@ -132,5 +141,25 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("Validate = %v shows the secret", err)
 			}
 		})
+	}
+}
+
+// TestHeaderTimeout: the wait for an answer's headers is the shorter of
+// the request policy's timeouts that is set.
+func TestHeaderTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		timeout, response, want time.Duration
+	}{
+		{30 * time.Second, 10 * time.Second, 10 * time.Second},
+		{time.Second, 10 * time.Second, time.Second},
+		{30 * time.Second, 0, 30 * time.Second},
+		{0, 10 * time.Second, 10 * time.Second},
+		{0, 0, 0},
+	} {
+		c := DefaultConfig("b", "")
+		c.Request.Timeout, c.Request.ResponseTimeout = tc.timeout, tc.response
+		if got := c.headerTimeout(); got != tc.want {
+			t.Errorf("Timeout %v, ResponseTimeout %v: headerTimeout %v, want %v", tc.timeout, tc.response, got, tc.want)
+		}
 	}
 }

@@ -24,8 +24,8 @@ func TestSilentEndpoint(t *testing.T) {
 		tune  func(*Config)
 		bound time.Duration
 	}{
-		{"short deadlines", func(c *Config) { c.ResponseTimeout, c.TimeoutAttempts = 300*time.Millisecond, 2 }, 3 * time.Second},
-		{"timeout below the response timeout", func(c *Config) { c.Timeout, c.TimeoutAttempts = 300*time.Millisecond, 2 }, 3 * time.Second},
+		{"short deadlines", func(c *Config) { c.Request.ResponseTimeout, c.Request.TimeoutAttempts = 300*time.Millisecond, 2 }, 3 * time.Second},
+		{"timeout below the response timeout", func(c *Config) { c.Request.Timeout, c.Request.TimeoutAttempts = 300*time.Millisecond, 2 }, 3 * time.Second},
 		{"defaults", nil, 30 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,7 +71,7 @@ func TestSilentEndpointGivenClient(t *testing.T) {
 	defer client.Close()
 	cfg := DefaultConfig("bkt", "job")
 	cfg.Client = client
-	cfg.ResponseTimeout, cfg.TimeoutAttempts = 300*time.Millisecond, 2 // Timeout stays 30 s
+	cfg.Request.ResponseTimeout, cfg.Request.TimeoutAttempts = 300*time.Millisecond, 2 // Timeout stays 30 s
 	b, err := Open(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -87,9 +87,9 @@ func faultBackend(t *testing.T) (*Backend, *faultproxy.Proxy, Config) {
 		t.Fatal(err)
 	}
 	cfg.Client = client
-	cfg.Timeout = 500 * time.Millisecond
-	cfg.MaxAttempts = 5
-	cfg.InitialBackoff, cfg.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
+	cfg.Request.Timeout = 500 * time.Millisecond
+	cfg.Request.MaxAttempts = 5
+	cfg.Request.InitialBackoff, cfg.Request.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
 	b, err := Open(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -305,8 +305,8 @@ func TestResumableAttempts(t *testing.T) {
 			defer p.SetRule(nil)
 			err := b.Put(t.Context(), "failing", bytes.NewReader(large), int64(len(large)))
 			conformance.CheckError(t, err, "put", ID, "failing", nil)
-			if n := count(before, tc.count); n != cfg.MaxAttempts {
-				t.Errorf("%d requests, want MaxAttempts = %d", n, cfg.MaxAttempts)
+			if n := count(before, tc.count); n != cfg.Request.MaxAttempts {
+				t.Errorf("%d requests, want MaxAttempts = %d", n, cfg.Request.MaxAttempts)
 			}
 		})
 	}
@@ -314,7 +314,7 @@ func TestResumableAttempts(t *testing.T) {
 	t.Run("every chunk at its last attempt", func(t *testing.T) {
 		var actions []faultproxy.Action
 		for range 4 {
-			for range cfg.MaxAttempts - 1 {
+			for range cfg.Request.MaxAttempts - 1 {
 				actions = append(actions, fail503)
 			}
 			actions = append(actions, faultproxy.Action{})
@@ -373,7 +373,7 @@ func TestLostAnswer(t *testing.T) {
 	}
 	defer client.Close()
 	cfg.Client = client
-	cfg.InitialBackoff, cfg.MaxBackoff = time.Millisecond, 10*time.Millisecond
+	cfg.Request.InitialBackoff, cfg.Request.MaxBackoff = time.Millisecond, 10*time.Millisecond
 	b, err := Open(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,7 @@
 // portable [backends.Bucket] over a driver that makes the storage client's
 // calls and says what the service's errors mean; the portable layer checks
 // names, sizes and bodies, times and retries requests under the policy of
-// the [Config] (Timeout, MaxAttempts, InitialBackoff, MaxBackoff,
-// ResponseTimeout, TimeoutAttempts), and wraps the errors. [Backend.As]
+// the [Config] ([Config.Request]), and wraps the errors. [Backend.As]
 // gives the *storage.Client and the *storage.BucketHandle for calls the
 // backend does not make.
 //
@@ -38,14 +37,14 @@
 // retried by the portable layer. A resumable upload is the exception: it
 // is one call to the portable layer, made once and never retried by it,
 // whose session start and chunks the client retries itself, with a retry
-// policy set on the object handle: the Config's attempts and backoff, the
-// errors the driver classifies as transient (throttling, 408, 5xx,
-// connection errors and timeouts, never 401/403/404/412 nor a failure of
-// the body), each chunk's attempt bounded by the Timeout grown for the
-// chunk at [driver.MinThroughput], and the whole upload by the time all
-// its chunks may take. The client bounds a chunk's retries by time only,
-// so the driver counts the failed attempts in a row and stops after
-// MaxAttempts; a chunk that goes through starts the count anew (the
+// policy set on the object handle: the attempts and backoff of
+// [Config.Request], the errors the driver classifies as transient
+// (throttling, 408, 5xx, connection errors and timeouts, never
+// 401/403/404/412 nor a failure of the body), each chunk's attempt bounded
+// by its Timeout grown for the chunk at [driver.MinThroughput], and the
+// whole upload by the time all its chunks may take. The client bounds a
+// chunk's retries by time only, so the driver counts the failed attempts
+// in a row and stops after MaxAttempts; a chunk that goes through starts the count anew (the
 // session's start shares the first chunk's count), and an attempt that
 // timed out, which the client retries without asking, is bounded by the
 // chunk's time of MaxAttempts attempts and backoffs.
@@ -102,7 +101,6 @@ type Backend struct {
 // prefix.
 type bucket struct {
 	cfg       Config
-	policy    backends.Policy
 	client    *storage.Client
 	ownClient bool
 	transport *http.Transport // closed on Close, when the driver made it
@@ -131,7 +129,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultPageSize
 	}
-	d := &bucket{cfg: cfg, policy: cfg.policy(), client: cfg.Client}
+	d := &bucket{cfg: cfg, client: cfg.Client}
 	if d.client == nil {
 		var opts []option.ClientOption
 		if cfg.Endpoint != "" {
@@ -157,7 +155,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		d.client, d.ownClient = c, true
 	}
 	d.bucket = d.client.Bucket(cfg.Bucket)
-	return &Backend{Bucket: backends.New(ID, d, d.policy), d: d}, nil
+	return &Backend{Bucket: backends.New(ID, d, cfg.Request), d: d}, nil
 }
 
 // Config returns the backend's configuration (with the prefix as used).
@@ -296,7 +294,7 @@ func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *d
 // session's start and each chunk (see the package documentation), so the
 // upload is not sent through the portable layer's runner.
 func (d *bucket) putResumable(ctx context.Context, name string, body *driver.Body, size int64) error {
-	p := d.policy
+	p := d.cfg.Request
 	// The client retries an upload's requests until the chunk's retry
 	// deadline, whatever its maximum of attempts: the failures in a row
 	// are counted here, and a chunk that goes through starts the count
@@ -328,14 +326,14 @@ func (d *bucket) putResumable(ctx context.Context, name string, body *driver.Bod
 // chunkRetryDeadline is the time one chunk may take, all its attempts
 // included.
 func (d *bucket) chunkRetryDeadline() time.Duration {
-	n := time.Duration(d.policy.MaxAttempts)
-	return n*d.chunkTimeout() + n*d.policy.MaxBackoff
+	n := time.Duration(d.cfg.Request.MaxAttempts)
+	return n*d.chunkTimeout() + n*d.cfg.Request.MaxBackoff
 }
 
 // chunkTimeout bounds one attempt of one chunk of a resumable upload: the
 // request timeout, grown with the chunk (see [backends.Policy.ForBody]).
 func (d *bucket) chunkTimeout() time.Duration {
-	return d.policy.ForBody(d.cfg.PartSize).Timeout
+	return d.cfg.Request.ForBody(d.cfg.PartSize).Timeout
 }
 
 // write sends one upload of body with the DoesNotExist precondition, in one
@@ -355,7 +353,7 @@ func (d *bucket) write(ctx context.Context, o *storage.ObjectHandle, body io.Rea
 	if chunk > 0 {
 		w.ProgressFunc = chunkDone
 		w.ChunkTransferTimeout = d.chunkTimeout()
-		if d.policy.Timeout > 0 {
+		if d.cfg.Request.Timeout > 0 {
 			w.ChunkRetryDeadline = d.chunkRetryDeadline()
 		}
 	}

@@ -70,7 +70,7 @@ func testConfig(t *testing.T) Config {
 	cfg := DefaultConfig(bucket, "test/"+rand.Text()+"/")
 	cfg.Endpoint = endpoint
 	cfg.PartSize = testPartSize
-	cfg.Timeout = 10 * time.Second
+	cfg.Request.Timeout = 10 * time.Second
 	return cfg
 }
 

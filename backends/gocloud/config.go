@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"gocloud.dev/blob"
 
@@ -56,20 +55,20 @@ type Config struct {
 	// the driver choose. Default [DefaultConcurrency] (URL parameter
 	// "concurrency").
 	Concurrency int
-	// Retry is the per-request timeout and the retries with exponential
-	// backoff, which the portable layer applies. One attempt of a Put
-	// uploads the whole object, in parts when it is larger than PartSize:
-	// it may take the timeout once per part and twice more (once, for an
-	// object of at most one part; parts of [DefaultPartSize] are counted
-	// when PartSize is 0). Default [backends.DefaultPolicy]: 30 s per
-	// attempt, 5 attempts (URL parameters "request_timeout", a Go
-	// duration, and "max_attempts"). Its ResponseTimeout (default 10s, URL
-	// parameter "response_timeout") bounds the opening of a Get's reader,
-	// the wait for the answer's headers; its TimeoutAttempts (default 2,
-	// URL parameter "timeout_attempts") the attempts that may time out.
-	// The drivers' transports keep their own settings. A Put may take its
-	// body at [driver.MinThroughput] on top (see [backends.Policy.ForBody]).
-	Retry backends.Policy
+	// Request is how the portable layer times and retries each request: a
+	// per-attempt timeout and retries with exponential backoff. One
+	// attempt of a Put uploads the whole object, in parts when it is
+	// larger than PartSize: it may take the timeout once per part and
+	// twice more (once, for an object of at most one part; parts of
+	// [DefaultPartSize] are counted when PartSize is 0), and its body at
+	// [driver.MinThroughput] on top (see [backends.Policy.ForBody]). Its
+	// ResponseTimeout bounds the opening of a Get's reader, the wait for
+	// the answer's headers; its TimeoutAttempts the attempts that may time
+	// out. The drivers' transports keep their own settings. Default
+	// [backends.DefaultPolicy]. The URL parameters request_timeout,
+	// max_attempts, response_timeout and timeout_attempts set it (see
+	// [ParseURL]).
+	Request backends.Policy
 }
 
 // DefaultConfig returns the default configuration for the bucket URL u.
@@ -78,7 +77,7 @@ func DefaultConfig(u string) Config {
 		URL:         u,
 		PartSize:    DefaultPartSize,
 		Concurrency: DefaultConcurrency,
-		Retry:       backends.DefaultPolicy,
+		Request:     backends.DefaultPolicy,
 	}
 }
 
@@ -94,8 +93,8 @@ func (c Config) Validate() error {
 	case strings.HasPrefix(c.Prefix, "/"):
 		return fmt.Errorf("gocloud: prefix %q starts with a slash", c.Prefix)
 	}
-	if err := c.Retry.Validate(); err != nil {
-		return fmt.Errorf("gocloud: %w", err)
+	if err := c.Request.Validate(); err != nil {
+		return fmt.Errorf("gocloud: Request: %w", err)
 	}
 	if c.URL != "" {
 		return checkURL(c.URL)
@@ -213,26 +212,21 @@ func urlError(err error) error {
 
 // This package's own URL query parameters, see [ParseURL].
 const (
-	paramPartSize        = "part_size"
-	paramConcurrency     = "concurrency"
-	paramRequestTimeout  = "request_timeout"
-	paramMaxAttempts     = "max_attempts"
-	paramResponseTimeout = "response_timeout"
-	paramTimeoutAttempts = "timeout_attempts"
+	paramPartSize       = "part_size"
+	paramConcurrency    = "concurrency"
+	paramRequestTimeout = "request_timeout"
 )
 
 // URLParameters are the query parameters of a base path that this package
 // takes for itself (see [ParseURL]). Every other parameter goes to the
 // gocloud.dev driver with the URL, and the driver rejects those it does not
 // know when the bucket is opened.
-var URLParameters = []driver.URLParameter{
+var URLParameters = append([]driver.URLParameter{
 	{Name: paramPartSize, Value: "SIZE", Default: "5MiB", Description: "objects above it go up in parts of it; 0: the driver's default", Example: "8MiB"},
 	{Name: paramConcurrency, Value: "N", Default: "4", Description: "parts of one object uploaded at once; 0: the driver's default", Example: "2"},
-	{Name: paramRequestTimeout, Value: "DURATION", Default: "30s", Description: "timeout of each attempt of a request; 0: none", Example: "10s"},
-	{Name: paramMaxAttempts, Value: "N", Default: "5", Description: "attempts of each request, the first included", Example: "3"},
-	{Name: paramResponseTimeout, Value: "DURATION", Default: "10s", Description: "bound of the wait for a get's answer; 0: request_timeout only", Example: "5s"},
-	{Name: paramTimeoutAttempts, Value: "N", Default: "2", Description: "attempts of a request that may time out before it fails; 0: max_attempts", Example: "1"},
-}
+}, urlparam.PolicyParameters(paramRequestTimeout)...)
+
+var knownParams = driver.URLParameterNames(URLParameters)
 
 // ParseURL parses a base path into a [Config], starting from
 // [DefaultConfig]. The base path is a gocloud.dev/blob bucket URL
@@ -252,10 +246,10 @@ var URLParameters = []driver.URLParameter{
 //	                       size (default 5 MiB; 0: the driver's default)
 //	concurrency=N          parts of one object uploaded at once (default 4;
 //	                       0: the driver's default)
-//	request_timeout=DUR    timeout of each attempt of a request, a Go
-//	                       duration such as 30s (default 30s; 0: none)
-//	max_attempts=N         attempts of each request, the first included
-//	                       (default 5)
+//	request_timeout=DUR, max_attempts=N, response_timeout=DUR,
+//	timeout_attempts=N     [Config.Request] (see [URLParameters]);
+//	                       response_timeout bounds the opening of a get's
+//	                       reader
 //
 // Every other parameter is handed to the driver with the URL, and the
 // driver rejects those it does not know. For example s3blob takes region,
@@ -339,29 +333,11 @@ func ParseURL(basePath string) (Config, error) {
 	if err := intParam(paramConcurrency, 0, &cfg.Concurrency); err != nil {
 		return Config{}, err
 	}
-	if err := intParam(paramMaxAttempts, 1, &cfg.Retry.MaxAttempts); err != nil {
-		return Config{}, err
+	if err := urlparam.Policy(q, paramRequestTimeout, &cfg.Request); err != nil {
+		return Config{}, fmt.Errorf("gocloud: base path %q: %w", shown, err)
 	}
-	if v, ok, err := one(paramRequestTimeout); err != nil {
-		return Config{}, err
-	} else if ok {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return Config{}, fmt.Errorf("gocloud: base path %q: query parameter %q: %q is not a duration >= 0 such as 30s", shown, paramRequestTimeout, v)
-		}
-		cfg.Retry.Timeout = d
-	}
-	if err := intParam(paramTimeoutAttempts, 0, &cfg.Retry.TimeoutAttempts); err != nil {
-		return Config{}, err
-	}
-	if v, ok, err := one(paramResponseTimeout); err != nil {
-		return Config{}, err
-	} else if ok {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return Config{}, fmt.Errorf("gocloud: base path %q: query parameter %q: %q is not a duration >= 0 such as 10s", shown, paramResponseTimeout, v)
-		}
-		cfg.Retry.ResponseTimeout = d
+	for _, name := range knownParams {
+		q.Del(name) // the rest goes to the driver
 	}
 	bucketURL := *u
 	bucketURL.RawQuery = encodeQuery(q)

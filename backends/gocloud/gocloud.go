@@ -12,7 +12,7 @@
 //
 // The backend is a driver (package github.com/dstlgo/dstl/backends/driver)
 // under the portable [backends.Bucket], which checks names, sizes and
-// ranges, times and retries each request under [Config].Retry, and wraps
+// ranges, times and retries each request under [Config].Request, and wraps
 // the errors. The driver makes the blob calls and says what their errors
 // mean:
 //
@@ -28,7 +28,7 @@
 //     The whole upload is one request, retried as a whole when it timed
 //     out or failed for a transient reason; its timeout is the request
 //     timeout once per part it goes up in, and twice more (see
-//     [Config].Retry).
+//     [Config].Request).
 //     Every Put marks its object with a random id in its metadata
 //     ("dstl-upload-id"). When an attempt finds the object present, the
 //     request that stored it may have been this Put's own, its answer
@@ -38,7 +38,7 @@
 //     exactly the body, which reads it whole), and fails with ErrExists
 //     otherwise.
 //   - A Get opens one ranged reader; the wait for its answer is bounded by
-//     the response timeout (see [Config].Retry), since the drivers' HTTP
+//     the response timeout (see [Config].Request), since the drivers' HTTP
 //     clients are out of reach.
 //   - A List reads the whole listing, a page per request, and sorts it,
 //     since not every driver lists in lexical order (fileblob walks
@@ -158,7 +158,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if d.bucket.As(&client) && client != nil {
 		d.s3 = client
 	}
-	return &Backend{Bucket: backends.New(ID, d, cfg.Retry), d: d}, nil
+	return &Backend{Bucket: backends.New(ID, d, cfg.Request), d: d}, nil
 }
 
 // Close closes the bucket when the backend opened it itself (and, where
@@ -267,7 +267,7 @@ func (d *bucket) putBudget(size int64) int64 {
 	if part <= 0 {
 		part = DefaultPartSize
 	}
-	t := d.cfg.Retry.Timeout
+	t := d.cfg.Request.Timeout
 	perTimeout := int64(t/time.Second)*driver.MinThroughput + int64(t%time.Second)*driver.MinThroughput/int64(time.Second)
 	parts := size/part + min(size%part, 1)
 	switch {

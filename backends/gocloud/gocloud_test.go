@@ -131,7 +131,7 @@ func TestParseURL(t *testing.T) {
 		wantErr string // substring; "" means no error
 	}{
 		{in: "mem://", url: "mem:", check: func(c Config) bool {
-			return c.PartSize == def.PartSize && c.Concurrency == def.Concurrency && c.Retry == def.Retry
+			return c.PartSize == def.PartSize && c.Concurrency == def.Concurrency && c.Request == def.Request
 		}},
 		{in: "mem://b/jobs/42", url: "mem://b", prefix: "jobs/42/"},
 		{in: "mem://b/jobs/42/?nomd5", url: "mem://b?nomd5", prefix: "jobs/42/"},
@@ -139,13 +139,18 @@ func TestParseURL(t *testing.T) {
 			url: "s3://bkt?endpoint=http%3A%2F%2F127.0.0.1%3A9000&region=us-east-1&use_path_style=true", prefix: "p/",
 			check: func(c Config) bool { return c.PartSize == 6000000 && c.Concurrency == 2 }},
 		{in: "mem://?request_timeout=2s&max_attempts=3", url: "mem:",
-			check: func(c Config) bool { return c.Retry.Timeout == 2*time.Second && c.Retry.MaxAttempts == 3 }},
+			check: func(c Config) bool { return c.Request.Timeout == 2*time.Second && c.Request.MaxAttempts == 3 }},
+		{in: "mem://b?response_timeout=0&timeout_attempts=1&nomd5", url: "mem://b?nomd5",
+			check: func(c Config) bool { return c.Request.ResponseTimeout == 0 && c.Request.TimeoutAttempts == 1 }},
 		{in: "file:///var/dstl?prefix=a/", url: "file:///var/dstl?prefix=a%2F"},
 		{in: "mem://?part_size=-1", wantErr: `"part_size"`},
 		{in: "mem://?part_size=x", wantErr: `"part_size"`},
 		{in: "mem://?concurrency=1&concurrency=2", wantErr: `"concurrency"`},
 		{in: "mem://?max_attempts=0", wantErr: `"max_attempts"`},
 		{in: "mem://?request_timeout=soon", wantErr: `"request_timeout"`},
+		{in: "mem://?request_timeout=1s&request_timeout=2s", wantErr: `"request_timeout" given 2 times`},
+		{in: "mem://?response_timeout=-1s", wantErr: `"response_timeout"`},
+		{in: "mem://?timeout_attempts=-1", wantErr: `"timeout_attempts"`},
 		{in: "mem://?key=a", wantErr: `"key"`},
 		{in: "", wantErr: "empty"},
 		{in: "/just/a/path", wantErr: "not a URL"},
@@ -186,16 +191,19 @@ func TestUnknownParams(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	bad := []Config{
-		{},
-		{URL: "mem://", PartSize: -1, Retry: DefaultConfig("").Retry},
-		{URL: "mem://", Concurrency: -1, Retry: DefaultConfig("").Retry},
-		{URL: "mem://", Prefix: "/abs/", Retry: DefaultConfig("").Retry},
-		{URL: "mem://"}, // zero retry policy: max attempts 0
+	bad := []struct {
+		cfg     Config
+		wantErr string
+	}{
+		{Config{}, "a bucket URL or a Bucket is required"},
+		{Config{URL: "mem://", PartSize: -1, Request: DefaultConfig("").Request}, "part size"},
+		{Config{URL: "mem://", Concurrency: -1, Request: DefaultConfig("").Request}, "concurrency"},
+		{Config{URL: "mem://", Prefix: "/abs/", Request: DefaultConfig("").Request}, "prefix"},
+		{Config{URL: "mem://"}, "gocloud: Request: max attempts 0"}, // zero request policy
 	}
-	for i, c := range bad {
-		if err := c.Validate(); err == nil {
-			t.Errorf("%d: Validate(%+v) = nil", i, c)
+	for i, tc := range bad {
+		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%d: Validate(%+v) = %v, want %q", i, tc.cfg, err, tc.wantErr)
 		}
 	}
 	if err := DefaultConfig("mem://").Validate(); err != nil {
@@ -383,7 +391,7 @@ func TestRefusedGCS(t *testing.T) {
 	}
 	defer bk.Close()
 	cfg := DefaultConfig("gs://bkt")
-	cfg.Bucket, cfg.Retry.MaxAttempts = bk, 1
+	cfg.Bucket, cfg.Request.MaxAttempts = bk, 1
 	b, err := Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -1049,8 +1057,8 @@ func TestPutBudget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		d := &bucket{cfg: DefaultConfig("mem://")}
-		d.cfg.PartSize, d.cfg.Retry.Timeout = tt.partSize, tt.timeout
-		if got := d.cfg.Retry.ForBody(d.putBudget(tt.size)).Timeout; got != tt.want {
+		d.cfg.PartSize, d.cfg.Request.Timeout = tt.partSize, tt.timeout
+		if got := d.cfg.Request.ForBody(d.putBudget(tt.size)).Timeout; got != tt.want {
 			t.Errorf("part size %d, timeout %v, size %d: Put timeout %v, want %v", tt.partSize, tt.timeout, tt.size, got, tt.want)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -44,10 +43,10 @@ type Config struct {
 	Prefix string
 
 	// Client, when set, is a ready S3 client that the backend uses as it
-	// is: Endpoint, Region, UsePathStyle and ResponseTimeout are then
-	// ignored, and Close leaves the client's HTTP connections alone. The
-	// backend does its own retries (RequestTimeout, MaxAttempts), so a
-	// client with the SDK's retryer retries twice over.
+	// is: Endpoint, Region, UsePathStyle and Request.ResponseTimeout are
+	// then ignored, and Close leaves the client's HTTP connections alone.
+	// The backend does its own retries (Request), so a client with the
+	// SDK's retryer retries twice over.
 	Client *awss3.Client
 
 	// Endpoint is the base URL of an S3-compatible service, such as
@@ -80,59 +79,33 @@ type Config struct {
 	// the account's default key (URL parameter "sse_kms_key_id").
 	SSEKMSKeyID string
 
-	// RequestTimeout bounds each attempt of each request (and of each
-	// part); a request with a body may take its body at 256 KiB/s on top
-	// ([driver.MinThroughput]), so that a slow but progressing upload is
-	// not cut. 0 means no bound but the caller's context. Default 30s (URL
-	// parameter "request_timeout", a Go duration such as "10s").
-	RequestTimeout time.Duration
-	// MaxAttempts is the number of attempts of each request, the first
-	// included, at least 1. Throttling, 5xx answers, cut connections and
-	// timed-out attempts are retried with exponential backoff and jitter;
-	// permission errors and other 4xx answers are not. Default 5 (URL
-	// parameter "max_attempts").
-	MaxAttempts int
+	// Request is how each request (and each part) is timed and retried
+	// by the portable layer. Its Timeout bounds each attempt; a request
+	// with a body may take its body at [driver.MinThroughput] on top (see
+	// [backends.Policy.ForBody]). Throttling, 5xx answers, cut connections
+	// and timed-out attempts are retried with exponential backoff and
+	// jitter; permission errors and other 4xx answers are not. Its
 	// ResponseTimeout bounds the wait for the answer's headers of a
 	// request without a body or with a small one (a GET, HEAD, LIST,
-	// DELETE, a multipart upload's completion; up to
-	// [driver.SmallBody]), from its start, on the HTTP transport the
-	// backend makes (not on a Config.Client). An upload of an object or a
-	// part is bounded by RequestTimeout only, since its answer is awaited
-	// while its body may still be queued. 0 means no bound but
-	// RequestTimeout.
-	// Default 10s (URL parameter "response_timeout").
-	ResponseTimeout time.Duration
-	// TimeoutAttempts bounds the attempts of a request that may time out:
-	// after so many, the request fails although attempts remain; 0 means
-	// MaxAttempts. With the defaults, an endpoint that takes connections
-	// and never answers fails a request after about 20 s. Default 2 (URL
-	// parameter "timeout_attempts").
-	TimeoutAttempts int
+	// DELETE, a multipart upload's completion; up to [driver.SmallBody])
+	// on the HTTP transport the backend makes (not on a Config.Client); an
+	// upload of an object or a part is bounded by Timeout only, since its
+	// answer is awaited while its body may still be queued. Default
+	// [backends.DefaultPolicy], with which an endpoint that takes
+	// connections and never answers fails a request after about 20 s. The
+	// URL parameters request_timeout, max_attempts, response_timeout and
+	// timeout_attempts set it (see [ParseURL]).
+	Request backends.Policy
 }
 
 // DefaultConfig returns the default configuration for bucket and prefix.
 func DefaultConfig(bucket, prefix string) Config {
 	return Config{
-		Bucket:          bucket,
-		Prefix:          prefix,
-		PartSize:        8 << 20,
-		Concurrency:     4,
-		RequestTimeout:  backends.DefaultPolicy.Timeout,
-		MaxAttempts:     backends.DefaultPolicy.MaxAttempts,
-		ResponseTimeout: backends.DefaultResponseTimeout,
-		TimeoutAttempts: backends.DefaultTimeoutAttempts,
-	}
-}
-
-// policy is how the portable layer times and retries the requests.
-func (c Config) policy() backends.Policy {
-	return backends.Policy{
-		Timeout:         c.RequestTimeout,
-		MaxAttempts:     c.MaxAttempts,
-		InitialBackoff:  backends.DefaultPolicy.InitialBackoff,
-		MaxBackoff:      backends.DefaultPolicy.MaxBackoff,
-		ResponseTimeout: c.ResponseTimeout,
-		TimeoutAttempts: c.TimeoutAttempts,
+		Bucket:      bucket,
+		Prefix:      prefix,
+		PartSize:    8 << 20,
+		Concurrency: 4,
+		Request:     backends.DefaultPolicy,
 	}
 }
 
@@ -153,14 +126,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("s3: %s %q: want none, %s or %s", paramSSE, c.SSE, SSEAES256, SSEKMS)
 	case c.SSEKMSKeyID != "" && c.SSE != SSEKMS:
 		return fmt.Errorf("s3: %s is set but %s is not %s", paramSSEKMSKeyID, paramSSE, SSEKMS)
-	case c.RequestTimeout < 0:
-		return fmt.Errorf("s3: %s %v: must not be negative", paramRequestTimeout, c.RequestTimeout)
-	case c.MaxAttempts < 1:
-		return fmt.Errorf("s3: %s %d: want at least 1", paramMaxAttempts, c.MaxAttempts)
-	case c.ResponseTimeout < 0:
-		return fmt.Errorf("s3: %s %v: must not be negative", paramResponseTimeout, c.ResponseTimeout)
-	case c.TimeoutAttempts < 0:
-		return fmt.Errorf("s3: %s %d: must not be negative", paramTimeoutAttempts, c.TimeoutAttempts)
+	}
+	if err := c.Request.Validate(); err != nil {
+		return fmt.Errorf("s3: Request: %w", err)
 	}
 	if c.Client == nil && c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
@@ -189,22 +157,19 @@ func (c Config) prefix() string {
 
 // URL query parameters of the s3:// form, see [ParseURL].
 const (
-	paramEndpoint        = "endpoint"
-	paramRegion          = "region"
-	paramUsePathStyle    = "use_path_style"
-	paramPartSize        = "part_size"
-	paramConcurrency     = "concurrency"
-	paramSSE             = "sse"
-	paramSSEKMSKeyID     = "sse_kms_key_id"
-	paramRequestTimeout  = "request_timeout"
-	paramMaxAttempts     = "max_attempts"
-	paramResponseTimeout = "response_timeout"
-	paramTimeoutAttempts = "timeout_attempts"
+	paramEndpoint       = "endpoint"
+	paramRegion         = "region"
+	paramUsePathStyle   = "use_path_style"
+	paramPartSize       = "part_size"
+	paramConcurrency    = "concurrency"
+	paramSSE            = "sse"
+	paramSSEKMSKeyID    = "sse_kms_key_id"
+	paramRequestTimeout = "request_timeout"
 )
 
 // URLParameters are the query parameters an s3:// base path takes (see
 // [ParseURL]); no other is accepted.
-var URLParameters = []driver.URLParameter{
+var URLParameters = append([]driver.URLParameter{
 	{Name: paramEndpoint, Value: "URL", Default: "AWS", Description: "base URL of an S3-compatible service, e.g. MinIO's", Example: "http://127.0.0.1:9000"},
 	{Name: paramRegion, Value: "NAME", Default: "SDK chain, else us-east-1", Description: "signing region", Example: "eu-west-1"},
 	{Name: paramUsePathStyle, Value: "BOOL", Default: "false", Description: "path-style addressing (MinIO and the like)", Example: "true"},
@@ -212,11 +177,7 @@ var URLParameters = []driver.URLParameter{
 	{Name: paramConcurrency, Value: "N", Default: "4", Description: "parts of one put in flight, 1 to 64", Example: "8"},
 	{Name: paramSSE, Value: "MODE", Default: "none", Description: "server-side encryption: none, AES256 or aws:kms", Example: "AES256"},
 	{Name: paramSSEKMSKeyID, Value: "ID", Default: "the account's", Description: "KMS key of sse=aws:kms (only with it)", Example: "alias/dstl"},
-	{Name: paramRequestTimeout, Value: "DURATION", Default: "30s", Description: "bound of each attempt of a request; 0 for none", Example: "10s"},
-	{Name: paramMaxAttempts, Value: "N", Default: "5", Description: "attempts per request, the first included", Example: "3"},
-	{Name: paramResponseTimeout, Value: "DURATION", Default: "10s", Description: "bound of the wait for an answer's headers; 0 for none", Example: "5s"},
-	{Name: paramTimeoutAttempts, Value: "N", Default: "2", Description: "attempts of a request that may time out before it fails; 0 for max_attempts", Example: "1"},
-}
+}, urlparam.PolicyParameters(paramRequestTimeout)...)
 
 var knownParams = driver.URLParameterNames(URLParameters)
 
@@ -234,13 +195,8 @@ var knownParams = driver.URLParameterNames(URLParameters)
 //	sse=MODE              server-side encryption: none, AES256 or aws:kms
 //	                      (default none)
 //	sse_kms_key_id=ID     the KMS key of sse=aws:kms (default: the account's)
-//	request_timeout=DUR   bound of each attempt of a request, a Go duration;
-//	                      0 for none (default 30s)
-//	max_attempts=N        attempts per request, at least 1 (default 5)
-//	response_timeout=DUR  bound of the wait for an answer's headers; 0 for
-//	                      none (default 10s)
-//	timeout_attempts=N    attempts of a request that may time out before it
-//	                      fails; 0 for max_attempts (default 2)
+//	request_timeout=DUR, max_attempts=N, response_timeout=DUR, timeout_attempts=N
+//	                      [Config.Request] (see [URLParameters])
 //
 // For example "s3://my-bucket/dstl/job-1?region=eu-west-1&sse=AES256", or
 // "s3://dstl/demo?endpoint=http://127.0.0.1:9000&use_path_style=true" for
@@ -305,23 +261,10 @@ func ParseURL(basePath string) (Config, error) {
 			cfg.SSE = v
 		case paramSSEKMSKeyID:
 			cfg.SSEKMSKeyID = v
-		case paramRequestTimeout:
-			if cfg.RequestTimeout, err = time.ParseDuration(v); err != nil {
-				return Config{}, bad(k, "a duration such as 30s")
-			}
-		case paramMaxAttempts:
-			if cfg.MaxAttempts, err = strconv.Atoi(v); err != nil {
-				return Config{}, bad(k, "an integer")
-			}
-		case paramResponseTimeout:
-			if cfg.ResponseTimeout, err = time.ParseDuration(v); err != nil {
-				return Config{}, bad(k, "a duration such as 10s")
-			}
-		case paramTimeoutAttempts:
-			if cfg.TimeoutAttempts, err = strconv.Atoi(v); err != nil {
-				return Config{}, bad(k, "an integer")
-			}
 		}
+	}
+	if err := urlparam.Policy(q, paramRequestTimeout, &cfg.Request); err != nil {
+		return Config{}, fmt.Errorf("s3: base path %q: %w", basePath, err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("s3: base path %q: %s", basePath, strings.TrimPrefix(err.Error(), "s3: "))

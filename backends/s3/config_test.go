@@ -23,11 +23,12 @@ func TestParseURL(t *testing.T) {
 				c.Endpoint, c.Region, c.UsePathStyle = "http://127.0.0.1:9000", "eu-west-1", true
 				c.PartSize, c.Concurrency = 6<<20, 8
 				c.SSE, c.SSEKMSKeyID = SSEKMS, "k1"
-				c.RequestTimeout, c.MaxAttempts = 10*time.Second, 3
+				c.Request.Timeout, c.Request.MaxAttempts = 10*time.Second, 3
 			}, ""},
 		{"sse none", "s3://bkt/a/b?sse=none", func(*Config) {}, ""},
 		{"sse AES256", "s3://bkt/a/b?sse=AES256", func(c *Config) { c.SSE = SSEAES256 }, ""},
-		{"no timeout", "s3://bkt/a/b?request_timeout=0s", func(c *Config) { c.RequestTimeout = 0 }, ""},
+		{"no timeout", "s3://bkt/a/b?request_timeout=0s", func(c *Config) { c.Request.Timeout = 0 }, ""},
+		{"deadlines", "s3://bkt/a/b?response_timeout=0&timeout_attempts=1", func(c *Config) { c.Request.ResponseTimeout, c.Request.TimeoutAttempts = 0, 1 }, ""},
 		{"unknown parameter", "s3://bkt/a?region=x&colour=red&size=1", nil, `"colour", "size"`},
 		{"repeated parameter", "s3://bkt/a?region=x&region=y", nil, `"region" given 2 times`},
 		{"bad bool", "s3://bkt/a?use_path_style=yes", nil, "use_path_style"},
@@ -42,6 +43,9 @@ func TestParseURL(t *testing.T) {
 		{"bad timeout", "s3://bkt/a?request_timeout=soon", nil, "request_timeout"},
 		{"negative timeout", "s3://bkt/a?request_timeout=-1s", nil, "request_timeout"},
 		{"bad attempts", "s3://bkt/a?max_attempts=0", nil, "max_attempts"},
+		{"negative response timeout", "s3://bkt/a?response_timeout=-1s", nil, "response_timeout"},
+		{"bad timeout attempts", "s3://bkt/a?timeout_attempts=x", nil, "timeout_attempts"},
+		{"timeout, gcs's name", "s3://bkt/a?timeout=1s", nil, `unknown query parameter(s) "timeout"`},
 		{"bad endpoint", "s3://bkt/a?endpoint=127.0.0.1:9000", nil, "endpoint"},
 		{"other scheme", "gs://bkt/a", nil, "scheme"},
 		{"no bucket", "s3:///a", nil, "s3://bucket/prefix"},
@@ -83,7 +87,7 @@ func TestParseURL(t *testing.T) {
 
 func TestDefaultConfig(t *testing.T) {
 	c := DefaultConfig("bkt", "p")
-	if c.PartSize != 8<<20 || c.Concurrency != 4 || c.RequestTimeout != 30*time.Second || c.MaxAttempts != 5 ||
+	if c.PartSize != 8<<20 || c.Concurrency != 4 || c.Request.Timeout != 30*time.Second || c.Request.MaxAttempts != 5 ||
 		c.SSE != SSENone || c.UsePathStyle || c.Endpoint != "" || c.Region != "" {
 		t.Fatalf("DefaultConfig = %+v", c)
 	}
@@ -98,5 +102,26 @@ func TestDefaultConfig(t *testing.T) {
 	}
 	if err := DefaultConfig("", "p").Validate(); err == nil || !strings.Contains(err.Error(), "bucket") {
 		t.Fatalf("no bucket: %v", err)
+	}
+}
+
+// TestValidateRequest: Validate checks the request policy, naming it.
+func TestValidateRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mod     func(*Config)
+		wantErr string
+	}{
+		{"negative timeout", func(c *Config) { c.Request.Timeout = -1 }, "s3: Request: request timeout"},
+		{"no attempts", func(c *Config) { c.Request.MaxAttempts = 0 }, "s3: Request: max attempts"},
+		{"negative response timeout", func(c *Config) { c.Request.ResponseTimeout = -1 }, "s3: Request: response timeout"},
+		{"negative timeout attempts", func(c *Config) { c.Request.TimeoutAttempts = -1 }, "s3: Request: timeout attempts"},
+		{"backoff", func(c *Config) { c.Request.MaxBackoff = c.Request.InitialBackoff - 1 }, "s3: Request: backoff"},
+	} {
+		c := DefaultConfig("bkt", "p")
+		tc.mod(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.wantErr)
+		}
 	}
 }

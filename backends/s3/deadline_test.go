@@ -46,14 +46,14 @@ func silentBackend(t *testing.T, tune func(*Config)) (*Backend, *faultproxy.Sile
 // never answers, each call fails within TimeoutAttempts ×
 // ResponseTimeout (plus backoff), naming the endpoint, as a timeout.
 func TestSilentEndpoint(t *testing.T) {
-	short := func(c *Config) { c.ResponseTimeout, c.TimeoutAttempts = 300*time.Millisecond, 2 }
+	short := func(c *Config) { c.Request.ResponseTimeout, c.Request.TimeoutAttempts = 300*time.Millisecond, 2 }
 	for _, tc := range []struct {
 		name  string
 		tune  func(*Config)
 		bound time.Duration
 	}{
 		{"short deadlines", short, 3 * time.Second},
-		{"request timeout below the response timeout", func(c *Config) { c.RequestTimeout, c.TimeoutAttempts = 300*time.Millisecond, 2 }, 3 * time.Second},
+		{"request timeout below the response timeout", func(c *Config) { c.Request.Timeout, c.Request.TimeoutAttempts = 300*time.Millisecond, 2 }, 3 * time.Second},
 		{"defaults", nil, 30 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +76,7 @@ func TestReaderRestoreSilentEndpoint(t *testing.T) {
 		tune  func(*Config)
 		bound time.Duration // one read's deadlines (four would be four times it)
 	}{
-		{"short deadlines", func(c *Config) { c.ResponseTimeout, c.TimeoutAttempts = 500*time.Millisecond, 2 }, 2500 * time.Millisecond},
+		{"short deadlines", func(c *Config) { c.Request.ResponseTimeout, c.Request.TimeoutAttempts = 500*time.Millisecond, 2 }, 2500 * time.Millisecond},
 		{"defaults", nil, 30 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,7 +152,7 @@ func TestMissingBucket(t *testing.T) {
 // TimeoutAttempts PutObjects, then checks once (not TimeoutAttempts times)
 // whether one of them stored the object.
 func TestPutSilentEndpoint(t *testing.T) {
-	b, silent := silentBackend(t, func(c *Config) { c.ResponseTimeout, c.TimeoutAttempts = 200*time.Millisecond, 2 })
+	b, silent := silentBackend(t, func(c *Config) { c.Request.ResponseTimeout, c.Request.TimeoutAttempts = 200*time.Millisecond, 2 })
 	err := b.Put(context.Background(), "x.dstl", strings.NewReader("data"), 4)
 	if err == nil || !strings.Contains(err.Error(), silent.Addr()) {
 		t.Fatalf("err = %v, want an error naming %s", err, silent.Addr())
@@ -167,7 +167,7 @@ func TestPutSilentEndpoint(t *testing.T) {
 // starts with (one of its complete segments is no valid segment) finds
 // nothing and sends no request, for objects and for incomplete uploads.
 func TestImpossiblePrefix(t *testing.T) {
-	b, silent := silentBackend(t, func(c *Config) { c.ResponseTimeout, c.MaxAttempts = 200*time.Millisecond, 1 })
+	b, silent := silentBackend(t, func(c *Config) { c.Request.ResponseTimeout, c.Request.MaxAttempts = 200*time.Millisecond, 1 })
 	for _, p := range []string{"/", "/a", "a//", "./", "../x", "a/./b", "a/../b", "a\\b", "a\x00"} {
 		if err := b.List(t.Context(), p, func(o backends.ObjectInfo) error {
 			t.Errorf("List(%q) listed %q", p, o.Name)

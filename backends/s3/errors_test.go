@@ -212,7 +212,7 @@ func TestErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, requests := answering(t, tt.status, tt.code)
-			b, _ := silentBackend(t, func(c *Config) { c.Endpoint, c.MaxAttempts = srv.URL, maxAttempts })
+			b, _ := silentBackend(t, func(c *Config) { c.Endpoint, c.Request.MaxAttempts = srv.URL, maxAttempts })
 			ctx := t.Context()
 			name := "obj"
 			var err error
@@ -285,7 +285,7 @@ func TestNoAnswerText(t *testing.T) {
 		{"https to plain http", mismatch, []string{"server gave HTTP response to HTTPS client"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, _ := silentBackend(t, func(c *Config) { c.Endpoint, c.MaxAttempts = tc.endpoint, 2 })
+			b, _ := silentBackend(t, func(c *Config) { c.Endpoint, c.Request.MaxAttempts = tc.endpoint, 2 })
 			_, err := b.Get(t.Context(), "obj", 0, -1)
 			conformance.CheckError(t, err, "get", ID, "obj", nil)
 			for _, w := range append(tc.want, "at "+tc.endpoint) {

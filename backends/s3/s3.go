@@ -10,9 +10,9 @@
 // what the service's errors mean. The [Backend] it returns embeds the
 // portable [backends.Bucket], which checks names, sizes, bodies and
 // ranges, refuses calls once closed, times and retries every request
-// under the policy of the [Config] (RequestTimeout, MaxAttempts,
-// TimeoutAttempts), fails readers once their context is done, and wraps
-// every error with its sentinel and the object's location.
+// under the policy of the [Config] ([Config.Request]), fails readers once
+// their context is done, and wraps every error with its sentinel and the
+// object's location.
 //
 // Object names are keys under the prefix. A Put of up to [Config.PartSize]
 // bytes is one PutObject; a larger one is a multipart upload whose parts
@@ -32,10 +32,10 @@
 // exponential backoff and jitter; the SDK's own retryer is off. A Get's
 // attempt timeout bounds the wait for the answer's headers; reading the
 // body is bounded by the caller's context only. The transport the backend
-// makes waits at most [Config.ResponseTimeout] for the answer's headers of
-// a request without a large body (uploads of objects and parts are
-// bounded by [Config.RequestTimeout]), and a request gives up after
-// [Config.TimeoutAttempts] attempts that timed out: an endpoint that never
+// makes waits at most the policy's ResponseTimeout for the answer's
+// headers of a request without a large body (uploads of objects and parts
+// are bounded by its Timeout), and a request gives up after its
+// TimeoutAttempts attempts that timed out: an endpoint that never
 // answers fails a request in about 20 s with the defaults. Errors name the
 // bucket, the key and the endpoint; a missing bucket is said to be one,
 // and is a permanent failure ([backends.ErrPermanent]).
@@ -154,7 +154,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		}
 		d.client, d.transport = client, tr
 	}
-	return &Backend{Bucket: backends.New(ID, d, cfg.policy()), d: d}, nil
+	return &Backend{Bucket: backends.New(ID, d, cfg.Request), d: d}, nil
 }
 
 // newClient builds a client from the default chain. The HTTP client is set
@@ -188,7 +188,7 @@ func newClient(ctx context.Context, cfg Config) (*awss3.Client, *http.Transport,
 		}
 	}
 	hc := &http.Client{
-		Transport:     driver.Transport(tr, cfg.ResponseTimeout),
+		Transport:     driver.Transport(tr, cfg.Request.ResponseTimeout),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	client := awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {

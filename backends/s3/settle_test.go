@@ -101,7 +101,7 @@ func TestSettleAfterTimeouts(t *testing.T) {
 		// The request timeout ends each attempt, as with a given client,
 		// which has no response timeout.
 		b, _ := silentBackend(t, func(c *Config) {
-			c.Endpoint, c.RequestTimeout, c.ResponseTimeout, c.TimeoutAttempts = srv.URL, 300*time.Millisecond, 0, 2
+			c.Endpoint, c.Request.Timeout, c.Request.ResponseTimeout, c.Request.TimeoutAttempts = srv.URL, 300*time.Millisecond, 0, 2
 		})
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -128,7 +128,7 @@ func TestSettleAfterTimeouts(t *testing.T) {
 			return false
 		})
 		b, _ := silentBackend(t, func(c *Config) {
-			c.Endpoint, c.ResponseTimeout, c.TimeoutAttempts = srv.URL, 300*time.Millisecond, 2
+			c.Endpoint, c.Request.ResponseTimeout, c.Request.TimeoutAttempts = srv.URL, 300*time.Millisecond, 2
 		})
 		if err := b.Put(t.Context(), "x.dstl", strings.NewReader("data"), 4); err != nil {
 			t.Fatalf("Put: %v", err)

@@ -40,7 +40,7 @@ func slowReader(t *testing.T, rate int) *httptest.Server {
 func TestResponseTimeoutSlowUpload(t *testing.T) {
 	srv := slowReader(t, 1<<20)
 	b, _ := silentBackend(t, func(c *Config) {
-		c.Endpoint, c.ResponseTimeout, c.MaxAttempts, c.TimeoutAttempts = srv.URL, time.Second, 1, 1
+		c.Endpoint, c.Request.ResponseTimeout, c.Request.MaxAttempts, c.Request.TimeoutAttempts = srv.URL, time.Second, 1, 1
 	})
 	body := bytes.Repeat([]byte("x"), 4<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

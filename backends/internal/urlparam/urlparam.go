@@ -1,5 +1,5 @@
 // Package urlparam holds what the backends' URL forms share: strict query
-// parameters and one size syntax.
+// parameters, one size syntax and the request policy's parameters.
 package urlparam
 
 import (

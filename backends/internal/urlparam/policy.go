@@ -1,0 +1,90 @@
+package urlparam
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
+)
+
+// Names of the request policy's query parameters that every cloud backend
+// shares; the request timeout's name is the backend's own (see
+// [PolicyParameters]).
+const (
+	MaxAttempts     = "max_attempts"
+	ResponseTimeout = "response_timeout"
+	TimeoutAttempts = "timeout_attempts"
+)
+
+// PolicyParameters documents the query parameters of a request policy
+// ([backends.Policy]) that [Policy] parses: the request timeout, named
+// timeoutName ("request_timeout" or "timeout", as the backend has always
+// called it), [MaxAttempts], [ResponseTimeout] and [TimeoutAttempts], with
+// the defaults of [backends.DefaultPolicy].
+func PolicyParameters(timeoutName string) []driver.URLParameter {
+	d := backends.DefaultPolicy
+	return []driver.URLParameter{
+		{Name: timeoutName, Value: "DURATION", Default: d.Timeout.String(), Description: "bound of each attempt of a request; 0 for none", Example: "10s"},
+		{Name: MaxAttempts, Value: "N", Default: strconv.Itoa(d.MaxAttempts), Description: "attempts per request, the first included", Example: "3"},
+		{Name: ResponseTimeout, Value: "DURATION", Default: d.ResponseTimeout.String(), Description: "bound of the wait for an answer's headers; 0 for none but " + timeoutName, Example: "5s"},
+		{Name: TimeoutAttempts, Value: "N", Default: strconv.Itoa(d.TimeoutAttempts), Description: "attempts of a request that may time out before it fails; 0 for " + MaxAttempts, Example: "1"},
+	}
+}
+
+// Policy parses the request policy's query parameters that q holds (see
+// [PolicyParameters]) into p, leaving the settings of those absent as
+// they are. Durations are Go's (30s, 1m); the request timeout, the response
+// timeout and the timeout attempts may be 0, the attempts are at least 1.
+// The error names the first parameter that is given more than once or
+// whose value is not accepted, and its value.
+func Policy(q url.Values, timeoutName string, p *backends.Policy) error {
+	for _, f := range []struct {
+		name string
+		want string
+		set  func(v string) bool
+	}{
+		{timeoutName, "a duration such as 30s, or 0 for none", durationAtLeast0(&p.Timeout)},
+		{MaxAttempts, "a whole number of at least 1", intAtLeast(1, &p.MaxAttempts)},
+		{ResponseTimeout, "a duration such as 10s, or 0", durationAtLeast0(&p.ResponseTimeout)},
+		{TimeoutAttempts, "a whole number, or 0", intAtLeast(0, &p.TimeoutAttempts)},
+	} {
+		vs, ok := q[f.name]
+		switch {
+		case !ok:
+		case len(vs) != 1:
+			return fmt.Errorf("query parameter %q given %d times", f.name, len(vs))
+		case !f.set(vs[0]):
+			return fmt.Errorf("query parameter %q: want %s, got %q", f.name, f.want, vs[0])
+		}
+	}
+	return nil
+}
+
+// durationAtLeast0 returns a setter of *dst from a duration that is not
+// negative, reporting whether it took the value.
+func durationAtLeast0(dst *time.Duration) func(string) bool {
+	return func(v string) bool {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return false
+		}
+		*dst = d
+		return true
+	}
+}
+
+// intAtLeast returns a setter of *dst from an integer of at least min,
+// reporting whether it took the value.
+func intAtLeast(min int, dst *int) func(string) bool {
+	return func(v string) bool {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min {
+			return false
+		}
+		*dst = n
+		return true
+	}
+}

@@ -1,0 +1,116 @@
+package urlparam
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/backends"
+)
+
+func TestPolicy(t *testing.T) {
+	def := backends.DefaultPolicy
+	with := func(f func(p *backends.Policy)) backends.Policy {
+		p := def
+		f(&p)
+		return p
+	}
+	for _, tc := range []struct {
+		name, timeoutName, query string
+		want                     backends.Policy
+		wantErr                  string
+	}{
+		{"none", "timeout", "", def, ""},
+		{"others left alone", "timeout", "part_size=8MiB&request_timeout=x", def, ""},
+		{"all", "request_timeout", "request_timeout=10s&max_attempts=3&response_timeout=5s&timeout_attempts=1",
+			with(func(p *backends.Policy) {
+				p.Timeout, p.MaxAttempts, p.ResponseTimeout, p.TimeoutAttempts = 10*time.Second, 3, 5*time.Second, 1
+			}), ""},
+		{"timeout named timeout", "timeout", "timeout=1m", with(func(p *backends.Policy) { p.Timeout = time.Minute }), ""},
+		{"no request timeout", "request_timeout", "request_timeout=0", with(func(p *backends.Policy) { p.Timeout = 0 }), ""},
+		{"no response timeout", "timeout", "response_timeout=0s", with(func(p *backends.Policy) { p.ResponseTimeout = 0 }), ""},
+		{"timeout attempts as max_attempts", "timeout", "timeout_attempts=0", with(func(p *backends.Policy) { p.TimeoutAttempts = 0 }), ""},
+		{"bad timeout", "timeout", "timeout=soon", def, `query parameter "timeout": want a duration such as 30s, or 0 for none, got "soon"`},
+		{"negative timeout", "request_timeout", "request_timeout=-1s", def, `query parameter "request_timeout": want a duration such as 30s, or 0 for none, got "-1s"`},
+		{"empty timeout", "timeout", "timeout=", def, `query parameter "timeout": want`},
+		{"zero attempts", "timeout", "max_attempts=0", def, `query parameter "max_attempts": want a whole number of at least 1, got "0"`},
+		{"bad attempts", "timeout", "max_attempts=2.5", def, `query parameter "max_attempts": want a whole number of at least 1, got "2.5"`},
+		{"negative response timeout", "timeout", "response_timeout=-5s", def, `query parameter "response_timeout": want a duration such as 10s, or 0, got "-5s"`},
+		{"bad response timeout", "timeout", "response_timeout=10", def, `query parameter "response_timeout": want a duration`},
+		{"negative timeout attempts", "timeout", "timeout_attempts=-1", def, `query parameter "timeout_attempts": want a whole number, or 0, got "-1"`},
+		{"repeated", "request_timeout", "request_timeout=1s&request_timeout=2s", def, `query parameter "request_timeout" given 2 times`},
+		{"the other backend's timeout name", "timeout", "timeout=1s&request_timeout=soon", with(func(p *backends.Policy) { p.Timeout = time.Second }), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := url.ParseQuery(tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := def
+			err = Policy(q, tc.timeoutName, &p)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Policy(%q) = %v", tc.query, err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("Policy(%q) = %v, want %q", tc.query, err, tc.wantErr)
+			case tc.wantErr == "" && p != tc.want:
+				t.Fatalf("Policy(%q) gave %+v, want %+v", tc.query, p, tc.want)
+			}
+		})
+	}
+}
+
+// TestPolicyParameters: the documentation names the backend's request
+// timeout, gives DefaultPolicy's values as defaults, and documents what
+// Policy parses: each example alone is accepted, a parameter not listed
+// is left alone.
+func TestPolicyParameters(t *testing.T) {
+	for _, tc := range []struct {
+		timeoutName string
+		wantNames   []string
+	}{
+		{"request_timeout", []string{"request_timeout", "max_attempts", "response_timeout", "timeout_attempts"}},
+		{"timeout", []string{"timeout", "max_attempts", "response_timeout", "timeout_attempts"}},
+	} {
+		t.Run(tc.timeoutName, func(t *testing.T) {
+			params := PolicyParameters(tc.timeoutName)
+			var names []string
+			defaults := map[string]string{}
+			for _, p := range params {
+				names = append(names, p.Name)
+				defaults[p.Name] = p.Default
+			}
+			if strings.Join(names, " ") != strings.Join(tc.wantNames, " ") {
+				t.Errorf("names %q, want %q", names, tc.wantNames)
+			}
+			d := backends.DefaultPolicy
+			for name, want := range map[string]string{tc.timeoutName: "30s", MaxAttempts: "5", ResponseTimeout: "10s", TimeoutAttempts: "2"} {
+				if defaults[name] != want {
+					t.Errorf("%s: default %q, want %q (DefaultPolicy %+v)", name, defaults[name], want, d)
+				}
+			}
+			err := CheckDocumented("x://b/p", params, func(s string) error {
+				u, err := url.Parse(s)
+				if err != nil {
+					return err
+				}
+				q := u.Query()
+				if err := Check(q, names); err != nil {
+					return err
+				}
+				p := backends.DefaultPolicy
+				if err := Policy(q, tc.timeoutName, &p); err != nil {
+					return err
+				}
+				if p == backends.DefaultPolicy {
+					t.Errorf("%s: the example changed nothing", s)
+				}
+				return nil
+			}, nil)
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
