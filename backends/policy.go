@@ -13,8 +13,9 @@ import (
 )
 
 // Policy says how the portable layer times and retries each request of a
-// backend. The backends' Configs carry its settings (request_timeout,
-// max_attempts, response_timeout, timeout_attempts).
+// backend. The backends' Configs carry it as their Request field, set by
+// the URL parameters request_timeout (called timeout by gcs and azure),
+// max_attempts, response_timeout and timeout_attempts.
 type Policy struct {
 	// Timeout bounds each attempt of a request; 0 means none (the
 	// caller's context only). A request with a body gets more: see
