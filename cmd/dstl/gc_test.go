@@ -141,7 +141,17 @@ func TestGCNeverDeletesReferenced(t *testing.T) {
 	dir := t.TempDir()
 	hs := persistHandles(t, dir, "job", 4)
 	keep := writeHandleFile(t, filepath.Join(t.TempDir(), "keep.json"), false, hs[1], hs[3])
-	time.Sleep(5 * time.Millisecond) // every object is older than a grace of 0 by both clocks
+	// Every object is older than a grace of 0 by both clocks: by the time
+	// in its name after a sleep, and by the store's clock (a file's
+	// modification time, which the kernel takes from a coarse clock that
+	// may not move within a few milliseconds) once set back.
+	time.Sleep(5 * time.Millisecond)
+	old := time.Now().Add(-time.Minute)
+	for _, h := range hs {
+		if err := os.Chtimes(objectPath(dir, h.Entries[0].Object), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
 	code, out, errOut := runCLI(t, "gc", "--base-path", "file://"+dir, "--job-id", "job", "--grace", "0", "--keep", keep)
 	if code != exitOK || !strings.Contains(out, "deleted") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
