@@ -337,6 +337,9 @@ func (d *bucket) putMultipart(ctx context.Context, rt driver.Runner, name string
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(d.conc)
 	for i := range n {
+		if gctx.Err() != nil {
+			break // a part failed, or ctx ended: start no more
+		}
 		off := int64(i) * partSize
 		length := min(partSize, size-off)
 		num := aws.Int32(int32(i + 1))
@@ -358,7 +361,10 @@ func (d *bucket) putMultipart(ctx context.Context, rt driver.Runner, name string
 			})
 		})
 	}
-	if err := g.Wait(); err != nil {
+	if err := g.Wait(); err != nil || ctx.Err() != nil {
+		if err == nil {
+			err = ctx.Err() // parts left unstarted
+		}
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = fmt.Errorf("%w: %w", ctx.Err(), err)
 		}
