@@ -494,3 +494,63 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("metrics %v with %d latencies, want %v with 2", got, durations, want)
 	}
 }
+
+// cutOff cancels the caller's context in the middle of each call and then
+// fails it as a service may: with an error of its own that does not wrap
+// the context's (a transient failure, a missing object).
+type cutOff struct {
+	*naive
+	cancel context.CancelFunc
+}
+
+func (c *cutOff) Put(ctx context.Context, rt driver.Runner, _ string, _ *driver.Body, size int64) error {
+	return rt.Do(ctx, size, func(context.Context) error { c.cancel(); return errTransient })
+}
+
+func (c *cutOff) Open(ctx context.Context, _ string, _, _ int64) (io.ReadCloser, error) {
+	c.cancel()
+	return nil, errTransient
+}
+
+func (c *cutOff) Delete(context.Context, string) error { c.cancel(); return errNaiveNotFound }
+
+func (c *cutOff) List(ctx context.Context, rt driver.Runner, _ string, _ func(driver.ObjectInfo) error) error {
+	return rt.Do(ctx, 0, func(context.Context) error { c.cancel(); return errTransient })
+}
+
+func (c *cutOff) Classify(err error) driver.Code {
+	if errors.Is(err, errTransient) {
+		return driver.Transient
+	}
+	return c.naive.Classify(err)
+}
+
+// TestContextEndsDuringCall: a call whose context ends while the driver
+// works fails with an error that wraps the context's error, whatever the
+// driver answered, as the Backend contract says.
+func TestContextEndsDuringCall(t *testing.T) {
+	for _, op := range []string{"put", "get", "delete", "list"} {
+		t.Run(op, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			b := backends.New("cut", &cutOff{naive: newNaive(), cancel: cancel}, fastPolicy)
+			var err error
+			switch op {
+			case "put":
+				err = b.Put(ctx, "x", strings.NewReader("data"), 4)
+			case "get":
+				_, err = b.Get(ctx, "x", 0, -1)
+			case "delete":
+				err = b.Delete(ctx, "x")
+			case "list":
+				err = b.List(ctx, "", func(backends.ObjectInfo) error { return nil })
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("%s = %v, want an error wrapping context.Canceled", op, err)
+			}
+			if be, ok := errors.AsType[*backends.Error](err); !ok || be.Op != op || be.Backend != "cut" {
+				t.Fatalf("%s = %#v, want a *backends.Error naming the op and backend", op, err)
+			}
+		})
+	}
+}
