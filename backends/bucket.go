@@ -213,6 +213,13 @@ func (b *Bucket) open(ctx context.Context, name string, offset, length int64) (i
 				r.Close()
 			}
 			ccancel()
+			if cerr := ctx.Err(); cerr != nil {
+				// The caller gave up, no attempt timed out.
+				if err == nil {
+					err = cerr
+				}
+				return err
+			}
 			if err != nil && err.Error() != context.Canceled.Error() && err.Error() != context.DeadlineExceeded.Error() {
 				// The driver's own error may name the endpoint.
 				return fmt.Errorf("attempt timed out (%w): %w", context.Cause(actx), err)

@@ -554,3 +554,23 @@ func TestContextEndsDuringCall(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenCancelledIsNoTimeout: a read whose caller gives up while the
+// driver waits for the answer fails with the caller's cancellation, and
+// its error does not say that an attempt timed out.
+func TestOpenCancelledIsNoTimeout(t *testing.T) {
+	silent := &hanging{naive: newNaive()}
+	silent.opens.Store(-10) // every open hangs
+	b := backends.New("silent", silent, backends.Policy{Timeout: time.Minute, MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		ResponseTimeout: time.Minute})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, err := b.Get(ctx, "x", 0, -1)
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("Get = %v, want the caller's cancellation, not a timeout", err)
+	}
+	if n := silent.opens.Load() + 10; n != 1 {
+		t.Fatalf("%d opens, want 1", n)
+	}
+}
