@@ -353,10 +353,11 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(ObjectInfo) er
 		}
 		return nil
 	})
-	b.metrics.record(ctx, op, start, err)
 	if fnErr != nil && err != nil {
+		b.metrics.record(ctx, op, start, nil) // stopped by the caller, no failure of the backend
 		return fnErr
 	}
+	b.metrics.record(ctx, op, start, err)
 	return b.wrap(op, prefix, ended(ctx, err))
 }
 

@@ -443,7 +443,8 @@ func TestOpenTimeoutNamesTheEndpoint(t *testing.T) {
 }
 
 // TestMetrics: every operation is counted by op and outcome, with its
-// latency, and every attempt after a request's first as a retry.
+// latency, and every attempt after a request's first as a retry; a
+// listing stopped by its callback's error counts as ok.
 func TestMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -461,6 +462,11 @@ func TestMetrics(t *testing.T) {
 	}
 	if _, err := b.Get(ctx, "missing", 0, -1); !errors.Is(err, backends.ErrNotFound) {
 		t.Fatalf("Get = %v", err)
+	}
+	// A listing that its callback stops is no failure of the backend.
+	errStop := errors.New("stop")
+	if err := b.List(ctx, "", func(backends.ObjectInfo) error { return errStop }); err != errStop {
+		t.Fatalf("List = %v", err)
 	}
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {
@@ -488,10 +494,11 @@ func TestMetrics(t *testing.T) {
 	want := map[string]int64{
 		"dstl.backend.operations flaky put ok":    1,
 		"dstl.backend.operations flaky get error": 1,
+		"dstl.backend.operations flaky list ok":   1,
 		"dstl.backend.retries flaky put ":         1,
 	}
-	if !reflect.DeepEqual(got, want) || durations != 2 {
-		t.Fatalf("metrics %v with %d latencies, want %v with 2", got, durations, want)
+	if !reflect.DeepEqual(got, want) || durations != 3 {
+		t.Fatalf("metrics %v with %d latencies, want %v with 3", got, durations, want)
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 // metrics are the instruments of one Bucket:
 //
 //   - dstl.backend.operations (counter): operations, by backend, op
-//     ("put", "get", "delete", "list") and outcome ("ok", "error");
+//     ("put", "get", "delete", "list") and outcome ("ok", "error"; a
+//     listing that its callback stops is "ok");
 //   - dstl.backend.operation.duration (histogram, seconds): their
 //     latency, retries included (a Get's until its body is ready);
 //   - dstl.backend.retries (counter): attempts after the first of each
