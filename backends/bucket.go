@@ -344,12 +344,15 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(ObjectInfo) er
 		if !strings.HasPrefix(o.Name, prefix) || CheckObjectName(o.Name) != nil {
 			return nil
 		}
+		if fnErr != nil {
+			return &callbackError{fnErr} // the listing stopped
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if err := fn(o); err != nil {
 			fnErr = err
-			return err
+			return &callbackError{err} // never retried, were fn called within a request
 		}
 		return nil
 	})

@@ -581,3 +581,39 @@ func TestOpenCancelledIsNoTimeout(t *testing.T) {
 		t.Fatalf("%d opens, want 1", n)
 	}
 }
+
+// pageFn is a driver that reports each page's objects to List's callback
+// within the page's request, inside the runner.
+type pageFn struct{ *naive }
+
+func (p pageFn) List(ctx context.Context, rt driver.Runner, prefix string, fn func(driver.ObjectInfo) error) error {
+	return rt.Do(ctx, 0, func(ctx context.Context) error {
+		return p.naive.List(ctx, noRetries{}, prefix, fn)
+	})
+}
+
+// noRetries runs a request once.
+type noRetries struct{}
+
+func (noRetries) Do(ctx context.Context, _ int64, fn func(ctx context.Context) error) error {
+	return fn(ctx)
+}
+
+// TestListCallbackErrorInsideRequest: an error of List's callback stops
+// the listing, and is returned as it is, also when the driver calls the
+// callback within a page's request and the error looks transient (here a
+// timeout of the caller's own): the page is not listed again.
+func TestListCallbackErrorInsideRequest(t *testing.T) {
+	d := pageFn{newNaive()}
+	d.objects["a"], d.objects["b"] = []byte("1"), []byte("2")
+	b := backends.New("pages", d, fastPolicy)
+	errMine := fmt.Errorf("my own read: %w", context.DeadlineExceeded)
+	var seen []string
+	err := b.List(t.Context(), "", func(o backends.ObjectInfo) error {
+		seen = append(seen, o.Name)
+		return errMine
+	})
+	if err != errMine || !slices.Equal(seen, []string{"a"}) {
+		t.Fatalf("List = %v after the callback saw %q; want the callback's error as it is, after a", err, seen)
+	}
+}

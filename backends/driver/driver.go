@@ -104,7 +104,7 @@ type Bucket interface {
 	// backend's root. It may report names that are no valid object names
 	// (written by other tools): the portable layer skips them. It sends
 	// each request (a page) through rt. An error of fn is returned as it
-	// is.
+	// is; rt makes no other attempt of a request within which fn failed.
 	List(ctx context.Context, rt Runner, prefix string, fn func(ObjectInfo) error) error
 
 	// Classify says what an error of the driver means: which sentinel it
