@@ -617,3 +617,60 @@ func TestListCallbackErrorInsideRequest(t *testing.T) {
 		t.Fatalf("List = %v after the callback saw %q; want the callback's error as it is, after a", err, seen)
 	}
 }
+
+// blocking is a driver whose Puts wait for release, and which records its
+// Close.
+type blocking struct {
+	*naive
+	entered chan struct{}
+	release chan struct{}
+	closed  atomic.Bool
+}
+
+func (d *blocking) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	close(d.entered)
+	<-d.release
+	return d.naive.Put(ctx, rt, name, body, size)
+}
+
+func (d *blocking) Close() error { d.closed.Store(true); return nil }
+
+// TestCloseWaitsForCalls: Close waits for the calls in progress before it
+// closes the driver, later calls fail with ErrClosed, and a reader that
+// Get returned before stays readable after Close.
+func TestCloseWaitsForCalls(t *testing.T) {
+	d := &blocking{naive: newNaive(), entered: make(chan struct{}), release: make(chan struct{})}
+	d.objects["a"] = []byte("abc")
+	b := backends.New("blocking", d, backends.NoRetries)
+	r, err := b.Get(t.Context(), "a", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	put := make(chan error, 1)
+	go func() { put <- b.Put(t.Context(), "b", strings.NewReader("x"), 1) }()
+	<-d.entered
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a Put was in progress", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if d.closed.Load() {
+		t.Fatal("the driver was closed while a Put was in progress")
+	}
+	close(d.release)
+	if err := <-put; err != nil {
+		t.Fatalf("the Put in progress: %v", err)
+	}
+	if err := <-closed; err != nil || !d.closed.Load() {
+		t.Fatalf("Close = %v, driver closed %v", err, d.closed.Load())
+	}
+	if err := b.Delete(t.Context(), "a"); !errors.Is(err, backends.ErrClosed) {
+		t.Fatalf("Delete after Close = %v, want ErrClosed", err)
+	}
+	if got, err := io.ReadAll(r); err != nil || string(got) != "abc" {
+		t.Fatalf("reader after Close: %q, %v", got, err)
+	}
+}
