@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -444,7 +445,8 @@ func TestOpenTimeoutNamesTheEndpoint(t *testing.T) {
 
 // TestMetrics: every operation is counted by op and outcome, with its
 // latency, and every attempt after a request's first as a retry; a
-// listing stopped by its callback's error counts as ok.
+// listing stopped by its callback's error counts as ok. The latency
+// histogram's buckets resolve operations of milliseconds.
 func TestMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -487,6 +489,13 @@ func TestMetrics(t *testing.T) {
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
 					durations += int(p.Count)
+					// The operations took well under a second: their
+					// buckets must tell so (latencies are in seconds).
+					for i, n := range p.BucketCounts {
+						if n > 0 && (i >= len(p.Bounds) || p.Bounds[i] > 1) {
+							t.Errorf("%s: %d fast operations in the bucket up to %v s of bounds %v", m.Name, n, append(p.Bounds, math.Inf(1))[i], p.Bounds)
+						}
+					}
 				}
 			}
 		}
