@@ -122,7 +122,7 @@ func (b *Bucket) Run(ctx context.Context, op, name string, fn func(ctx context.C
 	}
 	defer done()
 	start := time.Now()
-	err = fn(ctx, &runner{b: b, op: op})
+	err = ended(ctx, fn(ctx, &runner{b: b, op: op}))
 	b.metrics.record(ctx, op, start, err)
 	return b.wrap(op, name, err)
 }
@@ -152,6 +152,7 @@ func (b *Bucket) Put(ctx context.Context, name string, body io.ReaderAt, size in
 			err = &bodyError{berr}
 		}
 	}
+	err = ended(ctx, err)
 	b.metrics.record(ctx, op, start, err)
 	return b.wrap(op, name, err)
 }
@@ -173,6 +174,7 @@ func (b *Bucket) Get(ctx context.Context, name string, offset, length int64) (io
 	defer done()
 	start := time.Now()
 	r, err := b.open(ctx, name, offset, length)
+	err = ended(ctx, err)
 	b.metrics.record(ctx, op, start, err)
 	if err != nil {
 		return nil, b.wrap(op, name, err)
@@ -211,6 +213,13 @@ func (b *Bucket) open(ctx context.Context, name string, offset, length int64) (i
 				r.Close()
 			}
 			ccancel()
+			if cerr := ctx.Err(); cerr != nil {
+				// The caller gave up, no attempt timed out.
+				if err == nil {
+					err = cerr
+				}
+				return err
+			}
 			if err != nil && err.Error() != context.Canceled.Error() && err.Error() != context.DeadlineExceeded.Error() {
 				// The driver's own error may name the endpoint.
 				return fmt.Errorf("attempt timed out (%w): %w", context.Cause(actx), err)
@@ -308,6 +317,7 @@ func (b *Bucket) Delete(ctx context.Context, name string) error {
 	if err != nil && ctx.Err() == nil && b.d.Classify(err) == driver.NotFound {
 		err = nil
 	}
+	err = ended(ctx, err)
 	b.metrics.record(ctx, op, start, err)
 	return b.wrap(op, name, err)
 }
@@ -334,20 +344,34 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(ObjectInfo) er
 		if !strings.HasPrefix(o.Name, prefix) || CheckObjectName(o.Name) != nil {
 			return nil
 		}
+		if fnErr != nil {
+			return &callbackError{fnErr} // the listing stopped
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if err := fn(o); err != nil {
 			fnErr = err
-			return err
+			return &callbackError{err} // never retried, were fn called within a request
 		}
 		return nil
 	})
-	b.metrics.record(ctx, op, start, err)
 	if fnErr != nil && err != nil {
+		b.metrics.record(ctx, op, start, nil) // stopped by the caller, no failure of the backend
 		return fnErr
 	}
-	return b.wrap(op, prefix, err)
+	b.metrics.record(ctx, op, start, err)
+	return b.wrap(op, prefix, ended(ctx, err))
+}
+
+// ended returns err, the error of a call, wrapping the error of ctx once
+// ctx is done, whatever the driver made of the cancellation (a service's
+// answer, a cut connection), as the Backend contract says.
+func ended(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); err != nil && cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
 }
 
 // wrap turns err into an *Error of op on name, wrapping the sentinel of

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -443,7 +444,9 @@ func TestOpenTimeoutNamesTheEndpoint(t *testing.T) {
 }
 
 // TestMetrics: every operation is counted by op and outcome, with its
-// latency, and every attempt after a request's first as a retry.
+// latency, and every attempt after a request's first as a retry; a
+// listing stopped by its callback's error counts as ok. The latency
+// histogram's buckets resolve operations of milliseconds.
 func TestMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -461,6 +464,11 @@ func TestMetrics(t *testing.T) {
 	}
 	if _, err := b.Get(ctx, "missing", 0, -1); !errors.Is(err, backends.ErrNotFound) {
 		t.Fatalf("Get = %v", err)
+	}
+	// A listing that its callback stops is no failure of the backend.
+	errStop := errors.New("stop")
+	if err := b.List(ctx, "", func(backends.ObjectInfo) error { return errStop }); err != errStop {
+		t.Fatalf("List = %v", err)
 	}
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {
@@ -481,6 +489,13 @@ func TestMetrics(t *testing.T) {
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
 					durations += int(p.Count)
+					// The operations took well under a second: their
+					// buckets must tell so (latencies are in seconds).
+					for i, n := range p.BucketCounts {
+						if n > 0 && (i >= len(p.Bounds) || p.Bounds[i] > 1) {
+							t.Errorf("%s: %d fast operations in the bucket up to %v s of bounds %v", m.Name, n, append(p.Bounds, math.Inf(1))[i], p.Bounds)
+						}
+					}
 				}
 			}
 		}
@@ -488,9 +503,183 @@ func TestMetrics(t *testing.T) {
 	want := map[string]int64{
 		"dstl.backend.operations flaky put ok":    1,
 		"dstl.backend.operations flaky get error": 1,
+		"dstl.backend.operations flaky list ok":   1,
 		"dstl.backend.retries flaky put ":         1,
 	}
-	if !reflect.DeepEqual(got, want) || durations != 2 {
-		t.Fatalf("metrics %v with %d latencies, want %v with 2", got, durations, want)
+	if !reflect.DeepEqual(got, want) || durations != 3 {
+		t.Fatalf("metrics %v with %d latencies, want %v with 3", got, durations, want)
+	}
+}
+
+// cutOff cancels the caller's context in the middle of each call and then
+// fails it as a service may: with an error of its own that does not wrap
+// the context's (a transient failure, a missing object).
+type cutOff struct {
+	*naive
+	cancel context.CancelFunc
+}
+
+func (c *cutOff) Put(ctx context.Context, rt driver.Runner, _ string, _ *driver.Body, size int64) error {
+	return rt.Do(ctx, size, func(context.Context) error { c.cancel(); return errTransient })
+}
+
+func (c *cutOff) Open(ctx context.Context, _ string, _, _ int64) (io.ReadCloser, error) {
+	c.cancel()
+	return nil, errTransient
+}
+
+func (c *cutOff) Delete(context.Context, string) error { c.cancel(); return errNaiveNotFound }
+
+func (c *cutOff) List(ctx context.Context, rt driver.Runner, _ string, _ func(driver.ObjectInfo) error) error {
+	return rt.Do(ctx, 0, func(context.Context) error { c.cancel(); return errTransient })
+}
+
+func (c *cutOff) Classify(err error) driver.Code {
+	if errors.Is(err, errTransient) {
+		return driver.Transient
+	}
+	return c.naive.Classify(err)
+}
+
+// TestContextEndsDuringCall: a call whose context ends while the driver
+// works fails with an error that wraps the context's error, whatever the
+// driver answered, as the Backend contract says.
+func TestContextEndsDuringCall(t *testing.T) {
+	for _, op := range []string{"put", "get", "delete", "list"} {
+		t.Run(op, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			b := backends.New("cut", &cutOff{naive: newNaive(), cancel: cancel}, fastPolicy)
+			var err error
+			switch op {
+			case "put":
+				err = b.Put(ctx, "x", strings.NewReader("data"), 4)
+			case "get":
+				_, err = b.Get(ctx, "x", 0, -1)
+			case "delete":
+				err = b.Delete(ctx, "x")
+			case "list":
+				err = b.List(ctx, "", func(backends.ObjectInfo) error { return nil })
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("%s = %v, want an error wrapping context.Canceled", op, err)
+			}
+			if be, ok := errors.AsType[*backends.Error](err); !ok || be.Op != op || be.Backend != "cut" {
+				t.Fatalf("%s = %#v, want a *backends.Error naming the op and backend", op, err)
+			}
+		})
+	}
+}
+
+// TestOpenCancelledIsNoTimeout: a read whose caller gives up while the
+// driver waits for the answer fails with the caller's cancellation, and
+// its error does not say that an attempt timed out.
+func TestOpenCancelledIsNoTimeout(t *testing.T) {
+	silent := &hanging{naive: newNaive()}
+	silent.opens.Store(-10) // every open hangs
+	b := backends.New("silent", silent, backends.Policy{Timeout: time.Minute, MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		ResponseTimeout: time.Minute})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, err := b.Get(ctx, "x", 0, -1)
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("Get = %v, want the caller's cancellation, not a timeout", err)
+	}
+	if n := silent.opens.Load() + 10; n != 1 {
+		t.Fatalf("%d opens, want 1", n)
+	}
+}
+
+// pageFn is a driver that reports each page's objects to List's callback
+// within the page's request, inside the runner.
+type pageFn struct{ *naive }
+
+func (p pageFn) List(ctx context.Context, rt driver.Runner, prefix string, fn func(driver.ObjectInfo) error) error {
+	return rt.Do(ctx, 0, func(ctx context.Context) error {
+		return p.naive.List(ctx, noRetries{}, prefix, fn)
+	})
+}
+
+// noRetries runs a request once.
+type noRetries struct{}
+
+func (noRetries) Do(ctx context.Context, _ int64, fn func(ctx context.Context) error) error {
+	return fn(ctx)
+}
+
+// TestListCallbackErrorInsideRequest: an error of List's callback stops
+// the listing, and is returned as it is, also when the driver calls the
+// callback within a page's request and the error looks transient (here a
+// timeout of the caller's own): the page is not listed again.
+func TestListCallbackErrorInsideRequest(t *testing.T) {
+	d := pageFn{newNaive()}
+	d.objects["a"], d.objects["b"] = []byte("1"), []byte("2")
+	b := backends.New("pages", d, fastPolicy)
+	errMine := fmt.Errorf("my own read: %w", context.DeadlineExceeded)
+	var seen []string
+	err := b.List(t.Context(), "", func(o backends.ObjectInfo) error {
+		seen = append(seen, o.Name)
+		return errMine
+	})
+	if err != errMine || !slices.Equal(seen, []string{"a"}) {
+		t.Fatalf("List = %v after the callback saw %q; want the callback's error as it is, after a", err, seen)
+	}
+}
+
+// blocking is a driver whose Puts wait for release, and which records its
+// Close.
+type blocking struct {
+	*naive
+	entered chan struct{}
+	release chan struct{}
+	closed  atomic.Bool
+}
+
+func (d *blocking) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	close(d.entered)
+	<-d.release
+	return d.naive.Put(ctx, rt, name, body, size)
+}
+
+func (d *blocking) Close() error { d.closed.Store(true); return nil }
+
+// TestCloseWaitsForCalls: Close waits for the calls in progress before it
+// closes the driver, later calls fail with ErrClosed, and a reader that
+// Get returned before stays readable after Close.
+func TestCloseWaitsForCalls(t *testing.T) {
+	d := &blocking{naive: newNaive(), entered: make(chan struct{}), release: make(chan struct{})}
+	d.objects["a"] = []byte("abc")
+	b := backends.New("blocking", d, backends.NoRetries)
+	r, err := b.Get(t.Context(), "a", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	put := make(chan error, 1)
+	go func() { put <- b.Put(t.Context(), "b", strings.NewReader("x"), 1) }()
+	<-d.entered
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a Put was in progress", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if d.closed.Load() {
+		t.Fatal("the driver was closed while a Put was in progress")
+	}
+	close(d.release)
+	if err := <-put; err != nil {
+		t.Fatalf("the Put in progress: %v", err)
+	}
+	if err := <-closed; err != nil || !d.closed.Load() {
+		t.Fatalf("Close = %v, driver closed %v", err, d.closed.Load())
+	}
+	if err := b.Delete(t.Context(), "a"); !errors.Is(err, backends.ErrClosed) {
+		t.Fatalf("Delete after Close = %v, want ErrClosed", err)
+	}
+	if got, err := io.ReadAll(r); err != nil || string(got) != "abc" {
+		t.Fatalf("reader after Close: %q, %v", got, err)
 	}
 }

@@ -12,9 +12,11 @@ import (
 // metrics are the instruments of one Bucket:
 //
 //   - dstl.backend.operations (counter): operations, by backend, op
-//     ("put", "get", "delete", "list") and outcome ("ok", "error");
-//   - dstl.backend.operation.duration (histogram, seconds): their
-//     latency, retries included (a Get's until its body is ready);
+//     ("put", "get", "delete", "list") and outcome ("ok", "error"; a
+//     listing that its callback stops is "ok");
+//   - dstl.backend.operation.duration (histogram, seconds, buckets from
+//     5 ms to 2 min): their latency, retries included (a Get's until its
+//     body is ready);
 //   - dstl.backend.retries (counter): attempts after the first of each
 //     request, by backend and op.
 type metrics struct {
@@ -32,8 +34,11 @@ func newMetrics(mp metric.MeterProvider, id string) *metrics {
 	ms := &metrics{backend: attribute.String("backend", id)}
 	// The instruments' errors only say that a name is invalid: ours are not.
 	ms.ops, _ = m.Int64Counter("dstl.backend.operations", metric.WithDescription("Backend operations, by op and outcome."))
+	// The SDK's default buckets are meant for milliseconds (0, 5, 10, ...):
+	// in seconds, they would put every operation under 5 s in one bucket.
 	ms.duration, _ = m.Float64Histogram("dstl.backend.operation.duration", metric.WithUnit("s"),
-		metric.WithDescription("Latency of backend operations, retries included."))
+		metric.WithDescription("Latency of backend operations, retries included."),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 120))
 	ms.retries, _ = m.Int64Counter("dstl.backend.retries", metric.WithDescription("Request attempts after the first."))
 	return ms
 }

@@ -111,7 +111,7 @@ type runner struct {
 // returned; an attempt that timed out while ctx is alive counts as
 // transient, and its error says so (and matches context.DeadlineExceeded),
 // whatever the transport made of the cancellation. A failure of the Put's
-// body is never retried.
+// body, or an error of List's callback, is never retried.
 func (r *runner) Do(ctx context.Context, bodySize int64, fn func(ctx context.Context) error) error {
 	p := r.b.policy.ForBody(bodySize)
 	timeouts := 0
@@ -158,6 +158,9 @@ func (r *runner) Do(ctx context.Context, bodySize int64, fn func(ctx context.Con
 				return backoff.Permanent(&bodyError{berr})
 			}
 		}
+		if cb := (*callbackError)(nil); errors.As(err, &cb) {
+			return backoff.Permanent(err)
+		}
 		timedOut := attemptTimedOut || ctx.Err() == nil && isTimeout(err)
 		if timedOut {
 			timeouts++
@@ -193,6 +196,14 @@ type bodyError struct{ err error }
 
 func (e *bodyError) Error() string { return e.err.Error() }
 func (e *bodyError) Unwrap() error { return e.err }
+
+// callbackError is an error of List's callback, which stops the listing:
+// not retried, were the callback called within a request, and returned
+// as it is by List.
+type callbackError struct{ err error }
+
+func (e *callbackError) Error() string { return e.err.Error() }
+func (e *callbackError) Unwrap() error { return e.err }
 
 // permanent marks err as a failure that another attempt cannot heal: it
 // matches [ErrPermanent] (and still err) with errors.Is, and reads as err.

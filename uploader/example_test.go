@@ -11,8 +11,8 @@ import (
 	"github.com/dstlgo/dstl/uploader"
 )
 
-// failFirst fails the first attempt of every batch it sees, then lets the
-// wrapped uploader store it: a storage retries the batch and the persist
+// failFirst fails its first attempt, then lets the wrapped uploader store
+// every batch: a storage retries the failed batch and the persist
 // succeeds.
 type failFirst struct {
 	uploader.Uploader

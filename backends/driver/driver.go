@@ -63,8 +63,10 @@ import (
 
 // Bucket is what a backend implements for one storage service, with SDK
 // calls only. It must be safe for concurrent use. The portable layer
-// checks every argument before a call and never calls a method after
-// Close.
+// checks every argument before a call and calls neither Put, Open, Size,
+// Delete nor List once Close was called; Classify and Location may still
+// be called for the errors of readers that Open returned, and As for the
+// caller.
 type Bucket interface {
 	// Put stores size bytes of body under name, create-only and
 	// atomically: afterwards the object is either absent or whole, and a
@@ -104,7 +106,7 @@ type Bucket interface {
 	// backend's root. It may report names that are no valid object names
 	// (written by other tools): the portable layer skips them. It sends
 	// each request (a page) through rt. An error of fn is returned as it
-	// is.
+	// is; rt makes no other attempt of a request within which fn failed.
 	List(ctx context.Context, rt Runner, prefix string, fn func(ObjectInfo) error) error
 
 	// Classify says what an error of the driver means: which sentinel it
@@ -123,6 +125,8 @@ type Bucket interface {
 	As(target any) bool
 
 	// Close releases the driver's resources (idle connections, files).
+	// Readers that Open returned stay usable until closed: the portable
+	// layer promises so.
 	Close() error
 }
 
