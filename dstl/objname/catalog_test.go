@@ -1,0 +1,39 @@
+package objname
+
+import (
+	"math"
+	"testing"
+)
+
+func TestCatalogNames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want CatalogRef
+	}{
+		{CatalogGenerationName("job/", 7), CatalogRef{Kind: CatalogGeneration, Generation: 7}},
+		{CatalogClaimName("job/", 7, 3), CatalogRef{Kind: CatalogClaim, Generation: 7, Instance: 3}},
+		{CatalogPartName("job/", 7, 42, 99999), CatalogRef{Kind: CatalogPart, Generation: 7, Checkpoint: 42, Instance: 99999}},
+		{CatalogPartName("job/", math.MaxInt64, math.MaxInt64, 0), CatalogRef{Kind: CatalogPart, Generation: math.MaxInt64, Checkpoint: math.MaxInt64}},
+		{CatalogGenerationName("", 0), CatalogRef{Kind: CatalogGeneration}},
+		{"job/_catalog/g7/generation", CatalogRef{}},
+		{"job/_catalog/g0000000000000000000x/generation", CatalogRef{}},
+		{"job/_catalog/g00000000000000000007/claim-3", CatalogRef{}},
+		{"job/_catalog/g00000000000000000007/part-00000000000000000042", CatalogRef{}},
+		{"job/_catalog/g00000000000000000007/other", CatalogRef{}},
+		{"job/_catalog/g99999999999999999999/generation", CatalogRef{}}, // past int64
+		{"other/_catalog/g00000000000000000007/generation", CatalogRef{}},
+	} {
+		if got := ParseCatalog("job/", tc.name); got != tc.want {
+			if tc.name == CatalogGenerationName("", 0) {
+				got = ParseCatalog("", tc.name)
+			}
+			if got != tc.want {
+				t.Errorf("ParseCatalog(%q) = %+v, want %+v", tc.name, got, tc.want)
+			}
+		}
+	}
+	// Catalog names are no log or snapshot names.
+	if k := Parse("job/", CatalogGenerationName("job/", 1)).Kind; k != Other {
+		t.Errorf("a catalog name parses as %s", k)
+	}
+}
