@@ -1,0 +1,337 @@
+package catalog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/catalog"
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+func cfg(p, i int) catalog.Config {
+	return catalog.Config{JobID: "job", Instances: p, Index: i, MaxParallelism: 12, Grace: time.Hour}
+}
+
+func join(t *testing.T, b backends.Backend, c catalog.Config) *catalog.Member {
+	t.Helper()
+	m, err := catalog.Join(t.Context(), b, c)
+	if err != nil {
+		t.Fatalf("Join(%d of %d): %v", c.Index, c.Instances, err)
+	}
+	return m
+}
+
+// commit commits member m's part of n, its state naming the member and n.
+func commit(t *testing.T, m *catalog.Member, n int64) catalog.Status {
+	t.Helper()
+	st, err := m.Commit(t.Context(), n, fmt.Appendf(nil, "g%d-i%d-n%d", m.Generation().Number, m.Index(), n),
+		[]string{fmt.Sprintf("job/obj-g%d-i%d-n%d", m.Generation().Number, m.Index(), n)}, map[string]string{"offset": fmt.Sprint(n * 10)})
+	if err != nil {
+		t.Fatalf("Commit(%d) of instance %d: %v", n, m.Index(), err)
+	}
+	return st
+}
+
+func states(parts []*catalog.Part) []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, string(p.State))
+	}
+	return out
+}
+
+// TestAlignedCheckpointsAndRestart: the instances of a first generation
+// restore nothing; a checkpoint is complete once every instance committed
+// its part; a restarted instance starts a generation that restores the
+// latest complete checkpoint and fences the others, which rejoin it.
+func TestAlignedCheckpointsAndRestart(t *testing.T) {
+	b := dstltest.NewBackend()
+	ms := []*catalog.Member{join(t, b, cfg(3, 0)), join(t, b, cfg(3, 1)), join(t, b, cfg(3, 2))}
+	for _, m := range ms {
+		if m.Generation().Number != 1 || len(m.Restore()) != 0 || m.Generation().FirstCheckpoint != 1 {
+			t.Fatalf("first start: generation %+v, restore %v", m.Generation(), m.Restore())
+		}
+	}
+	if st := commit(t, ms[0], 1); st.Complete != 0 {
+		t.Fatalf("checkpoint 1 complete after one part: %+v", st)
+	}
+	commit(t, ms[1], 1)
+	if st := commit(t, ms[2], 1); st.Complete != 1 {
+		t.Fatalf("status after every part of 1: %+v", st)
+	}
+	commit(t, ms[0], 2) // 2 never completes: instance 1 is restarted
+
+	restarted := join(t, b, cfg(3, 1))
+	g := restarted.Generation()
+	if g.Number != 2 || g.RestoredCheckpoint != 1 || g.FirstCheckpoint != 3 {
+		t.Fatalf("restart: generation %+v", g)
+	}
+	if got := states(restarted.Restore()); !slices.Equal(got, []string{"g1-i1-n1"}) {
+		t.Fatalf("instance 1 restores %v", got)
+	}
+	if _, err := ms[0].Commit(t.Context(), 3, nil, nil, nil); !errors.Is(err, catalog.ErrFenced) {
+		t.Fatalf("commit of a fenced member = %v, want ErrFenced", err)
+	}
+	if _, err := ms[2].Refresh(t.Context()); !errors.Is(err, catalog.ErrFenced) {
+		t.Fatalf("refresh of a fenced member = %v, want ErrFenced", err)
+	}
+	m0, err := ms[0].Rejoin(t.Context())
+	if err != nil || m0.Generation().Number != 2 || !slices.Equal(states(m0.Restore()), []string{"g1-i0-n1"}) {
+		t.Fatalf("Rejoin = %v, %v", m0, err)
+	}
+	if p := m0.Restore()[0]; p.Metadata["offset"] != "10" {
+		t.Fatalf("restored metadata %v", p.Metadata)
+	}
+}
+
+// TestFencedPartsAreNeverRestored: a member that commits after a newer
+// generation started (a stalled process waking up) completes a checkpoint
+// of its own generation in the catalog, but no later generation restores
+// it.
+func TestFencedPartsAreNeverRestored(t *testing.T) {
+	b := dstltest.NewBackend()
+	a, z := join(t, b, cfg(2, 0)), join(t, b, cfg(2, 1))
+	commit(t, a, 1)
+	commit(t, z, 1)
+	commit(t, a, 2)
+	// Instance 0 restarts while instance 1 (z) is stopped: generation 2
+	// restores checkpoint 1.
+	a2 := join(t, b, cfg(2, 0))
+	// z wakes up and completes checkpoint 2 of generation 1.
+	if _, err := z.Commit(t.Context(), 2, []byte("zombie"), nil, nil); !errors.Is(err, catalog.ErrFenced) {
+		t.Fatalf("zombie commit = %v, want ErrFenced", err)
+	}
+	if a2.Generation().RestoredCheckpoint != 1 {
+		t.Fatalf("generation 2 restores %d", a2.Generation().RestoredCheckpoint)
+	}
+	// A third generation, started while generation 2 completed nothing,
+	// restores what generation 2 restored: never the zombie's checkpoint 2.
+	a3 := join(t, b, cfg(2, 0))
+	if g := a3.Generation(); g.Number != 3 || g.RestoredCheckpoint != 1 || slices.Contains(states(a3.Restore()), "zombie") {
+		t.Fatalf("generation 3 restores checkpoint %d: %v", g.RestoredCheckpoint, states(a3.Restore()))
+	}
+}
+
+// TestRescale: a generation of another instance count restores, in each
+// instance, the parts whose key groups overlap its own.
+func TestRescale(t *testing.T) {
+	b := dstltest.NewBackend()
+	var ms []*catalog.Member
+	for i := range 3 {
+		ms = append(ms, join(t, b, cfg(3, i)))
+	}
+	for _, m := range ms {
+		commit(t, m, 1)
+	}
+	// 3 → 2: key groups [0,3] [4,7] [8,11] → [0,5] [6,11].
+	down := []*catalog.Member{join(t, b, cfg(2, 0)), join(t, b, cfg(2, 1))}
+	if got := states(down[0].Restore()); !slices.Equal(got, []string{"g1-i0-n1", "g1-i1-n1"}) {
+		t.Fatalf("instance 0 of 2 restores %v", got)
+	}
+	if got := states(down[1].Restore()); !slices.Equal(got, []string{"g1-i1-n1", "g1-i2-n1"}) {
+		t.Fatalf("instance 1 of 2 restores %v", got)
+	}
+	n := down[0].Generation().FirstCheckpoint
+	commit(t, down[0], n)
+	commit(t, down[1], n)
+	// 2 → 4.
+	up := join(t, b, cfg(4, 3))
+	if got := states(up.Restore()); !slices.Equal(got, []string{fmt.Sprintf("g2-i1-n%d", n)}) || up.KeyGroups() != (dstl.KeyGroupRange{Start: 9, End: 11}) {
+		t.Fatalf("instance 3 of 4 (%v) restores %v", up.KeyGroups(), got)
+	}
+	// A member of the old instance count cannot rejoin.
+	if _, err := down[0].Rejoin(t.Context()); !errors.Is(err, catalog.ErrMismatch) {
+		t.Fatalf("Rejoin after the rescale = %v, want ErrMismatch", err)
+	}
+}
+
+// TestTwoProcessesOneSlot: a second process for a held slot starts a new
+// generation (it replaces the first, as a restarted pod does); the first,
+// fenced, cannot rejoin: its slot is held.
+func TestTwoProcessesOneSlot(t *testing.T) {
+	b := dstltest.NewBackend()
+	first := join(t, b, cfg(1, 0))
+	second := join(t, b, cfg(1, 0))
+	if second.Generation().Number != 2 {
+		t.Fatalf("second process in generation %d", second.Generation().Number)
+	}
+	if _, err := first.Commit(t.Context(), 1, nil, nil, nil); !errors.Is(err, catalog.ErrFenced) {
+		t.Fatalf("first's commit = %v, want ErrFenced", err)
+	}
+	if _, err := first.Rejoin(t.Context()); !errors.Is(err, catalog.ErrReplaced) {
+		t.Fatalf("first's Rejoin = %v, want ErrReplaced", err)
+	}
+}
+
+// TestConcurrentJoins: instances starting at once on an empty catalog end
+// up in one generation, each in its own slot.
+func TestConcurrentJoins(t *testing.T) {
+	for round := range 20 {
+		b := dstltest.NewBackend()
+		const p = 5
+		ms := make([]*catalog.Member, p)
+		var wg sync.WaitGroup
+		errs := make([]error, p)
+		for i := range p {
+			wg.Go(func() { ms[i], errs[i] = catalog.Join(context.Background(), b, cfg(p, i)) })
+		}
+		wg.Wait()
+		for i := range p {
+			if errs[i] != nil {
+				t.Fatalf("round %d: join %d: %v", round, i, errs[i])
+			}
+			if g := ms[i].Generation().Number; g != 1 {
+				t.Fatalf("round %d: instance %d in generation %d", round, i, g)
+			}
+		}
+	}
+}
+
+// TestLostAnswers: a put whose answer is lost after the object was stored
+// is this put's, for the generation record, the claim and the part.
+func TestLostAnswers(t *testing.T) {
+	for _, nth := range []int{1, 2, 3} { // the generation, the claim, the part
+		t.Run(fmt.Sprint(nth), func(t *testing.T) {
+			b := &lossy{Backend: dstltest.NewBackend(), nth: int64(nth)}
+			m := join(t, b, cfg(1, 0))
+			if m.Generation().Number != 1 {
+				t.Fatalf("generation %d after a lost answer", m.Generation().Number)
+			}
+			if st := commit(t, m, 1); st.Complete != 1 {
+				t.Fatalf("status %+v", st)
+			}
+		})
+	}
+}
+
+// TestDamagedObjects: a damaged generation record or part is an error that
+// names it, never a wrong restore.
+func TestDamagedObjects(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		object func() string
+	}{
+		{"generation", func() string { return objname.CatalogGenerationName("job/", 1) }},
+		{"part", func() string { return objname.CatalogPartName("job/", 1, 1, 0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			m := join(t, b, cfg(1, 0))
+			commit(t, m, 1)
+			name := tc.object()
+			data, ok := b.ObjectBytes(name)
+			if !ok {
+				t.Fatalf("no object %q", name)
+			}
+			data[len(data)/2] ^= 0xff
+			if err := b.Delete(t.Context(), name); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Put(t.Context(), name, bytesReader(data), int64(len(data))); err != nil {
+				t.Fatal(err)
+			}
+			_, err := catalog.Join(t.Context(), b, cfg(1, 0))
+			if !errors.Is(err, catalog.ErrDamaged) || !containsName(err, name) {
+				t.Fatalf("Join over a damaged %s = %v, want ErrDamaged naming %q", tc.name, err, name)
+			}
+		})
+	}
+}
+
+// TestIndependentMode: each instance's latest part is its checkpoint; a
+// restart restores every instance's latest part.
+func TestIndependentMode(t *testing.T) {
+	b := dstltest.NewBackend()
+	ind := func(p, i int) catalog.Config { c := cfg(p, i); c.Mode = catalog.Independent; return c }
+	a, c := join(t, b, ind(2, 0)), join(t, b, ind(2, 1))
+	if st := commit(t, a, 1); st.Complete != 1 {
+		t.Fatalf("independent status %+v", st)
+	}
+	commit(t, a, 2)
+	commit(t, c, 1)
+	r := join(t, b, ind(1, 0))
+	if got := states(r.Restore()); !slices.Equal(got, []string{"g1-i0-n2", "g1-i1-n1"}) {
+		t.Fatalf("restore %v", got)
+	}
+}
+
+// TestRestoreFrom: a generation restores a retained older checkpoint by
+// number; an unknown number is refused.
+func TestRestoreFrom(t *testing.T) {
+	b := dstltest.NewBackend()
+	c := cfg(1, 0)
+	c.Retain = 2
+	m := join(t, b, c)
+	commit(t, m, 1)
+	commit(t, m, 2)
+	c.RestoreFrom = 1
+	r := join(t, b, c)
+	if got := states(r.Restore()); !slices.Equal(got, []string{"g1-i0-n1"}) {
+		t.Fatalf("restore %v", got)
+	}
+	c.RestoreFrom = 7
+	if _, err := catalog.Join(t.Context(), b, c); !errors.Is(err, catalog.ErrNoCheckpoint) {
+		t.Fatalf("RestoreFrom 7 = %v, want ErrNoCheckpoint", err)
+	}
+}
+
+// TestPlan: the deletion rule keeps the objects of the retained
+// checkpoint, of pending parts and of the restored parts while needed, and
+// drops only old catalog objects that nothing keeps.
+func TestPlan(t *testing.T) {
+	b := dstltest.NewBackend()
+	now := time.Now()
+	clock := func() time.Time { return now }
+	c0, c1 := cfg(2, 0), cfg(2, 1)
+	c0.Now, c1.Now = clock, clock
+	c0.Grace, c1.Grace = time.Minute, time.Minute
+	a, z := join(t, b, c0), join(t, b, c1)
+	for n := int64(1); n <= 3; n++ {
+		commit(t, a, n)
+		commit(t, z, n)
+	}
+	commit(t, a, 4) // pending
+	p, err := a.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"job/obj-g1-i0-n3", "job/obj-g1-i0-n4", "job/obj-g1-i1-n3"}
+	var got []string
+	for o := range p.Keep {
+		got = append(got, o)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) || !slices.Equal(p.Retained, []int64{3}) || len(p.Drop) != 0 {
+		t.Fatalf("plan: keep %v, retained %v, drop %v; want keep %v, retained [3], nothing old enough to drop", got, p.Retained, p.Drop, want)
+	}
+	now = now.Add(2 * time.Minute) // past the grace
+	p, err = a.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Drop) != 4 { // the parts of checkpoints 1 and 2
+		t.Fatalf("drop %v, want the 4 parts of checkpoints 1 and 2", p.Drop)
+	}
+	if n, err := a.DropCatalog(t.Context(), p); n != 4 || err != nil {
+		t.Fatalf("DropCatalog = %d, %v", n, err)
+	}
+	// A restart keeps the restored parts until its generation completes a
+	// checkpoint of its own.
+	r := join(t, b, c0)
+	p, err = r.Plan(t.Context())
+	if err != nil || !p.Keep["job/obj-g1-i0-n3"] || !p.Keep["job/obj-g1-i1-n3"] {
+		t.Fatalf("plan after the restart: %+v, %v", p, err)
+	}
+	// The fenced member plans nothing.
+	if _, err := z.Plan(t.Context()); !errors.Is(err, catalog.ErrFenced) {
+		t.Fatalf("a fenced member's Plan = %v, want ErrFenced", err)
+	}
+}

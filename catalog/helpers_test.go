@@ -1,0 +1,35 @@
+package catalog_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync/atomic"
+
+	"github.com/dstlgo/dstl/backends"
+)
+
+func bytesReader(b []byte) io.ReaderAt { return bytes.NewReader(b) }
+
+func containsName(err error, name string) bool { return strings.Contains(err.Error(), name) }
+
+// lossy loses the answer of its nth Put: the object is stored, and the
+// caller gets an error, as when a connection breaks after the service
+// stored the object.
+type lossy struct {
+	backends.Backend
+	nth  int64
+	puts atomic.Int64
+}
+
+var errLost = errors.New("connection reset after the request was sent")
+
+func (l *lossy) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+	err := l.Backend.Put(ctx, name, body, size)
+	if l.puts.Add(1) == l.nth && err == nil {
+		return errLost
+	}
+	return err
+}
