@@ -48,6 +48,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeFrame$$' -fuzztime=$(FUZZTIME) ./dstl/format/
 	$(GO) test -run='^$$' -fuzz='^FuzzHandleUnmarshalBinary$$' -fuzztime=$(FUZZTIME) ./dstl/
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./dstl/objname/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./catalog/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeEntry$$' -fuzztime=$(FUZZTIME) ./statestore/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeSnapshotObject$$' -fuzztime=$(FUZZTIME) ./statestore/
 	$(GO) test -run='^$$' -fuzz='^FuzzCheckpointHandle$$' -fuzztime=$(FUZZTIME) ./statestore/
