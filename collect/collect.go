@@ -1,6 +1,6 @@
 // Package collect deletes a job's old objects that nothing references
-// any more: the one rule by which "dstl gc" and the job's checkpoint
-// catalog delete objects.
+// any more: the one rule by which "dstl gc", and a library that keeps a
+// job's checkpoints (a checkpoint catalog), delete objects.
 //
 // Under a job's prefix ([objname.JobPrefix]) the engine writes log
 // objects (PREFIX/UUIDv7.dstl) and the state stores write snapshot
@@ -103,8 +103,9 @@ const probeDeleteTimeout = 30 * time.Second
 // prefix, or none of them is.
 var ErrMissing = errors.New("kept handles reference objects that are not there; nothing deleted")
 
-// ErrNoAnswer is the cause of a step that the storage did not answer
-// within [Options.Timeout]; the step's error wraps it.
+// ErrNoAnswer is wrapped by the error of a step that the storage did not
+// answer within [Options.Timeout] (with the call's error, such as
+// context.Canceled).
 var ErrNoAnswer = errors.New("no answer in time")
 
 // Options say what a collection deletes and how.
@@ -132,7 +133,9 @@ type Options struct {
 	// Concurrency is the number of deletes and aborts in flight at once;
 	// 0 is [DefaultConcurrency].
 	Concurrency int
-	// Timeout bounds each step that waits for the storage; 0: no bound.
+	// Timeout bounds each step that waits for the storage; 0: no bound
+	// (but for the clock probe's delete, bounded by 30 s all the same:
+	// it runs even once ctx is done).
 	Timeout time.Duration
 	// Now is the caller's clock; nil is time.Now.
 	Now func() time.Time
@@ -151,9 +154,9 @@ type Options struct {
 	TimeoutName string
 	// Progress, when not nil, is called as each step begins, with done
 	// 0, and after each delete or abort with the share of them done (more
-	// than 0, up to 1). Steps read as "reading the storage's clock", "listing PREFIX",
-	// "listing the incomplete uploads under PREFIX", "deleting N objects,
-	// aborting M uploads". Calls never overlap.
+	// than 0, up to 1). Steps read as "reading the storage's clock",
+	// "listing PREFIX", "listing the incomplete uploads under PREFIX",
+	// "deleting N objects, aborting M uploads". Calls never overlap.
 	Progress func(step string, done float64)
 	// Warn, when not nil, is told what went wrong without failing the
 	// collection: a clock probe that could not be deleted (it stays

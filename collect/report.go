@@ -62,8 +62,10 @@ type Report struct {
 
 // Count counts objects and their bytes.
 type Count struct {
+	// Objects is the number of objects.
 	Objects int
-	Bytes   int64
+	// Bytes is the sum of their sizes.
+	Bytes int64
 }
 
 func (c *Count) add(size int64) { c.Objects++; c.Bytes += size }
@@ -111,9 +113,11 @@ func (r Reason) String() string {
 
 // Object is a listed object and what the collection made of it.
 type Object struct {
+	// Name is the object's full name, under the prefix.
 	Name string
 	// Kind is the kind its name says.
 	Kind objname.Kind
+	// Size is its size in bytes, as listed.
 	Size int64
 	// ModTime is its modification time, zero when the storage reports
 	// none.
@@ -121,7 +125,8 @@ type Object struct {
 	// NameTime is the time in its UUIDv7 name, zero for a name of
 	// another kind.
 	NameTime time.Time
-	Reason   Reason
+	// Reason says why it is kept, or that it is deletable.
+	Reason Reason
 	// Deleted says that its delete ran and succeeded.
 	Deleted bool
 }
@@ -130,7 +135,8 @@ type Object struct {
 // collects: aborted, or to be.
 type Upload struct {
 	// Name is the object the upload would have written.
-	Name     string
+	Name string
+	// UploadID is the storage's id of the upload.
 	UploadID string
 	// Initiated is when the upload started, by the storage's clock.
 	Initiated time.Time
@@ -146,5 +152,6 @@ type Failure struct {
 	Name string
 	// UploadID is the upload's id, for an abort; empty for a delete.
 	UploadID string
-	Err      error
+	// Err is the call's error.
+	Err error
 }
