@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -13,14 +12,11 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/backends/s3"
+	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/statestore"
@@ -193,7 +189,7 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 	if err != nil {
 		fmt.Fprintf(stderr, "dstl gc: %v\n", err)
 		switch {
-		case errors.Is(err, errMissing), errors.Is(err, dstl.ErrInvalidHandle):
+		case errors.Is(err, collect.ErrMissing), errors.Is(err, dstl.ErrInvalidHandle):
 			return exitFailed // a handle's object missing, or a handle file that does not decode
 		case errors.Is(err, backends.ErrUnknownBackend), errors.Is(err, dstl.ErrInvalidConfig), errors.Is(err, errUsage):
 			return exitUsage
@@ -202,9 +198,6 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 	}
 	return exitOK
 }
-
-// errMissing: an object a kept handle references is not there.
-var errMissing = errors.New("kept handles reference objects that are not there; nothing deleted")
 
 // gcCount counts objects and their bytes.
 type gcCount struct {
@@ -274,8 +267,9 @@ type gcReport struct {
 	Failed         []gcFailure `json:"failed,omitempty"`
 }
 
-// gc runs a collection. It returns a report also with an error once the
-// listing is done: errMissing, or the failures it lists.
+// gc runs a collection: it reads the kept handles, opens the backend and
+// runs collect.Run over it. It returns a report also with an error once
+// the listing is done: collect.ErrMissing, or the failures it lists.
 func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gcReport, error) {
 	if o.open == nil {
 		o.open = backends.Open
@@ -290,43 +284,30 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		}
 	}
 	// What the kept handles reference.
-	kept := map[string]bool{}
-	rep := &gcReport{BasePath: backends.RedactURL(o.basePath), Prefix: prefix, Grace: o.grace.String(), DryRun: o.dryRun, Objects: []gcObject{}, Uploads: []gcUpload{}}
+	keep := new(collect.Keep)
+	keptHandles := 0
 	storageIDs := map[string]bool{}
-	keepLog := func(h dstl.Handle) {
-		storageIDs[h.StorageID] = true
-		for _, e := range h.Entries {
-			kept[e.Object] = true
-		}
-	}
-	snapshotOps := map[string]bool{} // the operators of the kept checkpoint handles
 	for _, f := range o.keep {
 		hs, cps, err := readKeepFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("--keep: %w", err)
 		}
 		for _, h := range hs {
-			rep.KeptHandles++
-			keepLog(h)
+			keptHandles++
+			storageIDs[h.StorageID] = true
+			keep.AddHandle(h)
 		}
 		for _, cp := range cps {
-			rep.KeptHandles++
-			snapshotOps[cp.Operator] = true
-			for _, s := range cp.Snapshots {
-				kept[s.Object] = true
-			}
+			keptHandles++
 			for _, l := range cp.Logs {
-				keepLog(l.Remote) // l.Local names local copies, not the storage's objects
+				storageIDs[l.Remote.StorageID] = true
 			}
+			// Only with an operator's checkpoint handles does gc know
+			// which of its snapshots the job may still restore: it takes
+			// them as all of them. The snapshots of an operator none
+			// names are kept.
+			keep.AddCheckpoint(cp)
 		}
-	}
-	// Only with an operator's checkpoint handles does gc know which of its
-	// snapshots the job may still restore: it takes them as all of them.
-	// The snapshots of an operator none names are kept.
-	// collect reports whether gc deletes an old object of the name n: a
-	// log object, or a snapshot of an operator whose snapshots it collects.
-	collect := func(n objname.Name) bool {
-		return n.Kind == objname.Log || n.Kind == objname.Snapshot && (o.keepNone || snapshotOps[n.Operator])
 	}
 	b, id, err := o.open(ctx, o.storage, o.basePath)
 	if err != nil {
@@ -338,227 +319,79 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			prog.printf(stderr, "dstl gc: warning: a kept handle names storage %q, the base path is on %q; its objects are kept all the same\n", s, id)
 		}
 	}
-
-	prog.begin("gc: reading the storage's clock")
-	rep.LocalNow = o.now()
-	rep.Now = rep.LocalNow
-	// Under the job's prefix, where credentials scoped to the job allow
-	// writes.
-	probe, err := objname.NewClockProbe(prefix)
-	if err != nil {
-		return nil, fmt.Errorf("reading the storage's clock (nothing deleted): %w", err)
+	res, err := collect.Run(ctx, b, collect.Options{
+		JobID:        o.jobID,
+		Grace:        o.grace,
+		Keep:         keep,
+		Kinds:        collect.Logs | collect.Snapshots,
+		AllOperators: o.keepNone,
+		DryRun:       o.dryRun,
+		Concurrency:  o.concurrency,
+		Timeout:      o.timeout,
+		Now:          o.now,
+		Location:     readableURL(o.basePath),
+		TimeoutName:  "--timeout",
+		Progress: func(step string, done float64) {
+			if done == 0 {
+				prog.begin("gc: " + step)
+			}
+			prog.set(done)
+		},
+		Warn: func(msg string) { prog.printf(stderr, "dstl gc: warning: %s\n", msg) },
+	})
+	if errors.Is(err, collect.ErrMissing) {
+		err = fmt.Errorf("%w (wrong --base-path or --job-id?)", err)
 	}
-	storeNow, leftover, err := o.probeClock(ctx, b, probe)
-	if leftover != nil {
-		prog.printf(stderr, "dstl gc: warning: %v\n", leftover)
-	}
-	switch {
-	case err != nil && !o.dryRun:
-		return nil, fmt.Errorf("reading the storage's clock (nothing deleted): %w", err)
-	case err != nil:
-		rep.ClockNote = fmt.Sprintf("the clock probe failed (%v): ages are by this machine's clock", err)
-		prog.printf(stderr, "dstl gc: warning: %s\n", rep.ClockNote)
-	case storeNow.IsZero():
-		// Such a storage reports no modification time of any object
-		// either, so every object is young (kept) whatever now is.
-		rep.ClockNote = "the storage reports no modification times"
-	default:
-		rep.StoreNow = &storeNow
-		if storeNow.Before(rep.Now) {
-			rep.Now = storeNow
-		}
-	}
-
-	prog.begin("gc: listing " + prefix)
-	var listed []backends.ObjectInfo
-	st := o.step(ctx, "listing "+prefix)
-	err = st.done(b.List(st.ctx, prefix, func(oi backends.ObjectInfo) error {
-		st.kick() // each object is progress
-		// gc's clock probe is no object of the job's (listed when its
-		// delete failed, or before the delete shows).
-		if oi.Name != probe {
-			listed = append(listed, oi)
-		}
-		return nil
-	}))
-	if err != nil {
+	if res == nil {
 		return nil, err
 	}
-	// The incomplete uploads under the prefix, where the backend has them.
-	var uploads []s3.IncompleteUpload
-	if uc, ok := b.(uploadCollector); ok {
-		prog.begin("gc: listing the incomplete uploads under " + prefix)
-		rep.UploadsChecked = true
-		st := o.step(ctx, "listing the incomplete uploads under "+prefix)
-		err = st.done(uc.ListIncompleteUploads(st.ctx, prefix, func(u s3.IncompleteUpload) error {
-			uploads = append(uploads, u)
-			return nil
-		}, st.kick)) // each page is progress, also one of other jobs' uploads only
-		if err != nil {
-			return nil, err
-		}
-	}
-	young := func(t time.Time) bool { return t.IsZero() || rep.Now.Sub(t) <= o.grace }
-	for _, u := range uploads {
-		rep.UploadsListed++
-		// Only uploads of objects gc collects, old by both clocks: a
-		// younger one may still be running.
-		n := objname.Parse(prefix, u.Name)
-		nameTime := n.Time()
-		if !collect(n) || young(u.Initiated) || young(nameTime) {
-			rep.UploadsKept++
-			continue
-		}
-		rep.Uploads = append(rep.Uploads, gcUpload{Name: u.Name, UploadID: u.UploadID, Initiated: u.Initiated, NameTime: nameTime})
-	}
-	slices.SortFunc(rep.Uploads, func(a, b gcUpload) int {
-		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.UploadID, b.UploadID))
-	})
-	seen := map[string]bool{}
-	for _, oi := range listed {
-		rep.Listed.add(oi.Size)
-		seen[oi.Name] = true
-		n := objname.Parse(prefix, oi.Name)
-		nameTime := n.Time()
-		switch {
-		case kept[oi.Name]:
-			rep.Referenced.add(oi.Size)
-		case n.Kind != objname.Log && n.Kind != objname.Snapshot:
-			rep.Foreign.add(oi.Size)
-		case !collect(n):
-			rep.SnapshotsKept.add(oi.Size)
-		case young(oi.ModTime) || young(nameTime): // a zero modification time is unknown: young
-			rep.Young.add(oi.Size)
-		default:
-			rep.Deletable.add(oi.Size)
-			rep.Objects = append(rep.Objects, gcObject{Name: oi.Name, Kind: n.Kind.String(), Size: oi.Size, ModTime: oi.ModTime, NameTime: nameTime})
-		}
-	}
-	for name := range kept {
-		if strings.HasPrefix(name, prefix) && !seen[name] {
-			rep.Missing = append(rep.Missing, name)
-		}
-	}
-	slices.Sort(rep.Missing)
-	if len(rep.Missing) > 0 {
-		return rep, fmt.Errorf("%w: %d under %q, e.g. %q (wrong --base-path or --job-id?)", errMissing, len(rep.Missing), prefix, rep.Missing[0])
-	}
-	if len(kept) > 0 && rep.Referenced.Objects == 0 {
-		rep.Missing = slices.Sorted(maps.Keys(kept))
-		return rep, fmt.Errorf("%w: none of the %d objects the kept handles reference is under %q (wrong --base-path or --job-id?)", errMissing, len(kept), prefix)
-	}
-	if o.dryRun || len(rep.Objects)+len(rep.Uploads) == 0 {
-		return rep, nil
-	}
-
-	prog.begin(fmt.Sprintf("gc: deleting %d objects, aborting %d uploads", len(rep.Objects), len(rep.Uploads)))
-	rep.DeletesRun = true
-	uc, _ := b.(uploadCollector)
-	var mu sync.Mutex
-	var stalled error // the first call the storage did not answer in time
-	// A storage that stops answering stops the calls not yet started.
-	dctx, stop := context.WithCancel(ctx)
-	defer stop()
-	g := new(errgroup.Group)
-	g.SetLimit(o.concurrency)
-	total := len(rep.Objects) + len(rep.Uploads)
-	for i := range total {
-		if dctx.Err() != nil {
-			break // the rest are not deleted
-		}
-		g.Go(func() error {
-			if dctx.Err() != nil {
-				return nil
-			}
-			var st *gcStep
-			var err error
-			var fail gcFailure
-			if i < len(rep.Objects) {
-				obj := &rep.Objects[i]
-				st = o.step(dctx, "deleting "+obj.Name)
-				err = b.Delete(st.ctx, obj.Name)
-				fail.Name = obj.Name
-			} else {
-				u := &rep.Uploads[i-len(rep.Objects)]
-				st = o.step(dctx, "aborting the upload "+u.UploadID+" of "+u.Name)
-				err = uc.AbortIncompleteUpload(st.ctx, s3.IncompleteUpload{Name: u.Name, UploadID: u.UploadID, Initiated: u.Initiated})
-				fail.Name, fail.UploadID = u.Name, u.UploadID
-			}
-			timedOut := st.timedOut()
-			err = st.done(err)
-			mu.Lock()
-			defer mu.Unlock()
-			if timedOut && stalled == nil {
-				stalled = err
-				stop()
-			}
-			switch {
-			case err != nil:
-				fail.Error = err.Error()
-				rep.Failed = append(rep.Failed, fail)
-			case i < len(rep.Objects):
-				rep.Objects[i].Deleted = true
-				rep.Deleted.add(rep.Objects[i].Size)
-			default:
-				rep.Uploads[i-len(rep.Objects)].Aborted = true
-				rep.UploadsAborted++
-			}
-			prog.set(float64(rep.Deleted.Objects+rep.UploadsAborted+len(rep.Failed)) / float64(total))
-			return nil
-		})
-	}
-	_ = g.Wait() // every failure is in rep.Failed
-	slices.SortFunc(rep.Failed, func(a, b gcFailure) int {
-		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.UploadID, b.UploadID))
-	})
-	done := fmt.Sprintf("%d of %d objects deleted", rep.Deleted.Objects, len(rep.Objects))
-	if len(rep.Uploads) > 0 {
-		done += fmt.Sprintf(", %d of %d incomplete uploads aborted", rep.UploadsAborted, len(rep.Uploads))
-	}
-	if err := ctx.Err(); err != nil {
-		return rep, fmt.Errorf("interrupted: %s: %w", done, err)
-	}
-	if stalled != nil {
-		return rep, fmt.Errorf("stopped: %s: %w", done, stalled)
-	}
-	if len(rep.Failed) > 0 {
-		what := "deletes"
-		if len(rep.Uploads) > 0 {
-			what = "deletes and aborts"
-		}
-		return rep, fmt.Errorf("%d of %d %s failed (%s), e.g. %s", len(rep.Failed), total, what, done, rep.Failed[0].Error)
-	}
-	return rep, nil
+	return newGCReport(res, o, keptHandles), err
 }
 
-// uploadCollector is a backend whose incomplete uploads gc lists and
-// aborts: s3's multipart uploads, which a writer killed mid-upload (or
-// whose abort failed) leaves behind.
-type uploadCollector interface {
-	ListIncompleteUploads(ctx context.Context, prefix string, fn func(s3.IncompleteUpload) error, page func()) error
-	AbortIncompleteUpload(ctx context.Context, u s3.IncompleteUpload) error
-}
-
-var _ uploadCollector = (*s3.Backend)(nil)
-
-// errNoAnswer is the cause of a step's context that its bound ended.
-var errNoAnswer = errors.New("no answer in time")
-
-// gcStep is one step of gc that waits for the storage, bounded by
-// --timeout: a call, or a listing whose every object restarts the bound.
-type gcStep struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	timer  *time.Timer // nil without a bound
-	d      time.Duration
-	what   string // the step, for errors
-	base   string // the base path
-	limit  string // the bound, for errors
-}
-
-// step starts a step bounded by --timeout (unbounded when it is 0).
-func (o *gcOptions) step(ctx context.Context, what string) *gcStep {
-	return newStep(ctx, what, readableURL(o.basePath), o.timeout, "--timeout "+o.timeout.String())
+// newGCReport returns gc's report of a collection's.
+func newGCReport(r *collect.Report, o gcOptions, keptHandles int) *gcReport {
+	count := func(c collect.Count) gcCount { return gcCount{Objects: c.Objects, Bytes: c.Bytes} }
+	rep := &gcReport{
+		BasePath:       backends.RedactURL(o.basePath),
+		Prefix:         r.Prefix,
+		Grace:          o.grace.String(),
+		Now:            r.Now,
+		LocalNow:       r.LocalNow,
+		ClockNote:      r.ClockNote,
+		DryRun:         r.DryRun,
+		DeletesRun:     r.DeletesRun,
+		KeptHandles:    keptHandles,
+		Listed:         count(r.Listed),
+		Referenced:     count(r.Referenced),
+		Young:          count(r.Young),
+		Foreign:        count(r.Foreign),
+		SnapshotsKept:  count(r.NotCollected), // gc collects every log object: what it does not collect are snapshots
+		Deletable:      count(r.Deletable),
+		Deleted:        count(r.Deleted),
+		UploadsChecked: r.UploadsChecked,
+		UploadsListed:  r.UploadsListed,
+		UploadsKept:    r.UploadsKept,
+		UploadsAborted: r.UploadsAborted,
+		Uploads:        []gcUpload{},
+		Missing:        r.Missing,
+		Objects:        []gcObject{},
+	}
+	if !r.StoreNow.IsZero() {
+		storeNow := r.StoreNow
+		rep.StoreNow = &storeNow
+	}
+	for _, u := range r.Uploads {
+		rep.Uploads = append(rep.Uploads, gcUpload{Name: u.Name, UploadID: u.UploadID, Initiated: u.Initiated, NameTime: u.NameTime, Aborted: u.Aborted})
+	}
+	for _, obj := range r.Objects {
+		if obj.Reason == collect.Deletable {
+			rep.Objects = append(rep.Objects, gcObject{Name: obj.Name, Kind: obj.Kind.String(), Size: obj.Size, ModTime: obj.ModTime, NameTime: obj.NameTime, Deleted: obj.Deleted})
+		}
+	}
+	for _, f := range r.Failed {
+		rep.Failed = append(rep.Failed, gcFailure{Name: f.Name, UploadID: f.UploadID, Error: f.Err.Error()})
+	}
+	return rep
 }
 
 // readableURL returns a base path with its query unescaped, so that an
@@ -573,76 +406,6 @@ func readableURL(base string) string {
 		return before + "?" + q
 	}
 	return base
-}
-
-func newStep(ctx context.Context, what, base string, d time.Duration, limit string) *gcStep {
-	sctx, cancel := context.WithCancelCause(ctx)
-	s := &gcStep{ctx: sctx, cancel: cancel, d: d, what: what, base: backends.RedactURL(base), limit: limit}
-	if d > 0 {
-		s.timer = time.AfterFunc(d, func() { cancel(errNoAnswer) })
-	}
-	return s
-}
-
-// kick restarts the bound: the storage made progress.
-func (s *gcStep) kick() {
-	if s.timer != nil {
-		s.timer.Reset(s.d)
-	}
-}
-
-// timedOut reports whether the bound ended the step.
-func (s *gcStep) timedOut() bool { return context.Cause(s.ctx) == errNoAnswer }
-
-// done ends the step and returns its error err, saying so when the bound
-// ended it.
-func (s *gcStep) done(err error) error {
-	timedOut := s.timedOut()
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	s.cancel(nil)
-	if err != nil && timedOut {
-		return fmt.Errorf("%s: the storage at %s did not answer within %s: %w", s.what, s.base, s.limit, err)
-	}
-	return err
-}
-
-// probeClock returns the storage's "now": it puts a small object name
-// (under the job's prefix, [objname.ClockProbePrefix] and a UUID), reads its
-// modification time back through List, and deletes it. The put and the listing are one step of --timeout, the
-// delete another. The time is zero when the storage reports none.
-// leftover is the error of deleting the probe, which then stays behind (no
-// gc deletes it as a dstl object).
-func (o *gcOptions) probeClock(ctx context.Context, b backends.Backend, name string) (t time.Time, leftover, err error) {
-	body := []byte("dstl gc reads the storage's clock from this object's modification time, then deletes it\n")
-	st := o.step(ctx, "the clock probe "+name)
-	err = b.Put(st.ctx, name, bytes.NewReader(body), int64(len(body)))
-	put := err == nil
-	found := false
-	if put {
-		err = b.List(st.ctx, name, func(oi backends.ObjectInfo) error {
-			if oi.Name == name {
-				t, found = oi.ModTime, true
-			}
-			return nil
-		})
-		if err == nil && !found {
-			err = fmt.Errorf("the probe %q put is not listed", name)
-		}
-	}
-	if err = st.done(err); !put {
-		return time.Time{}, nil, err
-	}
-	// Also when ctx is done: the probe is gc's own.
-	dst := o.step(context.WithoutCancel(ctx), "deleting the clock probe "+name)
-	if o.timeout == 0 {
-		dst = newStep(context.WithoutCancel(ctx), "deleting the clock probe "+name, readableURL(o.basePath), 30*time.Second, "30s")
-	}
-	if derr := dst.done(b.Delete(dst.ctx, name)); derr != nil {
-		leftover = fmt.Errorf("the clock probe %q could not be deleted: %w", name, derr)
-	}
-	return t, leftover, err
 }
 
 // checkpointHandleMagic starts the binary encoding of a

@@ -1,8 +1,9 @@
 // Package objname owns the names of the objects that dstl and its state
 // stores write: it makes them, parses them and reads the time in them.
 // Everything that names or recognises an object (the engine's uploader,
-// the clean-up of local copies, the state stores' checkpointer, the gc
-// command) goes through it, so the scheme lives in one place.
+// the clean-up of local copies, the state stores' checkpointer, the
+// collection of old objects in package collect, which the gc command
+// runs) goes through it, so the scheme lives in one place.
 //
 // Under a job's prefix (see [JobPrefix]) a storage writes three kinds of
 // objects:

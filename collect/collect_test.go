@@ -1,0 +1,581 @@
+package collect_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/collect"
+	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+// TestRunClassifies: each listed object gets the first reason that
+// applies, referenced, foreign, not collected (a kind, or an operator's
+// snapshots, the caller does not collect), young by either clock (or of
+// an unknown modification time), or deletable; the deletable ones, and
+// only they, are deleted, outside a dry run; another job's objects are
+// not even listed.
+func TestRunClassifies(t *testing.T) {
+	now := time.Now()
+	old, young := now.Add(-3*time.Hour), now.Add(-10*time.Minute)
+	type object struct {
+		name string
+		mod  time.Time
+	}
+	objects := map[string]object{ // by a key the cases name
+		"log old":              {logName(t, "job/", old), old},
+		"log young by name":    {logName(t, "job/", young), old},
+		"log young by time":    {logName(t, "job/", old), young},
+		"log from the future":  {logName(t, "job/", now.Add(time.Hour)), old},
+		"log of unknown time":  {logName(t, "job/", old), time.Time{}},
+		"log referenced":       {logName(t, "job/", old), old},
+		"op-0 old":             {snapName(t, "job/", "op-0", old), old},
+		"op-0 referenced":      {snapName(t, "job/", "op-0", old), old},
+		"op-0 young":           {snapName(t, "job/", "op-0", young), old},
+		"op-1 old":             {snapName(t, "job/", "op-1", old), old},
+		"notes":                {"job/notes.txt", old},
+		"not a uuid":           {"job/not-a-uuid.dstl", old},
+		"snapshot not a uuid":  {"job/statestore/op-0/not-a-uuid.snap", old},
+		"log beside snapshots": {logName(t, "job/statestore/op-0/", old), old},
+	}
+	otherJob := logName(t, "other-job/", old)
+	foreign := []string{"notes", "not a uuid", "snapshot not a uuid", "log beside snapshots"}
+	logs := []string{"log old", "log young by name", "log young by time", "log from the future", "log of unknown time", "log referenced"}
+	snapshots := []string{"op-0 old", "op-0 referenced", "op-0 young", "op-1 old"}
+	for _, tc := range []struct {
+		name         string
+		kinds        collect.Kinds
+		allOperators bool
+		keep         []string // kept objects, by key
+		keepOps      []string // operators added
+		dryRun       bool
+		referenced   []string
+		notCollected []string
+		deletable    []string
+		// every other object is foreign (those of foreign) or young
+	}{
+		{"checkpoint handles kept", collect.Logs | collect.Snapshots, false, []string{"log referenced", "op-0 referenced"}, []string{"op-0"}, false,
+			[]string{"log referenced", "op-0 referenced"}, []string{"op-1 old"}, []string{"log old", "op-0 old"}},
+		{"checkpoint handles kept, dry run", collect.Logs | collect.Snapshots, false, []string{"log referenced", "op-0 referenced"}, []string{"op-0"}, true,
+			[]string{"log referenced", "op-0 referenced"}, []string{"op-1 old"}, []string{"log old", "op-0 old"}},
+		{"log handles kept only", collect.Logs | collect.Snapshots, false, []string{"log referenced"}, nil, false,
+			[]string{"log referenced"}, snapshots, []string{"log old"}},
+		{"every operator's snapshots", collect.Logs | collect.Snapshots, true, []string{"log referenced", "op-0 referenced"}, nil, false,
+			[]string{"log referenced", "op-0 referenced"}, nil, []string{"log old", "op-0 old", "op-1 old"}},
+		{"keep nothing", collect.Logs | collect.Snapshots, true, nil, nil, false,
+			nil, nil, []string{"log old", "log referenced", "op-0 old", "op-0 referenced", "op-1 old"}},
+		{"snapshots only", collect.Snapshots, true, []string{"op-0 referenced"}, nil, false,
+			[]string{"op-0 referenced"}, logs, []string{"op-0 old", "op-1 old"}},
+		{"logs only", collect.Logs, false, []string{"log referenced"}, []string{"op-0"}, false,
+			[]string{"log referenced"}, snapshots, []string{"log old"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newTimedBackend()
+			for _, o := range objects {
+				b.put(t, o.name, o.mod)
+			}
+			b.put(t, otherJob, old)
+			keep := new(collect.Keep)
+			for _, k := range tc.keep {
+				keep.AddObject(objects[k].name)
+			}
+			for _, op := range tc.keepOps {
+				keep.AddOperator(op)
+			}
+			rep, err := collect.Run(t.Context(), b, collect.Options{JobID: "job", Grace: time.Hour, Keep: keep,
+				Kinds: tc.kinds, AllOperators: tc.allOperators, DryRun: tc.dryRun})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]collect.Reason{}
+			for key, o := range objects {
+				switch {
+				case slices.Contains(tc.referenced, key):
+					want[o.name] = collect.Referenced
+				case slices.Contains(foreign, key):
+					want[o.name] = collect.Foreign
+				case slices.Contains(tc.notCollected, key):
+					want[o.name] = collect.NotCollected
+				case slices.Contains(tc.deletable, key):
+					want[o.name] = collect.Deletable
+				default:
+					want[o.name] = collect.Young
+				}
+			}
+			counts := map[collect.Reason]collect.Count{}
+			for _, o := range rep.Objects {
+				if o.Reason != want[o.Name] {
+					t.Errorf("%s: %v, want %v", o.Name, o.Reason, want[o.Name])
+				}
+				if n := objname.Parse("job/", o.Name); o.Kind != n.Kind || !o.NameTime.Equal(n.Time()) || o.Size != 10 {
+					t.Errorf("%s: %+v", o.Name, o)
+				}
+				if o.Deleted != (o.Reason == collect.Deletable && !tc.dryRun) {
+					t.Errorf("%s (%v): deleted %v in a dry run %v", o.Name, o.Reason, o.Deleted, tc.dryRun)
+				}
+				if _, stored := b.ObjectBytes(o.Name); stored == o.Deleted {
+					t.Errorf("%s: reported deleted %v, stored %v", o.Name, o.Deleted, stored)
+				}
+				c := counts[o.Reason]
+				c.Objects, c.Bytes = c.Objects+1, c.Bytes+o.Size
+				counts[o.Reason] = c
+			}
+			if len(rep.Objects) != len(objects) || rep.Listed != (collect.Count{Objects: len(objects), Bytes: 10 * int64(len(objects))}) {
+				t.Errorf("listed %d objects, %+v; want %d", len(rep.Objects), rep.Listed, len(objects))
+			}
+			for r, c := range map[collect.Reason]collect.Count{collect.Referenced: rep.Referenced, collect.Foreign: rep.Foreign,
+				collect.NotCollected: rep.NotCollected, collect.Young: rep.Young, collect.Deletable: rep.Deletable} {
+				if c != counts[r] {
+					t.Errorf("%v: counted %+v, listed %+v", r, c, counts[r])
+				}
+			}
+			wantDeleted := collect.Count{}
+			if !tc.dryRun {
+				wantDeleted = rep.Deletable
+			}
+			if rep.Deleted != wantDeleted || rep.DeletesRun == tc.dryRun || len(rep.Failed) != 0 || len(rep.Missing) != 0 {
+				t.Errorf("deleted %+v, deletes run %v, failed %v, missing %v", rep.Deleted, rep.DeletesRun, rep.Failed, rep.Missing)
+			}
+			if _, ok := b.ObjectBytes(otherJob); !ok {
+				t.Error("another job's object was deleted")
+			}
+			if rep.Prefix != "job/" || rep.DryRun != tc.dryRun || rep.UploadsChecked {
+				t.Errorf("report %+v", rep)
+			}
+		})
+	}
+}
+
+// TestRunClock: ages count from the earlier of the caller's clock and the
+// storage's, read from a probe object that Run deletes again (also in a
+// dry run); an object whose modification time is unknown is young, and so
+// is every object of a storage that reports no modification times.
+func TestRunClock(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name       string
+		skew       time.Duration // of the caller's clock
+		zeroMod    bool          // the storage reports no modification time of the object
+		noModTimes bool          // the storage reports none at all
+		mod, named time.Duration // ago, by the storage's clock
+		dryRun     bool
+		deleted    bool
+	}{
+		{"old by both clocks", 0, false, false, 3 * time.Hour, 3 * time.Hour, false, true},
+		{"young: the caller's clock 2h ahead", 2 * time.Hour, false, false, 10 * time.Minute, 10 * time.Minute, false, false},
+		{"young: the caller's clock 2h ahead, dry run", 2 * time.Hour, false, false, 10 * time.Minute, 10 * time.Minute, true, false},
+		{"old: the caller's clock 2h behind", -2 * time.Hour, false, false, 3*time.Hour + 5*time.Minute, 3*time.Hour + 5*time.Minute, false, true},
+		{"old by name, modification time unknown", 0, true, false, 0, 3 * time.Hour, false, false},
+		{"a storage without modification times", 0, false, true, 3 * time.Hour, 3 * time.Hour, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := newTimedBackend()
+			names := tb.logs(t, 1, now.Add(-tc.named))
+			tb.mod[names[0]] = now.Add(-tc.mod)
+			if tc.zeroMod {
+				tb.mod[names[0]] = time.Time{}
+			}
+			var b backends.Backend = tb
+			if tc.noModTimes {
+				b = noModTimes{tb}
+			}
+			var warnings []string
+			rep, err := collect.Run(t.Context(), b, collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, DryRun: tc.dryRun,
+				Now: func() time.Time { return time.Now().Add(tc.skew) }, Warn: func(m string) { warnings = append(warnings, m) }})
+			if err != nil || len(warnings) > 0 {
+				t.Fatalf("%v, warnings %q", err, warnings)
+			}
+			if gone := tb.Len() == 0; gone != (tc.deleted && !tc.dryRun) {
+				t.Errorf("deleted %v, want %v; report %+v", gone, tc.deleted, rep)
+			}
+			if got := rep.Deletable.Objects == 1; got != tc.deleted {
+				t.Errorf("deletable %v, want %v; report %+v", got, tc.deleted, rep)
+			}
+			if rep.Now.After(rep.LocalNow) {
+				t.Errorf("now %v after the local clock's %v", rep.Now, rep.LocalNow)
+			}
+			if tc.noModTimes {
+				if !rep.StoreNow.IsZero() || rep.ClockNote != "the storage reports no modification times" {
+					t.Errorf("store now %v, note %q", rep.StoreNow, rep.ClockNote)
+				}
+			} else if rep.StoreNow.IsZero() || rep.Now.After(rep.StoreNow) || rep.ClockNote != "" {
+				t.Errorf("now %v, store %v, note %q", rep.Now, rep.StoreNow, rep.ClockNote)
+			}
+			// The probe was put and deleted, whatever else happened.
+			if c := tb.Counts(); c[dstltest.OpPut] != 2 {
+				t.Errorf("%d puts, want the object's and the probe's", c[dstltest.OpPut])
+			}
+			for _, oi := range tb.Objects() {
+				if isProbe(oi.Name) {
+					t.Errorf("the clock probe %s was left behind", oi.Name)
+				}
+			}
+		})
+	}
+}
+
+// noModTimes is a backend that reports no modification times.
+type noModTimes struct{ timedBackend }
+
+func (b noModTimes) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
+	return b.timedBackend.List(ctx, prefix, func(oi backends.ObjectInfo) error {
+		oi.ModTime = time.Time{}
+		return fn(oi)
+	})
+}
+
+// TestRunClockProbe: without the storage's clock, Run deletes nothing and
+// fails; a dry run goes on with the caller's clock and says so. A probe
+// that cannot be deleted is a warning, and stays behind.
+func TestRunClockProbe(t *testing.T) {
+	isProbeOp := func(op dstltest.Op) dstltest.FaultFunc {
+		return func(o dstltest.Op, name string) dstltest.Fault {
+			if o == op && isProbe(name) {
+				return dstltest.Fault{Err: backends.ErrPermission}
+			}
+			return dstltest.Fault{}
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		fault   dstltest.FaultFunc
+		dryRun  bool
+		wantErr bool
+		warning string // a warning that holds this
+		left    int    // objects left, probes included
+	}{
+		{"its put fails", isProbeOp(dstltest.OpPut), false, true, "", 2},
+		{"its put fails, dry run", isProbeOp(dstltest.OpPut), true, false, "the clock probe failed", 2},
+		{"its listing fails", isProbeOp(dstltest.OpList), false, true, "", 2},
+		{"its delete fails", isProbeOp(dstltest.OpDelete), false, false, "could not be deleted", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newTimedBackend()
+			b.logs(t, 2, time.Now().Add(-3*time.Hour))
+			b.SetFault(tc.fault)
+			var warnings []string
+			rep, err := collect.Run(t.Context(), b, collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, DryRun: tc.dryRun,
+				Warn: func(m string) { warnings = append(warnings, m) }})
+			if tc.wantErr {
+				if rep != nil || !errors.Is(err, backends.ErrPermission) || !strings.Contains(err.Error(), "reading the storage's clock (nothing deleted)") {
+					t.Fatalf("report %+v, error %v", rep, err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if len(warnings) != map[bool]int{true: 1}[tc.warning != ""] || tc.warning != "" && !strings.Contains(warnings[0], tc.warning) {
+				t.Errorf("warnings %q, want one with %q", warnings, tc.warning)
+			}
+			if b.Len() != tc.left {
+				t.Errorf("%d objects left, want %d: %v", b.Len(), tc.left, b.Objects())
+			}
+			switch tc.name {
+			case "its put fails, dry run":
+				if !rep.StoreNow.IsZero() || rep.ClockNote != warnings[0] || !rep.Now.Equal(rep.LocalNow) || rep.Deletable.Objects != 2 {
+					t.Errorf("report %+v", rep)
+				}
+			case "its delete fails": // the probe stays, and is no object of the job's
+				if rep.Listed.Objects != 2 || rep.Deleted.Objects != 2 || rep.StoreNow.IsZero() {
+					t.Errorf("report %+v", rep)
+				}
+			}
+		})
+	}
+}
+
+// TestRunClockProbeCancelled: a probe that was put is deleted even when
+// the context is done by then: it is the collection's own.
+func TestRunClockProbeCancelled(t *testing.T) {
+	for _, timeout := range []time.Duration{0, 5 * time.Second} {
+		b := newTimedBackend()
+		b.logs(t, 1, time.Now().Add(-3*time.Hour))
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+			if op == dstltest.OpList && isProbe(name) {
+				cancel() // once the probe is put
+			}
+			return dstltest.Fault{}
+		})
+		rep, err := collect.Run(ctx, b, collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, Timeout: timeout})
+		if rep != nil || !errors.Is(err, context.Canceled) {
+			t.Fatalf("timeout %v: report %+v, error %v", timeout, rep, err)
+		}
+		if c := b.Counts(); c[dstltest.OpPut] != 2 || c[dstltest.OpDelete] != 1 || b.Len() != 1 {
+			t.Errorf("timeout %v: calls %v, objects %v", timeout, c, b.Objects())
+		}
+	}
+}
+
+// TestRunRefuses: when an object the kept handles reference is not under
+// the prefix, or none of them is, Run reports the missing ones and what
+// it would have deleted, deletes nothing (nor aborts), and fails with
+// ErrMissing, in a dry run too. Kept objects of another prefix are not
+// missing while one under the prefix is there.
+func TestRunRefuses(t *testing.T) {
+	old := time.Now().Add(-3 * time.Hour)
+	present, absent := logName(t, "job/", old), logName(t, "job/", old)
+	elsewhere := logName(t, "other-job/", old)
+	for _, tc := range []struct {
+		name    string
+		keep    []string
+		dryRun  bool
+		missing []string // nil: no refusal
+	}{
+		{"a kept object missing", []string{present, absent}, false, []string{absent}},
+		{"a kept object missing, dry run", []string{present, absent}, true, []string{absent}},
+		{"none under the prefix", []string{elsewhere}, false, []string{elsewhere}},
+		{"one under the prefix, one elsewhere", []string{present, elsewhere}, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &uploadsBackend{timedBackend: newTimedBackend()}
+			b.put(t, present, old)
+			stale := b.logs(t, 1, old)[0]
+			b.uploads = append(b.uploads, s3IncompleteUpload(logName(t, "job/", old), "old", old))
+			keep := new(collect.Keep)
+			keep.AddObject(tc.keep...)
+			rep, err := collect.Run(t.Context(), b, collect.Options{JobID: "job", Grace: time.Hour, Keep: keep, Kinds: collect.Logs, DryRun: tc.dryRun})
+			if tc.missing == nil {
+				if err != nil || rep.Deleted.Objects != 1 || rep.UploadsAborted != 1 {
+					t.Fatalf("%v; report %+v", err, rep)
+				}
+				return
+			}
+			if !errors.Is(err, collect.ErrMissing) || rep == nil {
+				t.Fatalf("error %v, report %+v", err, rep)
+			}
+			if !slices.Equal(rep.Missing, tc.missing) || rep.DeletesRun || rep.Deleted.Objects != 0 || rep.UploadsAborted != 0 {
+				t.Errorf("report %+v, want missing %q", rep, tc.missing)
+			}
+			if _, ok := b.ObjectBytes(stale); !ok || len(b.left()) != 1 {
+				t.Error("an object was deleted, or an upload aborted")
+			}
+			// What it would have deleted is reported all the same (present
+			// too, where it is not kept).
+			wantDeletable := map[bool]int{true: 1, false: 2}[slices.Contains(tc.keep, present)]
+			if rep.Deletable.Objects != wantDeletable || len(rep.Uploads) != 1 {
+				t.Errorf("deletable %+v, uploads %+v", rep.Deletable, rep.Uploads)
+			}
+		})
+	}
+}
+
+// TestRunDeleteFailures: deletes that fail, all or some, are reported
+// beside the deleted ones and make Run fail with an error that wraps the
+// first failure; a delete that the storage does not answer within the
+// timeout stops the deletes not started; a cancelled context stops them
+// too.
+func TestRunDeleteFailures(t *testing.T) {
+	boom := errors.New("boom")
+	const timeout = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		fault   func(victim string) dstltest.FaultFunc
+		timeout time.Duration
+		cancel  bool // cancel the context once a call stalls
+		wantErr error
+		msg     string
+		failed  int
+		deleted int // of 5
+	}{
+		{"one delete fails", func(victim string) dstltest.FaultFunc {
+			return func(op dstltest.Op, name string) dstltest.Fault {
+				return dstltest.Fault{Err: map[bool]error{true: boom}[op == dstltest.OpDelete && name == victim]}
+			}
+		}, 0, false, boom, "1 of 5 deletes failed (4 of 5 objects deleted), e.g. ", 1, 4},
+		{"every delete fails", func(string) dstltest.FaultFunc { return dstltest.FailAll(dstltest.OpDelete, boom) }, 0, false, boom,
+			"5 of 5 deletes failed (0 of 5 objects deleted)", 5, 0},
+		{"a delete stalls", func(victim string) dstltest.FaultFunc {
+			return func(op dstltest.Op, name string) dstltest.Fault {
+				return dstltest.Fault{Stall: op == dstltest.OpDelete && name == victim}
+			}
+		}, timeout, false, collect.ErrNoAnswer, "stopped: 1 of 5 objects deleted: deleting job/", 1, 1},
+		{"interrupted", func(victim string) dstltest.FaultFunc {
+			var once sync.Once
+			return func(op dstltest.Op, name string) dstltest.Fault {
+				stall := false
+				if op == dstltest.OpDelete && name == victim {
+					once.Do(func() { stall = true })
+				}
+				return dstltest.Fault{Stall: stall}
+			}
+		}, 0, true, context.Canceled, "interrupted: 1 of 5 objects deleted: ", 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newTimedBackend()
+			names := b.logs(t, 5, time.Now().Add(-3*time.Hour))
+			b.SetFault(tc.fault(names[1]))
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if tc.cancel {
+				go func() {
+					if b.WaitStalled(t.Context(), 1) == nil {
+						cancel()
+					}
+				}()
+			}
+			start := time.Now()
+			rep, err := collect.Run(ctx, b, collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, Concurrency: 1,
+				Timeout: tc.timeout, Location: "mem://test", TimeoutName: "--timeout"})
+			if took := time.Since(start); took > 10*timeout {
+				t.Errorf("took %v", took)
+			}
+			if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.msg) || rep == nil {
+				t.Fatalf("error %v, want %v with %q", err, tc.wantErr, tc.msg)
+			}
+			if tc.timeout > 0 && !strings.Contains(err.Error(), "the storage at mem://test did not answer within --timeout 300ms") {
+				t.Errorf("error %v", err)
+			}
+			if len(rep.Failed) != tc.failed || rep.Deleted.Objects != tc.deleted || !rep.DeletesRun || rep.Deletable.Objects != 5 {
+				t.Errorf("report %+v", rep)
+			}
+			if !slices.IsSortedFunc(rep.Failed, func(a, b collect.Failure) int { return strings.Compare(a.Name, b.Name) }) {
+				t.Errorf("failures not sorted: %+v", rep.Failed)
+			}
+			for _, f := range rep.Failed {
+				if f.Err == nil || f.UploadID != "" {
+					t.Errorf("failure %+v", f)
+				}
+			}
+			for _, o := range rep.Objects {
+				if _, stored := b.ObjectBytes(o.Name); stored == o.Deleted {
+					t.Errorf("%s: reported deleted %v, stored %v", o.Name, o.Deleted, stored)
+				}
+			}
+			if left := len(b.names()); left != 5-tc.deleted {
+				t.Errorf("%d objects left, want %d", left, 5-tc.deleted)
+			}
+		})
+	}
+}
+
+// TestRunStepTimeout: a storage that stops answering at a step before
+// the deletes (the clock probe, the listing) fails Run within about one
+// timeout (a dry run, which goes on without the storage's clock, two),
+// with an error that wraps ErrNoAnswer and names the storage and the
+// bound, and nothing is deleted.
+func TestRunStepTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	stallOn := func(op dstltest.Op, match func(string) bool) dstltest.FaultFunc {
+		return func(o dstltest.Op, name string) dstltest.Fault {
+			return dstltest.Fault{Stall: o == op && match(name)}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		fault  dstltest.FaultFunc
+		dryRun bool
+		named  bool // Location and TimeoutName given
+		msg    string
+	}{
+		{"probe put stalls", stallOn(dstltest.OpPut, isProbe), false, true,
+			"the clock probe job/.gc-clock-"},
+		{"probe listing stalls", stallOn(dstltest.OpList, isProbe), false, true,
+			"the clock probe job/.gc-clock-"},
+		{"listing stalls", stallOn(dstltest.OpList, func(p string) bool { return p == "job/" }), false, true,
+			"listing job/: the storage at mem://test?secret=REDACTED did not answer within --timeout 300ms"},
+		{"every call stalls, dry run", func(dstltest.Op, string) dstltest.Fault { return dstltest.Fault{Stall: true} }, true, true,
+			"listing job/: the storage at mem://test?secret=REDACTED did not answer within --timeout 300ms"},
+		{"listing stalls, storage unnamed", stallOn(dstltest.OpList, func(p string) bool { return p == "job/" }), false, false,
+			"listing job/: the storage did not answer within 300ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newTimedBackend()
+			b.logs(t, 3, time.Now().Add(-3*time.Hour))
+			b.SetFault(tc.fault)
+			o := collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, DryRun: tc.dryRun, Timeout: timeout}
+			if tc.named {
+				o.Location, o.TimeoutName = "mem://test?secret=hush", "--timeout"
+			}
+			start := time.Now()
+			rep, err := collect.Run(t.Context(), b, o)
+			took := time.Since(start)
+			if rep != nil || !errors.Is(err, collect.ErrNoAnswer) || !strings.Contains(err.Error(), tc.msg) || strings.Contains(err.Error(), "hush") {
+				t.Fatalf("report %+v, error %v; want %q", rep, err, tc.msg)
+			}
+			if took > 10*timeout {
+				t.Errorf("failed after %v; want about %v", took, timeout)
+			}
+			if n := len(b.names()); n != 3 {
+				t.Errorf("%d objects left, want 3", n)
+			}
+		})
+	}
+}
+
+// TestRunProgress: Progress is told of each step as it begins and of the
+// share of the deletes and aborts done after each one, in order.
+func TestRunProgress(t *testing.T) {
+	old := time.Now().Add(-3 * time.Hour)
+	b := &uploadsBackend{timedBackend: newTimedBackend()}
+	b.logs(t, 3, old)
+	b.uploads = append(b.uploads, s3IncompleteUpload(logName(t, "job/", old), "old", old))
+	type call struct {
+		step string
+		done float64
+	}
+	var calls []call
+	_, err := collect.Run(t.Context(), b, collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, Concurrency: 1,
+		Progress: func(step string, done float64) { calls = append(calls, call{step, done}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const deleting = "deleting 3 objects, aborting 1 uploads"
+	want := []call{{"reading the storage's clock", 0}, {"listing job/", 0}, {"listing the incomplete uploads under job/", 0},
+		{deleting, 0}, {deleting, 0.25}, {deleting, 0.5}, {deleting, 0.75}, {deleting, 1}}
+	if !slices.Equal(calls, want) {
+		t.Errorf("progress %v, want %v", calls, want)
+	}
+}
+
+// TestRunOptions: options that are not valid fail Run before it calls the
+// backend, with an error wrapping backends.ErrInvalidConfig; a job id of
+// several segments is valid.
+func TestRunOptions(t *testing.T) {
+	valid := collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs}
+	for _, tc := range []struct {
+		name   string
+		change func(*collect.Options)
+		ok     bool
+	}{
+		{"valid", func(*collect.Options) {}, true},
+		{"job id of two segments", func(o *collect.Options) { o.JobID = "team/job" }, true},
+		{"no job id: the root", func(o *collect.Options) { o.JobID = "" }, true},
+		{"job id escaping the root", func(o *collect.Options) { o.JobID = "../x" }, false},
+		{"job id with an empty segment", func(o *collect.Options) { o.JobID = "a//b" }, false},
+		{"negative grace", func(o *collect.Options) { o.Grace = -time.Second }, false},
+		{"no kinds", func(o *collect.Options) { o.Kinds = 0 }, false},
+		{"an unknown kind", func(o *collect.Options) { o.Kinds = collect.Logs | 1<<5 }, false},
+		{"negative concurrency", func(o *collect.Options) { o.Concurrency = -1 }, false},
+		{"negative timeout", func(o *collect.Options) { o.Timeout = -time.Second }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newTimedBackend()
+			o := valid
+			o.DryRun = true
+			tc.change(&o)
+			rep, err := collect.Run(t.Context(), b, o)
+			if tc.ok {
+				if err != nil || rep.Prefix != objname.JobPrefix(o.JobID) {
+					t.Fatalf("%v, report %+v", err, rep)
+				}
+				return
+			}
+			if rep != nil || !errors.Is(err, backends.ErrInvalidConfig) {
+				t.Fatalf("report %+v, error %v", rep, err)
+			}
+			if c := b.Counts(); len(c) > 0 {
+				t.Errorf("calls %v", c)
+			}
+		})
+	}
+	if _, err := collect.Run(t.Context(), nil, valid); !errors.Is(err, backends.ErrInvalidConfig) {
+		t.Errorf("nil backend: %v", err)
+	}
+}

@@ -1,0 +1,71 @@
+package collect_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/dstlgo/dstl/collect"
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/statestore"
+)
+
+// TestKeep: a Keep holds the objects of log handles (each entry's), of
+// checkpoint handles (their snapshots and their logs' remote handles, not
+// the local copies) and of names given, and the operators of the
+// checkpoint handles and of those given; the zero and the nil Keep hold
+// nothing.
+func TestKeep(t *testing.T) {
+	logHandle := func(objects ...string) dstl.Handle {
+		var h dstl.Handle
+		for _, o := range objects {
+			h.Entries = append(h.Entries, dstl.HandleEntry{Object: o})
+		}
+		return h
+	}
+	local := logHandle("local/copy.dstl")
+	for _, tc := range []struct {
+		name      string
+		add       func(k *collect.Keep)
+		objects   []string
+		operators []string
+	}{
+		{"zero", func(*collect.Keep) {}, nil, nil},
+		{"names", func(k *collect.Keep) { k.AddObject("job/b", "job/a", "job/b") }, []string{"job/a", "job/b"}, nil},
+		{"log handle", func(k *collect.Keep) { k.AddHandle(logHandle("job/1.dstl", "job/2.dstl", "job/1.dstl")) },
+			[]string{"job/1.dstl", "job/2.dstl"}, nil},
+		{"checkpoint handle", func(k *collect.Keep) {
+			k.AddCheckpoint(statestore.CheckpointHandle{Operator: "op-1",
+				Snapshots: []statestore.SnapshotRef{{Object: "job/statestore/op-1/s.snap"}},
+				Logs:      []statestore.LogRef{{Remote: logHandle("job/3.dstl"), Local: &local}}})
+		}, []string{"job/3.dstl", "job/statestore/op-1/s.snap"}, []string{"op-1"}},
+		{"operators", func(k *collect.Keep) { k.AddOperator("op-2"); k.AddOperator("op-0") }, nil, []string{"op-0", "op-2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var k collect.Keep
+			tc.add(&k)
+			if got := k.Objects(); !slices.Equal(got, tc.objects) || k.Len() != len(tc.objects) {
+				t.Errorf("objects %q (%d), want %q", got, k.Len(), tc.objects)
+			}
+			for _, o := range tc.objects {
+				if !k.Has(o) {
+					t.Errorf("Has(%q) = false", o)
+				}
+			}
+			if k.Has("local/copy.dstl") || k.Has("job/other") {
+				t.Error("keeps what it was not given")
+			}
+			if got := k.Operators(); !slices.Equal(got, tc.operators) {
+				t.Errorf("operators %q, want %q", got, tc.operators)
+			}
+			for _, op := range tc.operators {
+				if !k.HasOperator(op) {
+					t.Errorf("HasOperator(%q) = false", op)
+				}
+			}
+		})
+	}
+	var nilKeep *collect.Keep
+	if nilKeep.Has("x") || nilKeep.HasOperator("x") || nilKeep.Len() != 0 || nilKeep.Objects() != nil || nilKeep.Operators() != nil {
+		t.Error("a nil Keep keeps something")
+	}
+}
