@@ -18,6 +18,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/dstlgo/dstl/backends/driver"
 )
@@ -161,4 +162,28 @@ func canMatch(prefix string) bool {
 		}
 	}
 	return true
+}
+
+// IncompleteUpload is an upload a service started and never completed nor
+// aborted (an S3 multipart upload of a writer killed mid-upload): invisible
+// to reads and listings, but stored, and billed, until aborted.
+type IncompleteUpload struct {
+	// Name is the object the upload would have written.
+	Name string
+	// UploadID is the service's id of the upload.
+	UploadID string
+	// Initiated is when the upload was started, by the service's clock.
+	Initiated time.Time
+}
+
+// IncompleteUploads is a backend whose incomplete uploads can be listed
+// and aborted (the s3 backend is one), for the garbage collector.
+type IncompleteUploads interface {
+	// ListIncompleteUploads calls fn for every incomplete upload of an
+	// object whose name starts with prefix, and page, when not nil, for
+	// every page of uploads the storage answers (each is progress).
+	ListIncompleteUploads(ctx context.Context, prefix string, fn func(IncompleteUpload) error, page func()) error
+	// AbortIncompleteUpload aborts an upload that ListIncompleteUploads
+	// reported; one that is gone already is no error.
+	AbortIncompleteUpload(ctx context.Context, u IncompleteUpload) error
 }

@@ -70,7 +70,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dstlgo/dstl/backends"
-	"github.com/dstlgo/dstl/backends/s3"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
 
@@ -294,12 +293,12 @@ func Run(ctx context.Context, b backends.Backend, o Options) (*Report, error) {
 	if uc == nil {
 		uc = FindUploadCollector(b)
 	}
-	var uploads []s3.IncompleteUpload
+	var uploads []backends.IncompleteUpload
 	if uc != nil {
 		o.progress("listing the incomplete uploads under "+prefix, 0)
 		rep.UploadsChecked = true
 		st := o.step(ctx, "listing the incomplete uploads under "+prefix)
-		err = st.done(uc.ListIncompleteUploads(st.ctx, prefix, func(u s3.IncompleteUpload) error {
+		err = st.done(uc.ListIncompleteUploads(st.ctx, prefix, func(u backends.IncompleteUpload) error {
 			uploads = append(uploads, u)
 			return nil
 		}, st.kick)) // each page is progress, also one of other jobs' uploads only
@@ -402,7 +401,7 @@ func (o *Options) remove(ctx context.Context, b backends.Backend, uc UploadColle
 			} else {
 				u := &rep.Uploads[i-len(deletable)]
 				st = o.step(dctx, "aborting the upload "+u.UploadID+" of "+u.Name)
-				err = uc.AbortIncompleteUpload(st.ctx, s3.IncompleteUpload{Name: u.Name, UploadID: u.UploadID, Initiated: u.Initiated})
+				err = uc.AbortIncompleteUpload(st.ctx, backends.IncompleteUpload{Name: u.Name, UploadID: u.UploadID, Initiated: u.Initiated})
 				fail.Name, fail.UploadID = u.Name, u.UploadID
 			}
 			timedOut := st.timedOut()

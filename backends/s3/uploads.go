@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,20 +14,11 @@ import (
 	"github.com/dstlgo/dstl/backends/driver"
 )
 
-// IncompleteUpload is a multipart upload that was started under the
-// backend's prefix and neither completed nor aborted: what a Put leaves
-// when its process dies mid-upload, or when its abort fails (the service
-// down). It is invisible to Get and List, but its parts are stored (and
-// billed) until it is aborted, by [Backend.AbortIncompleteUpload] or by
-// the bucket's lifecycle rule AbortIncompleteMultipartUpload.
-type IncompleteUpload struct {
-	// Name is the object the upload would have written.
-	Name string
-	// UploadID is the service's id of the upload.
-	UploadID string
-	// Initiated is when the upload was started, by the service's clock.
-	Initiated time.Time
-}
+// IncompleteUpload is an incomplete multipart upload, as
+// [Backend.ListIncompleteUploads] reports it.
+type IncompleteUpload = backends.IncompleteUpload
+
+var _ backends.IncompleteUploads = (*Backend)(nil)
 
 // ListIncompleteUploads calls fn for every incomplete multipart upload of
 // an object whose name starts with prefix (see [IncompleteUpload]), in the
