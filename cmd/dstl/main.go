@@ -8,12 +8,14 @@
 //	dstl inspect [flags] OBJECT-URL|FILE           list the change sets in an object, and check them
 //	dstl inspect [flags] --handle FILE [BASE-PATH] show what a handle points to (and check it)
 //	dstl gc --base-path URL --grace DUR --keep FILE...  delete old objects no kept handle references
+//	dstl checkpoints --base-path URL [--job-id ID] list a job's checkpoint catalog: generations and checkpoints
+//	dstl checkpoints show N --base-path URL [...]  show checkpoint N: its parts, key groups, metadata, objects
 //	dstl backends [--json]                         list the registered backends and their options
 //
 // Run "dstl COMMAND --help" for a command's flags. Exit codes: 0 success;
 // 1 the command ran and found a problem (the demo's recovered state
 // differs, inspect found damaged data, gc found a kept handle's object
-// missing); 2 bad command line or configuration (a base path that is no
+// missing, checkpoints found a damaged catalog object); 2 bad command line or configuration (a base path that is no
 // valid URL, an unknown scheme or backend, a bad URL parameter); 3 the command could not run (storage
 // unreachable, a file unreadable, ...).
 package main
@@ -49,6 +51,7 @@ func commands() []command {
 		{"bench", "--base-path URL [flags]", "measure append, upload, batching, recovery and persist latency beside the SDK", runBench},
 		{"inspect", "[flags] OBJECT-URL|FILE", "list an object's change sets and check them; or, with --handle, a handle's", runInspect},
 		{"gc", "--base-path URL --grace DUR --keep FILE...", "delete a job's objects older than the grace period that no kept handle references", runGC},
+		{"checkpoints", "--base-path URL [--job-id ID] [show N]", "list a job's checkpoint catalog, or show one checkpoint's parts", runCheckpoints},
 		{"backends", "[--json]", "list the registered backends, their URL schemes and options", runBackends},
 	}
 }
@@ -85,9 +88,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "dstl: a durable short-term log for stream processors' state changes")
 	fmt.Fprintln(w, "\nUsage: dstl COMMAND [flags]\n\nCommands:")
+	width := 0
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
-		fmt.Fprintf(w, "  %-9s   dstl %s %s\n", "", c.name, c.args)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-*s %s\n", width, c.name, c.summary)
+		fmt.Fprintf(w, "  %-*s   dstl %s %s\n", width, "", c.name, c.args)
 	}
 	fmt.Fprint(w, `
 Run 'dstl COMMAND --help' for a command's flags and their defaults. Flags
@@ -100,7 +107,9 @@ Exit codes:
   1  the command ran and found a problem: the demo's recovered state
      differs, inspect found damaged data or a handle file that does not
      decode, gc found an object of a kept handle missing (and deleted
-     nothing) or a kept handle file that does not decode
+     nothing) or a kept handle file that does not decode, checkpoints
+     found a damaged catalog object, a restored part gone, or no
+     checkpoint N to show
   2  bad command line or configuration: unknown command or flag, bad
      value, a base path that is no valid URL, an unknown URL scheme or
      backend, an unknown or bad URL parameter

@@ -115,6 +115,7 @@ func TestBadBasePathExitsUsage(t *testing.T) {
 			{"demo", "--base-path", base, "--checkpoints", "1"},
 			{"inspect", strings.TrimSuffix(base, "/") + "/obj.dstl"},
 			{"gc", "--base-path", base, "--grace", "1h", "--keep", keep},
+			{"checkpoints", "--base-path", base, "--job-id", "job"},
 		} {
 			t.Run(args[0]+" "+base, func(t *testing.T) {
 				code, _, errOut := runCLI(t, args...)
