@@ -298,7 +298,7 @@ func (c *reader) put(ctx context.Context, name string, data []byte) (bool, error
 // claim claims instance cfg.Index of generation g; false: another
 // process holds it.
 func (c *reader) claim(ctx context.Context, g int64, cfg Config) (bool, error) {
-	data, err := encode(kindClaim, claim{Owner: cfg.Owner, Created: cfg.Now().UTC()})
+	data, err := encode(kindClaim, claim{Owner: cfg.Owner, Nonce: rand.Text(), Created: cfg.Now().UTC()})
 	if err != nil {
 		return false, err
 	}

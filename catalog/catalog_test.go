@@ -11,6 +11,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/catalog"
+	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
@@ -333,5 +334,57 @@ func TestPlan(t *testing.T) {
 	// The fenced member plans nothing.
 	if _, err := z.Plan(t.Context()); !errors.Is(err, catalog.ErrFenced) {
 		t.Fatalf("a fenced member's Plan = %v, want ErrFenced", err)
+	}
+}
+
+// TestCollect: the deletion rule deletes the log and snapshot objects that
+// no kept part refers to once past the grace, keeps the referenced ones,
+// and drops the catalog's old parts; a fenced member deletes nothing.
+func TestCollect(t *testing.T) {
+	b := dstltest.NewBackend()
+	c := cfg(1, 0)
+	c.Grace = time.Millisecond
+	put := func(name string) {
+		if err := b.Put(t.Context(), name, bytesReader([]byte("x")), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newLog := func() string {
+		name, err := objname.NewLog("job/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(name)
+		return name
+	}
+	snap, err := objname.NewSnapshot("job/", "op-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(snap)
+	old1, old2, kept := newLog(), newLog(), newLog()
+	m := join(t, b, c)
+	if _, err := m.Commit(t.Context(), 1, nil, []string{old1, snap}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Commit(t.Context(), 2, nil, []string{kept, snap}, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // past the grace by both clocks
+	p, rep, err := m.Collect(t.Context(), collect.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{old1: false, old2: false, kept: true, snap: true,
+		objname.CatalogPartName("job/", 1, 1, 0): false, objname.CatalogPartName("job/", 1, 2, 0): true} {
+		if _, ok := b.ObjectBytes(name); ok != want {
+			t.Errorf("%s exists %v after the collection, want %v (plan %+v, report %d deleted)", name, ok, want, p, rep.Deleted.Objects)
+		}
+	}
+	// A second process for the slot fences m: m's collection deletes nothing.
+	join(t, b, c)
+	before := len(b.Objects())
+	if _, _, err := m.Collect(t.Context(), collect.Options{}); !errors.Is(err, catalog.ErrFenced) || len(b.Objects()) != before {
+		t.Fatalf("a fenced member's Collect = %v, %d objects left of %d", err, len(b.Objects()), before)
 	}
 }

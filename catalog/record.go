@@ -160,6 +160,9 @@ func checkAssignment(ranges []dstl.KeyGroupRange, maxParallelism int) error {
 type claim struct {
 	// Owner identifies the process that claimed the slot.
 	Owner string `json:"owner"`
+	// Nonce is random, per claim, so that two claims never hold the same
+	// bytes (see the own-write check of a put).
+	Nonce string `json:"nonce"`
 	// Created is when, by the owner's clock.
 	Created time.Time `json:"created"`
 }

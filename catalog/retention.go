@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
+	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
 
@@ -49,61 +49,12 @@ func (m *Member) Plan(ctx context.Context) (*Plan, error) {
 		return nil, fmt.Errorf("%w: generation %d started after %d", ErrFenced, v.latest(), m.gen.Number)
 	}
 	g := m.gen
+	retained, kept := retention(v, g, m.cfg.Retain)
 	keep := map[string]bool{} // catalog parts kept
-	var retained []int64
-	restoredNeeded := false
-	if g.Mode == Aligned {
-		complete := v.complete(g)
-		if len(complete) > m.cfg.Retain {
-			retained = complete[len(complete)-m.cfg.Retain:]
-		} else {
-			retained = complete
-			restoredNeeded = true
-		}
-		var last int64
-		if len(complete) > 0 {
-			last = complete[len(complete)-1]
-		}
-		for n, parts := range v.parts[g.Number] {
-			if slices.Contains(retained, n) || n > last {
-				for _, o := range parts {
-					keep[o.name] = true
-				}
-			}
-		}
-	} else {
-		seen := map[int64]bool{}
-		for i := range g.Instances() {
-			var ns []int64
-			for n, parts := range v.parts[g.Number] {
-				if _, ok := parts[i]; ok {
-					ns = append(ns, n)
-				}
-			}
-			slices.Sort(ns)
-			if len(ns) < m.cfg.Retain {
-				restoredNeeded = true
-			}
-			for _, n := range ns[max(0, len(ns)-m.cfg.Retain):] {
-				keep[v.parts[g.Number][n][i].name] = true
-				seen[n] = true
-			}
-		}
-		for n := range seen {
-			retained = append(retained, n)
-		}
-		slices.Sort(retained)
+	for _, name := range kept {
+		keep[name] = true
 	}
-	if restoredNeeded {
-		for _, name := range g.Restored {
-			keep[name] = true
-		}
-	}
-	p := &Plan{Generation: g.Number, Retained: retained, Keep: map[string]bool{}}
-	for name := range keep {
-		p.Parts = append(p.Parts, name)
-	}
-	sort.Strings(p.Parts)
+	p := &Plan{Generation: g.Number, Retained: retained, Parts: kept, Keep: map[string]bool{}}
 	for _, name := range p.Parts {
 		part, err := m.cachedPart(ctx, c, name)
 		if err != nil {
@@ -194,4 +145,35 @@ func (m *Member) DropCatalog(ctx context.Context, p *Plan) (int, error) {
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// Collect applies the deletion rule once: it plans (see [Member.Plan]),
+// drops the catalog objects of the plan, and deletes, through package
+// collect, every log and snapshot object under the job's prefix that no
+// kept part refers to and that is older than the grace by both clocks
+// (the time in its name and the store's). opts sets collect's options but
+// for the job, the grace, the keep set and the kinds, which the catalog
+// sets. A fenced member collects nothing (ErrFenced).
+func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *collect.Report, error) {
+	p, err := m.Plan(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var keep collect.Keep
+	for o := range p.Keep {
+		keep.AddObject(o)
+	}
+	opts.JobID, opts.Grace, opts.Keep = m.cfg.JobID, m.cfg.Grace, &keep
+	opts.Kinds, opts.AllOperators = collect.Logs|collect.Snapshots, true
+	if opts.Now == nil {
+		opts.Now = m.cfg.Now
+	}
+	rep, err := collect.Run(ctx, m.b, opts)
+	if err != nil {
+		return p, rep, err
+	}
+	if _, err := m.DropCatalog(ctx, p); err != nil {
+		return p, rep, err
+	}
+	return p, rep, nil
 }
