@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -386,5 +387,27 @@ func TestCollect(t *testing.T) {
 	before := len(b.Objects())
 	if _, _, err := m.Collect(t.Context(), collect.Options{}); !errors.Is(err, catalog.ErrFenced) || len(b.Objects()) != before {
 		t.Fatalf("a fenced member's Collect = %v, %d objects left of %d", err, len(b.Objects()), before)
+	}
+}
+
+// TestPlanJob: a plan made from outside the job is the live member's.
+func TestPlanJob(t *testing.T) {
+	b := dstltest.NewBackend()
+	if p, err := catalog.PlanJob(t.Context(), b, "job", catalog.PlanOptions{}); p != nil || err != nil {
+		t.Fatalf("PlanJob of a job without a catalog = %+v, %v", p, err)
+	}
+	a, z := join(t, b, cfg(2, 0)), join(t, b, cfg(2, 1))
+	for n := int64(1); n <= 2; n++ {
+		commit(t, a, n)
+		commit(t, z, n)
+	}
+	commit(t, a, 3)
+	want, err := a.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := catalog.PlanJob(t.Context(), b, "job", catalog.PlanOptions{Grace: time.Hour})
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("PlanJob = %+v, %v; want %+v", got, err, want)
 	}
 }

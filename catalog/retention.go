@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
@@ -48,6 +50,11 @@ func (m *Member) Plan(ctx context.Context) (*Plan, error) {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: generation %d started after %d", ErrFenced, v.latest(), m.gen.Number)
 	}
+	return m.planFrom(ctx, c, v)
+}
+
+// planFrom computes the plan of the member's generation from v.
+func (m *Member) planFrom(ctx context.Context, c *reader, v *view) (*Plan, error) {
 	g := m.gen
 	retained, kept := retention(v, g, m.cfg.Retain)
 	keep := map[string]bool{} // catalog parts kept
@@ -135,10 +142,16 @@ func (m *Member) cachedPart(ctx context.Context, c *reader, name string) (*Part,
 // DropCatalog deletes the catalog objects of the plan's Drop list, and
 // returns how many it deleted and the errors of those it could not.
 func (m *Member) DropCatalog(ctx context.Context, p *Plan) (int, error) {
+	return Drop(ctx, m.b, p)
+}
+
+// Drop deletes the catalog objects of the plan's Drop list, and returns
+// how many it deleted and the errors of those it could not.
+func Drop(ctx context.Context, b backends.Backend, p *Plan) (int, error) {
 	var errs []error
 	n := 0
 	for _, name := range p.Drop {
-		if err := m.b.Delete(ctx, name); err != nil {
+		if err := b.Delete(ctx, name); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -176,4 +189,50 @@ func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *col
 		return p, rep, err
 	}
 	return p, rep, nil
+}
+
+// PlanOptions configure [PlanJob].
+type PlanOptions struct {
+	// Retain is how many complete checkpoints are kept. Default
+	// DefaultRetain.
+	Retain int
+	// Grace is how old a catalog object must be to be dropped. Default
+	// DefaultGrace.
+	Grace time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// PlanJob computes the deletion rule's plan for the live generation of a
+// job from outside the job (for a garbage collector), as [Member.Plan]
+// does for a member. It returns nil and no error when the job has no
+// catalog.
+func PlanJob(ctx context.Context, b backends.Backend, jobID string, o PlanOptions) (*Plan, error) {
+	if o.Retain == 0 {
+		o.Retain = DefaultRetain
+	}
+	if o.Grace == 0 {
+		o.Grace = DefaultGrace
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Retain < 1 || o.Grace < 0 {
+		return nil, fmt.Errorf("catalog: retain %d, grace %v: want at least 1 and not negative", o.Retain, o.Grace)
+	}
+	c := &reader{b: b, prefix: objname.JobPrefix(jobID)}
+	v, err := c.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	latest := v.latest()
+	if latest == 0 {
+		return nil, nil
+	}
+	gen, err := c.generation(ctx, latest)
+	if err != nil {
+		return nil, err
+	}
+	m := &Member{b: b, cfg: Config{JobID: jobID, Retain: o.Retain, Grace: o.Grace, Now: o.Now}, prefix: c.prefix, gen: gen, view: v}
+	return m.planFrom(ctx, c, v)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/catalog"
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
@@ -38,6 +39,14 @@ may still be restored. The snapshots of an operator no kept checkpoint
 handle names (with only log handles kept, of every operator) are never
 deleted, and counted as not collected ("no checkpoint handle kept for the
 operator"). Objects named otherwise are never deleted.
+
+Without --keep or --keep-none, gc keeps what the job's checkpoint catalog
+(package catalog, docs/CATALOG.md) keeps: the objects of the last --retain
+complete checkpoints of its live generation, of its pending checkpoints and
+of the parts it restored; every snapshot under the prefix is then gc's to
+collect, and the catalog's own objects that nothing keeps and that are
+older than the grace are dropped after the collection. A job with neither
+handle files nor a catalog is a usage error.
 
 On S3, gc also lists the incomplete multipart uploads under the prefix
 (what a writer killed mid-upload leaves) and aborts those of objects it
@@ -97,6 +106,7 @@ type gcOptions struct {
 	basePath, storage, jobID string
 	keep                     []string
 	keepNone                 bool
+	retain                   int // complete checkpoints the catalog keeps
 	grace                    time.Duration
 	dryRun                   bool
 	concurrency              int
@@ -111,12 +121,13 @@ type gcOptions struct {
 
 // gcFlags defines gc's flags on a new flag set, setting o.
 func gcFlags(o *gcOptions, stderr io.Writer) *flag.FlagSet {
-	fs := newFlagSet("gc", "--base-path URL [--job-id ID] --grace DURATION [--dry-run] --keep FILE [FILE...]", gcAbout, stderr)
+	fs := newFlagSet("gc", "--base-path URL [--job-id ID] --grace DURATION [--dry-run] [--keep FILE [FILE...] | --keep-none | --retain N]", gcAbout, stderr)
 	fs.StringVar(&o.basePath, "base-path", "", "the storage's base `URL` or local path, as the job was configured (required)")
 	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
 	fs.StringVar(&o.jobID, "job-id", "", "the job's `ID`, the prefix of its objects under the base path (default: none, the base path's root)")
 	fs.Var((*stringsFlag)(&o.keep), "keep", "a handle `FILE` whose objects are kept; repeatable, and further files may follow as arguments")
 	fs.BoolVar(&o.keepNone, "keep-none", false, "keep no handle: delete every old log and snapshot object under the prefix (a job that is gone for good)")
+	fs.IntVar(&o.retain, "retain", catalog.DefaultRetain, "with the job's checkpoint catalog (no --keep): the complete checkpoints kept")
 	fs.StringVar(&o.graceText, "grace", "", "delete only objects older than this `DURATION` (e.g. 24h, 90m); required, 0 is allowed")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be deleted; delete nothing")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "deletes (and aborts) in flight at once")
@@ -164,12 +175,12 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 		return usageErr("--base-path is required")
 	case o.graceText == "":
 		return usageErr("--grace is required (e.g. --grace 24h): objects younger than it are never deleted")
-	case len(o.keep) == 0 && !o.keepNone:
-		return usageErr("no handle file to keep: give --keep FILE (or, to delete every old object of the job, --keep-none)")
 	case len(o.keep) > 0 && o.keepNone:
 		return usageErr("--keep-none and handle files (%q) contradict each other", o.keep)
 	case o.concurrency < 1:
 		return usageErr("--concurrency must be at least 1")
+	case o.retain < 1:
+		return usageErr("--retain %d: want at least 1", o.retain)
 	}
 	var err error
 	if o.grace, err = time.ParseDuration(o.graceText); err != nil || o.grace < 0 {
@@ -197,6 +208,15 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 		return exitRuntime // storage errors, a handle file that cannot be read, failed deletes
 	}
 	return exitOK
+}
+
+// gcCatalog is what gc did with a job's checkpoint catalog.
+type gcCatalog struct {
+	Generation int64   `json:"generation"` // the live one
+	Retained   []int64 `json:"retained"`   // its retained complete checkpoints
+	PartsKept  int     `json:"parts_kept"` // catalog parts whose objects are kept
+	Drop       int     `json:"drop"`       // old catalog objects nothing keeps
+	Dropped    int     `json:"dropped"`    // of them, deleted (none in a dry run)
 }
 
 // gcCount counts objects and their bytes.
@@ -246,10 +266,13 @@ type gcReport struct {
 	DryRun      bool       `json:"dry_run"`
 	DeletesRun  bool       `json:"deletes_run"` // deletes were started (not in a dry run, nor when gc refused)
 	KeptHandles int        `json:"kept_handles"`
-	Listed      gcCount    `json:"listed"`
-	Referenced  gcCount    `json:"referenced"` // listed objects a kept handle references
-	Young       gcCount    `json:"young"`      // unreferenced, but younger than the grace period by either clock, or of unknown modification time
-	Foreign     gcCount    `json:"foreign"`    // not named like a dstl object: never deleted
+	// Catalog is what the job's checkpoint catalog kept and dropped, when
+	// gc ran on it (no handle files).
+	Catalog    *gcCatalog `json:"catalog,omitempty"`
+	Listed     gcCount    `json:"listed"`
+	Referenced gcCount    `json:"referenced"` // listed objects a kept handle references
+	Young      gcCount    `json:"young"`      // unreferenced, but younger than the grace period by either clock, or of unknown modification time
+	Foreign    gcCount    `json:"foreign"`    // not named like a dstl object: never deleted
 	// SnapshotsKept are unreferenced snapshot objects, not collected
 	// since no checkpoint handle is kept.
 	SnapshotsKept gcCount `json:"snapshots_not_collected"`
@@ -319,12 +342,29 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			prog.printf(stderr, "dstl gc: warning: a kept handle names storage %q, the base path is on %q; its objects are kept all the same\n", s, id)
 		}
 	}
+	// Without handle files, the job's checkpoint catalog says what is kept.
+	var plan *catalog.Plan
+	allOperators := o.keepNone
+	if len(o.keep) == 0 && !o.keepNone {
+		prog.begin("gc: reading the checkpoint catalog")
+		plan, err = catalog.PlanJob(ctx, b, o.jobID, catalog.PlanOptions{Retain: o.retain, Grace: o.grace, Now: o.now})
+		if err != nil {
+			return nil, fmt.Errorf("%w: the job's checkpoint catalog: %w", collect.ErrMissing, err)
+		}
+		if plan == nil {
+			return nil, fmt.Errorf("%w: no handle file to keep and no checkpoint catalog under %q: give --keep FILE (or, to delete every old object of the job, --keep-none)", errUsage, prefix)
+		}
+		for obj := range plan.Keep {
+			keep.AddObject(obj)
+		}
+		allOperators = true
+	}
 	res, err := collect.Run(ctx, b, collect.Options{
 		JobID:        o.jobID,
 		Grace:        o.grace,
 		Keep:         keep,
 		Kinds:        collect.Logs | collect.Snapshots,
-		AllOperators: o.keepNone,
+		AllOperators: allOperators,
 		DryRun:       o.dryRun,
 		Concurrency:  o.concurrency,
 		Timeout:      o.timeout,
@@ -345,7 +385,14 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	if res == nil {
 		return nil, err
 	}
-	return newGCReport(res, o, keptHandles), err
+	rep := newGCReport(res, o, keptHandles)
+	if plan != nil {
+		rep.Catalog = &gcCatalog{Generation: plan.Generation, Retained: plan.Retained, PartsKept: len(plan.Parts), Drop: len(plan.Drop)}
+		if err == nil && res.DeletesRun {
+			rep.Catalog.Dropped, err = catalog.Drop(ctx, b, plan)
+		}
+	}
+	return rep, err
 }
 
 // newGCReport returns gc's report of a collection's.
@@ -480,7 +527,12 @@ func (r *gcReport) print(w io.Writer) {
 		tw.Flush()
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "gc of %s, prefix %q, grace %s, %d kept %s:\n", r.BasePath, r.Prefix, r.Grace, r.KeptHandles, plural(r.KeptHandles, "handle"))
+	if c := r.Catalog; c != nil {
+		fmt.Fprintf(w, "gc of %s, prefix %q, grace %s, by the checkpoint catalog: generation %d, retained checkpoints %v, %d catalog parts kept, %d old catalog objects dropped of %d:\n",
+			r.BasePath, r.Prefix, r.Grace, c.Generation, c.Retained, c.PartsKept, c.Dropped, c.Drop)
+	} else {
+		fmt.Fprintf(w, "gc of %s, prefix %q, grace %s, %d kept %s:\n", r.BasePath, r.Prefix, r.Grace, r.KeptHandles, plural(r.KeptHandles, "handle"))
+	}
 	if r.StoreNow != nil {
 		fmt.Fprintf(w, "  now: %s (the earlier of the storage's clock, %s, and this machine's, %s)\n", r.Now.Format(time.RFC3339),
 			r.StoreNow.Format(time.RFC3339), r.LocalNow.Format(time.RFC3339))

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/dstlgo/dstl/backends/local"
+	"github.com/dstlgo/dstl/catalog"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
 
@@ -237,6 +239,45 @@ func TestGCUsage(t *testing.T) {
 		code, _, errOut := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.msg) {
 			t.Errorf("dstl %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, errOut, tc.code, tc.msg)
+		}
+	}
+}
+
+// TestGCByCatalog: without handle files, gc keeps what the job's
+// checkpoint catalog keeps, deletes the other old log and snapshot
+// objects, and drops the catalog's old objects.
+func TestGCByCatalog(t *testing.T) {
+	dir := t.TempDir()
+	b, err := local.Open(t.Context(), local.Config{Root: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	old := time.Now().Add(-48 * time.Hour)
+	stale, kept := v7Name(t, "job/", old), v7Name(t, "job/", old)
+	putObject(t, dir, stale, old)
+	putObject(t, dir, kept, old)
+	m, err := catalog.Join(t.Context(), b, catalog.Config{JobID: "job", Instances: 1, Index: 0, Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Commit(t.Context(), 1, []byte("s"), []string{stale}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Commit(t.Context(), 2, []byte("s"), []string{kept}, nil); err != nil {
+		t.Fatal(err)
+	}
+	part1 := objname.CatalogPartName("job/", 1, 1, 0)
+	if err := os.Chtimes(objectPath(dir, part1), old, old); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "gc", "--base-path", dir, "--job-id", "job", "--grace", "1h")
+	if code != exitOK || !strings.Contains(out, "by the checkpoint catalog: generation 1, retained checkpoints [2]") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for name, want := range map[string]bool{stale: false, kept: true, part1: false, objname.CatalogPartName("job/", 1, 2, 0): true} {
+		if exists(dir, name) != want {
+			t.Errorf("%s exists %v, want %v", name, !want, want)
 		}
 	}
 }
