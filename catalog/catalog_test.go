@@ -286,8 +286,9 @@ func TestRestoreFrom(t *testing.T) {
 }
 
 // TestPlan: the deletion rule keeps the objects of the retained
-// checkpoint, of pending parts and of the restored parts while needed, and
-// drops only old catalog objects that nothing keeps.
+// checkpoint, of pending parts and of the restored parts while needed,
+// and, for the grace, of the checkpoints they superseded; it drops only
+// old catalog objects that nothing keeps.
 func TestPlan(t *testing.T) {
 	b := dstltest.NewBackend()
 	now := time.Now()
@@ -301,23 +302,33 @@ func TestPlan(t *testing.T) {
 		commit(t, z, n)
 	}
 	commit(t, a, 4) // pending
+	kept := func(p *catalog.Plan) []string {
+		var got []string
+		for o := range p.Keep {
+			got = append(got, o)
+		}
+		slices.Sort(got)
+		return got
+	}
 	p, err := a.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"job/obj-g1-i0-n3", "job/obj-g1-i0-n4", "job/obj-g1-i1-n3"}
-	var got []string
-	for o := range p.Keep {
-		got = append(got, o)
-	}
-	slices.Sort(got)
-	if !slices.Equal(got, want) || !slices.Equal(p.Retained, []int64{3}) || len(p.Drop) != 0 {
-		t.Fatalf("plan: keep %v, retained %v, drop %v; want keep %v, retained [3], nothing old enough to drop", got, p.Retained, p.Drop, want)
+	// Checkpoints 1 and 2 were superseded within the grace: a generation
+	// started from a listing of that time may restore them.
+	want := []string{"job/obj-g1-i0-n1", "job/obj-g1-i0-n2", "job/obj-g1-i0-n3", "job/obj-g1-i0-n4",
+		"job/obj-g1-i1-n1", "job/obj-g1-i1-n2", "job/obj-g1-i1-n3"}
+	if got := kept(p); !slices.Equal(got, want) || !slices.Equal(p.Retained, []int64{3}) || len(p.Drop) != 0 {
+		t.Fatalf("plan within the grace: keep %v, retained %v, drop %v; want keep %v, retained [3], nothing old enough to drop", got, p.Retained, p.Drop, want)
 	}
 	now = now.Add(2 * time.Minute) // past the grace
 	p, err = a.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
+	}
+	want = []string{"job/obj-g1-i0-n3", "job/obj-g1-i0-n4", "job/obj-g1-i1-n3"}
+	if got := kept(p); !slices.Equal(got, want) || !slices.Equal(p.Retained, []int64{3}) {
+		t.Fatalf("plan past the grace: keep %v, retained %v; want keep %v, retained [3]", got, p.Retained, want)
 	}
 	if len(p.Drop) != 4 { // the parts of checkpoints 1 and 2
 		t.Fatalf("drop %v, want the 4 parts of checkpoints 1 and 2", p.Drop)
@@ -409,5 +420,61 @@ func TestPlanJob(t *testing.T) {
 	got, err := catalog.PlanJob(t.Context(), b, "job", catalog.PlanOptions{Grace: time.Hour})
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("PlanJob = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// TestCollectWhileStarting: a collection that runs between a starter's
+// listing and its put of the new generation's record (a checkpoint
+// completing in between, so that the one the starter restores is no
+// longer the latest) keeps what the starter restores: the parts and the
+// objects they refer to, however old those objects are.
+func TestCollectWhileStarting(t *testing.T) {
+	mem := dstltest.NewBackend()
+	c := cfg(1, 0)
+	c.Grace = 200 * time.Millisecond
+	put := func(name string) {
+		if err := mem.Put(t.Context(), name, bytesReader([]byte("x")), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldSnap, err := objname.NewSnapshot("job/", "op-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSnap, err := objname.NewSnapshot("job/", "op-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(oldSnap)
+	m := join(t, mem, c)
+	if _, err := m.Commit(t.Context(), 1, []byte("n1"), []string{oldSnap}, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // checkpoint 1 and its snapshot are past the grace
+	b := &hooked{Backend: mem, name: objname.CatalogGenerationName("job/", 2), before: func() {
+		// The starter listed the catalog: checkpoint 1 was the latest
+		// complete one. Now checkpoint 2 completes, and the live
+		// member collects.
+		put(newSnap)
+		if _, err := m.Commit(t.Context(), 2, []byte("n2"), []string{newSnap}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := m.Collect(t.Context(), collect.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	r, err := catalog.Join(t.Context(), b, c) // a restart: generation 2
+	if err != nil {
+		t.Fatalf("Join of the restarted instance: %v", err)
+	}
+	if g := r.Generation(); g.Number != 2 || g.RestoredCheckpoint != 1 {
+		t.Fatalf("the restart's generation %+v, want generation 2 restoring checkpoint 1", g)
+	}
+	for _, p := range r.Restore() {
+		for _, o := range p.Objects {
+			if _, ok := mem.ObjectBytes(o); !ok {
+				t.Errorf("restored part %s refers to %s, deleted by the collection", p.Name, o)
+			}
+		}
 	}
 }

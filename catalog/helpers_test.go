@@ -33,3 +33,19 @@ func (l *lossy) Put(ctx context.Context, name string, body io.ReaderAt, size int
 	}
 	return err
 }
+
+// hooked calls before, once, before the first Put of name, as when
+// another process acts between a caller's listing and its write.
+type hooked struct {
+	backends.Backend
+	name   string
+	before func()
+	done   atomic.Bool
+}
+
+func (h *hooked) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+	if name == h.name && h.done.CompareAndSwap(false, true) {
+		h.before()
+	}
+	return h.Backend.Put(ctx, name, body, size)
+}

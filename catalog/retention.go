@@ -22,8 +22,12 @@ type Plan struct {
 	Retained []int64
 	// Parts names the catalog parts whose objects are kept: retained ones,
 	// pending ones of the live generation (of checkpoints that may still
-	// complete), and the parts the live generation restored from while it
-	// has fewer than Retain complete checkpoints of its own.
+	// complete), the parts the live generation restored from while it has
+	// at most Retain complete checkpoints of its own (in the independent
+	// mode: while one of its instances has fewer than Retain parts), and,
+	// until the grace has passed since they stopped being retained (or
+	// needed, for restored parts), those that a generation starting from
+	// an older listing may still restore.
 	Parts []string
 	// Keep holds every object those parts refer to.
 	Keep map[string]bool
@@ -56,7 +60,7 @@ func (m *Member) Plan(ctx context.Context) (*Plan, error) {
 // planFrom computes the plan of the member's generation from v.
 func (m *Member) planFrom(ctx context.Context, c *reader, v *view) (*Plan, error) {
 	g := m.gen
-	retained, kept := retention(v, g, m.cfg.Retain)
+	retained, kept := retention(v, g, m.cfg.Retain, m.recent())
 	keep := map[string]bool{} // catalog parts kept
 	for _, name := range kept {
 		keep[name] = true
@@ -75,12 +79,19 @@ func (m *Member) planFrom(ctx context.Context, c *reader, v *view) (*Plan, error
 	return p, nil
 }
 
+// recent says whether a catalog object written at t (as listed, by the
+// store's clock) is within the grace by the member's clock.
+func (m *Member) recent() func(t time.Time) bool {
+	cutoff := m.cfg.Now().Add(-m.cfg.Grace)
+	return func(t time.Time) bool { return !t.Before(cutoff) }
+}
+
 // drops returns the catalog objects older than the grace that the plan
 // does not keep: never the live generation's record or claims, and never
 // the record of a generation whose parts are kept.
 func (m *Member) drops(v *view, keep map[string]bool) []string {
-	cutoff := m.cfg.Now().Add(-m.cfg.Grace)
-	old := func(o object) bool { return o.modTime.Before(cutoff) }
+	recent := m.recent()
+	old := func(o object) bool { return !recent(o.modTime) }
 	keptGen := map[int64]bool{m.gen.Number: true}
 	for name := range keep {
 		keptGen[objname.ParseCatalog(m.prefix, name).Generation] = true
