@@ -424,57 +424,75 @@ func TestPlanJob(t *testing.T) {
 }
 
 // TestCollectWhileStarting: a collection that runs between a starter's
-// listing and its put of the new generation's record (a checkpoint
-// completing in between, so that the one the starter restores is no
-// longer the latest) keeps what the starter restores: the parts and the
-// objects they refer to, however old those objects are.
+// listing and its put of the new generation's record (checkpoints
+// completing in between, so that what the starter restores is no longer
+// retained) keeps what the starter restores: the parts and the objects
+// they refer to, however old those objects are.
 func TestCollectWhileStarting(t *testing.T) {
-	mem := dstltest.NewBackend()
-	c := cfg(1, 0)
-	c.Grace = 200 * time.Millisecond
-	put := func(name string) {
-		if err := mem.Put(t.Context(), name, bytesReader([]byte("x")), 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	oldSnap, err := objname.NewSnapshot("job/", "op-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	newSnap, err := objname.NewSnapshot("job/", "op-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	put(oldSnap)
-	m := join(t, mem, c)
-	if _, err := m.Commit(t.Context(), 1, []byte("n1"), []string{oldSnap}, nil); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond) // checkpoint 1 and its snapshot are past the grace
-	b := &hooked{Backend: mem, name: objname.CatalogGenerationName("job/", 2), before: func() {
-		// The starter listed the catalog: checkpoint 1 was the latest
-		// complete one. Now checkpoint 2 completes, and the live
-		// member collects.
-		put(newSnap)
-		if _, err := m.Commit(t.Context(), 2, []byte("n2"), []string{newSnap}, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := m.Collect(t.Context(), collect.Options{}); err != nil {
-			t.Fatal(err)
-		}
-	}}
-	r, err := catalog.Join(t.Context(), b, c) // a restart: generation 2
-	if err != nil {
-		t.Fatalf("Join of the restarted instance: %v", err)
-	}
-	if g := r.Generation(); g.Number != 2 || g.RestoredCheckpoint != 1 {
-		t.Fatalf("the restart's generation %+v, want generation 2 restoring checkpoint 1", g)
-	}
-	for _, p := range r.Restore() {
-		for _, o := range p.Objects {
-			if _, ok := mem.ObjectBytes(o); !ok {
-				t.Errorf("restored part %s refers to %s, deleted by the collection", p.Name, o)
+	for _, tc := range []struct {
+		name string
+		mode catalog.Mode
+		// restarts before the race: the generation the starter restores
+		// from is the last of them.
+		restarts int
+		// commits in the race, the live member's
+		commits int
+		want    int64 // the checkpoint the starter restores (aligned)
+	}{
+		{"aligned, latest complete superseded", catalog.Aligned, 0, 1, 1},
+		{"independent, latest part superseded", catalog.Independent, 0, 1, 0},
+		{"aligned, restored parts no longer needed", catalog.Aligned, 1, 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := dstltest.NewBackend()
+			c := cfg(1, 0)
+			c.Mode, c.Grace = tc.mode, 200*time.Millisecond
+			snapshot := func() string {
+				name, err := objname.NewSnapshot("job/", "op-0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := mem.Put(t.Context(), name, bytesReader([]byte("x")), 1); err != nil {
+					t.Fatal(err)
+				}
+				return name
 			}
-		}
+			m := join(t, mem, c)
+			n := int64(1)
+			if _, err := m.Commit(t.Context(), n, []byte("n1"), []string{snapshot()}, nil); err != nil {
+				t.Fatal(err)
+			}
+			for range tc.restarts {
+				m = join(t, mem, c)
+			}
+			time.Sleep(300 * time.Millisecond) // the catalog and the snapshot are past the grace
+			b := &hooked{Backend: mem, name: objname.CatalogGenerationName("job/", m.Generation().Number+1), before: func() {
+				// The starter listed the catalog. Now the live member
+				// commits, and collects.
+				for range tc.commits {
+					n++
+					if _, err := m.Commit(t.Context(), n, fmt.Appendf(nil, "n%d", n), []string{snapshot()}, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, _, err := m.Collect(t.Context(), collect.Options{}); err != nil {
+					t.Fatal(err)
+				}
+			}}
+			r, err := catalog.Join(t.Context(), b, c) // a restart
+			if err != nil {
+				t.Fatalf("Join of the restarted instance: %v", err)
+			}
+			if g := r.Generation(); g.Number != m.Generation().Number+1 || g.RestoredCheckpoint != tc.want || !slices.Equal(states(r.Restore()), []string{"n1"}) {
+				t.Fatalf("the restart's generation %+v restores %v, want checkpoint 1", g, states(r.Restore()))
+			}
+			for _, p := range r.Restore() {
+				for _, o := range p.Objects {
+					if _, ok := mem.ObjectBytes(o); !ok {
+						t.Errorf("restored part %s refers to %s, deleted by the collection", p.Name, o)
+					}
+				}
+			}
+		})
 	}
 }
