@@ -65,7 +65,9 @@ type Config struct {
 	Grace time.Duration
 	// RestoreFrom, when this instance starts a generation, restores the
 	// retained checkpoint of that number rather than the latest one
-	// (aligned mode only).
+	// (aligned mode only): one of the last Retain complete checkpoints of
+	// the latest generation, or the one it restored while it keeps it
+	// (see [Plan.Parts]); any other fails with ErrNoCheckpoint.
 	RestoreFrom int64
 	// Owner names this process in its claim; default a random id.
 	Owner string
@@ -353,12 +355,23 @@ func (c *reader) restorePoint(ctx context.Context, cfg Config, prev *Generation,
 			return names
 		}
 		switch want := cfg.RestoreFrom; {
-		case want != 0 && slices.Contains(complete, want):
-			names, n = ownParts(want), want
-		case want != 0 && want == prev.RestoredCheckpoint:
-			names, n = prev.Restored, want
 		case want != 0:
-			return nil, 0, fmt.Errorf("%w: checkpoint %d is neither complete in generation %d nor the one it restored", ErrNoCheckpoint, want, prev.Number)
+			switch {
+			case slices.Contains(complete, want):
+				names, n = ownParts(want), want
+			case want == prev.RestoredCheckpoint:
+				names, n = prev.Restored, want
+			default:
+				return nil, 0, fmt.Errorf("%w: checkpoint %d is neither complete in generation %d nor the one it restored", ErrNoCheckpoint, want, prev.Number)
+			}
+			// Only what the deletion rule retains as of v: the objects of
+			// a checkpoint it no longer retains may be deleted already.
+			_, kept := retention(v, prev, cfg.Retain, nil)
+			for _, name := range names {
+				if !slices.Contains(kept, name) {
+					return nil, 0, fmt.Errorf("%w: checkpoint %d of generation %d is no longer retained (retain %d)", ErrNoCheckpoint, want, prev.Number, cfg.Retain)
+				}
+			}
 		case len(complete) > 0:
 			n = complete[len(complete)-1]
 			names = ownParts(n)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -492,6 +493,79 @@ func TestCollectWhileStarting(t *testing.T) {
 						t.Errorf("restored part %s refers to %s, deleted by the collection", p.Name, o)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestRestoreFromNotRetained: a restore by number takes only a retained
+// checkpoint (or the restored one while it is kept): a complete checkpoint
+// still listed in the catalog but no longer retained may have lost its
+// objects to the deletion rule, as here where the collection deleted them
+// but failed to drop the catalog's parts.
+func TestRestoreFromNotRetained(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		restarts int // before the checkpoints of the live generation
+	}{
+		{"complete, superseded", 0},
+		{"restored, no longer needed", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			c := cfg(1, 0)
+			c.Grace = 50 * time.Millisecond
+			snapshot := func() string {
+				name, err := objname.NewSnapshot("job/", "op-0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Put(t.Context(), name, bytesReader([]byte("x")), 1); err != nil {
+					t.Fatal(err)
+				}
+				return name
+			}
+			m := join(t, b, c)
+			first := snapshot()
+			if _, err := m.Commit(t.Context(), 1, nil, []string{first}, nil); err != nil {
+				t.Fatal(err)
+			}
+			for range tc.restarts {
+				m = join(t, b, c)
+			}
+			for range 2 {
+				n := m.Generation().FirstCheckpoint
+				if st, err := m.Refresh(t.Context()); err == nil && st.Complete > 0 {
+					n = st.Complete + 1
+				}
+				if _, err := m.Commit(t.Context(), n, nil, []string{snapshot()}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(100 * time.Millisecond) // past the grace
+			b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+				if op == dstltest.OpDelete && strings.Contains(name, objname.CatalogDir) {
+					return dstltest.Fault{Err: errors.New("service unavailable")}
+				}
+				return dstltest.Fault{}
+			})
+			if _, _, err := m.Collect(t.Context(), collect.Options{}); err == nil {
+				t.Fatal("the collection dropped the catalog's parts despite the fault")
+			}
+			b.SetFault(nil)
+			if _, ok := b.ObjectBytes(first); ok {
+				t.Fatalf("checkpoint 1's snapshot %s was not collected", first)
+			}
+			c.RestoreFrom = 1
+			r, err := catalog.Join(t.Context(), b, c)
+			if !errors.Is(err, catalog.ErrNoCheckpoint) {
+				var restored []string
+				if r != nil {
+					for _, p := range r.Restore() {
+						restored = append(restored, p.Objects...)
+					}
+				}
+				t.Fatalf("Join restoring checkpoint 1 = %v (restoring %v, deleted); want ErrNoCheckpoint", err, restored)
 			}
 		})
 	}
