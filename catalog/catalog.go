@@ -338,12 +338,15 @@ func (c *reader) start(ctx context.Context, cfg Config, v *view) (bool, error) {
 // aligned mode, the parts of prev's latest complete checkpoint (or of
 // cfg.RestoreFrom), or, when prev completed none, what prev restored
 // from; in the independent mode, each of prev's instances' latest part,
-// or what prev restored for an instance that committed none. Every part
-// chosen is read and checked, so that a damaged or missing one fails the
-// start rather than a restore.
+// or what prev restored for an instance that committed none (and for
+// every instance whose key groups those parts also cover, so that no two
+// parts chosen cover a key group). Every part chosen is read and checked,
+// so that a damaged or missing one, or two that overlap, fail the start
+// rather than a restore.
 func (c *reader) restorePoint(ctx context.Context, cfg Config, prev *Generation, v *view) ([]string, int64, error) {
 	var names []string
 	var n int64
+	read := map[string]*Part{} // parts of older generations read, by name
 	switch {
 	case prev.Mode == Aligned:
 		complete := v.complete(prev)
@@ -382,36 +385,87 @@ func (c *reader) restorePoint(ctx context.Context, cfg Config, prev *Generation,
 		if cfg.RestoreFrom != 0 {
 			return nil, 0, fmt.Errorf("%w: checkpoint %d: a restore by number needs the aligned mode", ErrNoCheckpoint, cfg.RestoreFrom)
 		}
-		for i := range prev.Instances() {
-			if last := v.latestPart(prev.Number, i); last > 0 {
-				names = append(names, objname.CatalogPartName(c.prefix, prev.Number, last, i))
+		// An instance that committed no part restores what prev restored
+		// for its key groups; so does every instance whose key groups
+		// those parts also cover, so that no key group is restored from
+		// two parts (the older state over the newer one).
+		restored := make([]*Part, len(prev.Restored))
+		for j, name := range prev.Restored {
+			p, err := c.part(ctx, name, nil)
+			if err != nil {
+				return nil, 0, err
+			}
+			restored[j], read[name] = p, p
+		}
+		fallback := make([]bool, prev.Instances())
+		for i := range fallback {
+			fallback[i] = v.latestPart(prev.Number, i) == 0
+		}
+		used := make([]bool, len(restored))
+		for changed := true; changed; {
+			changed = false
+			for j, p := range restored {
+				for i, kg := range prev.KeyGroups {
+					if fallback[i] && !used[j] && overlaps(p.KeyGroups, kg) {
+						used[j], changed = true, true
+					}
+				}
+			}
+			for i, kg := range prev.KeyGroups {
+				for j, p := range restored {
+					if used[j] && !fallback[i] && overlaps(p.KeyGroups, kg) {
+						fallback[i], changed = true, true
+					}
+				}
+			}
+		}
+		for i, kg := range prev.KeyGroups {
+			if !fallback[i] {
+				names = append(names, objname.CatalogPartName(c.prefix, prev.Number, v.latestPart(prev.Number, i), i))
 				continue
 			}
-			for _, name := range prev.Restored {
-				p, err := c.part(ctx, name, nil)
-				if err != nil {
-					return nil, 0, err
-				}
-				if overlaps(p.KeyGroups, prev.KeyGroups[i]) && !slices.Contains(names, name) {
-					names = append(names, name)
+			for j, p := range restored {
+				if used[j] && overlaps(p.KeyGroups, kg) && !slices.Contains(names, p.Name) {
+					names = append(names, p.Name)
 				}
 			}
 		}
 	}
+	var chosen []*Part
 	for _, name := range names {
-		ref := objname.ParseCatalog(c.prefix, name)
-		var g *Generation
-		if ref.Generation == prev.Number {
-			g = prev
+		p, ok := read[name]
+		if !ok {
+			ref := objname.ParseCatalog(c.prefix, name)
+			var g *Generation
+			if ref.Generation == prev.Number {
+				g = prev
+			}
+			var err error
+			if p, err = c.part(ctx, name, g); err != nil {
+				return nil, 0, err
+			}
 		}
-		if _, err := c.part(ctx, name, g); err != nil {
-			return nil, 0, err
-		}
+		chosen = append(chosen, p)
+	}
+	if err := disjoint(chosen); err != nil {
+		return nil, 0, fmt.Errorf("%w %q: what generation %d would restore: %w", ErrDamaged, objname.CatalogGenerationName(c.prefix, prev.Number), prev.Number+1, err)
 	}
 	return slices.Clone(names), n, nil
 }
 
 func overlaps(a, b dstl.KeyGroupRange) bool { return a.Start <= b.End && b.Start <= a.End }
+
+// disjoint checks that no two parts cover a key group.
+func disjoint(parts []*Part) error {
+	for i, p := range parts {
+		for _, q := range parts[:i] {
+			if overlaps(p.KeyGroups, q.KeyGroups) {
+				return fmt.Errorf("parts %q (key groups %v) and %q (%v) overlap", q.Name, q.KeyGroups, p.Name, p.KeyGroups)
+			}
+		}
+	}
+	return nil
+}
 
 // member makes the member of gen, reading the restored parts it needs.
 func (c *reader) member(ctx context.Context, cfg Config, gen *Generation, v *view) (*Member, error) {
@@ -425,6 +479,9 @@ func (c *reader) member(ctx context.Context, cfg Config, gen *Generation, v *vie
 		if overlaps(p.KeyGroups, own) {
 			m.parts = append(m.parts, p)
 		}
+	}
+	if err := disjoint(m.parts); err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrDamaged, objname.CatalogGenerationName(c.prefix, gen.Number), err)
 	}
 	sort.Slice(m.parts, func(i, j int) bool { return m.parts[i].KeyGroups.Start < m.parts[j].KeyGroups.Start })
 	return m, nil

@@ -570,3 +570,36 @@ func TestRestoreFromNotRetained(t *testing.T) {
 		})
 	}
 }
+
+// TestIndependentRestoreDisjoint: in the independent mode, when an
+// instance of a rescaled generation committed no part, a restart restores
+// what that generation restored for its key groups; no key group is then
+// restored from two parts (an older state over a newer one): the instances
+// whose key groups those restored parts also cover restore them too.
+func TestIndependentRestoreDisjoint(t *testing.T) {
+	b := dstltest.NewBackend()
+	ind := func(p, i int) catalog.Config { c := cfg(p, i); c.Mode = catalog.Independent; return c }
+	commit(t, join(t, b, ind(1, 0)), 1) // key groups [0, 11]
+	// Rescaled to 2: [0, 5] and [6, 11]; instance 0 commits, 1 does not.
+	a := join(t, b, ind(2, 0))
+	join(t, b, ind(2, 1))
+	commit(t, a, a.Generation().FirstCheckpoint)
+	// Instance 1 restarts.
+	r := join(t, b, ind(2, 1))
+	restored := r.Generation().Restored
+	var parts []*catalog.Part
+	for _, m := range []*catalog.Member{rejoin(t, a), r} {
+		parts = append(parts, m.Restore()...)
+		for i, p := range m.Restore() {
+			for _, q := range m.Restore()[:i] {
+				if p.KeyGroups.Start <= q.KeyGroups.End && q.KeyGroups.Start <= p.KeyGroups.End {
+					t.Fatalf("instance %d restores %s %v and %s %v, which overlap (generation restores %v)",
+						m.Index(), q.Name, q.KeyGroups, p.Name, p.KeyGroups, restored)
+				}
+			}
+		}
+	}
+	if got := states(r.Restore()); !slices.Equal(got, []string{"g1-i0-n1"}) {
+		t.Fatalf("instance 1 restores %v, want g1-i0-n1", got)
+	}
+}
