@@ -19,8 +19,10 @@ import (
 
 // Errors of the catalog, checked with errors.Is.
 var (
-	// ErrFenced: a newer generation started; what this member commits is
-	// ignored by every reader. Rejoin (or restart) to go on.
+	// ErrFenced: a newer generation started. What this member commits
+	// after its start is ignored by every reader; a part whose put
+	// preceded it may be restored by it (see [Member.Commit]). Rejoin (or
+	// restart) to go on.
 	ErrFenced = errors.New("catalog: fenced by a newer generation")
 	// ErrReplaced: another process holds this instance's slot in the
 	// latest generation.
@@ -512,9 +514,15 @@ type Status struct {
 // Commit commits the member's part of checkpoint n (at least the
 // generation's FirstCheckpoint, and growing) with a create-only put, then
 // learns from one listing of the catalog which checkpoints are complete.
-// It fails with ErrFenced when a newer generation started (the part is
-// then ignored by every reader), and with ErrReplaced when another process
-// committed this instance's part of n.
+//
+// It fails with ErrFenced when the listing shows a newer generation. The
+// part is written: when the newer generation's starter listed the catalog
+// after the put, and n was complete then, the newer generation restores
+// it; otherwise no reader ever does. So ErrFenced says nothing of n's
+// outcome: the member must neither confirm n nor take it as failed (and,
+// say, abort a transaction the newer generation may commit on restore);
+// the newer generation's restore decides. Commit fails with ErrReplaced
+// when another part of n of this instance exists.
 func (m *Member) Commit(ctx context.Context, n int64, state []byte, objects []string, metadata map[string]string) (Status, error) {
 	if n < m.gen.FirstCheckpoint {
 		return Status{}, fmt.Errorf("catalog: checkpoint %d is below generation %d's first, %d", n, m.gen.Number, m.gen.FirstCheckpoint)

@@ -603,3 +603,29 @@ func TestIndependentRestoreDisjoint(t *testing.T) {
 		t.Fatalf("instance 1 restores %v, want g1-i0-n1", got)
 	}
 }
+
+// TestFencedCommitMayBeRestored: a commit that fails with ErrFenced wrote
+// its part; when a newer generation started from a listing that saw it,
+// that generation restores it. So ErrFenced leaves the checkpoint's
+// outcome to the newer generation: the member must not take it as failed
+// (and abort what it would confirm).
+func TestFencedCommitMayBeRestored(t *testing.T) {
+	mem := dstltest.NewBackend()
+	var restart *catalog.Member
+	b := &hooked{Backend: mem, name: objname.CatalogPartName("job/", 1, 1, 1), list: true, before: func() {
+		restart = join(t, mem, cfg(2, 0)) // instance 0 restarts between z's put and its listing
+	}}
+	a := join(t, mem, cfg(2, 0))
+	z := join(t, b, cfg(2, 1))
+	commit(t, a, 1)
+	if _, err := z.Commit(t.Context(), 1, []byte("z1"), nil, nil); !errors.Is(err, catalog.ErrFenced) {
+		t.Fatalf("z's commit = %v, want ErrFenced", err)
+	}
+	if g := restart.Generation(); g.Number != 2 || g.RestoredCheckpoint != 1 {
+		t.Fatalf("the restart's generation %+v, want 2 restoring checkpoint 1", g)
+	}
+	z2 := rejoin(t, z)
+	if got := states(z2.Restore()); !slices.Equal(got, []string{"z1"}) {
+		t.Fatalf("instance 1 restores %v, want the part of the commit that failed with ErrFenced", got)
+	}
+}

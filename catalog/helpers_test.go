@@ -34,18 +34,29 @@ func (l *lossy) Put(ctx context.Context, name string, body io.ReaderAt, size int
 	return err
 }
 
-// hooked calls before, once, before the first Put of name, as when
-// another process acts between a caller's listing and its write.
+// hooked calls before, once, before the first Put of name, or, with
+// list set, before the first List after that Put, as when another process
+// acts between a caller's listing and its write, or its write and its
+// listing.
 type hooked struct {
 	backends.Backend
 	name   string
+	list   bool
 	before func()
+	put    atomic.Bool
 	done   atomic.Bool
 }
 
 func (h *hooked) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
-	if name == h.name && h.done.CompareAndSwap(false, true) {
+	if name == h.name && h.put.CompareAndSwap(false, true) && !h.list && h.done.CompareAndSwap(false, true) {
 		h.before()
 	}
 	return h.Backend.Put(ctx, name, body, size)
+}
+
+func (h *hooked) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
+	if h.list && h.put.Load() && h.done.CompareAndSwap(false, true) {
+		h.before()
+	}
+	return h.Backend.List(ctx, prefix, fn)
 }
