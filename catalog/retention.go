@@ -39,9 +39,9 @@ type Plan struct {
 }
 
 // Plan lists the catalog and computes the deletion rule's plan; it reads
-// every part it keeps (once per member: parts never change). It fails
-// with ErrFenced when a newer generation started, so that a fenced
-// member never deletes anything.
+// every part it keeps (once per member while kept: parts never change).
+// It fails with ErrFenced when a newer generation started, so that a
+// fenced member never deletes anything.
 func (m *Member) Plan(ctx context.Context) (*Plan, error) {
 	c := &reader{b: m.b, prefix: m.prefix}
 	v, err := c.list(ctx)
@@ -75,6 +75,16 @@ func (m *Member) planFrom(ctx context.Context, c *reader, v *view) (*Plan, error
 			p.Keep[o] = true
 		}
 	}
+	// The cache holds the parts this plan keeps, not every part of the
+	// member's life (a part no longer kept is not kept again, but by a
+	// plan from an older listing, which reads it once more).
+	m.mu.Lock()
+	for name := range m.cache {
+		if !keep[name] {
+			delete(m.cache, name)
+		}
+	}
+	m.mu.Unlock()
 	p.Drop = m.drops(v, keep)
 	return p, nil
 }
@@ -125,7 +135,7 @@ func (m *Member) drops(v *view, keep map[string]bool) []string {
 	return drop
 }
 
-// cachedPart reads a part once per member.
+// cachedPart reads a part once per member while plans keep it.
 func (m *Member) cachedPart(ctx context.Context, c *reader, name string) (*Part, error) {
 	m.mu.Lock()
 	p, ok := m.cache[name]
