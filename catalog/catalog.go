@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -314,6 +315,12 @@ func (c *reader) claim(ctx context.Context, g int64, cfg Config) (bool, error) {
 // started it first.
 func (c *reader) start(ctx context.Context, cfg Config, v *view) (bool, error) {
 	latest := v.latest()
+	switch {
+	case latest == math.MaxInt64:
+		return false, fmt.Errorf("%w %q: generation %d has no successor", ErrDamaged, objname.CatalogGenerationName(c.prefix, latest), latest)
+	case v.maxCheckpoint == math.MaxInt64:
+		return false, fmt.Errorf("%w %q: checkpoint %d has no successor for a new generation's first", ErrDamaged, v.maxPart, v.maxCheckpoint)
+	}
 	gen := &Generation{Number: latest + 1, Mode: cfg.Mode, MaxParallelism: cfg.MaxParallelism,
 		KeyGroups: cfg.KeyGroups, FirstCheckpoint: v.maxCheckpoint + 1, Created: cfg.Now().UTC(), Restored: []string{}}
 	if latest > 0 {
@@ -329,11 +336,15 @@ func (c *reader) start(ctx context.Context, cfg Config, v *view) (bool, error) {
 	} else if cfg.RestoreFrom != 0 {
 		return false, fmt.Errorf("%w: checkpoint %d: the job has no generation yet", ErrNoCheckpoint, cfg.RestoreFrom)
 	}
+	name := objname.CatalogGenerationName(c.prefix, gen.Number)
+	if err := gen.validate(name, gen.Number); err != nil {
+		return false, fmt.Errorf("catalog: a new generation's record: %w", err)
+	}
 	data, err := encode(kindGeneration, gen)
 	if err != nil {
 		return false, err
 	}
-	return c.put(ctx, objname.CatalogGenerationName(c.prefix, gen.Number), data)
+	return c.put(ctx, name, data)
 }
 
 // restorePoint chooses what a generation after prev restores: in the

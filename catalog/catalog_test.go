@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -628,4 +629,41 @@ func TestFencedCommitMayBeRestored(t *testing.T) {
 	if got := states(z2.Restore()); !slices.Equal(got, []string{"z1"}) {
 		t.Fatalf("instance 1 restores %v, want the part of the commit that failed with ErrFenced", got)
 	}
+}
+
+// TestMalformedCatalog: objects a member never writes under a generation
+// neither block it nor make it write a record it cannot read back: each
+// is an error that names it, where it matters.
+func TestMalformedCatalog(t *testing.T) {
+	t.Run("part of an instance beyond the generation's", func(t *testing.T) {
+		b := dstltest.NewBackend()
+		stray := objname.CatalogPartName("job/", 1, 1, 3)
+		m := join(t, b, cfg(1, 0))
+		b.SetObjectBytes(stray, []byte("x"))
+		if st := commit(t, m, 1); st.Complete != 1 {
+			t.Fatalf("status %+v: checkpoint 1, committed by the generation's only instance, is not complete", st)
+		}
+		if _, err := m.Plan(t.Context()); !errors.Is(err, catalog.ErrDamaged) || !containsName(err, stray) {
+			t.Fatalf("Plan = %v, want ErrDamaged naming %s", err, stray)
+		}
+		r := join(t, b, cfg(1, 0))
+		if got := states(r.Restore()); !slices.Equal(got, []string{"g1-i0-n1"}) {
+			t.Fatalf("restart restores %v", got)
+		}
+	})
+	t.Run("checkpoint number with no successor", func(t *testing.T) {
+		b := dstltest.NewBackend()
+		stray := objname.CatalogPartName("job/", 1, math.MaxInt64, 0) // of a checkpoint not complete
+		for i := range 2 {
+			commit(t, join(t, b, cfg(2, i)), 1)
+		}
+		b.SetObjectBytes(stray, []byte("x"))
+		_, err := catalog.Join(t.Context(), b, cfg(2, 0))
+		if !errors.Is(err, catalog.ErrDamaged) || !containsName(err, stray) {
+			t.Fatalf("Join = %v, want ErrDamaged naming %s", err, stray)
+		}
+		if _, ok := b.ObjectBytes(objname.CatalogGenerationName("job/", 2)); ok {
+			t.Fatal("generation 2 was started with a first checkpoint past the largest number")
+		}
+	})
 }
