@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -532,8 +533,12 @@ type Status struct {
 // it; otherwise no reader ever does. So ErrFenced says nothing of n's
 // outcome: the member must neither confirm n nor take it as failed (and,
 // say, abort a transaction the newer generation may commit on restore);
-// the newer generation's restore decides. Commit fails with ErrReplaced
-// when another part of n of this instance exists.
+// the newer generation's restore decides.
+//
+// A commit of n may be retried after an error: when the part is there
+// already with the same state, objects and metadata (the earlier put's
+// answer was lost), the retry succeeds; with others, it fails with
+// ErrReplaced.
 func (m *Member) Commit(ctx context.Context, n int64, state []byte, objects []string, metadata map[string]string) (Status, error) {
 	if n < m.gen.FirstCheckpoint {
 		return Status{}, fmt.Errorf("catalog: checkpoint %d is below generation %d's first, %d", n, m.gen.Number, m.gen.FirstCheckpoint)
@@ -557,9 +562,25 @@ func (m *Member) Commit(ctx context.Context, n int64, state []byte, objects []st
 		return Status{}, err
 	}
 	if !ok {
-		return Status{}, fmt.Errorf("%w: part %q exists", ErrReplaced, name)
+		// Only this member, the holder of the instance's claim in the
+		// generation, writes its parts: the part is an earlier commit of
+		// n, whose answer (and read-back) failed, or a commit of n with
+		// another state.
+		old, err := c.part(ctx, name, m.gen)
+		if err != nil {
+			return Status{}, err
+		}
+		if !samePart(old, p) {
+			return Status{}, fmt.Errorf("%w: part %q exists, of another state: checkpoint %d was committed before", ErrReplaced, name, n)
+		}
 	}
 	return m.Refresh(ctx)
+}
+
+// samePart says whether two parts of one name hold the same state,
+// objects and metadata (their times may differ).
+func samePart(a, b *Part) bool {
+	return bytes.Equal(a.State, b.State) && slices.Equal(a.Objects, b.Objects) && maps.Equal(a.Metadata, b.Metadata)
 }
 
 // Refresh lists the catalog once and returns the member's status; it

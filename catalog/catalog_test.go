@@ -667,3 +667,30 @@ func TestMalformedCatalog(t *testing.T) {
 		}
 	})
 }
+
+// TestCommitRetryAfterLostAnswer: when a part's put loses its answer and
+// the read-back fails too, Commit fails; the member's retry of the same
+// commit then finds its own part, and succeeds.
+func TestCommitRetryAfterLostAnswer(t *testing.T) {
+	mem := dstltest.NewBackend()
+	b := &lossy{Backend: mem, nth: 3} // the generation, the claim, the part
+	m := join(t, b, cfg(1, 0))
+	part := objname.CatalogPartName("job/", 1, 1, 0)
+	mem.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+		if op == dstltest.OpGet && name == part {
+			return dstltest.Fault{Err: errors.New("service unavailable")}
+		}
+		return dstltest.Fault{}
+	})
+	if _, err := m.Commit(t.Context(), 1, []byte("s"), []string{"job/a.dstl"}, nil); err == nil {
+		t.Fatal("Commit succeeded with its answer lost and its read-back failing")
+	}
+	mem.SetFault(nil)
+	st, err := m.Commit(t.Context(), 1, []byte("s"), []string{"job/a.dstl"}, nil)
+	if err != nil || st.Complete != 1 {
+		t.Fatalf("the retried Commit = %+v, %v; want checkpoint 1 complete", st, err)
+	}
+	if _, err := m.Commit(t.Context(), 1, []byte("other"), nil, nil); !errors.Is(err, catalog.ErrReplaced) {
+		t.Fatalf("Commit of another part of 1 = %v, want ErrReplaced", err)
+	}
+}
