@@ -184,6 +184,9 @@ func join(ctx context.Context, b backends.Backend, cfg Config, mayStart bool) (*
 		}
 		if latest := v.latest(); latest > 0 {
 			gen, err := c.generation(ctx, latest)
+			if errors.Is(err, backends.ErrNotFound) {
+				continue // dropped since the listing: a newer generation started
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -326,6 +329,9 @@ func (c *reader) start(ctx context.Context, cfg Config, v *view) (bool, error) {
 		KeyGroups: cfg.KeyGroups, FirstCheckpoint: v.maxCheckpoint + 1, Created: cfg.Now().UTC(), Restored: []string{}}
 	if latest > 0 {
 		prev, err := c.generation(ctx, latest)
+		if errors.Is(err, backends.ErrNotFound) {
+			return false, nil // dropped since the listing: a newer generation started
+		}
 		if err != nil {
 			return false, err
 		}

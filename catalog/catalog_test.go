@@ -613,7 +613,7 @@ func TestIndependentRestoreDisjoint(t *testing.T) {
 func TestFencedCommitMayBeRestored(t *testing.T) {
 	mem := dstltest.NewBackend()
 	var restart *catalog.Member
-	b := &hooked{Backend: mem, name: objname.CatalogPartName("job/", 1, 1, 1), list: true, before: func() {
+	b := &hooked{Backend: mem, name: objname.CatalogPartName("job/", 1, 1, 1), op: dstltest.OpList, before: func() {
 		restart = join(t, mem, cfg(2, 0)) // instance 0 restarts between z's put and its listing
 	}}
 	a := join(t, mem, cfg(2, 0))
@@ -692,5 +692,27 @@ func TestCommitRetryAfterLostAnswer(t *testing.T) {
 	}
 	if _, err := m.Commit(t.Context(), 1, []byte("other"), nil, nil); !errors.Is(err, catalog.ErrReplaced) {
 		t.Fatalf("Commit of another part of 1 = %v, want ErrReplaced", err)
+	}
+}
+
+// TestJoinWhileRecordDropped: when, between a joiner's listing and its
+// read of the latest generation's record, a newer generation started and
+// a collection dropped that record, the joiner lists again and joins.
+func TestJoinWhileRecordDropped(t *testing.T) {
+	mem := dstltest.NewBackend()
+	join(t, mem, cfg(1, 0))
+	first := objname.CatalogGenerationName("job/", 1)
+	b := &hooked{Backend: mem, op: dstltest.OpGet, name: first, before: func() {
+		join(t, mem, cfg(1, 0)) // generation 2
+		if err := mem.Delete(t.Context(), first); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	m, err := catalog.Join(t.Context(), b, cfg(1, 0))
+	if err != nil {
+		t.Fatalf("Join = %v", err)
+	}
+	if g := m.Generation().Number; g != 3 {
+		t.Fatalf("joined generation %d, want 3 (the slot of 2 is held)", g)
 	}
 }
