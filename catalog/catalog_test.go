@@ -716,3 +716,33 @@ func TestJoinWhileRecordDropped(t *testing.T) {
 		t.Fatalf("joined generation %d, want 3 (the slot of 2 is held)", g)
 	}
 }
+
+// TestCollectDryRun: a dry run deletes nothing, not even the catalog's
+// old parts; a real one drops them even when no log or snapshot object is
+// to be deleted.
+func TestCollectDryRun(t *testing.T) {
+	b := dstltest.NewBackend()
+	c := cfg(1, 0)
+	c.Grace = time.Millisecond
+	m := join(t, b, c)
+	for n := int64(1); n <= 2; n++ {
+		if _, err := m.Commit(t.Context(), n, nil, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // past the grace
+	old := objname.CatalogPartName("job/", 1, 1, 0)
+	p, _, err := m.Collect(t.Context(), collect.Options{DryRun: true})
+	if err != nil || !slices.Contains(p.Drop, old) {
+		t.Fatalf("dry run: plan %+v, %v; want %s to drop", p, err, old)
+	}
+	if _, ok := b.ObjectBytes(old); !ok {
+		t.Fatalf("a dry run deleted %s", old)
+	}
+	if _, _, err := m.Collect(t.Context(), collect.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.ObjectBytes(old); ok {
+		t.Fatalf("a collection with no other object to delete kept %s", old)
+	}
+}

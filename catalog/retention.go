@@ -187,7 +187,8 @@ func Drop(ctx context.Context, b backends.Backend, p *Plan) (int, error) {
 // kept part refers to and that is older than the grace by both clocks
 // (the time in its name and the store's). opts sets collect's options but
 // for the job, the grace, the keep set and the kinds, which the catalog
-// sets. A fenced member collects nothing (ErrFenced).
+// sets; a dry run (opts.DryRun) deletes nothing, not even catalog
+// objects. A fenced member collects nothing (ErrFenced).
 func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *collect.Report, error) {
 	p, err := m.Plan(ctx)
 	if err != nil {
@@ -203,7 +204,7 @@ func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *col
 		opts.Now = m.cfg.Now
 	}
 	rep, err := collect.Run(ctx, m.b, opts)
-	if err != nil {
+	if err != nil || opts.DryRun {
 		return p, rep, err
 	}
 	if _, err := m.DropCatalog(ctx, p); err != nil {
