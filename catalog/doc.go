@@ -21,7 +21,8 @@
 //
 // [Member.Plan] applies the deletion rule: it keeps what the retained
 // checkpoints, the pending ones of the live generation and the restored
-// parts refer to, and drops the rest once older than a grace period.
+// parts refer to (and, for a grace period, what they superseded), and
+// drops the rest once older than the grace period.
 //
 // Every catalog object is versioned and checksummed: a damaged one is an
 // error that names it ([ErrDamaged]), never a wrong restore.
