@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -19,8 +21,10 @@ import (
 
 // Errors of the catalog, checked with errors.Is.
 var (
-	// ErrFenced: a newer generation started; what this member commits is
-	// ignored by every reader. Rejoin (or restart) to go on.
+	// ErrFenced: a newer generation started. What this member commits
+	// after its start is ignored by every reader; a part whose put
+	// preceded it may be restored by it (see [Member.Commit]). Rejoin (or
+	// restart) to go on.
 	ErrFenced = errors.New("catalog: fenced by a newer generation")
 	// ErrReplaced: another process holds this instance's slot in the
 	// latest generation.
@@ -65,7 +69,9 @@ type Config struct {
 	Grace time.Duration
 	// RestoreFrom, when this instance starts a generation, restores the
 	// retained checkpoint of that number rather than the latest one
-	// (aligned mode only).
+	// (aligned mode only): one of the last Retain complete checkpoints of
+	// the latest generation, or the one it restored while it keeps it
+	// (see [Plan.Parts]); any other fails with ErrNoCheckpoint.
 	RestoreFrom int64
 	// Owner names this process in its claim; default a random id.
 	Owner string
@@ -178,6 +184,9 @@ func join(ctx context.Context, b backends.Backend, cfg Config, mayStart bool) (*
 		}
 		if latest := v.latest(); latest > 0 {
 			gen, err := c.generation(ctx, latest)
+			if errors.Is(err, backends.ErrNotFound) {
+				continue // dropped since the listing: a newer generation started
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -310,10 +319,19 @@ func (c *reader) claim(ctx context.Context, g int64, cfg Config) (bool, error) {
 // started it first.
 func (c *reader) start(ctx context.Context, cfg Config, v *view) (bool, error) {
 	latest := v.latest()
+	switch {
+	case latest == math.MaxInt64:
+		return false, fmt.Errorf("%w %q: generation %d has no successor", ErrDamaged, objname.CatalogGenerationName(c.prefix, latest), latest)
+	case v.maxCheckpoint == math.MaxInt64:
+		return false, fmt.Errorf("%w %q: checkpoint %d has no successor for a new generation's first", ErrDamaged, v.maxPart, v.maxCheckpoint)
+	}
 	gen := &Generation{Number: latest + 1, Mode: cfg.Mode, MaxParallelism: cfg.MaxParallelism,
 		KeyGroups: cfg.KeyGroups, FirstCheckpoint: v.maxCheckpoint + 1, Created: cfg.Now().UTC(), Restored: []string{}}
 	if latest > 0 {
 		prev, err := c.generation(ctx, latest)
+		if errors.Is(err, backends.ErrNotFound) {
+			return false, nil // dropped since the listing: a newer generation started
+		}
 		if err != nil {
 			return false, err
 		}
@@ -325,23 +343,30 @@ func (c *reader) start(ctx context.Context, cfg Config, v *view) (bool, error) {
 	} else if cfg.RestoreFrom != 0 {
 		return false, fmt.Errorf("%w: checkpoint %d: the job has no generation yet", ErrNoCheckpoint, cfg.RestoreFrom)
 	}
+	name := objname.CatalogGenerationName(c.prefix, gen.Number)
+	if err := gen.validate(name, gen.Number); err != nil {
+		return false, fmt.Errorf("catalog: a new generation's record: %w", err)
+	}
 	data, err := encode(kindGeneration, gen)
 	if err != nil {
 		return false, err
 	}
-	return c.put(ctx, objname.CatalogGenerationName(c.prefix, gen.Number), data)
+	return c.put(ctx, name, data)
 }
 
 // restorePoint chooses what a generation after prev restores: in the
 // aligned mode, the parts of prev's latest complete checkpoint (or of
 // cfg.RestoreFrom), or, when prev completed none, what prev restored
 // from; in the independent mode, each of prev's instances' latest part,
-// or what prev restored for an instance that committed none. Every part
-// chosen is read and checked, so that a damaged or missing one fails the
-// start rather than a restore.
+// or what prev restored for an instance that committed none (and for
+// every instance whose key groups those parts also cover, so that no two
+// parts chosen cover a key group). Every part chosen is read and checked,
+// so that a damaged or missing one, or two that overlap, fail the start
+// rather than a restore.
 func (c *reader) restorePoint(ctx context.Context, cfg Config, prev *Generation, v *view) ([]string, int64, error) {
 	var names []string
 	var n int64
+	read := map[string]*Part{} // parts of older generations read, by name
 	switch {
 	case prev.Mode == Aligned:
 		complete := v.complete(prev)
@@ -353,12 +378,23 @@ func (c *reader) restorePoint(ctx context.Context, cfg Config, prev *Generation,
 			return names
 		}
 		switch want := cfg.RestoreFrom; {
-		case want != 0 && slices.Contains(complete, want):
-			names, n = ownParts(want), want
-		case want != 0 && want == prev.RestoredCheckpoint:
-			names, n = prev.Restored, want
 		case want != 0:
-			return nil, 0, fmt.Errorf("%w: checkpoint %d is neither complete in generation %d nor the one it restored", ErrNoCheckpoint, want, prev.Number)
+			switch {
+			case slices.Contains(complete, want):
+				names, n = ownParts(want), want
+			case want == prev.RestoredCheckpoint:
+				names, n = prev.Restored, want
+			default:
+				return nil, 0, fmt.Errorf("%w: checkpoint %d is neither complete in generation %d nor the one it restored", ErrNoCheckpoint, want, prev.Number)
+			}
+			// Only what the deletion rule retains as of v: the objects of
+			// a checkpoint it no longer retains may be deleted already.
+			_, kept := retention(v, prev, cfg.Retain, nil)
+			for _, name := range names {
+				if !slices.Contains(kept, name) {
+					return nil, 0, fmt.Errorf("%w: checkpoint %d of generation %d is no longer retained (retain %d)", ErrNoCheckpoint, want, prev.Number, cfg.Retain)
+				}
+			}
 		case len(complete) > 0:
 			n = complete[len(complete)-1]
 			names = ownParts(n)
@@ -369,36 +405,87 @@ func (c *reader) restorePoint(ctx context.Context, cfg Config, prev *Generation,
 		if cfg.RestoreFrom != 0 {
 			return nil, 0, fmt.Errorf("%w: checkpoint %d: a restore by number needs the aligned mode", ErrNoCheckpoint, cfg.RestoreFrom)
 		}
-		for i := range prev.Instances() {
-			if last := v.latestPart(prev.Number, i); last > 0 {
-				names = append(names, objname.CatalogPartName(c.prefix, prev.Number, last, i))
+		// An instance that committed no part restores what prev restored
+		// for its key groups; so does every instance whose key groups
+		// those parts also cover, so that no key group is restored from
+		// two parts (the older state over the newer one).
+		restored := make([]*Part, len(prev.Restored))
+		for j, name := range prev.Restored {
+			p, err := c.part(ctx, name, nil)
+			if err != nil {
+				return nil, 0, err
+			}
+			restored[j], read[name] = p, p
+		}
+		fallback := make([]bool, prev.Instances())
+		for i := range fallback {
+			fallback[i] = v.latestPart(prev.Number, i) == 0
+		}
+		used := make([]bool, len(restored))
+		for changed := true; changed; {
+			changed = false
+			for j, p := range restored {
+				for i, kg := range prev.KeyGroups {
+					if fallback[i] && !used[j] && overlaps(p.KeyGroups, kg) {
+						used[j], changed = true, true
+					}
+				}
+			}
+			for i, kg := range prev.KeyGroups {
+				for j, p := range restored {
+					if used[j] && !fallback[i] && overlaps(p.KeyGroups, kg) {
+						fallback[i], changed = true, true
+					}
+				}
+			}
+		}
+		for i, kg := range prev.KeyGroups {
+			if !fallback[i] {
+				names = append(names, objname.CatalogPartName(c.prefix, prev.Number, v.latestPart(prev.Number, i), i))
 				continue
 			}
-			for _, name := range prev.Restored {
-				p, err := c.part(ctx, name, nil)
-				if err != nil {
-					return nil, 0, err
-				}
-				if overlaps(p.KeyGroups, prev.KeyGroups[i]) && !slices.Contains(names, name) {
-					names = append(names, name)
+			for j, p := range restored {
+				if used[j] && overlaps(p.KeyGroups, kg) && !slices.Contains(names, p.Name) {
+					names = append(names, p.Name)
 				}
 			}
 		}
 	}
+	var chosen []*Part
 	for _, name := range names {
-		ref := objname.ParseCatalog(c.prefix, name)
-		var g *Generation
-		if ref.Generation == prev.Number {
-			g = prev
+		p, ok := read[name]
+		if !ok {
+			ref := objname.ParseCatalog(c.prefix, name)
+			var g *Generation
+			if ref.Generation == prev.Number {
+				g = prev
+			}
+			var err error
+			if p, err = c.part(ctx, name, g); err != nil {
+				return nil, 0, err
+			}
 		}
-		if _, err := c.part(ctx, name, g); err != nil {
-			return nil, 0, err
-		}
+		chosen = append(chosen, p)
+	}
+	if err := disjoint(chosen); err != nil {
+		return nil, 0, fmt.Errorf("%w %q: what generation %d would restore: %w", ErrDamaged, objname.CatalogGenerationName(c.prefix, prev.Number), prev.Number+1, err)
 	}
 	return slices.Clone(names), n, nil
 }
 
 func overlaps(a, b dstl.KeyGroupRange) bool { return a.Start <= b.End && b.Start <= a.End }
+
+// disjoint checks that no two parts cover a key group.
+func disjoint(parts []*Part) error {
+	for i, p := range parts {
+		for _, q := range parts[:i] {
+			if overlaps(p.KeyGroups, q.KeyGroups) {
+				return fmt.Errorf("parts %q (key groups %v) and %q (%v) overlap", q.Name, q.KeyGroups, p.Name, p.KeyGroups)
+			}
+		}
+	}
+	return nil
+}
 
 // member makes the member of gen, reading the restored parts it needs.
 func (c *reader) member(ctx context.Context, cfg Config, gen *Generation, v *view) (*Member, error) {
@@ -412,6 +499,9 @@ func (c *reader) member(ctx context.Context, cfg Config, gen *Generation, v *vie
 		if overlaps(p.KeyGroups, own) {
 			m.parts = append(m.parts, p)
 		}
+	}
+	if err := disjoint(m.parts); err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrDamaged, objname.CatalogGenerationName(c.prefix, gen.Number), err)
 	}
 	sort.Slice(m.parts, func(i, j int) bool { return m.parts[i].KeyGroups.Start < m.parts[j].KeyGroups.Start })
 	return m, nil
@@ -442,9 +532,19 @@ type Status struct {
 // Commit commits the member's part of checkpoint n (at least the
 // generation's FirstCheckpoint, and growing) with a create-only put, then
 // learns from one listing of the catalog which checkpoints are complete.
-// It fails with ErrFenced when a newer generation started (the part is
-// then ignored by every reader), and with ErrReplaced when another process
-// committed this instance's part of n.
+//
+// It fails with ErrFenced when the listing shows a newer generation. The
+// part is written: when the newer generation's starter listed the catalog
+// after the put, and n was complete then, the newer generation restores
+// it; otherwise no reader ever does. So ErrFenced says nothing of n's
+// outcome: the member must neither confirm n nor take it as failed (and,
+// say, abort a transaction the newer generation may commit on restore);
+// the newer generation's restore decides.
+//
+// A commit of n may be retried after an error: when the part is there
+// already with the same state, objects and metadata (the earlier put's
+// answer was lost), the retry succeeds; with others, it fails with
+// ErrReplaced.
 func (m *Member) Commit(ctx context.Context, n int64, state []byte, objects []string, metadata map[string]string) (Status, error) {
 	if n < m.gen.FirstCheckpoint {
 		return Status{}, fmt.Errorf("catalog: checkpoint %d is below generation %d's first, %d", n, m.gen.Number, m.gen.FirstCheckpoint)
@@ -468,9 +568,25 @@ func (m *Member) Commit(ctx context.Context, n int64, state []byte, objects []st
 		return Status{}, err
 	}
 	if !ok {
-		return Status{}, fmt.Errorf("%w: part %q exists", ErrReplaced, name)
+		// Only this member, the holder of the instance's claim in the
+		// generation, writes its parts: the part is an earlier commit of
+		// n, whose answer (and read-back) failed, or a commit of n with
+		// another state.
+		old, err := c.part(ctx, name, m.gen)
+		if err != nil {
+			return Status{}, err
+		}
+		if !samePart(old, p) {
+			return Status{}, fmt.Errorf("%w: part %q exists, of another state: checkpoint %d was committed before", ErrReplaced, name, n)
+		}
 	}
 	return m.Refresh(ctx)
+}
+
+// samePart says whether two parts of one name hold the same state,
+// objects and metadata (their times may differ).
+func samePart(a, b *Part) bool {
+	return bytes.Equal(a.State, b.State) && slices.Equal(a.Objects, b.Objects) && maps.Equal(a.Metadata, b.Metadata)
 }
 
 // Refresh lists the catalog once and returns the member's status; it

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -286,8 +288,9 @@ func TestRestoreFrom(t *testing.T) {
 }
 
 // TestPlan: the deletion rule keeps the objects of the retained
-// checkpoint, of pending parts and of the restored parts while needed, and
-// drops only old catalog objects that nothing keeps.
+// checkpoint, of pending parts and of the restored parts while needed,
+// and, for the grace, of the checkpoints they superseded; it drops only
+// old catalog objects that nothing keeps.
 func TestPlan(t *testing.T) {
 	b := dstltest.NewBackend()
 	now := time.Now()
@@ -301,23 +304,33 @@ func TestPlan(t *testing.T) {
 		commit(t, z, n)
 	}
 	commit(t, a, 4) // pending
+	kept := func(p *catalog.Plan) []string {
+		var got []string
+		for o := range p.Keep {
+			got = append(got, o)
+		}
+		slices.Sort(got)
+		return got
+	}
 	p, err := a.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"job/obj-g1-i0-n3", "job/obj-g1-i0-n4", "job/obj-g1-i1-n3"}
-	var got []string
-	for o := range p.Keep {
-		got = append(got, o)
-	}
-	slices.Sort(got)
-	if !slices.Equal(got, want) || !slices.Equal(p.Retained, []int64{3}) || len(p.Drop) != 0 {
-		t.Fatalf("plan: keep %v, retained %v, drop %v; want keep %v, retained [3], nothing old enough to drop", got, p.Retained, p.Drop, want)
+	// Checkpoints 1 and 2 were superseded within the grace: a generation
+	// started from a listing of that time may restore them.
+	want := []string{"job/obj-g1-i0-n1", "job/obj-g1-i0-n2", "job/obj-g1-i0-n3", "job/obj-g1-i0-n4",
+		"job/obj-g1-i1-n1", "job/obj-g1-i1-n2", "job/obj-g1-i1-n3"}
+	if got := kept(p); !slices.Equal(got, want) || !slices.Equal(p.Retained, []int64{3}) || len(p.Drop) != 0 {
+		t.Fatalf("plan within the grace: keep %v, retained %v, drop %v; want keep %v, retained [3], nothing old enough to drop", got, p.Retained, p.Drop, want)
 	}
 	now = now.Add(2 * time.Minute) // past the grace
 	p, err = a.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
+	}
+	want = []string{"job/obj-g1-i0-n3", "job/obj-g1-i0-n4", "job/obj-g1-i1-n3"}
+	if got := kept(p); !slices.Equal(got, want) || !slices.Equal(p.Retained, []int64{3}) {
+		t.Fatalf("plan past the grace: keep %v, retained %v; want keep %v, retained [3]", got, p.Retained, want)
 	}
 	if len(p.Drop) != 4 { // the parts of checkpoints 1 and 2
 		t.Fatalf("drop %v, want the 4 parts of checkpoints 1 and 2", p.Drop)
@@ -409,5 +422,327 @@ func TestPlanJob(t *testing.T) {
 	got, err := catalog.PlanJob(t.Context(), b, "job", catalog.PlanOptions{Grace: time.Hour})
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("PlanJob = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// TestCollectWhileStarting: a collection that runs between a starter's
+// listing and its put of the new generation's record (checkpoints
+// completing in between, so that what the starter restores is no longer
+// retained) keeps what the starter restores: the parts and the objects
+// they refer to, however old those objects are.
+func TestCollectWhileStarting(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode catalog.Mode
+		// restarts before the race: the generation the starter restores
+		// from is the last of them.
+		restarts int
+		// commits in the race, the live member's
+		commits int
+		want    int64 // the checkpoint the starter restores (aligned)
+	}{
+		{"aligned, latest complete superseded", catalog.Aligned, 0, 1, 1},
+		{"independent, latest part superseded", catalog.Independent, 0, 1, 0},
+		{"aligned, restored parts no longer needed", catalog.Aligned, 1, 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := dstltest.NewBackend()
+			c := cfg(1, 0)
+			c.Mode, c.Grace = tc.mode, 200*time.Millisecond
+			snapshot := func() string {
+				name, err := objname.NewSnapshot("job/", "op-0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := mem.Put(t.Context(), name, bytesReader([]byte("x")), 1); err != nil {
+					t.Fatal(err)
+				}
+				return name
+			}
+			m := join(t, mem, c)
+			n := int64(1)
+			if _, err := m.Commit(t.Context(), n, []byte("n1"), []string{snapshot()}, nil); err != nil {
+				t.Fatal(err)
+			}
+			for range tc.restarts {
+				m = join(t, mem, c)
+			}
+			time.Sleep(300 * time.Millisecond) // the catalog and the snapshot are past the grace
+			b := &hooked{Backend: mem, name: objname.CatalogGenerationName("job/", m.Generation().Number+1), before: func() {
+				// The starter listed the catalog. Now the live member
+				// commits, and collects.
+				for range tc.commits {
+					n++
+					if _, err := m.Commit(t.Context(), n, fmt.Appendf(nil, "n%d", n), []string{snapshot()}, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, _, err := m.Collect(t.Context(), collect.Options{}); err != nil {
+					t.Fatal(err)
+				}
+			}}
+			r, err := catalog.Join(t.Context(), b, c) // a restart
+			if err != nil {
+				t.Fatalf("Join of the restarted instance: %v", err)
+			}
+			if g := r.Generation(); g.Number != m.Generation().Number+1 || g.RestoredCheckpoint != tc.want || !slices.Equal(states(r.Restore()), []string{"n1"}) {
+				t.Fatalf("the restart's generation %+v restores %v, want checkpoint 1", g, states(r.Restore()))
+			}
+			for _, p := range r.Restore() {
+				for _, o := range p.Objects {
+					if _, ok := mem.ObjectBytes(o); !ok {
+						t.Errorf("restored part %s refers to %s, deleted by the collection", p.Name, o)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRestoreFromNotRetained: a restore by number takes only a retained
+// checkpoint (or the restored one while it is kept): a complete checkpoint
+// still listed in the catalog but no longer retained may have lost its
+// objects to the deletion rule, as here where the collection deleted them
+// but failed to drop the catalog's parts.
+func TestRestoreFromNotRetained(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		restarts int // before the checkpoints of the live generation
+	}{
+		{"complete, superseded", 0},
+		{"restored, no longer needed", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			c := cfg(1, 0)
+			c.Grace = 50 * time.Millisecond
+			snapshot := func() string {
+				name, err := objname.NewSnapshot("job/", "op-0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Put(t.Context(), name, bytesReader([]byte("x")), 1); err != nil {
+					t.Fatal(err)
+				}
+				return name
+			}
+			m := join(t, b, c)
+			first := snapshot()
+			if _, err := m.Commit(t.Context(), 1, nil, []string{first}, nil); err != nil {
+				t.Fatal(err)
+			}
+			for range tc.restarts {
+				m = join(t, b, c)
+			}
+			for range 2 {
+				n := m.Generation().FirstCheckpoint
+				if st, err := m.Refresh(t.Context()); err == nil && st.Complete > 0 {
+					n = st.Complete + 1
+				}
+				if _, err := m.Commit(t.Context(), n, nil, []string{snapshot()}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(100 * time.Millisecond) // past the grace
+			b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+				if op == dstltest.OpDelete && strings.Contains(name, objname.CatalogDir) {
+					return dstltest.Fault{Err: errors.New("service unavailable")}
+				}
+				return dstltest.Fault{}
+			})
+			if _, _, err := m.Collect(t.Context(), collect.Options{}); err == nil {
+				t.Fatal("the collection dropped the catalog's parts despite the fault")
+			}
+			b.SetFault(nil)
+			if _, ok := b.ObjectBytes(first); ok {
+				t.Fatalf("checkpoint 1's snapshot %s was not collected", first)
+			}
+			c.RestoreFrom = 1
+			r, err := catalog.Join(t.Context(), b, c)
+			if !errors.Is(err, catalog.ErrNoCheckpoint) {
+				var restored []string
+				if r != nil {
+					for _, p := range r.Restore() {
+						restored = append(restored, p.Objects...)
+					}
+				}
+				t.Fatalf("Join restoring checkpoint 1 = %v (restoring %v, deleted); want ErrNoCheckpoint", err, restored)
+			}
+		})
+	}
+}
+
+// TestIndependentRestoreDisjoint: in the independent mode, when an
+// instance of a rescaled generation committed no part, a restart restores
+// what that generation restored for its key groups; no key group is then
+// restored from two parts (an older state over a newer one): the instances
+// whose key groups those restored parts also cover restore them too.
+func TestIndependentRestoreDisjoint(t *testing.T) {
+	b := dstltest.NewBackend()
+	ind := func(p, i int) catalog.Config { c := cfg(p, i); c.Mode = catalog.Independent; return c }
+	commit(t, join(t, b, ind(1, 0)), 1) // key groups [0, 11]
+	// Rescaled to 2: [0, 5] and [6, 11]; instance 0 commits, 1 does not.
+	a := join(t, b, ind(2, 0))
+	join(t, b, ind(2, 1))
+	commit(t, a, a.Generation().FirstCheckpoint)
+	// Instance 1 restarts.
+	r := join(t, b, ind(2, 1))
+	restored := r.Generation().Restored
+	var parts []*catalog.Part
+	for _, m := range []*catalog.Member{rejoin(t, a), r} {
+		parts = append(parts, m.Restore()...)
+		for i, p := range m.Restore() {
+			for _, q := range m.Restore()[:i] {
+				if p.KeyGroups.Start <= q.KeyGroups.End && q.KeyGroups.Start <= p.KeyGroups.End {
+					t.Fatalf("instance %d restores %s %v and %s %v, which overlap (generation restores %v)",
+						m.Index(), q.Name, q.KeyGroups, p.Name, p.KeyGroups, restored)
+				}
+			}
+		}
+	}
+	if got := states(r.Restore()); !slices.Equal(got, []string{"g1-i0-n1"}) {
+		t.Fatalf("instance 1 restores %v, want g1-i0-n1", got)
+	}
+}
+
+// TestFencedCommitMayBeRestored: a commit that fails with ErrFenced wrote
+// its part; when a newer generation started from a listing that saw it,
+// that generation restores it. So ErrFenced leaves the checkpoint's
+// outcome to the newer generation: the member must not take it as failed
+// (and abort what it would confirm).
+func TestFencedCommitMayBeRestored(t *testing.T) {
+	mem := dstltest.NewBackend()
+	var restart *catalog.Member
+	b := &hooked{Backend: mem, name: objname.CatalogPartName("job/", 1, 1, 1), op: dstltest.OpList, before: func() {
+		restart = join(t, mem, cfg(2, 0)) // instance 0 restarts between z's put and its listing
+	}}
+	a := join(t, mem, cfg(2, 0))
+	z := join(t, b, cfg(2, 1))
+	commit(t, a, 1)
+	if _, err := z.Commit(t.Context(), 1, []byte("z1"), nil, nil); !errors.Is(err, catalog.ErrFenced) {
+		t.Fatalf("z's commit = %v, want ErrFenced", err)
+	}
+	if g := restart.Generation(); g.Number != 2 || g.RestoredCheckpoint != 1 {
+		t.Fatalf("the restart's generation %+v, want 2 restoring checkpoint 1", g)
+	}
+	z2 := rejoin(t, z)
+	if got := states(z2.Restore()); !slices.Equal(got, []string{"z1"}) {
+		t.Fatalf("instance 1 restores %v, want the part of the commit that failed with ErrFenced", got)
+	}
+}
+
+// TestMalformedCatalog: objects a member never writes under a generation
+// neither block it nor make it write a record it cannot read back: each
+// is an error that names it, where it matters.
+func TestMalformedCatalog(t *testing.T) {
+	t.Run("part of an instance beyond the generation's", func(t *testing.T) {
+		b := dstltest.NewBackend()
+		stray := objname.CatalogPartName("job/", 1, 1, 3)
+		m := join(t, b, cfg(1, 0))
+		b.SetObjectBytes(stray, []byte("x"))
+		if st := commit(t, m, 1); st.Complete != 1 {
+			t.Fatalf("status %+v: checkpoint 1, committed by the generation's only instance, is not complete", st)
+		}
+		if _, err := m.Plan(t.Context()); !errors.Is(err, catalog.ErrDamaged) || !containsName(err, stray) {
+			t.Fatalf("Plan = %v, want ErrDamaged naming %s", err, stray)
+		}
+		r := join(t, b, cfg(1, 0))
+		if got := states(r.Restore()); !slices.Equal(got, []string{"g1-i0-n1"}) {
+			t.Fatalf("restart restores %v", got)
+		}
+	})
+	t.Run("checkpoint number with no successor", func(t *testing.T) {
+		b := dstltest.NewBackend()
+		stray := objname.CatalogPartName("job/", 1, math.MaxInt64, 0) // of a checkpoint not complete
+		for i := range 2 {
+			commit(t, join(t, b, cfg(2, i)), 1)
+		}
+		b.SetObjectBytes(stray, []byte("x"))
+		_, err := catalog.Join(t.Context(), b, cfg(2, 0))
+		if !errors.Is(err, catalog.ErrDamaged) || !containsName(err, stray) {
+			t.Fatalf("Join = %v, want ErrDamaged naming %s", err, stray)
+		}
+		if _, ok := b.ObjectBytes(objname.CatalogGenerationName("job/", 2)); ok {
+			t.Fatal("generation 2 was started with a first checkpoint past the largest number")
+		}
+	})
+}
+
+// TestCommitRetryAfterLostAnswer: when a part's put loses its answer and
+// the read-back fails too, Commit fails; the member's retry of the same
+// commit then finds its own part, and succeeds.
+func TestCommitRetryAfterLostAnswer(t *testing.T) {
+	mem := dstltest.NewBackend()
+	b := &lossy{Backend: mem, nth: 3} // the generation, the claim, the part
+	m := join(t, b, cfg(1, 0))
+	part := objname.CatalogPartName("job/", 1, 1, 0)
+	mem.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+		if op == dstltest.OpGet && name == part {
+			return dstltest.Fault{Err: errors.New("service unavailable")}
+		}
+		return dstltest.Fault{}
+	})
+	if _, err := m.Commit(t.Context(), 1, []byte("s"), []string{"job/a.dstl"}, nil); err == nil {
+		t.Fatal("Commit succeeded with its answer lost and its read-back failing")
+	}
+	mem.SetFault(nil)
+	st, err := m.Commit(t.Context(), 1, []byte("s"), []string{"job/a.dstl"}, nil)
+	if err != nil || st.Complete != 1 {
+		t.Fatalf("the retried Commit = %+v, %v; want checkpoint 1 complete", st, err)
+	}
+	if _, err := m.Commit(t.Context(), 1, []byte("other"), nil, nil); !errors.Is(err, catalog.ErrReplaced) {
+		t.Fatalf("Commit of another part of 1 = %v, want ErrReplaced", err)
+	}
+}
+
+// TestJoinWhileRecordDropped: when, between a joiner's listing and its
+// read of the latest generation's record, a newer generation started and
+// a collection dropped that record, the joiner lists again and joins.
+func TestJoinWhileRecordDropped(t *testing.T) {
+	mem := dstltest.NewBackend()
+	join(t, mem, cfg(1, 0))
+	first := objname.CatalogGenerationName("job/", 1)
+	b := &hooked{Backend: mem, op: dstltest.OpGet, name: first, before: func() {
+		join(t, mem, cfg(1, 0)) // generation 2
+		if err := mem.Delete(t.Context(), first); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	m, err := catalog.Join(t.Context(), b, cfg(1, 0))
+	if err != nil {
+		t.Fatalf("Join = %v", err)
+	}
+	if g := m.Generation().Number; g != 3 {
+		t.Fatalf("joined generation %d, want 3 (the slot of 2 is held)", g)
+	}
+}
+
+// TestCollectDryRun: a dry run deletes nothing, not even the catalog's
+// old parts; a real one drops them even when no log or snapshot object is
+// to be deleted.
+func TestCollectDryRun(t *testing.T) {
+	b := dstltest.NewBackend()
+	c := cfg(1, 0)
+	c.Grace = time.Millisecond
+	m := join(t, b, c)
+	for n := int64(1); n <= 2; n++ {
+		if _, err := m.Commit(t.Context(), n, nil, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // past the grace
+	old := objname.CatalogPartName("job/", 1, 1, 0)
+	p, _, err := m.Collect(t.Context(), collect.Options{DryRun: true})
+	if err != nil || !slices.Contains(p.Drop, old) {
+		t.Fatalf("dry run: plan %+v, %v; want %s to drop", p, err, old)
+	}
+	if _, ok := b.ObjectBytes(old); !ok {
+		t.Fatalf("a dry run deleted %s", old)
+	}
+	if _, _, err := m.Collect(t.Context(), collect.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.ObjectBytes(old); ok {
+		t.Fatalf("a collection with no other object to delete kept %s", old)
 	}
 }

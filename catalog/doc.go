@@ -15,11 +15,14 @@
 // offsets) with one create-only put, and learns from one listing which
 // checkpoints are complete: in the [Aligned] mode once every instance
 // committed its part of it, in the [Independent] mode each part at once.
-// A fenced member's commits fail with [ErrFenced] and are never restored.
+// A fenced member's commits fail with [ErrFenced]; a part written after the
+// newer generation started is never restored (one written before may be:
+// see [Member.Commit]).
 //
 // [Member.Plan] applies the deletion rule: it keeps what the retained
 // checkpoints, the pending ones of the live generation and the restored
-// parts refer to, and drops the rest once older than a grace period.
+// parts refer to (and, for a grace period, what they superseded), and
+// drops the rest once older than the grace period.
 //
 // Every catalog object is versioned and checksummed: a damaged one is an
 // error that names it ([ErrDamaged]), never a wrong restore.

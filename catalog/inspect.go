@@ -43,6 +43,12 @@ type InspectOptions struct {
 	// Retain is the job members' Retain, for [Listing.Retention]. Default
 	// DefaultRetain.
 	Retain int
+	// Grace is the job members' Grace, for [Listing.Retention]. Default
+	// DefaultGrace.
+	Grace time.Duration
+	// Now is the clock the retention's grace counts from; default
+	// time.Now.
+	Now func() time.Time
 	// Claims reads every claim (a GET each) for its owner and time.
 	Claims bool
 	// Parts, when set, says of which checkpoints to read the parts (a GET
@@ -63,7 +69,8 @@ type Listing struct {
 	// oldest first.
 	Generations []GenerationInfo
 	// Retention is what the deletion rule keeps as of this listing, as a
-	// member of the live generation with InspectOptions.Retain plans it.
+	// member of the live generation with InspectOptions.Retain and Grace
+	// plans it.
 	Retention Retention
 	// Other names the objects under the catalog's directory whose names
 	// are of no catalog object.
@@ -148,9 +155,9 @@ type Retention struct {
 	// retained part).
 	Retained []int64
 	// Parts names the catalog parts kept: retained ones, pending ones of
-	// the live generation, and the parts it restored from while it has
-	// fewer than Retain complete checkpoints of its own (see
-	// [Plan.Parts]).
+	// the live generation, the parts it restored from while it may still
+	// need them, and, for the grace, those it stopped retaining or needing
+	// (see [Plan.Parts]).
 	Parts []string
 	// Missing names the parts of Parts that are not in the catalog: parts
 	// the live generation restored from and may still need (to restore
@@ -202,9 +209,17 @@ func Inspect(ctx context.Context, b backends.Backend, jobID string, opts Inspect
 	if opts.Retain == 0 {
 		opts.Retain = DefaultRetain
 	}
-	if opts.Retain < 0 {
-		return nil, fmt.Errorf("catalog: retain %d: want at least 1", opts.Retain)
+	if opts.Grace == 0 {
+		opts.Grace = DefaultGrace
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Retain < 0 || opts.Grace < 0 {
+		return nil, fmt.Errorf("catalog: retain %d, grace %v: want at least 1 and not negative", opts.Retain, opts.Grace)
+	}
+	cutoff := opts.Now().Add(-opts.Grace)
+	recent := func(t time.Time) bool { return !t.Before(cutoff) }
 	c := &reader{b: b, prefix: objname.JobPrefix(jobID)}
 	v, err := c.list(ctx)
 	if err != nil {
@@ -260,7 +275,7 @@ func Inspect(ctx context.Context, b backends.Backend, jobID string, opts Inspect
 		if gi.Record != nil {
 			states(v, gi, l.Live)
 			if gi.Live {
-				l.Retention.Retained, l.Retention.Parts = retention(v, gi.Record, opts.Retain)
+				l.Retention.Retained, l.Retention.Parts = retention(v, gi.Record, opts.Retain, recent)
 			}
 		}
 	}
@@ -388,29 +403,54 @@ func states(v *view, gi *GenerationInfo, live int64) {
 // retention returns what the deletion rule keeps of the live generation g
 // as of v: the retained checkpoints and the catalog parts kept, as
 // Member.Plan computes them.
-func retention(v *view, g *Generation, retain int) ([]int64, []string) {
+//
+// recent says whether a part written at a time (by the store's clock, as
+// listed) is younger than the grace. What stopped being retained (or
+// needed, for the parts g restored) when such a recent part was written
+// is kept as well: a generation started from a listing made before that
+// part may restore it. A nil recent keeps only what is retained as of v,
+// which is what a new generation may choose to restore.
+func retention(v *view, g *Generation, retain int, recent func(time.Time) bool) ([]int64, []string) {
 	keep := map[string]bool{}
+	keepAll := func(parts map[int]object) {
+		for _, o := range parts {
+			keep[o.name] = true
+		}
+	}
+	isRecent := func(parts ...object) bool {
+		if recent == nil {
+			return false
+		}
+		for _, o := range parts {
+			if recent(o.modTime) {
+				return true
+			}
+		}
+		return false
+	}
 	var retained []int64
 	restoredNeeded := false
 	if g.Mode == Aligned {
 		complete := v.complete(g)
-		if len(complete) > retain {
-			retained = complete[len(complete)-retain:]
-		} else {
-			retained = complete
-			restoredNeeded = true
-		}
+		k := len(complete)
+		retained = complete[max(0, k-retain):]
 		var last int64
-		if len(complete) > 0 {
-			last = complete[len(complete)-1]
+		if k > 0 {
+			last = complete[k-1]
 		}
 		for n, parts := range v.parts[g.Number] {
 			if slices.Contains(retained, n) || n > last {
-				for _, o := range parts {
-					keep[o.name] = true
-				}
+				keepAll(parts)
 			}
 		}
+		// complete[j] left the retained checkpoints when complete[j+retain]
+		// completed, the restored parts when complete[retain] did.
+		for j := range max(0, k-retain) {
+			if isRecent(slices.Collect(maps.Values(v.parts[g.Number][complete[j+retain]]))...) {
+				keepAll(v.parts[g.Number][complete[j]])
+			}
+		}
+		restoredNeeded = k <= retain || isRecent(slices.Collect(maps.Values(v.parts[g.Number][complete[retain]]))...)
 	} else {
 		seen := map[int64]bool{}
 		for i := range g.Instances() {
@@ -421,12 +461,18 @@ func retention(v *view, g *Generation, retain int) ([]int64, []string) {
 				}
 			}
 			slices.Sort(ns)
-			if len(ns) < retain {
+			part := func(j int) object { return v.parts[g.Number][ns[j]][i] }
+			if len(ns) < retain || isRecent(part(retain-1)) {
 				restoredNeeded = true
 			}
-			for _, n := range ns[max(0, len(ns)-retain):] {
-				keep[v.parts[g.Number][n][i].name] = true
-				seen[n] = true
+			for j := range ns {
+				switch {
+				case j >= len(ns)-retain:
+					keep[part(j).name] = true
+					seen[ns[j]] = true
+				case isRecent(part(j + retain)):
+					keep[part(j).name] = true
+				}
 			}
 		}
 		retained = slices.Sorted(maps.Keys(seen))

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/catalog"
@@ -193,7 +194,9 @@ func TestInspect(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := dstltest.NewBackend()
 			live := tc.build(t, b, tc.retain)
-			l, err := catalog.Inspect(t.Context(), b, "job", catalog.InspectOptions{Retain: tc.retain})
+			// Past the grace: what was superseded since is no longer kept.
+			later := func() time.Time { return time.Now().Add(2 * time.Hour) }
+			l, err := catalog.Inspect(t.Context(), b, "job", catalog.InspectOptions{Retain: tc.retain, Grace: time.Hour, Now: later})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,12 +215,26 @@ func TestInspect(t *testing.T) {
 			if l.Live != live.Generation().Number {
 				t.Fatalf("live generation %d, want %d", l.Live, live.Generation().Number)
 			}
+			// Now, with the members' grace, the retention is what the live
+			// member plans; past the grace, what a plan from outside the
+			// job with that clock does.
 			p, err := live.Plan(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(l.Retention.Retained, p.Retained) || !slices.Equal(l.Retention.Parts, p.Parts) {
-				t.Fatalf("retention %+v, the live member plans retained %v, parts %v", l.Retention, p.Retained, p.Parts)
+			ln, err := catalog.Inspect(t.Context(), b, "job", catalog.InspectOptions{Retain: tc.retain, Grace: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ln.Retention.Retained, p.Retained) || !slices.Equal(ln.Retention.Parts, p.Parts) {
+				t.Fatalf("retention %+v, the live member plans retained %v, parts %v", ln.Retention, p.Retained, p.Parts)
+			}
+			pl, err := catalog.PlanJob(t.Context(), b, "job", catalog.PlanOptions{Retain: tc.retain, Grace: time.Hour, Now: later})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(l.Retention.Retained, pl.Retained) || !slices.Equal(l.Retention.Parts, pl.Parts) {
+				t.Fatalf("retention past the grace %+v, a plan past the grace retains %v, parts %v", l.Retention, pl.Retained, pl.Parts)
 			}
 			// Without InspectOptions.Parts, no part is read.
 			for _, g := range l.Generations {

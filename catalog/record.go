@@ -200,6 +200,8 @@ func (p *Part) validate(name string, g, n int64, i int, gen *Generation) error {
 	case p.Generation != g || p.Checkpoint != n || p.Instance != i:
 		return bad("part of generation %d, checkpoint %d, instance %d under the name of generation %d, checkpoint %d, instance %d",
 			p.Generation, p.Checkpoint, p.Instance, g, n, i)
+	case p.KeyGroups.Validate() != nil:
+		return bad("key groups %v", p.KeyGroups)
 	case gen != nil && (i >= len(gen.KeyGroups) || p.KeyGroups != gen.KeyGroups[i]):
 		return bad("key groups %v, not those of instance %d in generation %d", p.KeyGroups, i, g)
 	}

@@ -22,8 +22,12 @@ type Plan struct {
 	Retained []int64
 	// Parts names the catalog parts whose objects are kept: retained ones,
 	// pending ones of the live generation (of checkpoints that may still
-	// complete), and the parts the live generation restored from while it
-	// has fewer than Retain complete checkpoints of its own.
+	// complete), the parts the live generation restored from while it has
+	// at most Retain complete checkpoints of its own (in the independent
+	// mode: while one of its instances has fewer than Retain parts), and,
+	// until the grace has passed since they stopped being retained (or
+	// needed, for restored parts), those that a generation starting from
+	// an older listing may still restore.
 	Parts []string
 	// Keep holds every object those parts refer to.
 	Keep map[string]bool
@@ -35,9 +39,9 @@ type Plan struct {
 }
 
 // Plan lists the catalog and computes the deletion rule's plan; it reads
-// every part it keeps (once per member: parts never change). It fails
-// with ErrFenced when a newer generation started, so that a fenced
-// member never deletes anything.
+// every part it keeps (once per member while kept: parts never change).
+// It fails with ErrFenced when a newer generation started, so that a
+// fenced member never deletes anything.
 func (m *Member) Plan(ctx context.Context) (*Plan, error) {
 	c := &reader{b: m.b, prefix: m.prefix}
 	v, err := c.list(ctx)
@@ -56,7 +60,7 @@ func (m *Member) Plan(ctx context.Context) (*Plan, error) {
 // planFrom computes the plan of the member's generation from v.
 func (m *Member) planFrom(ctx context.Context, c *reader, v *view) (*Plan, error) {
 	g := m.gen
-	retained, kept := retention(v, g, m.cfg.Retain)
+	retained, kept := retention(v, g, m.cfg.Retain, m.recent())
 	keep := map[string]bool{} // catalog parts kept
 	for _, name := range kept {
 		keep[name] = true
@@ -71,16 +75,33 @@ func (m *Member) planFrom(ctx context.Context, c *reader, v *view) (*Plan, error
 			p.Keep[o] = true
 		}
 	}
+	// The cache holds the parts this plan keeps, not every part of the
+	// member's life (a part no longer kept is not kept again, but by a
+	// plan from an older listing, which reads it once more).
+	m.mu.Lock()
+	for name := range m.cache {
+		if !keep[name] {
+			delete(m.cache, name)
+		}
+	}
+	m.mu.Unlock()
 	p.Drop = m.drops(v, keep)
 	return p, nil
+}
+
+// recent says whether a catalog object written at t (as listed, by the
+// store's clock) is within the grace by the member's clock.
+func (m *Member) recent() func(t time.Time) bool {
+	cutoff := m.cfg.Now().Add(-m.cfg.Grace)
+	return func(t time.Time) bool { return !t.Before(cutoff) }
 }
 
 // drops returns the catalog objects older than the grace that the plan
 // does not keep: never the live generation's record or claims, and never
 // the record of a generation whose parts are kept.
 func (m *Member) drops(v *view, keep map[string]bool) []string {
-	cutoff := m.cfg.Now().Add(-m.cfg.Grace)
-	old := func(o object) bool { return o.modTime.Before(cutoff) }
+	recent := m.recent()
+	old := func(o object) bool { return !recent(o.modTime) }
 	keptGen := map[int64]bool{m.gen.Number: true}
 	for name := range keep {
 		keptGen[objname.ParseCatalog(m.prefix, name).Generation] = true
@@ -114,7 +135,7 @@ func (m *Member) drops(v *view, keep map[string]bool) []string {
 	return drop
 }
 
-// cachedPart reads a part once per member.
+// cachedPart reads a part once per member while plans keep it.
 func (m *Member) cachedPart(ctx context.Context, c *reader, name string) (*Part, error) {
 	m.mu.Lock()
 	p, ok := m.cache[name]
@@ -166,7 +187,8 @@ func Drop(ctx context.Context, b backends.Backend, p *Plan) (int, error) {
 // kept part refers to and that is older than the grace by both clocks
 // (the time in its name and the store's). opts sets collect's options but
 // for the job, the grace, the keep set and the kinds, which the catalog
-// sets. A fenced member collects nothing (ErrFenced).
+// sets; a dry run (opts.DryRun) deletes nothing, not even catalog
+// objects. A fenced member collects nothing (ErrFenced).
 func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *collect.Report, error) {
 	p, err := m.Plan(ctx)
 	if err != nil {
@@ -182,7 +204,7 @@ func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *col
 		opts.Now = m.cfg.Now
 	}
 	rep, err := collect.Run(ctx, m.b, opts)
-	if err != nil {
+	if err != nil || opts.DryRun {
 		return p, rep, err
 	}
 	if _, err := m.DropCatalog(ctx, p); err != nil {

@@ -24,6 +24,7 @@ type view struct {
 	parts         map[int64]map[int64]map[int]object // generation -> checkpoint -> instance -> part
 	other         []object                           // names under the catalog of no known form
 	maxCheckpoint int64
+	maxPart       string // a part of checkpoint maxCheckpoint
 }
 
 // list lists the catalog once.
@@ -50,7 +51,9 @@ func (c *reader) list(ctx context.Context) (*view, error) {
 				byN[ref.Checkpoint] = map[int]object{}
 			}
 			byN[ref.Checkpoint][ref.Instance] = o
-			v.maxCheckpoint = max(v.maxCheckpoint, ref.Checkpoint)
+			if ref.Checkpoint > v.maxCheckpoint || v.maxPart == "" {
+				v.maxCheckpoint, v.maxPart = ref.Checkpoint, o.name
+			}
 		default:
 			v.other = append(v.other, o)
 		}
@@ -73,11 +76,12 @@ func (v *view) latest() int64 {
 
 // complete returns gen's complete checkpoints in ascending order: those of
 // which every instance committed a part (in the independent mode, any
-// checkpoint with a part counts).
+// checkpoint with a part counts). A part of an instance the generation
+// does not have changes nothing (reading it is an error that names it).
 func (v *view) complete(gen *Generation) []int64 {
 	var out []int64
 	for n, parts := range v.parts[gen.Number] {
-		if gen.Mode == Independent || len(parts) == gen.Instances() && allInstances(parts, gen.Instances()) {
+		if gen.Mode == Independent || allInstances(parts, gen.Instances()) {
 			out = append(out, n)
 		}
 	}

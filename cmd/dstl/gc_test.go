@@ -267,15 +267,19 @@ func TestGCByCatalog(t *testing.T) {
 	if _, err := m.Commit(t.Context(), 2, []byte("s"), []string{kept}, nil); err != nil {
 		t.Fatal(err)
 	}
-	part1 := objname.CatalogPartName("job/", 1, 1, 0)
-	if err := os.Chtimes(objectPath(dir, part1), old, old); err != nil {
-		t.Fatal(err)
+	// Both checkpoints are old: checkpoint 1 was superseded longer than
+	// the grace ago (a checkpoint superseded within the grace is kept).
+	part1, part2 := objname.CatalogPartName("job/", 1, 1, 0), objname.CatalogPartName("job/", 1, 2, 0)
+	for _, name := range []string{part1, part2} {
+		if err := os.Chtimes(objectPath(dir, name), old, old); err != nil {
+			t.Fatal(err)
+		}
 	}
 	code, out, errOut := runCLI(t, "gc", "--base-path", dir, "--job-id", "job", "--grace", "1h")
 	if code != exitOK || !strings.Contains(out, "by the checkpoint catalog: generation 1, retained checkpoints [2]") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	for name, want := range map[string]bool{stale: false, kept: true, part1: false, objname.CatalogPartName("job/", 1, 2, 0): true} {
+	for name, want := range map[string]bool{stale: false, kept: true, part1: false, part2: true} {
 		if exists(dir, name) != want {
 			t.Errorf("%s exists %v, want %v", name, !want, want)
 		}
