@@ -43,17 +43,19 @@ show finds no such checkpoint; 3 when the storage cannot be read.`
 type checkpointsOptions struct {
 	basePath, storage, jobID string
 	retain                   int
+	grace                    time.Duration
 	generation               int64
 	json                     bool
 }
 
 func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o checkpointsOptions
-	fs := newFlagSet("checkpoints", "--base-path URL [--job-id ID] [--retain N] [--json]\n       dstl checkpoints show N --base-path URL [--job-id ID] [--generation G] [--json]", checkpointsAbout, stderr)
+	fs := newFlagSet("checkpoints", "--base-path URL [--job-id ID] [--retain N] [--grace DURATION] [--json]\n       dstl checkpoints show N --base-path URL [--job-id ID] [--generation G] [--json]", checkpointsAbout, stderr)
 	fs.StringVar(&o.basePath, "base-path", "", "the storage's base `URL` or local path, as the job was configured (required)")
 	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
 	fs.StringVar(&o.jobID, "job-id", "", "the job's `ID`, the prefix of its objects under the base path (default: none, the base path's root)")
 	fs.IntVar(&o.retain, "retain", catalog.DefaultRetain, "the job's `N` of complete checkpoints retained, for what the deletion rule keeps")
+	fs.DurationVar(&o.grace, "grace", catalog.DefaultGrace, "the job's grace `DURATION`, for what the deletion rule keeps of superseded checkpoints")
 	fs.Int64Var(&o.generation, "generation", 0, "with show: the checkpoint of generation `G` (default: the latest generation with one of that number)")
 	fs.BoolVar(&o.json, "json", false, "print a JSON report on stdout")
 	var pos []string
@@ -83,6 +85,8 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fail(exitUsage, "--base-path is required")
 	case o.retain < 1:
 		return fail(exitUsage, "--retain %d: want 1 or more", o.retain)
+	case o.grace < 0:
+		return fail(exitUsage, "--grace %v: want 0 or more", o.grace)
 	case o.generation < 0:
 		return fail(exitUsage, "--generation %d: want 1 or more", o.generation)
 	case o.generation != 0 && show == 0:
@@ -98,7 +102,7 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fail(runtimeOrUsage(err), "%v", err)
 	}
 	defer b.Close()
-	opts := catalog.InspectOptions{Retain: o.retain, Claims: show == 0, Parts: func(g, n int64) bool {
+	opts := catalog.InspectOptions{Retain: o.retain, Grace: o.grace, Claims: show == 0, Parts: func(g, n int64) bool {
 		return show == 0 || n == show && (o.generation == 0 || g == o.generation)
 	}}
 	l, err := catalog.Inspect(ctx, b, o.jobID, opts)

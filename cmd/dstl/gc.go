@@ -200,8 +200,8 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 	if err != nil {
 		fmt.Fprintf(stderr, "dstl gc: %v\n", err)
 		switch {
-		case errors.Is(err, collect.ErrMissing), errors.Is(err, dstl.ErrInvalidHandle):
-			return exitFailed // a handle's object missing, or a handle file that does not decode
+		case errors.Is(err, collect.ErrMissing), errors.Is(err, dstl.ErrInvalidHandle), errors.Is(err, catalog.ErrDamaged):
+			return exitFailed // a handle's object missing, a handle file or catalog object that does not decode
 		case errors.Is(err, backends.ErrUnknownBackend), errors.Is(err, dstl.ErrInvalidConfig), errors.Is(err, errUsage):
 			return exitUsage
 		}
@@ -347,9 +347,12 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	allOperators := o.keepNone
 	if len(o.keep) == 0 && !o.keepNone {
 		prog.begin("gc: reading the checkpoint catalog")
-		plan, err = catalog.PlanJob(ctx, b, o.jobID, catalog.PlanOptions{Retain: o.retain, Grace: o.grace, Now: o.now})
+		// What to keep is planned by a clock set back by the grace: an
+		// earlier clock only keeps more, so a clock of this machine that
+		// runs ahead of the storage's cannot release a checkpoint early.
+		plan, err = planCatalog(ctx, b, o, func() time.Time { return o.now().Add(-o.grace) })
 		if err != nil {
-			return nil, fmt.Errorf("%w: the job's checkpoint catalog: %w", collect.ErrMissing, err)
+			return nil, err
 		}
 		if plan == nil {
 			return nil, fmt.Errorf("%w: no handle file to keep and no checkpoint catalog under %q: give --keep FILE (or, to delete every old object of the job, --keep-none)", errUsage, prefix)
@@ -388,8 +391,14 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	rep := newGCReport(res, o, keptHandles)
 	if plan != nil {
 		rep.Catalog = &gcCatalog{Generation: plan.Generation, Retained: plan.Retained, PartsKept: len(plan.Parts), Drop: len(plan.Drop)}
-		if err == nil && res.DeletesRun {
-			rep.Catalog.Dropped, err = catalog.Drop(ctx, b, plan)
+		if err == nil && !o.dryRun {
+			// The catalog's own old objects are dropped by the collection's
+			// clock, the earlier of this machine's and the storage's.
+			var drop *catalog.Plan
+			if drop, err = planCatalog(ctx, b, o, func() time.Time { return res.Now }); err == nil && drop != nil {
+				rep.Catalog.Drop = len(drop.Drop)
+				rep.Catalog.Dropped, err = catalog.Drop(ctx, b, drop)
+			}
 		}
 	}
 	return rep, err
@@ -586,4 +595,25 @@ func (r *gcReport) print(w io.Writer) {
 	for _, m := range r.Missing {
 		fmt.Fprintf(w, "missing: %s (a kept handle references it)\n", m)
 	}
+}
+
+// planCatalog plans the deletion rule of the job's checkpoint catalog by
+// the clock now, within gcWaits times --timeout. A damaged catalog object
+// is a problem found (it wraps catalog.ErrDamaged); other errors are the
+// storage's.
+func planCatalog(ctx context.Context, b backends.Backend, o gcOptions, now func() time.Time) (*catalog.Plan, error) {
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, gcWaits*o.timeout,
+			fmt.Errorf("%w: reading the checkpoint catalog of %s took over %d × --timeout %v", collect.ErrNoAnswer, readableURL(o.basePath), gcWaits, o.timeout))
+		defer cancel()
+	}
+	p, err := catalog.PlanJob(ctx, b, o.jobID, catalog.PlanOptions{Retain: o.retain, Grace: o.grace, Now: now})
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
+		return nil, fmt.Errorf("the job's checkpoint catalog: %w", err)
+	}
+	return p, nil
 }

@@ -285,3 +285,34 @@ func TestGCByCatalog(t *testing.T) {
 		}
 	}
 }
+
+// TestGCByCatalogDropsWithNothingToDelete: the catalog's old objects are
+// dropped also by a run that finds no log or snapshot object to delete.
+func TestGCByCatalogDropsWithNothingToDelete(t *testing.T) {
+	dir := t.TempDir()
+	b, err := local.Open(t.Context(), local.Config{Root: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	m, err := catalog.Join(t.Context(), b, catalog.Config{JobID: "job", Instances: 1, Index: 0, Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := int64(1); n <= 2; n++ {
+		if _, err := m.Commit(t.Context(), n, []byte("s"), nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-48 * time.Hour)
+	part1, part2 := objname.CatalogPartName("job/", 1, 1, 0), objname.CatalogPartName("job/", 1, 2, 0)
+	for _, p := range []string{part1, part2} {
+		if err := os.Chtimes(objectPath(dir, p), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runCLI(t, "gc", "--base-path", dir, "--job-id", "job", "--grace", "1h")
+	if code != exitOK || exists(dir, part1) || !exists(dir, part2) {
+		t.Fatalf("exit %d, part 1 left %v, part 2 left %v\n%s\n%s", code, exists(dir, part1), exists(dir, part2), out, errOut)
+	}
+}
