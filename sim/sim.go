@@ -26,11 +26,20 @@ type Options struct {
 	Watchdog time.Duration
 	// Logf, when set, receives a summary of the schedule.
 	Logf func(format string, args ...any)
+	// Trace, with Logf, passes every event of a schedule of the catalog
+	// simulation to Logf too.
+	Trace bool
 
 	// beforeFinalReads, when set, runs after every writer and the storage
 	// closed and before the handles are read back at the end (tests of the
 	// checks themselves).
 	beforeFinalReads func(*schedule)
+	// catalogTamper, when set, replaces what a process of the catalog
+	// simulation puts (tests of the checks).
+	catalogTamper func(s *catSchedule, name string, data []byte) []byte
+	// catalogCollectAll makes the catalog simulation's collector delete
+	// data objects the plan keeps too (tests of the checks).
+	catalogCollectAll bool
 }
 
 // Stats says what one schedule did.

@@ -21,6 +21,7 @@ var (
 	flagStart   = flag.Uint64("sim.start", uint64(envInt("SIM_START", 1)), "first seed of -sim.seeds; env SIM_START")
 	flagWorkers = flag.Int("sim.workers", envInt("SIM_WORKERS", 4*runtime.GOMAXPROCS(0)), "schedules run at once (they mostly wait on timers: default 4 x GOMAXPROCS); env SIM_WORKERS")
 	flagMaxFail = flag.Int("sim.maxfail", 5, "stop after this many failing seeds")
+	flagTrace   = flag.Bool("sim.trace", false, "with -v and one seed, log every event of a catalog schedule")
 	flagWatch   = flag.Duration("sim.watchdog", 60*time.Second, "a schedule running longer fails as a hang, with a dump of every goroutine")
 )
 
@@ -78,6 +79,7 @@ func runSeeds(t *testing.T, test, hint string, run func(seed uint64, opt Options
 	opt := Options{Watchdog: *flagWatch}
 	if testing.Verbose() && n <= 20 {
 		opt.Logf = t.Logf
+		opt.Trace = *flagTrace && n == 1
 	}
 	// Seeds run in groups; after each group, with no schedule running, no
 	// goroutine may be left (one worker: after every schedule).
