@@ -286,6 +286,7 @@ func RunCatalog(seed uint64, opt Options) (CatalogStats, error) {
 		return CatalogStats{}, fmt.Errorf("seed %d: invariant 4 (no hang): schedule still running after %v\ngoroutines:\n%s", seed, opt.Watchdog, dump)
 	}
 	s.stats.Duration = time.Since(begin)
+	s.stats.SimTime = s.now.Sub(catEpoch)
 	s.stats.Digest = s.digest.Sum64()
 	if opt.Logf != nil {
 		if opt.Trace {
@@ -382,7 +383,6 @@ func (s *catSchedule) run() {
 	s.stats.Injected = s.be.st.counts
 	s.checkNeeded("at the end")
 	s.final()
-	s.stats.SimTime = s.now.Sub(catEpoch)
 }
 
 // shutdown ends every process's goroutine.
@@ -912,7 +912,8 @@ func (p *proc) committed(in *intent, st catalog.Status, err error) {
 			// The part is the process's own, stored by an earlier attempt
 			// whose answer was lost and could not be read back.
 			s.stats.OwnPartReplaced++
-			s.logf("p%d: commit %s: ErrReplaced, though the part is its own (stored at step %d): %v", p.id, in.name, l.createdTick, err)
+			s.failf("p%d: Commit of %s failed with ErrReplaced (\"another process committed this instance's part\"), though the part is its own, stored at step %d by an attempt that failed: %v",
+				p.id, in.name, l.createdTick, err)
 		} else {
 			s.logf("p%d: commit %s: %v", p.id, in.name, err)
 			if h := s.holders[slotKey{g.Number, p.cfg.Index}]; h != p {
@@ -1051,7 +1052,7 @@ func (p *proc) restoreValues(parts []*catalog.Part, r dstl.KeyGroupRange) {
 	for _, part := range parts {
 		vals, _ := decodeValues(part.State)
 		for kg, v := range vals {
-			if r.Contains(kg) {
+			if r.Contains(kg) && part.KeyGroups.Contains(kg) {
 				p.values[kg] = v
 			}
 		}

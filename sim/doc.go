@@ -109,11 +109,13 @@
 //     part stored after its generation was fenced; and it restores what
 //     the documentation says (the latest complete checkpoint, or the one
 //     asked for) as of that listing.
-//  2. A restored state is exactly that of a complete checkpoint: the parts
-//     a generation restores give every key group at most once (exactly
-//     once in the aligned mode); each member restores exactly those that
-//     overlap its range, each holding the state and objects its committer
-//     committed, and its values per key group are theirs.
+//  2. A restored state is exactly that of a complete checkpoint: no two
+//     parts of one generation among those a generation restores hold a
+//     key group (an older part is superseded where a newer one holds the
+//     key group), and in the aligned mode every key group is held; each
+//     member restores every key group of its range from exactly one part,
+//     the one its generation restores it from, whose state and objects
+//     are those its committer committed, and takes the value committed.
 //  3. No deletion of a referenced object: after every drop and collection
 //     (and at the end), every part of the live generation's retained and
 //     pending checkpoints, and every part it restored while a member may
@@ -126,8 +128,9 @@
 //
 // Other checks hold the members to the rest of their documentation: one
 // process per slot of a generation that is not fenced, ErrFenced exactly
-// when a newer generation was listed, the status a listing gives, a
-// successful Commit's part stored as committed, a Plan only by the live
+// when a newer generation was listed, ErrReplaced only when another
+// process committed the part, the status a listing gives, a successful
+// Commit's part stored as committed, a Plan only by the live
 // generation, and after a final collection past the grace nothing left but
 // what the plan keeps. TestCatalogChecks breaks the protocol on purpose
 // (a collector that ignores the plan, parts that hold other states, a
