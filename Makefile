@@ -83,11 +83,15 @@ emulators-down:
 clean:
 	rm -f bench.txt
 
-## sim: the seeded simulation of the engine over a fault-injecting backend
-## (package sim): SEEDS schedules from seed START (a failing seed prints the
-## command that replays it); SIM_ARGS go to go test (e.g. -race)
+## sim: the seeded simulations over a fault-injecting backend (package
+## sim), of the engine (TestSimulation) and of the checkpoint catalog
+## (TestCatalogSimulation): SEEDS schedules each from seed START (a failing
+## seed prints the command that replays it); SIM_RUN=TestCatalogSimulation
+## runs one of them; SIM_ARGS go to go test (e.g. -race, or
+## -sim.maxfail=100000 to run every seed past failures)
 SEEDS ?= 10000
 START ?= 1
+SIM_RUN ?= TestSimulation|TestCatalogSimulation
 SIM_ARGS ?=
 sim:
-	$(GO) test -count=1 -timeout 0 -run '^TestSimulation$$' $(SIM_ARGS) ./sim -sim.seeds=$(SEEDS) -sim.start=$(START) -v
+	$(GO) test -count=1 -timeout 0 -run '^($(SIM_RUN))$$' ./sim $(SIM_ARGS) -sim.seeds=$(SEEDS) -sim.start=$(START) -v

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,13 +47,28 @@ const (
 	putLateStore
 	// deleteFail fails a delete, leaving the object.
 	deleteFail
+	// getErr fails a get.
+	getErr
+	// listErr fails a listing before it reports any object.
+	listErr
 	numFaultKinds
 )
 
 var faultNames = [numFaultKinds]string{"none", "put-error", "put-lost-answer", "put-stall", "put-stall-ignoring-cancel",
-	"put-store-after-cancel", "put-late-store", "delete-error"}
+	"put-store-after-cancel", "put-late-store", "delete-error", "get-error", "list-error"}
 
 func (k faultKind) String() string { return faultNames[k] }
+
+// injectedString formats the counts of injected faults.
+func injectedString(counts [numFaultKinds]int) string {
+	var inj []string
+	for k := faultKind(1); k < numFaultKinds; k++ {
+		if counts[k] > 0 {
+			inj = append(inj, fmt.Sprintf("%s:%d", k, counts[k]))
+		}
+	}
+	return "[" + strings.Join(inj, " ") + "]"
+}
 
 // faultProfile gives the probability of each fault kind, per call.
 type faultProfile struct {
@@ -94,6 +110,12 @@ type memStore struct {
 	explained map[string]faultKind
 	counts    [numFaultKinds]int
 	late      sync.WaitGroup // background stores of putLateStore
+	// now, when set, is the clock of the objects' modification times
+	// (default time.Now).
+	now func() time.Time
+	// onChange, when set, is called with mu held after each object stored
+	// (data) or deleted (deleted true).
+	onChange func(name string, data []byte, deleted bool)
 }
 
 var _ backends.Backend = (*backend)(nil)
@@ -115,6 +137,9 @@ type backend struct {
 	closed bool
 	logs   map[[16]byte]int // the writer index of each log, for the call keys
 	calls  map[string]int   // calls so far per call key
+	// nameKeys keys the faults by the object's name rather than its
+	// contents (for objects of deterministic names, such as a catalog's).
+	nameKeys bool
 }
 
 func newBackend(seed uint64, prof faultProfile) *backend {
@@ -137,8 +162,11 @@ func (b *backend) registerLog(id dstl.LogID, writer int) {
 
 // callKey describes an object by its contents: the writer and sequence
 // number of each change set in it ("?" when it is no object of the log
-// format).
-func (b *backend) callKey(op string, data []byte) string {
+// format); with nameKeys, by its name.
+func (b *backend) callKey(op, name string, data []byte) string {
+	if b.nameKeys {
+		return op + " " + name
+	}
 	var k bytes.Buffer
 	k.WriteString(op)
 	idx, err := format.ReadIndex("", bytes.NewReader(data), int64(len(data)))
@@ -165,16 +193,16 @@ func (b *backend) stopFaults() {
 	b.mu.Unlock()
 }
 
-// draw picks the fault of one call of op on an object holding data (nil
-// when unknown) among kinds, and a stall duration.
-func (b *backend) draw(op string, data []byte, kinds ...faultKind) (faultKind, time.Duration) {
+// draw picks the fault of one call of op on the object name holding data
+// (nil when unknown) among kinds, and a stall duration.
+func (b *backend) draw(op, name string, data []byte, kinds ...faultKind) (faultKind, time.Duration) {
 	b.mu.Lock()
 	faults := b.faults
 	b.mu.Unlock()
 	if !faults {
 		return faultNone, 0
 	}
-	key := b.callKey(op, data)
+	key := b.callKey(op, name, data)
 	h := fnv.New64a()
 	h.Write([]byte(key))
 	b.mu.Lock()
@@ -209,11 +237,21 @@ func (st *memStore) store(name string, data []byte, explain faultKind) error {
 		return backends.ErrExists
 	}
 	st.objects[name] = data
-	st.mtime[name] = time.Now()
+	st.mtime[name] = st.clock()
 	if explain != faultNone {
 		st.explained[name] = explain
 	}
+	if st.onChange != nil {
+		st.onChange(name, data, false)
+	}
 	return nil
+}
+
+func (st *memStore) clock() time.Time {
+	if st.now != nil {
+		return st.now()
+	}
+	return time.Now()
 }
 
 func (st *memStore) count(k faultKind) {
@@ -243,7 +281,7 @@ func (b *backend) Put(ctx context.Context, name string, body io.ReaderAt, size i
 		}
 		return opErr("put", name, fmt.Errorf("reading the body: %w", err))
 	}
-	k, d := b.draw("put", data, putErrBefore, putLostAnswer, putStallHonour, putStallIgnore, putStoreAfterCancel, putLateStore)
+	k, d := b.draw("put", name, data, putErrBefore, putLostAnswer, putStallHonour, putStallIgnore, putStoreAfterCancel, putLateStore)
 	if k != faultNone {
 		b.st.count(k)
 	}
@@ -315,6 +353,10 @@ func (b *backend) Get(ctx context.Context, name string, offset, length int64) (i
 	if err := ctx.Err(); err != nil {
 		return nil, opErr("get", name, err)
 	}
+	if k, _ := b.draw("get", name, nil, getErr); k == getErr {
+		b.st.count(k)
+		return nil, opErr("get", name, errInjected)
+	}
 	b.st.mu.Lock()
 	data, ok := b.st.objects[name]
 	b.st.mu.Unlock()
@@ -346,7 +388,7 @@ func (b *backend) Delete(ctx context.Context, name string) error {
 	b.st.mu.Lock()
 	data := b.st.objects[name]
 	b.st.mu.Unlock()
-	if k, _ := b.draw("delete", data, deleteFail); k == deleteFail {
+	if k, _ := b.draw("delete", name, data, deleteFail); k == deleteFail {
 		b.st.mu.Lock()
 		b.st.counts[k]++
 		if _, ok := b.st.objects[name]; ok {
@@ -356,6 +398,9 @@ func (b *backend) Delete(ctx context.Context, name string) error {
 		return opErr("delete", name, errInjected)
 	}
 	b.st.mu.Lock()
+	if _, ok := b.st.objects[name]; ok && b.st.onChange != nil {
+		b.st.onChange(name, nil, true)
+	}
 	delete(b.st.objects, name)
 	delete(b.st.mtime, name)
 	b.st.mu.Unlock()
@@ -366,6 +411,10 @@ func (b *backend) Delete(ctx context.Context, name string) error {
 func (b *backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
 	if b.isClosed() {
 		return opErr("list", prefix, dstl.ErrClosed)
+	}
+	if k, _ := b.draw("list", prefix, nil, listErr); k == listErr {
+		b.st.count(k)
+		return opErr("list", prefix, errInjected)
 	}
 	b.st.mu.Lock()
 	var infos []backends.ObjectInfo

@@ -1,6 +1,7 @@
 // Package sim is a seeded simulation of the engine (package dstl), driven
 // only through its public API over an in-memory backend of its own that
-// injects faults.
+// injects faults, and of the checkpoint catalog (package catalog) over the
+// same backend (see The catalog simulation, below).
 //
 // A schedule is derived from one seed (math/rand/v2, PCG): the storage's
 // configuration (tiny upload.max-in-flight, upload.timeout, max attempts,
@@ -63,9 +64,81 @@
 //     put that stored and reported an error, a failed delete). A
 //     fault-free schedule leaves nothing else.
 //
-// Run it with go test ./sim -run TestSimulation (a short fixed set of
-// seeds), or with -sim.seeds=N -sim.start=S for long runs (make sim
-// SEEDS=N). A failing seed prints the command that replays it, with -race
+// # The catalog simulation
+//
+// RunCatalog (TestCatalogSimulation) simulates the checkpoint catalog
+// (package catalog) of one job over the same backend, which then also
+// fails gets and listings, and keys its faults by object name. A schedule
+// draws from its seed the instance count P (1 to 5), the mode (aligned or
+// independent), Retain (1 to 3), the number of key groups, a fault
+// profile, call delays and how stormy it is, then runs a few hundred
+// steps. Its processes are goroutines, but only one runs at a time: every
+// backend call parks the caller, and at each step the scheduler chooses,
+// from the seed alone, which parked process goes on, which idle one starts
+// an operation (join, rejoin after ErrFenced, commit of its part of the
+// next checkpoint, refresh, plan with drop and collection), or which event
+// happens: a checkpoint trigger, a kill (the process stops for good, in
+// the middle of an operation or not), a stall (it pauses across other
+// processes' steps, then goes on: a zombie), a restart (a new process for
+// a slot; the old one is killed, stalled or left running; sometimes it
+// restores a retained checkpoint by number), a rescale (every process
+// replaced by P' new ones), or time passing. A seed's schedule is thus the
+// same at every run (TestCatalogSameSeedSameRun), and -sim.trace prints
+// all of it.
+//
+// Each process keeps a value per key group of its range; a part's state
+// encodes them, and its objects name data objects the process put itself
+// (new ones at each checkpoint, older ones until it compacts). The leader
+// of a generation, and sometimes another member, plans, drops the
+// catalog's objects of the plan and collects: it deletes the data objects
+// not in Plan.Keep and older than the grace, by the simulated clock.
+// Processes keep to what the grace rests on: an operation, with the stalls
+// and delays inside it, takes less than a quarter of the grace, and a
+// process uploads anew an object that it uploaded longer ago than that and
+// that no part of its own names yet. Between operations a stall has no
+// bound.
+//
+// The simulation records every change of the store and decodes every
+// record, so that each check asks what a given listing saw. Invariants
+// checked on every schedule:
+//
+//  1. No restore of a fenced part: each new generation's record restores
+//     parts of a checkpoint complete in the previous generation when its
+//     starter listed the catalog (in the independent mode, each instance's
+//     latest part), or parts the previous generation restored, never a
+//     part stored after its generation was fenced; and it restores what
+//     the documentation says (the latest complete checkpoint, or the one
+//     asked for) as of that listing.
+//  2. A restored state is exactly that of a complete checkpoint: no two
+//     parts of one generation among those a generation restores hold a
+//     key group (an older part is superseded where a newer one holds the
+//     key group), and in the aligned mode every key group is held; each
+//     member restores every key group of its range from exactly one part,
+//     the one its generation restores it from, whose state and objects
+//     are those its committer committed, and takes the value committed.
+//  3. No deletion of a referenced object: after every drop and collection
+//     (and at the end), every part of the live generation's retained and
+//     pending checkpoints, and every part it restored while a member may
+//     still restore it, is stored with every data object it names; a plan
+//     keeps them; a new generation's record names only stored parts; a
+//     Join never meets a missing part, and at the end fresh processes
+//     join, with faults off, and restore.
+//  4. No hang: each schedule runs under the watchdog and a bound on each
+//     operation's calls, and no goroutine is left (goleak, as above).
+//
+// Other checks hold the members to the rest of their documentation: one
+// process per slot of a generation that is not fenced, ErrFenced exactly
+// when a newer generation was listed, ErrReplaced only when another
+// process committed the part, the status a listing gives, a successful
+// Commit's part stored as committed, a Plan only by the live
+// generation, and after a final collection past the grace nothing left but
+// what the plan keeps. TestCatalogChecks breaks the protocol on purpose
+// (a collector that ignores the plan, parts that hold other states, a
+// generation that restores the newest parts) to show the checks catch it.
+//
+// Run them with go test ./sim -run TestSimulation or -run
+// TestCatalogSimulation (a short fixed set of seeds), or with
+// -sim.seeds=N -sim.start=S for long runs (make sim SEEDS=N runs both). A failing seed prints the command that replays it, with -race
 // when the test binary has the race detector. The race detector's reports
 // name no seed: with it, the test announces each group of seeds as it
 // starts (one seed per group with -sim.workers=1), and a report belongs to

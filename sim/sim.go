@@ -26,11 +26,20 @@ type Options struct {
 	Watchdog time.Duration
 	// Logf, when set, receives a summary of the schedule.
 	Logf func(format string, args ...any)
+	// Trace, with Logf, passes every event of a schedule of the catalog
+	// simulation to Logf too.
+	Trace bool
 
 	// beforeFinalReads, when set, runs after every writer and the storage
 	// closed and before the handles are read back at the end (tests of the
 	// checks themselves).
 	beforeFinalReads func(*schedule)
+	// catalogTamper, when set, replaces what a process of the catalog
+	// simulation puts (tests of the checks).
+	catalogTamper func(s *catSchedule, name string, data []byte) []byte
+	// catalogCollectAll makes the catalog simulation's collector delete
+	// data objects the plan keeps too (tests of the checks).
+	catalogCollectAll bool
 }
 
 // Stats says what one schedule did.
@@ -60,15 +69,9 @@ type Stats struct {
 }
 
 func (st Stats) String() string {
-	var inj []string
-	for k := faultKind(1); k < numFaultKinds; k++ {
-		if st.Injected[k] > 0 {
-			inj = append(inj, fmt.Sprintf("%s:%d", k, st.Injected[k]))
-		}
-	}
-	return fmt.Sprintf("writers=%d appends=%d persists=%d (failed %d) verified=%d (unverifiable %d) confirmed=%d pending=%d resets=%d truncates=%d abrupt=%v objects-left=%d (by faults %d) injected=[%s]\n  config: %s\n  faults: %s\n  plan: %s",
+	return fmt.Sprintf("writers=%d appends=%d persists=%d (failed %d) verified=%d (unverifiable %d) confirmed=%d pending=%d resets=%d truncates=%d abrupt=%v objects-left=%d (by faults %d) injected=%s\n  config: %s\n  faults: %s\n  plan: %s",
 		st.Writers, st.Appends, st.Persists, st.PersistErrors, st.Verified, st.Unverifiable, st.Confirmed, st.Pending, st.Resets, st.Truncates, st.Abrupt,
-		st.Objects, st.Explained, strings.Join(inj, " "), st.Config, st.Faults, st.Plan)
+		st.Objects, st.Explained, injectedString(st.Injected), st.Config, st.Faults, st.Plan)
 }
 
 const storageID = "sim"
@@ -119,23 +122,12 @@ func Run(seed uint64, opt Options) (Stats, error) {
 		opt.Watchdog = 60 * time.Second
 	}
 	s := &schedule{seed: seed, opt: opt}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.run()
-	}()
 	begin := time.Now()
-	t := time.NewTimer(opt.Watchdog)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		buf := make([]byte, 8<<20)
-		buf = buf[:runtime.Stack(buf, true)]
+	if dump := watchdog(opt.Watchdog, s.run); dump != "" {
 		s.mu.Lock()
 		st := s.stats
 		s.mu.Unlock()
-		return st, fmt.Errorf("seed %d: schedule still running after %v (hang)\n%s\ngoroutines:\n%s", seed, opt.Watchdog, st, buf)
+		return st, fmt.Errorf("seed %d: schedule still running after %v (hang)\n%s\ngoroutines:\n%s", seed, opt.Watchdog, st, dump)
 	}
 	s.stats.Duration = time.Since(begin)
 	if opt.Logf != nil {
@@ -145,6 +137,25 @@ func Run(seed uint64, opt Options) (Stats, error) {
 		return s.stats, fmt.Errorf("seed %d: %s\n%s", seed, strings.Join(s.errs, "\n"), s.stats)
 	}
 	return s.stats, nil
+}
+
+// watchdog runs f and waits up to d for it; past d, it returns a dump of
+// every goroutine (f goes on running).
+func watchdog(d time.Duration, f func()) string {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return ""
+	case <-t.C:
+		buf := make([]byte, 8<<20)
+		return string(buf[:runtime.Stack(buf, true)])
+	}
 }
 
 // pick returns one of the values at random.
@@ -171,7 +182,7 @@ func (s *schedule) setup(r *rand.Rand) {
 	var prof faultProfile
 	if r.IntN(4) != 0 {
 		level := pick(r, 0.02, 0.08, 0.2)
-		for k := faultKind(1); k < numFaultKinds; k++ {
+		for k := faultKind(1); k <= deleteFail; k++ { // the engine's faults: it reads no object it did not write
 			if r.IntN(3) != 0 {
 				prof.p[k] = level * r.Float64()
 			}

@@ -21,6 +21,7 @@ var (
 	flagStart   = flag.Uint64("sim.start", uint64(envInt("SIM_START", 1)), "first seed of -sim.seeds; env SIM_START")
 	flagWorkers = flag.Int("sim.workers", envInt("SIM_WORKERS", 4*runtime.GOMAXPROCS(0)), "schedules run at once (they mostly wait on timers: default 4 x GOMAXPROCS); env SIM_WORKERS")
 	flagMaxFail = flag.Int("sim.maxfail", 5, "stop after this many failing seeds")
+	flagTrace   = flag.Bool("sim.trace", false, "with -v and one seed, log every event of a catalog schedule")
 	flagWatch   = flag.Duration("sim.watchdog", 60*time.Second, "a schedule running longer fails as a hang, with a dump of every goroutine")
 )
 
@@ -35,21 +36,32 @@ func envInt(name string, def int) int {
 // with -race too); -short runs shortSeeds.
 const fixedSeeds, shortSeeds = 48, 12
 
-// replay returns the command that reruns seeds, with -race when this binary
-// was built with the race detector.
-func replay(args string) string {
+// replay returns the command that reruns seeds of test, with -race when
+// this binary was built with the race detector.
+func replay(test, args string) string {
 	race := ""
 	if raceEnabled {
 		race = "-race "
 	}
-	return fmt.Sprintf("go test %s./sim -run TestSimulation %s -v", race, args)
+	return fmt.Sprintf("go test %s./sim -run '^%s$' %s -v", race, test, args)
 }
 
-// TestSimulation runs seeded schedules of the engine over the fault
-// backend (see the package documentation). By default it runs seeds 1 to
-// 48 (1 to 12 with -short); -sim.seeds=N -sim.start=S runs N seeds from S,
-// -sim.seed=X one seed.
-func TestSimulation(t *testing.T) {
+// seedsRun says what runSeeds ran.
+type seedsRun struct {
+	start      uint64
+	n, workers int
+	ran        int
+	failed     int
+	elapsed    time.Duration
+}
+
+// runSeeds runs the schedules of one simulation, by the flags: the short
+// fixed set, -sim.seeds=N from -sim.start=S, or -sim.seed=X alone. run
+// runs one seed (concurrently with others) and returns its duration. A
+// failing seed prints its replay command; after each group of seeds no
+// goroutine may be left.
+// hint follows the replay command of a failing seed.
+func runSeeds(t *testing.T, test, hint string, run func(seed uint64, opt Options) (time.Duration, error)) seedsRun {
 	start, n := uint64(1), fixedSeeds
 	if testing.Short() {
 		n = shortSeeds
@@ -67,6 +79,7 @@ func TestSimulation(t *testing.T) {
 	opt := Options{Watchdog: *flagWatch}
 	if testing.Verbose() && n <= 20 {
 		opt.Logf = t.Logf
+		opt.Trace = *flagTrace && n == 1
 	}
 	// Seeds run in groups; after each group, with no schedule running, no
 	// goroutine may be left (one worker: after every schedule).
@@ -78,15 +91,7 @@ func TestSimulation(t *testing.T) {
 	var (
 		mu        sync.Mutex
 		failed    int
-		faultFree int
-		abrupt    int
 		ran       int
-		persists  int
-		verified  int
-		unverif   int
-		confirmed int
-		pending   int
-		left      int
 		durations []time.Duration
 		slowest   []slow
 	)
@@ -100,9 +105,9 @@ func TestSimulation(t *testing.T) {
 	for g := start; g < start+uint64(n) && !stop.Load(); g += uint64(group) {
 		end := min(g+uint64(group), start+uint64(n))
 		if groups {
-			cmd := replay(fmt.Sprintf("-sim.start=%d -sim.seeds=%d -sim.workers=1", g, end-g))
+			cmd := replay(test, fmt.Sprintf("-sim.start=%d -sim.seeds=%d -sim.workers=1", g, end-g))
 			if end-g == 1 {
-				cmd = replay(fmt.Sprintf("-sim.seed=%d", g))
+				cmd = replay(test, fmt.Sprintf("-sim.seed=%d", g))
 			}
 			fmt.Fprintf(os.Stderr, "=== seeds [%d, %d) running; replay: %s\n", g, end, cmd)
 		}
@@ -111,32 +116,20 @@ func TestSimulation(t *testing.T) {
 		for range workers {
 			wg.Go(func() {
 				for seed := range seeds {
-					st, err := Run(seed, opt)
+					d, err := run(seed, opt)
 					mu.Lock()
 					if err != nil {
 						failed++
-						t.Errorf("%v\nreplay: %s  (add -count=20 if it does not fail at once: goroutine timing varies)", err, replay(fmt.Sprintf("-sim.seed=%d", seed)))
+						t.Errorf("%v\nreplay: %s%s", err, replay(test, fmt.Sprintf("-sim.seed=%d", seed)), hint)
 						if failed >= *flagMaxFail {
 							stop.Store(true)
 						}
 					}
-					if st.FaultFree {
-						faultFree++
-					}
-					if st.Abrupt {
-						abrupt++
-					}
 					ran++
-					durations = append(durations, st.Duration)
-					slowest = append(slowest, slow{seed, st.Duration})
+					durations = append(durations, d)
+					slowest = append(slowest, slow{seed, d})
 					slices.SortFunc(slowest, func(a, b slow) int { return int(b.d - a.d) })
 					slowest = slowest[:min(len(slowest), 3)]
-					persists += st.Persists
-					verified += st.Verified
-					unverif += st.Unverifiable
-					confirmed += st.Confirmed
-					pending += st.Pending
-					left += st.Objects
 					mu.Unlock()
 				}
 			})
@@ -147,20 +140,57 @@ func TestSimulation(t *testing.T) {
 		close(seeds)
 		wg.Wait()
 		if err := goleak.Find(); err != nil {
-			cmd := replay(fmt.Sprintf("-sim.start=%d -sim.seeds=%d -sim.workers=1", g, end-g))
+			cmd := replay(test, fmt.Sprintf("-sim.start=%d -sim.seeds=%d -sim.workers=1", g, end-g))
 			if workers == 1 {
-				cmd = replay(fmt.Sprintf("-sim.seed=%d", g))
+				cmd = replay(test, fmt.Sprintf("-sim.seed=%d", g))
 			}
 			t.Fatalf("goroutines left after the schedules of seeds [%d, %d): %v\nreplay: %s", g, end, err, cmd)
 		}
 	}
-	d := time.Since(begin)
 	slices.Sort(durations)
 	if k := len(durations); k > 0 {
 		t.Logf("schedule durations: median %v, 90%% %v, 99%% %v, max %v; slowest seeds %v", durations[k/2], durations[k*9/10], durations[k*99/100], durations[k-1], slowest)
 	}
+	return seedsRun{start: start, n: n, workers: workers, ran: ran, failed: failed, elapsed: time.Since(begin)}
+}
+
+// TestSimulation runs seeded schedules of the engine over the fault
+// backend (see the package documentation). By default it runs seeds 1 to
+// 48 (1 to 12 with -short); -sim.seeds=N -sim.start=S runs N seeds from S,
+// -sim.seed=X one seed.
+func TestSimulation(t *testing.T) {
+	var (
+		mu        sync.Mutex
+		faultFree int
+		abrupt    int
+		persists  int
+		verified  int
+		unverif   int
+		confirmed int
+		pending   int
+		left      int
+	)
+	hint := "  (add -count=20 if it does not fail at once: goroutine timing varies)"
+	r := runSeeds(t, "TestSimulation", hint, func(seed uint64, opt Options) (time.Duration, error) {
+		st, err := Run(seed, opt)
+		mu.Lock()
+		defer mu.Unlock()
+		if st.FaultFree {
+			faultFree++
+		}
+		if st.Abrupt {
+			abrupt++
+		}
+		persists += st.Persists
+		verified += st.Verified
+		unverif += st.Unverifiable
+		confirmed += st.Confirmed
+		pending += st.Pending
+		left += st.Objects
+		return st.Duration, err
+	})
 	t.Logf("%d schedules (seeds %d..%d, %d workers) in %v: %.0f schedules/s; %d failed; %d fault-free, %d closed abruptly; %d persists, %d returned handles (and %d seen only once the engine could have released their objects) and %d confirmed handles and %d handles of checkpoints pending at close read back; %d objects left in all",
-		ran, start, start+uint64(n)-1, workers, d.Round(time.Millisecond), float64(ran)/d.Seconds(), failed, faultFree, abrupt, persists, verified, unverif, confirmed, pending, left)
+		r.ran, r.start, r.start+uint64(r.n)-1, r.workers, r.elapsed.Round(time.Millisecond), float64(r.ran)/r.elapsed.Seconds(), r.failed, faultFree, abrupt, persists, verified, unverif, confirmed, pending, left)
 }
 
 type slow struct {
