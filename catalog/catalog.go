@@ -409,24 +409,31 @@ func (c *reader) restorePoint(ctx context.Context, cfg Config, prev *Generation,
 		// for its key groups; so does every instance whose key groups
 		// those parts also cover, so that no key group is restored from
 		// two parts (the older state over the newer one).
+		fallback := make([]bool, prev.Instances())
+		anyFallback := false
+		for i := range fallback {
+			fallback[i] = v.latestPart(prev.Number, i) == 0
+			anyFallback = anyFallback || fallback[i]
+		}
+		// The restored parts are read only when an instance needs them:
+		// otherwise the deletion rule no longer keeps them.
 		restored := make([]*Part, len(prev.Restored))
 		for j, name := range prev.Restored {
+			if !anyFallback {
+				break
+			}
 			p, err := c.part(ctx, name, nil)
 			if err != nil {
 				return nil, 0, err
 			}
 			restored[j], read[name] = p, p
 		}
-		fallback := make([]bool, prev.Instances())
-		for i := range fallback {
-			fallback[i] = v.latestPart(prev.Number, i) == 0
-		}
 		used := make([]bool, len(restored))
 		for changed := true; changed; {
 			changed = false
 			for j, p := range restored {
 				for i, kg := range prev.KeyGroups {
-					if fallback[i] && !used[j] && overlaps(p.KeyGroups, kg) {
+					if p != nil && fallback[i] && !used[j] && overlaps(p.KeyGroups, kg) {
 						used[j], changed = true, true
 					}
 				}

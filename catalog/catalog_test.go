@@ -746,3 +746,42 @@ func TestCollectDryRun(t *testing.T) {
 		t.Fatalf("a collection with no other object to delete kept %s", old)
 	}
 }
+
+// TestIndependentRestartAfterRestoredDropped: once every instance of an
+// independent generation committed its parts, the parts it restored are
+// dropped, and a later restart does not need them.
+func TestIndependentRestartAfterRestoredDropped(t *testing.T) {
+	b := dstltest.NewBackend()
+	now := time.Now()
+	ind := func(i int) catalog.Config {
+		c := cfg(2, i)
+		c.Mode, c.Grace, c.Now = catalog.Independent, time.Minute, func() time.Time { return now }
+		return c
+	}
+	a, z := join(t, b, ind(0)), join(t, b, ind(1))
+	commit(t, a, 1)
+	commit(t, z, 1)
+	a2 := join(t, b, ind(0)) // generation 2 restores generation 1's parts
+	z2, err := z.Rejoin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := a2.Generation().FirstCheckpoint
+	commit(t, a2, n)
+	commit(t, z2, n)
+	now = now.Add(time.Hour) // past the grace of everything
+	p, err := a2.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a2.DropCatalog(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.ObjectBytes(objname.CatalogPartName("job/", 1, 1, 0)); ok {
+		t.Fatal("generation 1's part was not dropped")
+	}
+	r := join(t, b, ind(0))
+	if got := states(r.Restore()); !slices.Equal(got, []string{fmt.Sprintf("g2-i0-n%d", n)}) {
+		t.Fatalf("restart restores %v", got)
+	}
+}

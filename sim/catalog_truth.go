@@ -298,14 +298,45 @@ func (t *truth) restorePoint(v *tview, prev *catalog.Generation, restoreFrom int
 	if restoreFrom != 0 {
 		return nil, 0, false
 	}
-	for i := range prev.Instances() {
-		if ns := v.ownCheckpoints(prev.Number, i); len(ns) > 0 {
+	// An instance that committed no part restores what prev restored for
+	// its key groups, and so does every instance whose key groups those
+	// parts also cover (to a fixpoint), so that no key group comes from
+	// two parts.
+	restored := make([]*catalog.Part, len(prev.Restored))
+	for j, name := range prev.Restored {
+		restored[j] = t.partData(name)
+	}
+	fallback := make([]bool, prev.Instances())
+	for i := range fallback {
+		fallback[i] = len(v.ownCheckpoints(prev.Number, i)) == 0
+	}
+	used := make([]bool, len(restored))
+	for changed := true; changed; {
+		changed = false
+		for j, p := range restored {
+			for i, kg := range prev.KeyGroups {
+				if p != nil && fallback[i] && !used[j] && overlap(p.KeyGroups, kg) {
+					used[j], changed = true, true
+				}
+			}
+		}
+		for i, kg := range prev.KeyGroups {
+			for j, p := range restored {
+				if p != nil && used[j] && !fallback[i] && overlap(p.KeyGroups, kg) {
+					fallback[i], changed = true, true
+				}
+			}
+		}
+	}
+	for i, kg := range prev.KeyGroups {
+		if !fallback[i] {
+			ns := v.ownCheckpoints(prev.Number, i)
 			names = append(names, v.parts[prev.Number][ns[len(ns)-1]][i].name)
 			continue
 		}
-		for _, name := range prev.Restored {
-			if p := t.partData(name); p != nil && overlap(p.KeyGroups, prev.KeyGroups[i]) && !slices.Contains(names, name) {
-				names = append(names, name)
+		for j, p := range restored {
+			if p != nil && used[j] && overlap(p.KeyGroups, kg) && !slices.Contains(names, prev.Restored[j]) {
+				names = append(names, prev.Restored[j])
 			}
 		}
 	}
