@@ -785,3 +785,32 @@ func TestIndependentRestartAfterRestoredDropped(t *testing.T) {
 		t.Fatalf("restart restores %v", got)
 	}
 }
+
+// TestPlanAfterRestoredDropped: once an aligned generation completed
+// Retain checkpoints of its own, the parts it restored are not needed; a
+// plan made after older checkpoints were dropped does not want them back.
+func TestPlanAfterRestoredDropped(t *testing.T) {
+	b := dstltest.NewBackend()
+	now := time.Now()
+	c := cfg(1, 0)
+	c.Grace, c.Now = time.Minute, func() time.Time { return now }
+	m := join(t, b, c)
+	commit(t, m, 1)
+	r := join(t, b, c) // generation 2 restores checkpoint 1
+	n := r.Generation().FirstCheckpoint
+	commit(t, r, n)
+	commit(t, r, n+1)
+	for range 2 {
+		now = now.Add(time.Hour)
+		p, err := r.Plan(t.Context())
+		if err != nil {
+			t.Fatalf("plan: %v", err)
+		}
+		if slices.Contains(p.Parts, objname.CatalogPartName("job/", 1, 1, 0)) {
+			t.Fatalf("the restored part is kept: %v", p.Parts)
+		}
+		if _, err := r.DropCatalog(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

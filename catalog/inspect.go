@@ -444,13 +444,14 @@ func retention(v *view, g *Generation, retain int, recent func(time.Time) bool) 
 			}
 		}
 		// complete[j] left the retained checkpoints when complete[j+retain]
-		// completed, the restored parts when complete[retain] did.
+		// completed, the restored parts (a checkpoint before complete[0])
+		// when complete[retain-1] did.
 		for j := range max(0, k-retain) {
 			if isRecent(slices.Collect(maps.Values(v.parts[g.Number][complete[j+retain]]))...) {
 				keepAll(v.parts[g.Number][complete[j]])
 			}
 		}
-		restoredNeeded = k <= retain || isRecent(slices.Collect(maps.Values(v.parts[g.Number][complete[retain]]))...)
+		restoredNeeded = k < retain || isRecent(slices.Collect(maps.Values(v.parts[g.Number][complete[retain-1]]))...)
 	} else {
 		seen := map[int64]bool{}
 		for i := range g.Instances() {

@@ -23,7 +23,7 @@ type Plan struct {
 	// Parts names the catalog parts whose objects are kept: retained ones,
 	// pending ones of the live generation (of checkpoints that may still
 	// complete), the parts the live generation restored from while it has
-	// at most Retain complete checkpoints of its own (in the independent
+	// fewer than Retain complete checkpoints of its own (in the independent
 	// mode: while one of its instances has fewer than Retain parts), and,
 	// until the grace has passed since they stopped being retained (or
 	// needed, for restored parts), those that a generation starting from
