@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -498,5 +500,62 @@ func TestMaterializeIntervalCountsFromTheFirstChange(t *testing.T) {
 	time.Sleep(2 * interval)
 	if n := o.cp.Stats().Materializations; n != 1 {
 		t.Errorf("%d materialisations without a change", n)
+	}
+}
+
+// TestKeepSnapshots: by default the checkpointer deletes the snapshot
+// objects that a completed checkpoint superseded; with KeepSnapshots it
+// deletes none (a job deletes them, e.g. by its catalog's deletion rule),
+// but still deletes the local copies it no longer needs.
+func TestKeepSnapshots(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		keep        bool
+		wantDeleted bool
+	}{
+		{"checkpointer deletes", false, true},
+		{"job deletes", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			b := dstltest.NewBackend()
+			dir := t.TempDir()
+			cfg := dstl.DefaultConfig("mem://test")
+			cfg.JobID, cfg.BatchPersistDelay = "job", 0
+			cfg.LocalRecoveryEnabled, cfg.LocalRecoveryDir = true, dir
+			s, err := dstl.New(cfg, b, dstl.WithLocalRecovery(duplicating.Open))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			o := newOperator(t, s, "op-0", allGroups, statestore.Config{KeepSnapshots: tc.keep})
+			w := newWorkload(4)
+			var written []string // every snapshot object, oldest first
+			var last *statestore.CheckpointHandle
+			for id := int64(1); id <= 4; id++ {
+				w.run(t, o, 100)
+				if err := o.cp.Materialize(ctx); err != nil {
+					t.Fatal(err)
+				}
+				w.run(t, o, 50)
+				last = checkpoint(t, o, id)
+				written = append(written, last.Snapshots[0].Object)
+			}
+			for i, name := range written {
+				_, remote := b.ObjectBytes(name)
+				_, lerr := os.Stat(filepath.Join(dir, filepath.FromSlash(name)))
+				local := lerr == nil
+				superseded := i < len(written)-1
+				if wantRemote := !superseded || !tc.wantDeleted; remote != wantRemote {
+					t.Errorf("snapshot %d of %d on the backend: %v, want %v", i+1, len(written), remote, wantRemote)
+				}
+				if local != !superseded {
+					t.Errorf("local copy of snapshot %d of %d: %v, want %v", i+1, len(written), local, !superseded)
+				}
+			}
+			if got := o.cp.Stats().SnapshotsDeleted; (got > 0) != tc.wantDeleted {
+				t.Errorf("Stats.SnapshotsDeleted = %d", got)
+			}
+		})
 	}
 }

@@ -47,13 +47,19 @@
 //     none of them: the job deletes them once no retained checkpoint
 //     handle names them (CheckpointHandle.Snapshots). What a crash
 //     leaves is for `dstl gc` given the retained checkpoint handles (see
-//     below).
+//     below). With Config.KeepSnapshots the checkpointer deletes none (only
+//     the local copies it no longer needs) and the job deletes them all:
+//     needed when the job's processes commit to a shared catalog (package
+//     catalog), where a fenced process must delete nothing that a newer
+//     generation may restore.
 //   - Log objects (JOB/UUIDv7.dstl) not covered by a completed checkpoint:
 //     the storage deletes them once truncated or aborted.
 //   - Log objects of completed checkpoints belong to the job
 //     (dstl.Writer.Confirm): when it drops a checkpoint, it deletes the log
 //     objects that the checkpoint's handle names and no retained one does
-//     (CheckpointHandle.Logs; examples/wordcount does so).
+//     (CheckpointHandle.Objects names a handle's snapshot and log objects;
+//     examples/wordcount keeps those of the retained checkpoints of its
+//     catalog and deletes the others once older than a grace period).
 //   - What a crash leaves behind (objects uploaded after the last completed
 //     checkpoint, deletions not done): `dstl gc --base-path URL --job-id ID
 //     --grace DUR --keep HANDLE-FILES...`, which deletes the job's log
