@@ -55,10 +55,11 @@
 // commits a part that names an object created more than half the grace
 // before, which no committed part named: such an object may be deleted
 // already (the instance stalled between the object's upload and the
-// checkpoint); it writes a new snapshot instead and commits at the next
-// interval. The grace must exceed a few checkpoint intervals and any stall
-// of an instance between a snapshot of its stores and the commit of its
-// part.
+// checkpoint); it joins again instead, as a restarted process would,
+// starting a generation that restores the latest complete checkpoint. The
+// grace must exceed a few checkpoint intervals, and half of it must exceed
+// any stall of an instance between a snapshot of its stores and the
+// commit of its part.
 //
 // Once an instance has read all its input and a checkpoint holding it is
 // complete, it writes its counts to -output (JSON) and goes on taking
@@ -155,7 +156,7 @@ func (o *options) flags(fs *flag.FlagSet, service bool) {
 	fs.IntVar(&o.rate, "rate", 500, "records an instance processes per second")
 	fs.DurationVar(&o.interval, "checkpoint-interval", 300*time.Millisecond, "time between checkpoints")
 	fs.DurationVar(&o.materialize, "materialize-interval", time.Second, "materialise the state when the log since the last snapshot is this old")
-	fs.DurationVar(&o.grace, "grace", 2*time.Second, "age before an object that no retained checkpoint names is deleted; above a few checkpoint intervals")
+	fs.DurationVar(&o.grace, "grace", 3*time.Second, "age before an object that no retained checkpoint names is deleted; above a few checkpoint intervals")
 	fs.DurationVar(&o.collect, "collect-interval", time.Second, "time between two runs of the deletion rule (by instance 0)")
 }
 
@@ -242,6 +243,7 @@ const (
 	completeEvent   = "complete"            // "checkpoint N complete": the first of a membership
 	doneEvent       = "input done"          // its input read and checkpointed: counts written
 	fencedEvent     = "fenced"              // a newer generation started: rejoining
+	stalledEvent    = "stalled"             // a part would name objects perhaps deleted: joining again
 )
 
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -267,6 +269,11 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // errDone ends a job of one instance once its input is checkpointed.
 var errDone = errors.New("done")
 
+// errStalled ends a membership whose next part would name objects that the
+// deletion rule may have deleted: the instance joins again, starting a new
+// generation.
+var errStalled = errors.New("stalled past half the grace")
+
 // run is the service: it joins the job, then counts, generation after
 // generation, until ctx ends (nil), a one-instance job is done (nil), or
 // it cannot go on (the error; catalog.ErrReplaced or ErrMismatch when
@@ -291,11 +298,16 @@ func run(ctx context.Context, o options, log *slog.Logger, events io.Writer) err
 		switch {
 		case errors.Is(err, errDone) || ctx.Err() != nil:
 			return nil
-		case !errors.Is(err, catalog.ErrFenced):
+		case errors.Is(err, errStalled):
+			if m, err = catalog.Join(ctx, storage.Backend(), catalogConfig(o)); err != nil {
+				return fmt.Errorf("join again: %w", err)
+			}
+		case errors.Is(err, catalog.ErrFenced):
+			if m, err = m.Rejoin(ctx); err != nil {
+				return fmt.Errorf("rejoin: %w", err)
+			}
+		default:
 			return err
-		}
-		if m, err = m.Rejoin(ctx); err != nil {
-			return fmt.Errorf("rejoin: %w", err)
 		}
 	}
 }
@@ -511,13 +523,13 @@ func (in *instance) checkpoint(ctx context.Context, n int64) error {
 	objects := h.Objects()
 	if stale := in.stale(objects, time.Now()); len(stale) > 0 {
 		// Not committed, so nothing refers to the checkpoint: aborting it
-		// is safe. A new snapshot makes the next handle name new objects.
-		in.log.Warn("wordcount: the checkpoint names objects that may be deleted already (the instance stalled); writing a new snapshot",
-			"checkpoint", n, "objects", stale)
+		// is safe. The state in memory may need objects that are gone:
+		// start over from the catalog, as a restarted process does.
+		in.event("%s: checkpoint %d names %d object(s) that no part kept for more than half the grace", stalledEvent, n, len(stale))
 		if err := in.cp.NotifyCheckpointAborted(ctx, n); err != nil {
 			return err
 		}
-		return in.cp.Materialize(ctx)
+		return fmt.Errorf("%w: checkpoint %d names %q", errStalled, n, stale)
 	}
 	state, err := h.MarshalBinary()
 	if err != nil {

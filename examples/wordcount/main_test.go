@@ -243,3 +243,37 @@ func TestDeleteUnreferenced(t *testing.T) {
 		})
 	}
 }
+
+// TestStale: a part may not name an object that no committed part named
+// and that was created more than half the grace before: the deletion rule
+// may have deleted it.
+func TestStale(t *testing.T) {
+	now := time.Now()
+	name := func(age time.Duration) string {
+		n, _ := objname.Format("job/", objname.Name{Kind: objname.Log, ID: v7(now.Add(-age))})
+		return n
+	}
+	old, young := name(1500*time.Millisecond), name(500*time.Millisecond)
+	in := &instance{o: options{jobID: "job", grace: 2 * time.Second}}
+	for _, tc := range []struct {
+		name      string
+		committed []string
+		objects   []string
+		want      []string
+	}{
+		{"young objects", nil, []string{young}, nil},
+		{"an old object a committed part named", []string{old}, []string{old, young}, nil},
+		{"an old object no committed part named", []string{young}, []string{old, young}, []string{old}},
+		{"an object of no known form", nil, []string{"job/notes.txt"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in.committed = map[string]bool{}
+			for _, c := range tc.committed {
+				in.committed[c] = true
+			}
+			if got := in.stale(tc.objects, now); !slices.Equal(got, tc.want) {
+				t.Errorf("stale(%q) = %q, want %q", tc.objects, got, tc.want)
+			}
+		})
+	}
+}

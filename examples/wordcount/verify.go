@@ -186,7 +186,7 @@ type verifier struct {
 	failures []string
 	lastExit time.Time
 	// what happened
-	kills, stops, restarts, crashes, rescales, restores, rejoins, firstStarts int
+	kills, stops, restarts, crashes, rescales, restores, rejoins, firstStarts, stalls int
 }
 
 func (v *verifier) say(format string, args ...any) {
@@ -296,6 +296,8 @@ func (v *verifier) scan(pr *proc, r io.Reader) {
 			v.complete = true
 		case strings.HasPrefix(ev, doneEvent):
 			pr.done = true
+		case strings.HasPrefix(ev, stalledEvent):
+			v.stalls++
 		}
 		v.mu.Unlock()
 	}
@@ -569,8 +571,8 @@ func (v *verifier) run(ctx context.Context) int {
 	v.stopAll()
 	v.mu.Lock()
 	failures := slices.Clone(v.failures)
-	v.say("faults: %d kills, %d stops; %d restarts (%d after a crash); %d rescales (%s); %d restores, %d first starts, %d rejoins after fencing",
-		v.kills, v.stops, v.restarts, v.crashes, v.rescales, joinInts(v.o.scales, " → "), v.restores, v.firstStarts, v.rejoins)
+	v.say("faults: %d kills, %d stops; %d restarts (%d after a crash); %d rescales (%s); %d restores, %d first starts, %d joins again (%d after a stall)",
+		v.kills, v.stops, v.restarts, v.crashes, v.rescales, joinInts(v.o.scales, " → "), v.restores, v.firstStarts, v.rejoins, v.stalls)
 	v.mu.Unlock()
 	if len(failures) > 0 {
 		for _, f := range failures {
