@@ -66,6 +66,30 @@
 // checkpoints (the other instances need its parts to complete theirs) until
 // it is stopped (SIGINT, SIGTERM); a job of one instance exits then.
 //
+// # Verify
+//
+// verify runs the instances as child processes on one base path: the first
+// instance count of -scales (3), then each next one (2, then 4), every
+// count for -phase, stopping all instances between two counts. Meanwhile,
+// every -fault-every on average, it kills (SIGKILL) a random instance and
+// restarts it, or stops one (SIGSTOP) for up to -max-stop, below half the
+// grace, and continues it (SIGCONT); the last count runs with faults until
+// there were at least -faults. Then it lets the input end and checks:
+//
+//   - every process started after a checkpoint was complete restored one;
+//   - the final counts of the last instances, and those of the latest
+//     complete checkpoint (which verify restores as the one instance of a
+//     last generation, every partition read to its end), equal an
+//     independent count of the input;
+//   - once the grace has passed, a last run of the deletion rule leaves in
+//     the job's prefix every object the retained checkpoint names (log,
+//     snapshot and catalog objects), and nothing else but objects younger
+//     than the grace.
+//
+// It prints the faults as they happen, then the numbers of kills, stops,
+// restarts, rescales, restores and joins, and the checks' results; it exits
+// 1 on any mismatch (or after -timeout), 3 if it could not run.
+//
 // With no -base-path, verify works in a new temporary directory (the local
 // backend). Any base path of the dstl backends works, for instance MinIO:
 //
