@@ -158,6 +158,7 @@ type Checkpointer struct {
 	from          dstl.SequenceNumber // first change set since the snapshot
 	current       []SnapshotRef       // snapshots the state starts from
 	restoredLogs  []LogRef            // logs the state also needs (after a restore)
+	mergedRestore bool                // restored from several handles: materialise before the next checkpoint
 	pending       map[int64]*pendingCheckpoint
 	confirmed     []SnapshotRef // of the latest completed checkpoint
 	owned         map[string]bool
@@ -333,8 +334,20 @@ func (c *Checkpointer) Flush(ctx context.Context) error {
 // handle names the snapshot and the log; keep it with the checkpoint and
 // pass it to InitializeState after a failure. Then call
 // NotifyCheckpointComplete or NotifyCheckpointAborted.
+//
+// The first checkpoint after a restore from several handles (a rescale that
+// merged instances) materialises first, so that its handle names one
+// snapshot of the merged state rather than the several restored ones.
 func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (*CheckpointHandle, error) {
 	id := info.CheckpointID
+	c.mu.Lock()
+	merged := c.mergedRestore && !c.closed && c.restoreErr == nil
+	c.mu.Unlock()
+	if merged {
+		if err := c.Materialize(ctx); err != nil {
+			return nil, fmt.Errorf("statestore: checkpoint %d: materialise the merged restore: %w", id, err)
+		}
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

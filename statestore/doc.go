@@ -74,7 +74,11 @@
 // # Rescaling
 //
 // Several handles restore an operator whose key groups were those of
-// several old instances. Window and versioned stores then take as stream
+// several old instances. Each handle restores only the key groups that are
+// its own (its snapshots and logs may hold others, restored from a wider
+// instance before it materialised); and the first checkpoint after such a
+// merge materialises first, so that no handle names the restored state of
+// several instances. Window and versioned stores then take as stream
 // time the largest of the old instances': a merged window store may expire
 // windows that the slower instance still held, and a merged versioned store
 // may drop versions its history retention no longer reaches.
