@@ -390,6 +390,15 @@ func (in *instance) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Local copies are on the instance's own volume (-local-recovery-dir,
+	// one per index): another index's are not here.
+	for i, p := range parts {
+		if p.Instance != in.o.index {
+			for j := range handles[i].Logs {
+				handles[i].Logs[j].Local = nil
+			}
+		}
+	}
 	in.offsets, in.committed = offsets, map[string]bool{}
 	for _, p := range parts {
 		for _, obj := range p.Objects {

@@ -427,6 +427,9 @@ func (v *verifier) restartCrashed(ctx context.Context) error {
 	for _, p := range v.procs {
 		if p != nil && !p.ended && isClosed(p.exited) {
 			p.ended = true
+			if p.done && p.err == nil {
+				continue // a job of one instance ends with its input
+			}
 			v.crashes++
 			crashed = append(crashed, p)
 		}
