@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -69,30 +70,59 @@ func basePath(t *testing.T) string {
 // rescaled 3 → 2 → 4, then checked: the final counts against an
 // independent count, the latest complete checkpoint restored as one
 // instance, and the store's content against the deletion rule. On MinIO
-// under `make test`, else on a local directory; -short runs shorter
-// phases on less input.
+// under `make test`, else on a local directory; with local recovery too
+// (each instance a directory of its own), where restores must read local
+// copies. -short runs shorter phases on less input, without the local
+// recovery case.
 func TestVerify(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("fault seed %d", seed)
-	args := []string{"-base-path", basePath(t), "-fault-seed", fmt.Sprint(seed), "-v",
-		"-records", "500", "-rate", "300", "-phase", "5s", "-fault-every", "700ms", "-faults", "10", "-timeout", "110s"}
-	if testing.Short() {
-		args = append(args, "-records", "250", "-phase", "3s", "-fault-every", "500ms")
-	}
-	var out, errs bytes.Buffer
-	if code := verifyMain(context.Background(), args, testCommand, &out, &errs); code != 0 {
-		t.Fatalf("verify exited %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errs.String())
-	}
-	log := out.String()
-	for _, want := range []string{"OK:", restoredMessage, "rescale 3 → 2", "rescale 2 → 4", "0 left behind, 0 missing"} {
-		if !strings.Contains(log, want) {
-			t.Errorf("verify's output lacks %q:\n%s", want, log)
-		}
-	}
-	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, "faults:") || strings.Contains(line, "deletion rule:") || strings.Contains(line, "OK:") {
-			t.Log(line)
-		}
+	localCopies := regexp.MustCompile(`snapshot\(s\) \(([0-9]+) local\), [0-9]+ change sets \(([0-9]+) local\)`)
+	for _, tc := range []struct {
+		name  string
+		local bool
+		args  []string
+	}{
+		{"remote", false, []string{"-records", "500", "-phase", "5s"}},
+		{"local-recovery", true, []string{"-records", "300", "-phase", "3s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if testing.Short() && tc.local {
+				t.Skip("-short: the remote case only")
+			}
+			seed := uint64(time.Now().UnixNano())
+			t.Logf("fault seed %d", seed)
+			args := append([]string{"-base-path", basePath(t), "-fault-seed", fmt.Sprint(seed), "-v",
+				"-rate", "300", "-fault-every", "700ms", "-faults", "10", "-timeout", "110s"}, tc.args...)
+			if tc.local {
+				args = append(args, "-local-recovery-dir", t.TempDir())
+			}
+			if testing.Short() {
+				args = append(args, "-records", "250", "-phase", "3s", "-fault-every", "500ms")
+			}
+			var out, errs bytes.Buffer
+			if code := verifyMain(context.Background(), args, testCommand, &out, &errs); code != 0 {
+				t.Fatalf("verify exited %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errs.String())
+			}
+			log := out.String()
+			for _, want := range []string{"OK:", restoredMessage, "rescale 3 → 2", "rescale 2 → 4", "0 left behind, 0 missing"} {
+				if !strings.Contains(log, want) {
+					t.Errorf("verify's output lacks %q:\n%s", want, log)
+				}
+			}
+			if tc.local {
+				read := false
+				for _, m := range localCopies.FindAllStringSubmatch(log, -1) {
+					read = read || m[1] != "0" || m[2] != "0"
+				}
+				if !read {
+					t.Errorf("no restore read a local copy:\n%s", log)
+				}
+			}
+			for _, line := range strings.Split(log, "\n") {
+				if strings.Contains(line, "faults:") || strings.Contains(line, "deletion rule:") || strings.Contains(line, "OK:") {
+					t.Log(line)
+				}
+			}
+		})
 	}
 }
 
