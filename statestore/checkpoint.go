@@ -47,6 +47,16 @@ type Config struct {
 	// Logger receives the background materialisation's errors. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// KeepSnapshots: the job deletes snapshot objects (for instance by the
+	// deletion rule of package catalog, from the checkpoints it retains);
+	// the checkpointer deletes none. Set it whenever a checkpoint may
+	// complete without this checkpointer learning it: with several
+	// processes committing to a shared catalog, a process that a newer
+	// one replaced (a stalled one, fenced) would otherwise delete a
+	// snapshot that the newer one restores. Local copies of the snapshots
+	// the checkpointer no longer needs are deleted all the same: they are
+	// this process's own.
+	KeepSnapshots bool
 }
 
 // CheckpointInfo tells a checkpoint function where it is.
@@ -81,7 +91,7 @@ type Stats struct {
 	Materializations    int64 // snapshots written
 	MaterializeFailures int64 // attempts that failed
 	SnapshotBytes       int64 // size of the last snapshot object
-	SnapshotsDeleted    int64 // snapshot objects deleted once unreferenced
+	SnapshotsDeleted    int64 // snapshot objects deleted once unreferenced (none with Config.KeepSnapshots)
 	// LogBytes is the size of the changes logged since the last snapshot.
 	LogBytes int64
 	// LastRestore is what InitializeState did.
@@ -111,8 +121,9 @@ type RestoreReport struct {
 //
 // Snapshot objects are deleted once neither the latest completed checkpoint,
 // nor a pending one, nor the current state references them: the job is
-// expected to retain one completed checkpoint. Log objects of completed
-// checkpoints belong to the checkpoint owner (see dstl.Writer.Confirm).
+// expected to retain one completed checkpoint. With Config.KeepSnapshots
+// the job deletes them instead. Log objects of completed checkpoints belong
+// to the checkpoint owner (see dstl.Writer.Confirm).
 //
 // The stores' changes and the checkpointer's calls may come from several
 // goroutines; a checkpoint or a materialisation cuts every store at one
@@ -147,6 +158,7 @@ type Checkpointer struct {
 	from          dstl.SequenceNumber // first change set since the snapshot
 	current       []SnapshotRef       // snapshots the state starts from
 	restoredLogs  []LogRef            // logs the state also needs (after a restore)
+	mergedRestore bool                // restored from several handles: materialise before the next checkpoint
 	pending       map[int64]*pendingCheckpoint
 	confirmed     []SnapshotRef // of the latest completed checkpoint
 	owned         map[string]bool
@@ -322,8 +334,20 @@ func (c *Checkpointer) Flush(ctx context.Context) error {
 // handle names the snapshot and the log; keep it with the checkpoint and
 // pass it to InitializeState after a failure. Then call
 // NotifyCheckpointComplete or NotifyCheckpointAborted.
+//
+// The first checkpoint after a restore from several handles (a rescale that
+// merged instances) materialises first, so that its handle names one
+// snapshot of the merged state rather than the several restored ones.
 func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (*CheckpointHandle, error) {
 	id := info.CheckpointID
+	c.mu.Lock()
+	merged := c.mergedRestore && !c.closed && c.restoreErr == nil
+	c.mu.Unlock()
+	if merged {
+		if err := c.Materialize(ctx); err != nil {
+			return nil, fmt.Errorf("statestore: checkpoint %d: materialise the merged restore: %w", id, err)
+		}
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -384,7 +408,8 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 
 // NotifyCheckpointComplete tells the log that the checkpoint completed
 // (dstl.Writer.Confirm) and deletes the snapshot objects that no retained
-// checkpoint references any more. Older pending checkpoints are subsumed.
+// checkpoint references any more (with Config.KeepSnapshots, only their
+// local copies). Older pending checkpoints are subsumed.
 // It may come while the checkpoint's SnapshotState still waits for its
 // upload: the log learns it when the upload is done (and nothing, if the
 // upload fails: the checkpoint could not have completed).
@@ -417,7 +442,8 @@ func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointI
 }
 
 // NotifyCheckpointAborted tells the log that the checkpoint was aborted
-// (dstl.Writer.Reset) and deletes the snapshot objects only it referenced.
+// (dstl.Writer.Reset) and deletes the snapshot objects only it referenced
+// (with Config.KeepSnapshots, only their local copies).
 // Like NotifyCheckpointComplete, it may come while SnapshotState still
 // waits for the upload.
 func (c *Checkpointer) NotifyCheckpointAborted(ctx context.Context, checkpointID int64) error {
@@ -480,9 +506,16 @@ func (c *Checkpointer) unreferencedLocked() []string {
 	return doomed
 }
 
+// deleteSnapshots deletes snapshot objects that nothing references any
+// more, with their local copies; with Config.KeepSnapshots only the local
+// copies.
 func (c *Checkpointer) deleteSnapshots(ctx context.Context, names []string) error {
 	var errs []error
 	for _, name := range names {
+		if c.cfg.KeepSnapshots {
+			c.removeLocalCopy(name)
+			continue
+		}
 		if err := c.storage.Backend().Delete(ctx, name); err != nil {
 			errs = append(errs, fmt.Errorf("statestore: delete snapshot: %w", err))
 			continue

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +122,80 @@ func TestRestoreRescaledHalves(t *testing.T) {
 			whole := newOperator(t, storage, "op-0", allGroups, statestore.Config{})
 			restore(t, whole, ha, hc)
 			diff(t, want, dump(t, whole))
+		})
+	}
+}
+
+// change overwrites or deletes, in the key-value store, two thirds of the
+// workload's keys that are in the operator's key groups (which two thirds
+// depends on the seed).
+func change(t *testing.T, o *operator, seed int) {
+	t.Helper()
+	kgr := o.cp.KeyGroups()
+	for i := range 150 {
+		key := fmt.Sprintf("key-%03d", i)
+		if i%3 == seed%3 || !kgr.Contains(statestore.KeyGroup([]byte(key), maxP)) {
+			continue
+		}
+		var err error
+		if (i+seed)%5 == 0 {
+			err = o.kv.Delete(key)
+		} else {
+			err = o.kv.Put(key, fmt.Sprintf("s%d-%d", seed, i))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRestoreMergesChangedHalves: halves restored from one handle change
+// their keys, then checkpoint before any materialisation (each handle names
+// the restored log, which holds both halves' key groups); restoring both
+// handles gives each half's state, not the restored log's older values for
+// the other half's keys; and the merged operator's next checkpoint, again
+// before any materialisation of its own, restores alone to its state.
+// Without the restore keeping each handle to its own key groups, the
+// second handle's replay of the shared log overwrote the first half's
+// newer values; without the materialisation of a merged restore, the
+// merged operator's handle named both restored lineages, with the same
+// effect.
+func TestRestoreMergesChangedHalves(t *testing.T) {
+	for _, materialize := range []bool{false, true} {
+		t.Run(fmt.Sprintf("materialize=%v", materialize), func(t *testing.T) {
+			b := dstltest.NewBackend()
+			o := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+			h, _ := scenario(t, o, materialize)
+			o.cp.Close()
+
+			storage := newStorage(t, b)
+			lo := dstl.KeyGroupRange{Start: 0, End: maxP/2 - 1}
+			hi := dstl.KeyGroupRange{Start: maxP / 2, End: maxP - 1}
+			a := newOperator(t, storage, "op-a", lo, statestore.Config{})
+			c := newOperator(t, storage, "op-c", hi, statestore.Config{})
+			restore(t, a, h)
+			restore(t, c, h)
+			change(t, a, 1)
+			change(t, c, 2)
+			ha, hc := checkpoint(t, a, 4), checkpoint(t, c, 4)
+			if len(ha.Logs) < 2 || len(hc.Logs) < 2 {
+				t.Fatalf("the halves' handles name %d and %d logs: the restored one should still be there", len(ha.Logs), len(hc.Logs))
+			}
+			want := union(dump(t, a), dump(t, c))
+
+			whole := newOperator(t, storage, "op-w", allGroups, statestore.Config{})
+			restore(t, whole, ha, hc)
+			diff(t, want, dump(t, whole))
+
+			change(t, whole, 3)
+			hw := checkpoint(t, whole, 5)
+			if len(hw.Snapshots) != 1 || len(hw.Logs) != 1 {
+				t.Errorf("the merged operator's handle names %d snapshots and %d logs, want its own snapshot and log", len(hw.Snapshots), len(hw.Logs))
+			}
+			want = dump(t, whole)
+			again := newOperator(t, storage, "op-x", allGroups, statestore.Config{})
+			restore(t, again, hw)
+			diff(t, want, dump(t, again))
 		})
 	}
 }
@@ -498,5 +574,62 @@ func TestMaterializeIntervalCountsFromTheFirstChange(t *testing.T) {
 	time.Sleep(2 * interval)
 	if n := o.cp.Stats().Materializations; n != 1 {
 		t.Errorf("%d materialisations without a change", n)
+	}
+}
+
+// TestKeepSnapshots: by default the checkpointer deletes the snapshot
+// objects that a completed checkpoint superseded; with KeepSnapshots it
+// deletes none (a job deletes them, e.g. by its catalog's deletion rule),
+// but still deletes the local copies it no longer needs.
+func TestKeepSnapshots(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		keep        bool
+		wantDeleted bool
+	}{
+		{"checkpointer deletes", false, true},
+		{"job deletes", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			b := dstltest.NewBackend()
+			dir := t.TempDir()
+			cfg := dstl.DefaultConfig("mem://test")
+			cfg.JobID, cfg.BatchPersistDelay = "job", 0
+			cfg.LocalRecoveryEnabled, cfg.LocalRecoveryDir = true, dir
+			s, err := dstl.New(cfg, b, dstl.WithLocalRecovery(duplicating.Open))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			o := newOperator(t, s, "op-0", allGroups, statestore.Config{KeepSnapshots: tc.keep})
+			w := newWorkload(4)
+			var written []string // every snapshot object, oldest first
+			var last *statestore.CheckpointHandle
+			for id := int64(1); id <= 4; id++ {
+				w.run(t, o, 100)
+				if err := o.cp.Materialize(ctx); err != nil {
+					t.Fatal(err)
+				}
+				w.run(t, o, 50)
+				last = checkpoint(t, o, id)
+				written = append(written, last.Snapshots[0].Object)
+			}
+			for i, name := range written {
+				_, remote := b.ObjectBytes(name)
+				_, lerr := os.Stat(filepath.Join(dir, filepath.FromSlash(name)))
+				local := lerr == nil
+				superseded := i < len(written)-1
+				if wantRemote := !superseded || !tc.wantDeleted; remote != wantRemote {
+					t.Errorf("snapshot %d of %d on the backend: %v, want %v", i+1, len(written), remote, wantRemote)
+				}
+				if local != !superseded {
+					t.Errorf("local copy of snapshot %d of %d: %v, want %v", i+1, len(written), local, !superseded)
+				}
+			}
+			if got := o.cp.Stats().SnapshotsDeleted; (got > 0) != tc.wantDeleted {
+				t.Errorf("Stats.SnapshotsDeleted = %d", got)
+			}
+		})
 	}
 }

@@ -47,13 +47,19 @@
 //     none of them: the job deletes them once no retained checkpoint
 //     handle names them (CheckpointHandle.Snapshots). What a crash
 //     leaves is for `dstl gc` given the retained checkpoint handles (see
-//     below).
+//     below). With Config.KeepSnapshots the checkpointer deletes none (only
+//     the local copies it no longer needs) and the job deletes them all:
+//     needed when the job's processes commit to a shared catalog (package
+//     catalog), where a fenced process must delete nothing that a newer
+//     generation may restore.
 //   - Log objects (JOB/UUIDv7.dstl) not covered by a completed checkpoint:
 //     the storage deletes them once truncated or aborted.
 //   - Log objects of completed checkpoints belong to the job
 //     (dstl.Writer.Confirm): when it drops a checkpoint, it deletes the log
 //     objects that the checkpoint's handle names and no retained one does
-//     (CheckpointHandle.Logs; examples/wordcount does so).
+//     (CheckpointHandle.Objects names a handle's snapshot and log objects;
+//     examples/wordcount keeps those of the retained checkpoints of its
+//     catalog and deletes the others once older than a grace period).
 //   - What a crash leaves behind (objects uploaded after the last completed
 //     checkpoint, deletions not done): `dstl gc --base-path URL --job-id ID
 //     --grace DUR --keep HANDLE-FILES...`, which deletes the job's log
@@ -68,7 +74,11 @@
 // # Rescaling
 //
 // Several handles restore an operator whose key groups were those of
-// several old instances. Window and versioned stores then take as stream
+// several old instances. Each handle restores only the key groups that are
+// its own (its snapshots and logs may hold others, restored from a wider
+// instance before it materialised); and the first checkpoint after such a
+// merge materialises first, so that no handle names the restored state of
+// several instances. Window and versioned stores then take as stream
 // time the largest of the old instances': a merged window store may expire
 // windows that the slower instance still held, and a merged versioned store
 // may drop versions its history retention no longer reaches.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -45,6 +46,33 @@ type SnapshotRef struct {
 type LogRef struct {
 	Remote dstl.Handle
 	Local  *dstl.Handle
+}
+
+// Objects returns the names of the objects on the storage's backend that
+// the handle refers to, each once, sorted: its snapshot objects and the
+// objects of its log handles' entries. Local copies (LogRef.Local) are not
+// on the backend and are not named. A job that deletes objects itself
+// (Config.KeepSnapshots, package catalog's deletion rule) keeps these
+// while it may restore the checkpoint.
+func (h CheckpointHandle) Objects() []string {
+	seen := map[string]bool{}
+	var names []string
+	add := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	for _, s := range h.Snapshots {
+		add(s.Object)
+	}
+	for _, l := range h.Logs {
+		for _, e := range l.Remote.Entries {
+			add(e.Object)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // MarshalBinary encodes the handle (version 1); integers are varints,

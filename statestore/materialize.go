@@ -56,7 +56,8 @@ func (c *Checkpointer) due() bool {
 
 // Materialize writes a snapshot of every store now, as one object through
 // the storage's backend, and truncates the log before it. It does nothing
-// when nothing changed since the last snapshot. The stores are cut at one
+// when nothing changed since the last snapshot (a restore from several
+// handles counts as a change). The stores are cut at one
 // point of the log, under their locks, into copy-on-write views; encoding
 // and upload run without the locks. The background materialisation calls
 // it; a program may too (for instance before a planned stop).
@@ -84,7 +85,7 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 		return fmt.Errorf("statestore: materialise: %w", err)
 	}
 	cut := c.logBytes.Load()
-	if cut == 0 && len(c.restoredLogs) == 0 {
+	if cut == 0 && len(c.restoredLogs) == 0 && !c.mergedRestore {
 		c.unlockStores()
 		c.mu.Unlock()
 		return nil
@@ -121,7 +122,7 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 	c.logBytes.Add(-cut)
 	c.owned[name] = true
 	c.current = []SnapshotRef{{Object: name, Size: size}}
-	c.restoredLogs = nil
+	c.restoredLogs, c.mergedRestore = nil, false
 	c.from = sqn
 	c.stats.Materializations++
 	c.stats.SnapshotBytes = size

@@ -15,9 +15,13 @@ import (
 // up. Several handles restore a rescaled operator: those of every old
 // instance whose key groups overlap this one's.
 //
-// For each handle in turn it loads the snapshots (keeping the keys of this
-// instance's key groups), then replays the log handles, metadata first,
-// with logging off; then it turns logging on. Nothing is written to the
+// For each handle in turn it loads the snapshots, then replays the log
+// handles, metadata first, with logging off, keeping only the keys of the
+// key groups that are both the handle's and this instance's (a handle's
+// snapshots and logs may hold other key groups, restored from a wider
+// instance: those are another handle's, or no longer this job's); then it
+// turns logging on. A handle that shares no key group with this instance
+// is ignored. Nothing is written to the
 // log. The stores are wiped first. With local recovery, snapshots and change
 // sets are read from local copies where they are whole, and the local copies
 // that no handle names are deleted. Register every store first.
@@ -32,10 +36,16 @@ import (
 // changes nothing.
 func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo, handles ...*CheckpointHandle) (err error) {
 	var hs []*CheckpointHandle
+	var ranges []dstl.KeyGroupRange // what each handle restores: its key groups that are also ours
 	for _, h := range handles {
-		if h != nil {
-			hs = append(hs, h)
+		if h == nil {
+			continue
 		}
+		r, ok := intersect(h.KeyGroups, c.cfg.KeyGroups)
+		if !ok {
+			continue // none of our key groups: nothing to restore from it
+		}
+		hs, ranges = append(hs, h), append(ranges, r)
 	}
 	keepLocal := map[string]bool{}
 	var keepLogs []dstl.Handle
@@ -95,16 +105,12 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 		c.restoreErr = err
 		c.mu.Unlock()
 	}()
-	for _, h := range hs {
+	for i, h := range hs {
 		for _, ref := range h.Snapshots {
-			if err := c.loadSnapshot(ctx, ref, &rep); err != nil {
+			if err := c.loadSnapshot(ctx, ref, ranges[i], &rep); err != nil {
 				return fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
 			}
 		}
-	}
-	r, err := c.storage.NewReader(c.cfg.KeyGroups)
-	if err != nil {
-		return err
 	}
 	apply := func(ch dstl.Change) error {
 		rep.Changes++
@@ -126,7 +132,14 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 		return s.ApplyChange(e.change)
 	}
 	var logs []LogRef
-	for _, h := range hs {
+	for i, h := range hs {
+		// A handle's logs may hold changes of other key groups than its
+		// own (logs it restored from a wider instance): those are another
+		// handle's to restore, and older than its.
+		r, err := c.storage.NewReader(ranges[i])
+		if err != nil {
+			return err
+		}
 		for _, l := range h.Logs {
 			if l.Remote.Empty() {
 				continue
@@ -158,6 +171,11 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 	c.lastCompleted = max(c.lastCompleted, info.LastCompletedCheckpointID)
 	c.confirmed = c.current
 	c.restoredLogs = logs
+	// The restored snapshots and logs of several handles hold the same
+	// key groups in different states: a handle naming them all would not
+	// say which to take for which key group. The next checkpoint
+	// materialises first.
+	c.mergedRestore = len(hs) > 1
 	// A snapshot restored whole by the instance that wrote it is ours to
 	// delete once unreferenced; snapshots of a rescaled job are shared.
 	if len(hs) == 1 && hs[0].Operator == c.cfg.Operator && hs[0].KeyGroups == c.cfg.KeyGroups {
@@ -179,7 +197,7 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 
 // loadSnapshot reads a snapshot object, from its local copy if there is a
 // whole one, and loads its payloads into the registered stores.
-func (c *Checkpointer) loadSnapshot(ctx context.Context, ref SnapshotRef, rep *RestoreReport) error {
+func (c *Checkpointer) loadSnapshot(ctx context.Context, ref SnapshotRef, kgr dstl.KeyGroupRange, rep *RestoreReport) error {
 	var obj *snapshotObject
 	if c.localDir != "" {
 		if data, err := os.ReadFile(c.localPath(ref.Object)); err == nil {
@@ -215,9 +233,16 @@ func (c *Checkpointer) loadSnapshot(ctx context.Context, ref SnapshotRef, rep *R
 		if s == nil {
 			return fmt.Errorf("%w: %q in snapshot %s", ErrUnknownStore, p.name, ref.Object)
 		}
-		if err := s.restorePayload(p.payload, c.cfg.KeyGroups, false); err != nil {
+		if err := s.restorePayload(p.payload, kgr, false); err != nil {
 			return fmt.Errorf("snapshot %s: %w", ref.Object, err)
 		}
 	}
 	return nil
+}
+
+// intersect returns the key groups of both a and b, and false when they
+// have none in common.
+func intersect(a, b dstl.KeyGroupRange) (dstl.KeyGroupRange, bool) {
+	r := dstl.KeyGroupRange{Start: max(a.Start, b.Start), End: min(a.End, b.End)}
+	return r, r.Start <= r.End
 }

@@ -364,3 +364,83 @@ func TestCodecErrorsAreFormatErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointHandleObjects: Objects names the snapshot objects and the
+// log handles' objects, each once and sorted, never a local copy.
+func TestCheckpointHandleObjects(t *testing.T) {
+	log := func(objects ...string) dstl.Handle {
+		h := dstl.Handle{StorageID: "mem", KeyGroups: allGroups}
+		for i, o := range objects {
+			h.Entries = append(h.Entries, dstl.HandleEntry{Object: o, Length: 1, SequenceNumber: dstl.SequenceNumber(i)})
+		}
+		return h
+	}
+	local := log("local/copy.dstl")
+	for _, tc := range []struct {
+		name string
+		h    statestore.CheckpointHandle
+		want []string
+	}{
+		{"empty", statestore.CheckpointHandle{}, nil},
+		{"snapshot only", statestore.CheckpointHandle{Snapshots: []statestore.SnapshotRef{{Object: "job/statestore/op/s.snap"}}},
+			[]string{"job/statestore/op/s.snap"}},
+		{"log entries sharing objects", statestore.CheckpointHandle{Logs: []statestore.LogRef{{Remote: log("job/b.dstl", "job/a.dstl", "job/b.dstl")}}},
+			[]string{"job/a.dstl", "job/b.dstl"}},
+		{"restored snapshots and logs, local copies", statestore.CheckpointHandle{
+			Snapshots: []statestore.SnapshotRef{{Object: "job/statestore/op-1/y.snap"}, {Object: "job/statestore/op-0/x.snap"}},
+			Logs:      []statestore.LogRef{{Remote: log("job/c.dstl")}, {Remote: log("job/c.dstl", "job/d.dstl"), Local: &local}},
+		}, []string{"job/c.dstl", "job/d.dstl", "job/statestore/op-0/x.snap", "job/statestore/op-1/y.snap"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.h.Objects(); !slices.Equal(got, tc.want) {
+				t.Errorf("Objects() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckpointHandleObjectsSuffice: a checkpoint restores from the
+// objects its handle's Objects names alone, with every other object of the
+// job deleted.
+func TestCheckpointHandleObjectsSuffice(t *testing.T) {
+	ctx := context.Background()
+	b := dstltest.NewBackend()
+	o := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{KeepSnapshots: true})
+	w := newWorkload(5)
+	for id := int64(1); id <= 3; id++ {
+		w.run(t, o, 200)
+		if id == 2 {
+			if err := o.cp.Materialize(ctx); err != nil {
+				t.Fatal(err)
+			}
+			w.run(t, o, 100)
+		}
+		checkpoint(t, o, id)
+	}
+	w.run(t, o, 100)
+	h := checkpoint(t, o, 4)
+	want := dump(t, o)
+	o.cp.Close()
+	keep := map[string]bool{}
+	for _, name := range h.Objects() {
+		if _, ok := b.ObjectBytes(name); !ok {
+			t.Fatalf("Objects names %q, which is not on the backend", name)
+		}
+		keep[name] = true
+	}
+	deleted := 0
+	for _, obj := range b.Objects() {
+		if !keep[obj.Name] {
+			if err := b.Delete(ctx, obj.Name); err != nil {
+				t.Fatal(err)
+			}
+			deleted++
+		}
+	}
+	if deleted == 0 {
+		t.Fatal("nothing to delete: the test proves nothing")
+	}
+	r := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{})
+	restore(t, r, h)
+	diff(t, want, dump(t, r))
+}

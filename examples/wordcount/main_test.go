@@ -3,25 +3,35 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/dstlgo/dstl/backends"
+	"github.com/google/uuid"
+
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/dstltest"
 )
 
 // TestMain lets the test binary play the service: verify starts it as a
 // child process with WORDCOUNT_CHILD set.
 func TestMain(m *testing.M) {
 	if os.Getenv("WORDCOUNT_CHILD") == "1" {
-		os.Exit(runMain(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
@@ -32,121 +42,268 @@ func testCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
 	return c, nil
 }
 
-// TestCrashAndRestore kills the service with SIGKILL at a random moment
-// after its first checkpoint completed (seeded; the seed is logged),
-// restarts it and checks its counts against a run without the crash, with
-// and without local recovery.
-func TestCrashAndRestore(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the service for seconds")
+// basePath returns where a test's job goes: MinIO when the emulators'
+// settings are in the environment (`make test`), else a temporary
+// directory.
+func basePath(t *testing.T) string {
+	t.Helper()
+	env := map[string]string{}
+	for _, n := range []string{"DSTL_S3_ENDPOINT", "DSTL_S3_REGION", "DSTL_S3_ACCESS_KEY", "DSTL_S3_SECRET_KEY", "DSTL_S3_BUCKET"} {
+		if env[n] = os.Getenv(n); env[n] == "" {
+			t.Logf("%s not set: on a local directory", n)
+			return t.TempDir()
+		}
 	}
-	for _, local := range []bool{false, true} {
-		t.Run(map[bool]string{false: "remote", true: "local-recovery"}[local], func(t *testing.T) {
+	// The instances inherit the credentials.
+	t.Setenv("AWS_ACCESS_KEY_ID", env["DSTL_S3_ACCESS_KEY"])
+	t.Setenv("AWS_SECRET_ACCESS_KEY", env["DSTL_S3_SECRET_KEY"])
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	root := "wordcount-test/" + strings.ToLower(uuid.NewString()[:8])
+	base := fmt.Sprintf("s3://%s/%s?endpoint=%s&region=%s&use_path_style=true",
+		env["DSTL_S3_BUCKET"], root, env["DSTL_S3_ENDPOINT"], env["DSTL_S3_REGION"])
+	t.Logf("on MinIO: %s", base)
+	return base
+}
+
+// TestVerify runs verify: three instances killed (SIGKILL) and stopped
+// (SIGSTOP) at random moments (seeded; the seed is logged), restarted,
+// rescaled 3 → 2 → 4, then checked: the final counts against an
+// independent count, the latest complete checkpoint restored as one
+// instance, and the store's content against the deletion rule. On MinIO
+// under `make test`, else on a local directory; with local recovery too
+// (each instance a directory of its own), where restores must read local
+// copies. -short runs shorter phases on less input, without the local
+// recovery case.
+func TestVerify(t *testing.T) {
+	localCopies := regexp.MustCompile(`snapshot\(s\) \(([0-9]+) local\), [0-9]+ change sets \(([0-9]+) local\)`)
+	for _, tc := range []struct {
+		name  string
+		local bool
+		args  []string
+	}{
+		{"remote", false, []string{"-records", "500", "-phase", "5s"}},
+		{"local-recovery", true, []string{"-records", "300", "-phase", "3s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if testing.Short() && tc.local {
+				t.Skip("-short: the remote case only")
+			}
 			seed := uint64(time.Now().UnixNano())
-			t.Logf("crash seed %d", seed)
-			args := []string{"-records", "20000", "-rate", "8000", "-checkpoint-interval", "300ms",
-				"-materialize-interval", "500ms", "-crash-seed", fmt.Sprint(seed), "-base-path", t.TempDir()}
-			if local {
+			t.Logf("fault seed %d", seed)
+			args := append([]string{"-base-path", basePath(t), "-fault-seed", fmt.Sprint(seed), "-v",
+				"-rate", "300", "-fault-every", "700ms", "-faults", "10", "-timeout", "110s"}, tc.args...)
+			if tc.local {
 				args = append(args, "-local-recovery-dir", t.TempDir())
+			}
+			if testing.Short() {
+				args = append(args, "-records", "250", "-phase", "3s", "-fault-every", "500ms")
 			}
 			var out, errs bytes.Buffer
 			if code := verifyMain(context.Background(), args, testCommand, &out, &errs); code != 0 {
 				t.Fatalf("verify exited %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errs.String())
 			}
-			log := out.String() + errs.String()
-			if !strings.Contains(log, restoredMessage) || !strings.Contains(log, "OK:") {
-				t.Fatalf("no restore or no verdict:\n%s", log)
+			log := out.String()
+			for _, want := range []string{"OK:", restoredMessage, "rescale 3 → 2", "rescale 2 → 4", "0 left behind, 0 missing"} {
+				if !strings.Contains(log, want) {
+					t.Errorf("verify's output lacks %q:\n%s", want, log)
+				}
 			}
-			if local && !strings.Contains(log, "(1 local)") && !strings.Contains(log, "0 snapshot(s)") {
-				t.Errorf("the snapshot was not restored from its local copy:\n%s", log)
+			if tc.local {
+				read := false
+				for _, m := range localCopies.FindAllStringSubmatch(log, -1) {
+					read = read || m[1] != "0" || m[2] != "0"
+				}
+				if !read {
+					t.Errorf("no restore read a local copy:\n%s", log)
+				}
+			}
+			for _, line := range strings.Split(log, "\n") {
+				if strings.Contains(line, "faults:") || strings.Contains(line, "deletion rule:") || strings.Contains(line, "OK:") {
+					t.Log(line)
+				}
 			}
 		})
 	}
 }
 
-// TestVerifyFailsWithoutRestore: verify fails when the restarted service
-// restores no checkpoint, even though its counts are right (it counted the
-// whole stream from the start).
+// TestVerifyFailsWithoutRestore: verify fails when an instance started
+// after a checkpoint completed restores nothing (here each start after the
+// first three joins another job, which has no checkpoint).
 func TestVerifyFailsWithoutRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the service for seconds")
 	}
 	var calls atomic.Int32
-	// The second start gets a job of its own: it finds no checkpoint.
 	forgetful := func(ctx context.Context, args ...string) (*exec.Cmd, error) {
-		if calls.Add(1) == 2 {
+		if calls.Add(1) > 3 {
 			args = append(slices.Clone(args), "-job-id", "another-job")
 		}
 		return testCommand(ctx, args...)
 	}
-	args := []string{"-records", "12000", "-rate", "8000", "-checkpoint-interval", "200ms", "-base-path", t.TempDir()}
+	args := []string{"-base-path", t.TempDir(), "-records", "300", "-rate", "300", "-phase", "3s", "-timeout", "60s"}
 	var out, errs bytes.Buffer
 	code := verifyMain(context.Background(), args, forgetful, &out, &errs)
 	if code != 1 || !strings.Contains(errs.String(), "restored no checkpoint") {
-		t.Fatalf("verify exited %d, want 1 for a restart without restore\nstdout:\n%s\nstderr:\n%s", code, out.String(), errs.String())
+		t.Fatalf("verify exited %d, want 1 for a start without restore\nstdout:\n%s\nstderr:\n%s", code, out.String(), errs.String())
 	}
 }
 
-// TestStreamIsPinned: the stream and its counts for a seed are fixed (the
-// service and verify compute them in different processes, and a checkpoint
-// must mean the same offset in every version): known values of seed 7.
-func TestStreamIsPinned(t *testing.T) {
-	if got := record(7, 0); !slices.Equal(got, []string{"had", "at"}) {
-		t.Errorf("record 0 = %q", got)
+// TestOneInstance: a job of one instance counts its input, writes its
+// counts and exits; run again, it restores its last checkpoint, which
+// holds the whole input, and writes the same counts without reading a
+// record.
+func TestOneInstance(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	output := filepath.Join(dir, "counts.json")
+	want := expected(3, 200)
+	for i, event := range []string{firstStart, restoredMessage} {
+		c, _ := testCommand(ctx, "-base-path", filepath.Join(dir, "store"), "-job-id", "job", "-instances", "1", "-index", "0",
+			"-records", "200", "-seed", "3", "-rate", "20000", "-output", output)
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("run %d: %v\n%s", i+1, err, out)
+		}
+		if !strings.Contains(string(out), event) || !strings.Contains(string(out), doneEvent) {
+			t.Fatalf("run %d did not say %q and %q:\n%s", i+1, event, doneEvent, out)
+		}
+		b, err := os.ReadFile(output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]int64
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if bad := compare(want, got); len(bad) > 0 {
+			t.Fatalf("run %d: %d words differ: %q", i+1, len(bad), bad)
+		}
+		if i == 1 && !strings.Contains(string(out), fmt.Sprintf("%d records read", 200*nonEmptyPartitions())) {
+			t.Errorf("the second run did not restore the whole input:\n%s", out)
+		}
 	}
-	if got := record(7, 999); !slices.Equal(got, []string{"than"}) {
-		t.Errorf("record 999 = %q", got)
+}
+
+// TestInputIsPinned: the input and its counts for a seed are fixed (the
+// service and verify compute them in different processes, and a
+// checkpoint's offsets must mean the same records in every version):
+// known values of seed 7. Each partition's words are of its key group.
+func TestInputIsPinned(t *testing.T) {
+	for _, tc := range []struct {
+		kg   int
+		i    int64
+		want []string
+	}{
+		{0, 0, []string{"his", "his"}},
+		{5, 999, []string{"can", "been", "can", "can", "been", "been"}},
+		{30, 3, []string{"it", "it"}},
+	} {
+		if got := record(7, tc.kg, tc.i); !slices.Equal(got, tc.want) {
+			t.Errorf("record %d of partition %d = %q, want %q", tc.i, tc.kg, got, tc.want)
+		}
 	}
-	c := expected(7, 1000)
+	if n := nonEmptyPartitions(); n != 30 || partitionLen(18, 10) != 0 || partitionLen(31, 10) != 0 {
+		t.Errorf("%d partitions with records; 18 and 31 should be empty", n)
+	}
+	c := expected(7, 100)
 	var total int64
 	for _, n := range c {
 		total += n
 	}
-	if len(c) != 103 || total != 3493 || c["the"] != 167 || c["of"] != 140 || c["and"] != 122 {
-		t.Errorf("seed 7, 1000 records: %d distinct words, %d in all, the %d, of %d, and %d; want 103, 3493, 167, 140, 122",
+	if len(c) != 105 || total != 10468 || c["the"] != 170 || c["of"] != 144 || c["and"] != 210 {
+		t.Errorf("seed 7, 100 records a partition: %d distinct words, %d in all, the %d, of %d, and %d; want 105, 10468, 170, 144, 210",
 			len(c), total, c["the"], c["of"], c["and"])
 	}
 }
 
-// TestOldLogObjectsDeleted: after a run without a crash, the only log
-// objects left are those the last checkpoint names; the older ones were
-// deleted as checkpoints completed.
-func TestOldLogObjectsDeleted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the service for a second")
+// v7 returns a UUIDv7 of time t.
+func v7(t time.Time) uuid.UUID {
+	u := uuid.New()
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(t.UnixMilli()))
+	copy(u[:6], ms[2:])
+	u[6] = 0x70 | u[6]&0x0f
+	return u
+}
+
+// TestDeleteUnreferenced: the data-object half of the deletion rule
+// deletes the log and snapshot objects that the plan does not keep and
+// that are older than the cutoff by the store's time and by their names'.
+func TestDeleteUnreferenced(t *testing.T) {
+	now := time.Now()
+	hour := time.Hour
+	logName := func(age time.Duration) string {
+		n, _ := objname.Format("job/", objname.Name{Kind: objname.Log, ID: v7(now.Add(-age))})
+		return n
 	}
-	ctx := context.Background()
-	dir := t.TempDir()
-	c, _ := testCommand(ctx, "-base-path", dir, "-job-id", "job", "-records", "8000", "-rate", "8000",
-		"-checkpoint-interval", "100ms", "-materialize-interval", "300ms", "-output", filepath.Join(dir, "counts.json"))
-	if out, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("run: %v\n%s", err, out)
+	snapName := func(age time.Duration) string {
+		n, _ := objname.Format("job/", objname.Name{Kind: objname.Snapshot, ID: v7(now.Add(-age)), Operator: "wordcount-0-of-1"})
+		return n
 	}
-	b, _, err := backends.Open(ctx, "", dir)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		object string
+		keep   bool
+		cutoff time.Time
+		gone   bool
+	}{
+		{"old log, not kept", logName(2 * hour), false, now.Add(-hour), false}, // young by the store's time
+		{"old log and old in the store, not kept", logName(2 * hour), false, now.Add(hour), true},
+		{"old log, kept", logName(2 * hour), true, now.Add(hour), false},
+		{"log named after the cutoff", logName(0), false, now.Add(-hour), false},
+		{"old snapshot, not kept", snapName(2 * hour), false, now.Add(hour), true},
+		{"old snapshot, kept", snapName(2 * hour), true, now.Add(hour), false},
+		{"catalog object", objname.CatalogGenerationName("job/", 1), false, now.Add(hour), false},
+		{"object of another form", "job/notes.txt", false, now.Add(hour), false},
+		{"log of another job", "other/" + strings.TrimPrefix(logName(2*hour), "job/"), false, now.Add(hour), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			if err := b.Put(t.Context(), tc.object, bytes.NewReader([]byte("x")), 1); err != nil {
+				t.Fatal(err)
+			}
+			n, err := deleteUnreferenced(t.Context(), b, "job/", map[string]bool{tc.object: tc.keep}, tc.cutoff)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, there := b.ObjectBytes(tc.object)
+			if there == tc.gone || (n == 1) != tc.gone {
+				t.Errorf("%s: deleted %d, still there %v; want gone %v", tc.object, n, there, tc.gone)
+			}
+		})
 	}
-	defer b.Close()
-	cs := checkpointStore{backend: b, prefix: objname.JobPrefix("job") + "checkpoints/"}
-	last, err := cs.latest(ctx)
-	if err != nil || last == nil {
-		t.Fatalf("last checkpoint: %v, %v", last, err)
+}
+
+// TestStale: a part may not name an object that no committed part named
+// and that was created more than half the grace before: the deletion rule
+// may have deleted it.
+func TestStale(t *testing.T) {
+	now := time.Now()
+	name := func(age time.Duration) string {
+		n, _ := objname.Format("job/", objname.Name{Kind: objname.Log, ID: v7(now.Add(-age))})
+		return n
 	}
-	if last.CheckpointID < 5 {
-		t.Fatalf("only %d checkpoints", last.CheckpointID)
-	}
-	kept := logObjects(last)
-	var left []string
-	err = b.List(ctx, objname.JobPrefix("job"), func(o backends.ObjectInfo) error {
-		if strings.HasSuffix(o.Name, objname.LogSuffix) && !kept[o.Name] {
-			left = append(left, o.Name)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(left) > 0 {
-		t.Errorf("%d log objects that checkpoint %d does not name are left: %q", len(left), last.CheckpointID, left)
+	old, young := name(1500*time.Millisecond), name(500*time.Millisecond)
+	in := &instance{o: options{jobID: "job", grace: 2 * time.Second}}
+	for _, tc := range []struct {
+		name      string
+		committed []string
+		objects   []string
+		want      []string
+	}{
+		{"young objects", nil, []string{young}, nil},
+		{"an old object a committed part named", []string{old}, []string{old, young}, nil},
+		{"an old object no committed part named", []string{young}, []string{old, young}, []string{old}},
+		{"an object of no known form", nil, []string{"job/notes.txt"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in.committed = map[string]bool{}
+			for _, c := range tc.committed {
+				in.committed[c] = true
+			}
+			if got := in.stale(tc.objects, now); !slices.Equal(got, tc.want) {
+				t.Errorf("stale(%q) = %q, want %q", tc.objects, got, tc.want)
+			}
+		})
 	}
 }
