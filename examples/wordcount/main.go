@@ -657,7 +657,7 @@ func (in *instance) collectLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		_, err := collect(ctx, in.m, in.storage.Backend(), in.o.jobID, in.o.grace)
+		_, err := collectOnce(ctx, in.m)
 		switch {
 		case errors.Is(err, catalog.ErrFenced) || ctx.Err() != nil:
 			return

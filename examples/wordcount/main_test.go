@@ -21,7 +21,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/dstlgo/dstl/dstl/objname"
-	"github.com/dstlgo/dstl/dstltest"
 )
 
 // TestMain lets the test binary play the service: verify starts it as a
@@ -224,54 +223,6 @@ func v7(t time.Time) uuid.UUID {
 	copy(u[:6], ms[2:])
 	u[6] = 0x70 | u[6]&0x0f
 	return u
-}
-
-// TestDeleteUnreferenced: the data-object half of the deletion rule
-// deletes the log and snapshot objects that the plan does not keep and
-// that are older than the cutoff by the store's time and by their names'.
-func TestDeleteUnreferenced(t *testing.T) {
-	now := time.Now()
-	hour := time.Hour
-	logName := func(age time.Duration) string {
-		n, _ := objname.Format("job/", objname.Name{Kind: objname.Log, ID: v7(now.Add(-age))})
-		return n
-	}
-	snapName := func(age time.Duration) string {
-		n, _ := objname.Format("job/", objname.Name{Kind: objname.Snapshot, ID: v7(now.Add(-age)), Operator: "wordcount-0-of-1"})
-		return n
-	}
-	for _, tc := range []struct {
-		name   string
-		object string
-		keep   bool
-		cutoff time.Time
-		gone   bool
-	}{
-		{"old log, not kept", logName(2 * hour), false, now.Add(-hour), false}, // young by the store's time
-		{"old log and old in the store, not kept", logName(2 * hour), false, now.Add(hour), true},
-		{"old log, kept", logName(2 * hour), true, now.Add(hour), false},
-		{"log named after the cutoff", logName(0), false, now.Add(-hour), false},
-		{"old snapshot, not kept", snapName(2 * hour), false, now.Add(hour), true},
-		{"old snapshot, kept", snapName(2 * hour), true, now.Add(hour), false},
-		{"catalog object", objname.CatalogGenerationName("job/", 1), false, now.Add(hour), false},
-		{"object of another form", "job/notes.txt", false, now.Add(hour), false},
-		{"log of another job", "other/" + strings.TrimPrefix(logName(2*hour), "job/"), false, now.Add(hour), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := dstltest.NewBackend()
-			if err := b.Put(t.Context(), tc.object, bytes.NewReader([]byte("x")), 1); err != nil {
-				t.Fatal(err)
-			}
-			n, err := deleteUnreferenced(t.Context(), b, "job/", map[string]bool{tc.object: tc.keep}, tc.cutoff)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, there := b.ObjectBytes(tc.object)
-			if there == tc.gone || (n == 1) != tc.gone {
-				t.Errorf("%s: deleted %d, still there %v; want gone %v", tc.object, n, there, tc.gone)
-			}
-		})
-	}
 }
 
 // TestStale: a part may not name an object that no committed part named

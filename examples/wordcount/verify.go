@@ -713,7 +713,7 @@ func (v *verifier) checkStore(ctx context.Context, want map[string]int64) error 
 		return ctx.Err()
 	case <-time.After(wait):
 	}
-	c, err := collect(ctx, m, b, o.jobID, o.grace)
+	c, err := collectOnce(ctx, m)
 	if err != nil {
 		return fmt.Errorf("final deletion rule: %w", err)
 	}
