@@ -202,7 +202,18 @@ func join(ctx context.Context, b backends.Backend, cfg Config, mayStart bool) (*
 					return nil, err
 				}
 				if ok {
-					return c.member(ctx, cfg, gen, v)
+					// A join that stalled between its listing and its claim
+					// may have claimed a slot of a generation fenced since
+					// (its old claim dropped): list again, and join the
+					// latest generation instead.
+					v2, err := c.list(ctx)
+					if err != nil {
+						return nil, err
+					}
+					if v2.latest() > latest {
+						continue
+					}
+					return c.member(ctx, cfg, gen, v2)
 				}
 				if !mayStart {
 					return nil, fmt.Errorf("%w: instance %d of generation %d", ErrReplaced, cfg.Index, latest)

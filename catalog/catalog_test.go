@@ -814,3 +814,31 @@ func TestPlanAfterRestoredDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinStalledPastAFence: a join that stalls between its listing and
+// its claim, while a newer generation starts and the old claim is dropped,
+// does not end as a member of the fenced generation.
+func TestJoinStalledPastAFence(t *testing.T) {
+	mem := dstltest.NewBackend()
+	first := join(t, mem, cfg(1, 0))
+	claim := objname.CatalogClaimName("job/", 1, 0)
+	if err := mem.Delete(t.Context(), claim); err != nil { // first's claim, dropped as a fenced generation's would be
+		t.Fatal(err)
+	}
+	h := &hooked{Backend: mem, name: claim, before: func() {
+		// While the joiner stalls before its claim: a restart starts
+		// generation 2.
+		if err := mem.Put(t.Context(), claim, bytesReader([]byte("taken")), 5); err != nil {
+			t.Error(err)
+		}
+		join(t, mem, cfg(1, 0))
+		if err := mem.Delete(t.Context(), claim); err != nil {
+			t.Error(err)
+		}
+	}}
+	m := join(t, h, cfg(1, 0))
+	if g := m.Generation().Number; g < 2 {
+		t.Fatalf("the stalled join is a member of generation %d, fenced", g)
+	}
+	_ = first
+}
