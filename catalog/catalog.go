@@ -539,7 +539,11 @@ func (m *Member) KeyGroups() dstl.KeyGroupRange { return m.gen.KeyGroups[m.cfg.I
 // order. It is empty on a first start.
 func (m *Member) Restore() []*Part { return m.parts }
 
-// Status is what a member knows of its generation's checkpoints.
+// Status is what a member knows of its generation's checkpoints. Confirm
+// every checkpoint the member committed up to Complete, in order (with
+// dstl or statestore): the log releases what only an unconfirmed older
+// checkpoint kept, which a generation starting from an earlier listing may
+// still restore.
 type Status struct {
 	// Complete is the latest complete checkpoint of the member's
 	// generation (its own latest part in the independent mode), 0 for

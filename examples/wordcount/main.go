@@ -349,15 +349,16 @@ type instance struct {
 	storage *dstl.Storage
 	m       *catalog.Member
 
-	cp        *statestore.Checkpointer
-	counts    *statestore.KeyValueStore[string, int64]
-	offsets   map[int]int64   // by key group, of the partitions with records
-	committed map[string]bool // objects the latest committed part (or the restored ones) names
-	lastTaken int64
-	notified  int64 // latest checkpoint told complete
-	doneAt    int64 // first checkpoint taken with all input read; 0 until then
-	announced bool  // the first complete checkpoint was printed
-	written   bool  // the counts were written
+	cp          *statestore.Checkpointer
+	counts      *statestore.KeyValueStore[string, int64]
+	offsets     map[int]int64   // by key group, of the partitions with records
+	committed   map[string]bool // objects the latest committed part (or the restored ones) names
+	lastTaken   int64
+	notified    int64   // latest checkpoint told complete
+	unconfirmed []int64 // committed checkpoints not yet confirmed, ascending
+	doneAt      int64   // first checkpoint taken with all input read; 0 until then
+	announced   bool    // the first complete checkpoint was printed
+	written     bool    // the counts were written
 }
 
 // event prints an event line.
@@ -583,12 +584,22 @@ func (in *instance) checkpoint(ctx context.Context, n int64) error {
 	for _, obj := range objects {
 		in.committed[obj] = true
 	}
+	in.unconfirmed = append(in.unconfirmed, n)
 	if all && in.doneAt == 0 {
 		in.doneAt = n
 	}
 	if st.Complete > in.notified {
-		if err := in.cp.NotifyCheckpointComplete(ctx, st.Complete); err != nil {
-			return err
+		// Every committed checkpoint up to the latest complete one is
+		// confirmed, in order: confirming only the latest would make the
+		// log release what only an older one kept, while the catalog may
+		// still restore that one (a generation starting from a listing
+		// made before the latest completed). Confirmed objects are the
+		// job's, and the catalog's deletion rule deletes them.
+		for len(in.unconfirmed) > 0 && in.unconfirmed[0] <= st.Complete {
+			if err := in.cp.NotifyCheckpointComplete(ctx, in.unconfirmed[0]); err != nil {
+				return err
+			}
+			in.unconfirmed = in.unconfirmed[1:]
 		}
 		if !in.announced {
 			in.event("checkpoint %d %s", st.Complete, completeEvent)
