@@ -24,11 +24,18 @@ import (
 )
 
 // TestMain lets the test binary play the service: verify starts it as a
-// child process with WORDCOUNT_CHILD set.
+// child process with WORDCOUNT_CHILD set; with WORDCOUNT_VERIFY set, it
+// plays verify, for a test that kills verify.
 func TestMain(m *testing.M) {
 	if os.Getenv("WORDCOUNT_CHILD") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	if os.Getenv("WORDCOUNT_VERIFY") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := verifyMain(ctx, os.Args[1:], testCommand, os.Stdout, os.Stderr)
 		stop()
 		os.Exit(code)
 	}

@@ -236,6 +236,7 @@ func (v *verifier) start(ctx context.Context, i, p int) error {
 		return err
 	}
 	c.Stderr = prefixWriter{prefix: fmt.Sprintf("[instance %d of %d] ", i, p), w: v.stderr}
+	dieWithParent(c)
 	v.mu.Lock()
 	pr := &proc{index: i, of: p, cmd: c, exited: make(chan struct{}), sawComplete: v.complete}
 	v.mu.Unlock()
