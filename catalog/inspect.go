@@ -3,7 +3,6 @@ package catalog
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -206,17 +205,8 @@ const inspectReads = 8
 // Err that wraps backends.ErrNotFound, and is no error of Inspect. Any
 // other error stops it, and returns no listing.
 func Inspect(ctx context.Context, b backends.Backend, jobID string, opts InspectOptions) (*Listing, error) {
-	if opts.Retain == 0 {
-		opts.Retain = DefaultRetain
-	}
-	if opts.Grace == 0 {
-		opts.Grace = DefaultGrace
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Retain < 0 || opts.Grace < 0 {
-		return nil, fmt.Errorf("catalog: retain %d, grace %v: want at least 1 and not negative", opts.Retain, opts.Grace)
+	if err := ruleDefaults(&opts.Retain, &opts.Grace, &opts.Now); err != nil {
+		return nil, err
 	}
 	cutoff := opts.Now().Add(-opts.Grace)
 	recent := func(t time.Time) bool { return !t.Before(cutoff) }

@@ -230,17 +230,8 @@ type PlanOptions struct {
 // does for a member. It returns nil and no error when the job has no
 // catalog.
 func PlanJob(ctx context.Context, b backends.Backend, jobID string, o PlanOptions) (*Plan, error) {
-	if o.Retain == 0 {
-		o.Retain = DefaultRetain
-	}
-	if o.Grace == 0 {
-		o.Grace = DefaultGrace
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Retain < 1 || o.Grace < 0 {
-		return nil, fmt.Errorf("catalog: retain %d, grace %v: want at least 1 and not negative", o.Retain, o.Grace)
+	if err := ruleDefaults(&o.Retain, &o.Grace, &o.Now); err != nil {
+		return nil, err
 	}
 	c := &reader{b: b, prefix: objname.JobPrefix(jobID)}
 	v, err := c.list(ctx)
@@ -257,4 +248,23 @@ func PlanJob(ctx context.Context, b backends.Backend, jobID string, o PlanOption
 	}
 	m := &Member{b: b, cfg: Config{JobID: jobID, Retain: o.Retain, Grace: o.Grace, Now: o.Now}, prefix: c.prefix, gen: gen, view: v}
 	return m.planFrom(ctx, c, v)
+}
+
+// ruleDefaults sets the defaults of the deletion rule's settings given
+// from outside a job (0 and nil: DefaultRetain, DefaultGrace, time.Now)
+// and checks them.
+func ruleDefaults(retain *int, grace *time.Duration, now *func() time.Time) error {
+	if *retain == 0 {
+		*retain = DefaultRetain
+	}
+	if *grace == 0 {
+		*grace = DefaultGrace
+	}
+	if *now == nil {
+		*now = time.Now
+	}
+	if *retain < 1 || *grace < 0 {
+		return fmt.Errorf("catalog: retain %d, grace %v: want at least 1 and not negative", *retain, *grace)
+	}
+	return nil
 }
