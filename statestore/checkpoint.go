@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/statestore/internal/diskstate"
 )
 
 // Defaults of Config.
@@ -57,6 +59,15 @@ type Config struct {
 	// the checkpointer no longer needs are deleted all the same: they are
 	// this process's own.
 	KeepSnapshots bool
+	// Dir, when set, keeps the stores' entries on local disk instead of in
+	// memory: the registered stores write to a Pebble database in
+	// Dir/OPERATOR, the instance's working directory, which NewCheckpointer
+	// empties (what an earlier run or a crash left there is not state: the
+	// state is what InitializeState restores), so state may be larger than
+	// memory. Materialisations are then incremental: each uploads the keys
+	// changed since the previous one and a slice of the rest, and names the
+	// files that still hold the state. Default "": in memory.
+	Dir string
 }
 
 // CheckpointInfo tells a checkpoint function where it is.
@@ -135,6 +146,7 @@ type Checkpointer struct {
 	log      *slog.Logger
 	prefix   string // of snapshot objects
 	localDir string // of local snapshot copies; "" without local recovery
+	disk     *diskstate.DB // with Config.Dir; nil: stores in memory
 
 	logBytes atomic.Int64
 	// firstLogged is when the oldest change since the last snapshot was
@@ -217,13 +229,23 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 	if err := cfg.KeyGroups.Validate(); err != nil || cfg.KeyGroups.End >= cfg.MaxParallelism {
 		return nil, fmt.Errorf("statestore: key groups %v do not fit max parallelism %d", cfg.KeyGroups, cfg.MaxParallelism)
 	}
+	var disk *diskstate.DB
+	if cfg.Dir != "" {
+		var err error
+		if disk, err = diskstate.Open(filepath.Join(cfg.Dir, cfg.Operator), cfg.Logger); err != nil {
+			return nil, fmt.Errorf("statestore: Config.Dir: %w", err)
+		}
+	}
 	w, err := storage.NewWriter(cfg.Operator, cfg.KeyGroups)
 	if err != nil {
+		if disk != nil {
+			_ = disk.Close()
+		}
 		return nil, err
 	}
 	scfg := storage.Config()
 	c := &Checkpointer{
-		storage: storage, w: w, cfg: cfg, log: cfg.Logger,
+		storage: storage, w: w, cfg: cfg, log: cfg.Logger, disk: disk,
 		prefix:  objname.SnapshotPrefix(objname.JobPrefix(scfg.JobID), cfg.Operator),
 		trigger: make(chan struct{}, 1),
 		byName:  map[string]internalStore{},
@@ -269,6 +291,11 @@ func (c *Checkpointer) Register(stores ...Store) error {
 				s.Name(), s.KeyGroups(), s.MaxParallelism(), c.cfg.KeyGroups, c.cfg.MaxParallelism)
 		case c.byName[s.Name()] != nil:
 			return fmt.Errorf("statestore: store %q registered twice", s.Name())
+		}
+		if c.disk != nil {
+			if err := s.attachDisk(c.disk); err != nil {
+				return err
+			}
 		}
 		b := s.base()
 		b.mu.Lock()
@@ -554,5 +581,9 @@ func (c *Checkpointer) Close() error {
 	for _, s := range stores {
 		_ = s.Close()
 	}
-	return c.w.Close()
+	err := c.w.Close()
+	if c.disk != nil {
+		err = errors.Join(err, c.disk.Close())
+	}
+	return err
 }

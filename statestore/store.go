@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/statestore/internal/diskstate"
 )
 
 // Kind names a store implementation. Snapshot payloads and the descriptors in
@@ -129,6 +130,9 @@ type internalStore interface {
 	// restorePayload loads a payload, keeping the keys of kgr; with wipe,
 	// the store is emptied first.
 	restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error
+	// attachDisk makes the store keep its entries in d from now on
+	// (Config.Dir): it must be empty. Called by Checkpointer.Register.
+	attachDisk(d *diskstate.DB) error
 }
 
 // Option configures a store.
@@ -172,6 +176,9 @@ type storeBase struct {
 	// streamTime is the largest timestamp seen (window and versioned
 	// stores); logged is the last one logged.
 	streamTime, loggedStreamTime int64
+	// disk, when set (Config.Dir), holds the store's entries instead of
+	// memory; set once, by attachDisk, before the store is used.
+	disk *diskstate.DB
 }
 
 func (b *storeBase) init(name string, kind Kind, version int, log *dstl.Writer, opts []Option) error {
