@@ -144,8 +144,8 @@ type Checkpointer struct {
 	w        *dstl.Writer
 	cfg      Config
 	log      *slog.Logger
-	prefix   string // of snapshot objects
-	localDir string // of local snapshot copies; "" without local recovery
+	prefix   string        // of snapshot objects
+	localDir string        // of local snapshot copies; "" without local recovery
 	disk     *diskstate.DB // with Config.Dir; nil: stores in memory
 
 	logBytes atomic.Int64

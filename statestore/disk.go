@@ -175,7 +175,7 @@ func (h *iterHeap) Less(i, j int) bool {
 	return bytes.Compare(a.it.Key()[a.plen:], b.it.Key()[b.plen:]) < 0
 }
 func (h *iterHeap) Swap(i, j int) { h.its[i], h.its[j] = h.its[j], h.its[i] }
-func (h *iterHeap) Push(x any)   { h.its = append(h.its, x.(kgIter)) }
+func (h *iterHeap) Push(x any)    { h.its = append(h.its, x.(kgIter)) }
 func (h *iterHeap) Pop() any {
 	x := h.its[len(h.its)-1]
 	h.its = h.its[:len(h.its)-1]

@@ -165,8 +165,12 @@ func (d *DB) Close() error {
 // slogLogger passes Pebble's messages to slog.
 type slogLogger struct{ l *slog.Logger }
 
-func (s slogLogger) Infof(format string, args ...any) { s.l.Debug("pebble: " + fmt.Sprintf(format, args...)) }
-func (s slogLogger) Errorf(format string, args ...any) { s.l.Warn("pebble: " + fmt.Sprintf(format, args...)) }
+func (s slogLogger) Infof(format string, args ...any) {
+	s.l.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+func (s slogLogger) Errorf(format string, args ...any) {
+	s.l.Warn("pebble: " + fmt.Sprintf(format, args...))
+}
 func (s slogLogger) Fatalf(format string, args ...any) {
 	s.l.Error("pebble: " + fmt.Sprintf(format, args...))
 	panic(fmt.Sprintf("pebble: "+format, args...))
