@@ -105,15 +105,37 @@ type Stats struct {
 	SnapshotsDeleted    int64 // snapshot objects deleted once unreferenced (none with Config.KeepSnapshots)
 	// LogBytes is the size of the changes logged since the last snapshot.
 	LogBytes int64
+	// LastMaterialization is what the last successful materialisation did.
+	LastMaterialization MaterializeReport
 	// LastRestore is what InitializeState did.
 	LastRestore RestoreReport
+}
+
+// MaterializeReport says what a materialisation wrote.
+type MaterializeReport struct {
+	// UploadedBytes is what it put on the storage's backend: the snapshot
+	// object and, for disk-backed stores, the new files.
+	UploadedBytes int64
+	// Files is the number of objects it put.
+	Files int
+	// ChangedKeys and ChangedBytes (keys and values) are what changed
+	// since the previous materialisation, for disk-backed stores, whose
+	// materialisations write what changed and a slice of the rest; an
+	// in-memory store's materialisation writes the whole state.
+	ChangedKeys  int64
+	ChangedBytes int64
+	Duration     time.Duration
 }
 
 // RestoreReport says what a restore read.
 type RestoreReport struct {
 	Snapshots      int   // snapshot objects loaded
 	LocalSnapshots int   // of which from local copies
-	SnapshotBytes  int64 // their size
+	SnapshotBytes  int64 // their size, with the files of disk-backed snapshots
+	// SnapshotFiles is the number of files of disk-backed snapshots
+	// loaded, and LocalSnapshotFiles those of them taken from local copies
+	// (local recovery) rather than fetched.
+	SnapshotFiles, LocalSnapshotFiles int
 	Changes        int64 // log changes applied (metadata included)
 	// Log sums the reports of the log handles read (where each change set
 	// came from).
@@ -173,7 +195,11 @@ type Checkpointer struct {
 	mergedRestore bool                // restored from several handles: materialise before the next checkpoint
 	pending       map[int64]*pendingCheckpoint
 	confirmed     []SnapshotRef // of the latest completed checkpoint
-	owned         map[string]bool
+	owned         map[string]bool // objects this checkpointer wrote (snapshots and their files)
+	// diskManifest is the manifest of the disk-backed snapshot that the
+	// current state extends: the next materialisation writes what changed
+	// since it. nil: the next one writes the whole state.
+	diskManifest *diskstate.Manifest
 	persisting    int
 	truncateTo    dstl.SequenceNumber
 	truncated     dstl.SequenceNumber
@@ -512,16 +538,18 @@ func (c *Checkpointer) truncateLocked() {
 // a pending one references.
 func (c *Checkpointer) unreferencedLocked() []string {
 	ref := map[string]bool{}
-	for _, s := range c.current {
-		ref[s.Object] = true
-	}
-	for _, s := range c.confirmed {
-		ref[s.Object] = true
-	}
-	for _, p := range c.pending {
-		for _, s := range p.snapshots {
+	add := func(refs []SnapshotRef) {
+		for _, s := range refs {
 			ref[s.Object] = true
+			for _, f := range s.Files {
+				ref[f] = true
+			}
 		}
+	}
+	add(c.current)
+	add(c.confirmed)
+	for _, p := range c.pending {
+		add(p.snapshots)
 	}
 	var doomed []string
 	for name := range c.owned {

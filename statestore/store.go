@@ -133,6 +133,9 @@ type internalStore interface {
 	// attachDisk makes the store keep its entries in d from now on
 	// (Config.Dir): it must be empty. Called by Checkpointer.Register.
 	attachDisk(d *diskstate.DB) error
+	// restoreStreamTime raises the stream time to a restored one (of a
+	// disk-backed snapshot), as restorePayload does for a payload's.
+	restoreStreamTime(st int64) error
 }
 
 // Option configures a store.
@@ -351,6 +354,19 @@ func (b *storeBase) Close() error {
 	defer b.mu.Unlock()
 	b.closed = true
 	b.buf = nil
+	return nil
+}
+
+// restoreStreamTime raises the stream time to st, which counts as logged
+// (it is in the snapshot).
+func (b *storeBase) restoreStreamTime(st int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	b.advanceLocked(st)
+	b.loggedStreamTime = max(b.loggedStreamTime, st)
 	return nil
 }
 
