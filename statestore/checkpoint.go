@@ -136,7 +136,7 @@ type RestoreReport struct {
 	// loaded, and LocalSnapshotFiles those of them taken from local copies
 	// (local recovery) rather than fetched.
 	SnapshotFiles, LocalSnapshotFiles int
-	Changes        int64 // log changes applied (metadata included)
+	Changes                           int64 // log changes applied (metadata included)
 	// Log sums the reports of the log handles read (where each change set
 	// came from).
 	Log      dstl.ReadReport
@@ -194,12 +194,12 @@ type Checkpointer struct {
 	restoredLogs  []LogRef            // logs the state also needs (after a restore)
 	mergedRestore bool                // restored from several handles: materialise before the next checkpoint
 	pending       map[int64]*pendingCheckpoint
-	confirmed     []SnapshotRef // of the latest completed checkpoint
+	confirmed     []SnapshotRef   // of the latest completed checkpoint
 	owned         map[string]bool // objects this checkpointer wrote (snapshots and their files)
 	// diskManifest is the manifest of the disk-backed snapshot that the
 	// current state extends: the next materialisation writes what changed
 	// since it. nil: the next one writes the whole state.
-	diskManifest *diskstate.Manifest
+	diskManifest  *diskstate.Manifest
 	persisting    int
 	truncateTo    dstl.SequenceNumber
 	truncated     dstl.SequenceNumber

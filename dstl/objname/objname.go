@@ -54,11 +54,11 @@ type Kind uint8
 
 // The kinds of object names.
 const (
-	Other      Kind = iota // not a name of this scheme
-	Log                    // PREFIX/UUIDv7.dstl
-	Snapshot               // PREFIX/statestore/OPERATOR/UUIDv7.snap
-	ClockProbe             // PREFIX/.gc-clock-UUID
-	SnapshotFile           // PREFIX/statestore/OPERATOR/UUIDv7.sst
+	Other        Kind = iota // not a name of this scheme
+	Log                      // PREFIX/UUIDv7.dstl
+	Snapshot                 // PREFIX/statestore/OPERATOR/UUIDv7.snap
+	ClockProbe               // PREFIX/.gc-clock-UUID
+	SnapshotFile             // PREFIX/statestore/OPERATOR/UUIDv7.sst
 )
 
 // String returns "log", "snapshot", "clock probe", "snapshot file" or
