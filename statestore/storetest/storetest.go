@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -243,7 +242,11 @@ func ownedKey(prefix string, kgr dstl.KeyGroupRange, maxP int, inside bool) stri
 	}
 }
 
-func int64Bytes(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)^(1<<63)) }
+// int64Bytes is v in Int64Codec's encoding.
+func int64Bytes(v int64) []byte {
+	b, _ := statestore.Int64Codec{}.Encode(nil, v)
+	return b
+}
 
 // ctx returns a context for one call of the checkpointer.
 func ctx(t *testing.T) context.Context {
