@@ -112,6 +112,14 @@ func (b *storeBase) diskScan(kgr dstl.KeyGroupRange, lower, upper []byte) iter.S
 	return func(yield func(scanEntry, error) bool) {
 		snap := b.disk.NewSnapshot()
 		defer snap.Close()
+		b.diskScanIn(snap, kgr, lower, upper)(yield)
+	}
+}
+
+// diskScanIn is diskScan over r: a snapshot the caller took (and closes
+// after the loop), or the database.
+func (b *storeBase) diskScanIn(r pebble.Reader, kgr dstl.KeyGroupRange, lower, upper []byte) iter.Seq2[scanEntry, error] {
+	return func(yield func(scanEntry, error) bool) {
 		h := &iterHeap{}
 		defer func() {
 			for _, it := range h.its {
@@ -126,7 +134,7 @@ func (b *storeBase) diskScan(kgr dstl.KeyGroupRange, lower, upper []byte) iter.S
 			} else {
 				o.UpperBound = prefixEnd(p)
 			}
-			it, err := snap.NewIter(o)
+			it, err := r.NewIter(o)
 			if err != nil {
 				yield(scanEntry{}, fmt.Errorf("statestore: store %q: scan: %w", b.name, err))
 				return

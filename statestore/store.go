@@ -182,6 +182,10 @@ type storeBase struct {
 	// disk, when set (Config.Dir), holds the store's entries instead of
 	// memory; set once, by attachDisk, before the store is used.
 	disk *diskstate.DB
+	// failed is the first error that a method without an error result met
+	// (a loop over a disk-backed store that stopped early, a Clear that
+	// failed); see Err.
+	failed error
 }
 
 func (b *storeBase) init(name string, kind Kind, version int, log *dstl.Writer, opts []Option) error {
@@ -277,6 +281,9 @@ func (b *storeBase) Flush(ctx context.Context) error {
 // flushLocked appends the descriptor (once per log segment) and the buffered
 // changes. It returns the bytes appended.
 func (b *storeBase) flushLocked(ctx context.Context) (int64, error) {
+	if b.failed != nil {
+		return 0, fmt.Errorf("statestore: store %q: not flushed after an earlier error: %w", b.name, b.failed)
+	}
 	if b.log == nil {
 		b.buf = nil
 		return 0, nil
@@ -348,6 +355,33 @@ func (b *storeBase) keyGroup(key []byte) (int, error) {
 	return kg, nil
 }
 
+// Err returns the first error that a method without an error result met
+// since the store was last cleared or restored, or nil: with Config.Dir, an
+// error reading the disk or decoding an entry that stopped a loop over All,
+// Range or PrefixScan (or a count of Len) early, or a Clear that failed.
+// The store keeps it: Flush fails with it, and so does every checkpoint and
+// materialisation of the store's Checkpointer, so that what was computed
+// from a loop that stopped early is never committed; the way back is a
+// restore (InitializeState, RestoreSnapshot, which clear it).
+func (b *storeBase) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failed
+}
+
+// fail keeps err for Err unless an earlier error is kept.
+func (b *storeBase) fail(err error) {
+	b.mu.Lock()
+	b.failLocked(err)
+	b.mu.Unlock()
+}
+
+func (b *storeBase) failLocked(err error) {
+	if b.failed == nil {
+		b.failed = err
+	}
+}
+
 // Close marks the store closed and drops its buffer.
 func (b *storeBase) Close() error {
 	b.mu.Lock()
@@ -370,9 +404,11 @@ func (b *storeBase) restoreStreamTime(st int64) error {
 	return nil
 }
 
-// clearLocked resets what the base holds: the buffer and the stream time.
+// clearLocked resets what the base holds: the buffer, the stream time and
+// the error kept for Err.
 func (b *storeBase) clearLocked() {
 	b.buf = nil
+	b.failed = nil
 	b.streamTime, b.loggedStreamTime = minTime, minTime
 }
 
