@@ -112,6 +112,15 @@ func (b *storeBase) diskScan(kgr dstl.KeyGroupRange, lower, upper []byte) iter.S
 	return func(yield func(scanEntry, error) bool) {
 		snap := b.disk.NewSnapshot()
 		defer snap.Close()
+		b.scanSnapshot(snap, kgr, lower, upper)(yield)
+	}
+}
+
+// scanSnapshot is diskScan over snap, which the caller took (under the
+// store's lock, to read it together with the stream time) and closes after
+// the loop.
+func (b *storeBase) scanSnapshot(snap *pebble.Snapshot, kgr dstl.KeyGroupRange, lower, upper []byte) iter.Seq2[scanEntry, error] {
+	return func(yield func(scanEntry, error) bool) {
 		h := &iterHeap{}
 		defer func() {
 			for _, it := range h.its {
