@@ -119,11 +119,13 @@ func (o winOp) String() string {
 	return o.kind
 }
 
-func wPut(k string, start int64, v string) winOp { return winOp{kind: "put", key: k, start: start, val: v} }
-func wDel(k string, start int64) winOp           { return winOp{kind: "del", key: k, start: start} }
-func wGet(k string, start int64) winOp           { return winOp{kind: "get", key: k, start: start} }
-func wFetch(k string, from, to int64) winOp      { return winOp{kind: "fetch", key: k, start: from, to: to} }
-func wApply(c statestore.Change) winOp           { return winOp{kind: "apply", change: c} }
+func wPut(k string, start int64, v string) winOp {
+	return winOp{kind: "put", key: k, start: start, val: v}
+}
+func wDel(k string, start int64) winOp      { return winOp{kind: "del", key: k, start: start} }
+func wGet(k string, start int64) winOp      { return winOp{kind: "get", key: k, start: start} }
+func wFetch(k string, from, to int64) winOp { return winOp{kind: "fetch", key: k, start: from, to: to} }
+func wApply(c statestore.Change) winOp      { return winOp{kind: "apply", change: c} }
 func wLogging(on bool) winOp {
 	if on {
 		return winOp{kind: "logging", val: "on"}
