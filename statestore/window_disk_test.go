@@ -614,3 +614,62 @@ func TestWindowVersionedDiskClosed(t *testing.T) {
 	}
 	p.disk.Clear() // must not touch the database
 }
+
+// TestWindowVersionedDiskConcurrent runs writers and readers of disk
+// stores at once (for the race detector): loops read a snapshot while the
+// stores change.
+func TestWindowVersionedDiskConcurrent(t *testing.T) {
+	w := newWinPair(t, maxP, allGroups, 20).disk
+	v := newVerPair(t, maxP, allGroups, 20).disk
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for g := range 2 {
+		go func() {
+			var err error
+			for i := range 500 {
+				k := fmt.Sprintf("k%d-%d", g, i%30)
+				err = errors.Join(err, w.Put(k, int64(i), "x"), v.Put(k, "x", int64(i)))
+				if i%7 == 0 {
+					err = errors.Join(err, w.Delete(k, int64(i-3)), v.Delete(k, int64(i)))
+				}
+			}
+			errs <- err
+		}()
+	}
+	go func() {
+		defer close(done)
+		for range 50 {
+			n := 0
+			for win := range w.All() {
+				if n++; n%10 == 0 {
+					_ = w.Put(win.Key, win.Start, "y") // the loop may change the store
+				}
+			}
+			for k, vs := range v.All() {
+				if len(vs) == 0 {
+					errs <- fmt.Errorf("key %q without versions", k)
+					return
+				}
+			}
+			_, _ = w.Len(), v.Len()
+			if seq, err := w.Fetch("k0-1", 0, 1000); err == nil {
+				for range seq {
+				}
+			}
+		}
+	}()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	if w.Len() == 0 || v.Len() != 60 {
+		t.Errorf("Len: %d windows, %d keys (want 60)", w.Len(), v.Len())
+	}
+}
