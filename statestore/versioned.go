@@ -44,8 +44,8 @@ func verLess[K, V any](a, b verItem[K, V]) bool { return a.key < b.key }
 //
 // Registered with a Checkpointer whose Config.Dir is set, the store keeps
 // its versions on disk, with the same results; All then reads the store as
-// it was when the loop began, and panics if reading the disk fails, as it
-// cannot return the error.
+// it was when the loop began, and if reading the disk fails it stops and
+// keeps the error for Err (which fails the next Flush and checkpoint).
 type VersionedStore[K, V any] struct {
 	storeBase
 	kc        Codec[K]

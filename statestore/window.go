@@ -63,8 +63,9 @@ type Windowed[K any] struct {
 //
 // Registered with a Checkpointer whose Config.Dir is set, the store keeps
 // its windows on disk, with the same results; its loops (Fetch, All) then
-// read the store as it was when the loop began, and panic if reading the
-// disk fails, as they cannot return the error.
+// read the store as it was when the loop began, and if reading the disk
+// fails they stop and keep the error for Err (which fails the next Flush
+// and checkpoint).
 type WindowStore[K, V any] struct {
 	storeBase
 	kc        Codec[K]
