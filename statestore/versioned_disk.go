@@ -510,3 +510,20 @@ func (s *VersionedStore[K, V]) diskInstallLocked(st int64, items []rawKey, wipe 
 	}
 	return nil
 }
+
+// restoreStreamTime raises the stream time to st, a disk-backed snapshot's.
+// The versions that snapshot's files brought have unknown timestamps: the
+// bound becomes none-known (math.MinInt64).
+func (s *VersionedStore[K, V]) restoreStreamTime(st int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.advanceLocked(st)
+	s.loggedStreamTime = max(s.loggedStreamTime, st)
+	if s.disk != nil {
+		s.oldest = math.MinInt64
+	}
+	return nil
+}

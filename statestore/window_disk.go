@@ -546,3 +546,26 @@ func (s *WindowStore[K, V]) diskInstallLocked(st int64, items []rawWindow, wipe 
 	}
 	return s.diskExpireLocked()
 }
+
+// restoreStreamTime raises the stream time to st, a disk-backed snapshot's.
+// The windows that snapshot's files brought have unknown starts: the
+// bounds become none-known (math.MinInt64), so that expiry scans every key
+// group once.
+func (s *WindowStore[K, V]) restoreStreamTime(st int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.advanceLocked(st)
+	s.loggedStreamTime = max(s.loggedStreamTime, st)
+	if s.disk == nil {
+		s.expireLocked()
+		return nil
+	}
+	for i := range s.oldest.kg {
+		s.oldest.kg[i] = math.MinInt64
+	}
+	s.oldest.min = math.MinInt64
+	return s.diskExpireLocked()
+}
