@@ -31,7 +31,7 @@ func writerOptions(format sstable.TableFormat) sstable.WriterOptions {
 // localFile is a finished SST file in the temporary directory.
 type localFile struct {
 	path string
-	File      // Object unset until uploaded
+	File       // Object unset until uploaded
 	raw  int64 // bytes of keys and values written
 }
 
