@@ -153,6 +153,11 @@ func (m *Manifest) MarshalBinary() ([]byte, error) {
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("diskstate: manifest of %q: %w", m.Operator, err)
 	}
+	return m.encode(), nil
+}
+
+// encode encodes the manifest, checked or not.
+func (m *Manifest) encode() []byte {
 	b := make([]byte, 0, 64+len(m.Operator)+len(m.Cursor)+len(m.Files)*64)
 	b = append(b, manifestMagic...)
 	b = append(b, manifestVersion)
@@ -180,7 +185,7 @@ func (m *Manifest) MarshalBinary() ([]byte, error) {
 			b = appendBytes(b, f.Hi)
 		}
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
 func appendBytes(b, v []byte) []byte {

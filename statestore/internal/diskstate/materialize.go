@@ -16,12 +16,12 @@ import (
 
 // Bounds of a snapshot's files.
 const (
-	// SweepFactor is how many bytes of segments an incremental
-	// materialisation writes for each byte of its delta.
+	// SweepFactor is about how many bytes of segments an incremental
+	// materialisation writes for each byte changed.
 	SweepFactor = 2
 	// MaxFiles is the most files a manifest holds after an incremental
 	// materialisation: one that would leave more writes a full snapshot
-	// instead (see [Materialize]).
+	// instead, a bounded spike (see [Materialize]).
 	MaxFiles = 256
 	// MaxFileSize is about the largest file written: a larger delta or
 	// segment is split into several files.
@@ -61,29 +61,38 @@ type MaterializeStats struct {
 //
 // prev is the manifest of the last snapshot, whose state db held before
 // the changes; nil (or a manifest whose segments do not cover the span of
-// kgr) makes a full snapshot. changed are the keys changed since prev
-// (sorted, as [DB.TakeChanges] returns them); all means every key changed,
-// and makes a full snapshot. Changed keys outside kgr are ignored: a
-// restore deletes what lies outside the key groups it keeps.
+// kgr) makes a full snapshot: segments over the whole span. changed are
+// the keys changed since prev (sorted, as [DB.TakeChanges] returns them);
+// all means every key changed, and makes a full snapshot. Changed keys
+// outside kgr are ignored: a restore deletes what lies outside the key
+// groups it keeps.
 //
 // An incremental materialisation writes a delta (the changed keys at the
 // cut, deleted ones as point deletions) and a segment: the next slice of
 // the span, from prev's cursor on, rewritten whole (a range deletion over
-// the slice and its live keys), of about SweepFactor times the delta's
-// bytes, wrapping to the span's start at its end. Once the segments since
-// a file cover the span, every older file is obsolete. The bytes uploaded
-// are thus about (1 + SweepFactor) times the changed bytes, whatever the
-// state's size, and the manifest holds the files of one sweep of the span.
-// When the changes are so small against the state that this would leave
-// more than MaxFiles files, the materialisation writes a full snapshot
-// instead: a spike of the whole state's bytes, at most once every
-// MaxFiles/2 materialisations, after which the manifest holds only its
-// files.
+// the slice and its live keys), wrapping to the span's start at its end.
+// Delta and segments together take at most about (1 + SweepFactor) times
+// the changed bytes: the segment gets what the delta leaves (about
+// SweepFactor times the changes). Changes so small that the delta's own
+// overhead (about 1 KiB a file) spends that budget write no segment, and
+// then the bytes uploaded exceed the bound by that overhead. Once the
+// segments since a file cover the span, every older file is obsolete: the
+// manifest holds the files of about one sweep of the span.
 //
-// files are the files of the new manifest: those of prev still needed,
-// then the new ones. No change (and no need of a full snapshot) writes
-// nothing. On error, what this call uploaded is deleted (best effort) and
-// its temporary files removed.
+// When the changes are so small against the state that the manifest would
+// hold more than MaxFiles files, the sweep runs through the whole span at
+// once: a full snapshot, which makes every earlier file obsolete. It is a
+// spike of the whole state's bytes, at most about once every MaxFiles/2
+// materialisations (each adds a delta and a segment). (A sweep only from
+// the cursor to the end of the span would leave about MaxFiles files, and
+// spike again within a few materialisations.)
+//
+// Files larger than MaxFileSize are split, a segment into segments with
+// adjacent spans. NewObject is called from the calling goroutine, once a
+// file. files are the files of the new manifest: those of prev still
+// needed, then the new ones. No change (and no need of a full snapshot)
+// writes nothing. On error, what this call uploaded is deleted (best
+// effort) and its temporary files removed.
 func Materialize(ctx context.Context, t Target, db *DB, snap *pebble.Snapshot, prev *Manifest, kgr dstl.KeyGroupRange, changed []string, all bool) (files []File, cursor []byte, st MaterializeStats, err error) {
 	start := time.Now()
 	if err := kgr.Validate(); err != nil {
@@ -110,7 +119,7 @@ func Materialize(ctx context.Context, t Target, db *DB, snap *pebble.Snapshot, p
 			kept, obsolete = prune(prev.Files, lo, hi)
 			st.Obsolete = objects(obsolete)
 			st.Duration = time.Since(start)
-			return kept, clampCursor(prev.Cursor, lo, hi), st, nil
+			return slices.Clone(kept), clampCursor(prev.Cursor, lo, hi), st, nil
 		}
 		kept, obsolete = m.prune(prev.Files)
 		if len(kept) > t.fileLimit() {
@@ -129,29 +138,25 @@ func Materialize(ctx context.Context, t Target, db *DB, snap *pebble.Snapshot, p
 	}()
 	if full {
 		err = m.full(up)
-		if werr := up.wait(); err == nil {
-			err = werr
-		}
-		if err != nil {
-			return nil, nil, st, err
-		}
-		kept = m.fileList()
-		obsolete = nil
-		if prev != nil {
-			obsolete = prev.Files
-		}
 	} else {
 		for _, f := range m.out {
 			if err = up.submit(f); err != nil {
 				break
 			}
 		}
-		if werr := up.wait(); err == nil {
-			err = werr
+	}
+	if werr := up.wait(); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return nil, nil, st, err
+	}
+	if full {
+		kept, obsolete = m.fileList(), nil
+		if prev != nil {
+			obsolete = prev.Files
 		}
-		if err != nil {
-			return nil, nil, st, err
-		}
+	} else {
 		// Name the new files in the list pruned above.
 		names := m.fileList()
 		copy(kept[len(kept)-len(names):], names)

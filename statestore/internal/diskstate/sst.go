@@ -107,6 +107,15 @@ func (t *tableWriter) delete(key []byte) error {
 	return nil
 }
 
+// deleteRange writes a range deletion over [lo, hi); range deletions go
+// in ascending order.
+func (t *tableWriter) deleteRange(lo, hi []byte) error {
+	if err := t.w.DeleteRange(lo, hi); err != nil {
+		return fmt.Errorf("diskstate: write %s: range deletion [%x, %x): %w", t.path, lo, hi, err)
+	}
+	return nil
+}
+
 // estimatedSize is about the size of the file if it were closed now.
 func (t *tableWriter) estimatedSize() int64 { return int64(t.w.Raw().EstimatedSize()) }
 
@@ -122,9 +131,9 @@ func (t *tableWriter) closedSize() int64 {
 // nil), closes and syncs the file, and returns it.
 func (t *tableWriter) finish(kind FileKind, lo, hi []byte) (*localFile, error) {
 	if hi != nil {
-		if err := t.w.DeleteRange(lo, hi); err != nil {
+		if err := t.deleteRange(lo, hi); err != nil {
 			t.abort()
-			return nil, fmt.Errorf("diskstate: write %s: range deletion [%x, %x): %w", t.path, lo, hi, err)
+			return nil, err
 		}
 	}
 	if err := t.w.Close(); err != nil { // syncs and closes the file
