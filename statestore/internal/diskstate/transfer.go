@@ -31,9 +31,11 @@ type Target struct {
 	// never used before. Required to materialise.
 	NewObject func() (string, error)
 	// LocalDir, when set, keeps a copy of every file uploaded or downloaded
-	// at LocalDir/<object name>, and a restore takes a file from there
-	// when its copy is intact, instead of downloading it. Removing the
-	// copies of obsolete objects is the caller's.
+	// at LocalDir/<object name> (a hard link, or a copy on another file
+	// system; a failure to keep one is logged), and a restore takes a file
+	// from there when its copy is intact (size and CRC), instead of
+	// downloading it. Removing the copies of obsolete objects is the
+	// caller's.
 	LocalDir string
 	// Parallelism is how many files are uploaded or downloaded at once;
 	// DefaultParallelism when not above zero.
@@ -198,13 +200,16 @@ func (u *uploader) upload(f *localFile) error {
 	u.bytes += f.Size
 	u.mu.Unlock()
 	if u.t.LocalDir != "" {
+		// Without its local copy, a restore downloads the file: a failure
+		// here fails nothing else.
 		dst := u.t.localPath(f.Object)
 		if err := linkOrCopy(f.path, dst); err != nil {
-			return fmt.Errorf("diskstate: local copy of %s: %w", f.Object, err)
+			u.t.logger().Warn("diskstate: keep local copy", "object", f.Object, "path", dst, "err", err)
+		} else {
+			u.mu.Lock()
+			u.copies = append(u.copies, dst)
+			u.mu.Unlock()
 		}
-		u.mu.Lock()
-		u.copies = append(u.copies, dst)
-		u.mu.Unlock()
 	}
 	if err := os.Remove(f.path); err != nil {
 		return fmt.Errorf("diskstate: uploaded %s: %w", f.Object, err)
