@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 
 	"github.com/dstlgo/dstl/dstl"
 )
@@ -80,12 +81,18 @@ func Open(dir string, logger *slog.Logger) (*DB, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
 		return nil, fmt.Errorf("diskstate: working directory %s: %w", dir, err)
 	}
-	db, err := pebble.Open(filepath.Join(dir, "db"), &pebble.Options{
+	opts := &pebble.Options{
 		DisableWAL:         true,
 		FormatMajorVersion: pebble.FormatNewest,
 		MemTableSize:       32 << 20,
 		Logger:             slogLogger{logger},
-	})
+	}
+	// Bloom filters in every level (the others inherit L0's), as in the
+	// files of snapshots (writerOptions): point reads skip the tables
+	// that do not hold the key, ingested ones included.
+	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
+	opts.Levels[0].FilterType = pebble.TableFilter
+	db, err := pebble.Open(filepath.Join(dir, "db"), opts)
 	if err != nil {
 		return nil, fmt.Errorf("diskstate: open %s: %w", dir, err)
 	}
