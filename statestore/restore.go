@@ -1,7 +1,6 @@
 package statestore
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -98,6 +97,9 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 		s.Clear()
 		s.SetLogging(false)
 	}
+	if err := c.wipeDisk(); err != nil {
+		return err
+	}
 	defer func() {
 		if err == nil {
 			return
@@ -106,6 +108,9 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 		// logging off, refuse checkpoints until a restore succeeds.
 		for _, s := range stores {
 			s.Clear()
+		}
+		if werr := c.wipeDisk(); werr != nil {
+			c.log.Warn("statestore: wipe the disk after a failed restore", "err", werr)
 		}
 		c.mu.Lock()
 		c.restoreErr = err
@@ -320,7 +325,7 @@ func (c *Checkpointer) loadStoreMeta(m *diskstate.Manifest) error {
 // of a disk-backed one.
 func (c *Checkpointer) readSnapshot(ctx context.Context, ref SnapshotRef, rep *RestoreReport) (*snapshotObject, *diskstate.Manifest, error) {
 	decode := func(data []byte) (*snapshotObject, *diskstate.Manifest, error) {
-		if bytes.HasPrefix(data, []byte(diskstate.ManifestMagic)) {
+		if diskstate.IsManifest(data) {
 			if c.disk == nil {
 				return nil, nil, fmt.Errorf("%w: object %s is a disk-backed snapshot (Config.Dir); this checkpointer keeps its stores in memory",
 					ErrSnapshotFormat, ref.Object)
@@ -372,6 +377,18 @@ func (c *Checkpointer) loadPayloads(ref SnapshotRef, obj *snapshotObject, kgr ds
 		if err := s.restorePayload(p.payload, kgr, false); err != nil {
 			return fmt.Errorf("snapshot %s: %w", ref.Object, err)
 		}
+	}
+	return nil
+}
+
+// wipeDisk empties the database of disk-backed stores, keys of stores no
+// longer registered included.
+func (c *Checkpointer) wipeDisk() error {
+	if c.disk == nil {
+		return nil
+	}
+	if err := c.disk.Wipe(); err != nil {
+		return fmt.Errorf("statestore: restore: %w", err)
 	}
 	return nil
 }

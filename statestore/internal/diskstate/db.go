@@ -182,3 +182,15 @@ func (s slogLogger) Fatalf(format string, args ...any) {
 	s.l.Error("pebble: " + fmt.Sprintf(format, args...))
 	panic(fmt.Sprintf("pebble: "+format, args...))
 }
+
+// Wipe deletes every key of the database (with one range deletion) and
+// counts every key as changed: what a restore starts from, and where a
+// failed one leaves it.
+func (d *DB) Wipe() error {
+	// From 0x00, not the empty key: every key starts with its key group.
+	if err := d.DeleteRange([]byte{0x00}, []byte{0xFF, 0xFF, 0xFF}, pebble.NoSync); err != nil {
+		return fmt.Errorf("diskstate: wipe %s: %w", d.dir, err)
+	}
+	d.TouchAll()
+	return nil
+}

@@ -355,3 +355,9 @@ func (d *decoder) fixed(what string, n int) []byte {
 func (d *decoder) byte(what string) byte {
 	return d.fixed(what, 1)[0]
 }
+
+// IsManifest reports whether data starts as a manifest does (its magic),
+// to tell it from the other kinds of snapshot objects before decoding it.
+func IsManifest(data []byte) bool {
+	return len(data) >= len(manifestMagic) && string(data[:len(manifestMagic)]) == manifestMagic
+}
