@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"context"
+	"errors"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -276,6 +277,9 @@ func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle
 		rep.LocalSnapshotFiles += st.LocalFiles
 		rep.SnapshotFiles += st.Files
 		rep.SnapshotBytes += st.FetchedBytes + st.LocalBytes
+		if errors.Is(err, diskstate.ErrFormat) {
+			return nil, fmt.Errorf("statestore: restore: %w: %w", ErrSnapshotFormat, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("statestore: restore: %w", err)
 		}

@@ -71,11 +71,13 @@ type MaterializeStats struct {
 // cut, deleted ones as point deletions) and a segment: the next slice of
 // the span, from prev's cursor on, rewritten whole (a range deletion over
 // the slice and its live keys), wrapping to the span's start at its end.
-// Delta and segments together take at most about (1 + SweepFactor) times
-// the changed bytes: the segment gets what the delta leaves (about
-// SweepFactor times the changes). Changes so small that the delta's own
-// overhead (about 1 KiB a file) spends that budget write no segment, and
-// then the bytes uploaded exceed the bound by that overhead. Once the
+// Delta, segments and the manifest the caller puts (reckoned as prev's
+// and an entry per new file) together take at most about (1 + SweepFactor)
+// times the changed bytes: the segment gets what the delta and the
+// manifest leave (about SweepFactor times the changes). Changes so small
+// that the delta's own overhead (about 1 KiB a file) spends that budget
+// write no segment, and then the bytes uploaded exceed the bound by that
+// overhead. Once the
 // segments since a file cover the span, every older file is obsolete: the
 // manifest holds the files of about one sweep of the span.
 //
@@ -226,9 +228,13 @@ func (m *materializer) discard() {
 	m.out, m.cursor, m.changedKeys, m.changedBytes, m.segmentKeys = nil, nil, 0, 0, 0
 }
 
-// incremental writes the delta and the sweep's segments: together at
-// most (1 + SweepFactor) times the changed bytes (plus a key), the
-// segments getting what the delta leaves.
+// manifestEntryAllowance is what a file's entry in a manifest takes at
+// most for keys of usual sizes (object name, size, CRC, kind, span).
+const manifestEntryAllowance = 256
+
+// incremental writes the delta and the sweep's segments: together with
+// the manifest, at most (1 + SweepFactor) times the changed bytes (plus a
+// key), the segments getting what the delta and the manifest leave.
 func (m *materializer) incremental(prev *Manifest, changed []string) error {
 	deltaBytes, err := m.delta(changed)
 	if err != nil || deltaBytes == 0 {
@@ -236,7 +242,10 @@ func (m *materializer) incremental(prev *Manifest, changed []string) error {
 	}
 	cur := clampCursor(prev.Cursor, m.lo, m.hi)
 	m.cursor = cur
-	budget := (1+SweepFactor)*m.changedBytes - deltaBytes
+	// The manifest the caller puts counts too: about prev's, with the
+	// entries of this materialisation's files.
+	manifest := int64(len(prev.encode())) + 3*manifestEntryAllowance
+	budget := (1+SweepFactor)*m.changedBytes - deltaBytes - manifest
 	if budget <= tableOverhead {
 		// Changes so small that the delta's own overhead spends the
 		// budget: the sweep waits.
