@@ -2,8 +2,8 @@ package statestore
 
 import (
 	"context"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
