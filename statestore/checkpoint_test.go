@@ -335,6 +335,12 @@ func TestBackgroundMaterialization(t *testing.T) {
 }
 
 func TestLocalRecovery(t *testing.T) {
+	for _, disk := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "disk"}[disk], func(t *testing.T) { testLocalRecovery(t, disk) })
+	}
+}
+
+func testLocalRecovery(t *testing.T, disk bool) {
 	b := dstltest.NewBackend()
 	dir := t.TempDir()
 	open := func() *dstl.Storage {
@@ -348,21 +354,31 @@ func TestLocalRecovery(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
+	var scfg statestore.Config
+	if disk {
+		scfg.Dir = t.TempDir()
+	}
 	s1 := open()
-	o := newOperator(t, s1, "op-0", allGroups, statestore.Config{})
+	o := newOperator(t, s1, "op-0", allGroups, scfg)
 	h, want := scenario(t, o, true)
 	if h.Logs[len(h.Logs)-1].Local == nil {
 		t.Fatal("no local log handle with local recovery")
 	}
+	if disk && len(h.Snapshots[0].Files) == 0 {
+		t.Fatalf("disk-backed snapshot %+v names no files", h.Snapshots)
+	}
 	o.cp.Close()
 	s1.Close()
-	r := newOperator(t, open(), "op-0", allGroups, statestore.Config{})
+	r := newOperator(t, open(), "op-0", allGroups, scfg)
 	gets := b.Counts()[dstltest.OpGet]
 	restore(t, r, h)
 	diff(t, want, dump(t, r))
 	rep := r.cp.Stats().LastRestore
 	if rep.LocalSnapshots != 1 || rep.Log.LocalSets == 0 || rep.Log.RemoteSets != 0 {
 		t.Errorf("restore report %+v: want the snapshot and every change set read locally", rep)
+	}
+	if disk && (rep.SnapshotFiles != len(h.Snapshots[0].Files) || rep.LocalSnapshotFiles != rep.SnapshotFiles) {
+		t.Errorf("restore report %+v: want the %d files of the snapshot taken from their local copies", rep, len(h.Snapshots[0].Files))
 	}
 	if got := b.Counts()[dstltest.OpGet] - gets; got != 0 {
 		t.Errorf("%d remote reads", got)
