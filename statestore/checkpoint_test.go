@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -606,46 +607,66 @@ func TestKeepSnapshots(t *testing.T) {
 		{"checkpointer deletes", false, true},
 		{"job deletes", true, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			b := dstltest.NewBackend()
-			dir := t.TempDir()
-			cfg := dstl.DefaultConfig("mem://test")
-			cfg.JobID, cfg.BatchPersistDelay = "job", 0
-			cfg.LocalRecoveryEnabled, cfg.LocalRecoveryDir = true, dir
-			s, err := dstl.New(cfg, b, dstl.WithLocalRecovery(duplicating.Open))
-			if err != nil {
-				t.Fatal(err)
+		for _, disk := range []bool{false, true} {
+			t.Run(tc.name+map[bool]string{false: ", memory", true: ", disk"}[disk], func(t *testing.T) { testKeepSnapshots(t, tc.keep, tc.wantDeleted, disk) })
+		}
+	}
+}
+
+func testKeepSnapshots(t *testing.T, keep, wantDeleted, disk bool) {
+	ctx := context.Background()
+	b := dstltest.NewBackend()
+	dir := t.TempDir()
+	cfg := dstl.DefaultConfig("mem://test")
+	cfg.JobID, cfg.BatchPersistDelay = "job", 0
+	cfg.LocalRecoveryEnabled, cfg.LocalRecoveryDir = true, dir
+	s, err := dstl.New(cfg, b, dstl.WithLocalRecovery(duplicating.Open))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	scfg := statestore.Config{KeepSnapshots: keep}
+	if disk {
+		scfg.Dir = t.TempDir()
+	}
+	o := newOperator(t, s, "op-0", allGroups, scfg)
+	w := newWorkload(4)
+	var written []string // every snapshot object and file, oldest first
+	var last *statestore.CheckpointHandle
+	for id := int64(1); id <= 6; id++ {
+		w.run(t, o, 100)
+		if err := o.cp.Materialize(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.run(t, o, 50)
+		last = checkpoint(t, o, id)
+		for _, n := range snapshotNames(last) {
+			if !slices.Contains(written, n) {
+				written = append(written, n)
 			}
-			t.Cleanup(func() { s.Close() })
-			o := newOperator(t, s, "op-0", allGroups, statestore.Config{KeepSnapshots: tc.keep})
-			w := newWorkload(4)
-			var written []string // every snapshot object, oldest first
-			var last *statestore.CheckpointHandle
-			for id := int64(1); id <= 4; id++ {
-				w.run(t, o, 100)
-				if err := o.cp.Materialize(ctx); err != nil {
-					t.Fatal(err)
-				}
-				w.run(t, o, 50)
-				last = checkpoint(t, o, id)
-				written = append(written, last.Snapshots[0].Object)
-			}
-			for i, name := range written {
-				_, remote := b.ObjectBytes(name)
-				_, lerr := os.Stat(filepath.Join(dir, filepath.FromSlash(name)))
-				local := lerr == nil
-				superseded := i < len(written)-1
-				if wantRemote := !superseded || !tc.wantDeleted; remote != wantRemote {
-					t.Errorf("snapshot %d of %d on the backend: %v, want %v", i+1, len(written), remote, wantRemote)
-				}
-				if local != !superseded {
-					t.Errorf("local copy of snapshot %d of %d: %v, want %v", i+1, len(written), local, !superseded)
-				}
-			}
-			if got := o.cp.Stats().SnapshotsDeleted; (got > 0) != tc.wantDeleted {
-				t.Errorf("Stats.SnapshotsDeleted = %d", got)
-			}
-		})
+		}
+	}
+	kept := snapshotNames(last)
+	superseded := 0
+	for i, name := range written {
+		_, remote := b.ObjectBytes(name)
+		_, lerr := os.Stat(filepath.Join(dir, filepath.FromSlash(name)))
+		local := lerr == nil
+		named := slices.Contains(kept, name)
+		if !named {
+			superseded++
+		}
+		if wantRemote := named || !wantDeleted; remote != wantRemote {
+			t.Errorf("object %d of %d (%s) on the backend: %v, want %v", i+1, len(written), name, remote, wantRemote)
+		}
+		if local != named {
+			t.Errorf("local copy of object %d of %d (%s): %v, want %v", i+1, len(written), name, local, named)
+		}
+	}
+	if superseded == 0 {
+		t.Fatalf("no object superseded among %q", written)
+	}
+	if got := o.cp.Stats().SnapshotsDeleted; (got > 0) != wantDeleted {
+		t.Errorf("Stats.SnapshotsDeleted = %d", got)
 	}
 }
