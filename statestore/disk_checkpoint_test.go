@@ -68,7 +68,7 @@ func TestDiskMaterializationIsIncremental(t *testing.T) {
 	ctx := context.Background()
 	b := dstltest.NewBackend()
 	o := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{Dir: t.TempDir()})
-	const keys = 20000 // 4 MB of state
+	const keys = 8000 // 1.6 MB of state
 	fillKV(t, o, keys, 0)
 	newWorkload(1).run(t, o, 300)
 	if err := o.cp.Materialize(ctx); err != nil {
@@ -140,7 +140,7 @@ func TestDiskRestoreExtendsItsManifest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := dstltest.NewBackend()
 			o := newOperator(t, newStorage(t, b), "op-0", tc.from, statestore.Config{Dir: t.TempDir()})
-			for i := range 20000 {
+			for i := range 8000 {
 				k := fmt.Sprintf("big-%06d", i)
 				if !tc.from.Contains(statestore.KeyGroup([]byte(k), maxP)) {
 					continue
