@@ -56,6 +56,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeSnapshotObject$$' -fuzztime=$(FUZZTIME) ./statestore/
 	$(GO) test -run='^$$' -fuzz='^FuzzCheckpointHandle$$' -fuzztime=$(FUZZTIME) ./statestore/
 	$(GO) test -run='^$$' -fuzz='^FuzzRestoreSnapshot$$' -fuzztime=$(FUZZTIME) ./statestore/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeManifest$$' -fuzztime=$(FUZZTIME) ./statestore/internal/diskstate/
 
 ## bench: `dstl bench` on local disk, MinIO, fake-gcs-server, Azurite and
 ## mem://, with the emulators started first; tables and JSON into
