@@ -225,20 +225,26 @@ func TestDiskAndMemorySnapshots(t *testing.T) {
 func TestDiskDamagedSnapshotFile(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name    string
-		damage  func(b *dstltest.Backend, name string)
-		wantErr error
+		name     string
+		manifest bool // damage the manifest, not a file
+		damage   func(b *dstltest.Backend, name string)
+		wantErr  error
 	}{
-		{"flipped byte", func(b *dstltest.Backend, name string) {
+		{"flipped byte of the manifest", true, func(b *dstltest.Backend, name string) {
 			data, _ := b.ObjectBytes(name)
 			data[len(data)/2] ^= 0x40
 			b.SetObjectBytes(name, data)
 		}, statestore.ErrSnapshotFormat},
-		{"truncated", func(b *dstltest.Backend, name string) {
+		{"flipped byte", false, func(b *dstltest.Backend, name string) {
+			data, _ := b.ObjectBytes(name)
+			data[len(data)/2] ^= 0x40
+			b.SetObjectBytes(name, data)
+		}, statestore.ErrSnapshotFormat},
+		{"truncated", false, func(b *dstltest.Backend, name string) {
 			data, _ := b.ObjectBytes(name)
 			b.SetObjectBytes(name, data[:len(data)-10])
 		}, statestore.ErrSnapshotFormat},
-		{"missing", func(b *dstltest.Backend, name string) {
+		{"missing", false, func(b *dstltest.Backend, name string) {
 			if err := b.Delete(ctx, name); err != nil {
 				t.Fatal(err)
 			}
@@ -254,6 +260,9 @@ func TestDiskDamagedSnapshotFile(t *testing.T) {
 			h := checkpoint(t, o, 1)
 			o.cp.Close()
 			file := h.Snapshots[0].Files[0]
+			if tc.manifest {
+				file = h.Snapshots[0].Object
+			}
 			tc.damage(b, file)
 			r := newOperator(t, newStorage(t, b), "op-0", allGroups, statestore.Config{Dir: t.TempDir()})
 			err := r.cp.InitializeState(ctx, statestore.CheckpointInfo{}, h)
