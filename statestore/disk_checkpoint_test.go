@@ -322,3 +322,85 @@ func TestDiskMaterializationFailureLeavesNothing(t *testing.T) {
 	restore(t, r, h)
 	diff(t, want, dump(t, r))
 }
+
+// putIn puts n keys of the key groups of r into the key-value store,
+// values made from seed.
+func putIn(t *testing.T, o *operator, r dstl.KeyGroupRange, n int, seed uint64) {
+	t.Helper()
+	for i := 0; n > 0; i++ {
+		k := fmt.Sprintf("big-%06d", i)
+		if !r.Contains(statestore.KeyGroup([]byte(k), maxP)) {
+			continue
+		}
+		if err := o.kv.Put(k, value200(seed+uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+		n--
+	}
+}
+
+// TestRestartKeepsSharedSnapshots: after a rescale splits an instance in
+// two, a restart of one of them (same name, same key groups) takes as its
+// own only what it wrote itself: it never deletes a snapshot or file that
+// the instance it was split from wrote, which its sibling still needs.
+func TestRestartKeepsSharedSnapshots(t *testing.T) {
+	ctx := context.Background()
+	for _, disk := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "disk"}[disk], func(t *testing.T) {
+			cfg := func() statestore.Config {
+				if disk {
+					return statestore.Config{Dir: t.TempDir()}
+				}
+				return statestore.Config{}
+			}
+			left, right := dstl.KeyGroupRange{Start: 0, End: 63}, dstl.KeyGroupRange{Start: 64, End: 127}
+			b := dstltest.NewBackend()
+			a := newOperator(t, newStorage(t, b), "op-0", allGroups, cfg())
+			putIn(t, a, allGroups, 4000, 1)
+			if err := a.cp.Materialize(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h1 := checkpoint(t, a, 1)
+			a.cp.Close()
+
+			l := newOperator(t, newStorage(t, b), "op-0", left, cfg())
+			r := newOperator(t, newStorage(t, b), "op-1", right, cfg())
+			restore(t, l, h1)
+			restore(t, r, h1)
+			putIn(t, l, left, 40, 2)
+			if disk {
+				if err := l.cp.Materialize(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h2 := checkpoint(t, l, 2)
+			l.cp.Close()
+
+			// The left instance restarts, and goes on until nothing of
+			// the split instance's is left in its checkpoints.
+			l2 := newOperator(t, newStorage(t, b), "op-0", left, cfg())
+			restore(t, l2, h2)
+			var last *statestore.CheckpointHandle
+			for id := int64(3); id < 30; id++ {
+				putIn(t, l2, left, 100, uint64(id))
+				if err := l2.cp.Materialize(ctx); err != nil {
+					t.Fatal(err)
+				}
+				last = checkpoint(t, l2, id)
+			}
+			for _, n := range snapshotNames(h1) {
+				if slices.Contains(snapshotNames(last), n) {
+					t.Fatalf("the restarted instance's last checkpoint still names %s of the split instance", n)
+				}
+			}
+
+			// The right instance never materialised: it needs what the
+			// split instance wrote.
+			want := dump(t, r)
+			h3 := checkpoint(t, r, 2)
+			r2 := newOperator(t, newStorage(t, b), "op-1", right, cfg())
+			restore(t, r2, h3)
+			diff(t, want, dump(t, r2))
+		})
+	}
+}

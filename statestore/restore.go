@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/dstlgo/dstl/dstl"
@@ -117,7 +118,7 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 		c.restoreErr = err
 		c.mu.Unlock()
 	}()
-	reuse, err := c.loadSnapshots(ctx, hs, ranges, &rep)
+	reuse, own, err := c.loadSnapshots(ctx, hs, ranges, &rep)
 	if err != nil {
 		return err
 	}
@@ -185,15 +186,11 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 	// say which to take for which key group. The next checkpoint
 	// materialises first.
 	c.mergedRestore = len(hs) > 1
-	// A snapshot restored whole by the instance that wrote it is ours to
-	// delete once unreferenced; snapshots of a rescaled job are shared.
-	if len(hs) == 1 && hs[0].Operator == c.cfg.Operator && hs[0].KeyGroups == c.cfg.KeyGroups {
-		for _, s := range hs[0].Snapshots {
-			c.owned[s.Object] = true
-			for _, f := range s.Files {
-				c.owned[f] = true
-			}
-		}
+	// What an instance of this name and these key groups wrote is ours to
+	// delete once unreferenced (a restart's); what other instances wrote
+	// is shared after a rescale, and the job deletes it.
+	for _, o := range own {
+		c.owned[o] = true
 	}
 	if c.disk != nil {
 		// The next materialisation extends the restored manifest if it
@@ -221,8 +218,9 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 // snapshots (manifests) are ingested first, all at once, then the
 // in-memory ones are loaded. It returns the manifest that the next
 // materialisation may extend: the only one, when one handle holding all of
-// this instance's key groups restored it.
-func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle, ranges []dstl.KeyGroupRange, rep *RestoreReport) (*diskstate.Manifest, error) {
+// this instance's key groups restored it; and the objects loaded that an
+// instance of this name and these key groups wrote (its own, not shared).
+func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle, ranges []dstl.KeyGroupRange, rep *RestoreReport) (reuse *diskstate.Manifest, own []string, err error) {
 	type payloads struct {
 		obj *snapshotObject
 		ref SnapshotRef
@@ -232,18 +230,30 @@ func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle
 	var objs []payloads
 	var ms []*diskstate.Manifest
 	var mranges []dstl.KeyGroupRange
-	var reuse *diskstate.Manifest
 	for i, h := range hs {
 		for _, ref := range h.Snapshots {
 			obj, m, err := c.readSnapshot(ctx, ref, rep)
 			if err != nil {
-				return nil, fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
+				return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
+			}
+			if obj != nil && obj.operator == c.cfg.Operator && obj.kgr == c.cfg.KeyGroups {
+				own = append(own, ref.Object)
+			}
+			if m != nil {
+				if m.Operator == c.cfg.Operator && m.KeyGroups == c.cfg.KeyGroups {
+					own = append(own, ref.Object)
+				}
+				for _, f := range m.Files {
+					if f.Writer == c.cfg.KeyGroups && strings.HasPrefix(f.Object, c.prefix) {
+						own = append(own, f.Object)
+					}
+				}
 			}
 			if obj != nil && c.disk == nil {
 				// In memory: load it now, so that one object at a
 				// time is held.
 				if err := c.loadPayloads(ref, obj, ranges[i], rep); err != nil {
-					return nil, fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
+					return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
 				}
 				continue
 			}
@@ -254,11 +264,11 @@ func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle
 				continue
 			}
 			if len(h.Snapshots) > 1 {
-				return nil, fmt.Errorf("statestore: restore checkpoint %d: %w: disk-backed snapshot %s is one of %d snapshots of a handle",
+				return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w: disk-backed snapshot %s is one of %d snapshots of a handle",
 					h.CheckpointID, ErrSnapshotFormat, ref.Object, len(h.Snapshots))
 			}
 			if m.MaxParallelism != c.cfg.MaxParallelism {
-				return nil, fmt.Errorf("statestore: restore checkpoint %d: %w: object %s has max parallelism %d, this operator %d",
+				return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w: object %s has max parallelism %d, this operator %d",
 					h.CheckpointID, ErrSnapshotFormat, ref.Object, m.MaxParallelism, c.cfg.MaxParallelism)
 			}
 			r, ok := intersect(ranges[i], m.KeyGroups)
@@ -278,27 +288,27 @@ func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle
 		rep.SnapshotFiles += st.Files
 		rep.SnapshotBytes += st.FetchedBytes + st.LocalBytes
 		if errors.Is(err, diskstate.ErrFormat) {
-			return nil, fmt.Errorf("statestore: restore: %w: %w", ErrSnapshotFormat, err)
+			return nil, nil, fmt.Errorf("statestore: restore: %w: %w", ErrSnapshotFormat, err)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("statestore: restore: %w", err)
+			return nil, nil, fmt.Errorf("statestore: restore: %w", err)
 		}
 		for _, m := range ms {
 			if err := c.loadStoreMeta(m); err != nil {
-				return nil, fmt.Errorf("statestore: restore: %w", err)
+				return nil, nil, fmt.Errorf("statestore: restore: %w", err)
 			}
 		}
 	}
 	for _, p := range objs {
 		if err := c.loadPayloads(p.ref, p.obj, p.kgr, rep); err != nil {
-			return nil, fmt.Errorf("statestore: restore checkpoint %d: %w", p.id, err)
+			return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w", p.id, err)
 		}
 	}
 	if c.disk != nil {
 		// What was loaded is in the snapshots already: not a change.
 		c.disk.TakeChanges()
 	}
-	return reuse, nil
+	return reuse, own, nil
 }
 
 // loadStoreMeta checks that a manifest's stores are the registered ones

@@ -61,6 +61,12 @@ type File struct {
 	Kind FileKind
 	// Lo and Hi are a segment's span [Lo, Hi); nil for a delta.
 	Lo, Hi []byte
+	// Writer is the key-group range of the instance whose materialisation
+	// wrote the file. Later manifests of other instances (after a rescale)
+	// may name it too: a restoring instance takes as its own (to delete
+	// once unreferenced) only the files that an instance of its own name
+	// and key groups wrote.
+	Writer dstl.KeyGroupRange
 }
 
 // StoreMeta describes one store of the snapshot: its name and kind, and
@@ -127,6 +133,9 @@ func (m *Manifest) check() error {
 		if f.Size < 0 {
 			return fmt.Errorf("file %d (%s): negative size %d", i, f.Object, f.Size)
 		}
+		if err := f.Writer.Validate(); err != nil || f.Writer.End >= m.MaxParallelism {
+			return fmt.Errorf("file %d (%s): writer's key groups %v do not fit max parallelism %d", i, f.Object, f.Writer, m.MaxParallelism)
+		}
 		switch f.Kind {
 		case Delta:
 			if f.Lo != nil || f.Hi != nil {
@@ -180,6 +189,8 @@ func (m *Manifest) encode() []byte {
 		b = binary.AppendVarint(b, f.Size)
 		b = binary.LittleEndian.AppendUint32(b, f.CRC)
 		b = append(b, byte(f.Kind))
+		b = binary.AppendVarint(b, int64(f.Writer.Start))
+		b = binary.AppendVarint(b, int64(f.Writer.End))
 		if f.Kind == Segment {
 			b = appendBytes(b, f.Lo)
 			b = appendBytes(b, f.Hi)
@@ -245,6 +256,7 @@ func DecodeManifest(object string, data []byte) (*Manifest, error) {
 			f.Size = d.varint("file size")
 			f.CRC = binary.LittleEndian.Uint32(d.fixed("file CRC", 4))
 			f.Kind = FileKind(d.byte("file kind"))
+			f.Writer.Start, f.Writer.End = d.int("file writer start"), d.int("file writer end")
 			if d.err == nil && f.Kind == Segment {
 				f.Lo = d.bytes("segment start")
 				f.Hi = d.bytes("segment end")

@@ -85,6 +85,8 @@ func TestDecodeManifestRejects(t *testing.T) {
 		{"segment lo = hi", with(func(m *Manifest) { m.Files[0].Hi = m.Files[0].Lo }), "is empty"},
 		{"segment lo > hi", with(func(m *Manifest) { m.Files[0].Lo, m.Files[0].Hi = m.Files[0].Hi, m.Files[0].Lo }), "is empty"},
 		{"negative size", with(func(m *Manifest) { m.Files[1].Size = -5 }), "negative size"},
+		{"writer outside the key groups", with(func(m *Manifest) { m.Files[0].Writer = dstl.KeyGroupRange{Start: 0, End: m.MaxParallelism} }), "writer's key groups"},
+		{"writer range reversed", with(func(m *Manifest) { m.Files[0].Writer = dstl.KeyGroupRange{Start: 5, End: 2} }), "writer's key groups"},
 		{"bad object name", with(func(m *Manifest) { m.Files[1].Object = "../x" }), "invalid object name"},
 		{"huge count", reseal(append(append(append([]byte{}, good[:5]...), 0xff, 0xff, 0xff, 0xff, 0x0f), 0, 0, 0, 0)), "past the end"},
 	}

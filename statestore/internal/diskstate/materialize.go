@@ -105,7 +105,7 @@ func Materialize(ctx context.Context, t Target, db *DB, snap *pebble.Snapshot, p
 	}
 	lo, hi := KeyGroupSpan(kgr)
 	m := &materializer{
-		ctx: ctx, t: &t, snap: snap, lo: lo, hi: hi,
+		ctx: ctx, t: &t, snap: snap, lo: lo, hi: hi, kgr: kgr,
 		format: db.TableFormat(), dir: db.TempDir(),
 	}
 	defer m.temps.removeAll(t.logger())
@@ -188,6 +188,7 @@ type materializer struct {
 	t      *Target
 	snap   *pebble.Snapshot
 	lo, hi []byte
+	kgr    dstl.KeyGroupRange
 	format sstable.TableFormat
 	dir    string
 	temps  tempFiles
@@ -219,6 +220,7 @@ func (m *materializer) fileList() []File {
 	out := make([]File, len(m.out))
 	for i, f := range m.out {
 		out[i] = f.File
+		out[i].Writer = m.kgr
 	}
 	return out
 }
