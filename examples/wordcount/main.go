@@ -102,10 +102,11 @@
 //     nothing else but objects younger than the grace.
 //
 // It prints the faults as they happen, then the numbers of kills, stops,
-// restarts, rescales, restores and joins (with -disk, of the restores that
-// loaded snapshot files, and how many of the retained checkpoint's files
-// the instances of an earlier count wrote), and the checks' results; it
-// exits 1 on any mismatch (or after -timeout), 3 if it could not run.
+// restarts, rescales, restores, joins and materialisations (with -disk, of
+// the restores that loaded snapshot files, and how many of the retained
+// checkpoint's files the instances of an earlier count wrote), and the
+// checks' results; it exits 1 on any mismatch (or after -timeout), 3 if it
+// could not run.
 //
 // With no -base-path, verify works in a new temporary directory (the local
 // backend). Any base path of the dstl backends works, for instance MinIO:
@@ -287,6 +288,7 @@ const (
 	doneEvent       = "input done"          // its input read and checkpointed: counts written
 	fencedEvent     = "fenced"              // a newer generation started: rejoining
 	stalledEvent    = "stalled"             // a part would name objects perhaps deleted: joining again
+	materialized    = "materialised"        // "materialised N time(s) since ...": the state was written as snapshots
 )
 
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -376,6 +378,7 @@ type instance struct {
 	notified    int64   // latest checkpoint told complete
 	unconfirmed []int64 // committed checkpoints not yet confirmed, ascending
 	doneAt      int64   // first checkpoint taken with all input read; 0 until then
+	mats        int64   // materialisations already reported
 	announced   bool    // the first complete checkpoint was printed
 	written     bool    // the counts were written
 }
@@ -573,6 +576,12 @@ func (in *instance) checkpoint(ctx context.Context, n int64) error {
 		CheckpointID: n, LastCompletedCheckpointID: in.notified})
 	if err != nil {
 		return err
+	}
+	if st := in.cp.Stats(); st.Materializations > in.mats {
+		lm := st.LastMaterialization
+		in.event("%s %d time(s) since checkpoint %d: the last one uploaded %d object(s), %d bytes, for %d changed keys",
+			materialized, st.Materializations-in.mats, in.notified, lm.Files, lm.UploadedBytes, lm.ChangedKeys)
+		in.mats = st.Materializations
 	}
 	objects := h.Objects()
 	if stale := in.stale(objects, time.Now()); len(stale) > 0 {

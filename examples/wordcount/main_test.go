@@ -83,6 +83,7 @@ func basePath(t *testing.T) string {
 // store. -short runs shorter phases on less input, the remote case only.
 func TestVerify(t *testing.T) {
 	localCopies := regexp.MustCompile(`snapshot\(s\) \(([0-9]+) local\), [0-9]+ change sets \(([0-9]+) local\)`)
+	materializations := regexp.MustCompile(`materialisations: ([0-9]+)`)
 	diskRestores := regexp.MustCompile(`state on disk: ([0-9]+) restores loaded snapshot files`)
 	sharedFiles := regexp.MustCompile(`name ([0-9]+) snapshot files, ([0-9]+) of them written by an instance of an earlier instance count`)
 	keptFiles := regexp.MustCompile(`, ([0-9]+) snapshot file\), `)
@@ -129,6 +130,9 @@ func TestVerify(t *testing.T) {
 					t.Errorf("no restore read a local copy:\n%s", log)
 				}
 			}
+			if m := materializations.FindStringSubmatch(log); m == nil || m[1] == "0" {
+				t.Errorf("no materialisation (%q):\n%s", m, log)
+			}
 			if tc.disk {
 				if m := diskRestores.FindStringSubmatch(log); m == nil || m[1] == "0" {
 					t.Errorf("no restore loaded snapshot files (%q):\n%s", m, log)
@@ -143,7 +147,7 @@ func TestVerify(t *testing.T) {
 				}
 			}
 			for _, line := range strings.Split(log, "\n") {
-				if strings.Contains(line, "faults:") || strings.Contains(line, "state on disk:") || strings.Contains(line, "snapshot files, ") ||
+				if strings.Contains(line, "faults:") || strings.Contains(line, "materialisations:") || strings.Contains(line, "snapshot files, ") ||
 					strings.Contains(line, "deletion rule:") || strings.Contains(line, "OK:") {
 					t.Log(line)
 				}

@@ -196,6 +196,7 @@ type verifier struct {
 	// what happened
 	kills, stops, restarts, crashes, rescales, restores, rejoins, firstStarts, stalls int
 	fileRestores, files, localFiles                                                   int // restores that loaded snapshot files; the files
+	materializations                                                                  int // reported by the instances
 }
 
 func (v *verifier) say(format string, args ...any) {
@@ -239,6 +240,9 @@ var eventLine = regexp.MustCompile(`^wordcount: instance (\d+) of (\d+), generat
 
 // restoredFiles finds the snapshot files a restore event counts.
 var restoredFiles = regexp.MustCompile(`(\d+) snapshot file\(s\) \((\d+) local\)`)
+
+// materializedTimes finds the count of a materialisation event.
+var materializedTimes = regexp.MustCompile(`^` + materialized + ` (\d+) time`)
 
 // start starts instance i of p.
 func (v *verifier) start(ctx context.Context, i, p int) error {
@@ -321,6 +325,11 @@ func (v *verifier) scan(pr *proc, r io.Reader) {
 			pr.done = true
 		case strings.HasPrefix(ev, stalledEvent):
 			v.stalls++
+		case strings.HasPrefix(ev, materialized):
+			if f := materializedTimes.FindStringSubmatch(ev); f != nil {
+				n, _ := strconv.Atoi(f[1])
+				v.materializations += n
+			}
 		}
 		v.mu.Unlock()
 	}
@@ -599,9 +608,11 @@ func (v *verifier) run(ctx context.Context) int {
 	failures := slices.Clone(v.failures)
 	v.say("faults: %d kills, %d stops; %d restarts (%d after a crash); %d rescales (%s); %d restores, %d first starts, %d joins again (%d after a stall)",
 		v.kills, v.stops, v.restarts, v.crashes, v.rescales, joinInts(v.o.scales, " → "), v.restores, v.firstStarts, v.rejoins, v.stalls)
+	state := "in memory"
 	if v.stateDir != "" {
-		v.say("state on disk: %d restores loaded snapshot files, %d files (%d local)", v.fileRestores, v.files, v.localFiles)
+		state = fmt.Sprintf("on disk: %d restores loaded snapshot files, %d files (%d local)", v.fileRestores, v.files, v.localFiles)
 	}
+	v.say("materialisations: %d (seen by a checkpoint); state %s", v.materializations, state)
 	v.mu.Unlock()
 	if len(failures) > 0 {
 		for _, f := range failures {
