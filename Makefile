@@ -8,7 +8,7 @@ BENCHTIME ?= 1s
 BENCH_ARGS ?=
 FUZZTIME  ?= 30s
 
-.PHONY: all build demo example test test-unit vet race fuzz bench bench-go sim clean \
+.PHONY: all build demo example example-disk test test-unit vet race fuzz bench bench-go sim clean \
 	emulators-install emulators-up emulators-down
 
 all: build test
@@ -23,10 +23,17 @@ demo:
 ## example: the word count service on state stores and the checkpoint
 ## catalog, on local disk: 3 instances killed (SIGKILL) and stopped
 ## (SIGSTOP) at random moments, restarted, rescaled 3 → 2 → 4, and checked
-## against an independent count and the deletion rule (about 30 s; under
-## `make test`, examples/wordcount's TestVerify runs it on MinIO)
+## against an independent count and the deletion rule; once with the state
+## in memory, once on disk (as example-disk), about 30 s each (under
+## `make test`, examples/wordcount's TestVerify runs both on MinIO)
 example:
 	$(GO) run ./examples/wordcount verify
+	$(GO) run ./examples/wordcount verify -disk
+
+## example-disk: the same with each instance's state on disk (a Pebble
+## database of its own, incremental snapshots of SST files)
+example-disk:
+	$(GO) run ./examples/wordcount verify -disk
 
 ## test: go vet, then every test with the race detector, with the emulators
 ## started first and stopped afterwards (even when a test fails); the exit
