@@ -196,6 +196,10 @@ type Checkpointer struct {
 	pending       map[int64]*pendingCheckpoint
 	confirmed     []SnapshotRef   // of the latest completed checkpoint
 	owned         map[string]bool // objects this checkpointer wrote (snapshots and their files)
+	// sharedLocal are the objects, restored but not owned (another
+	// instance's, after a rescale), of which the restore made local
+	// copies: their local copies go once nothing references them.
+	sharedLocal map[string]bool
 	// diskManifest is the manifest of the disk-backed snapshot that the
 	// current state extends: the next materialisation writes what changed
 	// since it. nil: the next one writes the whole state.
@@ -277,6 +281,8 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 		byName:  map[string]internalStore{},
 		pending: map[int64]*pendingCheckpoint{},
 		owned:   map[string]bool{},
+
+		sharedLocal: map[string]bool{},
 	}
 	if scfg.LocalRecoveryEnabled {
 		c.localDir = scfg.LocalRecoveryDir
@@ -558,6 +564,13 @@ func (c *Checkpointer) unreferencedLocked() []string {
 			delete(c.owned, name)
 		}
 	}
+	for name := range c.sharedLocal {
+		if !ref[name] {
+			// Not ours to delete; our local copy is.
+			c.removeLocalCopy(name)
+			delete(c.sharedLocal, name)
+		}
+	}
 	return doomed
 }
 
@@ -606,6 +619,10 @@ func (c *Checkpointer) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	// A materialisation or a restore that a program runs ends (its context
+	// is cancelled with c.ctx) before the stores and their database close.
+	c.matMu.Lock()
+	defer c.matMu.Unlock()
 	for _, s := range stores {
 		_ = s.Close()
 	}

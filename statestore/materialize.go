@@ -66,6 +66,8 @@ func (c *Checkpointer) due() bool {
 func (c *Checkpointer) Materialize(ctx context.Context) error {
 	c.matMu.Lock()
 	defer c.matMu.Unlock()
+	ctx, stop := c.closing(ctx)
+	defer stop()
 
 	c.mu.Lock()
 	if c.closed || c.restoring || c.restoreErr != nil {
@@ -145,6 +147,13 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 	doomed := c.unreferencedLocked()
 	c.mu.Unlock()
 	return c.deleteSnapshots(ctx, doomed)
+}
+
+// closing returns ctx, also cancelled once Close begins, and its cancel.
+func (c *Checkpointer) closing(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(c.ctx, cancel)
+	return ctx, func() { unhook(); cancel() }
 }
 
 // cutResult is what a materialisation wrote: the snapshot to name, the

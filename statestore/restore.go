@@ -71,6 +71,11 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 			}
 		}
 	}
+	// One restore or materialisation at a time, and Close waits for it.
+	c.matMu.Lock()
+	defer c.matMu.Unlock()
+	ctx, stop := c.closing(ctx)
+	defer stop()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -191,6 +196,21 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 	// is shared after a rescale, and the job deletes it.
 	for _, o := range own {
 		c.owned[o] = true
+	}
+	if c.localDir != "" {
+		owned := map[string]bool{}
+		for _, o := range own {
+			owned[o] = true
+		}
+		for _, h := range hs {
+			for _, s := range h.Snapshots {
+				for _, name := range append([]string{s.Object}, s.Files...) {
+					if !owned[name] {
+						c.sharedLocal[name] = true
+					}
+				}
+			}
+		}
 	}
 	if c.disk != nil {
 		// The next materialisation extends the restored manifest if it

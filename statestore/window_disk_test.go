@@ -669,7 +669,9 @@ func TestWindowVersionedDiskConcurrent(t *testing.T) {
 		t.Fatal(err)
 	default:
 	}
-	if w.Len() == 0 || v.Len() != 60 {
-		t.Errorf("Len: %d windows, %d keys (want 60)", w.Len(), v.Len())
+	// The writers share one stream time: when one runs ahead, the other's
+	// puts fall behind the retention and are dropped, so only bounds hold.
+	if nw, nv := w.Len(), v.Len(); nw == 0 || nv == 0 || nv > 60 {
+		t.Errorf("Len: %d windows, %d keys (want some, at most 60 keys)", nw, nv)
 	}
 }
