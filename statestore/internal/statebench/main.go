@@ -518,6 +518,8 @@ func (b *bench) large(ctx context.Context) error {
 	}
 	fmt.Printf("state %s (keys and values); database on disk after the write %s; peak RSS of the run %s\n",
 		mib(state), mib(dbBytes), mib(peak))
+	fmt.Println("MiB/s: the state's bytes ÷ the phase's duration. Peak RSS: VmHWM, reset at each phase's start; Go heap and memory:")
+	fmt.Println("runtime/metrics sampled every 20 ms (heap objects, live and not yet swept; all the runtime's memory but what it released).")
 	return nil
 }
 
@@ -634,13 +636,13 @@ func (b *bench) churnMode(ctx context.Context) error {
 		}
 		n := float64(len(r.rounds))
 		mean /= n
-		fmt.Fprintf(tw, "%s\t%s\t%d %%\t%d\t%s\t%s\t%.3f\t%.3f\t%.1f\t%.2f\t\n", r.store, mib(b.stateBytes(b.keys)), r.pct, len(r.rounds),
+		fmt.Fprintf(tw, "%s\t%s\t%d %%\t%d\t%s\t%s\t%.4f\t%.4f\t%.1f\t%.2f\t\n", r.store, mib(b.stateBytes(b.keys)), r.pct, len(r.rounds),
 			mib(int64(ch/n)), mib(int64(up/n)), mean, maxRatio, files/n, secs/n)
 	}
 	if !b.o.memory {
 		for _, pct := range b.o.churn {
 			k := b.keys * pct / 100
-			fmt.Fprintf(tw, "memory (computed)\t%s\t%d %%\t-\t%s\t%s\t%.3f\t-\t1\t-\t\n", mib(b.stateBytes(b.keys)), pct,
+			fmt.Fprintf(tw, "memory (computed)\t%s\t%d %%\t-\t%s\t%s\t%.4f\t-\t1\t-\t\n", mib(b.stateBytes(b.keys)), pct,
 				mib(b.stateBytes(k)), mib(b.stateBytes(b.keys)), float64(b.keys)/float64(k))
 		}
 	}
