@@ -8,7 +8,7 @@ BENCHTIME ?= 1s
 BENCH_ARGS ?=
 FUZZTIME  ?= 30s
 
-.PHONY: all build demo example example-disk test test-unit vet race fuzz bench bench-go sim clean \
+.PHONY: all build demo example example-disk test test-unit vet race fuzz bench bench-go bench-kv bench-state sim clean \
 	emulators-install emulators-up emulators-down
 
 all: build test
@@ -76,6 +76,24 @@ bench:
 bench-go:
 	GO="$(GO)" bash minio-test/with-emulators.sh \
 		$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=6 ./dstl/... ./backends/... | tee bench.txt
+
+## bench-kv: a key-value store's put and get in memory, on disk and of
+## Pebble itself, logging on and off (BenchmarkKVOps of statestore), six
+## runs into bench/statestore-kv.txt, then benchstat's summary (BENCHSTAT)
+## into bench/statestore-kv-benchstat.txt
+BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@latest
+bench-kv:
+	$(GO) test -run='^$$' -bench='^BenchmarkKVOps$$' -benchmem -benchtime=$(BENCHTIME) -count=6 ./statestore | tee bench/statestore-kv.txt
+	$(BENCHSTAT) -col /store bench/statestore-kv.txt | tee bench/statestore-kv-benchstat.txt
+
+## bench-state: the disk-backed state stores at sizes no test reaches
+## (bench/state.sh, statestore/internal/statebench): a 2 GiB state under
+## GOMEMLIMIT=512MiB, bytes uploaded ÷ bytes changed at 1 % and 10 % churn,
+## restore from MinIO beside raw GETs and from local copies, with the
+## emulators started first; tables into bench/statestore-disk.txt (about
+## ten minutes, 12 GB of disk)
+bench-state:
+	GO="$(GO)" bash minio-test/with-emulators.sh bash bench/state.sh
 
 ## emulators-install: build or fetch the pinned emulators into the tools cache
 ## (${DSTL_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/dstl-tools}); reuses what is there
