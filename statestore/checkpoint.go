@@ -68,6 +68,11 @@ type Config struct {
 	// changed since the previous one and a slice of the rest, and names the
 	// files that still hold the state. Default "": in memory.
 	Dir string
+	// DirCacheSize is the size in bytes of the block cache of the
+	// Pebble database of Config.Dir, which keeps read blocks (index,
+	// filters, hot data) in memory; it counts towards the process's
+	// memory. Default 64 MiB.
+	DirCacheSize int64
 }
 
 // CheckpointInfo tells a checkpoint function where it is.
@@ -250,6 +255,12 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.DirCacheSize == 0 {
+		cfg.DirCacheSize = diskstate.DefaultCacheSize
+	}
+	if cfg.DirCacheSize < 0 {
+		return nil, fmt.Errorf("statestore: Config.DirCacheSize %d: want 0 (the default, 64 MiB) or more", cfg.DirCacheSize)
+	}
 	if cfg.Operator == "" || strings.Contains(cfg.Operator, "/") || backends.CheckObjectName(cfg.Operator) != nil {
 		return nil, fmt.Errorf("statestore: operator %q: must be a non-empty object-name segment without \"/\"", cfg.Operator)
 	}
@@ -262,7 +273,7 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 	var disk *diskstate.DB
 	if cfg.Dir != "" {
 		var err error
-		if disk, err = diskstate.Open(filepath.Join(cfg.Dir, cfg.Operator), cfg.Logger); err != nil {
+		if disk, err = diskstate.OpenCache(filepath.Join(cfg.Dir, cfg.Operator), cfg.Logger, cfg.DirCacheSize); err != nil {
 			return nil, fmt.Errorf("statestore: Config.Dir: %w", err)
 		}
 	}

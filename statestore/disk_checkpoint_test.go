@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -401,6 +402,39 @@ func TestRestartKeepsSharedSnapshots(t *testing.T) {
 			r2 := newOperator(t, newStorage(t, b), "op-1", right, cfg())
 			restore(t, r2, h3)
 			diff(t, want, dump(t, r2))
+		})
+	}
+}
+
+// TestCheckpointerConfigErrors: a Config that cannot work is refused by
+// NewCheckpointer with an error naming what is wrong.
+func TestCheckpointerConfigErrors(t *testing.T) {
+	file := t.TempDir() + "/file"
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	storage := newStorage(t, dstltest.NewBackend())
+	for _, tc := range []struct {
+		name string
+		cfg  statestore.Config
+		want string
+	}{
+		{"no operator", statestore.Config{KeyGroups: allGroups}, `operator ""`},
+		{"operator with a slash", statestore.Config{Operator: "a/b", KeyGroups: allGroups}, `operator "a/b"`},
+		{"max parallelism", statestore.Config{Operator: "op", KeyGroups: allGroups, MaxParallelism: -1}, "max parallelism -1"},
+		{"key groups past max parallelism", statestore.Config{Operator: "op", KeyGroups: dstl.KeyGroupRange{Start: 0, End: 200}, MaxParallelism: 128}, "key groups"},
+		{"negative cache", statestore.Config{Operator: "op", KeyGroups: allGroups, Dir: t.TempDir(), DirCacheSize: -1}, "DirCacheSize -1"},
+		{"dir is a file", statestore.Config{Operator: "op", KeyGroups: allGroups, Dir: file}, "Config.Dir"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp, err := statestore.NewCheckpointer(storage, tc.cfg)
+			if err == nil {
+				cp.Close()
+				t.Fatalf("NewCheckpointer(%+v) succeeded", tc.cfg)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %q", err, tc.want)
+			}
 		})
 	}
 }

@@ -69,6 +69,16 @@ type DB struct {
 // database in it. Log messages go to logger at debug level (errors at
 // warn).
 func Open(dir string, logger *slog.Logger) (*DB, error) {
+	return OpenCache(dir, logger, DefaultCacheSize)
+}
+
+// DefaultCacheSize is the size of the block cache of a database that Open
+// opens: enough to keep the index and filter blocks, and the hot data
+// blocks, of a state of a few GiB in memory.
+const DefaultCacheSize = 64 << 20
+
+// OpenCache is Open with a block cache of cacheSize bytes (at least 1 MiB).
+func OpenCache(dir string, logger *slog.Logger, cacheSize int64) (*DB, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("diskstate: no working directory")
 	}
@@ -81,7 +91,10 @@ func Open(dir string, logger *slog.Logger) (*DB, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
 		return nil, fmt.Errorf("diskstate: working directory %s: %w", dir, err)
 	}
+	cache := pebble.NewCache(max(cacheSize, 1<<20))
+	defer cache.Unref() // the database holds its own reference
 	opts := &pebble.Options{
+		Cache:              cache,
 		DisableWAL:         true,
 		FormatMajorVersion: pebble.FormatNewest,
 		MemTableSize:       32 << 20,
