@@ -44,10 +44,11 @@
 //     state, nor its latest completed checkpoint, nor a pending one
 //     references them. Snapshots restored after a rescale (several handles,
 //     or another instance's) are shared by the new instances and deleted by
-//     none of them: the job deletes them once no retained checkpoint
-//     handle names them (CheckpointHandle.Snapshots). What a crash
-//     leaves is for `dstl gc` given the retained checkpoint handles (see
-//     below). With Config.KeepSnapshots the checkpointer deletes none (only
+//     none of them, even once an instance restores its own checkpoint that
+//     still names them (or, on disk, their files): the job deletes them
+//     once no retained checkpoint handle names them
+//     (CheckpointHandle.Snapshots). What a crash leaves is for `dstl gc`
+//     given the retained checkpoint handles (see below). With Config.KeepSnapshots the checkpointer deletes none (only
 //     the local copies it no longer needs) and the job deletes them all:
 //     needed when the job's processes commit to a shared catalog (package
 //     catalog), where a fenced process must delete nothing that a newer

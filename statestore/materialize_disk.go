@@ -51,17 +51,24 @@ func (c *Checkpointer) writeDiskSnapshot(ctx context.Context, snap *pebble.Snaps
 	}
 	m := &diskstate.Manifest{Operator: c.cfg.Operator, KeyGroups: c.cfg.KeyGroups, MaxParallelism: c.cfg.MaxParallelism,
 		From: sqn, Cursor: cursor, Stores: stores, Files: files}
-	old := map[string]bool{}
+	// The files of the previous manifest that this one keeps were written
+	// by this operator instance unless that manifest inherited them or is
+	// another instance's (a snapshot restored after a rescale).
+	old := map[string]diskstate.File{}
+	sameInstance := false
 	if prev != nil {
+		sameInstance = prev.Operator == c.cfg.Operator && prev.KeyGroups == c.cfg.KeyGroups
 		for _, f := range prev.Files {
-			old[f.Object] = true
+			old[f.Object] = f
 		}
 	}
 	var written []string
-	for _, f := range files {
-		if !old[f.Object] {
+	for i, f := range files {
+		p, kept := old[f.Object]
+		if !kept {
 			written = append(written, f.Object)
 		}
+		files[i].Inherited = kept && (p.Inherited || !sameInstance)
 	}
 	undo := func(err error) error {
 		var errs []error

@@ -117,7 +117,7 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 		c.restoreErr = err
 		c.mu.Unlock()
 	}()
-	reuse, err := c.loadSnapshots(ctx, hs, ranges, &rep)
+	reuse, wrote, err := c.loadSnapshots(ctx, hs, ranges, &rep)
 	if err != nil {
 		return err
 	}
@@ -185,14 +185,14 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 	// say which to take for which key group. The next checkpoint
 	// materialises first.
 	c.mergedRestore = len(hs) > 1
-	// A snapshot restored whole by the instance that wrote it is ours to
-	// delete once unreferenced; snapshots of a rescaled job are shared.
+	// Restoring its own checkpoint, the instance takes back what it wrote:
+	// its to delete once unreferenced. What another instance wrote is
+	// shared (a rescale): the snapshot it restored, which its checkpoints
+	// name until it materialises, or the files of that snapshot that its
+	// manifests go on naming; its siblings may name them too.
 	if len(hs) == 1 && hs[0].Operator == c.cfg.Operator && hs[0].KeyGroups == c.cfg.KeyGroups {
-		for _, s := range hs[0].Snapshots {
-			c.owned[s.Object] = true
-			for _, f := range s.Files {
-				c.owned[f] = true
-			}
+		for _, o := range wrote {
+			c.owned[o] = true
 		}
 	}
 	if c.disk != nil {
@@ -221,8 +221,10 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 // snapshots (manifests) are ingested first, all at once, then the
 // in-memory ones are loaded. It returns the manifest that the next
 // materialisation may extend: the only one, when one handle holding all of
-// this instance's key groups restored it.
-func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle, ranges []dstl.KeyGroupRange, rep *RestoreReport) (*diskstate.Manifest, error) {
+// this instance's key groups restored it; and the objects that an
+// instance of this operator and key groups wrote: snapshots that say so,
+// and the files of such manifests that they do not mark inherited.
+func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle, ranges []dstl.KeyGroupRange, rep *RestoreReport) (*diskstate.Manifest, []string, error) {
 	type payloads struct {
 		obj *snapshotObject
 		ref SnapshotRef
@@ -233,17 +235,29 @@ func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle
 	var ms []*diskstate.Manifest
 	var mranges []dstl.KeyGroupRange
 	var reuse *diskstate.Manifest
+	var wrote []string
 	for i, h := range hs {
 		for _, ref := range h.Snapshots {
 			obj, m, err := c.readSnapshot(ctx, ref, rep)
 			if err != nil {
-				return nil, fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
+				return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
+			}
+			switch {
+			case obj != nil && obj.operator == c.cfg.Operator && obj.kgr == c.cfg.KeyGroups:
+				wrote = append(wrote, ref.Object)
+			case m != nil && m.Operator == c.cfg.Operator && m.KeyGroups == c.cfg.KeyGroups:
+				wrote = append(wrote, ref.Object)
+				for _, f := range m.Files {
+					if !f.Inherited {
+						wrote = append(wrote, f.Object)
+					}
+				}
 			}
 			if obj != nil && c.disk == nil {
 				// In memory: load it now, so that one object at a
 				// time is held.
 				if err := c.loadPayloads(ref, obj, ranges[i], rep); err != nil {
-					return nil, fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
+					return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
 				}
 				continue
 			}
@@ -254,11 +268,11 @@ func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle
 				continue
 			}
 			if len(h.Snapshots) > 1 {
-				return nil, fmt.Errorf("statestore: restore checkpoint %d: %w: disk-backed snapshot %s is one of %d snapshots of a handle",
+				return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w: disk-backed snapshot %s is one of %d snapshots of a handle",
 					h.CheckpointID, ErrSnapshotFormat, ref.Object, len(h.Snapshots))
 			}
 			if m.MaxParallelism != c.cfg.MaxParallelism {
-				return nil, fmt.Errorf("statestore: restore checkpoint %d: %w: object %s has max parallelism %d, this operator %d",
+				return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w: object %s has max parallelism %d, this operator %d",
 					h.CheckpointID, ErrSnapshotFormat, ref.Object, m.MaxParallelism, c.cfg.MaxParallelism)
 			}
 			r, ok := intersect(ranges[i], m.KeyGroups)
@@ -278,27 +292,27 @@ func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle
 		rep.SnapshotFiles += st.Files
 		rep.SnapshotBytes += st.FetchedBytes + st.LocalBytes
 		if errors.Is(err, diskstate.ErrFormat) {
-			return nil, fmt.Errorf("statestore: restore: %w: %w", ErrSnapshotFormat, err)
+			return nil, nil, fmt.Errorf("statestore: restore: %w: %w", ErrSnapshotFormat, err)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("statestore: restore: %w", err)
+			return nil, nil, fmt.Errorf("statestore: restore: %w", err)
 		}
 		for _, m := range ms {
 			if err := c.loadStoreMeta(m); err != nil {
-				return nil, fmt.Errorf("statestore: restore: %w", err)
+				return nil, nil, fmt.Errorf("statestore: restore: %w", err)
 			}
 		}
 	}
 	for _, p := range objs {
 		if err := c.loadPayloads(p.ref, p.obj, p.kgr, rep); err != nil {
-			return nil, fmt.Errorf("statestore: restore checkpoint %d: %w", p.id, err)
+			return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w", p.id, err)
 		}
 	}
 	if c.disk != nil {
 		// What was loaded is in the snapshots already: not a change.
 		c.disk.TakeChanges()
 	}
-	return reuse, nil
+	return reuse, wrote, nil
 }
 
 // loadStoreMeta checks that a manifest's stores are the registered ones

@@ -19,10 +19,12 @@ var ErrFormat = errors.New("damaged or of another version")
 // castagnoli is the CRC-32C table of manifests and files.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// manifestMagic starts every manifest; manifestVersion follows it.
+// manifestMagic starts every manifest; manifestVersion follows it. Version
+// 1 did not say which files the manifest's instance wrote: its files count
+// as inherited.
 const (
 	manifestMagic   = "DSSM"
-	manifestVersion = 1
+	manifestVersion = 2
 )
 
 // FileKind is what a file of a snapshot holds.
@@ -61,6 +63,13 @@ type File struct {
 	Kind FileKind
 	// Lo and Hi are a segment's span [Lo, Hi); nil for a delta.
 	Lo, Hi []byte
+	// Inherited marks a file that another operator instance wrote (one of
+	// another operator or other key groups than the manifest's): found in
+	// a snapshot that the instance restored after a rescale, and named
+	// since by its own manifests. Other instances may name it too: the
+	// manifest's instance never deletes it. Files of a manifest of
+	// version 1, which does not say, are inherited.
+	Inherited bool
 }
 
 // StoreMeta describes one store of the snapshot: its name and kind, and
@@ -184,6 +193,11 @@ func (m *Manifest) encode() []byte {
 			b = appendBytes(b, f.Lo)
 			b = appendBytes(b, f.Hi)
 		}
+		inherited := byte(0)
+		if f.Inherited {
+			inherited = 1
+		}
+		b = append(b, inherited)
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -212,8 +226,9 @@ func DecodeManifest(object string, data []byte) (*Manifest, error) {
 	if string(data[:len(manifestMagic)]) != manifestMagic {
 		return nil, bad("bad magic %q", data[:len(manifestMagic)])
 	}
-	if v := data[len(manifestMagic)]; v != manifestVersion {
-		return nil, bad("version %d (want %d)", v, manifestVersion)
+	version := data[len(manifestMagic)]
+	if version != 1 && version != manifestVersion {
+		return nil, bad("version %d (want 1 or %d)", version, manifestVersion)
 	}
 	body := data[:len(data)-trailer]
 	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(data[len(body):]); got != want {
@@ -251,6 +266,16 @@ func DecodeManifest(object string, data []byte) (*Manifest, error) {
 			}
 			if d.err == nil && f.Kind != Segment && f.Kind != Delta {
 				return nil, bad("file %d (%s): unknown kind %d", i, f.Object, byte(f.Kind))
+			}
+			f.Inherited = true
+			if version >= 2 {
+				switch x := d.byte("file inherited"); {
+				case d.err != nil:
+				case x > 1:
+					return nil, bad("file %d (%s): inherited flag %d (want 0 or 1)", i, f.Object, x)
+				default:
+					f.Inherited = x == 1
+				}
 			}
 		}
 	}

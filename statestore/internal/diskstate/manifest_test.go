@@ -24,7 +24,7 @@ func sampleManifest() *Manifest {
 		},
 		Files: []File{
 			{Object: "state/a.sst", Size: 1234, CRC: 0xdeadbeef, Kind: Segment, Lo: []byte{0, 4}, Hi: []byte{0, 10}},
-			{Object: "state/b.sst", Size: 99, CRC: 7, Kind: Delta},
+			{Object: "state/b.sst", Size: 99, CRC: 7, Kind: Delta, Inherited: true},
 			{Object: "state/c.sst", Size: 0, CRC: 0, Kind: Segment, Lo: nil, Hi: []byte{0, 5}},
 		},
 	}
@@ -72,7 +72,8 @@ func TestDecodeManifestRejects(t *testing.T) {
 		{"short", []byte("DSSM\x01"), "truncated"},
 		{"bad magic", append([]byte("DSSX"), good[4:]...), "bad magic"},
 		{"bad magic short", []byte("XSSM\x01"), "bad magic"},
-		{"other version", reseal(append([]byte("DSSM\x02"), good[5:]...)), "version 2"},
+		{"other version", reseal(append([]byte("DSSM\x03"), good[5:]...)), "version 3"},
+		{"inherited flag", reseal(append(append([]byte{}, body[:len(body)-1]...), 2, 0, 0, 0, 0)), "inherited flag 2"},
 		{"checksum", append(append([]byte{}, body...), 0, 0, 0, 0), "checksum"},
 		{"flipped byte", func() []byte { d := append([]byte{}, good...); d[10] ^= 0x40; return d }(), "checksum"},
 		{"truncated", reseal(append(append([]byte{}, body[:len(body)-9]...), 0, 0, 0, 0)), "truncated"},
@@ -111,6 +112,49 @@ func TestDecodeManifestRejects(t *testing.T) {
 		if _, err := m.MarshalBinary(); err == nil {
 			t.Errorf("MarshalBinary of a bad manifest %+v: no error", m)
 		}
+	}
+}
+
+// TestDecodeManifestVersion1: a manifest of version 1, which has no
+// inherited flags, decodes with every file inherited (its instance deletes
+// none of them).
+func TestDecodeManifestVersion1(t *testing.T) {
+	m := sampleManifest()
+	b := append([]byte(manifestMagic), 1)
+	b = appendBytes(b, []byte(m.Operator))
+	b = binary.AppendVarint(b, int64(m.KeyGroups.Start))
+	b = binary.AppendVarint(b, int64(m.KeyGroups.End))
+	b = binary.AppendVarint(b, int64(m.MaxParallelism))
+	b = binary.AppendUvarint(b, uint64(m.From))
+	b = appendBytes(b, m.Cursor)
+	b = binary.AppendUvarint(b, uint64(len(m.Stores)))
+	for _, s := range m.Stores {
+		b = appendBytes(b, []byte(s.Name))
+		b = appendBytes(b, []byte(s.Kind))
+		b = binary.AppendVarint(b, int64(s.KindVersion))
+		b = appendBytes(b, s.Meta)
+	}
+	b = binary.AppendUvarint(b, uint64(len(m.Files)))
+	for _, f := range m.Files {
+		b = appendBytes(b, []byte(f.Object))
+		b = binary.AppendVarint(b, f.Size)
+		b = binary.LittleEndian.AppendUint32(b, f.CRC)
+		b = append(b, byte(f.Kind))
+		if f.Kind == Segment {
+			b = appendBytes(b, f.Lo)
+			b = appendBytes(b, f.Hi)
+		}
+	}
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	got, err := DecodeManifest("m", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Files {
+		m.Files[i].Inherited = true
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Errorf("decoded %+v, want %+v", got, m)
 	}
 }
 
