@@ -1,0 +1,67 @@
+package sim
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// stateSeeds is the short set of TestStateSimulation that `go test` runs by
+// default (with the race detector, fewer: its schedules run Pebble
+// databases); -short runs stateShortSeeds.
+func stateSeeds() (fixed, short int) {
+	if raceEnabled {
+		return 16, 6
+	}
+	return 48, 12
+}
+
+// TestStateSimulation runs seeded schedules of the state stores'
+// checkpointer, disk-backed and in memory, over the fault backend:
+// concurrent writes, materialisations, checkpoints completed and aborted,
+// crashes and rescales (see the package documentation). The seeds are
+// chosen as for TestSimulation: the short fixed set by default,
+// -sim.seeds=N -sim.start=S, or -sim.seed=X.
+func TestStateSimulation(t *testing.T) {
+	var (
+		mu        sync.Mutex
+		total     StateStats
+		faultFree int
+		disk      int
+	)
+	fixed, short := stateSeeds()
+	hint := "  (add -count=20 if it does not fail at once: goroutine timing varies)"
+	r := runSeedsOf(t, "TestStateSimulation", hint, fixed, short, func(seed uint64, opt Options) (time.Duration, error) {
+		st, err := RunState(seed, opt)
+		mu.Lock()
+		defer mu.Unlock()
+		total.add(st)
+		if st.FaultFree {
+			faultFree++
+		}
+		if st.Disk {
+			disk++
+		}
+		return st.Duration, err
+	})
+	t.Logf("%d schedules (seeds %d..%d, %d workers) in %v: %.1f schedules/s; %d failed; %d disk-backed, %d fault-free; in all: %s",
+		r.ran, r.start, r.start+uint64(r.n)-1, r.workers, r.elapsed.Round(time.Millisecond), float64(r.ran)/r.elapsed.Seconds(), r.failed,
+		disk, faultFree, total.counts())
+}
+
+// add adds the counts of o to st.
+func (st *StateStats) add(o StateStats) {
+	for _, f := range []struct{ a, b *int }{
+		{&st.Writes, &o.Writes}, {&st.ConcurrentPhases, &o.ConcurrentPhases}, {&st.Materializes, &o.Materializes},
+		{&st.MaterializeErrors, &o.MaterializeErrors}, {&st.Materializations, &o.Materializations},
+		{&st.Checkpoints, &o.Checkpoints}, {&st.CheckpointErrors, &o.CheckpointErrors}, {&st.Completed, &o.Completed},
+		{&st.Aborted, &o.Aborted}, {&st.Crashes, &o.Crashes}, {&st.Rescales, &o.Rescales}, {&st.Restores, &o.Restores},
+		{&st.RestoreErrors, &o.RestoreErrors}, {&st.Verified, &o.Verified}, {&st.VerifiedMerged, &o.VerifiedMerged},
+		{&st.Damaged, &o.Damaged}, {&st.DamageFailed, &o.DamageFailed}, {&st.Objects, &o.Objects}, {&st.Explained, &o.Explained},
+	} {
+		*f.a += *f.b
+	}
+	for k := range st.Injected {
+		st.Injected[k] += o.Injected[k]
+	}
+}
