@@ -111,20 +111,12 @@ type stateSchedule struct {
 	// rescale), but for those that a restore of an instance's own
 	// checkpoint made its own again.
 	tolerated map[string]bool
-	// finalNames are the snapshot objects and files on the backend when
-	// the last checkpoint began, finalMats the materialisations done then,
-	// and lateMats whether one was done after it (its snapshot, the
-	// instance's current one, stays).
-	finalNames map[string]bool
-	finalMats  int
-	lateMats   bool
-
-	fatal atomic.Bool
-	mu    sync.Mutex
-	stats StateStats
-	errs  []string
-	step  int      // the step running
-	trace []string // what happened: steps, puts and deletes of snapshot objects
+	fatal     atomic.Bool
+	mu        sync.Mutex
+	stats     StateStats
+	errs      []string
+	step      int      // the step running
+	trace     []string // what happened: steps, puts and deletes of snapshot objects
 }
 
 // tracef records an event of the schedule.
@@ -235,11 +227,13 @@ func handleObjects(hs []*statestore.CheckpointHandle) string {
 		for _, sn := range h.Snapshots {
 			ss = append(ss, fmt.Sprintf("%s (files %s)", sn.Object, strings.Join(sn.Files, " ")))
 		}
-		logs := 0
+		var logs []string
 		for _, l := range h.Logs {
-			logs += len(l.Remote.Entries)
+			for _, e := range l.Remote.Entries {
+				logs = append(logs, fmt.Sprintf("%d@%s", e.SequenceNumber, e.Object))
+			}
 		}
-		parts = append(parts, fmt.Sprintf("%s %v: snapshots [%s], %d log entries", h.Operator, h.KeyGroups, strings.Join(ss, ", "), logs))
+		parts = append(parts, fmt.Sprintf("%s %v: snapshots [%s], log [%s]", h.Operator, h.KeyGroups, strings.Join(ss, ", "), strings.Join(logs, " ")))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -330,11 +324,8 @@ func (s *stateSchedule) run() {
 	s.be.contentKeys = true
 	s.cl = s.be.clean()
 	s.be.st.onChange = func(name string, data []byte, deleted bool) {
-		if !strings.HasPrefix(name, stSnapshots) {
-			return
-		}
-		// Called with the store's lock held: no tracef (its own lock
-		// is fine, but keep it short).
+		// Called with the store's lock held: s.mu is taken after it,
+		// never before.
 		what := "put"
 		if deleted {
 			what = "deleted"
@@ -397,14 +388,15 @@ func (s *stateSchedule) run() {
 	if !s.fatal.Load() {
 		s.finish(s.stepRand(stTagEnd, 0))
 	}
-	if mats := s.closeInstances(); s.finalNames != nil && mats > s.finalMats {
-		s.lateMats = true
-	}
+	s.closeInstances()
 	s.be.st.late.Wait()
 	s.be.st.mu.Lock()
 	s.stats.Injected = s.be.st.counts
 	s.be.st.mu.Unlock()
 	if !s.fatal.Load() {
+		if s.opt.stateBeforeObjects != nil {
+			s.opt.stateBeforeObjects(s)
+		}
 		s.checkObjects()
 	}
 }
@@ -760,8 +752,11 @@ func (s *stateSchedule) writeStep(r *rand.Rand, step int) {
 				s.failf("instance %s step %d: %s: %v", in.name, step, op, err)
 				continue
 			}
-			in.m.apply(op)
 			s.count(func(st *StateStats) { st.Writes++ })
+			if k := s.opt.stateSkipModel; k > 0 && s.stats.Writes%k == 0 {
+				continue
+			}
+			in.m.apply(op)
 		}
 		if wr.IntN(4) == 0 {
 			if err := in.cp.Flush(context.Background()); err != nil {
@@ -970,9 +965,8 @@ func (s *stateSchedule) completeStep(r *rand.Rand) {
 		}
 	}
 	for _, p := range cp.parts {
-		done := p.done.Load()
-		err := p.in.cp.NotifyCheckpointComplete(context.Background(), cp.id)
-		if err != nil && !errors.Is(err, errInjected) && !(errors.Is(err, statestore.ErrUnknownCheckpoint) && !done) {
+		_, err := notify(p, func() error { return p.in.cp.NotifyCheckpointComplete(context.Background(), cp.id) })
+		if err != nil && !errors.Is(err, errInjected) {
 			s.failf("instance %s: NotifyCheckpointComplete(%d): %v", p.name, cp.id, err)
 		}
 	}
@@ -985,7 +979,7 @@ func (s *stateSchedule) completeStep(r *rand.Rand) {
 		}
 	}
 	cp.complete = true
-	s.tracef("checkpoint %d completed", cp.id)
+	s.tracef("checkpoint %d completed (notified while uploading: %v)", cp.id, early)
 	for _, o := range s.cps {
 		if o.id < cp.id {
 			o.notified = true // subsumed
@@ -994,6 +988,22 @@ func (s *stateSchedule) completeStep(r *rand.Rand) {
 	s.last = cp
 	s.count(func(st *StateStats) { st.Completed++ })
 	s.verify(cp, r)
+}
+
+// notify calls f, a notification of the part's checkpoint, again while it
+// fails with ErrUnknownCheckpoint and SnapshotState has not returned: the
+// goroutine calling it may not have begun it yet (a job notifies only
+// checkpoints it took). It returns whether SnapshotState had returned
+// before the last call, and that call's error.
+func notify(p *cpPart, f func() error) (bool, error) {
+	for {
+		done := p.done.Load()
+		err := f()
+		if !errors.Is(err, statestore.ErrUnknownCheckpoint) || done {
+			return done, err
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // abortStep aborts a pending checkpoint, maybe while its uploads run.
@@ -1010,10 +1020,8 @@ func (s *stateSchedule) abort(cp *jobCP, wait bool) {
 		cp.wg.Wait()
 	}
 	for _, p := range cp.parts {
-		done := p.done.Load()
-		failed := done && p.err != nil
-		err := p.in.cp.NotifyCheckpointAborted(context.Background(), cp.id)
-		if err != nil && !errors.Is(err, errInjected) && !(errors.Is(err, statestore.ErrUnknownCheckpoint) && (!done || failed)) {
+		done, err := notify(p, func() error { return p.in.cp.NotifyCheckpointAborted(context.Background(), cp.id) })
+		if err != nil && !errors.Is(err, errInjected) && !(errors.Is(err, statestore.ErrUnknownCheckpoint) && done && p.err != nil) {
 			s.failf("instance %s: NotifyCheckpointAborted(%d): %v", p.name, cp.id, err)
 		}
 	}
@@ -1222,29 +1230,53 @@ func (s *stateSchedule) damaged(v *stInst, r *rand.Rand, handles []*statestore.C
 	return false
 }
 
-// finish ends a schedule: faults stop, every instance maybe materialises,
-// then takes a last checkpoint, which completes and is checked.
+// finish ends a schedule: faults stop; every instance maybe
+// materialises, then takes a checkpoint, which completes and is checked;
+// then every instance materialises (which waits for a background one
+// under way, and leaves none to do) and takes a last checkpoint, which
+// names the instance's current snapshot.
 func (s *stateSchedule) finish(r *rand.Rand) {
 	s.waitSnapshots()
 	s.be.stopFaults()
 	s.be.st.late.Wait()
 	if r.IntN(2) == 0 {
-		for _, in := range s.insts {
-			if err := in.cp.Materialize(context.Background()); err != nil {
-				s.failf("instance %s: final Materialize without faults: %v", in.name, err)
+		s.finalMaterialize()
+	}
+	if !s.finalCheckpoint(r) {
+		return
+	}
+	s.finalMaterialize()
+	if !s.finalCheckpoint(r) {
+		return
+	}
+	s.checkLive(r, "at the end")
+	if s.keep {
+		// The job deletes snapshots: every completed checkpoint can
+		// still be restored.
+		var done []*jobCP
+		for _, o := range s.cps {
+			if o.complete && o != s.last {
+				done = append(done, o)
 			}
 		}
+		for range min(3, len(done)) {
+			s.verify(done[r.IntN(len(done))], r)
+		}
 	}
-	s.finalNames = map[string]bool{}
-	for _, n := range s.snapshotNames() {
-		s.finalNames[n] = true
-	}
+}
+
+func (s *stateSchedule) finalMaterialize() {
 	for _, in := range s.insts {
-		s.finalMats += int(in.cp.Stats().Materializations)
+		if err := in.cp.Materialize(context.Background()); err != nil {
+			s.failf("instance %s: Materialize at the end, without faults: %v", in.name, err)
+		}
 	}
-	// The last checkpoint: without faults it succeeds, but for an upload
-	// slower than the upload timeout on a busy machine: then the job
-	// takes another.
+}
+
+// finalCheckpoint takes a checkpoint without faults, completes and checks
+// it. Its upload may still fail on a busy machine, slower than the upload
+// timeout: then the job takes another.
+func (s *stateSchedule) finalCheckpoint(r *rand.Rand) bool {
 	var cp *jobCP
 	for attempt := 1; ; attempt++ {
 		s.snapshotStep(r)
@@ -1255,34 +1287,22 @@ func (s *stateSchedule) finish(r *rand.Rand) {
 			break
 		}
 		if !errors.Is(p.err, context.DeadlineExceeded) || attempt == 5 {
-			s.fail("instance %s: final checkpoint %d without faults (attempt %d): %v", p.name, cp.id, attempt, p.err)
-			return
+			s.fail("instance %s: checkpoint %d at the end, without faults (attempt %d): %v", p.name, cp.id, attempt, p.err)
+			return false
 		}
 		s.abort(cp, true)
 	}
 	for _, p := range cp.parts {
 		if err := p.in.cp.NotifyCheckpointComplete(context.Background(), cp.id); err != nil {
-			s.failf("instance %s: final NotifyCheckpointComplete(%d) without faults: %v", p.name, cp.id, err)
+			s.failf("instance %s: NotifyCheckpointComplete(%d) at the end, without faults: %v", p.name, cp.id, err)
 		}
 	}
 	cp.notified, cp.complete = true, true
 	s.last = cp
+	s.tracef("checkpoint %d completed", cp.id)
 	s.count(func(st *StateStats) { st.Completed++ })
 	s.verify(cp, r)
-	s.checkLive(r, "at the end")
-	if s.keep {
-		// The job deletes snapshots: every completed checkpoint can
-		// still be restored.
-		var done []*jobCP
-		for _, o := range s.cps {
-			if o.complete && o != cp {
-				done = append(done, o)
-			}
-		}
-		for range min(3, len(done)) {
-			s.verify(done[r.IntN(len(done))], r)
-		}
-	}
+	return true
 }
 
 // snapshotNames returns the names of the snapshot objects and files on
@@ -1343,7 +1363,7 @@ func (s *stateSchedule) checkObjects() {
 			s.stats.Explained++
 			continue
 		}
-		if s.keep || s.tolerated[n] || (s.lateMats && !s.finalNames[n]) {
+		if s.keep || s.tolerated[n] {
 			continue
 		}
 		s.failf("snapshot object %s left behind: the last checkpoint does not name it, no fault explains it, and the running instances wrote it or restored it as their own%s\n  its history:%s", n, s.whoNamed(n), s.history(n))
@@ -1391,6 +1411,7 @@ func (h *warnHandler) Handle(_ context.Context, rec slog.Record) error {
 		find(a)
 	}
 	rec.Attrs(find)
+	h.s.tracef("warning %q: %v", rec.Message, err)
 	if err == nil || !expected(err) {
 		h.s.failf("unexpected warning %q: err=%v", rec.Message, err)
 	}

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,5 +65,73 @@ func (st *StateStats) add(o StateStats) {
 	}
 	for k := range st.Injected {
 		st.Injected[k] += o.Injected[k]
+	}
+}
+
+// TestStateSameSeedSamePlan: a schedule's setup and steps come from its
+// seed alone, whatever the faults and the goroutine timing do.
+func TestStateSameSeedSamePlan(t *testing.T) {
+	plan := func(st StateStats) string {
+		return fmt.Sprintf("%s plan=%s writes=%d crashes=%d rescales=%d", st.Setup, st.Plan, st.Writes, st.Crashes, st.Rescales)
+	}
+	clean, faulty := 0, 0
+	for seed := uint64(1); (clean < 1 || faulty < 2) && seed < 100; seed++ {
+		a, err := RunState(seed, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case a.FaultFree && clean < 1:
+			clean++
+		case !a.FaultFree && faulty < 2:
+			faulty++
+		default:
+			continue
+		}
+		b, err := RunState(seed, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan(a) != plan(b) {
+			t.Errorf("seed %d: two runs plan\n  %s\nand\n  %s", seed, plan(a), plan(b))
+		}
+	}
+}
+
+// TestStateChecks breaks the simulation on purpose and expects the check
+// that guards it to fail on some seed: a model that misses writes, a
+// snapshot object that the last checkpoint names deleted, an unreferenced
+// one left.
+func TestStateChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  Options
+		want string
+	}{
+		{"model misses writes", Options{stateSkipModel: 50}, "differ from the model"},
+		{"named object deleted", Options{stateBeforeObjects: func(s *stateSchedule) {
+			for _, p := range s.last.parts {
+				for _, sn := range p.h.Snapshots {
+					s.be.st.mu.Lock()
+					delete(s.be.st.objects, sn.Object)
+					s.be.st.mu.Unlock()
+				}
+			}
+		}}, "names was deleted"},
+		{"unreferenced object left", Options{stateBeforeObjects: func(s *stateSchedule) {
+			if err := s.be.st.store(stSnapshots+"op-x/01a22c38-0000-7000-8000-000000000000.snap", []byte("DSSO"), faultNone); err != nil {
+				panic(err)
+			}
+		}}, "left behind"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 20; seed++ {
+				_, err := RunState(seed, tc.opt)
+				if err != nil && strings.Contains(err.Error(), tc.want) {
+					return
+				}
+			}
+			t.Fatalf("no seed up to 20 failed with %q", tc.want)
+		})
 	}
 }
