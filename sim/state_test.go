@@ -8,12 +8,13 @@ import (
 	"time"
 )
 
-// stateSeeds is the short set of TestStateSimulation that `go test` runs by
-// default (with the race detector, fewer: its schedules run Pebble
-// databases); -short runs stateShortSeeds.
+// stateSeeds returns the number of seeds of TestStateSimulation that `go
+// test` runs by default, and with -short: fewer with the race detector,
+// which slows the Pebble databases of disk-backed schedules most (8 seeds
+// take about 10 s on 2 cores).
 func stateSeeds() (fixed, short int) {
 	if raceEnabled {
-		return 16, 6
+		return 8, 4
 	}
 	return 48, 12
 }
@@ -69,24 +70,20 @@ func (st *StateStats) add(o StateStats) {
 }
 
 // TestStateSameSeedSamePlan: a schedule's setup and steps come from its
-// seed alone, whatever the faults and the goroutine timing do.
+// seed alone, whatever the faults and the goroutine timing do. (Seeds of
+// short schedules: 12 and 28 with faults, 24 disk-backed; the race
+// detector changes nothing to the plans, and slows them: skipped.)
 func TestStateSameSeedSamePlan(t *testing.T) {
+	if raceEnabled {
+		t.Skip("plans do not depend on the race detector; TestStateSimulation runs with it")
+	}
 	plan := func(st StateStats) string {
 		return fmt.Sprintf("%s plan=%s writes=%d crashes=%d rescales=%d", st.Setup, st.Plan, st.Writes, st.Crashes, st.Rescales)
 	}
-	clean, faulty := 0, 0
-	for seed := uint64(1); (clean < 1 || faulty < 2) && seed < 100; seed++ {
+	for _, seed := range []uint64{12, 24, 28} {
 		a, err := RunState(seed, Options{})
 		if err != nil {
 			t.Fatal(err)
-		}
-		switch {
-		case a.FaultFree && clean < 1:
-			clean++
-		case !a.FaultFree && faulty < 2:
-			faulty++
-		default:
-			continue
 		}
 		b, err := RunState(seed, Options{})
 		if err != nil {
@@ -125,13 +122,15 @@ func TestStateChecks(t *testing.T) {
 		}}, "left behind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for seed := uint64(1); seed <= 20; seed++ {
+			// Short schedules in memory, without KeepSnapshots.
+			seeds := []uint64{12, 14, 28}
+			for _, seed := range seeds {
 				_, err := RunState(seed, tc.opt)
 				if err != nil && strings.Contains(err.Error(), tc.want) {
 					return
 				}
 			}
-			t.Fatalf("no seed up to 20 failed with %q", tc.want)
+			t.Fatalf("no seed of %v failed with %q", seeds, tc.want)
 		})
 	}
 }
