@@ -192,6 +192,10 @@
 //   - Every error of SnapshotState, Materialize, the notifications, and
 //     every warning the checkpointers log, names an injected fault, a
 //     crash or a deadline.
+//   - Every object of the last completed checkpoint is on the backend
+//     whenever the live stores are compared and before each crash; with
+//     KeepSnapshots, no snapshot object or file that a handle named is
+//     ever deleted.
 //   - At the end, without faults, every instance checkpoints, materialises
 //     and checkpoints again, and the checkpoints complete: with
 //     KeepSnapshots, every object of every completed checkpoint is on the

@@ -116,7 +116,8 @@ type stateSchedule struct {
 	stats     StateStats
 	errs      []string
 	step      int      // the step running
-	trace     []string // what happened: steps, puts and deletes of snapshot objects
+	trace     []string // what happened: steps, puts and deletes of objects
+	deleted   []string // snapshot objects and files deleted through the backend
 }
 
 // tracef records an event of the schedule.
@@ -332,6 +333,9 @@ func (s *stateSchedule) run() {
 		}
 		s.mu.Lock()
 		s.trace = append(s.trace, fmt.Sprintf("step %d: %s %s", s.step, what, name))
+		if deleted && strings.HasPrefix(name, stSnapshots) {
+			s.deleted = append(s.deleted, name)
+		}
 		s.mu.Unlock()
 	}
 
@@ -637,10 +641,28 @@ func (s *stateSchedule) compareLive(in *stInst, what string) {
 
 func (s *stateSchedule) checkLive(r *rand.Rand, what string) {
 	s.waitSnapshots()
+	s.checkLastStored(what)
 	for _, in := range s.insts {
 		s.compareLive(in, fmt.Sprintf("%s %s %v", what, in.name, in.kgr))
 		for _, b := range in.checkReads(in.m, in.keys, r.IntN) {
 			s.failf("%s %s %v: %s", what, in.name, in.kgr, b)
+		}
+	}
+}
+
+// checkLastStored checks that every object of the last completed
+// checkpoint, which the job may restore at any time, is on the backend.
+func (s *stateSchedule) checkLastStored(what string) {
+	if s.last == nil {
+		return
+	}
+	s.be.st.mu.Lock()
+	defer s.be.st.mu.Unlock()
+	for _, p := range s.last.parts {
+		for _, o := range p.h.Objects() {
+			if _, ok := s.be.st.objects[o]; !ok {
+				s.failf("%s: object %s of the last completed checkpoint %d (%s) is not on the backend", what, o, s.last.id, p.name)
+			}
 		}
 	}
 }
@@ -1059,6 +1081,7 @@ func (s *stateSchedule) crashStep(r *rand.Rand) {
 	if r.IntN(2) == 0 {
 		s.waitSnapshots()
 	}
+	s.checkLastStored("before a crash")
 	var ranges []dstl.KeyGroupRange
 	var machines []int
 	for _, in := range s.insts {
@@ -1355,6 +1378,18 @@ func (s *stateSchedule) checkObjects() {
 	s.be.st.mu.Lock()
 	explained := maps.Clone(s.be.st.explained)
 	s.be.st.mu.Unlock()
+	if s.keep {
+		// The checkpointers delete no snapshot object: only the files
+		// of a materialisation that failed, which no handle names.
+		s.mu.Lock()
+		deleted := slices.Clone(s.deleted)
+		s.mu.Unlock()
+		for _, n := range deleted {
+			if w := s.whoNamed(n); !strings.HasSuffix(w, "no checkpoint names it") {
+				s.failf("snapshot object %s deleted with KeepSnapshots%s", n, w)
+			}
+		}
+	}
 	for _, n := range names {
 		if _, ok := need[n]; ok {
 			continue
