@@ -35,6 +35,13 @@ func TestStateSimulation(t *testing.T) {
 	fixed, short := stateSeeds()
 	hint := "  (add -count=20 if it does not fail at once: goroutine timing varies)"
 	r := runSeedsOf(t, "TestStateSimulation", hint, fixed, short, func(seed uint64, opt Options) (time.Duration, error) {
+		if raceEnabled {
+			// Pebble checks its invariants under the race detector
+			// (a stack trace per file an iterator opens): disk-backed
+			// schedules take ten times longer, more with many key
+			// groups.
+			opt.Watchdog *= 5
+		}
 		st, err := RunState(seed, opt)
 		mu.Lock()
 		defer mu.Unlock()
