@@ -113,14 +113,16 @@ clean:
 	rm -f bench.txt
 
 ## sim: the seeded simulations over a fault-injecting backend (package
-## sim), of the engine (TestSimulation) and of the checkpoint catalog
-## (TestCatalogSimulation): SEEDS schedules each from seed START (a failing
-## seed prints the command that replays it); SIM_RUN=TestCatalogSimulation
-## runs one of them; SIM_ARGS go to go test (e.g. -race, or
-## -sim.maxfail=100000 to run every seed past failures)
+## sim), of the engine (TestSimulation), of the checkpoint catalog
+## (TestCatalogSimulation) and of the state stores' checkpointer
+## (TestStateSimulation, about 5 schedules a second on 2 cores): SEEDS
+## schedules each from seed START (a failing seed prints the command that
+## replays it); SIM_RUN=TestStateSimulation runs one of them; SIM_ARGS go
+## to go test (e.g. -race, or -sim.maxfail=100000 to run every seed past
+## failures)
 SEEDS ?= 10000
 START ?= 1
-SIM_RUN ?= TestSimulation|TestCatalogSimulation
+SIM_RUN ?= TestSimulation|TestCatalogSimulation|TestStateSimulation
 SIM_ARGS ?=
 sim:
 	$(GO) test -count=1 -timeout 0 -run '^($(SIM_RUN))$$' ./sim $(SIM_ARGS) -sim.seeds=$(SEEDS) -sim.start=$(START) -v

@@ -670,3 +670,91 @@ func testKeepSnapshots(t *testing.T, keep, wantDeleted, disk bool) {
 		t.Errorf("Stats.SnapshotsDeleted = %d", got)
 	}
 }
+
+// TestOwnRestoreKeepsSharedSnapshots: after a split, both halves restore
+// the whole operator's snapshot, and their checkpoints name it (before
+// their first materialisation), or, on disk, their manifests go on naming
+// its files. A half that then restarts from its own checkpoint must not
+// take the shared objects for its own: the other half's next checkpoint
+// still names them. It used to, and deleted them once its own snapshots
+// no longer named them: the other half's checkpoint restored no more
+// (ErrNotFound). The lower half has the whole operator's name (an
+// operator instance keeps its name across a rescale).
+func TestOwnRestoreKeepsSharedSnapshots(t *testing.T) {
+	ctx := context.Background()
+	for _, disk := range []bool{false, true} {
+		for _, materialize := range []bool{false, true} {
+			t.Run(fmt.Sprintf("disk=%v/materialize=%v", disk, materialize), func(t *testing.T) {
+				cfg := func() statestore.Config {
+					if disk {
+						return statestore.Config{Dir: t.TempDir()}
+					}
+					return statestore.Config{}
+				}
+				b := dstltest.NewBackend()
+				w := newOperator(t, newStorage(t, b), "op-0", allGroups, cfg())
+				newWorkload(1).run(t, w, 400)
+				if err := w.cp.Materialize(ctx); err != nil {
+					t.Fatal(err)
+				}
+				h1 := checkpoint(t, w, 1)
+				shared := snapshotNames(h1)
+				w.cp.Close()
+
+				lo := dstl.KeyGroupRange{Start: 0, End: maxP/2 - 1}
+				hi := dstl.KeyGroupRange{Start: maxP / 2, End: maxP - 1}
+				a := newOperator(t, newStorage(t, b), "op-0", lo, cfg())
+				c := newOperator(t, newStorage(t, b), "op-1", hi, cfg())
+				restore(t, a, h1)
+				restore(t, c, h1)
+				if materialize {
+					change(t, a, 1)
+					if err := a.cp.Materialize(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				ha := checkpoint(t, a, 2)
+				checkpoint(t, c, 2)
+				a.cp.Close()
+
+				// The lower half restarts from its own checkpoint, and
+				// changes and materialises until its snapshots name none
+				// of the shared objects.
+				a2 := newOperator(t, newStorage(t, b), "op-0", lo, cfg())
+				restore(t, a2, ha)
+				for round := range 4 {
+					change(t, a2, round)
+					for i := range 400 { // on disk, enough changed bytes to sweep the whole span
+						if k := fmt.Sprintf("big-%03d", i); lo.Contains(statestore.KeyGroup([]byte(k), maxP)) {
+							if err := a2.kv.Put(k, value200(uint64(round*1000+i))); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+					if err := a2.cp.Materialize(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				ha3 := checkpoint(t, a2, 3)
+				for _, o := range snapshotNames(ha3) {
+					if slices.Contains(shared, o) {
+						t.Fatalf("the lower half's checkpoint 3 still names %s of the whole operator's snapshot", o)
+					}
+				}
+				want := dump(t, c)
+				hc := checkpoint(t, c, 3)
+				if !slices.Equal(snapshotNames(hc), shared) {
+					t.Fatalf("the upper half's checkpoint names %q, want the whole operator's snapshot %q", snapshotNames(hc), shared)
+				}
+				for _, o := range shared {
+					if _, ok := b.ObjectBytes(o); !ok {
+						t.Errorf("%s, which the upper half's checkpoint names, was deleted", o)
+					}
+				}
+				r := newOperator(t, newStorage(t, b), "op-2", hi, cfg())
+				restore(t, r, hc)
+				diff(t, want, dump(t, r))
+			})
+		}
+	}
+}
