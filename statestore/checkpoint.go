@@ -69,9 +69,10 @@ type Config struct {
 	// files that still hold the state. Default "": in memory.
 	Dir string
 	// DirCacheSize is the size in bytes of the block cache of the
-	// Pebble database of Config.Dir, which keeps read blocks (index,
-	// filters, hot data) in memory; it counts towards the process's
-	// memory. Default 64 MiB.
+	// Pebble database of Config.Dir, one per checkpointer, which keeps
+	// read blocks (index, filters, hot data) in memory; it counts towards
+	// the process's memory. Default 64 MiB; at least 1 MiB is taken;
+	// negative is an error (also without Dir).
 	DirCacheSize int64
 }
 
@@ -550,10 +551,17 @@ func (c *Checkpointer) truncateLocked() {
 	c.truncated = c.truncateTo
 }
 
-// unreferencedLocked removes from owned, and returns, the snapshot objects
-// that neither the current state, nor the latest completed checkpoint, nor
-// a pending one references.
-func (c *Checkpointer) unreferencedLocked() []string {
+// unreferenced is what nothing references any more: objects of the
+// checkpointer's to delete, with their local copies, and local copies of
+// other instances' objects to remove.
+type unreferenced struct {
+	doomed, localOnly []string
+}
+
+// unreferencedLocked removes from owned and sharedLocal, and returns, the
+// objects that neither the current state, nor the latest completed
+// checkpoint, nor a pending one references.
+func (c *Checkpointer) unreferencedLocked() unreferenced {
 	ref := map[string]bool{}
 	add := func(refs []SnapshotRef) {
 		for _, s := range refs {
@@ -568,29 +576,32 @@ func (c *Checkpointer) unreferencedLocked() []string {
 	for _, p := range c.pending {
 		add(p.snapshots)
 	}
-	var doomed []string
+	var u unreferenced
 	for name := range c.owned {
 		if !ref[name] {
-			doomed = append(doomed, name)
+			u.doomed = append(u.doomed, name)
 			delete(c.owned, name)
 		}
 	}
 	for name := range c.sharedLocal {
 		if !ref[name] {
 			// Not ours to delete; our local copy is.
-			c.removeLocalCopy(name)
+			u.localOnly = append(u.localOnly, name)
 			delete(c.sharedLocal, name)
 		}
 	}
-	return doomed
+	return u
 }
 
 // deleteSnapshots deletes snapshot objects that nothing references any
 // more, with their local copies; with Config.KeepSnapshots only the local
 // copies.
-func (c *Checkpointer) deleteSnapshots(ctx context.Context, names []string) error {
+func (c *Checkpointer) deleteSnapshots(ctx context.Context, u unreferenced) error {
+	for _, name := range u.localOnly {
+		c.removeLocalCopy(name)
+	}
 	var errs []error
-	for _, name := range names {
+	for _, name := range u.doomed {
 		if c.cfg.KeepSnapshots {
 			c.removeLocalCopy(name)
 			continue

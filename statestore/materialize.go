@@ -146,7 +146,9 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 	c.truncateLocked()
 	doomed := c.unreferencedLocked()
 	c.mu.Unlock()
-	return c.deleteSnapshots(ctx, doomed)
+	// The snapshot is written: the deletions of what it superseded are
+	// done even if Close cancelled ctx meanwhile.
+	return c.deleteSnapshots(context.WithoutCancel(ctx), doomed)
 }
 
 // closing returns ctx, also cancelled once Close begins, and its cancel.

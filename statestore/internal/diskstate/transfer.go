@@ -336,7 +336,12 @@ func (t *Target) fetch(ctx context.Context, f File, dir string, track func(strin
 			_ = os.Remove(path)
 			if err := os.Link(src, path); err != nil {
 				if err := copyFile(src, path); err != nil {
-					return fetched{}, fmt.Errorf("diskstate: fetch %s from local copy %s: %w", f.Object, src, err)
+					// Gone since it was checked (removed by another
+					// checkpointer sharing the local directory, say):
+					// fetch it from the backend.
+					_ = os.Remove(path)
+					t.logger().Warn("diskstate: local copy unusable, fetching it", "object", f.Object, "path", src, "err", err)
+					break
 				}
 			}
 			return fetched{path: path, local: true}, nil
