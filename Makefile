@@ -8,7 +8,7 @@ BENCHTIME ?= 1s
 BENCH_ARGS ?=
 FUZZTIME  ?= 30s
 
-.PHONY: all build demo example test test-unit vet race fuzz bench bench-go sim clean \
+.PHONY: all build demo example example-disk test test-unit vet race fuzz bench bench-go bench-kv bench-state sim clean \
 	emulators-install emulators-up emulators-down
 
 all: build test
@@ -23,10 +23,17 @@ demo:
 ## example: the word count service on state stores and the checkpoint
 ## catalog, on local disk: 3 instances killed (SIGKILL) and stopped
 ## (SIGSTOP) at random moments, restarted, rescaled 3 → 2 → 4, and checked
-## against an independent count and the deletion rule (about 30 s; under
-## `make test`, examples/wordcount's TestVerify runs it on MinIO)
+## against an independent count and the deletion rule; once with the state
+## in memory, once on disk (as example-disk), about 30 s each (under
+## `make test`, examples/wordcount's TestVerify runs both on MinIO)
 example:
 	$(GO) run ./examples/wordcount verify
+	$(GO) run ./examples/wordcount verify -disk
+
+## example-disk: the same with each instance's state on disk (a Pebble
+## database of its own, incremental snapshots of SST files)
+example-disk:
+	$(GO) run ./examples/wordcount verify -disk
 
 ## test: go vet, then every test with the race detector, with the emulators
 ## started first and stopped afterwards (even when a test fails); the exit
@@ -56,6 +63,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeSnapshotObject$$' -fuzztime=$(FUZZTIME) ./statestore/
 	$(GO) test -run='^$$' -fuzz='^FuzzCheckpointHandle$$' -fuzztime=$(FUZZTIME) ./statestore/
 	$(GO) test -run='^$$' -fuzz='^FuzzRestoreSnapshot$$' -fuzztime=$(FUZZTIME) ./statestore/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeManifest$$' -fuzztime=$(FUZZTIME) ./statestore/internal/diskstate/
 
 ## bench: `dstl bench` on local disk, MinIO, fake-gcs-server, Azurite and
 ## mem://, with the emulators started first; tables and JSON into
@@ -68,6 +76,24 @@ bench:
 bench-go:
 	GO="$(GO)" bash minio-test/with-emulators.sh \
 		$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=6 ./dstl/... ./backends/... | tee bench.txt
+
+## bench-kv: a key-value store's put and get in memory, on disk and of
+## Pebble itself, logging on and off (BenchmarkKVOps of statestore), six
+## runs into bench/statestore-kv.txt, then benchstat's summary (BENCHSTAT)
+## into bench/statestore-kv-benchstat.txt
+BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@latest
+bench-kv:
+	$(GO) test -run='^$$' -bench='^BenchmarkKVOps$$' -benchmem -benchtime=$(BENCHTIME) -count=6 ./statestore | tee bench/statestore-kv.txt
+	$(BENCHSTAT) -col /store bench/statestore-kv.txt | tee bench/statestore-kv-benchstat.txt
+
+## bench-state: the disk-backed state stores at sizes no test reaches
+## (bench/state.sh, statestore/internal/statebench): a 2 GiB state under
+## GOMEMLIMIT=512MiB, bytes uploaded ÷ bytes changed at 1 % and 10 % churn,
+## restore from MinIO beside raw GETs and from local copies, with the
+## emulators started first; tables into bench/statestore-disk.txt (about
+## ten minutes, 12 GB of disk)
+bench-state:
+	GO="$(GO)" bash minio-test/with-emulators.sh bash bench/state.sh
 
 ## emulators-install: build or fetch the pinned emulators into the tools cache
 ## (${DSTL_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/dstl-tools}); reuses what is there
@@ -87,14 +113,16 @@ clean:
 	rm -f bench.txt
 
 ## sim: the seeded simulations over a fault-injecting backend (package
-## sim), of the engine (TestSimulation) and of the checkpoint catalog
-## (TestCatalogSimulation): SEEDS schedules each from seed START (a failing
-## seed prints the command that replays it); SIM_RUN=TestCatalogSimulation
-## runs one of them; SIM_ARGS go to go test (e.g. -race, or
-## -sim.maxfail=100000 to run every seed past failures)
+## sim), of the engine (TestSimulation), of the checkpoint catalog
+## (TestCatalogSimulation) and of the state stores' checkpointer
+## (TestStateSimulation, about 5 schedules a second on 2 cores): SEEDS
+## schedules each from seed START (a failing seed prints the command that
+## replays it); SIM_RUN=TestStateSimulation runs one of them; SIM_ARGS go
+## to go test (e.g. -race, or -sim.maxfail=100000 to run every seed past
+## failures)
 SEEDS ?= 10000
 START ?= 1
-SIM_RUN ?= TestSimulation|TestCatalogSimulation
+SIM_RUN ?= TestSimulation|TestCatalogSimulation|TestStateSimulation
 SIM_ARGS ?=
 sim:
 	$(GO) test -count=1 -timeout 0 -run '^($(SIM_RUN))$$' ./sim $(SIM_ARGS) -sim.seeds=$(SEEDS) -sim.start=$(START) -v

@@ -198,7 +198,7 @@ func (o *Options) collects(n objname.Name) bool {
 	switch n.Kind {
 	case objname.Log:
 		return o.Kinds&Logs != 0
-	case objname.Snapshot:
+	case objname.Snapshot, objname.SnapshotFile:
 		return o.Kinds&Snapshots != 0 && (o.AllOperators || o.Keep.HasOperator(n.Operator))
 	}
 	return false
@@ -333,7 +333,7 @@ func Run(ctx context.Context, b backends.Backend, o Options) (*Report, error) {
 		case o.Keep.Has(oi.Name):
 			obj.Reason = Referenced
 			rep.Referenced.add(oi.Size)
-		case n.Kind != objname.Log && n.Kind != objname.Snapshot:
+		case n.Kind != objname.Log && n.Kind != objname.Snapshot && n.Kind != objname.SnapshotFile:
 			obj.Reason = Foreign
 			rep.Foreign.add(oi.Size)
 		case !o.collects(n):

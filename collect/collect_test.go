@@ -39,6 +39,9 @@ func TestRunClassifies(t *testing.T) {
 		"op-0 referenced":      {snapName(t, "job/", "op-0", old), old},
 		"op-0 young":           {snapName(t, "job/", "op-0", young), old},
 		"op-1 old":             {snapName(t, "job/", "op-1", old), old},
+		"op-0 file old":        {opName(t, objname.SnapshotFile, "job/", "op-0", old), old},
+		"op-0 file referenced": {opName(t, objname.SnapshotFile, "job/", "op-0", old), old},
+		"op-0 file young":      {opName(t, objname.SnapshotFile, "job/", "op-0", young), old},
 		"notes":                {"job/notes.txt", old},
 		"not a uuid":           {"job/not-a-uuid.dstl", old},
 		"snapshot not a uuid":  {"job/statestore/op-0/not-a-uuid.snap", old},
@@ -47,7 +50,7 @@ func TestRunClassifies(t *testing.T) {
 	otherJob := logName(t, "other-job/", old)
 	foreign := []string{"notes", "not a uuid", "snapshot not a uuid", "log beside snapshots"}
 	logs := []string{"log old", "log young by name", "log young by time", "log from the future", "log of unknown time", "log referenced"}
-	snapshots := []string{"op-0 old", "op-0 referenced", "op-0 young", "op-1 old"}
+	snapshots := []string{"op-0 old", "op-0 referenced", "op-0 young", "op-1 old", "op-0 file old", "op-0 file referenced", "op-0 file young"}
 	for _, tc := range []struct {
 		name         string
 		kinds        collect.Kinds
@@ -60,18 +63,18 @@ func TestRunClassifies(t *testing.T) {
 		deletable    []string
 		// every other object is foreign (those of foreign) or young
 	}{
-		{"checkpoint handles kept", collect.Logs | collect.Snapshots, false, []string{"log referenced", "op-0 referenced"}, []string{"op-0"}, false,
-			[]string{"log referenced", "op-0 referenced"}, []string{"op-1 old"}, []string{"log old", "op-0 old"}},
-		{"checkpoint handles kept, dry run", collect.Logs | collect.Snapshots, false, []string{"log referenced", "op-0 referenced"}, []string{"op-0"}, true,
-			[]string{"log referenced", "op-0 referenced"}, []string{"op-1 old"}, []string{"log old", "op-0 old"}},
+		{"checkpoint handles kept", collect.Logs | collect.Snapshots, false, []string{"log referenced", "op-0 referenced", "op-0 file referenced"}, []string{"op-0"}, false,
+			[]string{"log referenced", "op-0 referenced", "op-0 file referenced"}, []string{"op-1 old"}, []string{"log old", "op-0 old", "op-0 file old"}},
+		{"checkpoint handles kept, dry run", collect.Logs | collect.Snapshots, false, []string{"log referenced", "op-0 referenced", "op-0 file referenced"}, []string{"op-0"}, true,
+			[]string{"log referenced", "op-0 referenced", "op-0 file referenced"}, []string{"op-1 old"}, []string{"log old", "op-0 old", "op-0 file old"}},
 		{"log handles kept only", collect.Logs | collect.Snapshots, false, []string{"log referenced"}, nil, false,
 			[]string{"log referenced"}, snapshots, []string{"log old"}},
 		{"every operator's snapshots", collect.Logs | collect.Snapshots, true, []string{"log referenced", "op-0 referenced"}, nil, false,
-			[]string{"log referenced", "op-0 referenced"}, nil, []string{"log old", "op-0 old", "op-1 old"}},
+			[]string{"log referenced", "op-0 referenced"}, nil, []string{"log old", "op-0 old", "op-1 old", "op-0 file old", "op-0 file referenced"}},
 		{"keep nothing", collect.Logs | collect.Snapshots, true, nil, nil, false,
-			nil, nil, []string{"log old", "log referenced", "op-0 old", "op-0 referenced", "op-1 old"}},
+			nil, nil, []string{"log old", "log referenced", "op-0 old", "op-0 referenced", "op-1 old", "op-0 file old", "op-0 file referenced"}},
 		{"snapshots only", collect.Snapshots, true, []string{"op-0 referenced"}, nil, false,
-			[]string{"op-0 referenced"}, logs, []string{"op-0 old", "op-1 old"}},
+			[]string{"op-0 referenced"}, logs, []string{"op-0 old", "op-1 old", "op-0 file old", "op-0 file referenced"}},
 		{"logs only", collect.Logs, false, []string{"log referenced"}, []string{"op-0"}, false,
 			[]string{"log referenced"}, snapshots, []string{"log old"}},
 	} {

@@ -44,7 +44,14 @@ func logName(t *testing.T, prefix string, at time.Time) string {
 // prefix whose UUIDv7 holds at.
 func snapName(t *testing.T, prefix, op string, at time.Time) string {
 	t.Helper()
-	name, err := objname.Format(prefix, objname.Name{Kind: objname.Snapshot, ID: v7(t, at), Operator: op})
+	return opName(t, objname.Snapshot, prefix, op, at)
+}
+
+// opName is the name of an operator's object of the kind (a snapshot or a
+// snapshot file) made at the time.
+func opName(t *testing.T, kind objname.Kind, prefix, op string, at time.Time) string {
+	t.Helper()
+	name, err := objname.Format(prefix, objname.Name{Kind: kind, ID: v7(t, at), Operator: op})
 	if err != nil {
 		t.Fatal(err)
 	}

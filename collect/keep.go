@@ -38,18 +38,13 @@ func (k *Keep) AddHandle(h dstl.Handle) {
 }
 
 // AddCheckpoint keeps what a state store's checkpoint handle references
-// on the storage: its snapshot objects and the objects of its logs'
-// remote handles (a log's local handle names copies on local disk, not
+// on the storage ([statestore.CheckpointHandle.Objects]): its snapshot
+// objects, the files they name, and the objects of its logs' remote handles (a log's local handle names copies on local disk, not
 // the storage's objects). It also adds the handle's operator (see
 // [Keep.AddOperator]).
 func (k *Keep) AddCheckpoint(cp statestore.CheckpointHandle) {
 	k.AddOperator(cp.Operator)
-	for _, s := range cp.Snapshots {
-		k.AddObject(s.Object)
-	}
-	for _, l := range cp.Logs {
-		k.AddHandle(l.Remote)
-	}
+	k.AddObject(cp.Objects()...)
 }
 
 // AddOperator says that the kept objects account for every snapshot of

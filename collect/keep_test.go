@@ -38,6 +38,10 @@ func TestKeep(t *testing.T) {
 				Snapshots: []statestore.SnapshotRef{{Object: "job/statestore/op-1/s.snap"}},
 				Logs:      []statestore.LogRef{{Remote: logHandle("job/3.dstl"), Local: &local}}})
 		}, []string{"job/3.dstl", "job/statestore/op-1/s.snap"}, []string{"op-1"}},
+		{"checkpoint handle of a disk-backed snapshot", func(k *collect.Keep) {
+			k.AddCheckpoint(statestore.CheckpointHandle{Operator: "op-1",
+				Snapshots: []statestore.SnapshotRef{{Object: "job/statestore/op-1/s.snap", Files: []string{"job/statestore/op-0/f.sst", "job/statestore/op-1/g.sst"}}}})
+		}, []string{"job/statestore/op-0/f.sst", "job/statestore/op-1/g.sst", "job/statestore/op-1/s.snap"}, []string{"op-1"}},
 		{"operators", func(k *collect.Keep) { k.AddOperator("op-2"); k.AddOperator("op-0") }, nil, []string{"op-0", "op-2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -140,6 +140,10 @@ type backend struct {
 	// nameKeys keys the faults by the object's name rather than its
 	// contents (for objects of deterministic names, such as a catalog's).
 	nameKeys bool
+	// contentKeys keys the faults of objects that are not of the log
+	// format (snapshots and their files, of random names) by a hash of
+	// their contents, gets included, rather than sharing one key.
+	contentKeys bool
 }
 
 func newBackend(seed uint64, prof faultProfile) *backend {
@@ -171,6 +175,12 @@ func (b *backend) callKey(op, name string, data []byte) string {
 	k.WriteString(op)
 	idx, err := format.ReadIndex("", bytes.NewReader(data), int64(len(data)))
 	if data == nil || err != nil {
+		if b.contentKeys && data != nil {
+			h := fnv.New64a()
+			h.Write(data)
+			fmt.Fprintf(&k, " #%x", h.Sum64())
+			return k.String()
+		}
 		k.WriteString(" ?")
 		return k.String()
 	}
@@ -353,7 +363,13 @@ func (b *backend) Get(ctx context.Context, name string, offset, length int64) (i
 	if err := ctx.Err(); err != nil {
 		return nil, opErr("get", name, err)
 	}
-	if k, _ := b.draw("get", name, nil, getErr); k == getErr {
+	var data []byte
+	if b.contentKeys {
+		b.st.mu.Lock()
+		data = b.st.objects[name]
+		b.st.mu.Unlock()
+	}
+	if k, _ := b.draw("get", name, data, getErr); k == getErr {
 		b.st.count(k)
 		return nil, opErr("get", name, errInjected)
 	}

@@ -1,7 +1,9 @@
 // Package sim is a seeded simulation of the engine (package dstl), driven
 // only through its public API over an in-memory backend of its own that
-// injects faults, and of the checkpoint catalog (package catalog) over the
-// same backend (see The catalog simulation, below).
+// injects faults, of the checkpoint catalog (package catalog) over the
+// same backend (see The catalog simulation, below), and of the state
+// stores' checkpointer (package statestore), disk-backed and in memory
+// (see The state-store simulation).
 //
 // A schedule is derived from one seed (math/rand/v2, PCG): the storage's
 // configuration (tiny upload.max-in-flight, upload.timeout, max attempts,
@@ -136,10 +138,85 @@
 // (a collector that ignores the plan, parts that hold other states, a
 // generation that restores the newest parts) to show the checks catch it.
 //
-// Run them with go test ./sim -run TestSimulation or -run
-// TestCatalogSimulation (a short fixed set of seeds), or with
-// -sim.seeds=N -sim.start=S for long runs (make sim SEEDS=N runs both). A failing seed prints the command that replays it, with -race
-// when the test binary has the race detector. The race detector's reports
+// # The state-store simulation
+//
+// RunState (TestStateSimulation) runs an operator's state stores (a
+// key-value, a window and a versioned store) under statestore's
+// Checkpointer over the fault backend, which keys the faults of snapshot
+// objects and files by their contents. A schedule draws from its seed the
+// kind (disk-backed, with Config.Dir, half the time; in memory
+// otherwise), the maximum parallelism (1 to 32768) and the job's key
+// groups, one or two instances splitting them, a small materialisation
+// size and interval (so that background materialisations race with
+// checkpoints), KeepSnapshots or not, local recovery or not, the
+// retentions, the key space (keys with bytes 0x00 and 0xFF, the empty
+// key), and a fault profile (put errors, lost answers, stalls, late
+// stores, failed deletes, failed gets; a quarter of the schedules inject
+// nothing), then 20 to 60 steps, each from a generator of its own
+// derived from (seed, step), so a schedule plans the same steps at every
+// run (TestStateSameSeedSamePlan): writes to every instance, late and
+// early (puts into expired windows and past the history retention,
+// deletions, jumps of the stream time); concurrent writes by up to three
+// goroutines per instance on keys of their own, while the checkpointer
+// flushes and materialises; explicit materialisations, sometimes while a
+// checkpoint completes or aborts; checkpoints (SnapshotState on every
+// instance, in the background); completions and aborts, some while the
+// uploads run; crashes (every instance closed, maybe while checkpoints
+// are under way; new storages and checkpointers on the same backend, on
+// the same machines or new ones, restoring the last completed
+// checkpoint), a quarter of them rescales (one instance's checkpoint
+// restored by two with the key groups split, two merged into one, or
+// another split); comparisons of the live stores with the model; pauses.
+//
+// The model keeps each instance's stores in maps by the rules statestore
+// documents (window expiry and the dropped late puts, versions no query
+// reaches); a restore into some key groups from some handles yields, in
+// the model, the keys of those key groups and the largest stream time.
+// Invariants checked for every schedule:
+//
+//   - Every completed checkpoint, its handles through a binary round trip,
+//     restored into a fresh checkpointer over the backend without faults
+//     (disk-backed for disk-backed handles, either kind for in-memory
+//     ones) for the key groups of a part, part of them, the whole job's
+//     (merging the parts) or any, yields exactly the model's state at that
+//     checkpoint: every store read whole (in order), its stream times, and
+//     point reads (Get, Range, Fetch, GetAsOf, History). Every restore
+//     after a crash (with faults, from local copies or not) yields the
+//     model too, and so do the live stores when compared.
+//   - A restore that fails says why: after a crash, an injected fault; in
+//     the fresh checkpointer, where an object that the handles name was
+//     first damaged, truncated or removed, ErrSnapshotFormat or
+//     ErrNotFound naming the object (a restore that did not need the
+//     object must restore exactly). It leaves the stores empty, and
+//     SnapshotState and Materialize fail with ErrRestoreFailed.
+//   - Every error of SnapshotState, Materialize, the notifications, and
+//     every warning the checkpointers log, names an injected fault, a
+//     crash or a deadline.
+//   - Every object of the last completed checkpoint is on the backend
+//     whenever the live stores are compared and before each crash; with
+//     KeepSnapshots, no snapshot object or file that a handle named is
+//     ever deleted.
+//   - At the end, without faults, every instance checkpoints, materialises
+//     and checkpoints again, and the checkpoints complete: with
+//     KeepSnapshots, every object of every completed checkpoint is on the
+//     backend (and some older checkpoints are restored again); without,
+//     the backend's snapshot objects and files are those the last
+//     checkpoint names, and besides only those an injected fault left
+//     (a put that stored and failed, a failed delete) or that the running
+//     instances neither wrote nor took back as their own (left by the
+//     instances before the last crash, or shared after a rescale).
+//   - No hang (the watchdog) and no goroutine left (goleak), as above.
+//
+// With -sim.trace and -v, a single seed logs its events (steps,
+// checkpoints and what their handles name, restores, puts and deletions
+// of snapshot objects); a failure about an object lists the events that
+// name it.
+//
+// Run them with go test ./sim -run TestSimulation, -run
+// TestCatalogSimulation or -run TestStateSimulation (a short fixed set of
+// seeds), or with -sim.seeds=N -sim.start=S for long runs (make sim
+// SEEDS=N runs all three). A failing seed prints the command that replays
+// it, with -race when the test binary has the race detector. The race detector's reports
 // name no seed: with it, the test announces each group of seeds as it
 // starts (one seed per group with -sim.workers=1), and a report belongs to
 // the group announced last before it.

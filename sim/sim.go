@@ -40,6 +40,13 @@ type Options struct {
 	// catalogCollectAll makes the catalog simulation's collector delete
 	// data objects the plan keeps too (tests of the checks).
 	catalogCollectAll bool
+	// stateSkipModel, when above 0, makes the state simulation's model
+	// miss every stateSkipModel-th write of the write steps (tests of the
+	// checks).
+	stateSkipModel int
+	// stateBeforeObjects, when set, runs before the state simulation
+	// checks the snapshot objects left at the end (tests of the checks).
+	stateBeforeObjects func(s *stateSchedule)
 }
 
 // Stats says what one schedule did.

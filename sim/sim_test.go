@@ -62,9 +62,15 @@ type seedsRun struct {
 // goroutine may be left.
 // hint follows the replay command of a failing seed.
 func runSeeds(t *testing.T, test, hint string, run func(seed uint64, opt Options) (time.Duration, error)) seedsRun {
-	start, n := uint64(1), fixedSeeds
+	return runSeedsOf(t, test, hint, fixedSeeds, shortSeeds, run)
+}
+
+// runSeedsOf is runSeeds with the default number of seeds, and the number
+// with -short, of a simulation.
+func runSeedsOf(t *testing.T, test, hint string, fixed, short int, run func(seed uint64, opt Options) (time.Duration, error)) seedsRun {
+	start, n := uint64(1), fixed
 	if testing.Short() {
-		n = shortSeeds
+		n = short
 	}
 	if *flagSeeds > 0 {
 		start, n = *flagStart, *flagSeeds

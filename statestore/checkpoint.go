@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/statestore/internal/diskstate"
 )
 
 // Defaults of Config.
@@ -57,6 +59,21 @@ type Config struct {
 	// the checkpointer no longer needs are deleted all the same: they are
 	// this process's own.
 	KeepSnapshots bool
+	// Dir, when set, keeps the stores' entries on local disk instead of in
+	// memory: the registered stores write to a Pebble database in
+	// Dir/OPERATOR, the instance's working directory, which NewCheckpointer
+	// empties (what an earlier run or a crash left there is not state: the
+	// state is what InitializeState restores), so state may be larger than
+	// memory. Materialisations are then incremental: each uploads the keys
+	// changed since the previous one and a slice of the rest, and names the
+	// files that still hold the state. Default "": in memory.
+	Dir string
+	// DirCacheSize is the size in bytes of the block cache of the
+	// Pebble database of Config.Dir, one per checkpointer, which keeps
+	// read blocks (index, filters, hot data) in memory; it counts towards
+	// the process's memory. Default 64 MiB; at least 1 MiB is taken;
+	// negative is an error (also without Dir).
+	DirCacheSize int64
 }
 
 // CheckpointInfo tells a checkpoint function where it is.
@@ -94,16 +111,38 @@ type Stats struct {
 	SnapshotsDeleted    int64 // snapshot objects deleted once unreferenced (none with Config.KeepSnapshots)
 	// LogBytes is the size of the changes logged since the last snapshot.
 	LogBytes int64
+	// LastMaterialization is what the last successful materialisation did.
+	LastMaterialization MaterializeReport
 	// LastRestore is what InitializeState did.
 	LastRestore RestoreReport
+}
+
+// MaterializeReport says what a materialisation wrote.
+type MaterializeReport struct {
+	// UploadedBytes is what it put on the storage's backend: the snapshot
+	// object and, for disk-backed stores, the new files.
+	UploadedBytes int64
+	// Files is the number of objects it put.
+	Files int
+	// ChangedKeys and ChangedBytes (keys and values) are what changed
+	// since the previous materialisation, for disk-backed stores, whose
+	// materialisations write what changed and a slice of the rest; an
+	// in-memory store's materialisation writes the whole state.
+	ChangedKeys  int64
+	ChangedBytes int64
+	Duration     time.Duration
 }
 
 // RestoreReport says what a restore read.
 type RestoreReport struct {
 	Snapshots      int   // snapshot objects loaded
 	LocalSnapshots int   // of which from local copies
-	SnapshotBytes  int64 // their size
-	Changes        int64 // log changes applied (metadata included)
+	SnapshotBytes  int64 // their size, with the files of disk-backed snapshots
+	// SnapshotFiles is the number of files of disk-backed snapshots
+	// loaded, and LocalSnapshotFiles those of them taken from local copies
+	// (local recovery) rather than fetched.
+	SnapshotFiles, LocalSnapshotFiles int
+	Changes                           int64 // log changes applied (metadata included)
 	// Log sums the reports of the log handles read (where each change set
 	// came from).
 	Log      dstl.ReadReport
@@ -133,8 +172,9 @@ type Checkpointer struct {
 	w        *dstl.Writer
 	cfg      Config
 	log      *slog.Logger
-	prefix   string // of snapshot objects
-	localDir string // of local snapshot copies; "" without local recovery
+	prefix   string        // of snapshot objects
+	localDir string        // of local snapshot copies; "" without local recovery
+	disk     *diskstate.DB // with Config.Dir; nil: stores in memory
 
 	logBytes atomic.Int64
 	// firstLogged is when the oldest change since the last snapshot was
@@ -160,8 +200,16 @@ type Checkpointer struct {
 	restoredLogs  []LogRef            // logs the state also needs (after a restore)
 	mergedRestore bool                // restored from several handles: materialise before the next checkpoint
 	pending       map[int64]*pendingCheckpoint
-	confirmed     []SnapshotRef // of the latest completed checkpoint
-	owned         map[string]bool
+	confirmed     []SnapshotRef   // of the latest completed checkpoint
+	owned         map[string]bool // objects this checkpointer wrote (snapshots and their files)
+	// sharedLocal are the objects, restored but not owned (another
+	// instance's, after a rescale), of which the restore made local
+	// copies: their local copies go once nothing references them.
+	sharedLocal map[string]bool
+	// diskManifest is the manifest of the disk-backed snapshot that the
+	// current state extends: the next materialisation writes what changed
+	// since it. nil: the next one writes the whole state.
+	diskManifest  *diskstate.Manifest
 	persisting    int
 	truncateTo    dstl.SequenceNumber
 	truncated     dstl.SequenceNumber
@@ -208,6 +256,12 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.DirCacheSize == 0 {
+		cfg.DirCacheSize = diskstate.DefaultCacheSize
+	}
+	if cfg.DirCacheSize < 0 {
+		return nil, fmt.Errorf("statestore: Config.DirCacheSize %d: want 0 (the default, 64 MiB) or more", cfg.DirCacheSize)
+	}
 	if cfg.Operator == "" || strings.Contains(cfg.Operator, "/") || backends.CheckObjectName(cfg.Operator) != nil {
 		return nil, fmt.Errorf("statestore: operator %q: must be a non-empty object-name segment without \"/\"", cfg.Operator)
 	}
@@ -217,18 +271,30 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 	if err := cfg.KeyGroups.Validate(); err != nil || cfg.KeyGroups.End >= cfg.MaxParallelism {
 		return nil, fmt.Errorf("statestore: key groups %v do not fit max parallelism %d", cfg.KeyGroups, cfg.MaxParallelism)
 	}
+	var disk *diskstate.DB
+	if cfg.Dir != "" {
+		var err error
+		if disk, err = diskstate.OpenCache(filepath.Join(cfg.Dir, cfg.Operator), cfg.Logger, cfg.DirCacheSize); err != nil {
+			return nil, fmt.Errorf("statestore: Config.Dir: %w", err)
+		}
+	}
 	w, err := storage.NewWriter(cfg.Operator, cfg.KeyGroups)
 	if err != nil {
+		if disk != nil {
+			_ = disk.Close()
+		}
 		return nil, err
 	}
 	scfg := storage.Config()
 	c := &Checkpointer{
-		storage: storage, w: w, cfg: cfg, log: cfg.Logger,
+		storage: storage, w: w, cfg: cfg, log: cfg.Logger, disk: disk,
 		prefix:  objname.SnapshotPrefix(objname.JobPrefix(scfg.JobID), cfg.Operator),
 		trigger: make(chan struct{}, 1),
 		byName:  map[string]internalStore{},
 		pending: map[int64]*pendingCheckpoint{},
 		owned:   map[string]bool{},
+
+		sharedLocal: map[string]bool{},
 	}
 	if scfg.LocalRecoveryEnabled {
 		c.localDir = scfg.LocalRecoveryDir
@@ -269,6 +335,11 @@ func (c *Checkpointer) Register(stores ...Store) error {
 				s.Name(), s.KeyGroups(), s.MaxParallelism(), c.cfg.KeyGroups, c.cfg.MaxParallelism)
 		case c.byName[s.Name()] != nil:
 			return fmt.Errorf("statestore: store %q registered twice", s.Name())
+		}
+		if c.disk != nil {
+			if err := s.attachDisk(c.disk); err != nil {
+				return err
+			}
 		}
 		b := s.base()
 		b.mu.Lock()
@@ -480,38 +551,57 @@ func (c *Checkpointer) truncateLocked() {
 	c.truncated = c.truncateTo
 }
 
-// unreferencedLocked removes from owned, and returns, the snapshot objects
-// that neither the current state, nor the latest completed checkpoint, nor
-// a pending one references.
-func (c *Checkpointer) unreferencedLocked() []string {
+// unreferenced is what nothing references any more: objects of the
+// checkpointer's to delete, with their local copies, and local copies of
+// other instances' objects to remove.
+type unreferenced struct {
+	doomed, localOnly []string
+}
+
+// unreferencedLocked removes from owned and sharedLocal, and returns, the
+// objects that neither the current state, nor the latest completed
+// checkpoint, nor a pending one references.
+func (c *Checkpointer) unreferencedLocked() unreferenced {
 	ref := map[string]bool{}
-	for _, s := range c.current {
-		ref[s.Object] = true
-	}
-	for _, s := range c.confirmed {
-		ref[s.Object] = true
-	}
-	for _, p := range c.pending {
-		for _, s := range p.snapshots {
+	add := func(refs []SnapshotRef) {
+		for _, s := range refs {
 			ref[s.Object] = true
+			for _, f := range s.Files {
+				ref[f] = true
+			}
 		}
 	}
-	var doomed []string
+	add(c.current)
+	add(c.confirmed)
+	for _, p := range c.pending {
+		add(p.snapshots)
+	}
+	var u unreferenced
 	for name := range c.owned {
 		if !ref[name] {
-			doomed = append(doomed, name)
+			u.doomed = append(u.doomed, name)
 			delete(c.owned, name)
 		}
 	}
-	return doomed
+	for name := range c.sharedLocal {
+		if !ref[name] {
+			// Not ours to delete; our local copy is.
+			u.localOnly = append(u.localOnly, name)
+			delete(c.sharedLocal, name)
+		}
+	}
+	return u
 }
 
 // deleteSnapshots deletes snapshot objects that nothing references any
 // more, with their local copies; with Config.KeepSnapshots only the local
 // copies.
-func (c *Checkpointer) deleteSnapshots(ctx context.Context, names []string) error {
+func (c *Checkpointer) deleteSnapshots(ctx context.Context, u unreferenced) error {
+	for _, name := range u.localOnly {
+		c.removeLocalCopy(name)
+	}
 	var errs []error
-	for _, name := range names {
+	for _, name := range u.doomed {
 		if c.cfg.KeepSnapshots {
 			c.removeLocalCopy(name)
 			continue
@@ -551,8 +641,16 @@ func (c *Checkpointer) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	// A materialisation or a restore that a program runs ends (its context
+	// is cancelled with c.ctx) before the stores and their database close.
+	c.matMu.Lock()
+	defer c.matMu.Unlock()
 	for _, s := range stores {
 		_ = s.Close()
 	}
-	return c.w.Close()
+	err := c.w.Close()
+	if c.disk != nil {
+		err = errors.Join(err, c.disk.Close())
+	}
+	return err
 }

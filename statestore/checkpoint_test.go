@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -335,6 +336,12 @@ func TestBackgroundMaterialization(t *testing.T) {
 }
 
 func TestLocalRecovery(t *testing.T) {
+	for _, disk := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "disk"}[disk], func(t *testing.T) { testLocalRecovery(t, disk) })
+	}
+}
+
+func testLocalRecovery(t *testing.T, disk bool) {
 	b := dstltest.NewBackend()
 	dir := t.TempDir()
 	open := func() *dstl.Storage {
@@ -348,21 +355,31 @@ func TestLocalRecovery(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
+	var scfg statestore.Config
+	if disk {
+		scfg.Dir = t.TempDir()
+	}
 	s1 := open()
-	o := newOperator(t, s1, "op-0", allGroups, statestore.Config{})
+	o := newOperator(t, s1, "op-0", allGroups, scfg)
 	h, want := scenario(t, o, true)
 	if h.Logs[len(h.Logs)-1].Local == nil {
 		t.Fatal("no local log handle with local recovery")
 	}
+	if disk && len(h.Snapshots[0].Files) == 0 {
+		t.Fatalf("disk-backed snapshot %+v names no files", h.Snapshots)
+	}
 	o.cp.Close()
 	s1.Close()
-	r := newOperator(t, open(), "op-0", allGroups, statestore.Config{})
+	r := newOperator(t, open(), "op-0", allGroups, scfg)
 	gets := b.Counts()[dstltest.OpGet]
 	restore(t, r, h)
 	diff(t, want, dump(t, r))
 	rep := r.cp.Stats().LastRestore
 	if rep.LocalSnapshots != 1 || rep.Log.LocalSets == 0 || rep.Log.RemoteSets != 0 {
 		t.Errorf("restore report %+v: want the snapshot and every change set read locally", rep)
+	}
+	if disk && (rep.SnapshotFiles != len(h.Snapshots[0].Files) || rep.LocalSnapshotFiles != rep.SnapshotFiles) {
+		t.Errorf("restore report %+v: want the %d files of the snapshot taken from their local copies", rep, len(h.Snapshots[0].Files))
 	}
 	if got := b.Counts()[dstltest.OpGet] - gets; got != 0 {
 		t.Errorf("%d remote reads", got)
@@ -590,46 +607,154 @@ func TestKeepSnapshots(t *testing.T) {
 		{"checkpointer deletes", false, true},
 		{"job deletes", true, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			b := dstltest.NewBackend()
-			dir := t.TempDir()
-			cfg := dstl.DefaultConfig("mem://test")
-			cfg.JobID, cfg.BatchPersistDelay = "job", 0
-			cfg.LocalRecoveryEnabled, cfg.LocalRecoveryDir = true, dir
-			s, err := dstl.New(cfg, b, dstl.WithLocalRecovery(duplicating.Open))
-			if err != nil {
-				t.Fatal(err)
+		for _, disk := range []bool{false, true} {
+			t.Run(tc.name+map[bool]string{false: ", memory", true: ", disk"}[disk], func(t *testing.T) { testKeepSnapshots(t, tc.keep, tc.wantDeleted, disk) })
+		}
+	}
+}
+
+func testKeepSnapshots(t *testing.T, keep, wantDeleted, disk bool) {
+	ctx := context.Background()
+	b := dstltest.NewBackend()
+	dir := t.TempDir()
+	cfg := dstl.DefaultConfig("mem://test")
+	cfg.JobID, cfg.BatchPersistDelay = "job", 0
+	cfg.LocalRecoveryEnabled, cfg.LocalRecoveryDir = true, dir
+	s, err := dstl.New(cfg, b, dstl.WithLocalRecovery(duplicating.Open))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	scfg := statestore.Config{KeepSnapshots: keep}
+	if disk {
+		scfg.Dir = t.TempDir()
+	}
+	o := newOperator(t, s, "op-0", allGroups, scfg)
+	w := newWorkload(4)
+	var written []string // every snapshot object and file, oldest first
+	var last *statestore.CheckpointHandle
+	for id := int64(1); id <= 6; id++ {
+		w.run(t, o, 100)
+		if err := o.cp.Materialize(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.run(t, o, 50)
+		last = checkpoint(t, o, id)
+		for _, n := range snapshotNames(last) {
+			if !slices.Contains(written, n) {
+				written = append(written, n)
 			}
-			t.Cleanup(func() { s.Close() })
-			o := newOperator(t, s, "op-0", allGroups, statestore.Config{KeepSnapshots: tc.keep})
-			w := newWorkload(4)
-			var written []string // every snapshot object, oldest first
-			var last *statestore.CheckpointHandle
-			for id := int64(1); id <= 4; id++ {
-				w.run(t, o, 100)
-				if err := o.cp.Materialize(ctx); err != nil {
+		}
+	}
+	kept := snapshotNames(last)
+	superseded := 0
+	for i, name := range written {
+		_, remote := b.ObjectBytes(name)
+		_, lerr := os.Stat(filepath.Join(dir, filepath.FromSlash(name)))
+		local := lerr == nil
+		named := slices.Contains(kept, name)
+		if !named {
+			superseded++
+		}
+		if wantRemote := named || !wantDeleted; remote != wantRemote {
+			t.Errorf("object %d of %d (%s) on the backend: %v, want %v", i+1, len(written), name, remote, wantRemote)
+		}
+		if local != named {
+			t.Errorf("local copy of object %d of %d (%s): %v, want %v", i+1, len(written), name, local, named)
+		}
+	}
+	if superseded == 0 {
+		t.Fatalf("no object superseded among %q", written)
+	}
+	if got := o.cp.Stats().SnapshotsDeleted; (got > 0) != wantDeleted {
+		t.Errorf("Stats.SnapshotsDeleted = %d", got)
+	}
+}
+
+// TestOwnRestoreKeepsSharedSnapshots: after a split, both halves restore
+// the whole operator's snapshot, and their checkpoints name it (before
+// their first materialisation), or, on disk, their manifests go on naming
+// its files. A half that then restarts from its own checkpoint must not
+// take the shared objects for its own: the other half's next checkpoint
+// still names them. It used to, and deleted them once its own snapshots
+// no longer named them: the other half's checkpoint restored no more
+// (ErrNotFound). The lower half has the whole operator's name (an
+// operator instance keeps its name across a rescale).
+func TestOwnRestoreKeepsSharedSnapshots(t *testing.T) {
+	ctx := context.Background()
+	for _, disk := range []bool{false, true} {
+		for _, materialize := range []bool{false, true} {
+			t.Run(fmt.Sprintf("disk=%v/materialize=%v", disk, materialize), func(t *testing.T) {
+				cfg := func() statestore.Config {
+					if disk {
+						return statestore.Config{Dir: t.TempDir()}
+					}
+					return statestore.Config{}
+				}
+				b := dstltest.NewBackend()
+				w := newOperator(t, newStorage(t, b), "op-0", allGroups, cfg())
+				newWorkload(1).run(t, w, 400)
+				if err := w.cp.Materialize(ctx); err != nil {
 					t.Fatal(err)
 				}
-				w.run(t, o, 50)
-				last = checkpoint(t, o, id)
-				written = append(written, last.Snapshots[0].Object)
-			}
-			for i, name := range written {
-				_, remote := b.ObjectBytes(name)
-				_, lerr := os.Stat(filepath.Join(dir, filepath.FromSlash(name)))
-				local := lerr == nil
-				superseded := i < len(written)-1
-				if wantRemote := !superseded || !tc.wantDeleted; remote != wantRemote {
-					t.Errorf("snapshot %d of %d on the backend: %v, want %v", i+1, len(written), remote, wantRemote)
+				h1 := checkpoint(t, w, 1)
+				shared := snapshotNames(h1)
+				w.cp.Close()
+
+				lo := dstl.KeyGroupRange{Start: 0, End: maxP/2 - 1}
+				hi := dstl.KeyGroupRange{Start: maxP / 2, End: maxP - 1}
+				a := newOperator(t, newStorage(t, b), "op-0", lo, cfg())
+				c := newOperator(t, newStorage(t, b), "op-1", hi, cfg())
+				restore(t, a, h1)
+				restore(t, c, h1)
+				if materialize {
+					change(t, a, 1)
+					if err := a.cp.Materialize(ctx); err != nil {
+						t.Fatal(err)
+					}
 				}
-				if local != !superseded {
-					t.Errorf("local copy of snapshot %d of %d: %v, want %v", i+1, len(written), local, !superseded)
+				ha := checkpoint(t, a, 2)
+				checkpoint(t, c, 2)
+				a.cp.Close()
+
+				// The lower half restarts from its own checkpoint, and
+				// changes and materialises until its snapshots name none
+				// of the shared objects.
+				a2 := newOperator(t, newStorage(t, b), "op-0", lo, cfg())
+				restore(t, a2, ha)
+				for round := range 4 {
+					change(t, a2, round)
+					for i := range 400 { // on disk, enough changed bytes to sweep the whole span
+						if k := fmt.Sprintf("big-%03d", i); lo.Contains(statestore.KeyGroup([]byte(k), maxP)) {
+							if err := a2.kv.Put(k, value200(uint64(round*1000+i))); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+					if err := a2.cp.Materialize(ctx); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			if got := o.cp.Stats().SnapshotsDeleted; (got > 0) != tc.wantDeleted {
-				t.Errorf("Stats.SnapshotsDeleted = %d", got)
-			}
-		})
+				ha3 := checkpoint(t, a2, 3)
+				for _, o := range snapshotNames(ha3) {
+					if slices.Contains(shared, o) {
+						t.Fatalf("the lower half's checkpoint 3 still names %s of the whole operator's snapshot", o)
+					}
+				}
+				want := dump(t, c)
+				hc := checkpoint(t, c, 3)
+				if !slices.Equal(snapshotNames(hc), shared) {
+					t.Fatalf("the upper half's checkpoint names %q, want the whole operator's snapshot %q", snapshotNames(hc), shared)
+				}
+				for _, o := range shared {
+					if _, ok := b.ObjectBytes(o); !ok {
+						t.Errorf("%s, which the upper half's checkpoint names, was deleted", o)
+					}
+				}
+				r := newOperator(t, newStorage(t, b), "op-2", hi, cfg())
+				restore(t, r, hc)
+				diff(t, want, dump(t, r))
+			})
+		}
 	}
 }

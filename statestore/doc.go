@@ -39,13 +39,15 @@
 //
 // # Who deletes what
 //
-//   - Snapshot objects (JOB/statestore/OPERATOR/UUIDv7.snap): the
-//     Checkpointer that wrote them deletes them once neither its current
-//     state, nor its latest completed checkpoint, nor a pending one
-//     references them. Snapshots restored after a rescale (several handles,
-//     or another instance's) are shared by the new instances and deleted by
-//     none of them: the job deletes them once no retained checkpoint
-//     handle names them (CheckpointHandle.Snapshots). What a crash
+//   - Snapshot objects (JOB/statestore/OPERATOR/UUIDv7.snap) and the files
+//     of disk-backed snapshots (UUIDv7.sst beside them): the Checkpointer
+//     that wrote them deletes them once neither its current state, nor its
+//     latest completed checkpoint, nor a pending one references them; a
+//     restart takes as its own what an instance of its name and key groups
+//     wrote. What other instances wrote (restored after a rescale) is
+//     shared by the new instances and deleted by none of them: the job
+//     deletes it once no retained checkpoint handle names it
+//     (CheckpointHandle.Objects). What a crash
 //     leaves is for `dstl gc` given the retained checkpoint handles (see
 //     below). With Config.KeepSnapshots the checkpointer deletes none (only
 //     the local copies it no longer needs) and the job deletes them all:

@@ -100,6 +100,11 @@ func FuzzCheckpointHandle(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(b)
+	h.Snapshots[0].Files = []string{"job/statestore/op/a.sst", "job/statestore/op-0/b.sst"}
+	if b, err = h.MarshalBinary(); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var h CheckpointHandle
 		if err := h.UnmarshalBinary(data); err != nil {

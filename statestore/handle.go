@@ -9,9 +9,12 @@ import (
 	"github.com/dstlgo/dstl/dstl"
 )
 
-// CheckpointHandleVersion is the version of the encoding that
-// CheckpointHandle.MarshalBinary writes; UnmarshalBinary rejects others.
-const CheckpointHandleVersion = 1
+// CheckpointHandleVersion is the newest version of the encoding that
+// CheckpointHandle.MarshalBinary writes: 2 for a handle whose snapshots name
+// files (disk-backed stores), 1 otherwise, so that the handles of
+// in-memory stores stay readable by builds that read version 1 only.
+// UnmarshalBinary reads both and rejects others.
+const CheckpointHandleVersion = 2
 
 const handleMagic = "DSCP"
 
@@ -39,6 +42,11 @@ type CheckpointHandle struct {
 type SnapshotRef struct {
 	Object string
 	Size   int64
+	// Files are the objects that a disk-backed snapshot (Config.Dir)
+	// names beside its own: its SST files, which later snapshots, of this
+	// instance or of the instances that restore it, share. None for an
+	// in-memory store's snapshot.
+	Files []string
 }
 
 // LogRef is a log handle and, with local recovery, the handle of the local
@@ -49,8 +57,9 @@ type LogRef struct {
 }
 
 // Objects returns the names of the objects on the storage's backend that
-// the handle refers to, each once, sorted: its snapshot objects and the
-// objects of its log handles' entries. Local copies (LogRef.Local) are not
+// the handle refers to, each once, sorted: its snapshot objects, the files
+// they name (SnapshotRef.Files) and the objects of its log handles'
+// entries. Local copies (LogRef.Local) are not
 // on the backend and are not named. A job that deletes objects itself
 // (Config.KeepSnapshots, package catalog's deletion rule) keeps these
 // while it may restore the checkpoint.
@@ -65,6 +74,9 @@ func (h CheckpointHandle) Objects() []string {
 	}
 	for _, s := range h.Snapshots {
 		add(s.Object)
+		for _, f := range s.Files {
+			add(f)
+		}
 	}
 	for _, l := range h.Logs {
 		for _, e := range l.Remote.Entries {
@@ -75,18 +87,25 @@ func (h CheckpointHandle) Objects() []string {
 	return names
 }
 
-// MarshalBinary encodes the handle (version 1); integers are varints,
-// unsigned unless said otherwise:
+// MarshalBinary encodes the handle; integers are varints, unsigned unless
+// said otherwise:
 //
-//	magic "DSCP", version 1 byte,
+//	magic "DSCP", version 1 byte (2 if a snapshot names files, else 1),
 //	checkpoint id (signed), operator (length, bytes),
 //	key groups start, end, max parallelism,
 //	snapshots: count, then per snapshot: object (length, bytes), size,
+//	and in version 2 its files: count, then each (length, bytes),
 //	logs: count, then per log: remote handle (length, dstl.Handle binary
 //	encoding), a byte 0 or 1, and with 1 the local handle (length, bytes),
 //	CRC32C (Castagnoli) of everything before it, 4 bytes little-endian.
 func (h CheckpointHandle) MarshalBinary() ([]byte, error) {
-	b := append([]byte(handleMagic), CheckpointHandleVersion)
+	version := byte(1)
+	for _, s := range h.Snapshots {
+		if len(s.Files) > 0 {
+			version = 2
+		}
+	}
+	b := append([]byte(handleMagic), version)
 	b = binary.AppendVarint(b, h.CheckpointID)
 	b = appendString(b, h.Operator)
 	b = binary.AppendUvarint(b, uint64(h.KeyGroups.Start))
@@ -96,6 +115,12 @@ func (h CheckpointHandle) MarshalBinary() ([]byte, error) {
 	for _, s := range h.Snapshots {
 		b = appendString(b, s.Object)
 		b = binary.AppendUvarint(b, uint64(s.Size))
+		if version == 2 {
+			b = binary.AppendUvarint(b, uint64(len(s.Files)))
+			for _, f := range s.Files {
+				b = appendString(b, f)
+			}
+		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(h.Logs)))
 	for i, l := range h.Logs {
@@ -125,8 +150,9 @@ func (h *CheckpointHandle) UnmarshalBinary(data []byte) error {
 	if len(data) < len(handleMagic)+1+4 || string(data[:len(handleMagic)]) != handleMagic {
 		return fmt.Errorf("%w: bad magic", ErrInvalidCheckpointHandle)
 	}
-	if v := data[len(handleMagic)]; v != CheckpointHandleVersion {
-		return fmt.Errorf("%w: version %d, this build reads version %d", ErrInvalidCheckpointHandle, v, CheckpointHandleVersion)
+	version := data[len(handleMagic)]
+	if version != 1 && version != 2 {
+		return fmt.Errorf("%w: version %d, this build reads versions 1 and 2", ErrInvalidCheckpointHandle, version)
 	}
 	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
@@ -139,7 +165,13 @@ func (h *CheckpointHandle) UnmarshalBinary(data []byte) error {
 	n.KeyGroups.Start, n.KeyGroups.End = int(d.uvarint()), int(d.uvarint())
 	n.MaxParallelism = int(d.uvarint())
 	for range d.count() {
-		n.Snapshots = append(n.Snapshots, SnapshotRef{Object: string(d.bytes()), Size: int64(d.uvarint())})
+		s := SnapshotRef{Object: string(d.bytes()), Size: int64(d.uvarint())}
+		if version == 2 {
+			for range d.count() {
+				s.Files = append(s.Files, string(d.bytes()))
+			}
+		}
+		n.Snapshots = append(n.Snapshots, s)
 	}
 	for range d.count() {
 		var l LogRef

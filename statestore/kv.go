@@ -27,6 +27,10 @@ func kvLess[K, V any](a, b kvItem[K, V]) bool { return a.key < b.key }
 // KeyValueStore is a store of values by key, kept in the order of the keys'
 // encodings. Put logs the key and value, Delete a tombstone. It is safe for
 // concurrent use.
+//
+// Registered with a Checkpointer whose Config.Dir is set, the store keeps
+// its entries on local disk rather than in memory, with the same behaviour
+// but for what the methods' documentation says of a disk-backed store.
 type KeyValueStore[K, V any] struct {
 	storeBase
 	kc   Codec[K]
@@ -47,11 +51,16 @@ func NewKeyValueStore[K, V any](name string, log *dstl.Writer, keys Codec[K], va
 	return s, nil
 }
 
-// Put sets the value of k.
+// Put sets the value of k. A disk-backed store encodes the value whether
+// logging is on or not, so a value that does not encode is an error either
+// way.
 func (s *KeyValueStore[K, V]) Put(k K, v V) error {
 	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return err
+	}
+	if s.disk != nil {
+		return s.diskPut(kb, kg, v)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -72,9 +81,12 @@ func (s *KeyValueStore[K, V]) Put(k K, v V) error {
 // Get returns the value of k, and whether there is one.
 func (s *KeyValueStore[K, V]) Get(k K) (V, bool, error) {
 	var zero V
-	kb, _, err := encodeKey(&s.storeBase, s.kc, k)
+	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return zero, false, err
+	}
+	if s.disk != nil {
+		return s.diskGetValue(kb, kg)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -91,6 +103,9 @@ func (s *KeyValueStore[K, V]) Delete(k K) error {
 	if err != nil {
 		return err
 	}
+	if s.disk != nil {
+		return s.diskDel(kb, kg)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -101,8 +116,13 @@ func (s *KeyValueStore[K, V]) Delete(k K) error {
 	return nil
 }
 
-// Len returns the number of keys.
+// Len returns the number of keys. A disk-backed store counts them: Len
+// reads the whole store on disk. An error that stops the count is kept for
+// Err; after Close, a disk-backed store's Len is 0.
 func (s *KeyValueStore[K, V]) Len() int {
+	if s.disk != nil {
+		return s.diskLen()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.tree.Len()
@@ -118,7 +138,16 @@ func (s *KeyValueStore[K, V]) view() *btree.BTreeG[kvItem[K, V]] {
 
 // All yields every key and value in key order, as they were when All was
 // called; the loop may change the store.
+//
+// A disk-backed store yields them as they were when the loop began (each
+// loop over the result reads the store anew), in the order of the keys'
+// encodings across key groups. An error reading the disk or decoding an
+// entry stops the loop early; the store keeps it for Err, and fails Flush
+// with it. After Close, the loop yields nothing (and Err is ErrClosed).
 func (s *KeyValueStore[K, V]) All() iter.Seq2[K, V] {
+	if s.disk != nil {
+		return s.diskEntries(nil, nil)
+	}
 	t := s.view()
 	return func(yield func(K, V) bool) {
 		t.Ascend(func(it kvItem[K, V]) bool { return yield(it.k, it.v) })
@@ -126,7 +155,8 @@ func (s *KeyValueStore[K, V]) All() iter.Seq2[K, V] {
 }
 
 // Range yields the keys from from (included) to to (excluded), in key order,
-// as they were when Range was called.
+// as they were when Range was called. A disk-backed store yields them as
+// they were when the loop began; its errors are those of All.
 func (s *KeyValueStore[K, V]) Range(from, to K) (iter.Seq2[K, V], error) {
 	fb, err := s.kc.Encode(nil, from)
 	if err != nil {
@@ -135,6 +165,9 @@ func (s *KeyValueStore[K, V]) Range(from, to K) (iter.Seq2[K, V], error) {
 	tb, err := s.kc.Encode(nil, to)
 	if err != nil {
 		return nil, fmt.Errorf("statestore: store %q: key: %w", s.name, err)
+	}
+	if s.disk != nil {
+		return s.diskRange(fb, tb), nil
 	}
 	t := s.view()
 	return func(yield func(K, V) bool) {
@@ -145,11 +178,16 @@ func (s *KeyValueStore[K, V]) Range(from, to K) (iter.Seq2[K, V], error) {
 }
 
 // PrefixScan yields the keys whose encoding starts with the encoding of
-// prefix, in key order, as they were when PrefixScan was called.
+// prefix, in key order, as they were when PrefixScan was called. A
+// disk-backed store yields them as they were when the loop began; its
+// errors are those of All.
 func (s *KeyValueStore[K, V]) PrefixScan(prefix K) (iter.Seq2[K, V], error) {
 	pb, err := s.kc.Encode(nil, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("statestore: store %q: key: %w", s.name, err)
+	}
+	if s.disk != nil {
+		return s.diskEntries(pb, prefixEnd(pb)), nil
 	}
 	t := s.view()
 	return func(yield func(K, V) bool) {
@@ -165,6 +203,9 @@ func (s *KeyValueStore[K, V]) PrefixScan(prefix K) (iter.Seq2[K, V], error) {
 // ApplyChange applies a put or a tombstone read back from the log, without
 // logging it.
 func (s *KeyValueStore[K, V]) ApplyChange(c Change) error {
+	if s.disk != nil {
+		return s.diskApplyChange(c)
+	}
 	return applyLogged(&s.storeBase, s.kc, s.vc, c, false, nil, func(k K, v V) {
 		if c.Tombstone {
 			s.tree.Delete(kvItem[K, V]{key: string(c.Key)})
@@ -174,8 +215,13 @@ func (s *KeyValueStore[K, V]) ApplyChange(c Change) error {
 	})
 }
 
-// Clear removes every key and buffered change, logging nothing.
+// Clear removes every key and buffered change, logging nothing. A
+// disk-backed store keeps an error deleting its entries for Err.
 func (s *KeyValueStore[K, V]) Clear() {
+	if s.disk != nil {
+		s.diskClearStore()
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tree.Clear(false)
@@ -184,9 +230,14 @@ func (s *KeyValueStore[K, V]) Clear() {
 
 // Snapshot encodes the store into one payload (kind "kv", version 1): the
 // number of keys, then each key and value, length-prefixed, in key order.
+// A disk-backed store reads the disk as it was when Snapshot was called,
+// and fails with ErrClosed once closed.
 func (s *KeyValueStore[K, V]) Snapshot() ([]byte, error) { return snapshotOf(s) }
 
 func (s *KeyValueStore[K, V]) captureLocked() func() ([]byte, error) {
+	if s.disk != nil {
+		return s.diskCaptureLocked()
+	}
 	t := s.tree.Clone()
 	return func() ([]byte, error) {
 		return s.encodePayload(func(b []byte) ([]byte, error) {
@@ -213,6 +264,9 @@ func (s *KeyValueStore[K, V]) RestoreSnapshot(payload []byte) error {
 }
 
 func (s *KeyValueStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
+	if s.disk != nil {
+		return s.diskRestorePayload(payload, kgr, wipe)
+	}
 	var items []kvItem[K, V]
 	parse := func(d *decoder) {
 		n := d.count()

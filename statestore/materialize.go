@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/statestore/internal/diskstate"
 )
 
 // run materialises in the background when the log since the last snapshot
@@ -64,6 +66,8 @@ func (c *Checkpointer) due() bool {
 func (c *Checkpointer) Materialize(ctx context.Context) error {
 	c.matMu.Lock()
 	defer c.matMu.Unlock()
+	ctx, stop := c.closing(ctx)
+	defer stop()
 
 	c.mu.Lock()
 	if c.closed || c.restoring || c.restoreErr != nil {
@@ -94,17 +98,20 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 	// after it counts from their own first one.
 	first := c.firstLogged.Swap(0)
 	sqn := c.w.NextSequenceNumber()
-	obj := &snapshotObject{operator: c.cfg.Operator, kgr: c.cfg.KeyGroups, maxP: c.cfg.MaxParallelism, from: sqn}
-	encs := make([]func() ([]byte, error), len(c.stores))
-	for i, s := range c.stores {
-		encs[i] = s.captureLocked()
-		obj.stores = append(obj.stores, storePayload{name: s.Name(), kind: s.Kind()})
+	var write func(context.Context) (*cutResult, error)
+	if c.disk != nil {
+		write = c.cutDiskLocked(sqn)
+	} else {
+		write = c.cutMemoryLocked(sqn)
+	}
+	for _, s := range c.stores {
 		s.base().describe = true // the log after the cut starts with descriptors again
 	}
 	c.unlockStores()
 	c.mu.Unlock()
 
-	name, size, err := c.writeSnapshot(ctx, obj, encs)
+	start := time.Now()
+	res, err := write(ctx)
 	c.mu.Lock()
 	if err != nil {
 		// The changes before the cut are still to materialise: their
@@ -120,19 +127,65 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 		return fmt.Errorf("statestore: materialise: %w", err)
 	}
 	c.logBytes.Add(-cut)
-	c.owned[name] = true
-	c.current = []SnapshotRef{{Object: name, Size: size}}
+	for _, o := range res.owned {
+		c.owned[o] = true
+	}
+	if res.manifest != nil {
+		c.diskManifest = res.manifest
+	}
+	c.current = []SnapshotRef{res.ref}
 	c.restoredLogs, c.mergedRestore = nil, false
 	c.from = sqn
 	c.stats.Materializations++
-	c.stats.SnapshotBytes = size
+	c.stats.SnapshotBytes = res.ref.Size
+	res.report.Duration = time.Since(start)
+	c.stats.LastMaterialization = res.report
 	if sqn > c.truncateTo {
 		c.truncateTo = sqn
 	}
 	c.truncateLocked()
 	doomed := c.unreferencedLocked()
 	c.mu.Unlock()
-	return c.deleteSnapshots(ctx, doomed)
+	// The snapshot is written: the deletions of what it superseded are
+	// done even if Close cancelled ctx meanwhile.
+	return c.deleteSnapshots(context.WithoutCancel(ctx), doomed)
+}
+
+// closing returns ctx, also cancelled once Close begins, and its cancel.
+func (c *Checkpointer) closing(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(c.ctx, cancel)
+	return ctx, func() { unhook(); cancel() }
+}
+
+// cutResult is what a materialisation wrote: the snapshot to name, the
+// objects it wrote (the checkpointer's to delete once unreferenced), what
+// it did, and for a disk-backed snapshot its manifest.
+type cutResult struct {
+	ref      SnapshotRef
+	owned    []string
+	report   MaterializeReport
+	manifest *diskstate.Manifest
+}
+
+// cutMemoryLocked cuts the in-memory stores into copy-on-write views, with
+// c.mu and the stores' locks held, and returns what writes them as one
+// snapshot object.
+func (c *Checkpointer) cutMemoryLocked(sqn dstl.SequenceNumber) func(context.Context) (*cutResult, error) {
+	obj := &snapshotObject{operator: c.cfg.Operator, kgr: c.cfg.KeyGroups, maxP: c.cfg.MaxParallelism, from: sqn}
+	encs := make([]func() ([]byte, error), len(c.stores))
+	for i, s := range c.stores {
+		encs[i] = s.captureLocked()
+		obj.stores = append(obj.stores, storePayload{name: s.Name(), kind: s.Kind()})
+	}
+	return func(ctx context.Context) (*cutResult, error) {
+		name, size, err := c.writeSnapshot(ctx, obj, encs)
+		if err != nil {
+			return nil, err
+		}
+		return &cutResult{ref: SnapshotRef{Object: name, Size: size}, owned: []string{name},
+			report: MaterializeReport{UploadedBytes: size, Files: 1}}, nil
+	}
 }
 
 // writeSnapshot encodes the stores, puts the object and, with local
@@ -190,7 +243,7 @@ func (c *Checkpointer) cleanLocalSnapshots(keep map[string]bool) {
 		if !e.Type().IsRegular() || keep[name] {
 			continue
 		}
-		if strings.HasSuffix(name, objname.SnapshotSuffix) || strings.Contains(e.Name(), ".tmp-") {
+		if strings.HasSuffix(name, objname.SnapshotSuffix) || strings.HasSuffix(name, objname.SnapshotFileSuffix) || strings.Contains(e.Name(), ".tmp") {
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}

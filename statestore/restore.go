@@ -2,12 +2,16 @@ package statestore
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/statestore/internal/diskstate"
 )
 
 // InitializeState restores the stores from the handles of the checkpoint
@@ -56,6 +60,9 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 		}
 		for _, s := range h.Snapshots {
 			keepLocal[s.Object] = true
+			for _, f := range s.Files {
+				keepLocal[f] = true
+			}
 		}
 		for _, l := range h.Logs {
 			keepLogs = append(keepLogs, l.Remote)
@@ -64,6 +71,11 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 			}
 		}
 	}
+	// One restore or materialisation at a time, and Close waits for it.
+	c.matMu.Lock()
+	defer c.matMu.Unlock()
+	ctx, stop := c.closing(ctx)
+	defer stop()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -92,6 +104,9 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 		s.Clear()
 		s.SetLogging(false)
 	}
+	if err := c.wipeDisk(); err != nil {
+		return err
+	}
 	defer func() {
 		if err == nil {
 			return
@@ -101,16 +116,16 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 		for _, s := range stores {
 			s.Clear()
 		}
+		if werr := c.wipeDisk(); werr != nil {
+			c.log.Warn("statestore: wipe the disk after a failed restore", "err", werr)
+		}
 		c.mu.Lock()
 		c.restoreErr = err
 		c.mu.Unlock()
 	}()
-	for i, h := range hs {
-		for _, ref := range h.Snapshots {
-			if err := c.loadSnapshot(ctx, ref, ranges[i], &rep); err != nil {
-				return fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
-			}
-		}
+	reuse, own, err := c.loadSnapshots(ctx, hs, ranges, &rep)
+	if err != nil {
+		return err
 	}
 	apply := func(ch dstl.Change) error {
 		rep.Changes++
@@ -176,11 +191,34 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 	// say which to take for which key group. The next checkpoint
 	// materialises first.
 	c.mergedRestore = len(hs) > 1
-	// A snapshot restored whole by the instance that wrote it is ours to
-	// delete once unreferenced; snapshots of a rescaled job are shared.
-	if len(hs) == 1 && hs[0].Operator == c.cfg.Operator && hs[0].KeyGroups == c.cfg.KeyGroups {
-		for _, s := range hs[0].Snapshots {
-			c.owned[s.Object] = true
+	// What an instance of this name and these key groups wrote is ours to
+	// delete once unreferenced (a restart's); what other instances wrote
+	// is shared after a rescale, and the job deletes it.
+	for _, o := range own {
+		c.owned[o] = true
+	}
+	if c.localDir != "" {
+		owned := map[string]bool{}
+		for _, o := range own {
+			owned[o] = true
+		}
+		for _, h := range hs {
+			for _, s := range h.Snapshots {
+				for _, name := range append([]string{s.Object}, s.Files...) {
+					if !owned[name] {
+						c.sharedLocal[name] = true
+					}
+				}
+			}
+		}
+	}
+	if c.disk != nil {
+		// The next materialisation extends the restored manifest if it
+		// holds exactly this instance's key groups (and maybe more);
+		// otherwise it writes the whole state.
+		c.diskManifest = reuse
+		if reuse == nil {
+			c.disk.TouchAll()
 		}
 	}
 	c.from = c.w.NextSequenceNumber()
@@ -195,34 +233,171 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 	return nil
 }
 
-// loadSnapshot reads a snapshot object, from its local copy if there is a
-// whole one, and loads its payloads into the registered stores.
-func (c *Checkpointer) loadSnapshot(ctx context.Context, ref SnapshotRef, kgr dstl.KeyGroupRange, rep *RestoreReport) error {
-	var obj *snapshotObject
-	if c.localDir != "" {
-		if data, err := os.ReadFile(c.localPath(ref.Object)); err == nil {
-			if o, err := decodeSnapshotObject(ref.Object, data); err == nil {
-				obj = o
-				rep.LocalSnapshots++
-			} else {
-				c.log.Warn("statestore: local copy of a snapshot is damaged; reading the remote one", "object", ref.Object, "err", err)
+// loadSnapshots loads the snapshots of the handles into the registered
+// stores, each keeping the key groups of its handle's range. Disk-backed
+// snapshots (manifests) are ingested first, all at once, then the
+// in-memory ones are loaded. It returns the manifest that the next
+// materialisation may extend: the only one, when one handle holding all of
+// this instance's key groups restored it; and the objects loaded that an
+// instance of this name and these key groups wrote (its own, not shared).
+func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle, ranges []dstl.KeyGroupRange, rep *RestoreReport) (reuse *diskstate.Manifest, own []string, err error) {
+	type payloads struct {
+		obj *snapshotObject
+		ref SnapshotRef
+		kgr dstl.KeyGroupRange
+		id  int64
+	}
+	var objs []payloads
+	var ms []*diskstate.Manifest
+	var mranges []dstl.KeyGroupRange
+	for i, h := range hs {
+		for _, ref := range h.Snapshots {
+			obj, m, err := c.readSnapshot(ctx, ref, rep)
+			if err != nil {
+				return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
+			}
+			if obj != nil && obj.operator == c.cfg.Operator && obj.kgr == c.cfg.KeyGroups {
+				own = append(own, ref.Object)
+			}
+			if m != nil {
+				if m.Operator == c.cfg.Operator && m.KeyGroups == c.cfg.KeyGroups {
+					own = append(own, ref.Object)
+				}
+				for _, f := range m.Files {
+					if f.Writer == c.cfg.KeyGroups && strings.HasPrefix(f.Object, c.prefix) {
+						own = append(own, f.Object)
+					}
+				}
+			}
+			if obj != nil && c.disk == nil {
+				// In memory: load it now, so that one object at a
+				// time is held.
+				if err := c.loadPayloads(ref, obj, ranges[i], rep); err != nil {
+					return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w", h.CheckpointID, err)
+				}
+				continue
+			}
+			if obj != nil {
+				// On disk: after the manifests' files are ingested
+				// (which clears what is outside their key groups).
+				objs = append(objs, payloads{obj, ref, ranges[i], h.CheckpointID})
+				continue
+			}
+			if len(h.Snapshots) > 1 {
+				return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w: disk-backed snapshot %s is one of %d snapshots of a handle",
+					h.CheckpointID, ErrSnapshotFormat, ref.Object, len(h.Snapshots))
+			}
+			if m.MaxParallelism != c.cfg.MaxParallelism {
+				return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w: object %s has max parallelism %d, this operator %d",
+					h.CheckpointID, ErrSnapshotFormat, ref.Object, m.MaxParallelism, c.cfg.MaxParallelism)
+			}
+			r, ok := intersect(ranges[i], m.KeyGroups)
+			if !ok {
+				continue
+			}
+			ms, mranges = append(ms, m), append(mranges, r)
+			if len(hs) == 1 && contains(h.KeyGroups, c.cfg.KeyGroups) && contains(m.KeyGroups, c.cfg.KeyGroups) {
+				reuse = m
 			}
 		}
 	}
-	if obj == nil {
-		rc, err := c.storage.Backend().Get(ctx, ref.Object, 0, -1)
-		if err != nil {
-			return fmt.Errorf("snapshot: %w", err)
+	if len(ms) > 0 {
+		st, err := diskstate.Load(ctx, c.diskTarget(), c.disk, ms, mranges)
+		rep.Snapshots += len(ms)
+		rep.LocalSnapshotFiles += st.LocalFiles
+		rep.SnapshotFiles += st.Files
+		rep.SnapshotBytes += st.FetchedBytes + st.LocalBytes
+		if errors.Is(err, diskstate.ErrFormat) {
+			return nil, nil, fmt.Errorf("statestore: restore: %w: %w", ErrSnapshotFormat, err)
 		}
-		data, err := io.ReadAll(rc)
-		rc.Close()
 		if err != nil {
-			return fmt.Errorf("snapshot %s: %w", ref.Object, err)
+			return nil, nil, fmt.Errorf("statestore: restore: %w", err)
 		}
-		if obj, err = decodeSnapshotObject(ref.Object, data); err != nil {
+		for _, m := range ms {
+			if err := c.loadStoreMeta(m); err != nil {
+				return nil, nil, fmt.Errorf("statestore: restore: %w", err)
+			}
+		}
+	}
+	for _, p := range objs {
+		if err := c.loadPayloads(p.ref, p.obj, p.kgr, rep); err != nil {
+			return nil, nil, fmt.Errorf("statestore: restore checkpoint %d: %w", p.id, err)
+		}
+	}
+	if c.disk != nil {
+		// What was loaded is in the snapshots already: not a change.
+		c.disk.TakeChanges()
+	}
+	return reuse, own, nil
+}
+
+// loadStoreMeta checks that a manifest's stores are the registered ones
+// and raises their stream times to the manifest's.
+func (c *Checkpointer) loadStoreMeta(m *diskstate.Manifest) error {
+	for _, sm := range m.Stores {
+		s := c.byName[sm.Name]
+		if s == nil {
+			return fmt.Errorf("%w: %q in the manifest of operator %s", ErrUnknownStore, sm.Name, m.Operator)
+		}
+		if Kind(sm.Kind) != s.Kind() || sm.KindVersion != s.base().version {
+			return fmt.Errorf("%w: the manifest's store %q is a %q store of version %d, the registered one a %q store of version %d",
+				ErrSnapshotFormat, sm.Name, sm.Kind, sm.KindVersion, s.Kind(), s.base().version)
+		}
+		st, n := binary.Varint(sm.Meta)
+		if n <= 0 || n != len(sm.Meta) {
+			return fmt.Errorf("%w: store %q: bad stream time in the manifest of operator %s", ErrSnapshotFormat, sm.Name, m.Operator)
+		}
+		if err := s.restoreStreamTime(st); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// readSnapshot reads a snapshot object, from its local copy if there is a
+// whole one, and decodes it: an in-memory snapshot object, or the manifest
+// of a disk-backed one.
+func (c *Checkpointer) readSnapshot(ctx context.Context, ref SnapshotRef, rep *RestoreReport) (*snapshotObject, *diskstate.Manifest, error) {
+	decode := func(data []byte) (*snapshotObject, *diskstate.Manifest, error) {
+		if diskstate.IsManifest(data) {
+			if c.disk == nil {
+				return nil, nil, fmt.Errorf("%w: object %s is a disk-backed snapshot (Config.Dir); this checkpointer keeps its stores in memory",
+					ErrSnapshotFormat, ref.Object)
+			}
+			m, err := diskstate.DecodeManifest(ref.Object, data)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
+			}
+			return nil, m, nil
+		}
+		obj, err := decodeSnapshotObject(ref.Object, data)
+		return obj, nil, err
+	}
+	if c.localDir != "" {
+		if data, err := os.ReadFile(c.localPath(ref.Object)); err == nil {
+			obj, m, err := decode(data)
+			if err == nil {
+				rep.LocalSnapshots++
+				return obj, m, nil
+			}
+			c.log.Warn("statestore: local copy of a snapshot is damaged; reading the remote one", "object", ref.Object, "err", err)
+		}
+	}
+	rc, err := c.storage.Backend().Get(ctx, ref.Object, 0, -1)
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
+	}
+	data, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot %s: %w", ref.Object, err)
+	}
+	return decode(data)
+}
+
+// loadPayloads loads an in-memory snapshot object's payloads into the
+// registered stores, keeping the keys of kgr.
+func (c *Checkpointer) loadPayloads(ref SnapshotRef, obj *snapshotObject, kgr dstl.KeyGroupRange, rep *RestoreReport) error {
 	if obj.maxP != c.cfg.MaxParallelism {
 		return fmt.Errorf("%w: object %s has max parallelism %d, this operator %d", ErrSnapshotFormat, ref.Object, obj.maxP, c.cfg.MaxParallelism)
 	}
@@ -239,6 +414,21 @@ func (c *Checkpointer) loadSnapshot(ctx context.Context, ref SnapshotRef, kgr ds
 	}
 	return nil
 }
+
+// wipeDisk empties the database of disk-backed stores, keys of stores no
+// longer registered included.
+func (c *Checkpointer) wipeDisk() error {
+	if c.disk == nil {
+		return nil
+	}
+	if err := c.disk.Wipe(); err != nil {
+		return fmt.Errorf("statestore: restore: %w", err)
+	}
+	return nil
+}
+
+// contains reports whether a holds every key group of b.
+func contains(a, b dstl.KeyGroupRange) bool { return a.Start <= b.Start && b.End <= a.End }
 
 // intersect returns the key groups of both a and b, and false when they
 // have none in common.

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/statestore/internal/diskstate"
 )
 
 // Kind names a store implementation. Snapshot payloads and the descriptors in
@@ -129,6 +130,12 @@ type internalStore interface {
 	// restorePayload loads a payload, keeping the keys of kgr; with wipe,
 	// the store is emptied first.
 	restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error
+	// attachDisk makes the store keep its entries in d from now on
+	// (Config.Dir): it must be empty. Called by Checkpointer.Register.
+	attachDisk(d *diskstate.DB) error
+	// restoreStreamTime raises the stream time to a restored one (of a
+	// disk-backed snapshot), as restorePayload does for a payload's.
+	restoreStreamTime(st int64) error
 }
 
 // Option configures a store.
@@ -172,6 +179,13 @@ type storeBase struct {
 	// streamTime is the largest timestamp seen (window and versioned
 	// stores); logged is the last one logged.
 	streamTime, loggedStreamTime int64
+	// disk, when set (Config.Dir), holds the store's entries instead of
+	// memory; set once, by attachDisk, before the store is used.
+	disk *diskstate.DB
+	// failed is the first error that a method without an error result met
+	// (a loop over a disk-backed store that stopped early, a Clear that
+	// failed); see Err.
+	failed error
 }
 
 func (b *storeBase) init(name string, kind Kind, version int, log *dstl.Writer, opts []Option) error {
@@ -267,6 +281,9 @@ func (b *storeBase) Flush(ctx context.Context) error {
 // flushLocked appends the descriptor (once per log segment) and the buffered
 // changes. It returns the bytes appended.
 func (b *storeBase) flushLocked(ctx context.Context) (int64, error) {
+	if b.failed != nil {
+		return 0, fmt.Errorf("statestore: store %q: not flushed after an earlier error: %w", b.name, b.failed)
+	}
 	if b.log == nil {
 		b.buf = nil
 		return 0, nil
@@ -338,6 +355,33 @@ func (b *storeBase) keyGroup(key []byte) (int, error) {
 	return kg, nil
 }
 
+// Err returns the first error that a method without an error result met
+// since the store was last cleared or restored, or nil: with Config.Dir, an
+// error reading the disk or decoding an entry that stopped a loop over All,
+// Range or PrefixScan (or a count of Len) early, or a Clear that failed.
+// The store keeps it: Flush fails with it, and so does every checkpoint and
+// materialisation of the store's Checkpointer, so that what was computed
+// from a loop that stopped early is never committed; the way back is a
+// restore (InitializeState, RestoreSnapshot, which clear it).
+func (b *storeBase) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failed
+}
+
+// fail keeps err for Err unless an earlier error is kept.
+func (b *storeBase) fail(err error) {
+	b.mu.Lock()
+	b.failLocked(err)
+	b.mu.Unlock()
+}
+
+func (b *storeBase) failLocked(err error) {
+	if b.failed == nil {
+		b.failed = err
+	}
+}
+
 // Close marks the store closed and drops its buffer.
 func (b *storeBase) Close() error {
 	b.mu.Lock()
@@ -347,9 +391,24 @@ func (b *storeBase) Close() error {
 	return nil
 }
 
-// clearLocked resets what the base holds: the buffer and the stream time.
+// restoreStreamTime raises the stream time to st, which counts as logged
+// (it is in the snapshot).
+func (b *storeBase) restoreStreamTime(st int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	b.advanceLocked(st)
+	b.loggedStreamTime = max(b.loggedStreamTime, st)
+	return nil
+}
+
+// clearLocked resets what the base holds: the buffer, the stream time and
+// the error kept for Err.
 func (b *storeBase) clearLocked() {
 	b.buf = nil
+	b.failed = nil
 	b.streamTime, b.loggedStreamTime = minTime, minTime
 }
 

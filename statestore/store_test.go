@@ -296,6 +296,44 @@ func TestCheckpointHandleEncoding(t *testing.T) {
 	}
 }
 
+// TestCheckpointHandleVersions: a handle whose snapshots name files is
+// written in version 2 and reads back with them; one without files is
+// written in version 1, which builds that read version 1 only still read.
+func TestCheckpointHandleVersions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		files   []string
+		version byte
+	}{
+		{"in memory", nil, 1},
+		{"disk-backed", []string{"job/statestore/op/a.sst", "job/statestore/op-0/b.sst"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := statestore.CheckpointHandle{CheckpointID: 3, Operator: "op", KeyGroups: allGroups, MaxParallelism: statestore.DefaultMaxParallelism,
+				Snapshots: []statestore.SnapshotRef{{Object: "job/statestore/op/m.snap", Size: 12, Files: tc.files}}}
+			enc, err := h.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if enc[4] != tc.version {
+				t.Errorf("version byte %d, want %d", enc[4], tc.version)
+			}
+			var back statestore.CheckpointHandle
+			if err := back.UnmarshalBinary(enc); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(back.Snapshots[0].Files, tc.files) || back.Snapshots[0].Size != 12 {
+				t.Errorf("round trip: %+v", back.Snapshots)
+			}
+			bad := slices.Clone(enc)
+			bad[4] = 3
+			if err := back.UnmarshalBinary(bad); !errors.Is(err, statestore.ErrInvalidCheckpointHandle) || !strings.Contains(err.Error(), "version 3") {
+				t.Errorf("version 3: %v", err)
+			}
+		})
+	}
+}
+
 func TestStoreRejectsForeignKeys(t *testing.T) {
 	kgr := dstl.KeyGroupRange{Start: 0, End: 63}
 	kv, err := statestore.NewKeyValueStore("kv", nil, statestore.StringCodec{}, statestore.StringCodec{}, statestore.WithKeyGroups(kgr))
@@ -390,6 +428,9 @@ func TestCheckpointHandleObjects(t *testing.T) {
 			Snapshots: []statestore.SnapshotRef{{Object: "job/statestore/op-1/y.snap"}, {Object: "job/statestore/op-0/x.snap"}},
 			Logs:      []statestore.LogRef{{Remote: log("job/c.dstl")}, {Remote: log("job/c.dstl", "job/d.dstl"), Local: &local}},
 		}, []string{"job/c.dstl", "job/d.dstl", "job/statestore/op-0/x.snap", "job/statestore/op-1/y.snap"}},
+		{"disk-backed snapshot files, shared", statestore.CheckpointHandle{
+			Snapshots: []statestore.SnapshotRef{{Object: "job/statestore/op/m.snap", Files: []string{"job/statestore/op-0/b.sst", "job/statestore/op/a.sst", "job/statestore/op-0/b.sst"}}},
+		}, []string{"job/statestore/op-0/b.sst", "job/statestore/op/a.sst", "job/statestore/op/m.snap"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.h.Objects(); !slices.Equal(got, tc.want) {

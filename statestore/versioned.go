@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"fmt"
@@ -40,12 +41,20 @@ func verLess[K, V any](a, b verItem[K, V]) bool { return a.key < b.key }
 // as of such a time finds nothing, and versions no query can reach any more
 // are removed. Every change is logged with its timestamp. It is safe for
 // concurrent use.
+//
+// Registered with a Checkpointer whose Config.Dir is set, the store keeps
+// its versions on disk, with the same results; All then reads the store as
+// it was when the loop began, and if reading the disk fails it stops and
+// keeps the error for Err (which fails the next Flush and checkpoint).
 type VersionedStore[K, V any] struct {
 	storeBase
 	kc        Codec[K]
 	vc        Codec[V]
 	retention int64
 	tree      *btree.BTreeG[verItem[K, V]]
+	// oldest is a lower bound of the timestamps of the versions on disk
+	// (versioned_disk.go).
+	oldest int64
 }
 
 var _ internalStore = (*VersionedStore[string, string])(nil)
@@ -110,6 +119,9 @@ func (s *VersionedStore[K, V]) Delete(k K, ts int64) error {
 }
 
 func (s *VersionedStore[K, V]) change(k K, v V, ts int64, deleted bool) error {
+	if s.disk != nil {
+		return s.diskChange(k, v, ts, deleted)
+	}
 	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return err
@@ -167,6 +179,9 @@ func (s *VersionedStore[K, V]) Get(k K) (v V, ts int64, ok bool, err error) {
 // version; ok is false when it had none, when it was deleted, or when asOf
 // is older than the history retention reaches.
 func (s *VersionedStore[K, V]) GetAsOf(k K, asOf int64) (v V, ts int64, ok bool, err error) {
+	if s.disk != nil {
+		return s.diskGetAsOf(k, asOf)
+	}
 	kb, _, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return v, 0, false, err
@@ -194,9 +209,13 @@ func (s *VersionedStore[K, V]) GetAsOf(k K, asOf int64) (v V, ts int64, ok bool,
 	return v, 0, false, nil
 }
 
-// History yields the versions of k that a query can still reach, oldest
-// first, deletions included.
+// History returns the versions of k that a query can still reach, oldest
+// first, deletions included. On disk, it fails with ErrClosed once the
+// store is closed.
 func (s *VersionedStore[K, V]) History(k K) ([]Version[V], error) {
+	if s.disk != nil {
+		return s.diskHistory(k)
+	}
 	kb, _, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return nil, err
@@ -207,9 +226,13 @@ func (s *VersionedStore[K, V]) History(k K) ([]Version[V], error) {
 	return slices.Clone(visible(it.vs, s.horizon())), nil
 }
 
-// All yields every key with the versions a query can still reach, by key.
+// All yields every key with the versions a query can still reach, by key,
+// as they were when All was called (on disk: when the loop began).
 // Keys whose reachable history is only a deletion are yielded too.
 func (s *VersionedStore[K, V]) All() iter.Seq2[K, []Version[V]] {
+	if s.disk != nil {
+		return s.diskAll()
+	}
 	s.mu.Lock()
 	t, h := s.tree.Clone(), s.horizon()
 	s.mu.Unlock()
@@ -218,8 +241,12 @@ func (s *VersionedStore[K, V]) All() iter.Seq2[K, []Version[V]] {
 	}
 }
 
-// Len returns the number of keys with versions.
+// Len returns the number of keys with versions. On disk, it reads the
+// whole store (and returns 0 once the store is closed).
 func (s *VersionedStore[K, V]) Len() int {
+	if s.disk != nil {
+		return s.diskLen()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.tree.Len()
@@ -229,6 +256,9 @@ func (s *VersionedStore[K, V]) Len() int {
 // A logged version was accepted when it was put, so it is inserted whatever
 // the stream time; versions no query can reach are dropped as usual.
 func (s *VersionedStore[K, V]) ApplyChange(c Change) error {
+	if s.disk != nil {
+		return s.diskApplyChange(c)
+	}
 	advance := func(ts int64) { s.advanceLocked(ts) }
 	return applyLogged(&s.storeBase, s.kc, s.vc, c, true, advance, func(k K, v V) {
 		s.advanceLocked(c.Timestamp)
@@ -239,6 +269,10 @@ func (s *VersionedStore[K, V]) ApplyChange(c Change) error {
 // Clear removes every key and buffered change and resets the stream time,
 // logging nothing.
 func (s *VersionedStore[K, V]) Clear() {
+	if s.disk != nil {
+		s.diskClearStore()
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tree.Clear(false)
@@ -252,6 +286,9 @@ func (s *VersionedStore[K, V]) Clear() {
 func (s *VersionedStore[K, V]) Snapshot() ([]byte, error) { return snapshotOf(s) }
 
 func (s *VersionedStore[K, V]) captureLocked() func() ([]byte, error) {
+	if s.disk != nil {
+		return s.diskCaptureLocked()
+	}
 	t, st, h := s.tree.Clone(), s.streamTime, s.horizon()
 	return func() ([]byte, error) {
 		return s.encodePayload(func(b []byte) ([]byte, error) {
@@ -289,62 +326,32 @@ func (s *VersionedStore[K, V]) RestoreSnapshot(payload []byte) error {
 }
 
 func (s *VersionedStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
+	if s.disk != nil {
+		return s.diskRestorePayload(payload, kgr, wipe)
+	}
 	var st int64
 	var items []verItem[K, V]
 	parse := func(d *decoder) {
-		st = d.varint()
-		n := d.count()
-		items = make([]verItem[K, V], 0, n)
-		var prev string
-		var err error
-		for i := 0; i < n && d.err == nil; i++ {
-			kb := d.bytes()
-			nv := d.count()
-			if d.err != nil {
-				break
-			}
-			if (i > 0 && prev >= string(kb)) || nv == 0 {
-				d.fail(fmt.Errorf("keys out of order or without versions"))
-				break
-			}
-			prev = string(kb)
-			mine := kgr.Contains(KeyGroup(kb, s.maxP))
-			it := verItem[K, V]{key: string(kb)}
-			if mine {
+		st, items = parseVersioned(d, kgr, s.maxP,
+			func(kb []byte, nv int) (verItem[K, V], error) {
+				it := verItem[K, V]{key: string(kb), vs: make([]Version[V], 0, nv)}
+				var err error
 				if it.k, err = s.kc.Decode(kb); err != nil {
-					d.fail(fmt.Errorf("key: %w", err))
-					break
+					return it, fmt.Errorf("key: %w", err)
 				}
-				it.vs = make([]Version[V], 0, nv)
-			}
-			var prevTs int64
-			for j := 0; j < nv && d.err == nil; j++ {
-				ver := Version[V]{Timestamp: d.varint()}
-				switch d.byte() {
-				case 0:
-					vb := d.bytes()
-					if mine && d.err == nil {
-						if ver.Value, err = s.vc.Decode(vb); err != nil {
-							d.fail(fmt.Errorf("value: %w", err)) // ends both loops
-						}
+				return it, nil
+			},
+			func(it *verItem[K, V], ver Version[[]byte]) error {
+				v := Version[V]{Timestamp: ver.Timestamp, Deleted: ver.Deleted}
+				if !ver.Deleted {
+					var err error
+					if v.Value, err = s.vc.Decode(ver.Value); err != nil {
+						return fmt.Errorf("value: %w", err)
 					}
-				case 1:
-					ver.Deleted = true
-				default:
-					d.fail(fmt.Errorf("bad version flag"))
 				}
-				if j > 0 && d.err == nil && ver.Timestamp <= prevTs {
-					d.fail(fmt.Errorf("versions out of order"))
-				}
-				prevTs = ver.Timestamp
-				if mine {
-					it.vs = append(it.vs, ver)
-				}
-			}
-			if mine {
-				items = append(items, it)
-			}
-		}
+				it.vs = append(it.vs, v)
+				return nil
+			})
 	}
 	return s.loadPayload(payload, parse, func() {
 		if wipe {
@@ -358,4 +365,62 @@ func (s *VersionedStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupR
 			s.tree.ReplaceOrInsert(it)
 		}
 	})
+}
+
+// parseVersioned decodes the body of a versioned payload: the stream time,
+// then the keys, in order, each with its versions, in order. For each key of
+// the key groups of kgr, it calls key with the encoded key and the number
+// of versions, then add with each version (the value still encoded), in
+// order; their errors fail d.
+func parseVersioned[T any](d *decoder, kgr dstl.KeyGroupRange, maxP int, key func(kb []byte, nv int) (T, error), add func(it *T, ver Version[[]byte]) error) (int64, []T) {
+	st := d.varint()
+	n := d.count()
+	items := make([]T, 0, n)
+	var prev []byte
+	for i := 0; i < n && d.err == nil; i++ {
+		kb := d.bytes()
+		nv := d.count()
+		if d.err != nil {
+			break
+		}
+		if (i > 0 && bytes.Compare(prev, kb) >= 0) || nv == 0 {
+			d.fail(fmt.Errorf("keys out of order or without versions"))
+			break
+		}
+		prev = kb
+		mine := kgr.Contains(KeyGroup(kb, maxP))
+		var it T
+		if mine {
+			var err error
+			if it, err = key(kb, nv); err != nil {
+				d.fail(err)
+				break
+			}
+		}
+		var prevTs int64
+		for j := 0; j < nv && d.err == nil; j++ {
+			ver := Version[[]byte]{Timestamp: d.varint()}
+			switch d.byte() {
+			case 0:
+				ver.Value = d.bytes()
+			case 1:
+				ver.Deleted = true
+			default:
+				d.fail(fmt.Errorf("bad version flag"))
+			}
+			if mine && d.err == nil {
+				if err := add(&it, ver); err != nil {
+					d.fail(err) // ends both loops
+				}
+			}
+			if j > 0 && d.err == nil && ver.Timestamp <= prevTs {
+				d.fail(fmt.Errorf("versions out of order"))
+			}
+			prevTs = ver.Timestamp
+		}
+		if mine {
+			items = append(items, it)
+		}
+	}
+	return st, items
 }

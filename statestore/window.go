@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"iter"
@@ -59,6 +60,12 @@ type Windowed[K any] struct {
 // A restore from several instances (rescaling) takes the largest of their
 // stream times: windows that the slower instance still held but that are
 // expired at the merged stream time are dropped.
+//
+// Registered with a Checkpointer whose Config.Dir is set, the store keeps
+// its windows on disk, with the same results; its loops (Fetch, All) then
+// read the store as it was when the loop began, and if reading the disk
+// fails they stop and keep the error for Err (which fails the next Flush
+// and checkpoint).
 type WindowStore[K, V any] struct {
 	storeBase
 	kc        Codec[K]
@@ -66,6 +73,8 @@ type WindowStore[K, V any] struct {
 	retention int64
 	tree      *btree.BTreeG[winItem[K, V]]
 	age       *btree.BTreeG[winAge]
+	// oldest bounds the window starts on disk (window_disk.go).
+	oldest winBounds
 }
 
 var _ internalStore = (*WindowStore[string, string])(nil)
@@ -126,6 +135,9 @@ func (s *WindowStore[K, V]) expireLocked() {
 // Put sets the value of k in the window starting at start. It advances the
 // stream time; a put into an expired window is dropped (and not logged).
 func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
+	if s.disk != nil {
+		return s.diskPut(k, start, v)
+	}
 	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return err
@@ -162,6 +174,9 @@ func (s *WindowStore[K, V]) deleteLocked(key string, start int64) {
 
 // Delete removes the window of k starting at start and logs a tombstone.
 func (s *WindowStore[K, V]) Delete(k K, start int64) error {
+	if s.disk != nil {
+		return s.diskDeleteWindow(k, start)
+	}
 	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return err
@@ -178,6 +193,9 @@ func (s *WindowStore[K, V]) Delete(k K, start int64) error {
 
 // Get returns the value of k in the window starting at start.
 func (s *WindowStore[K, V]) Get(k K, start int64) (V, bool, error) {
+	if s.disk != nil {
+		return s.diskGetWindow(k, start)
+	}
 	var zero V
 	kb, _, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
@@ -199,8 +217,11 @@ func (s *WindowStore[K, V]) view() *btree.BTreeG[winItem[K, V]] {
 }
 
 // Fetch yields the windows of k whose start is in [from, to], by start, as
-// they were when Fetch was called.
+// they were when Fetch was called (on disk: when the loop began).
 func (s *WindowStore[K, V]) Fetch(k K, from, to int64) (iter.Seq2[int64, V], error) {
+	if s.disk != nil {
+		return s.diskFetch(k, from, to)
+	}
 	kb, _, err := encodeKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return nil, err
@@ -216,16 +237,24 @@ func (s *WindowStore[K, V]) Fetch(k K, from, to int64) (iter.Seq2[int64, V], err
 	}, nil
 }
 
-// All yields every window, by key then start.
+// All yields every window, by key then start, as they were when All was
+// called (on disk: when the loop began).
 func (s *WindowStore[K, V]) All() iter.Seq2[Windowed[K], V] {
+	if s.disk != nil {
+		return s.diskAll()
+	}
 	t := s.view()
 	return func(yield func(Windowed[K], V) bool) {
 		t.Ascend(func(it winItem[K, V]) bool { return yield(Windowed[K]{Key: it.k, Start: it.start}, it.v) })
 	}
 }
 
-// Len returns the number of windows.
+// Len returns the number of windows. On disk, it reads the whole store
+// (and returns 0 once the store is closed).
 func (s *WindowStore[K, V]) Len() int {
+	if s.disk != nil {
+		return s.diskLen()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.tree.Len()
@@ -234,6 +263,9 @@ func (s *WindowStore[K, V]) Len() int {
 // ApplyChange applies a change read back from the log without logging it:
 // a put, a tombstone, or the stream time.
 func (s *WindowStore[K, V]) ApplyChange(c Change) error {
+	if s.disk != nil {
+		return s.diskApplyChange(c)
+	}
 	return applyLogged(&s.storeBase, s.kc, s.vc, c, true, s.advanceWindowsLocked, func(k K, v V) {
 		if c.Tombstone {
 			s.deleteLocked(string(c.Key), c.Timestamp)
@@ -246,6 +278,10 @@ func (s *WindowStore[K, V]) ApplyChange(c Change) error {
 // Clear removes every window and buffered change and resets the stream
 // time, logging nothing.
 func (s *WindowStore[K, V]) Clear() {
+	if s.disk != nil {
+		s.diskClearStore()
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tree.Clear(false)
@@ -259,6 +295,9 @@ func (s *WindowStore[K, V]) Clear() {
 func (s *WindowStore[K, V]) Snapshot() ([]byte, error) { return snapshotOf(s) }
 
 func (s *WindowStore[K, V]) captureLocked() func() ([]byte, error) {
+	if s.disk != nil {
+		return s.diskCaptureLocked()
+	}
 	t, st := s.tree.Clone(), s.streamTime
 	return func() ([]byte, error) {
 		return s.encodePayload(func(b []byte) ([]byte, error) {
@@ -287,38 +326,23 @@ func (s *WindowStore[K, V]) RestoreSnapshot(payload []byte) error {
 }
 
 func (s *WindowStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
+	if s.disk != nil {
+		return s.diskRestorePayload(payload, kgr, wipe)
+	}
 	var st int64
 	var items []winItem[K, V]
 	parse := func(d *decoder) {
-		st = d.varint()
-		n := d.count()
-		items = make([]winItem[K, V], 0, n)
-		var prev winItem[K, V]
-		var err error
-		for i := 0; i < n && d.err == nil; i++ {
-			kb, start, vb := d.bytes(), d.varint(), d.bytes()
-			if d.err != nil {
-				break
-			}
+		st, items = parseWindows(d, kgr, s.maxP, func(kb []byte, start int64, vb []byte) (winItem[K, V], error) {
 			cur := winItem[K, V]{key: string(kb), start: start}
-			if i > 0 && !winLess(prev, cur) {
-				d.fail(fmt.Errorf("windows out of order"))
-				break
-			}
-			prev = cur
-			if !kgr.Contains(KeyGroup(kb, s.maxP)) {
-				continue
-			}
+			var err error
 			if cur.k, err = s.kc.Decode(kb); err != nil {
-				d.fail(fmt.Errorf("key: %w", err))
-				break
+				return cur, fmt.Errorf("key: %w", err)
 			}
 			if cur.v, err = s.vc.Decode(vb); err != nil {
-				d.fail(fmt.Errorf("value: %w", err))
-				break
+				return cur, fmt.Errorf("value: %w", err)
 			}
-			items = append(items, cur)
-		}
+			return cur, nil
+		})
 	}
 	return s.loadPayload(payload, parse, func() {
 		if wipe {
@@ -334,4 +358,36 @@ func (s *WindowStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRang
 		s.expireLocked()
 		s.loggedStreamTime = max(s.loggedStreamTime, st)
 	})
+}
+
+// parseWindows decodes the body of a window payload: the stream time, then
+// the windows, which must be in order (by key, then start); it hands those
+// of the key groups of kgr to keep, whose error fails d.
+func parseWindows[T any](d *decoder, kgr dstl.KeyGroupRange, maxP int, keep func(kb []byte, start int64, vb []byte) (T, error)) (int64, []T) {
+	st := d.varint()
+	n := d.count()
+	items := make([]T, 0, n)
+	var prevKey []byte
+	var prevStart int64
+	for i := 0; i < n && d.err == nil; i++ {
+		kb, start, vb := d.bytes(), d.varint(), d.bytes()
+		if d.err != nil {
+			break
+		}
+		if c := bytes.Compare(prevKey, kb); i > 0 && (c > 0 || c == 0 && prevStart >= start) {
+			d.fail(fmt.Errorf("windows out of order"))
+			break
+		}
+		prevKey, prevStart = kb, start
+		if !kgr.Contains(KeyGroup(kb, maxP)) {
+			continue
+		}
+		it, err := keep(kb, start, vb)
+		if err != nil {
+			d.fail(err)
+			break
+		}
+		items = append(items, it)
+	}
+	return st, items
 }

@@ -30,8 +30,9 @@ time in their name (a UUIDv7). An object one clock calls young is kept, and
 an object whose modification time the storage does not report is kept.
 
 Two kinds of objects are collected: log objects (UUIDv7.dstl directly
-under the prefix) and the state stores' snapshot objects
-(statestore/OPERATOR/UUIDv7.snap under the prefix). Snapshots are collected
+under the prefix) and the state stores' snapshot objects and the files of
+disk-backed snapshots (statestore/OPERATOR/UUIDv7.snap and .sst under the
+prefix). Snapshots and their files are collected
 only under statestore/OPERATOR/ of the operators of the kept statestore
 checkpoint handles (or of every operator, with --keep-none): gc then takes
 the kept checkpoint handles of an operator as every checkpoint of it that
@@ -230,7 +231,7 @@ func (c *gcCount) add(size int64) { c.Objects++; c.Bytes += size }
 // gcObject is an object old and unreferenced: gc deleted it, or would.
 type gcObject struct {
 	Name     string    `json:"name"`
-	Kind     string    `json:"kind"` // "log" (UUIDv7.dstl) or "snapshot" (statestore/OPERATOR/UUIDv7.snap)
+	Kind     string    `json:"kind"` // "log" (UUIDv7.dstl), "snapshot" (statestore/OPERATOR/UUIDv7.snap) or "snapshot file" (.sst)
 	Size     int64     `json:"size"`
 	ModTime  time.Time `json:"mod_time"`
 	NameTime time.Time `json:"name_time"` // the time in its UUIDv7 name

@@ -5,11 +5,12 @@
 // collection of old objects in package collect, which the gc command
 // runs) goes through it, so the scheme lives in one place.
 //
-// Under a job's prefix (see [JobPrefix]) a storage writes three kinds of
+// Under a job's prefix (see [JobPrefix]) a storage writes four kinds of
 // objects:
 //
 //	PREFIX/UUIDv7.dstl                      a log object (the engine's uploads)
 //	PREFIX/statestore/OPERATOR/UUIDv7.snap  a snapshot object of one operator
+//	PREFIX/statestore/OPERATOR/UUIDv7.sst   a file of a disk-backed snapshot
 //	PREFIX/.gc-clock-UUID                   gc's clock probe, deleted at once
 //
 // The UUIDs are in their canonical 36-character form. A UUIDv7 starts with
@@ -33,6 +34,9 @@ const (
 	LogSuffix = ".dstl"
 	// SnapshotSuffix ends the name of every snapshot object.
 	SnapshotSuffix = ".snap"
+	// SnapshotFileSuffix ends the name of every file of a disk-backed
+	// snapshot (an SST file that snapshot objects name).
+	SnapshotFileSuffix = ".sst"
 	// SnapshotDir is the directory, under a job's prefix, that holds one
 	// directory of snapshot objects per operator.
 	SnapshotDir = "statestore/"
@@ -50,13 +54,15 @@ type Kind uint8
 
 // The kinds of object names.
 const (
-	Other      Kind = iota // not a name of this scheme
-	Log                    // PREFIX/UUIDv7.dstl
-	Snapshot               // PREFIX/statestore/OPERATOR/UUIDv7.snap
-	ClockProbe             // PREFIX/.gc-clock-UUID
+	Other        Kind = iota // not a name of this scheme
+	Log                      // PREFIX/UUIDv7.dstl
+	Snapshot                 // PREFIX/statestore/OPERATOR/UUIDv7.snap
+	ClockProbe               // PREFIX/.gc-clock-UUID
+	SnapshotFile             // PREFIX/statestore/OPERATOR/UUIDv7.sst
 )
 
-// String returns "log", "snapshot", "clock probe" or "other".
+// String returns "log", "snapshot", "clock probe", "snapshot file" or
+// "other".
 func (k Kind) String() string {
 	switch k {
 	case Log:
@@ -65,6 +71,8 @@ func (k Kind) String() string {
 		return "snapshot"
 	case ClockProbe:
 		return "clock probe"
+	case SnapshotFile:
+		return "snapshot file"
 	default:
 		return "other"
 	}
@@ -73,14 +81,14 @@ func (k Kind) String() string {
 // Name is an object name of the scheme, relative to a job's prefix.
 type Name struct {
 	Kind     Kind
-	ID       uuid.UUID // version 7 for Log and Snapshot; random for ClockProbe
-	Operator string    // of a Snapshot: one name segment, without "/"
+	ID       uuid.UUID // version 7 for Log, Snapshot and SnapshotFile; random for ClockProbe
+	Operator string    // of a Snapshot or SnapshotFile: one name segment, without "/"
 }
 
-// Time returns the time in a log or snapshot name's UUIDv7, in whole
-// milliseconds, or the zero time for another kind.
+// Time returns the time in a log, snapshot or snapshot file name's UUIDv7,
+// in whole milliseconds, or the zero time for another kind.
 func (n Name) Time() time.Time {
-	if n.Kind != Log && n.Kind != Snapshot || n.ID.Version() != 7 {
+	if n.Kind != Log && n.Kind != Snapshot && n.Kind != SnapshotFile || n.ID.Version() != 7 {
 		return time.Time{}
 	}
 	sec, nsec := n.ID.Time().UnixTime()
@@ -121,6 +129,17 @@ func NewSnapshot(prefix, operator string) (string, error) {
 	return Format(prefix, Name{Kind: Snapshot, ID: id, Operator: operator})
 }
 
+// NewSnapshotFile returns a new name of a file of a disk-backed snapshot of
+// operator under a job's prefix. operator must be a non-empty segment
+// without "/".
+func NewSnapshotFile(prefix, operator string) (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("objname: new snapshot file name: %w", err)
+	}
+	return Format(prefix, Name{Kind: SnapshotFile, ID: id, Operator: operator})
+}
+
 // NewClockProbe returns a new name of gc's clock probe under prefix: a
 // random UUID, so that probes of concurrent runs never collide.
 func NewClockProbe(prefix string) (string, error) {
@@ -136,7 +155,7 @@ func NewClockProbe(prefix string) (string, error) {
 // and for a snapshot's operator that is empty or holds a "/".
 func Format(prefix string, n Name) (string, error) {
 	switch n.Kind {
-	case Log, Snapshot:
+	case Log, Snapshot, SnapshotFile:
 		if v := n.ID.Version(); v != 7 {
 			return "", fmt.Errorf("objname: a %s name needs a UUIDv7, %s is version %d", n.Kind, n.ID, v)
 		}
@@ -146,7 +165,11 @@ func Format(prefix string, n Name) (string, error) {
 		if n.Operator == "" || strings.Contains(n.Operator, "/") {
 			return "", fmt.Errorf("objname: snapshot operator %q: must be a non-empty name segment without \"/\"", n.Operator)
 		}
-		return SnapshotPrefix(prefix, n.Operator) + n.ID.String() + SnapshotSuffix, nil
+		suffix := SnapshotSuffix
+		if n.Kind == SnapshotFile {
+			suffix = SnapshotFileSuffix
+		}
+		return SnapshotPrefix(prefix, n.Operator) + n.ID.String() + suffix, nil
 	case ClockProbe:
 		return prefix + ClockProbePrefix + n.ID.String(), nil
 	default:
@@ -185,9 +208,11 @@ func Parse(prefix, name string) Name {
 	if !ok || op == "" {
 		return Name{}
 	}
-	if base, ok := strings.CutSuffix(base, SnapshotSuffix); ok {
-		if id, ok := parseID(base); ok && id.Version() == 7 {
-			return Name{Kind: Snapshot, ID: id, Operator: op}
+	for kind, suffix := range map[Kind]string{Snapshot: SnapshotSuffix, SnapshotFile: SnapshotFileSuffix} {
+		if base, ok := strings.CutSuffix(base, suffix); ok {
+			if id, ok := parseID(base); ok && id.Version() == 7 {
+				return Name{Kind: kind, ID: id, Operator: op}
+			}
 		}
 	}
 	return Name{}

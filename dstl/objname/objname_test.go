@@ -36,6 +36,9 @@ func TestParse(t *testing.T) {
 		{"job/", "job/" + strings.ToUpper(v7) + ".dstl", Name{Kind: Log, ID: id7}},
 		{"job/", "job/statestore/op-1/" + v7 + ".snap", Name{Kind: Snapshot, ID: id7, Operator: "op-1"}},
 		{"", "statestore/op/" + v7 + ".snap", Name{Kind: Snapshot, ID: id7, Operator: "op"}},
+		{"job/", "job/statestore/op-1/" + v7 + ".sst", Name{Kind: SnapshotFile, ID: id7, Operator: "op-1"}},
+		{"job/", "job/statestore/op-1/" + v7 + ".sst.tmp", Name{}},
+		{"job/", "job/statestore/" + v7 + ".sst", Name{}},
 		{"job/", "job/.gc-clock-" + v4, Name{Kind: ClockProbe, ID: id4}},
 		{"job/", "job/.gc-clock-" + v7, Name{Kind: ClockProbe, ID: id7}},
 
@@ -77,6 +80,7 @@ func TestTime(t *testing.T) {
 	}{
 		{Name{Kind: Log, ID: id7}, time.UnixMilli(v7Millis(t))},
 		{Name{Kind: Snapshot, ID: id7, Operator: "op"}, time.UnixMilli(v7Millis(t))},
+		{Name{Kind: SnapshotFile, ID: id7, Operator: "op"}, time.UnixMilli(v7Millis(t))},
 		{Name{Kind: ClockProbe, ID: id7}, time.Time{}},
 		{Name{Kind: Other, ID: id7}, time.Time{}},
 		{Name{Kind: Log, ID: id4}, time.Time{}},
@@ -100,6 +104,7 @@ func TestNew(t *testing.T) {
 		{Log, func() (string, error) { return NewLog("job/") }, "", "job/"},
 		{Log, func() (string, error) { return NewLog("") }, "", ""},
 		{Snapshot, func() (string, error) { return NewSnapshot("job/", "op-1") }, "op-1", "job/statestore/op-1/"},
+		{SnapshotFile, func() (string, error) { return NewSnapshotFile("job/", "op-1") }, "op-1", "job/statestore/op-1/"},
 		{ClockProbe, func() (string, error) { return NewClockProbe("job/") }, "", "job/"},
 	}
 	for _, tt := range tests {
@@ -166,7 +171,7 @@ func TestFormatRefuses(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
-	for k, want := range map[Kind]string{Other: "other", Log: "log", Snapshot: "snapshot", ClockProbe: "clock probe", 42: "other"} {
+	for k, want := range map[Kind]string{Other: "other", Log: "log", Snapshot: "snapshot", ClockProbe: "clock probe", SnapshotFile: "snapshot file", 42: "other"} {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, want)
 		}
@@ -214,7 +219,7 @@ func FuzzParse(f *testing.F) {
 		if again := Parse(prefix, got); again != n {
 			t.Fatalf("Parse(%q, %q) = %+v, but its formatted name %q parses as %+v", prefix, name, n, got, again)
 		}
-		if (n.Kind == Log || n.Kind == Snapshot) != !n.Time().IsZero() {
+		if (n.Kind == Log || n.Kind == Snapshot || n.Kind == SnapshotFile) != !n.Time().IsZero() {
 			t.Fatalf("Parse(%q, %q) = %+v with time %v", prefix, name, n, n.Time())
 		}
 	})

@@ -8,13 +8,28 @@
 // checkpoint holds, so that its counts come out exactly as in a run
 // without a fault.
 //
-//	wordcount run    -instances P -index I -base-path URL -job-id ID [flags]
+//	wordcount run    -instances P -index I -base-path URL -job-id ID [-state-dir DIR] [flags]
 //	                 instance I of P: count, checkpoint, print events
-//	wordcount verify [flags]
+//	wordcount verify [-disk] [flags]
 //	                 run P=3 instances, SIGKILL and SIGSTOP random ones at
 //	                 random moments, restart the killed ones, rescale
 //	                 3 → 2 → 4, let the job finish, and check its counts and
 //	                 what is left in the store (exit 1 if anything is off)
+//
+// # State on disk
+//
+// An instance keeps its counts in memory, or with -state-dir in a Pebble
+// database under that directory (statestore.Config.Dir; one directory per
+// instance, emptied at each start: the state is what the instance
+// restores). Its materialisations are then incremental: each uploads the
+// keys changed since the previous one and a slice of the rest as SST files
+// (objects JOB/statestore/OPERATOR/UUIDv7.sst) and a manifest naming every
+// file that holds the state; the checkpoints' parts name the files
+// (CheckpointHandle.Objects), which later snapshots share, and so do the
+// instances that restore them after a rescale, and the deletion rule
+// deletes them as it deletes the other objects. verify -disk gives every
+// instance it starts a state directory of its own under its temporary
+// directory, and restores the final checkpoint on disk too.
 //
 // # The input
 //
@@ -83,12 +98,15 @@
 //     independent count of the input;
 //   - once the grace has passed, a last run of the deletion rule leaves in
 //     the job's prefix every object the retained checkpoint names (log,
-//     snapshot and catalog objects), and nothing else but objects younger
-//     than the grace.
+//     snapshot and catalog objects, and with -disk snapshot files), and
+//     nothing else but objects younger than the grace.
 //
 // It prints the faults as they happen, then the numbers of kills, stops,
-// restarts, rescales, restores and joins, and the checks' results; it exits
-// 1 on any mismatch (or after -timeout), 3 if it could not run.
+// restarts, rescales, restores, joins and materialisations (with -disk, of
+// the restores that loaded snapshot files, and how many of the retained
+// checkpoint's files the instances of an earlier count wrote), and the
+// checks' results; it exits 1 on any mismatch (or after -timeout), 3 if it
+// could not run.
 //
 // With no -base-path, verify works in a new temporary directory (the local
 // backend). Any base path of the dstl backends works, for instance MinIO:
@@ -162,6 +180,7 @@ type options struct {
 	collect     time.Duration
 	output      string
 	localDir    string
+	stateDir    string
 }
 
 // flags declares the flags of both commands; verify chooses the instances
@@ -174,6 +193,7 @@ func (o *options) flags(fs *flag.FlagSet, service bool) {
 		fs.IntVar(&o.index, "index", 0, "this instance's index, 0 to P-1")
 		fs.StringVar(&o.output, "output", "", "write this instance's final counts here as JSON (default: standard output)")
 		fs.StringVar(&o.localDir, "local-recovery-dir", "", "keep local copies here and restore from them (local recovery; one directory per instance)")
+		fs.StringVar(&o.stateDir, "state-dir", "", "keep the state on disk, in a Pebble database under this directory, and materialise it incrementally (statestore Config.Dir; one directory per instance; default: in memory)")
 	}
 	fs.Int64Var(&o.records, "records", 800, "records in each of the 32 input partitions (one per key group)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the input")
@@ -268,6 +288,7 @@ const (
 	doneEvent       = "input done"          // its input read and checkpointed: counts written
 	fencedEvent     = "fenced"              // a newer generation started: rejoining
 	stalledEvent    = "stalled"             // a part would name objects perhaps deleted: joining again
+	materialized    = "materialised"        // "materialised N time(s) since ...": the state was written as snapshots
 )
 
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -357,6 +378,7 @@ type instance struct {
 	notified    int64   // latest checkpoint told complete
 	unconfirmed []int64 // committed checkpoints not yet confirmed, ascending
 	doneAt      int64   // first checkpoint taken with all input read; 0 until then
+	mats        int64   // materialisations already reported
 	announced   bool    // the first complete checkpoint was printed
 	written     bool    // the counts were written
 }
@@ -373,6 +395,7 @@ func (in *instance) run(ctx context.Context) error {
 		Operator: fmt.Sprintf("wordcount-%d-of-%d", in.o.index, in.o.instances), KeyGroups: kgr,
 		MaxParallelism: maxParallelism, MaterializeInterval: in.o.materialize, Logger: in.log,
 		KeepSnapshots: true, // the catalog's deletion rule deletes them
+		Dir:           in.o.stateDir,
 	})
 	if err != nil {
 		return err
@@ -419,9 +442,9 @@ func (in *instance) run(ctx context.Context) error {
 	}
 	if len(parts) > 0 {
 		r := cp.Stats().LastRestore
-		in.event("%s %d from %d part(s) in %v: key groups %v, %d records read, %d words; %d snapshot(s) (%d local), %d change sets (%d local)",
+		in.event("%s %d from %d part(s) in %v: key groups %v, %d records read, %d words; %d snapshot(s) (%d local), %d change sets (%d local), %d snapshot file(s) (%d local)",
 			restoredMessage, g.RestoredCheckpoint, len(parts), time.Since(t0).Round(time.Millisecond), kgr, read, in.counts.Len(),
-			r.Snapshots, r.LocalSnapshots, r.Log.LocalSets+r.Log.RemoteSets, r.Log.LocalSets)
+			r.Snapshots, r.LocalSnapshots, r.Log.LocalSets+r.Log.RemoteSets, r.Log.LocalSets, r.SnapshotFiles, r.LocalSnapshotFiles)
 	} else {
 		in.event("%s: key groups %v", firstStart, kgr)
 	}
@@ -553,6 +576,12 @@ func (in *instance) checkpoint(ctx context.Context, n int64) error {
 		CheckpointID: n, LastCompletedCheckpointID: in.notified})
 	if err != nil {
 		return err
+	}
+	if st := in.cp.Stats(); st.Materializations > in.mats {
+		lm := st.LastMaterialization
+		in.event("%s %d time(s) since checkpoint %d: the last one uploaded %d object(s), %d bytes, for %d changed keys",
+			materialized, st.Materializations-in.mats, in.notified, lm.Files, lm.UploadedBytes, lm.ChangedKeys)
+		in.mats = st.Materializations
 	}
 	objects := h.Objects()
 	if stale := in.stale(objects, time.Now()); len(stale) > 0 {

@@ -78,20 +78,27 @@ func basePath(t *testing.T) string {
 // instance, and the store's content against the deletion rule. On MinIO
 // under `make test`, else on a local directory; with local recovery too
 // (each instance a directory of its own), where restores must read local
-// copies. -short runs shorter phases on less input, without the local
-// recovery case.
+// copies; and with the state on disk (-disk), where restores must load
+// snapshot files and the retained checkpoint must name some, kept in the
+// store. -short runs shorter phases on less input, the remote case only.
 func TestVerify(t *testing.T) {
 	localCopies := regexp.MustCompile(`snapshot\(s\) \(([0-9]+) local\), [0-9]+ change sets \(([0-9]+) local\)`)
+	materializations := regexp.MustCompile(`materialisations: ([0-9]+)`)
+	diskRestores := regexp.MustCompile(`state on disk: ([0-9]+) restores loaded snapshot files`)
+	sharedFiles := regexp.MustCompile(`name ([0-9]+) snapshot files, ([0-9]+) of them written by an instance of an earlier instance count`)
+	keptFiles := regexp.MustCompile(`, ([0-9]+) snapshot file\), `)
 	for _, tc := range []struct {
 		name  string
 		local bool
+		disk  bool
 		args  []string
 	}{
-		{"remote", false, []string{"-records", "500", "-phase", "5s"}},
-		{"local-recovery", true, []string{"-records", "300", "-phase", "3s"}},
+		{"remote", false, false, []string{"-records", "500", "-phase", "5s"}},
+		{"local-recovery", true, false, []string{"-records", "300", "-phase", "3s"}},
+		{"disk", false, true, []string{"-records", "500", "-phase", "5s", "-disk"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if testing.Short() && tc.local {
+			if testing.Short() && (tc.local || tc.disk) {
 				t.Skip("-short: the remote case only")
 			}
 			seed := uint64(time.Now().UnixNano())
@@ -123,8 +130,25 @@ func TestVerify(t *testing.T) {
 					t.Errorf("no restore read a local copy:\n%s", log)
 				}
 			}
+			if m := materializations.FindStringSubmatch(log); m == nil || m[1] == "0" {
+				t.Errorf("no materialisation (%q):\n%s", m, log)
+			}
+			if tc.disk {
+				if m := diskRestores.FindStringSubmatch(log); m == nil || m[1] == "0" {
+					t.Errorf("no restore loaded snapshot files (%q):\n%s", m, log)
+				}
+				// How many of them the last rescale shared depends on how
+				// far the later snapshots' segments went: not checked.
+				if m := sharedFiles.FindStringSubmatch(log); m == nil || m[1] == "0" {
+					t.Errorf("the retained checkpoint names no snapshot files (%q):\n%s", m, log)
+				}
+				if m := keptFiles.FindStringSubmatch(log); m == nil || m[1] == "0" {
+					t.Errorf("the job's prefix keeps no snapshot files for the retained checkpoint (%q):\n%s", m, log)
+				}
+			}
 			for _, line := range strings.Split(log, "\n") {
-				if strings.Contains(line, "faults:") || strings.Contains(line, "deletion rule:") || strings.Contains(line, "OK:") {
+				if strings.Contains(line, "faults:") || strings.Contains(line, "materialisations:") || strings.Contains(line, "snapshot files, ") ||
+					strings.Contains(line, "deletion rule:") || strings.Contains(line, "OK:") {
 					t.Log(line)
 				}
 			}

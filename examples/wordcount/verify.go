@@ -66,6 +66,7 @@ type verifyOptions struct {
 	timeout    time.Duration
 	keep       bool
 	verbose    bool
+	disk       bool
 }
 
 func verifyMain(ctx context.Context, args []string, cmd command, stdout, stderr io.Writer) int {
@@ -85,6 +86,7 @@ func verifyMain(ctx context.Context, args []string, cmd command, stdout, stderr 
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the faults (default: from the clock)")
 	fs.DurationVar(&o.timeout, "timeout", 4*time.Minute, "give up (and fail) after this long")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory")
+	fs.BoolVar(&o.disk, "disk", false, "keep each instance's state on disk (run -state-dir), in a directory of its own under the temporary directory, with incremental snapshots (SST files)")
 	fs.BoolVar(&o.verbose, "v", false, "print the instances' event lines")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -129,12 +131,17 @@ func verifyMain(ctx context.Context, args []string, cmd command, stdout, stderr 
 	defer cancel()
 	v := &verifier{o: o, cmd: cmd, stdout: stdout, stderr: stderr, outDir: filepath.Join(tmp, "out"),
 		rng: rand.New(rand.NewPCG(o.faultSeed, 0)), started: time.Now()}
+	where := "in memory"
+	if o.disk {
+		v.stateDir = filepath.Join(tmp, "state")
+		where = "on disk under " + v.stateDir
+	}
 	if err := os.MkdirAll(v.outDir, 0o755); err != nil {
 		fmt.Fprintf(stderr, "wordcount verify: %v\n", err)
 		return 3
 	}
-	fmt.Fprintf(stdout, "wordcount verify: instances %v, %d records in each of %d partitions at %d/s per instance, checkpoint every %v, grace %v, on %s (job %s); fault seed %d\n",
-		o.scales, o.records, nonEmptyPartitions(), o.rate, o.interval, o.grace, o.basePath, o.jobID, o.faultSeed)
+	fmt.Fprintf(stdout, "wordcount verify: instances %v, %d records in each of %d partitions at %d/s per instance, checkpoint every %v, materialisation every %v, grace %v, state %s, on %s (job %s); fault seed %d\n",
+		o.scales, o.records, nonEmptyPartitions(), o.rate, o.interval, o.materialize, o.grace, where, o.basePath, o.jobID, o.faultSeed)
 	code := v.run(ctx)
 	if code != 0 {
 		fmt.Fprintf(stderr, "wordcount verify: FAILED (fault seed %d)\n", o.faultSeed)
@@ -177,6 +184,7 @@ type verifier struct {
 	cmd            command
 	stdout, stderr io.Writer
 	outDir         string
+	stateDir       string // with -disk: the instances' state directories are under it
 	rng            *rand.Rand
 	started        time.Time
 
@@ -187,6 +195,8 @@ type verifier struct {
 	lastExit time.Time
 	// what happened
 	kills, stops, restarts, crashes, rescales, restores, rejoins, firstStarts, stalls int
+	fileRestores, files, localFiles                                                   int // restores that loaded snapshot files; the files
+	materializations                                                                  int // reported by the instances
 }
 
 func (v *verifier) say(format string, args ...any) {
@@ -215,6 +225,9 @@ func (v *verifier) serviceArgs(i, p int) []string {
 	if o.localDir != "" {
 		args = append(args, "-local-recovery-dir", filepath.Join(o.localDir, fmt.Sprintf("instance-%d", i)))
 	}
+	if v.stateDir != "" {
+		args = append(args, "-state-dir", filepath.Join(v.stateDir, fmt.Sprintf("instance-%d", i)))
+	}
 	return args
 }
 
@@ -224,6 +237,12 @@ func (v *verifier) outputPath(i, p int) string {
 
 // eventLine is an instance's event line.
 var eventLine = regexp.MustCompile(`^wordcount: instance (\d+) of (\d+), generation (\d+): (.*)$`)
+
+// restoredFiles finds the snapshot files a restore event counts.
+var restoredFiles = regexp.MustCompile(`(\d+) snapshot file\(s\) \((\d+) local\)`)
+
+// materializedTimes finds the count of a materialisation event.
+var materializedTimes = regexp.MustCompile(`^` + materialized + ` (\d+) time`)
 
 // start starts instance i of p.
 func (v *verifier) start(ctx context.Context, i, p int) error {
@@ -286,6 +305,13 @@ func (v *verifier) scan(pr *proc, r io.Reader) {
 			}
 			if strings.HasPrefix(ev, restoredMessage) {
 				v.restores++
+				if f := restoredFiles.FindStringSubmatch(ev); f != nil && f[1] != "0" {
+					n, _ := strconv.Atoi(f[1])
+					l, _ := strconv.Atoi(f[2])
+					v.fileRestores++
+					v.files += n
+					v.localFiles += l
+				}
 			} else {
 				v.firstStarts++
 				if pr.joins == 1 && pr.sawComplete {
@@ -299,6 +325,11 @@ func (v *verifier) scan(pr *proc, r io.Reader) {
 			pr.done = true
 		case strings.HasPrefix(ev, stalledEvent):
 			v.stalls++
+		case strings.HasPrefix(ev, materialized):
+			if f := materializedTimes.FindStringSubmatch(ev); f != nil {
+				n, _ := strconv.Atoi(f[1])
+				v.materializations += n
+			}
 		}
 		v.mu.Unlock()
 	}
@@ -577,6 +608,11 @@ func (v *verifier) run(ctx context.Context) int {
 	failures := slices.Clone(v.failures)
 	v.say("faults: %d kills, %d stops; %d restarts (%d after a crash); %d rescales (%s); %d restores, %d first starts, %d joins again (%d after a stall)",
 		v.kills, v.stops, v.restarts, v.crashes, v.rescales, joinInts(v.o.scales, " → "), v.restores, v.firstStarts, v.rejoins, v.stalls)
+	state := "in memory"
+	if v.stateDir != "" {
+		state = fmt.Sprintf("on disk: %d restores loaded snapshot files, %d files (%d local)", v.fileRestores, v.files, v.localFiles)
+	}
+	v.say("materialisations: %d (seen by a checkpoint); state %s", v.materializations, state)
 	v.mu.Unlock()
 	if len(failures) > 0 {
 		for _, f := range failures {
@@ -675,8 +711,12 @@ func (v *verifier) checkStore(ctx context.Context, want map[string]int64) error 
 			return fmt.Errorf("the latest complete checkpoint, %d, holds offset %d of partition %d, want its end, %d", m.Generation().RestoredCheckpoint, off, kg, o.records)
 		}
 	}
-	cp, err := statestore.NewCheckpointer(storage, statestore.Config{Operator: "wordcount-verify", KeyGroups: all, MaxParallelism: maxParallelism,
-		MaterializeInterval: -1, MaterializeSize: -1, KeepSnapshots: true})
+	scfg := statestore.Config{Operator: "wordcount-verify", KeyGroups: all, MaxParallelism: maxParallelism,
+		MaterializeInterval: -1, MaterializeSize: -1, KeepSnapshots: true}
+	if v.stateDir != "" {
+		scfg.Dir = v.stateDir // a disk-backed snapshot restores into disk-backed stores
+	}
+	cp, err := statestore.NewCheckpointer(storage, scfg)
 	if err != nil {
 		return err
 	}
@@ -704,6 +744,10 @@ func (v *verifier) checkStore(ctx context.Context, want map[string]int64) error 
 	}
 	v.say("restored checkpoint %d (generation %d's, %d parts) as the one instance of generation %d: every partition read to its end, counts equal to the independent count",
 		m.Generation().RestoredCheckpoint, parts[0].Generation, len(parts), m.Generation().Number)
+	if v.stateDir != "" {
+		files, inherited := snapshotFiles(o.jobID, handles)
+		v.say("its snapshots name %d snapshot files, %d of them written by an instance of an earlier instance count (shared since a rescale)", files, inherited)
+	}
 
 	v.mu.Lock()
 	wait := time.Until(v.lastExit.Add(o.grace + 500*time.Millisecond))
@@ -722,8 +766,8 @@ func (v *verifier) checkStore(ctx context.Context, want map[string]int64) error 
 	if err != nil {
 		return err
 	}
-	v.say("final deletion rule: %d catalog and %d data objects deleted; the job's prefix holds %d objects: %d that the retained checkpoint names (%d log, %d snapshot), %d catalog objects it keeps, %d younger than the grace, %d left behind, %d missing",
-		c.catalogDrops, c.dataDeletes, r.total, r.logs+r.snapshots, r.logs, r.snapshots, r.catalog, r.young, len(r.left), len(r.missing))
+	v.say("final deletion rule: %d catalog and %d data objects deleted (%d snapshot files); the job's prefix holds %d objects: %d that the retained checkpoint names (%d log, %d snapshot, %d snapshot file), %d catalog objects it keeps, %d younger than the grace, %d left behind, %d missing",
+		c.catalogDrops, c.dataDeletes, c.fileDeletes, r.total, r.logs+r.snapshots+r.files, r.logs, r.snapshots, r.files, r.catalog, r.young, len(r.left), len(r.missing))
 	if len(r.left) > 0 || len(r.missing) > 0 {
 		return fmt.Errorf("the job's prefix: %d objects left behind %q; %d named by the retained checkpoint but missing %q",
 			len(r.left), r.left[:min(len(r.left), 20)], len(r.missing), r.missing[:min(len(r.missing), 20)])
@@ -734,15 +778,15 @@ func (v *verifier) checkStore(ctx context.Context, want map[string]int64) error 
 // report is what a job's prefix holds, against a plan of the deletion
 // rule.
 type report struct {
-	total, logs, snapshots, catalog, young int
-	left, missing                          []string
+	total, logs, snapshots, files, catalog, young int
+	left, missing                                 []string
 }
 
 // inventory lists the job's prefix: every object must be one the plan
-// keeps (a log or snapshot object of Keep; a catalog part of Parts, the
-// record of the live generation or of a generation with kept parts, a
-// claim of the live generation) or younger than cutoff; every object of
-// Keep must be there.
+// keeps (a log object, snapshot object or snapshot file of Keep; a catalog
+// part of Parts, the record of the live generation or of a generation with
+// kept parts, a claim of the live generation) or younger than cutoff;
+// every object of Keep must be there.
 func inventory(ctx context.Context, b backends.Backend, jobID string, plan *catalog.Plan, cutoff time.Time) (report, error) {
 	prefix := objname.JobPrefix(jobID)
 	keptParts, keptGens := map[string]bool{}, map[int64]bool{plan.Generation: true}
@@ -758,9 +802,12 @@ func inventory(ctx context.Context, b backends.Backend, jobID string, plan *cata
 		c := objname.ParseCatalog(prefix, o.Name)
 		switch {
 		case plan.Keep[o.Name]:
-			if objname.Parse(prefix, o.Name).Kind == objname.Snapshot {
+			switch objname.Parse(prefix, o.Name).Kind {
+			case objname.Snapshot:
 				r.snapshots++
-			} else {
+			case objname.SnapshotFile:
+				r.files++
+			default:
 				r.logs++
 			}
 		case c.Kind == objname.CatalogPart && keptParts[o.Name],
@@ -784,6 +831,29 @@ func inventory(ctx context.Context, b backends.Backend, jobID string, plan *cata
 	}
 	sort.Strings(r.missing)
 	return r, nil
+}
+
+// snapshotFiles counts the snapshot files that the handles' snapshots
+// name (each once), and those of them that another operator than the
+// handle's (an instance of an earlier instance count) wrote.
+func snapshotFiles(jobID string, handles []*statestore.CheckpointHandle) (files, inherited int) {
+	prefix := objname.JobPrefix(jobID)
+	seen := map[string]bool{}
+	for _, h := range handles {
+		for _, s := range h.Snapshots {
+			for _, f := range s.Files {
+				if seen[f] {
+					continue
+				}
+				seen[f] = true
+				files++
+				if objname.Parse(prefix, f).Operator != h.Operator {
+					inherited++
+				}
+			}
+		}
+	}
+	return files, inherited
 }
 
 func compare(want, got map[string]int64) []string {
