@@ -203,6 +203,21 @@ func (b *storeBase) diskClear() error {
 	return nil
 }
 
+// diskClearLocked is every disk-backed store's Clear, with its lock held:
+// it deletes the store's entries (unless the store, and maybe its
+// database, is closed), resets what the base holds, and keeps a failed
+// deletion for Err.
+func (b *storeBase) diskClearLocked() {
+	var err error
+	if !b.closed {
+		err = b.diskClear()
+	}
+	b.clearLocked()
+	if err != nil {
+		b.failLocked(err)
+	}
+}
+
 // diskSet sets key to value in the database and records the change.
 func (b *storeBase) diskSet(key, value []byte) error {
 	if err := b.disk.Set(key, value, pebble.NoSync); err != nil {

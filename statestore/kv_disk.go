@@ -190,11 +190,7 @@ func (s *KeyValueStore[K, V]) diskApplyChange(c Change) error {
 func (s *KeyValueStore[K, V]) diskClearStore() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := s.diskClear()
-	s.clearLocked()
-	if err != nil {
-		s.failLocked(err)
-	}
+	s.diskClearLocked()
 }
 
 // diskCaptureLocked takes a snapshot of the database (the caller holds the

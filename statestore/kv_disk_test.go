@@ -147,3 +147,17 @@ func TestKeyValueDiskClosed(t *testing.T) {
 		t.Errorf("Snapshot of a closed store: %v", err)
 	}
 }
+
+// TestDiskClearAfterClose: Clear of a disk-backed store whose checkpointer
+// (and so its database) is closed does nothing and does not panic, for
+// every kind.
+func TestDiskClearAfterClose(t *testing.T) {
+	o := newOperator(t, newStorage(t, dstltest.NewBackend()), "op-0", allGroups, statestore.Config{Dir: t.TempDir()})
+	newWorkload(1).run(t, o, 50)
+	if err := o.cp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []statestore.Store{o.kv, o.win, o.ver} {
+		s.Clear()
+	}
+}

@@ -391,15 +391,8 @@ func (s *VersionedStore[K, V]) diskApplyChange(c Change) error {
 func (s *VersionedStore[K, V]) diskClearStore() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var err error
-	if !s.closed {
-		err = s.diskClear()
-	}
 	s.oldest = math.MaxInt64
-	s.clearLocked()
-	if err != nil {
-		s.failLocked(err)
-	}
+	s.diskClearLocked()
 }
 
 // diskCaptureLocked encodes the payload from a snapshot of the database

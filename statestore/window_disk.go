@@ -445,15 +445,8 @@ func (s *WindowStore[K, V]) diskApplyChange(c Change) error {
 func (s *WindowStore[K, V]) diskClearStore() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var err error
-	if !s.closed {
-		err = s.diskClear()
-	}
 	s.oldest.reset()
-	s.clearLocked()
-	if err != nil {
-		s.failLocked(err)
-	}
+	s.diskClearLocked()
 }
 
 // diskCaptureLocked encodes the payload from a snapshot of the database
