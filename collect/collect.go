@@ -17,11 +17,13 @@
 //     is kept, and so is one whose modification time the storage does not
 //     report.
 //
-// Objects named otherwise are never deleted.
+// Objects named otherwise are never deleted, but for clock probes (see
+// below) that a collection killed mid-way left behind, once they are older
+// than the grace by both clocks.
 //
 // Ages count from "now", the earlier of the caller's clock and the
 // storage's: before listing, Run puts a small probe object
-// (PREFIX/.gc-clock-UUID, see [objname.NewClockProbe]), reads its
+// (PREFIX/.gc-clock-UUIDv7, see [objname.NewClockProbe]), reads its
 // modification time back through the listing and deletes it, also in a
 // dry run. So a caller's clock that runs ahead cannot make objects look
 // older than the storage says they are. What is guaranteed: no object is
@@ -333,6 +335,19 @@ func Run(ctx context.Context, b backends.Backend, o Options) (*Report, error) {
 		case o.Keep.Has(oi.Name):
 			obj.Reason = Referenced
 			rep.Referenced.add(oi.Size)
+		case n.Kind == objname.ClockProbe:
+			// Another collection's probe: a running one's, or one left
+			// behind by a collection killed between its put and its
+			// delete. Deleted once old by both clocks (a random-UUID
+			// probe of an older version by its modification time).
+			if young(oi.ModTime) || !obj.NameTime.IsZero() && young(obj.NameTime) {
+				obj.Reason = Young
+				rep.Young.add(oi.Size)
+				break
+			}
+			obj.Reason = Deletable
+			rep.Deletable.add(oi.Size)
+			deletable = append(deletable, len(rep.Objects))
 		case n.Kind != objname.Log && n.Kind != objname.Snapshot && n.Kind != objname.SnapshotFile:
 			obj.Reason = Foreign
 			rep.Foreign.add(oi.Size)
@@ -457,7 +472,8 @@ func (o *Options) remove(ctx context.Context, b backends.Backend, uc UploadColle
 // its modification time back through List, and deletes it. The put and
 // the listing are one step, the delete another. The time is zero when
 // the storage reports none. leftover is the error of deleting the probe,
-// which then stays behind (no collection deletes it as a job's object).
+// which then stays behind until a later collection finds it older than
+// the grace.
 func (o *Options) probeClock(ctx context.Context, b backends.Backend, name string) (t time.Time, leftover, err error) {
 	body := []byte("dstl reads the storage's clock from this object's modification time before it collects old objects, then deletes it\n")
 	st := o.step(ctx, "the clock probe "+name)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl/objname"
@@ -580,5 +582,57 @@ func TestRunOptions(t *testing.T) {
 	}
 	if _, err := collect.Run(t.Context(), nil, valid); !errors.Is(err, backends.ErrInvalidConfig) {
 		t.Errorf("nil backend: %v", err)
+	}
+}
+
+// TestRunDeletesLeftoverProbes: a clock probe that a collection left
+// behind (its process was killed between the put and the delete) is
+// deleted by a later collection once it is older than the grace by both
+// clocks (a probe of an older version, named by a random UUID, by its
+// modification time alone); a younger one may be a running collection's
+// and is kept, and a dry run deletes none.
+func TestRunDeletesLeftoverProbes(t *testing.T) {
+	now := time.Now()
+	old, recent := now.Add(-3*time.Hour), now.Add(-time.Minute)
+	probe := func(id uuid.UUID) string {
+		name, err := objname.Format("job/", objname.Name{Kind: objname.ClockProbe, ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+	for _, tc := range []struct {
+		name    string
+		id      uuid.UUID
+		mod     time.Time
+		dryRun  bool
+		deleted bool
+	}{
+		{"old", v7(t, old), old, false, true},
+		{"old, dry run", v7(t, old), old, true, false},
+		{"old random name", uuid.New(), old, false, true},
+		{"modified recently", v7(t, old), recent, false, false},
+		{"named recently", v7(t, recent), old, false, false},
+		{"random name modified recently", uuid.New(), recent, false, false},
+		{"no modification time", v7(t, old), time.Time{}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newTimedBackend()
+			left := probe(tc.id)
+			b.put(t, left, tc.mod)
+			rep, err := collect.Run(t.Context(), b, collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, DryRun: tc.dryRun})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, there := b.ObjectBytes(left); there == tc.deleted {
+				t.Errorf("probe deleted %v, want %v; objects %v", !there, tc.deleted, b.Objects())
+			}
+			if b.Len() != map[bool]int{true: 0, false: 1}[tc.deleted] {
+				t.Errorf("objects left %v", b.Objects())
+			}
+			if tc.deleted && rep.Deleted.Objects != 1 {
+				t.Errorf("report %+v", rep)
+			}
+		})
 	}
 }

@@ -61,10 +61,12 @@ AbortIncompleteMultipartUpload (DaysAfterInitiation) removes what no gc run
 reaches.
 
 Ages are measured from "now", the earlier of this machine's clock and the
-storage's: before listing, gc puts a small probe object (.gc-clock-UUID
+storage's: before listing, gc puts a small probe object (.gc-clock-UUIDv7
 under the job's prefix, not a dstl object's name; on a file system, a wrong
 --job-id leaves its empty directory), reads its modification time back
-through the listing and deletes it; it does so in a dry run too. So a
+through the listing and deletes it; it does so in a dry run too. A probe
+left behind by a gc that was killed is deleted by a later run once it is
+older than the grace by both clocks. So a
 clock of this machine that runs ahead cannot make objects look older than
 the storage says they are. What is guaranteed: no object is deleted that,
 by the storage's clock, was modified within the grace period, or whose

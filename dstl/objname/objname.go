@@ -11,7 +11,7 @@
 //	PREFIX/UUIDv7.dstl                      a log object (the engine's uploads)
 //	PREFIX/statestore/OPERATOR/UUIDv7.snap  a snapshot object of one operator
 //	PREFIX/statestore/OPERATOR/UUIDv7.sst   a file of a disk-backed snapshot
-//	PREFIX/.gc-clock-UUID                   gc's clock probe, deleted at once
+//	PREFIX/.gc-clock-UUIDv7                 gc's clock probe, deleted at once
 //
 // The UUIDs are in their canonical 36-character form. A UUIDv7 starts with
 // the Unix time in milliseconds at which the name was made, so log and
@@ -57,7 +57,7 @@ const (
 	Other        Kind = iota // not a name of this scheme
 	Log                      // PREFIX/UUIDv7.dstl
 	Snapshot                 // PREFIX/statestore/OPERATOR/UUIDv7.snap
-	ClockProbe               // PREFIX/.gc-clock-UUID
+	ClockProbe               // PREFIX/.gc-clock-UUIDv7 (or a random UUID, as written before)
 	SnapshotFile             // PREFIX/statestore/OPERATOR/UUIDv7.sst
 )
 
@@ -81,14 +81,15 @@ func (k Kind) String() string {
 // Name is an object name of the scheme, relative to a job's prefix.
 type Name struct {
 	Kind     Kind
-	ID       uuid.UUID // version 7 for Log, Snapshot and SnapshotFile; random for ClockProbe
+	ID       uuid.UUID // version 7 for Log, Snapshot and SnapshotFile; version 7 or 4 for ClockProbe
 	Operator string    // of a Snapshot or SnapshotFile: one name segment, without "/"
 }
 
-// Time returns the time in a log, snapshot or snapshot file name's UUIDv7,
-// in whole milliseconds, or the zero time for another kind.
+// Time returns the time in a log, snapshot, snapshot file or clock probe
+// name's UUIDv7, in whole milliseconds, or the zero time for another kind
+// (or a clock probe named by a random UUID, as before version 7 names).
 func (n Name) Time() time.Time {
-	if n.Kind != Log && n.Kind != Snapshot && n.Kind != SnapshotFile || n.ID.Version() != 7 {
+	if n.Kind == Other || n.ID.Version() != 7 {
 		return time.Time{}
 	}
 	sec, nsec := n.ID.Time().UnixTime()
@@ -141,9 +142,11 @@ func NewSnapshotFile(prefix, operator string) (string, error) {
 }
 
 // NewClockProbe returns a new name of gc's clock probe under prefix: a
-// random UUID, so that probes of concurrent runs never collide.
+// UUIDv7, whose random bits keep probes of concurrent runs apart and
+// whose time lets a later collection tell a probe left behind (by a
+// process killed between its put and its delete) from a running one's.
 func NewClockProbe(prefix string) (string, error) {
-	id, err := uuid.NewRandom()
+	id, err := uuid.NewV7()
 	if err != nil {
 		return "", fmt.Errorf("objname: new clock probe name: %w", err)
 	}

@@ -81,7 +81,8 @@ func TestTime(t *testing.T) {
 		{Name{Kind: Log, ID: id7}, time.UnixMilli(v7Millis(t))},
 		{Name{Kind: Snapshot, ID: id7, Operator: "op"}, time.UnixMilli(v7Millis(t))},
 		{Name{Kind: SnapshotFile, ID: id7, Operator: "op"}, time.UnixMilli(v7Millis(t))},
-		{Name{Kind: ClockProbe, ID: id7}, time.Time{}},
+		{Name{Kind: ClockProbe, ID: id7}, time.UnixMilli(v7Millis(t))},
+		{Name{Kind: ClockProbe, ID: id4}, time.Time{}},
 		{Name{Kind: Other, ID: id7}, time.Time{}},
 		{Name{Kind: Log, ID: id4}, time.Time{}},
 	}
@@ -122,7 +123,7 @@ func TestNew(t *testing.T) {
 		if n.Kind != tt.kind || n.Operator != tt.operator || !strings.HasPrefix(name, tt.dir) || strings.Contains(name[len(tt.dir):], "/") {
 			t.Errorf("new %s name %q parses as %+v", tt.kind, name, n)
 		}
-		if tt.kind != ClockProbe && (n.Time().Before(before) || n.Time().After(after)) {
+		if n.Time().Before(before) || n.Time().After(after) {
 			t.Errorf("new %s name %q holds %v, made in [%v, %v]", tt.kind, name, n.Time(), before, after)
 		}
 		again, err := tt.new()
