@@ -187,3 +187,38 @@ type IncompleteUploads interface {
 	// reported; one that is gone already is no error.
 	AbortIncompleteUpload(ctx context.Context, u IncompleteUpload) error
 }
+
+// MemoryBody is the body of a Put held in memory. Besides ReadAt, it hands
+// out its bytes without a copy (SliceAt), so that a driver that writes to
+// a file writes from them directly instead of copying them through a
+// buffer of its own. Wrappers of a body (such as one that counts reads as
+// progress) pass SliceAt on.
+type MemoryBody struct{ b []byte }
+
+// NewMemoryBody returns a body of the bytes of b, which the caller does
+// not change until the Put returns.
+func NewMemoryBody(b []byte) *MemoryBody { return &MemoryBody{b: b} }
+
+// ReadAt reads from the bytes at off; at their end it returns io.EOF.
+func (m *MemoryBody) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("backends: read a memory body at offset %d: negative offset", off)
+	}
+	if off >= int64(len(m.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, m.b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// SliceAt returns the n bytes at off without copying them, and true; or
+// false when they are not all there. The caller does not change them.
+func (m *MemoryBody) SliceAt(off, n int64) ([]byte, bool) {
+	if off < 0 || n < 0 || off > int64(len(m.b)) || n > int64(len(m.b))-off {
+		return nil, false
+	}
+	return m.b[off : off+n : off+n], true
+}

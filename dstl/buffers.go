@@ -43,7 +43,9 @@ func newBufferPool(n int) bufferPool { return bufferPool{free: newFreeList[*setB
 
 // get gives next buffers: recycled ones, or new ones sized for what prev
 // held (not for prev's capacity, so that one large set does not make every
-// later one reserve as much), up to limit bytes when limit > 0.
+// later one reserve as much), up to limit bytes when limit > 0, with an
+// eighth more: a set that rolls over at the limit goes a change past it,
+// and one that outgrows its arena copies it whole.
 func (p *bufferPool) get(next, prev *changeSet, limit int64) {
 	if b, ok := p.free.get(); ok {
 		next.data, next.refs, next.scratch = b.data, b.refs, b.scratch
@@ -54,8 +56,8 @@ func (p *bufferPool) get(next, prev *changeSet, limit int64) {
 		refs = int(int64(refs) * limit / int64(size))
 		size = int(limit)
 	}
-	next.data = make([]byte, 0, size)
-	next.refs = make([]changeRef, 0, refs)
+	next.data = make([]byte, 0, size+size/8)
+	next.refs = make([]changeRef, 0, refs+refs/8)
 }
 
 // put takes a set's buffers back; the set must not be read again.

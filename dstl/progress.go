@@ -107,18 +107,42 @@ type progressReader struct {
 
 func (r *progressReader) ReadAt(b []byte, off int64) (int, error) {
 	n, err := r.r.ReadAt(b, off)
-	if n > 0 && r.p.lastSent.Load() == 0 {
-		end := off + int64(n)
-		for {
-			hw := r.hw.Load()
-			if end <= hw {
-				break
-			}
-			if r.hw.CompareAndSwap(hw, end) {
-				r.p.bodyBytes.Add(end - hw)
-				break
-			}
+	r.read(off, int64(n))
+	return n, err
+}
+
+// SliceAt hands out the body's bytes without a copy where the body can
+// (an in-memory one, see backends.MemoryBody); taking them counts as
+// reading them.
+func (r *progressReader) SliceAt(off, n int64) ([]byte, bool) {
+	s, ok := r.r.(interface {
+		SliceAt(off, n int64) ([]byte, bool)
+	})
+	if !ok {
+		return nil, false
+	}
+	p, ok := s.SliceAt(off, n)
+	if ok {
+		r.read(off, int64(len(p)))
+	}
+	return p, ok
+}
+
+// read counts n bytes read at off: those past the furthest read so far
+// are progress, until the backend reports bytes sent.
+func (r *progressReader) read(off, n int64) {
+	if n <= 0 || r.p.lastSent.Load() != 0 {
+		return
+	}
+	end := off + n
+	for {
+		hw := r.hw.Load()
+		if end <= hw {
+			return
+		}
+		if r.hw.CompareAndSwap(hw, end) {
+			r.p.bodyBytes.Add(end - hw)
+			return
 		}
 	}
-	return n, err
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dstlgo/dstl/dstl/format"
 	"github.com/dstlgo/dstl/uploader"
@@ -32,6 +33,11 @@ type Writer struct {
 	operator string
 	groups   KeyGroupRange
 	log      *slog.Logger
+	// over is the scheduler's flag that uploads are at their in-flight
+	// limit, and threshold the pre-emptive persist threshold (MaxInt64
+	// when off): what Append reads on every call, kept at hand.
+	over      *atomic.Bool
+	threshold int64
 
 	mu     sync.Mutex
 	closed bool
@@ -74,10 +80,13 @@ type changeSet struct {
 	truncated bool
 }
 
+// changeRef locates one change in its set's arena. A set's arena holds at
+// most a frame's payload ([format.MaxPayloadSize], 1 GiB), so 32-bit
+// offsets do.
 type changeRef struct {
 	kg  int32
 	n   uint32
-	off int
+	off uint32
 }
 
 type setState uint8
@@ -105,8 +114,14 @@ func newWriter(s *Storage, operator string, groups KeyGroupRange) *Writer {
 		operator: operator,
 		groups:   groups,
 		active:   &changeSet{},
+		over:     &s.sched.over,
+
+		threshold: s.cfg.PreemptivePersistThreshold,
 
 		latestConfirmed: math.MinInt64,
+	}
+	if w.threshold <= 0 {
+		w.threshold = math.MaxInt64
 	}
 	w.log = s.log.With("operator", operator, "log", w.logID.String())
 	return w
@@ -144,28 +159,34 @@ func (w *Writer) append(ctx context.Context, kg int32, change []byte) error {
 	if len(change) > MaxChangeSize {
 		return fmt.Errorf("dstl: append: change of %d bytes exceeds the limit of %d bytes: %w", len(change), MaxChangeSize, ErrTooLarge)
 	}
-	if w.storage.sched.over.Load() {
+	if w.over.Load() {
 		// Hold the caller before the change is taken, so that an error
 		// always means "not appended".
 		if err := w.storage.sched.waitAvailable(ctx); err != nil {
 			return fmt.Errorf("dstl: append: %w", err)
 		}
 	}
+	n := int64(len(change))
+	framed := n + 1 // the length prefix: one byte up to 127
+	if n > 127 {
+		framed = framedSize(len(change))
+	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return fmt.Errorf("dstl: append: writer %w", ErrClosed)
 	}
-	if w.active.framed+framedSize(len(change)) > format.MaxPayloadSize {
-		w.rolloverLocked() // a change set must fit in one frame
-	}
 	cs := w.active
-	cs.framed += framedSize(len(change))
-	cs.refs = append(cs.refs, changeRef{kg: kg, n: uint32(len(change)), off: len(cs.data)})
+	if cs.framed+framed > format.MaxPayloadSize {
+		w.rolloverLocked() // a change set must fit in one frame
+		cs = w.active
+	}
+	cs.framed += framed
+	cs.refs = append(cs.refs, changeRef{kg: kg, n: uint32(n), off: uint32(len(cs.data))})
 	cs.data = append(cs.data, change...)
-	cs.size += int64(len(change))
-	w.unpersisted += int64(len(change))
-	due := w.storage.cfg.PreemptivePersistThreshold > 0 && w.unpersisted >= w.storage.cfg.PreemptivePersistThreshold
+	cs.size += n
+	w.unpersisted += n
+	due := w.unpersisted >= w.threshold
 	w.mu.Unlock()
 	if due {
 		w.persistPreemptively(ctx)
@@ -374,7 +395,8 @@ func (cs *changeSet) group(id LogID, kgr KeyGroupRange) *format.ChangeSet {
 		}
 		for _, r := range cs.refs {
 			k := slot(r.kg)
-			changes[counts[k]] = cs.data[r.off : r.off+int(r.n) : r.off+int(r.n)]
+			off := int(r.off)
+			changes[counts[k]] = cs.data[off : off+int(r.n) : off+int(r.n)]
 			counts[k]++
 		}
 		return out
@@ -385,7 +407,8 @@ func (cs *changeSet) group(id LogID, kgr KeyGroupRange) *format.ChangeSet {
 	refs := slices.Clone(cs.refs)
 	slices.SortStableFunc(refs, func(a, b changeRef) int { return cmp.Compare(a.kg, b.kg) })
 	for i, r := range refs {
-		changes[i] = cs.data[r.off : r.off+int(r.n) : r.off+int(r.n)]
+		off := int(r.off)
+		changes[i] = cs.data[off : off+int(r.n) : off+int(r.n)]
 		if n := len(out.Groups); n == 0 || out.Groups[n-1].KeyGroup != r.kg {
 			out.Groups = append(out.Groups, format.Group{KeyGroup: r.kg, Changes: changes[i : i+1 : i+1]})
 		} else {

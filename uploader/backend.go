@@ -1,7 +1,6 @@
 package uploader
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
@@ -38,7 +37,7 @@ type Backend struct {
 
 // scratch is an object buffer and an encoder, reused across uploads.
 type scratch struct {
-	buf *bytes.Buffer
+	buf []byte
 	enc *format.Encoder
 }
 
@@ -56,30 +55,42 @@ func NewBackend(backend backends.Backend, o Options) *Backend {
 	}
 }
 
-// Upload encodes the batch into one object and puts it.
+// Upload encodes the batch into one object and puts it. The object is
+// built in place in a pooled buffer of its exact size, and put from there.
 func (u *Backend) Upload(ctx context.Context, tasks []*Task) (*Output, error) {
 	name, err := objname.NewLog(u.prefix)
 	if err != nil {
 		return nil, err
 	}
+	var all []*format.ChangeSet
+	for _, t := range tasks {
+		all = append(all, t.ChangeSets...)
+	}
+	size, err := format.EncodedSize(all...)
+	if err != nil {
+		return nil, fmt.Errorf("dstl: encode %s: %w", name, err)
+	}
 	var sc *scratch
 	select {
 	case sc = <-u.scratch:
 	default:
-		sc = &scratch{buf: bytes.NewBuffer(make([]byte, 0, u.bufSize)), enc: format.NewEncoder(nil, format.EncoderOptions{})}
+		sc = &scratch{enc: format.NewEncoder(nil, format.EncoderOptions{})}
 	}
 	defer func() {
-		sc.buf.Reset()
-		sc.enc.Reset(nil, format.EncoderOptions{})
-		if sc.buf.Cap() <= maxPooledObject {
+		sc.enc.ResetBuffer(nil, format.EncoderOptions{})
+		if cap(sc.buf) <= maxPooledObject {
 			select {
 			case u.scratch <- sc:
 			default: // full: let the garbage collector have it
 			}
 		}
 	}()
-	buf, enc := sc.buf, sc.enc
-	enc.Reset(buf, format.EncoderOptions{Compression: u.compression})
+	if int64(cap(sc.buf)) < size {
+		// Not grown from the old one: its bytes need no copy.
+		sc.buf = make([]byte, 0, max(size, int64(u.bufSize)))
+	}
+	enc := sc.enc
+	enc.ResetBuffer(sc.buf, format.EncoderOptions{Compression: u.compression})
 	out := &Output{Tasks: make([]TaskResult, len(tasks))}
 	for i, t := range tasks {
 		rs := make([]Result, len(t.ChangeSets))
@@ -96,11 +107,12 @@ func (u *Backend) Upload(ctx context.Context, tasks []*Task) (*Output, error) {
 	if err := enc.Close(); err != nil {
 		return nil, fmt.Errorf("dstl: encode %s: %w", name, err)
 	}
-	size := int64(buf.Len())
-	if err := u.backend.Put(ctx, name, TrackBody(ctx, bytes.NewReader(buf.Bytes()), size), size); err != nil {
+	obj := enc.Bytes()
+	sc.buf = obj[:0] // the same array, unless it grew
+	if err := u.backend.Put(ctx, name, TrackBody(ctx, backends.NewMemoryBody(obj), int64(len(obj))), int64(len(obj))); err != nil {
 		return nil, err
 	}
-	out.Objects = []StoredObject{{Name: name, Size: size}}
+	out.Objects = []StoredObject{{Name: name, Size: int64(len(obj))}}
 	return out, nil
 }
 

@@ -78,6 +78,24 @@ func (b *Body) Section(off, n int64) *io.SectionReader {
 	return io.NewSectionReader(b, off, n)
 }
 
+// sliceAt is a caller's body whose bytes are in memory (such as
+// backends.MemoryBody): it hands them out without a copy.
+type sliceAt interface {
+	SliceAt(off, n int64) ([]byte, bool)
+}
+
+// SliceAt returns the n bytes of the body at off without copying them,
+// when the caller's body is in memory and has them, and true; otherwise
+// false, and the driver reads them with ReadAt. A driver does not change
+// them, nor keeps them past the Put.
+func (b *Body) SliceAt(off, n int64) ([]byte, bool) {
+	m, ok := b.r.(sliceAt)
+	if !ok || off < 0 || n < 0 || n > b.size-off {
+		return nil, false
+	}
+	return m.SliceAt(off, n)
+}
+
 // Bytes reads n bytes of the body from off on into memory.
 func (b *Body) Bytes(off, n int64) ([]byte, error) {
 	p := make([]byte, n)

@@ -228,6 +228,25 @@ func (d *bucket) Put(ctx context.Context, _ driver.Runner, name string, body *dr
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyChunk); return &b }}
 
 func copyBody(ctx context.Context, f *os.File, body *driver.Body, size int64) error {
+	if _, ok := body.SliceAt(0, min(size, 1)); ok {
+		// In memory: written from there, a chunk at a time (each read
+		// from the body counts, as progress, before it is written).
+		for done := int64(0); done < size; {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			n := min(size-done, copyChunk)
+			p, ok := body.SliceAt(done, n)
+			if !ok {
+				return fmt.Errorf("read body: %d bytes at offset %d of %d are not in memory", n, done, size)
+			}
+			if _, err := f.Write(p); err != nil {
+				return err
+			}
+			done += n
+		}
+		return ctx.Err()
+	}
 	r := body.Section(0, size)
 	pooled := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(pooled)

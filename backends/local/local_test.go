@@ -111,21 +111,66 @@ func checkRoot(t *testing.T, root string) {
 	}
 }
 
-// TestPutLarge crosses the boundaries of the chunks Put copies bodies in.
+// TestPutLarge crosses the boundaries of the chunks Put copies bodies in,
+// or writes them in from a body in memory.
 func TestPutLarge(t *testing.T) {
-	b := open(t)
 	data := bytes.Repeat([]byte("abcdefghijklmnopqrstuvwxyz"), 3*copyChunk/26+7)
-	if err := b.Put(t.Context(), "big/one", bytes.NewReader(data), int64(len(data))); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		body io.ReaderAt
+	}{
+		{"reader", bytes.NewReader(data)},
+		{"in memory", backends.NewMemoryBody(data)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := open(t)
+			if err := b.Put(t.Context(), "big/one", tc.body, int64(len(data))); err != nil {
+				t.Fatal(err)
+			}
+			got, err := conformance.Read(t.Context(), b, "big/one", 0, -1)
+			if err != nil || got != string(data) {
+				t.Fatalf("Get: %d bytes, err %v; want %d bytes", len(got), err, len(data))
+			}
+			got, err = conformance.Read(t.Context(), b, "big/one", copyChunk-1, 3)
+			if want := string(data[copyChunk-1 : copyChunk+2]); err != nil || got != want {
+				t.Fatalf("Get range = %q, %v; want %q", got, err, want)
+			}
+		})
 	}
-	got, err := conformance.Read(t.Context(), b, "big/one", 0, -1)
-	if err != nil || got != string(data) {
-		t.Fatalf("Get: %d bytes, err %v; want %d bytes", len(got), err, len(data))
+}
+
+// TestPutMemoryBodyCancelled: a Put from a body in memory stops between
+// chunks once its context is done, and leaves no object.
+func TestPutMemoryBodyCancelled(t *testing.T) {
+	b := open(t)
+	data := make([]byte, 3*copyChunk)
+	ctx, cancel := context.WithCancel(t.Context())
+	body := &cancelAfterSlice{MemoryBody: backends.NewMemoryBody(data), cancel: cancel}
+	if err := b.Put(ctx, "gone", body, int64(len(data))); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Put = %v, want context.Canceled", err)
 	}
-	got, err = conformance.Read(t.Context(), b, "big/one", copyChunk-1, 3)
-	if want := string(data[copyChunk-1 : copyChunk+2]); err != nil || got != want {
-		t.Fatalf("Get range = %q, %v; want %q", got, err, want)
+	if body.slices != 1 {
+		t.Errorf("%d chunks taken after the cancel, want 1", body.slices)
 	}
+	if _, err := conformance.Read(t.Context(), b, "gone", 0, -1); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("Get = %v, want not found", err)
+	}
+}
+
+// cancelAfterSlice is a body in memory that cancels a context when its
+// first chunk is taken.
+type cancelAfterSlice struct {
+	*backends.MemoryBody
+	cancel func()
+	slices int
+}
+
+func (c *cancelAfterSlice) SliceAt(off, n int64) ([]byte, bool) {
+	if n > 1 {
+		c.slices++
+		c.cancel()
+	}
+	return c.MemoryBody.SliceAt(off, n)
 }
 
 func TestPutFileDirectoryConflict(t *testing.T) {

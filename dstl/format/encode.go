@@ -34,6 +34,11 @@ type Encoder struct {
 	buf   []byte // the frame being built; reused across frames
 	zbuf  []byte // compressed payload scratch; reused across frames
 	index []IndexEntry
+
+	// inBuffer: the object is built in out, not written to w (see
+	// [Encoder.ResetBuffer]).
+	inBuffer bool
+	out      []byte
 }
 
 // NewEncoder returns an encoder writing to w. The header is written with the
@@ -47,6 +52,21 @@ func NewEncoder(w io.Writer, opts EncoderOptions) *Encoder {
 func (e *Encoder) Reset(w io.Writer, opts EncoderOptions) {
 	*e = Encoder{w: w, opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], index: e.index[:0]}
 }
+
+// ResetBuffer makes the encoder build a new object in memory, appended to
+// dst[:0], with opts: each frame is built in place, with no copy from a
+// frame buffer to the object. [Encoder.Bytes] returns the object. Give dst
+// the capacity of [EncodedSize] and the object never grows (never copies
+// itself); a smaller dst grows as a slice does.
+func (e *Encoder) ResetBuffer(dst []byte, opts EncoderOptions) {
+	*e = Encoder{opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], index: e.index[:0], inBuffer: true, out: dst[:0]}
+}
+
+// Bytes returns the object built so far by an encoder reset with
+// [Encoder.ResetBuffer] (complete once [Encoder.Close] returned nil), or
+// nil for an encoder that writes to an io.Writer. It aliases the
+// encoder's buffer until the next Reset or ResetBuffer.
+func (e *Encoder) Bytes() []byte { return e.out }
 
 // Size returns the number of bytes written to the underlying writer so far.
 func (e *Encoder) Size() int64 { return e.size }
@@ -77,24 +97,75 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 		return FrameInfo{}, fmt.Errorf("dstl/format: change set %x/%d: frame of %d groups and %d payload bytes exceeds %d bytes: %w",
 			cs.LogID, cs.SequenceNumber, len(cs.Groups), payloadSize, MaxFrameSize, ErrInvalidChangeSet)
 	}
-
-	need := dirEnd + int(payloadSize) + FrameCRCSize
-	buf := e.buf[:0]
-	if cap(buf) < need {
-		buf = make([]byte, 0, need+need/8) // headroom: the next frame is often a little larger
+	var offset int64
+	var frameLen int
+	if e.inBuffer {
+		// Built where it goes: at the end of the object.
+		if err := e.writeHeader(); err != nil {
+			return FrameInfo{}, err
+		}
+		offset = e.size
+		out, n, err := e.appendFrame(e.out, cs, dirEnd, payloadSize)
+		if err != nil {
+			return FrameInfo{}, err
+		}
+		e.out, frameLen, e.size = out, n, int64(len(out))
+	} else {
+		buf, n, err := e.appendFrame(e.buf[:0], cs, dirEnd, payloadSize)
+		if err != nil {
+			return FrameInfo{}, err
+		}
+		frameLen = n
+		if cap(buf) <= maxRetainedBuffer {
+			e.buf = buf[:0]
+		} else {
+			e.buf = nil
+		}
+		if err := e.writeHeader(); err != nil {
+			return FrameInfo{}, err
+		}
+		offset = e.size
+		if err := e.write(buf); err != nil {
+			return FrameInfo{}, err
+		}
 	}
-	buf = buf[:dirEnd]
-	clear(buf[:FrameHeaderSize])
+	e.index = append(e.index, IndexEntry{
+		Offset:         offset,
+		Length:         int64(frameLen),
+		LogID:          cs.LogID,
+		SequenceNumber: cs.SequenceNumber,
+	})
+	return FrameInfo{Offset: offset, Length: int64(frameLen), LogicalSize: logical}, nil
+}
+
+// appendFrame appends cs as one frame to dst (whose capacity it grows as
+// needed) and returns it with the frame's length. cs is measured and
+// valid: dirEnd is where its directory ends, payloadSize its uncompressed
+// payload.
+func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, dirEnd int, payloadSize int64) ([]byte, int, error) {
+	base := len(dst)
+	need := dirEnd + int(payloadSize) + FrameCRCSize
+	if cap(dst)-base < need {
+		grown := make([]byte, base, base+need+need/8) // headroom: the next frame is often a little larger
+		copy(grown, dst)
+		dst = grown
+	}
+	buf := dst[:base+dirEnd]
+	clear(buf[base : base+FrameHeaderSize])
 	var off uint32
 	for i := range cs.Groups {
 		g := &cs.Groups[i]
 		start := len(buf)
 		for _, c := range g.Changes {
-			buf = binary.AppendUvarint(buf, uint64(len(c)))
+			if len(c) < 0x80 {
+				buf = append(buf, byte(len(c)))
+			} else {
+				buf = binary.AppendUvarint(buf, uint64(len(c)))
+			}
 			buf = append(buf, c...)
 		}
 		n := uint32(len(buf) - start)
-		d := buf[FrameHeaderSize+i*DirEntrySize:]
+		d := buf[base+FrameHeaderSize+i*DirEntrySize:]
 		binary.LittleEndian.PutUint32(d[0:], uint32(g.KeyGroup))
 		binary.LittleEndian.PutUint32(d[4:], uint32(len(g.Changes)))
 		binary.LittleEndian.PutUint32(d[8:], off)
@@ -106,11 +177,11 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 	if e.opts.Compression && payloadSize > 0 {
 		enc, err := zstdEncoder()
 		if err != nil {
-			return FrameInfo{}, fmt.Errorf("dstl/format: create zstd encoder: %w", err)
+			return dst[:base], 0, fmt.Errorf("dstl/format: create zstd encoder: %w", err)
 		}
-		z := enc.EncodeAll(buf[dirEnd:], e.zbuf[:0])
+		z := enc.EncodeAll(buf[base+dirEnd:], e.zbuf[:0])
 		if len(z) < int(payloadSize) {
-			buf = append(buf[:dirEnd], z...)
+			buf = append(buf[:base+dirEnd], z...)
 			codec = CodecZstd
 		}
 		if cap(z) <= maxRetainedBuffer {
@@ -118,35 +189,37 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 		}
 	}
 
-	frameLen := len(buf) + FrameCRCSize
-	binary.LittleEndian.PutUint32(buf[0:], uint32(frameLen))
-	buf[frameOffVersion] = Version
-	buf[frameOffCodec] = byte(codec)
-	copy(buf[frameOffLogID:], cs.LogID[:])
-	binary.LittleEndian.PutUint64(buf[frameOffSQN:], cs.SequenceNumber)
-	binary.LittleEndian.PutUint32(buf[frameOffPayloadSize:], uint32(payloadSize))
-	binary.LittleEndian.PutUint32(buf[frameOffGroups:], uint32(len(cs.Groups)))
-	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
-	if cap(buf) <= maxRetainedBuffer {
-		e.buf = buf[:0]
-	} else {
-		e.buf = nil
-	}
+	frame := buf[base:]
+	frameLen := len(frame) + FrameCRCSize
+	binary.LittleEndian.PutUint32(frame[0:], uint32(frameLen))
+	frame[frameOffVersion] = Version
+	frame[frameOffCodec] = byte(codec)
+	copy(frame[frameOffLogID:], cs.LogID[:])
+	binary.LittleEndian.PutUint64(frame[frameOffSQN:], cs.SequenceNumber)
+	binary.LittleEndian.PutUint32(frame[frameOffPayloadSize:], uint32(payloadSize))
+	binary.LittleEndian.PutUint32(frame[frameOffGroups:], uint32(len(cs.Groups)))
+	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(frame, castagnoli))
+	return buf, frameLen, nil
+}
 
-	if err := e.writeHeader(); err != nil {
-		return FrameInfo{}, err
+// EncodedSize returns the size of the object that an encoder without
+// compression makes of the change sets, or an error for a change set it
+// would reject; with compression, the object is at most as large. A
+// buffer of this capacity, given to [Encoder.ResetBuffer], holds the whole
+// object without growing.
+func EncodedSize(css ...*ChangeSet) (int64, error) {
+	size := int64(HeaderSize + TrailerSize)
+	for _, cs := range css {
+		if cs == nil {
+			return 0, fmt.Errorf("dstl/format: nil change set: %w", ErrInvalidChangeSet)
+		}
+		payload, _, err := measure(cs)
+		if err != nil {
+			return 0, err
+		}
+		size += FrameHeaderSize + int64(len(cs.Groups))*DirEntrySize + payload + FrameCRCSize + IndexEntrySize
 	}
-	offset := e.size
-	if err := e.write(buf); err != nil {
-		return FrameInfo{}, err
-	}
-	e.index = append(e.index, IndexEntry{
-		Offset:         offset,
-		Length:         int64(frameLen),
-		LogID:          cs.LogID,
-		SequenceNumber: cs.SequenceNumber,
-	})
-	return FrameInfo{Offset: offset, Length: int64(frameLen), LogicalSize: logical}, nil
+	return size, nil
 }
 
 // measure validates the group order of cs and returns its uncompressed
@@ -245,6 +318,11 @@ func (e *Encoder) writeHeader() error {
 
 // write writes p in full or records a sticky error.
 func (e *Encoder) write(p []byte) error {
+	if e.inBuffer {
+		e.out = append(e.out, p...)
+		e.size += int64(len(p))
+		return nil
+	}
 	n, err := e.w.Write(p)
 	e.size += int64(n)
 	if err == nil && n < len(p) {

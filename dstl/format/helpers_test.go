@@ -36,6 +36,34 @@ func encode(t testing.TB, opts EncoderOptions, sets ...*ChangeSet) ([]byte, []Fr
 	if enc.Size() != int64(buf.Len()) {
 		t.Fatalf("Size() = %d, wrote %d", enc.Size(), buf.Len())
 	}
+	// Built in memory, the object is the same, in a buffer of EncodedSize
+	// that never grows (or fits, compressed), and in one that grows.
+	size, err := EncodedSize(sets...)
+	if err != nil {
+		t.Fatalf("EncodedSize: %v", err)
+	}
+	if !opts.Compression && size != int64(buf.Len()) || size < int64(buf.Len()) {
+		t.Fatalf("EncodedSize = %d, the object is %d bytes", size, buf.Len())
+	}
+	for _, dst := range [][]byte{make([]byte, 0, size), nil} {
+		enc.ResetBuffer(dst, opts)
+		for i, cs := range sets {
+			fi, err := enc.WriteChangeSet(cs)
+			if err != nil || fi != infos[i] {
+				t.Fatalf("in memory, set %d: %+v, %v; want %+v", i, fi, err, infos[i])
+			}
+		}
+		if err := enc.Close(); err != nil {
+			t.Fatalf("in memory, Close: %v", err)
+		}
+		got := enc.Bytes()
+		if !bytes.Equal(got, buf.Bytes()) || enc.Size() != int64(len(got)) {
+			t.Fatalf("in memory (capacity %d): %d bytes, Size %d, differ from the %d written", cap(dst), len(got), enc.Size(), buf.Len())
+		}
+		if dst != nil && &got[:1][0] != &dst[:1][0] {
+			t.Fatalf("the object outgrew a buffer of EncodedSize %d", size)
+		}
+	}
 	return buf.Bytes(), infos
 }
 

@@ -1,0 +1,57 @@
+package backends_test
+
+import (
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
+)
+
+// TestMemoryBody: ReadAt reads as an io.ReaderAt does, SliceAt hands out
+// the bytes themselves or says they are not all there, and a driver's
+// Body passes SliceAt on within its size.
+func TestMemoryBody(t *testing.T) {
+	data := []byte("abcdef")
+	m := backends.NewMemoryBody(data)
+	for _, tc := range []struct {
+		off, n  int64
+		want    string
+		ok      bool
+		readErr error // of ReadAt into n bytes
+	}{
+		{0, 6, "abcdef", true, nil},
+		{2, 3, "cde", true, nil},
+		{6, 0, "", true, io.EOF},
+		{4, 3, "", false, io.EOF},
+		{7, 0, "", false, io.EOF},
+		{-1, 2, "", false, errors.New("negative offset")},
+	} {
+		p, ok := m.SliceAt(tc.off, tc.n)
+		if ok != tc.ok || string(p) != tc.want {
+			t.Errorf("SliceAt(%d, %d) = %q, %v; want %q, %v", tc.off, tc.n, p, ok, tc.want, tc.ok)
+		}
+		if ok && tc.n > 0 && &p[0] != &data[tc.off] {
+			t.Errorf("SliceAt(%d, %d) copied the bytes", tc.off, tc.n)
+		}
+		buf := make([]byte, tc.n)
+		n, err := m.ReadAt(buf, tc.off)
+		switch {
+		case tc.readErr == nil && (err != nil || n != int(tc.n) || string(buf) != tc.want):
+			t.Errorf("ReadAt(%d bytes, %d) = %d, %v", tc.n, tc.off, n, err)
+		case tc.readErr != nil && err == nil:
+			t.Errorf("ReadAt(%d bytes, %d) = %d, nil; want an error", tc.n, tc.off, n)
+		}
+	}
+	b := driver.NewBody(m, 4) // a Put of the first 4 bytes
+	if p, ok := b.SliceAt(1, 3); !ok || string(p) != "bcd" {
+		t.Errorf("Body.SliceAt(1, 3) = %q, %v", p, ok)
+	}
+	if _, ok := b.SliceAt(2, 3); ok {
+		t.Error("Body.SliceAt past the Put's size succeeded")
+	}
+	if _, ok := driver.NewBody(io.NewSectionReader(m, 0, 6), 6).SliceAt(0, 1); ok {
+		t.Error("Body.SliceAt of a body not in memory succeeded")
+	}
+}

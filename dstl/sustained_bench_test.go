@@ -1,0 +1,134 @@
+package dstl_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/counting"
+	"github.com/dstlgo/dstl/backends/local"
+	"github.com/dstlgo/dstl/dstl"
+)
+
+// BenchmarkSustained is sustained logging on the local backend (fsync on):
+// writers append 100-byte changes as fast as they can while a coordinator
+// checkpoints all of them every 100 ms (persist, wait, confirm, truncate).
+// One iteration is one checkpoint; the metric persisted-MB/s is the
+// changes' bytes that completed checkpoints cover, per second. Then, for
+// as long, the backend's Put of objects of the engine's average size,
+// upload.num-threads at once (raw-MB/s), and the ratio of the two.
+func BenchmarkSustained(b *testing.B) {
+	for _, writers := range []int{16, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			lb, err := local.Open(context.Background(), local.DefaultConfig(b.TempDir()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lb.Close()
+			cb := counting.New(lb)
+			cfg := dstl.DefaultConfig("local")
+			s := newStorage(b, cb, cfg)
+			ws := make([]*dstl.Writer, writers)
+			for i := range ws {
+				ws[i] = newWriter(b, s, fmt.Sprint(i), dstl.KeyGroupRange{Start: i * 2, End: i*2 + 1})
+			}
+			change := make([]byte, 100)
+			ctx, cancel := context.WithCancel(context.Background())
+			var appended atomic.Int64 // changes appended, over all writers
+			var wg sync.WaitGroup
+			for i, w := range ws {
+				wg.Go(func() {
+					n := int64(0)
+					for ctx.Err() == nil {
+						for j := range 256 {
+							if err := w.Append(ctx, i*2+j&1, change); err != nil {
+								if ctx.Err() == nil {
+									b.Error(err)
+								}
+								appended.Add(n)
+								return
+							}
+							n++
+						}
+					}
+					appended.Add(n)
+				})
+			}
+			from := make([]dstl.SequenceNumber, writers)
+			var persisted int64
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			start := time.Now()
+			for cp := int64(1); b.Loop(); cp++ {
+				<-tick.C
+				fs := make([]*dstl.Future, writers)
+				for i, w := range ws {
+					if fs[i], err = w.Persist(ctx, from[i], cp); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for i, w := range ws {
+					r, err := fs[i].Wait(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := w.Confirm(r.From, r.To, cp); err != nil {
+						b.Fatal(err)
+					}
+					if err := w.Truncate(r.To); err != nil {
+						b.Fatal(err)
+					}
+					from[i] = r.To
+					persisted += r.Remote.LogicalSize
+				}
+			}
+			took := time.Since(start)
+			cancel()
+			wg.Wait()
+			st := cb.Stats()
+			engine := float64(persisted) / took.Seconds() / 1e6
+			raw := rawParallelPut(b, lb, st.BytesPut/max(st.Puts, 1), cfg.UploadNumThreads, took)
+			b.ReportMetric(engine, "persisted-MB/s")
+			b.ReportMetric(raw, "raw-MB/s")
+			b.ReportMetric(engine/raw, "ratio")
+			b.ReportMetric(float64(st.BytesPut/max(st.Puts, 1))/(1<<20), "object-MiB")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// rawParallelPut puts objects of size bytes with threads puts at once for
+// d, deleting each after, and returns the bytes put per second, in MB/s.
+func rawParallelPut(b *testing.B, be backends.Backend, size int64, threads int, d time.Duration) float64 {
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	ctx := context.Background()
+	var put atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for t := range threads {
+		wg.Go(func() {
+			for i := 0; time.Since(start) < d; i++ {
+				name := fmt.Sprintf("raw-%d-%d", t, i)
+				if err := be.Put(ctx, name, bytes.NewReader(body), size); err != nil {
+					b.Error(err)
+					return
+				}
+				put.Add(size)
+				if err := be.Delete(ctx, name); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(put.Load()) / time.Since(start).Seconds() / 1e6
+}
