@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/backends/discard"
+	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
@@ -49,15 +51,41 @@ sets targets for, each beside the same SDK used directly:
       read throughput of a full recovery (all writers, prefetched) beside
       the SDK's own get of the same objects, whole, one at a time;
   (e) persist latency p50/p99, from Persist to the handle, in (b) and (c),
-      each with the number of samples it comes from.
+      each with the number of samples it comes from;
+  (f) sustained logging: for each of --sustained-writers, that many writers
+      (each over its share of 128 key groups) append changes flat out while
+      a coordinator checkpoints them all every --checkpoint-every: it
+      persists each writer's log since the last confirmed checkpoint, waits
+      for every handle, confirms the checkpoint and truncates every log up
+      to it. The engine's throughput is the changes' bytes of the confirmed
+      checkpoints per second, beside the SDK's put of objects of the
+      engine's average object size, as many at once as upload.num-threads,
+      flat out for as long (each deleted after its put, the deletes not
+      timed); with checkpoints and objects per second, and the
+      checkpoints' latency p50/p99, from the first Persist to the last
+      Confirm. Appenders wait while the storage is over upload.max-in-flight.
+      The engine's options are the configured ones (batch.persist-delay
+      included). --skip-sustained skips it.
 
 Throughputs are the median of --rounds rounds, engine and SDK alternating, so
-that noise hits both alike; each round of (b) and (d) runs for --round-time.
+that noise hits both alike; each round of (b) and (d) runs for --round-time,
+each of (f) for --sustained-time.
 On local disk the SDK's put creates the file, writes it, fsyncs it and
 fsyncs its directory, as a durable create does (the backend writes a
 temporary file, fsyncs it, links it and fsyncs the directory). Objects go under a prefix of their own
-(dstl-bench-UUID/) and are deleted afterwards. Engine options (the keys of
+(dstl-bench-UUID/) and are deleted as the run goes. Engine options (the keys of
 the README's options table) are set with --option KEY=VALUE.
+
+The targets (the design's section 6): (a) at most 30 ns and 0 allocations
+per change; (b) at least 0.95 of the SDK's put at each size; (c) objects per
+second flat, x1.5 at most from the fewest writers to the most; (d) fetched /
+needed 1.00 (at most 1.005) and a read of at least 0.9 of the SDK's get (0.5
+of a plain read on local disk); (f) at least 0.95 of the SDK's parallel put
+at each writer count.
+
+--cpu-profile PREFIX writes a CPU profile of each section run to
+PREFIX-a.pprof, PREFIX-b.pprof, ... PREFIX-f.pprof (read them with
+go tool pprof -top).
 
 Exits 0 when the measurements ran (targets met or not), or 1 with --check
 when a target is missed.`
@@ -77,7 +105,12 @@ type benchOptions struct {
 	recoveryWriters   int
 	recoveryObjects   int
 	recoveryObject    int64
+	sustainedWriters  []int
+	sustainedTime     time.Duration
+	checkpointEvery   time.Duration
 	skipAppend        bool
+	skipSustained     bool
+	cpuProfile        string
 	check             bool
 }
 
@@ -98,7 +131,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&o.recoveryWriters, "recovery-writers", 16, "(d) writers sharing each object")
 	fs.IntVar(&o.recoveryObjects, "recovery-objects", 8, "(d) objects (checkpoints) each writer's handle spans")
 	recoveryObject := fs.String("recovery-object-size", "1MiB", "(d) `SIZE` of each object")
+	sustainedWriters := fs.String("sustained-writers", "16,64", "(f) writer `COUNTS`, comma-separated, each at most 128")
+	fs.DurationVar(&o.sustainedTime, "sustained-time", 3*time.Second, "(f) length of each round")
+	fs.DurationVar(&o.checkpointEvery, "checkpoint-every", 100*time.Millisecond, "(f) a checkpoint of all writers this often")
 	fs.BoolVar(&o.skipAppend, "skip-append", false, "skip (a), which does not depend on the backend")
+	fs.BoolVar(&o.skipSustained, "skip-sustained", false, "skip (f), the longest section")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of each section to `PREFIX`-a.pprof, -b, -c, -d and -f (for go tool pprof)")
 	fs.BoolVar(&o.check, "check", false, "exit 1 when a target is missed")
 	jsonOut := fs.Bool("json", false, "print a JSON report on stdout")
 	save := fs.String("save", "", "also write the JSON report to `FILE`")
@@ -119,6 +157,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if o.recoveryObject, err = parseSize(*recoveryObject); err != nil {
 		return usageErr("--recovery-object-size: %v", err)
 	}
+	if o.sustainedWriters, err = parseList(*sustainedWriters, strconv.Atoi); err != nil {
+		return usageErr("--sustained-writers: %v", err)
+	}
 	switch {
 	case o.basePath == "":
 		return usageErr("--base-path is required")
@@ -126,8 +167,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageErr("--sizes must each hold at least one change (%d bytes and some)", o.changeSize)
 	case slices.ContainsFunc(o.writers, func(n int) bool { return n < 1 || n > dstl.MaxKeyGroup+1 }):
 		return usageErr("--writers must each be between 1 and %d", dstl.MaxKeyGroup+1)
-	case o.rounds < 1, o.appendRuns < 1, o.roundTime <= 0, o.batchTime <= 0, o.persistEvery <= 0:
-		return usageErr("--rounds, --append-runs, --round-time, --batch-time and --persist-every must be positive")
+	case slices.ContainsFunc(o.sustainedWriters, func(n int) bool { return n < 1 || n > sustainedKeyGroups }):
+		return usageErr("--sustained-writers must each be between 1 and %d (the writers split %d key groups)", sustainedKeyGroups, sustainedKeyGroups)
+	case o.rounds < 1, o.appendRuns < 1, o.roundTime <= 0, o.batchTime <= 0, o.persistEvery <= 0, o.sustainedTime <= 0, o.checkpointEvery <= 0:
+		return usageErr("--rounds, --append-runs, --round-time, --batch-time, --persist-every, --sustained-time and --checkpoint-every must be positive")
 	case o.changeSize < 1:
 		return usageErr("--change-size must be at least 1")
 	case o.recoveryWriters < 2 || o.recoveryWriters > 128:
@@ -206,7 +249,9 @@ type benchReport struct {
 	Upload   []uploadResult    `json:"upload"`
 	Batching batchingResult    `json:"batching"`
 	Recovery recoveryResult    `json:"recovery"`
-	Targets  []targetResult    `json:"targets"`
+	// Sustained is nil when (f) was skipped.
+	Sustained *sustainedResult `json:"sustained,omitempty"`
+	Targets   []targetResult   `json:"targets"`
 }
 
 type appendResult struct {
@@ -271,6 +316,32 @@ type recoveryResult struct {
 	RawReads       int       `json:"raw_full_reads"`    // passes of the SDK over every object, over all rounds
 }
 
+type sustainedResult struct {
+	CheckpointEvery string         `json:"checkpoint_every"`
+	Delay           string         `json:"batch_persist_delay"`
+	RoundTime       string         `json:"round_time"`
+	RawThreads      int            `json:"raw_parallel_puts"` // the SDK's puts at once: upload.num-threads
+	Rows            []sustainedRow `json:"rows"`
+}
+
+type sustainedRow struct {
+	Writers           int       `json:"writers"`
+	Checkpoints       int       `json:"checkpoints"` // completed, over all rounds
+	CheckpointsPerSec float64   `json:"checkpoints_per_second"`
+	Objects           int64     `json:"objects"` // objects the engine put, over all rounds
+	ObjectsPerSec     float64   `json:"objects_per_second"`
+	ObjectSize        int64     `json:"object_size"`             // average stored size of the engine's objects
+	EngineBPS         float64   `json:"engine_bytes_per_second"` // changes' bytes of confirmed checkpoints per second
+	RawBPS            float64   `json:"raw_bytes_per_second"`    // bytes put per second by the SDK, RawThreads puts at once
+	Ratio             float64   `json:"ratio"`
+	EngineRounds      []float64 `json:"engine_rounds"`
+	RawRounds         []float64 `json:"raw_rounds"`
+	RawPuts           int       `json:"raw_puts"` // over all rounds
+	PersistP50Ms      float64   `json:"persist_p50_ms"`
+	PersistP99Ms      float64   `json:"persist_p99_ms"`
+	PersistSamples    int       `json:"persist_samples"` // checkpoints the percentiles come from
+}
+
 // targetResult is one target of the design, met or not.
 type targetResult struct {
 	Name   string `json:"name"`
@@ -308,10 +379,21 @@ func newChangeSource(size int, maxObject int64) *changeSource {
 }
 
 // change returns the next change; the caller does not modify it.
-func (c *changeSource) change() []byte {
-	span := int64(len(c.pool) - c.size + 1)
-	off := (c.next.Add(int64(c.size)) - int64(c.size)) % span
-	return c.pool[off : off+int64(c.size)]
+func (c *changeSource) change() []byte { return c.at(c.take(1)) }
+
+// take reserves the next n changes, for a caller that appends many from
+// one goroutine without contending for the source at each change: they
+// are at(off), at(off+size), ... at(off+(n-1)*size), off the value
+// returned.
+func (c *changeSource) take(n int) int64 {
+	return c.next.Add(int64(n*c.size)) - int64(n*c.size)
+}
+
+// at returns the change at offset off of the stream of changes; the
+// caller does not modify it.
+func (c *changeSource) at(off int64) []byte {
+	o := off % int64(len(c.pool)-c.size+1)
+	return c.pool[o : o+int64(c.size)]
 }
 
 // randomBytes returns n random bytes from seed.
@@ -351,11 +433,13 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 	t0 := time.Now()
 	if !o.skipAppend {
 		prog.begin("(a) append")
-		a, err := benchAppend(ctx, o.changeSize, o.appendRuns, prog)
-		if err != nil {
+		if err := o.section("a", func() error {
+			a, err := benchAppend(ctx, o.changeSize, o.appendRuns, prog)
+			rep.Append = &a
+			return err
+		}); err != nil {
 			return nil, fmt.Errorf("(a) append: %w", err)
 		}
-		rep.Append = &a
 	}
 	b, id, err := backends.Open(ctx, cfg.Storage, cfg.BasePath)
 	if err != nil {
@@ -368,8 +452,15 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 		return nil, err
 	}
 	rep.RawPut, rep.RawGet = raw.describe()
+	maxObject := max(slices.Max(o.sizes), o.recoveryObject)
+	if !o.skipSustained {
+		// An object of (f) holds a batch (up to the batch's size threshold)
+		// and pre-emptive persists past it: so much, or 64 MiB at most, of
+		// changes not alike.
+		maxObject = max(maxObject, min(cfg.BatchPersistSizeThreshold+cfg.PreemptivePersistThreshold, 64<<20))
+	}
 	env := &benchEnv{o: o, cfg: cfg, backend: counting.New(b), raw: raw, id: id, prefix: objname.JobPrefix(cfg.JobID),
-		changes: newChangeSource(o.changeSize, max(slices.Max(o.sizes), o.recoveryObject)), prog: prog}
+		changes: newChangeSource(o.changeSize, maxObject), prog: prog}
 	defer env.backend.Close()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -379,30 +470,84 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 			_ = raw.removePrefix(env.prefix)
 		}
 	}()
-	for i, size := range o.sizes {
-		prog.begin(fmt.Sprintf("(b) upload %s (%d/%d)", formatBytes(size), i+1, len(o.sizes)))
-		u, err := env.upload(ctx, size)
-		if err != nil {
-			return nil, fmt.Errorf("(b) upload, objects of %s: %w", formatBytes(size), err)
+	if err := o.section("b", func() error {
+		for i, size := range o.sizes {
+			prog.begin(fmt.Sprintf("(b) upload %s (%d/%d)", formatBytes(size), i+1, len(o.sizes)))
+			u, err := env.upload(ctx, size)
+			if err != nil {
+				return fmt.Errorf("(b) upload, objects of %s: %w", formatBytes(size), err)
+			}
+			rep.Upload = append(rep.Upload, u)
 		}
-		rep.Upload = append(rep.Upload, u)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	rep.Batching = batchingResult{PersistEvery: o.persistEvery.String(), Delay: cfg.BatchPersistDelay.String()}
-	for i, w := range o.writers {
-		prog.begin(fmt.Sprintf("(c) batching, %d writers (%d/%d)", w, i+1, len(o.writers)))
-		row, err := env.batching(ctx, w)
-		if err != nil {
-			return nil, fmt.Errorf("(c) batching, %d writers: %w", w, err)
+	if err := o.section("c", func() error {
+		for i, w := range o.writers {
+			prog.begin(fmt.Sprintf("(c) batching, %d writers (%d/%d)", w, i+1, len(o.writers)))
+			row, err := env.batching(ctx, w)
+			if err != nil {
+				return fmt.Errorf("(c) batching, %d writers: %w", w, err)
+			}
+			rep.Batching.Rows = append(rep.Batching.Rows, row)
 		}
-		rep.Batching.Rows = append(rep.Batching.Rows, row)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	prog.begin("(d) recovery")
-	if rep.Recovery, err = env.recovery(ctx); err != nil {
+	if err := o.section("d", func() (err error) {
+		rep.Recovery, err = env.recovery(ctx)
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("(d) recovery: %w", err)
+	}
+	if !o.skipSustained {
+		rep.Sustained = &sustainedResult{CheckpointEvery: o.checkpointEvery.String(), Delay: cfg.BatchPersistDelay.String(),
+			RoundTime: o.sustainedTime.String(), RawThreads: cfg.UploadNumThreads}
+		if err := o.section("f", func() error {
+			for i, w := range o.sustainedWriters {
+				prog.begin(fmt.Sprintf("(f) sustained, %d writers (%d/%d)", w, i+1, len(o.sustainedWriters)))
+				row, err := env.sustained(ctx, w)
+				if err != nil {
+					return fmt.Errorf("(f) sustained logging, %d writers: %w", w, err)
+				}
+				rep.Sustained.Rows = append(rep.Sustained.Rows, row)
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 	}
 	rep.Seconds = time.Since(t0).Seconds()
 	rep.Targets = rep.targets()
 	return rep, nil
+}
+
+// section runs fn, the section of the report named name ("a" to "f"),
+// under a CPU profile written to PREFIX-name.pprof when --cpu-profile is
+// set.
+func (o benchOptions) section(name string, fn func() error) error {
+	if o.cpuProfile == "" {
+		return fn()
+	}
+	path := o.cpuProfile + "-" + name + ".pprof"
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--cpu-profile %s: %w", path, err)
+	}
+	err = fn()
+	pprof.StopCPUProfile()
+	if cerr := f.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("--cpu-profile %s: %w", path, cerr))
+	}
+	return err
 }
 
 // benchAppend measures Append with the default configuration, runs times;
@@ -830,6 +975,225 @@ func (e *benchEnv) recovery(ctx context.Context) (recoveryResult, error) {
 	return res, e.cleanup(ctx)
 }
 
+// sustainedKeyGroups is the key groups the writers of (f) split.
+const sustainedKeyGroups = 128
+
+// sustained measures (f) with n writers: rounds of the engine under
+// sustained load, each followed by a round of the SDK's parallel put of
+// objects of the size the engine wrote.
+func (e *benchEnv) sustained(ctx context.Context, n int) (sustainedRow, error) {
+	row := sustainedRow{Writers: n}
+	var (
+		latencies []time.Duration
+		elapsed   time.Duration
+		objects   int64
+		stored    int64
+	)
+	for r := range e.o.rounds {
+		er, err := e.sustainedEngine(ctx, n, func(done float64) {
+			e.prog.set((float64(r) + done/2) / float64(e.o.rounds))
+		})
+		if err != nil {
+			return row, err
+		}
+		if er.puts == 0 {
+			return row, fmt.Errorf("the engine put no object in %v", er.elapsed)
+		}
+		row.Checkpoints += len(er.latencies)
+		latencies = append(latencies, er.latencies...)
+		elapsed += er.elapsed
+		objects += er.puts
+		stored += er.bytesPut
+		row.EngineRounds = append(row.EngineRounds, float64(er.logical)/er.elapsed.Seconds())
+		e.prog.set((float64(r) + 0.5) / float64(e.o.rounds))
+
+		size := er.bytesPut / er.puts
+		bps, puts, err := e.rawParallelPut(ctx, fmt.Sprintf("raw-sustained-%d-%d", n, r), size, e.cfg.UploadNumThreads, e.o.sustainedTime)
+		if err != nil {
+			return row, err
+		}
+		row.RawRounds = append(row.RawRounds, bps)
+		row.RawPuts += puts
+		e.prog.set(float64(r+1) / float64(e.o.rounds))
+	}
+	row.CheckpointsPerSec = float64(row.Checkpoints) / elapsed.Seconds()
+	row.Objects = objects
+	row.ObjectsPerSec = float64(objects) / elapsed.Seconds()
+	row.ObjectSize = stored / objects
+	row.EngineBPS, row.RawBPS = median(row.EngineRounds), median(row.RawRounds)
+	row.Ratio = row.EngineBPS / row.RawBPS
+	row.PersistP50Ms, row.PersistP99Ms = ms(percentile(latencies, 50)), ms(percentile(latencies, 99))
+	row.PersistSamples = len(latencies)
+	return row, nil
+}
+
+// sustainedRound is what a round of the engine in (f) measured.
+type sustainedRound struct {
+	logical   int64           // changes' bytes of the confirmed checkpoints
+	elapsed   time.Duration   // from the start of the appends to the last confirmation
+	puts      int64           // objects put in elapsed
+	bytesPut  int64           // their bytes
+	latencies []time.Duration // of each checkpoint, from its first Persist to its last Confirm
+}
+
+// sustainedEngine runs a round of (f) for the engine: n writers, each over
+// its share of 128 key groups, append as fast as they can while a
+// coordinator checkpoints them all every --checkpoint-every, as a job's
+// checkpoints do: it persists every writer's log since its last confirmed
+// checkpoint, waits for every handle, confirms the checkpoint on every
+// writer and truncates every log up to it (the state being materialised
+// elsewhere). The confirmed checkpoints own their objects, which are
+// deleted at the end of the round. progress is told the part of the round
+// done.
+func (e *benchEnv) sustainedEngine(ctx context.Context, n int, progress func(float64)) (res sustainedRound, err error) {
+	s, err := e.newStorage(e.cfg)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		err = errors.Join(err, s.Close())
+		if err == nil {
+			err = e.cleanup(ctx)
+		}
+	}()
+	ws := make([]*dstl.Writer, n)
+	froms := make([]dstl.SequenceNumber, n)
+	for i := range ws {
+		if ws[i], err = s.NewWriter(fmt.Sprintf("bench-sustained-%d", i), splitRange(sustainedKeyGroups, n, i)); err != nil {
+			return res, err
+		}
+		froms[i] = ws[i].NextSequenceNumber()
+	}
+
+	// The appenders. An appender waits in Append while the storage is over
+	// its in-flight limit; the end of appendCtx releases it.
+	appendCtx, cancel := context.WithCancel(ctx)
+	var (
+		stop    atomic.Bool
+		wg      sync.WaitGroup
+		appErrs = make([]error, n)
+	)
+	defer func() {
+		stop.Store(true)
+		cancel()
+		wg.Wait()
+		if err == nil {
+			err = errors.Join(appErrs...)
+		}
+	}()
+	const run = 64 // changes taken from the source at a time
+	before := e.backend.Stats()
+	t0 := time.Now()
+	for i, w := range ws {
+		wg.Go(func() {
+			kgr := w.KeyGroups()
+			groups := kgr.End - kgr.Start + 1
+			for j := 0; !stop.Load(); j++ {
+				off := e.changes.take(run)
+				for k := range run {
+					if err := w.Append(appendCtx, kgr.Start+(j*run+k)%groups, e.changes.at(off+int64(k*e.o.changeSize))); err != nil {
+						if !stop.Load() {
+							appErrs[i] = fmt.Errorf("writer %d: %w", i, err)
+						}
+						return
+					}
+				}
+			}
+		})
+	}
+
+	// The coordinator.
+	futures := make([]*dstl.Future, n)
+	results := make([]dstl.PersistResult, n)
+	ticker := time.NewTicker(e.o.checkpointEvery)
+	defer ticker.Stop()
+	for cp := int64(1); ; cp++ {
+		select {
+		case <-ticker.C:
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+		t1 := time.Now()
+		for i, w := range ws {
+			if futures[i], err = w.Persist(ctx, froms[i], cp); err != nil {
+				return res, fmt.Errorf("writer %d: %w", i, err)
+			}
+		}
+		var logical int64
+		for i, f := range futures {
+			if results[i], err = f.Wait(ctx); err != nil {
+				return res, fmt.Errorf("writer %d: checkpoint %d: %w", i, cp, err)
+			}
+			logical += results[i].Remote.LogicalSize
+		}
+		for i, w := range ws {
+			if err := w.Confirm(results[i].From, results[i].To, cp); err != nil {
+				return res, fmt.Errorf("writer %d: %w", i, err)
+			}
+		}
+		now := time.Now()
+		res.latencies = append(res.latencies, now.Sub(t1))
+		res.logical += logical
+		res.elapsed = now.Sub(t0)
+		after := e.backend.Stats()
+		res.puts, res.bytesPut = after.Puts-before.Puts, after.BytesPut-before.BytesPut
+		for i, w := range ws {
+			if err := w.Truncate(results[i].To); err != nil {
+				return res, fmt.Errorf("writer %d: %w", i, err)
+			}
+			froms[i] = results[i].To
+		}
+		if res.elapsed >= e.o.sustainedTime {
+			return res, nil
+		}
+		progress(float64(res.elapsed) / float64(e.o.sustainedTime))
+	}
+}
+
+// rawParallelPut puts objects of size random bytes with the SDK, threads
+// at a time, for d (each thread starts no put after d), named
+// PREFIXtag-THREAD-I.bin. Each thread deletes each object after its put,
+// so that what a fast backend takes in (memory, disk) stays small; the
+// time of the deletes is not counted. It returns the bytes put per
+// second, the sum of each thread's bytes over the time its puts took, and
+// the number of puts.
+func (e *benchEnv) rawParallelPut(ctx context.Context, tag string, size int64, threads int, d time.Duration) (float64, int, error) {
+	body := randomBytes(int(size), 4)
+	puts := make([]int, threads)
+	took := make([]time.Duration, threads)
+	errs := make([]error, threads)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range threads {
+		wg.Go(func() {
+			for time.Since(t0) < d || puts[i] == 0 {
+				name := fmt.Sprintf("%s%s-%d-%d.bin", e.prefix, tag, i, puts[i])
+				t1 := time.Now()
+				if err := e.raw.put(ctx, name, body); err != nil {
+					errs[i] = fmt.Errorf("raw put of %s: %w", name, err)
+					return
+				}
+				took[i] += time.Since(t1)
+				puts[i]++
+				if err := e.raw.delete(ctx, name); err != nil {
+					errs[i] = fmt.Errorf("raw delete of %s: %w", name, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, 0, err
+	}
+	bps, n := 0.0, 0
+	for i := range threads {
+		bps += float64(puts[i]) * float64(size) / took[i].Seconds()
+		n += puts[i]
+	}
+	return bps, n, nil
+}
+
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -843,27 +1207,49 @@ func median(xs []float64) float64 {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// The targets of the design (section 6).
+const (
+	targetAppendNs       = 30    // append: ns per change, at most
+	targetUploadRatio    = 0.95  // upload: of the SDK's put, at least
+	targetBatchingGrowth = 1.5   // batching: objects per second may grow so much from the fewest to the most writers
+	targetFetchedPerNeed = 1.005 // recovery: fetched / needed at most 1.00, to two decimals
+	targetRecoveryRemote = 0.9   // recovery read: of the SDK's get on an emulator or a cloud store, at least
+	targetRecoveryLocal  = 0.5   // recovery read: of a plain read on local disk, at least
+	targetSustainedRatio = 0.95  // sustained logging: of the SDK's parallel put, at least
+)
+
 // targets compares the results with the targets of the design.
 func (r *benchReport) targets() []targetResult {
 	var ts []targetResult
 	if a := r.Append; a != nil {
-		ts = append(ts, targetResult{"append", fmt.Sprintf("%.1f ns/op, %d allocs/op", a.NsPerOp, a.AllocsPerOp), "<= 60 ns/op, 0 allocs/op",
-			a.NsPerOp <= 60 && a.AllocsPerOp == 0})
+		ts = append(ts, targetResult{"append", fmt.Sprintf("%.1f ns/op, %d allocs/op", a.NsPerOp, a.AllocsPerOp),
+			fmt.Sprintf("<= %d ns/op, 0 allocs/op", targetAppendNs), a.NsPerOp <= targetAppendNs && a.AllocsPerOp == 0})
 	}
 	for _, u := range r.Upload {
-		ts = append(ts, targetResult{"upload " + formatBytes(u.ObjectSize), fmt.Sprintf("%.2f of the SDK's put", u.Ratio), ">= 0.80", u.Ratio >= 0.8})
+		ts = append(ts, targetResult{"upload " + formatBytes(u.ObjectSize), fmt.Sprintf("%.2f of the SDK's put", u.Ratio),
+			fmt.Sprintf(">= %.2f", targetUploadRatio), u.Ratio >= targetUploadRatio})
 	}
 	if rows := r.Batching.Rows; len(rows) > 1 {
 		first, last := rows[0], rows[len(rows)-1]
 		growth := last.ObjectsPerSec / first.ObjectsPerSec
 		ts = append(ts, targetResult{fmt.Sprintf("batching %d -> %d writers", first.Writers, last.Writers),
 			fmt.Sprintf("objects/s x%.2f (%.1f -> %.1f) for x%d writers", growth, first.ObjectsPerSec, last.ObjectsPerSec, last.Writers/first.Writers),
-			"flat: x1.5 at most", growth <= 1.5})
+			fmt.Sprintf("flat: x%.1f at most", targetBatchingGrowth), growth <= targetBatchingGrowth})
 	}
 	rc := r.Recovery
+	read := targetRecoveryRemote
+	if r.Backend == local.ID {
+		read = targetRecoveryLocal
+	}
 	ts = append(ts,
-		targetResult{"recovery fetched/needed", fmt.Sprintf("%.3f", rc.FetchedPerNeed), "<= 1.10", rc.FetchedPerNeed <= 1.1},
-		targetResult{"recovery read", fmt.Sprintf("%.2f of the SDK's get", rc.Ratio), ">= 0.80", rc.Ratio >= 0.8})
+		targetResult{"recovery fetched/needed", fmt.Sprintf("%.3f", rc.FetchedPerNeed), "1.00", rc.FetchedPerNeed <= targetFetchedPerNeed},
+		targetResult{"recovery read", fmt.Sprintf("%.2f of the SDK's get", rc.Ratio), fmt.Sprintf(">= %.2f on %s", read, r.Backend), rc.Ratio >= read})
+	if su := r.Sustained; su != nil {
+		for _, row := range su.Rows {
+			ts = append(ts, targetResult{fmt.Sprintf("sustained logging, %d writers", row.Writers),
+				fmt.Sprintf("%.2f of the SDK's parallel put", row.Ratio), fmt.Sprintf(">= %.2f", targetSustainedRatio), row.Ratio >= targetSustainedRatio})
+		}
+	}
 	return ts
 }
 
@@ -900,6 +1286,18 @@ func (r *benchReport) print(w io.Writer) {
 		rc.EngineReads, rc.RawReads)
 	fmt.Fprintf(w, "  SDK get: %s\n", r.RawGet)
 	fmt.Fprintln(w, "\n(e) persist latency: the P50 and P99 columns of (b) and (c), (N) the persists they come from")
+	if su := r.Sustained; su != nil {
+		fmt.Fprintf(w, "\n(f) sustained logging: writers appending flat out, a checkpoint of all every %s, batch.persist-delay %s, rounds of %s\n",
+			su.CheckpointEvery, su.Delay, su.RoundTime)
+		fmt.Fprintf(w, "  ENGINE: changes' bytes of confirmed checkpoints per second; RAW PUT: the SDK's put of objects of AVG OBJECT, %d at once (median of %d rounds)\n",
+			su.RawThreads, len(firstOr(su.Rows).EngineRounds))
+		fmt.Fprintln(tw, "  WRITERS\tCHECKPOINTS/S\tOBJECTS/S\tAVG OBJECT\tENGINE\tRAW PUT\tRATIO\tPERSIST P50\tP99\t(N)")
+		for _, row := range su.Rows {
+			fmt.Fprintf(tw, "  %d\t%.1f\t%.1f\t%s\t%s\t%s\t%.2f\t%.1f ms\t%.1f ms\t(%d)\n", row.Writers, row.CheckpointsPerSec, row.ObjectsPerSec,
+				formatBytes(row.ObjectSize), formatRate(row.EngineBPS), formatRate(row.RawBPS), row.Ratio, row.PersistP50Ms, row.PersistP99Ms, row.PersistSamples)
+		}
+		tw.Flush()
+	}
 	met := 0
 	fmt.Fprintln(w, "\ntargets (DESIGN section 6):")
 	for _, t := range r.Targets {
@@ -913,11 +1311,13 @@ func (r *benchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "%d of %d targets met\n", met, len(r.Targets))
 }
 
-func firstOr(us []uploadResult) uploadResult {
-	if len(us) == 0 {
-		return uploadResult{}
+// firstOr returns the first of xs, or the zero value.
+func firstOr[T any](xs []T) T {
+	var zero T
+	if len(xs) == 0 {
+		return zero
 	}
-	return us[0]
+	return xs[0]
 }
 
 func joinFloats(xs []float64, format string) string {

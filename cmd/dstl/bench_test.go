@@ -19,8 +19,8 @@ import (
 
 // newBenchEnv returns the environment of "dstl bench" on a local backend
 // (fsync on) in a temporary directory, for profiling its phases with
-// go test -bench -cpuprofile.
-func newBenchEnv(b *testing.B) *benchEnv {
+// go test -bench -cpuprofile, and for testing them.
+func newBenchEnv(b testing.TB) *benchEnv {
 	b.Helper()
 	ctx := context.Background()
 	cfg := dstl.DefaultConfig(b.TempDir())
@@ -297,5 +297,167 @@ func TestBenchAppend(t *testing.T) {
 	}
 	if len(r.Runs) != 1 || r.NsPerOp <= 0 || r.NsPerOp != r.MinNsPerOp || r.ChangeSize != 100 {
 		t.Fatalf("benchAppend = %+v", r)
+	}
+}
+
+// TestBenchSustained runs a short round of (f) with two and three writers:
+// the checkpoints are confirmed, the engine's bytes are all stored, the
+// ratio is the engine's over the SDK's, and nothing is left under the
+// prefix, neither the engine's objects nor the SDK's.
+func TestBenchSustained(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes a second")
+	}
+	e := newBenchEnv(t)
+	e.o.roundTime = time.Hour // not the round time of (f)
+	e.o.sustainedTime = 300 * time.Millisecond
+	e.o.checkpointEvery = 50 * time.Millisecond
+	ctx := t.Context()
+	left := func() []string {
+		var names []string
+		if err := e.backend.List(ctx, e.prefix, func(oi backends.ObjectInfo) error {
+			names = append(names, oi.Name)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	for _, n := range []int{2, 3} {
+		before := e.backend.Stats()
+		r, err := e.sustainedEngine(ctx, n, func(float64) {})
+		if err != nil {
+			t.Fatalf("%d writers: %v", n, err)
+		}
+		after := e.backend.Stats()
+		if len(r.latencies) == 0 || r.elapsed < e.o.sustainedTime || r.logical <= 0 || r.puts <= 0 {
+			t.Errorf("%d writers: round %+v", n, r)
+		}
+		// Every confirmed byte was stored in the round, with framing:
+		// the changes are random, nothing compresses.
+		if r.logical > r.bytesPut || r.bytesPut > after.BytesPut-before.BytesPut {
+			t.Errorf("%d writers: %d bytes confirmed, %d stored in the round, %d in all", n, r.logical, r.bytesPut, after.BytesPut-before.BytesPut)
+		}
+		if names := left(); len(names) != 0 {
+			t.Errorf("%d writers: the engine's round left %v", n, names)
+		}
+
+		row, err := e.sustained(ctx, n)
+		if err != nil {
+			t.Fatalf("%d writers: %v", n, err)
+		}
+		if row.Writers != n || row.Checkpoints < 1 || row.CheckpointsPerSec <= 0 || row.Objects <= 0 || row.ObjectsPerSec <= 0 ||
+			row.ObjectSize <= 0 || row.EngineBPS <= 0 || row.RawBPS <= 0 || row.RawPuts < e.cfg.UploadNumThreads ||
+			len(row.EngineRounds) != 1 || len(row.RawRounds) != 1 || row.PersistSamples != row.Checkpoints || row.PersistP50Ms <= 0 ||
+			row.PersistP99Ms < row.PersistP50Ms {
+			t.Errorf("%d writers: row %+v", n, row)
+		}
+		if row.Ratio != row.EngineBPS/row.RawBPS {
+			t.Errorf("%d writers: ratio %v, engine %v / raw %v", n, row.Ratio, row.EngineBPS, row.RawBPS)
+		}
+		if names := left(); len(names) != 0 {
+			t.Errorf("%d writers: left %v", n, names)
+		}
+	}
+}
+
+// TestRawParallelPut: the SDK's parallel put puts objects of the size
+// asked, at least one a thread, and deletes them all.
+func TestRawParallelPut(t *testing.T) {
+	e := newBenchEnv(t)
+	ctx := t.Context()
+	before := e.backend.Stats()
+	bps, puts, err := e.rawParallelPut(ctx, "raw", 3000, 3, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if puts < 3 || bps <= 0 {
+		t.Errorf("%d puts, %v bytes/s", puts, bps)
+	}
+	if s := e.backend.Stats(); s.Puts != before.Puts {
+		t.Errorf("the SDK's puts went through the backend: %d puts", s.Puts-before.Puts)
+	}
+	var left []string
+	e.backend.List(ctx, "", func(oi backends.ObjectInfo) error {
+		left = append(left, oi.Name)
+		return nil
+	})
+	if len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+}
+
+// TestBenchTargets: the thresholds of the design's targets, and the
+// recovery read's that depends on the backend.
+func TestBenchTargets(t *testing.T) {
+	base := func() benchReport {
+		return benchReport{
+			Backend:   "local",
+			Append:    &appendResult{NsPerOp: 25},
+			Upload:    []uploadResult{{ObjectSize: 1 << 20, Ratio: 0.96}},
+			Batching:  batchingResult{Rows: []batchRow{{Writers: 1, ObjectsPerSec: 10}, {Writers: 256, ObjectsPerSec: 12}}},
+			Recovery:  recoveryResult{FetchedPerNeed: 1, Ratio: 0.95},
+			Sustained: &sustainedResult{Rows: []sustainedRow{{Writers: 16, Ratio: 0.97}, {Writers: 64, Ratio: 0.96}}},
+		}
+	}
+	tests := []struct {
+		name   string
+		change func(*benchReport)
+		target string // the target whose outcome changes, "" for none
+		met    bool
+		value  string // the target's value as printed, when not ""
+	}{
+		{"all met", func(*benchReport) {}, "", true, ""},
+		{"append at 30 ns", func(r *benchReport) { r.Append.NsPerOp = 30 }, "append", true, "30.0 ns/op, 0 allocs/op"},
+		{"append past 30 ns", func(r *benchReport) { r.Append.NsPerOp = 30.1 }, "append", false, ""},
+		{"append allocates", func(r *benchReport) { r.Append.AllocsPerOp = 1 }, "append", false, "25.0 ns/op, 1 allocs/op"},
+		{"upload at 0.95", func(r *benchReport) { r.Upload[0].Ratio = 0.95 }, "upload 1.00 MiB", true, ""},
+		{"upload below 0.95", func(r *benchReport) { r.Upload[0].Ratio = 0.94 }, "upload 1.00 MiB", false, ""},
+		{"batching x1.5", func(r *benchReport) { r.Batching.Rows[1].ObjectsPerSec = 15 }, "batching 1 -> 256 writers", true, ""},
+		{"batching grows", func(r *benchReport) { r.Batching.Rows[1].ObjectsPerSec = 16 }, "batching 1 -> 256 writers", false, ""},
+		{"fetched 1.004", func(r *benchReport) { r.Recovery.FetchedPerNeed = 1.004 }, "recovery fetched/needed", true, "1.004"},
+		{"fetched 1.006", func(r *benchReport) { r.Recovery.FetchedPerNeed = 1.006 }, "recovery fetched/needed", false, "1.006"},
+		{"local read 0.6", func(r *benchReport) { r.Recovery.Ratio = 0.6 }, "recovery read", true, ""},
+		{"local read 0.49", func(r *benchReport) { r.Recovery.Ratio = 0.49 }, "recovery read", false, ""},
+		{"s3 read 0.6", func(r *benchReport) { r.Backend, r.Recovery.Ratio = "s3", 0.6 }, "recovery read", false, ""},
+		{"gcs read 0.89", func(r *benchReport) { r.Backend, r.Recovery.Ratio = "gcs", 0.89 }, "recovery read", false, ""},
+		{"azure read 0.9", func(r *benchReport) { r.Backend, r.Recovery.Ratio = "azure", 0.9 }, "recovery read", true, ""},
+		{"sustained 0.95", func(r *benchReport) { r.Sustained.Rows[1].Ratio = 0.95 }, "sustained logging, 64 writers", true, ""},
+		{"sustained below 0.95", func(r *benchReport) { r.Sustained.Rows[1].Ratio = 0.5 }, "sustained logging, 64 writers", false,
+			"0.50 of the SDK's parallel put"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := base()
+			tt.change(&r)
+			ts := r.targets()
+			if len(ts) != 7 {
+				t.Fatalf("%d targets: %+v", len(ts), ts)
+			}
+			found := tt.target == ""
+			for _, tr := range ts {
+				want := true
+				if tr.Name == tt.target {
+					found, want = true, tt.met
+					if tt.value != "" && tr.Value != tt.value {
+						t.Errorf("%s: value %q, want %q", tr.Name, tr.Value, tt.value)
+					}
+				}
+				if tr.Met != want {
+					t.Errorf("%s: %q against %q: met %v, want %v", tr.Name, tr.Value, tr.Target, tr.Met, want)
+				}
+			}
+			if !found {
+				t.Errorf("no target %q in %+v", tt.target, ts)
+			}
+		})
+	}
+	// Without (a) and (f), their targets are not there.
+	r := base()
+	r.Append, r.Sustained = nil, nil
+	if ts := r.targets(); len(ts) != 4 || slices.ContainsFunc(ts, func(tr targetResult) bool {
+		return strings.HasPrefix(tr.Name, "append") || strings.HasPrefix(tr.Name, "sustained")
+	}) {
+		t.Errorf("targets without (a) and (f): %+v", ts)
 	}
 }

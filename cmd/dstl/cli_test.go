@@ -86,7 +86,8 @@ func TestBench(t *testing.T) {
 		dir := t.TempDir()
 		code, out, errOut := runCLI(t, "bench", "--json", "--base-path", dir, "--skip-append", "--rounds", "1",
 			"--round-time", "50ms", "--batch-time", "100ms", "--persist-every", "20ms", "--writers", "1,8", "--sizes", "16KiB",
-			"--recovery-writers", "4", "--recovery-objects", "2", "--recovery-object-size", "64KiB", "--option", option)
+			"--recovery-writers", "4", "--recovery-objects", "2", "--recovery-object-size", "64KiB",
+			"--sustained-writers", "2,3", "--sustained-time", "300ms", "--checkpoint-every", "50ms", "--option", option)
 		if code != exitOK {
 			t.Fatalf("%s: exit %d\n%s", option, code, errOut)
 		}
@@ -95,7 +96,7 @@ func TestBench(t *testing.T) {
 			t.Fatal(err)
 		}
 		if rep.Backend != "local" || len(rep.Upload) != 1 || rep.Upload[0].RawBPS <= 0 || rep.Upload[0].EngineBPS <= 0 ||
-			len(rep.Batching.Rows) != 2 || rep.Recovery.FetchedPerNeed < 1 || rep.Recovery.Objects != 2 || len(rep.Targets) != 4 {
+			len(rep.Batching.Rows) != 2 || rep.Recovery.FetchedPerNeed < 1 || rep.Recovery.Objects != 2 || len(rep.Targets) != 6 {
 			t.Fatalf("%s: report %+v", option, rep)
 		}
 		// Random changes: what is stored is about what was appended, with
@@ -105,6 +106,16 @@ func TestBench(t *testing.T) {
 		}
 		if rep.Batching.Rows[0].PersistSamples == 0 || rep.Recovery.EngineReads == 0 || rep.Recovery.RawReads == 0 || rep.RawPut == "" {
 			t.Errorf("%s: report %+v", option, rep)
+		}
+		if su := rep.Sustained; su == nil || len(su.Rows) != 2 || su.RawThreads != 5 || su.CheckpointEvery != "50ms" {
+			t.Errorf("%s: sustained %+v", option, su)
+		} else {
+			for i, row := range su.Rows {
+				if row.Writers != []int{2, 3}[i] || row.EngineBPS <= 0 || row.RawBPS <= 0 || row.Ratio != row.EngineBPS/row.RawBPS ||
+					row.ObjectsPerSec <= 0 || row.ObjectSize <= 0 || row.CheckpointsPerSec <= 0 || row.PersistSamples == 0 {
+					t.Errorf("%s: sustained row %+v", option, row)
+				}
+			}
 		}
 		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
 			t.Errorf("%s: left %v in the base path (%v)", option, entries, err)
@@ -117,6 +128,8 @@ func TestBench(t *testing.T) {
 		{[]string{"bench"}, "--base-path is required"},
 		{[]string{"bench", "--base-path", "x", "--sizes", "1KiB,zz"}, "--sizes"},
 		{[]string{"bench", "--base-path", "x", "--writers", "0"}, "--writers"},
+		{[]string{"bench", "--base-path", "x", "--sustained-writers", "16,129"}, "--sustained-writers"},
+		{[]string{"bench", "--base-path", "x", "--checkpoint-every", "0s"}, "--checkpoint-every"},
 		{[]string{"bench", "--base-path", "x", "--option", "nope=1", "--skip-append"}, "nope"},
 	} {
 		if code, _, errOut := runCLI(t, tc.args...); code != exitUsage || !strings.Contains(errOut, tc.msg) {
