@@ -60,8 +60,9 @@ sets targets for, each beside the same SDK used directly:
       to it. The engine's throughput is the changes' bytes of the confirmed
       checkpoints per second, beside the SDK's put of objects of the
       engine's average object size, as many at once as upload.num-threads,
-      flat out for as long (each deleted after its put, the deletes not
-      timed); with checkpoints and objects per second, and the
+      flat out for as long, its objects kept until the round is over as
+      the engine's are (on mem:// each is deleted after its put), then
+      deleted untimed; with checkpoints and objects per second, and the
       checkpoints' latency p50/p99, from the first Persist to the last
       Confirm. Appenders wait while the storage is over upload.max-in-flight.
       The engine's options are the configured ones (batch.persist-delay
@@ -1152,46 +1153,64 @@ func (e *benchEnv) sustainedEngine(ctx context.Context, n int, progress func(flo
 
 // rawParallelPut puts objects of size random bytes with the SDK, threads
 // at a time, for d (each thread starts no put after d), named
-// PREFIXtag-THREAD-I.bin. Each thread deletes each object after its put,
-// so that what a fast backend takes in (memory, disk) stays small; the
-// time of the deletes is not counted. It returns the bytes put per
-// second, the sum of each thread's bytes over the time its puts took, and
-// the number of puts.
+// PREFIXtag-THREAD-I.bin. The objects stay until the round is over, as
+// the engine's do (a file system that frees each file at once takes new
+// ones faster: deleting as it goes would flatter the baseline), and are
+// deleted then, untimed; only on a backend in memory (mem://), where they
+// would take this machine's memory, each is deleted after its put. It
+// returns the bytes put per second over the round's wall time and the
+// number of puts.
 func (e *benchEnv) rawParallelPut(ctx context.Context, tag string, size int64, threads int, d time.Duration) (float64, int, error) {
 	body := randomBytes(int(size), 4)
+	inMemory := strings.HasPrefix(e.o.basePath, "mem://")
 	puts := make([]int, threads)
-	took := make([]time.Duration, threads)
 	errs := make([]error, threads)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var kept []string
+	var end time.Time
 	t0 := time.Now()
 	for i := range threads {
 		wg.Go(func() {
 			for time.Since(t0) < d || puts[i] == 0 {
 				name := fmt.Sprintf("%s%s-%d-%d.bin", e.prefix, tag, i, puts[i])
-				t1 := time.Now()
 				if err := e.raw.put(ctx, name, body); err != nil {
 					errs[i] = fmt.Errorf("raw put of %s: %w", name, err)
 					return
 				}
-				took[i] += time.Since(t1)
 				puts[i]++
-				if err := e.raw.delete(ctx, name); err != nil {
-					errs[i] = fmt.Errorf("raw delete of %s: %w", name, err)
-					return
+				mu.Lock()
+				if now := time.Now(); now.After(end) {
+					end = now
+				}
+				if !inMemory {
+					kept = append(kept, name)
+				}
+				mu.Unlock()
+				if inMemory {
+					if err := e.raw.delete(ctx, name); err != nil {
+						errs[i] = fmt.Errorf("raw delete of %s: %w", name, err)
+						return
+					}
 				}
 			}
 		})
 	}
 	wg.Wait()
+	for _, name := range kept {
+		if err := e.raw.delete(ctx, name); err != nil {
+			errs = append(errs, fmt.Errorf("raw delete of %s: %w", name, err))
+			break
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return 0, 0, err
 	}
-	bps, n := 0.0, 0
+	n := 0
 	for i := range threads {
-		bps += float64(puts[i]) * float64(size) / took[i].Seconds()
 		n += puts[i]
 	}
-	return bps, n, nil
+	return float64(n) * float64(size) / end.Sub(t0).Seconds(), n, nil
 }
 
 func median(xs []float64) float64 {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -385,6 +386,61 @@ func TestRawParallelPut(t *testing.T) {
 	if len(left) != 0 {
 		t.Errorf("left %v", left)
 	}
+}
+
+// TestRawParallelPutKeeps: the SDK's parallel put keeps its objects until
+// the round is over, as the engine keeps its own, but on a backend in
+// memory, where it deletes each after its put.
+func TestRawParallelPutKeeps(t *testing.T) {
+	for _, tc := range []struct {
+		basePath string
+		keeps    bool
+	}{
+		{"", true}, // the local disk of newBenchEnv
+		{"mem://bench", false},
+	} {
+		e := newBenchEnv(t)
+		if tc.basePath != "" {
+			e.o.basePath = tc.basePath
+		}
+		rec := &recordingRaw{rawStore: e.raw}
+		e.raw = rec
+		if _, puts, err := e.rawParallelPut(t.Context(), "raw", 3000, 2, 20*time.Millisecond); err != nil || puts < 2 {
+			t.Fatalf("%q: %d puts, %v", tc.basePath, puts, err)
+		}
+		lastPut, firstDelete := -1, -1
+		for i, op := range rec.ops {
+			if op == "put" {
+				lastPut = i
+			} else if firstDelete < 0 {
+				firstDelete = i
+			}
+		}
+		if keeps := firstDelete > lastPut; keeps != tc.keeps {
+			t.Errorf("%q: operations %v: kept until the end %v, want %v", tc.basePath, rec.ops, keeps, tc.keeps)
+		}
+	}
+}
+
+// recordingRaw records the puts and deletes of a raw store, in order.
+type recordingRaw struct {
+	rawStore
+	mu  sync.Mutex
+	ops []string
+}
+
+func (r *recordingRaw) put(ctx context.Context, name string, body []byte) error {
+	r.mu.Lock()
+	r.ops = append(r.ops, "put")
+	r.mu.Unlock()
+	return r.rawStore.put(ctx, name, body)
+}
+
+func (r *recordingRaw) delete(ctx context.Context, name string) error {
+	r.mu.Lock()
+	r.ops = append(r.ops, "delete")
+	r.mu.Unlock()
+	return r.rawStore.delete(ctx, name)
 }
 
 // TestBenchTargets: the thresholds of the design's targets, and the
