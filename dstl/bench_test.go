@@ -10,6 +10,8 @@ import (
 	"github.com/dstlgo/dstl/backends/discard"
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
+	"github.com/dstlgo/dstl/uploader"
 )
 
 // BenchmarkAppend appends 100-byte changes over 128 key groups, with the
@@ -25,6 +27,44 @@ func BenchmarkAppend(b *testing.B) {
 		if err := w.Append(ctx, i&127, change); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkAppendAlone is BenchmarkAppend with an uploader that encodes
+// and stores nothing: what the appending goroutine pays, without the
+// encoding of the pre-emptive persists that runs beside it (on the other
+// core of a two-core machine, sharing its caches and memory bandwidth).
+func BenchmarkAppendAlone(b *testing.B) {
+	for _, writers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("goroutines=%d", writers), func(b *testing.B) {
+			s := newStorage(b, discard.Backend{}, dstl.DefaultConfig(discard.ID),
+				dstl.WithUploader(func(uploader.Uploader) uploader.Uploader { return dstltest.NoUploader{} }))
+			ws := make([]*dstl.Writer, writers)
+			for i := range ws {
+				ws[i] = newWriter(b, s, fmt.Sprint(i), dstl.KeyGroupRange{Start: 0, End: 127})
+			}
+			change := bytes.Repeat([]byte("x"), 100)
+			ctx := context.Background()
+			b.SetBytes(int64(len(change)) * int64(writers))
+			b.ReportAllocs()
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			n := b.N
+			for _, w := range ws {
+				wg.Go(func() {
+					<-start
+					for i := range n {
+						if err := w.Append(ctx, i&127, change); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			b.ResetTimer()
+			close(start)
+			wg.Wait()
+		})
 	}
 }
 

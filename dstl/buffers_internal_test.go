@@ -21,3 +21,24 @@ func TestFreeList(t *testing.T) {
 		t.Fatalf("get = %d past the limit", v)
 	}
 }
+
+// TestPooledArenas: enough arenas for a full in-flight window of sets at
+// the pre-emptive threshold, two per upload thread at least, 64 at most.
+func TestPooledArenas(t *testing.T) {
+	for _, tc := range []struct {
+		threads          int
+		maxInFlight, pre int64
+		want             int
+	}{
+		{5, 100 << 20, 5 << 20, 22}, // the defaults
+		{5, 100 << 20, 0, 10},       // no pre-emptive persists
+		{20, 10 << 20, 5 << 20, 40},
+		{5, 10 << 30, 1 << 20, 64},
+	} {
+		cfg := DefaultConfig("x")
+		cfg.UploadNumThreads, cfg.UploadMaxInFlight, cfg.PreemptivePersistThreshold = tc.threads, tc.maxInFlight, tc.pre
+		if got := pooledArenas(cfg); got != tc.want {
+			t.Errorf("%+v: %d arenas, want %d", tc, got, tc.want)
+		}
+	}
+}

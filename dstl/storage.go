@@ -148,9 +148,23 @@ func newStorage(ctx context.Context, cfg Config, backend backends.Backend, opts 
 		m:           m,
 		log:         o.logger,
 		readerCache: newRangeCache(cfg.CacheIdleTimeout, defaultCacheLimit),
-		buffers:     newBufferPool(2 * cfg.UploadNumThreads),
+		buffers:     newBufferPool(pooledArenas(cfg)),
 		writers:     map[*Writer]struct{}{},
 	}, nil
+}
+
+// pooledArenas is how many change sets' arenas a storage keeps for reuse:
+// as many as can be in flight, full, at once (upload.max-in-flight over
+// the pre-emptive persist threshold), and two more, so that a writer
+// appending flat out finds a recycled arena at each roll-over instead of
+// allocating (and zeroing) a new one. At least two per upload thread, at
+// most 64.
+func pooledArenas(cfg Config) int {
+	n := 2 * cfg.UploadNumThreads
+	if t := cfg.PreemptivePersistThreshold; t > 0 {
+		n = max(n, int(min(cfg.UploadMaxInFlight/t, 62))+2)
+	}
+	return min(n, 64)
 }
 
 // buildUploader returns the storage's uploader: the default one, or the
