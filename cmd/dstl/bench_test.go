@@ -286,21 +286,6 @@ func TestMeasureOps(t *testing.T) {
 	}
 }
 
-// TestBenchAppend runs the append benchmark once, through a storage over
-// the discarding backend.
-func TestBenchAppend(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes a second")
-	}
-	r, err := benchAppend(t.Context(), 100, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.Runs) != 1 || r.NsPerOp <= 0 || r.NsPerOp != r.MinNsPerOp || r.ChangeSize != 100 {
-		t.Fatalf("benchAppend = %+v", r)
-	}
-}
-
 // TestBenchSustained runs a short round of (f) with two and three writers:
 // the checkpoints are confirmed, the engine's bytes are all stored, the
 // ratio is the engine's over the SDK's, and nothing is left under the
@@ -449,7 +434,7 @@ func TestBenchTargets(t *testing.T) {
 	base := func() benchReport {
 		return benchReport{
 			Backend:   "local",
-			Append:    &appendResult{NsPerOp: 25},
+			Append:    &appendResult{NsPerOp: 25, Speedup: 1.9},
 			Upload:    []uploadResult{{ObjectSize: 1 << 20, Ratio: 0.96}},
 			Batching:  batchingResult{Rows: []batchRow{{Writers: 1, ObjectsPerSec: 10}, {Writers: 256, ObjectsPerSec: 12}}},
 			Recovery:  recoveryResult{FetchedPerNeed: 1, Ratio: 0.95},
@@ -467,6 +452,8 @@ func TestBenchTargets(t *testing.T) {
 		{"append at 30 ns", func(r *benchReport) { r.Append.NsPerOp = 30 }, "append", true, "30.0 ns/op, 0 allocs/op"},
 		{"append past 30 ns", func(r *benchReport) { r.Append.NsPerOp = 30.1 }, "append", false, ""},
 		{"append allocates", func(r *benchReport) { r.Append.AllocsPerOp = 1 }, "append", false, "25.0 ns/op, 1 allocs/op"},
+		{"two writers at x1.8", func(r *benchReport) { r.Append.Speedup = 1.8 }, "append, two writers", true, "x1.80 the changes/s of one"},
+		{"two writers at x1.5", func(r *benchReport) { r.Append.Speedup = 1.5 }, "append, two writers", false, ""},
 		{"upload at 0.95", func(r *benchReport) { r.Upload[0].Ratio = 0.95 }, "upload 1.00 MiB", true, ""},
 		{"upload below 0.95", func(r *benchReport) { r.Upload[0].Ratio = 0.94 }, "upload 1.00 MiB", false, ""},
 		{"batching x1.5", func(r *benchReport) { r.Batching.Rows[1].ObjectsPerSec = 15 }, "batching 1 -> 256 writers", true, ""},
@@ -487,7 +474,7 @@ func TestBenchTargets(t *testing.T) {
 			r := base()
 			tt.change(&r)
 			ts := r.targets()
-			if len(ts) != 7 {
+			if len(ts) != 8 {
 				t.Fatalf("%d targets: %+v", len(ts), ts)
 			}
 			found := tt.target == ""
@@ -515,5 +502,26 @@ func TestBenchTargets(t *testing.T) {
 		return strings.HasPrefix(tr.Name, "append") || strings.HasPrefix(tr.Name, "sustained")
 	}) {
 		t.Errorf("targets without (a) and (f): %+v", ts)
+	}
+}
+
+// TestBenchAppend: (a) measures the appender alone, with the encoding
+// beside it, and two writers at once, and the speedup is their ratio.
+func TestBenchAppend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes about 3 s")
+	}
+	a, err := benchAppend(t.Context(), 100, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.NsPerOp <= 0 || a.EncodedNsPerOp <= 0 || a.TwoWritersNsPerOp <= 0 || len(a.Runs) != 1 || a.NsPerOp != a.MinNsPerOp || a.ChangeSize != 100 {
+		t.Fatalf("%+v", a)
+	}
+	if a.Speedup != a.NsPerOp/a.TwoWritersNsPerOp {
+		t.Errorf("speedup %v, want %v / %v", a.Speedup, a.NsPerOp, a.TwoWritersNsPerOp)
+	}
+	if a.AllocsPerOp != 0 {
+		t.Errorf("%d allocations per append", a.AllocsPerOp)
 	}
 }
