@@ -48,7 +48,10 @@ sets targets for, each beside the same SDK used directly:
       wait for). Changes are random bytes (from a fixed seed, no two alike
       in an object), so that compression, if enabled, gains nothing and the
       changes' bytes are about the bytes stored (the report shows stored per
-      logical); the SDK puts random bytes of the engine's average object size;
+      logical); the SDK puts random bytes of the engine's average object size.
+      Beside it, informative, the same writer pipelined: it appends the next
+      set while the last one is persisted, one persist at a time, as a task
+      whose checkpoints run asynchronously does;
   (c) batching: objects written per second as 1 to 256 writers persist
       together at a fixed rate (every --persist-every, each a few changes),
       with the configured batch.persist-delay;
@@ -291,6 +294,13 @@ type uploadResult struct {
 	PersistSamples   int       `json:"persist_samples"` // persists the percentiles come from
 	RawPutP50Ms      float64   `json:"raw_put_p50_ms"`
 	RawPutSamples    int       `json:"raw_put_samples"`
+	// PipelinedBPS is the writer's throughput when it appends the next
+	// set while the last one is persisted (one persist at a time, as a
+	// task whose checkpoints are asynchronous does), and PipelinedRatio
+	// its ratio to the SDK's put.
+	PipelinedBPS    float64   `json:"pipelined_bytes_per_second"`
+	PipelinedRatio  float64   `json:"pipelined_ratio"`
+	PipelinedRounds []float64 `json:"pipelined_rounds"`
 }
 
 type batchingResult struct {
@@ -753,6 +763,13 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 		stored += e.backend.Stats().BytesPut - put0
 		logical += int64(sets * n * e.o.changeSize)
 		res.EngineRounds = append(res.EngineRounds, float64(sets*n*e.o.changeSize)/time.Since(t0).Seconds())
+		// The engine, appending the next set while the last is persisted.
+		t0 = time.Now()
+		sets, err := pipelinedPersists(ctx, w, n, e.changes, &cp, e.o.roundTime)
+		if err != nil {
+			return res, err
+		}
+		res.PipelinedRounds = append(res.PipelinedRounds, float64(sets*n*e.o.changeSize)/time.Since(t0).Seconds())
 		e.prog.set((float64(r) + 0.5) / float64(e.o.rounds))
 		// The SDK.
 		var names []string
@@ -779,11 +796,56 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	}
 	res.EngineBPS, res.RawBPS = median(res.EngineRounds), median(res.RawRounds)
 	res.Ratio = res.EngineBPS / res.RawBPS
+	res.PipelinedBPS = median(res.PipelinedRounds)
+	res.PipelinedRatio = res.PipelinedBPS / res.RawBPS
 	res.StoredPerLogical = float64(stored) / float64(max(logical, 1))
 	res.PersistP50Ms, res.PersistP99Ms = ms(percentile(latencies, 50)), ms(percentile(latencies, 99))
 	res.PersistSamples = len(latencies)
 	res.RawPutP50Ms, res.RawPutSamples = ms(percentile(rawLatencies, 50)), len(rawLatencies)
 	return res, nil
+}
+
+// pipelinedPersists appends sets of n changes to w for d (at least two
+// sets), persisting each as the next checkpoint after *cp while it
+// appends the next set, one persist at a time: it waits for a set's
+// handle, confirms and truncates only once the next set is appended. It
+// returns the number of sets persisted and confirmed, the last included.
+func pipelinedPersists(ctx context.Context, w *dstl.Writer, n int, changes *changeSource, cp *int64, d time.Duration) (int, error) {
+	var pending *dstl.Future
+	var pendingCP int64
+	sets := 0
+	settle := func() error {
+		r, err := pending.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.Confirm(r.From, r.To, pendingCP); err != nil {
+			return err
+		}
+		sets++
+		return w.Truncate(r.To)
+	}
+	t0 := time.Now()
+	for i := 0; time.Since(t0) < d || i < 2; i++ {
+		for j := range n {
+			if err := w.Append(ctx, j&127, changes.change()); err != nil {
+				return sets, err
+			}
+		}
+		sqn := w.NextSequenceNumber() - 1 // the set just appended
+		if pending != nil {
+			if err := settle(); err != nil {
+				return sets, err
+			}
+		}
+		*cp++
+		f, err := w.Persist(ctx, sqn, *cp)
+		if err != nil {
+			return sets, err
+		}
+		pending, pendingCP = f, *cp
+	}
+	return sets, settle()
 }
 
 // persistChanges appends n changes from changes to w (change i to key
@@ -1342,11 +1404,12 @@ func (r *benchReport) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\n(b) upload: one writer, append -> persist -> confirm, beside the SDK's put of the same object size (median of %d rounds)\n", len(firstOr(r.Upload).EngineRounds))
 	fmt.Fprintf(w, "  random changes: bytes stored per changes' byte in STORED/LOGICAL; SDK put: %s\n", r.RawPut)
-	fmt.Fprintln(tw, "  OBJECT\tCHANGES\tSTORED/LOGICAL\tDSTL\tSDK PUT\tRATIO\tPERSIST P50\tP99\t(N)\tSDK PUT P50\t(N)")
+	fmt.Fprintf(w, "  PIPELINED: the writer appends the next set while the last is persisted, one persist at a time (informative; the target is RATIO)\n")
+	fmt.Fprintln(tw, "  OBJECT\tCHANGES\tSTORED/LOGICAL\tDSTL\tSDK PUT\tRATIO\tPIPELINED\tRATIO\tPERSIST P50\tP99\t(N)\tSDK PUT P50\t(N)")
 	for _, u := range r.Upload {
-		fmt.Fprintf(tw, "  %s\t%d\t%.3f\t%s\t%s\t%.2f\t%.1f ms\t%.1f ms\t(%d)\t%.1f ms\t(%d)\n", formatBytes(u.ObjectSize), u.ChangesPerSet,
-			u.StoredPerLogical, formatRate(u.EngineBPS), formatRate(u.RawBPS), u.Ratio, u.PersistP50Ms, u.PersistP99Ms, u.PersistSamples,
-			u.RawPutP50Ms, u.RawPutSamples)
+		fmt.Fprintf(tw, "  %s\t%d\t%.3f\t%s\t%s\t%.2f\t%s\t%.2f\t%.1f ms\t%.1f ms\t(%d)\t%.1f ms\t(%d)\n", formatBytes(u.ObjectSize), u.ChangesPerSet,
+			u.StoredPerLogical, formatRate(u.EngineBPS), formatRate(u.RawBPS), u.Ratio, formatRate(u.PipelinedBPS), u.PipelinedRatio,
+			u.PersistP50Ms, u.PersistP99Ms, u.PersistSamples, u.RawPutP50Ms, u.RawPutSamples)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n(c) batching: writers persisting together every %s, batch.persist-delay %s\n", r.Batching.PersistEvery, r.Batching.Delay)
