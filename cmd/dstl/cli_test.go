@@ -101,7 +101,8 @@ func TestBench(t *testing.T) {
 		}
 		// Random changes: what is stored is about what was appended, with
 		// compression too, so that the upload ratio compares like with like.
-		if u := rep.Upload[0]; u.StoredPerLogical < 1 || u.StoredPerLogical > 1.2 || u.PersistSamples == 0 || u.RawPutSamples == 0 {
+		if u := rep.Upload[0]; u.StoredPerLogical < 1 || u.StoredPerLogical > 1.2 || u.PersistSamples == 0 || u.RawPutSamples == 0 ||
+			u.PipelinedBPS <= 0 || u.PipelinedRatio != u.PipelinedBPS/u.RawBPS {
 			t.Errorf("%s: upload %+v", option, u)
 		}
 		if rep.Batching.Rows[0].PersistSamples == 0 || rep.Recovery.EngineReads == 0 || rep.Recovery.RawReads == 0 || rep.RawPut == "" {
