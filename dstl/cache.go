@@ -29,7 +29,25 @@ type rangeCache struct {
 type segment struct {
 	off      int64
 	data     []byte
+	verified frameSet
 	lastUsed time.Time
+}
+
+// frameSet holds the frames of a fetched range whose length field and
+// CRC32C were verified when it was fetched ([format.VerifyFrame]): frame
+// offset in the object to frame length. It does not change once cached.
+type frameSet map[int64]int64
+
+// has reports whether the frame of length n at off was verified.
+func (s frameSet) has(off, n int64) bool {
+	m, ok := s[off]
+	return ok && m == n
+}
+
+// rangeData is a fetched range: its bytes and its verified frames.
+type rangeData struct {
+	data     []byte
+	verified frameSet
 }
 
 type rangeKey struct {
@@ -41,7 +59,7 @@ type rangeKey struct {
 // wait for instead of fetching again.
 type fetchCall struct {
 	done chan struct{}
-	data []byte
+	data rangeData
 	err  error
 }
 
@@ -53,17 +71,18 @@ func newRangeCache(idle time.Duration, limit int64) *rangeCache {
 	return &rangeCache{idle: idle, limit: limit, now: time.Now, objects: map[string][]*segment{}, inflight: map[rangeKey]*fetchCall{}}
 }
 
-// get returns n bytes of object from off if a cached range covers them.
-func (c *rangeCache) get(object string, off, n int64) ([]byte, bool) {
+// get returns n bytes of object from off if a cached range covers them,
+// with the verified frames of that range.
+func (c *rangeCache) get(object string, off, n int64) (rangeData, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.objects[object] {
 		if off >= s.off && off+n <= s.off+int64(len(s.data)) {
 			s.lastUsed = c.now()
-			return s.data[off-s.off : off-s.off+n : off-s.off+n], true
+			return rangeData{data: s.data[off-s.off : off-s.off+n : off-s.off+n], verified: s.verified}, true
 		}
 	}
-	return nil, false
+	return rangeData{}, false
 }
 
 // fetch returns n bytes of object from off, from the cache or by calling
@@ -71,7 +90,7 @@ func (c *rangeCache) get(object string, off, n int64) ([]byte, bool) {
 // whether this call loaded the bytes. A caller waiting for another's load
 // stops when its own ctx ends, and loads again itself if the other's failed
 // only because the other's context ended.
-func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, load func(context.Context) ([]byte, error)) (data []byte, fetched bool, err error) {
+func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, load func(context.Context) (rangeData, error)) (data rangeData, fetched bool, err error) {
 	for {
 		if d, ok := c.get(object, off, n); ok {
 			return d, false, nil
@@ -86,7 +105,7 @@ func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, loa
 		select {
 		case <-call.done:
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			return rangeData{}, false, ctx.Err()
 		}
 		if call.err != nil && (errors.Is(call.err, context.Canceled) || errors.Is(call.err, context.DeadlineExceeded)) && ctx.Err() == nil {
 			continue
@@ -101,9 +120,9 @@ func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, loa
 	call.data, call.err = load(ctx)
 	c.mu.Lock()
 	delete(c.inflight, key)
-	if call.err == nil && !c.closed && c.idle > 0 && int64(len(call.data)) <= c.limit {
-		c.objects[object] = append(c.objects[object], &segment{off: off, data: call.data, lastUsed: c.now()})
-		c.bytes += int64(len(call.data))
+	if call.err == nil && !c.closed && c.idle > 0 && int64(len(call.data.data)) <= c.limit {
+		c.objects[object] = append(c.objects[object], &segment{off: off, data: call.data.data, verified: call.data.verified, lastUsed: c.now()})
+		c.bytes += int64(len(call.data.data))
 		c.evictLocked()
 		c.startJanitorLocked()
 	}
