@@ -11,7 +11,9 @@ import (
 // rangeCache keeps byte ranges of objects fetched for reading, so that an
 // object shared by many handles is fetched once. Ranges unused for the idle
 // timeout are dropped by a janitor goroutine that runs only while the cache
-// holds something.
+// holds something. The cache holds a reference to the buffer of each range
+// it keeps ([rangeBuf]); every rangeData it hands out carries a reference
+// of its own, which the receiver releases when done with the bytes.
 type rangeCache struct {
 	idle  time.Duration
 	limit int64 // bytes
@@ -28,7 +30,7 @@ type rangeCache struct {
 
 type segment struct {
 	off      int64
-	data     []byte
+	buf      *rangeBuf
 	verified frameSet
 	lastUsed time.Time
 }
@@ -44,10 +46,21 @@ func (s frameSet) has(off, n int64) bool {
 	return ok && m == n
 }
 
-// rangeData is a fetched range: its bytes and its verified frames.
+// rangeData is a fetched range: its bytes, its verified frames and a
+// reference to the buffer that holds them, to release once the bytes are
+// no longer used.
 type rangeData struct {
 	data     []byte
 	verified frameSet
+	buf      *rangeBuf
+}
+
+// release drops the reference to the buffer; the bytes must not be used
+// after.
+func (d rangeData) release() {
+	if d.buf != nil {
+		d.buf.release()
+	}
 }
 
 type rangeKey struct {
@@ -61,6 +74,10 @@ type fetchCall struct {
 	done chan struct{}
 	data rangeData
 	err  error
+	// waiters is the number of callers waiting for the fetch; when it
+	// ends, each gets a reference to the buffer. ended is set then.
+	waiters int
+	ended   bool
 }
 
 // defaultCacheLimit bounds the bytes a reader's cache keeps: past it, the
@@ -77,19 +94,22 @@ func (c *rangeCache) get(object string, off, n int64) (rangeData, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.objects[object] {
-		if off >= s.off && off+n <= s.off+int64(len(s.data)) {
+		if off >= s.off && off+n <= s.off+int64(len(s.buf.b)) {
 			s.lastUsed = c.now()
-			return rangeData{data: s.data[off-s.off : off-s.off+n : off-s.off+n], verified: s.verified}, true
+			s.buf.retain()
+			return rangeData{data: s.buf.b[off-s.off : off-s.off+n : off-s.off+n], verified: s.verified, buf: s.buf}, true
 		}
 	}
 	return rangeData{}, false
 }
 
 // fetch returns n bytes of object from off, from the cache or by calling
-// load once however many callers ask at the same time. fetched reports
-// whether this call loaded the bytes. A caller waiting for another's load
-// stops when its own ctx ends, and loads again itself if the other's failed
-// only because the other's context ended.
+// load once however many callers ask at the same time; the caller releases
+// what it gets. load returns the bytes with one reference, which the
+// caller that loaded gets. fetched reports whether this call loaded the
+// bytes. A caller waiting for another's load stops when its own ctx ends,
+// and loads again itself if the other's failed only because the other's
+// context ended.
 func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, load func(context.Context) (rangeData, error)) (data rangeData, fetched bool, err error) {
 	for {
 		if d, ok := c.get(object, off, n); ok {
@@ -101,10 +121,18 @@ func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, loa
 		if !ok {
 			break // with c.mu held: this caller loads
 		}
+		call.waiters++
 		c.mu.Unlock()
 		select {
 		case <-call.done:
 		case <-ctx.Done():
+			c.mu.Lock()
+			if call.ended {
+				call.data.release() // the reference the load gave this waiter
+			} else {
+				call.waiters--
+			}
+			c.mu.Unlock()
 			return rangeData{}, false, ctx.Err()
 		}
 		if call.err != nil && (errors.Is(call.err, context.Canceled) || errors.Is(call.err, context.DeadlineExceeded)) && ctx.Err() == nil {
@@ -120,8 +148,15 @@ func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, loa
 	call.data, call.err = load(ctx)
 	c.mu.Lock()
 	delete(c.inflight, key)
+	call.ended = true
+	if call.err == nil {
+		for range call.waiters {
+			call.data.buf.retain()
+		}
+	}
 	if call.err == nil && !c.closed && c.idle > 0 && int64(len(call.data.data)) <= c.limit {
-		c.objects[object] = append(c.objects[object], &segment{off: off, data: call.data.data, verified: call.data.verified, lastUsed: c.now()})
+		call.data.buf.retain()
+		c.objects[object] = append(c.objects[object], &segment{off: off, buf: call.data.buf, verified: call.data.verified, lastUsed: c.now()})
 		c.bytes += int64(len(call.data.data))
 		c.evictLocked()
 		c.startJanitorLocked()
@@ -173,7 +208,8 @@ func (c *rangeCache) evictLocked() {
 			return
 		}
 		segs := c.objects[oldObj]
-		c.bytes -= int64(len(segs[oldIdx].data))
+		c.bytes -= int64(len(segs[oldIdx].buf.b))
+		segs[oldIdx].buf.release()
 		segs = slices.Delete(segs, oldIdx, oldIdx+1)
 		if len(segs) == 0 {
 			delete(c.objects, oldObj)
@@ -195,7 +231,8 @@ func (c *rangeCache) expire() bool {
 			if s.lastUsed.After(cutoff) {
 				kept = append(kept, s)
 			} else {
-				c.bytes -= int64(len(s.data))
+				c.bytes -= int64(len(s.buf.b))
+				s.buf.release()
 			}
 		}
 		clear(segs[len(kept):])
@@ -225,6 +262,11 @@ func (c *rangeCache) close() {
 	c.closed = true
 	stop, done := c.janitor, c.done
 	c.janitor, c.done = nil, nil
+	for _, segs := range c.objects {
+		for _, s := range segs {
+			s.buf.release()
+		}
+	}
 	c.objects = map[string][]*segment{}
 	c.bytes = 0
 	c.mu.Unlock()

@@ -138,7 +138,8 @@ func (r *Reader) Prefetch(ctx context.Context, handles ...Handle) error {
 	g.SetLimit(prefetchConcurrency)
 	for _, rg := range planRanges(entries) {
 		g.Go(func() error {
-			_, err := r.fetchRange(ctx, r.backend, false, rg)
+			rd, err := r.fetchRange(ctx, r.backend, false, rg)
+			rd.release() // the cache keeps it
 			return err
 		})
 	}
@@ -181,6 +182,7 @@ func (r *Reader) Read(ctx context.Context, h Handle, fn func(Change) error) erro
 		return err
 	}
 	remote := r.newLoader(r.backend, false, h.Entries)
+	defer remote.close()
 	for _, e := range h.Entries {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -225,7 +227,8 @@ func (r *Reader) emit(cs *format.ChangeSet, e HandleEntry, fn func(Change) error
 
 // loader fetches the planned ranges of one handle's entries from one
 // backend, each range once; a range that failed fails again without a
-// request.
+// request. It holds the ranges it loaded, and the changes decoded from
+// them stay valid, until close.
 type loader struct {
 	r       *Reader
 	backend backends.Backend
@@ -241,8 +244,17 @@ func (r *Reader) newLoader(b backends.Backend, local bool, entries []HandleEntry
 	return &loader{r: r, backend: b, local: local, ranges: ranges, loaded: make(map[int]rangeData, len(ranges)), failed: map[int]error{}}
 }
 
+// close releases the loaded ranges; the change sets decoded from them must
+// not be used after.
+func (l *loader) close() {
+	for i, rd := range l.loaded {
+		rd.release()
+		delete(l.loaded, i)
+	}
+}
+
 // changeSet fetches and decodes the change set of entry e of handle h. The
-// result is valid until the next call.
+// result is valid until the next call, and not after close.
 func (l *loader) changeSet(ctx context.Context, h Handle, e HandleEntry) (*format.ChangeSet, error) {
 	i := findRange(l.ranges, e)
 	if err := l.failed[i]; err != nil {
@@ -319,9 +331,13 @@ func (r *Reader) fetchRange(ctx context.Context, b backends.Backend, local bool,
 			return rangeData{}, err
 		}
 		defer rc.Close()
-		buf := make([]byte, rg.len)
+		rb := newRangeBuf(rg.len)
+		buf := rb.b
 		n, err := io.ReadFull(rc, buf)
 		fetched.Add(int64(n))
+		if err != nil {
+			rb.release()
+		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return rangeData{}, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends after %d: %w",
 				rg.object, rg.len, rg.off, n, format.ErrCorrupt)
@@ -329,7 +345,7 @@ func (r *Reader) fetchRange(ctx context.Context, b backends.Backend, local bool,
 		if err != nil {
 			return rangeData{}, fmt.Errorf("dstl: read %q: %d bytes at offset %d, got %d: %w", rg.object, rg.len, rg.off, n, err)
 		}
-		return rangeData{data: buf, verified: verifyFrames(rg, buf)}, nil
+		return rangeData{data: buf, verified: verifyFrames(rg, buf), buf: rb}, nil
 	})
 	if err == nil && !wasFetched && !local {
 		r.hits.Add(1)
