@@ -161,9 +161,19 @@ const prefetchConcurrency = 8
 // error wrapping ErrInvalidHandle.
 func (r *Reader) Changes(ctx context.Context, h Handle) iter.Seq2[Change, error] {
 	return func(yield func(Change, error) bool) {
-		err := r.Read(ctx, h, func(c Change) error {
-			if !yield(c, nil) {
-				return errStopIteration
+		// The changes go to yield directly, not through Read's fn: one
+		// call per change less.
+		err := r.eachSet(ctx, h, func(cs *format.ChangeSet, e HandleEntry) error {
+			for _, g := range cs.Groups {
+				kg := int(g.KeyGroup)
+				if kg != MetaKeyGroup && !r.groups.Contains(kg) {
+					continue
+				}
+				for _, c := range g.Changes {
+					if !yield(Change{KeyGroup: kg, SequenceNumber: e.SequenceNumber, Data: c}, nil) {
+						return errStopIteration
+					}
+				}
 			}
 			return nil
 		})
@@ -178,6 +188,15 @@ var errStopIteration = errors.New("stop iteration")
 // Read calls fn for each change of the handle, in the order of
 // [Reader.Changes]. An error from fn stops reading and is returned.
 func (r *Reader) Read(ctx context.Context, h Handle, fn func(Change) error) error {
+	return r.eachSet(ctx, h, func(cs *format.ChangeSet, e HandleEntry) error {
+		return r.emit(cs, e, fn)
+	})
+}
+
+// eachSet calls fn with each change set of the handle, decoded whole, in
+// sequence-number order; the set is valid until fn returns. An error from
+// fn stops reading and is returned.
+func (r *Reader) eachSet(ctx context.Context, h Handle, fn func(*format.ChangeSet, HandleEntry) error) error {
 	if err := r.checkHandle(h); err != nil {
 		return err
 	}
@@ -191,7 +210,7 @@ func (r *Reader) Read(ctx context.Context, h Handle, fn func(Change) error) erro
 		if err != nil {
 			return err
 		}
-		if err := r.emit(cs, e, fn); err != nil {
+		if err := fn(cs, e); err != nil {
 			return err
 		}
 	}

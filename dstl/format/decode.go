@@ -280,7 +280,13 @@ func (d *FrameDecoder) decode(object string, offset int64, frame []byte, copyPay
 			changes = changes[count:]
 		}
 		for j := range g.Changes {
-			n, k := binary.Uvarint(payload[pos:end])
+			var n uint64
+			var k int
+			if pos < end && payload[pos] < 0x80 {
+				n, k = uint64(payload[pos]), 1 // a change under 128 bytes
+			} else {
+				n, k = binary.Uvarint(payload[pos:end])
+			}
 			if k <= 0 || n > uint64(end-pos-k) {
 				return payloadError(object, v, pos, "change %d of group %d (key group %d) has a bad length prefix or overruns the group", j, i, g.KeyGroup)
 			}
