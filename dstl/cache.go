@@ -11,7 +11,9 @@ import (
 // rangeCache keeps byte ranges of objects fetched for reading, so that an
 // object shared by many handles is fetched once. Ranges unused for the idle
 // timeout are dropped by a janitor goroutine that runs only while the cache
-// holds something.
+// holds something. The cache holds a reference to the buffer of each range
+// it keeps ([rangeBuf]); every rangeData it hands out carries a reference
+// of its own, which the receiver releases when done with the bytes.
 type rangeCache struct {
 	idle  time.Duration
 	limit int64 // bytes
@@ -28,8 +30,37 @@ type rangeCache struct {
 
 type segment struct {
 	off      int64
-	data     []byte
+	buf      *rangeBuf
+	verified frameSet
 	lastUsed time.Time
+}
+
+// frameSet holds the frames of a fetched range whose length field and
+// CRC32C were verified when it was fetched ([format.VerifyFrame]): frame
+// offset in the object to frame length. It does not change once cached.
+type frameSet map[int64]int64
+
+// has reports whether the frame of length n at off was verified.
+func (s frameSet) has(off, n int64) bool {
+	m, ok := s[off]
+	return ok && m == n
+}
+
+// rangeData is a fetched range: its bytes, its verified frames and a
+// reference to the buffer that holds them, to release once the bytes are
+// no longer used.
+type rangeData struct {
+	data     []byte
+	verified frameSet
+	buf      *rangeBuf
+}
+
+// release drops the reference to the buffer; the bytes must not be used
+// after.
+func (d rangeData) release() {
+	if d.buf != nil {
+		d.buf.release()
+	}
 }
 
 type rangeKey struct {
@@ -41,8 +72,12 @@ type rangeKey struct {
 // wait for instead of fetching again.
 type fetchCall struct {
 	done chan struct{}
-	data []byte
+	data rangeData
 	err  error
+	// waiters is the number of callers waiting for the fetch; when it
+	// ends, each gets a reference to the buffer. ended is set then.
+	waiters int
+	ended   bool
 }
 
 // defaultCacheLimit bounds the bytes a reader's cache keeps: past it, the
@@ -53,25 +88,29 @@ func newRangeCache(idle time.Duration, limit int64) *rangeCache {
 	return &rangeCache{idle: idle, limit: limit, now: time.Now, objects: map[string][]*segment{}, inflight: map[rangeKey]*fetchCall{}}
 }
 
-// get returns n bytes of object from off if a cached range covers them.
-func (c *rangeCache) get(object string, off, n int64) ([]byte, bool) {
+// get returns n bytes of object from off if a cached range covers them,
+// with the verified frames of that range.
+func (c *rangeCache) get(object string, off, n int64) (rangeData, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.objects[object] {
-		if off >= s.off && off+n <= s.off+int64(len(s.data)) {
+		if off >= s.off && off+n <= s.off+int64(len(s.buf.b)) {
 			s.lastUsed = c.now()
-			return s.data[off-s.off : off-s.off+n : off-s.off+n], true
+			s.buf.retain()
+			return rangeData{data: s.buf.b[off-s.off : off-s.off+n : off-s.off+n], verified: s.verified, buf: s.buf}, true
 		}
 	}
-	return nil, false
+	return rangeData{}, false
 }
 
 // fetch returns n bytes of object from off, from the cache or by calling
-// load once however many callers ask at the same time. fetched reports
-// whether this call loaded the bytes. A caller waiting for another's load
-// stops when its own ctx ends, and loads again itself if the other's failed
-// only because the other's context ended.
-func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, load func(context.Context) ([]byte, error)) (data []byte, fetched bool, err error) {
+// load once however many callers ask at the same time; the caller releases
+// what it gets. load returns the bytes with one reference, which the
+// caller that loaded gets. fetched reports whether this call loaded the
+// bytes. A caller waiting for another's load stops when its own ctx ends,
+// and loads again itself if the other's failed only because the other's
+// context ended.
+func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, load func(context.Context) (rangeData, error)) (data rangeData, fetched bool, err error) {
 	for {
 		if d, ok := c.get(object, off, n); ok {
 			return d, false, nil
@@ -82,11 +121,19 @@ func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, loa
 		if !ok {
 			break // with c.mu held: this caller loads
 		}
+		call.waiters++
 		c.mu.Unlock()
 		select {
 		case <-call.done:
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			c.mu.Lock()
+			if call.ended {
+				call.data.release() // the reference the load gave this waiter
+			} else {
+				call.waiters--
+			}
+			c.mu.Unlock()
+			return rangeData{}, false, ctx.Err()
 		}
 		if call.err != nil && (errors.Is(call.err, context.Canceled) || errors.Is(call.err, context.DeadlineExceeded)) && ctx.Err() == nil {
 			continue
@@ -101,9 +148,16 @@ func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, loa
 	call.data, call.err = load(ctx)
 	c.mu.Lock()
 	delete(c.inflight, key)
-	if call.err == nil && !c.closed && c.idle > 0 && int64(len(call.data)) <= c.limit {
-		c.objects[object] = append(c.objects[object], &segment{off: off, data: call.data, lastUsed: c.now()})
-		c.bytes += int64(len(call.data))
+	call.ended = true
+	if call.err == nil {
+		for range call.waiters {
+			call.data.buf.retain()
+		}
+	}
+	if call.err == nil && !c.closed && c.idle > 0 && int64(len(call.data.data)) <= c.limit {
+		call.data.buf.retain()
+		c.objects[object] = append(c.objects[object], &segment{off: off, buf: call.data.buf, verified: call.data.verified, lastUsed: c.now()})
+		c.bytes += int64(len(call.data.data))
 		c.evictLocked()
 		c.startJanitorLocked()
 	}
@@ -154,7 +208,8 @@ func (c *rangeCache) evictLocked() {
 			return
 		}
 		segs := c.objects[oldObj]
-		c.bytes -= int64(len(segs[oldIdx].data))
+		c.bytes -= int64(len(segs[oldIdx].buf.b))
+		segs[oldIdx].buf.release()
 		segs = slices.Delete(segs, oldIdx, oldIdx+1)
 		if len(segs) == 0 {
 			delete(c.objects, oldObj)
@@ -176,7 +231,8 @@ func (c *rangeCache) expire() bool {
 			if s.lastUsed.After(cutoff) {
 				kept = append(kept, s)
 			} else {
-				c.bytes -= int64(len(s.data))
+				c.bytes -= int64(len(s.buf.b))
+				s.buf.release()
 			}
 		}
 		clear(segs[len(kept):])
@@ -206,6 +262,11 @@ func (c *rangeCache) close() {
 	c.closed = true
 	stop, done := c.janitor, c.done
 	c.janitor, c.done = nil, nil
+	for _, segs := range c.objects {
+		for _, s := range segs {
+			s.buf.release()
+		}
+	}
 	c.objects = map[string][]*segment{}
 	c.bytes = 0
 	c.mu.Unlock()

@@ -94,14 +94,26 @@ func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Hand
 		return rep, err
 	}
 	locals := r.newLoader(r.local, true, local.Entries)
+	defer locals.close()
 	// The backend is asked only for what fell back: the entries of a local
 	// range that could not be read, planned together, or the one entry
 	// whose copy is damaged.
 	fallbacks := map[int]*loader{} // by index in locals.ranges
+	var singles []*loader          // of entries whose local copy is damaged
+	defer func() {
+		for _, l := range fallbacks {
+			l.close()
+		}
+		for _, l := range singles {
+			l.close()
+		}
+	}()
 	remoteLoader := func(e, le HandleEntry) *loader {
 		k := findRange(locals.ranges, le)
 		if locals.failed[k] == nil {
-			return r.newLoader(r.backend, false, []HandleEntry{e})
+			l := r.newLoader(r.backend, false, []HandleEntry{e})
+			singles = append(singles, l)
+			return l
 		}
 		if l := fallbacks[k]; l != nil {
 			return l

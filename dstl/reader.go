@@ -138,7 +138,8 @@ func (r *Reader) Prefetch(ctx context.Context, handles ...Handle) error {
 	g.SetLimit(prefetchConcurrency)
 	for _, rg := range planRanges(entries) {
 		g.Go(func() error {
-			_, err := r.fetchRange(ctx, r.backend, false, rg)
+			rd, err := r.fetchRange(ctx, r.backend, false, rg)
+			rd.release() // the cache keeps it
 			return err
 		})
 	}
@@ -160,9 +161,19 @@ const prefetchConcurrency = 8
 // error wrapping ErrInvalidHandle.
 func (r *Reader) Changes(ctx context.Context, h Handle) iter.Seq2[Change, error] {
 	return func(yield func(Change, error) bool) {
-		err := r.Read(ctx, h, func(c Change) error {
-			if !yield(c, nil) {
-				return errStopIteration
+		// The changes go to yield directly, not through Read's fn: one
+		// call per change less.
+		err := r.eachSet(ctx, h, func(cs *format.ChangeSet, e HandleEntry) error {
+			for _, g := range cs.Groups {
+				kg := int(g.KeyGroup)
+				if kg != MetaKeyGroup && !r.groups.Contains(kg) {
+					continue
+				}
+				for _, c := range g.Changes {
+					if !yield(Change{KeyGroup: kg, SequenceNumber: e.SequenceNumber, Data: c}, nil) {
+						return errStopIteration
+					}
+				}
 			}
 			return nil
 		})
@@ -177,10 +188,20 @@ var errStopIteration = errors.New("stop iteration")
 // Read calls fn for each change of the handle, in the order of
 // [Reader.Changes]. An error from fn stops reading and is returned.
 func (r *Reader) Read(ctx context.Context, h Handle, fn func(Change) error) error {
+	return r.eachSet(ctx, h, func(cs *format.ChangeSet, e HandleEntry) error {
+		return r.emit(cs, e, fn)
+	})
+}
+
+// eachSet calls fn with each change set of the handle, decoded whole, in
+// sequence-number order; the set is valid until fn returns. An error from
+// fn stops reading and is returned.
+func (r *Reader) eachSet(ctx context.Context, h Handle, fn func(*format.ChangeSet, HandleEntry) error) error {
 	if err := r.checkHandle(h); err != nil {
 		return err
 	}
 	remote := r.newLoader(r.backend, false, h.Entries)
+	defer remote.close()
 	for _, e := range h.Entries {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -189,7 +210,7 @@ func (r *Reader) Read(ctx context.Context, h Handle, fn func(Change) error) erro
 		if err != nil {
 			return err
 		}
-		if err := r.emit(cs, e, fn); err != nil {
+		if err := fn(cs, e); err != nil {
 			return err
 		}
 	}
@@ -225,47 +246,63 @@ func (r *Reader) emit(cs *format.ChangeSet, e HandleEntry, fn func(Change) error
 
 // loader fetches the planned ranges of one handle's entries from one
 // backend, each range once; a range that failed fails again without a
-// request.
+// request. It holds the ranges it loaded, and the changes decoded from
+// them stay valid, until close.
 type loader struct {
 	r       *Reader
 	backend backends.Backend
 	local   bool
 	ranges  []fetchRange
-	loaded  map[int][]byte // by index in ranges
+	loaded  map[int]rangeData // by index in ranges
 	failed  map[int]error
 	dec     format.FrameDecoder
 }
 
 func (r *Reader) newLoader(b backends.Backend, local bool, entries []HandleEntry) *loader {
 	ranges := planRanges(entries)
-	return &loader{r: r, backend: b, local: local, ranges: ranges, loaded: make(map[int][]byte, len(ranges)), failed: map[int]error{}}
+	return &loader{r: r, backend: b, local: local, ranges: ranges, loaded: make(map[int]rangeData, len(ranges)), failed: map[int]error{}}
+}
+
+// close releases the loaded ranges; the change sets decoded from them must
+// not be used after.
+func (l *loader) close() {
+	for i, rd := range l.loaded {
+		rd.release()
+		delete(l.loaded, i)
+	}
 }
 
 // changeSet fetches and decodes the change set of entry e of handle h. The
-// result is valid until the next call.
+// result is valid until the next call, and not after close.
 func (l *loader) changeSet(ctx context.Context, h Handle, e HandleEntry) (*format.ChangeSet, error) {
 	i := findRange(l.ranges, e)
 	if err := l.failed[i]; err != nil {
 		return nil, err
 	}
-	data, ok := l.loaded[i]
+	rd, ok := l.loaded[i]
 	if !ok {
 		var err error
-		if data, err = l.r.fetchRange(ctx, l.backend, l.local, l.ranges[i]); err != nil {
+		if rd, err = l.r.fetchRange(ctx, l.backend, l.local, l.ranges[i]); err != nil {
 			l.failed[i] = err
 			return nil, err
 		}
-		l.loaded[i] = data
+		l.loaded[i] = rd
 	} else if !l.local {
 		l.r.hits.Add(1)
 	}
 	rg := l.ranges[i]
-	frame := data[e.Offset-rg.off : e.Offset-rg.off+e.Length]
+	frame := rd.data[e.Offset-rg.off : e.Offset-rg.off+e.Length]
 	if !l.local {
 		l.r.needed.Add(e.Length)
 	}
-	// The changes alias the fetched range, which no one changes.
-	cs, err := l.dec.Decode(e.Object, e.Offset, frame)
+	// The changes alias the fetched range, which no one changes; its
+	// frames' checksums were verified as it was fetched (the others'
+	// are verified now).
+	decode := l.dec.Decode
+	if rd.verified.has(e.Offset, e.Length) {
+		decode = l.dec.DecodeVerified
+	}
+	cs, err := decode(e.Object, e.Offset, frame)
 	if err != nil {
 		return nil, fmt.Errorf("dstl: read change set %d of log %s: %w", e.SequenceNumber, h.LogID, err)
 	}
@@ -280,20 +317,24 @@ func (l *loader) changeSet(ctx context.Context, h Handle, e HandleEntry) (*forma
 // the names of the objects they copy.
 const localCacheKey = "\x00local\x00"
 
-// fetchRange returns the bytes of a range, from the cache or from b.
-func (r *Reader) fetchRange(ctx context.Context, b backends.Backend, local bool, rg fetchRange) ([]byte, error) {
+// fetchRange returns the bytes of a range, from the cache or from b. The
+// frames of a range fetched from b are verified ([format.VerifyFrame]) at
+// once, by the goroutine that fetched it: a prefetch checks the ranges it
+// fetches in parallel, while their bytes are fresh in the processor's
+// caches.
+func (r *Reader) fetchRange(ctx context.Context, b backends.Backend, local bool, rg fetchRange) (rangeData, error) {
 	key := rg.object
 	requests, fetched := &r.requests, &r.fetched
 	if local {
 		key = localCacheKey + rg.object
 		requests, fetched = &r.localRequests, &r.localFetched
 	}
-	data, wasFetched, err := r.cache.fetch(ctx, key, rg.off, rg.len, func(ctx context.Context) ([]byte, error) {
+	data, wasFetched, err := r.cache.fetch(ctx, key, rg.off, rg.len, func(ctx context.Context) (rangeData, error) {
 		probe := false
 		if !local {
 			var err error
 			if probe, err = r.admit(rg.object); err != nil {
-				return nil, err
+				return rangeData{}, err
 			}
 		}
 		requests.Add(1)
@@ -302,24 +343,28 @@ func (r *Reader) fetchRange(ctx context.Context, b backends.Backend, local bool,
 			r.noteAnswer(ctx, probe, err)
 		}
 		if errors.Is(err, backends.ErrInvalidRange) {
-			return nil, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends before: %w",
+			return rangeData{}, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends before: %w",
 				rg.object, rg.len, rg.off, errors.Join(format.ErrCorrupt, err))
 		}
 		if err != nil {
-			return nil, err
+			return rangeData{}, err
 		}
 		defer rc.Close()
-		buf := make([]byte, rg.len)
+		rb := newRangeBuf(rg.len)
+		buf := rb.b
 		n, err := io.ReadFull(rc, buf)
 		fetched.Add(int64(n))
+		if err != nil {
+			rb.release()
+		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends after %d: %w",
+			return rangeData{}, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends after %d: %w",
 				rg.object, rg.len, rg.off, n, format.ErrCorrupt)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("dstl: read %q: %d bytes at offset %d, got %d: %w", rg.object, rg.len, rg.off, n, err)
+			return rangeData{}, fmt.Errorf("dstl: read %q: %d bytes at offset %d, got %d: %w", rg.object, rg.len, rg.off, n, err)
 		}
-		return buf, nil
+		return rangeData{data: buf, verified: verifyFrames(rg, buf), buf: rb}, nil
 	})
 	if err == nil && !wasFetched && !local {
 		r.hits.Add(1)
@@ -375,6 +420,26 @@ func (r *Reader) noteAnswer(ctx context.Context, probe bool, err error) {
 type fetchRange struct {
 	object   string
 	off, len int64
+	frames   []frameSpan // the entries' frames in the range, by offset
+}
+
+// frameSpan is where a frame is in its object.
+type frameSpan struct{ off, len int64 }
+
+// verifyFrames returns the frames of rg that pass [format.VerifyFrame] in
+// data, the bytes of rg. The others are left to the decoder, which fails
+// on them with the error that names what is wrong.
+func verifyFrames(rg fetchRange, data []byte) frameSet {
+	ok := make(frameSet, len(rg.frames))
+	for _, f := range rg.frames {
+		if f.off < rg.off || f.off+f.len > rg.off+int64(len(data)) {
+			continue
+		}
+		if format.VerifyFrame(rg.object, f.off, data[f.off-rg.off:f.off-rg.off+f.len]) == nil {
+			ok[f.off] = f.len
+		}
+	}
+	return ok
 }
 
 // findRange returns the index of the planned range that holds the entry:
@@ -398,17 +463,29 @@ func planRanges(entries []HandleEntry) []fetchRange {
 		rs = append(rs, fetchRange{object: e.Object, off: e.Offset, len: e.Length})
 	}
 	slices.SortFunc(rs, func(a, b fetchRange) int {
-		return cmp.Or(cmp.Compare(a.object, b.object), cmp.Compare(a.off, b.off))
+		return cmp.Or(cmp.Compare(a.object, b.object), cmp.Compare(a.off, b.off), cmp.Compare(a.len, b.len))
 	})
 	out := rs[:0]
+	var frames []frameSpan // of out[len(out)-1]
 	for _, rg := range rs {
+		f := frameSpan{rg.off, rg.len}
 		if n := len(out); n > 0 && out[n-1].object == rg.object &&
 			(rg.off < out[n-1].off+out[n-1].len || rg.off == out[n-1].off+out[n-1].len && out[n-1].len+rg.len <= maxCoalesced) {
 			last := &out[n-1]
 			last.len = max(last.len, rg.off+rg.len-last.off)
+			if frames[len(frames)-1] != f { // the same entry in several handles is verified once
+				frames = append(frames, f)
+			}
 			continue
 		}
+		if n := len(out); n > 0 {
+			out[n-1].frames = slices.Clip(frames)
+		}
+		frames = []frameSpan{f}
 		out = append(out, rg)
+	}
+	if n := len(out); n > 0 {
+		out[n-1].frames = slices.Clip(frames)
 	}
 	return out
 }

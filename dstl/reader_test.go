@@ -370,3 +370,58 @@ func TestReaderUnansweredHoldProbe(t *testing.T) {
 		t.Errorf("read after an answered probe: %v", err)
 	}
 }
+
+// TestReaderPrefetchedDamagedFrame: a prefetch verifies the frames of the
+// ranges it fetches; a damaged frame in a shared range still fails the
+// read of its handle, with the error a read without prefetch gives, and
+// the other handles of the range read whole.
+func TestReaderPrefetchedDamagedFrame(t *testing.T) {
+	b, _, _, hs := manyWritersOneObject(t)
+	e := hs[7].Entries[0]
+	data, _ := b.ObjectBytes(e.Object)
+	data = append([]byte(nil), data...)
+	data[e.Offset+e.Length/2] ^= 0x08
+	b.SetObjectBytes(e.Object, data)
+
+	readAll := func(r *dstl.Reader, h dstl.Handle) ([]string, error) {
+		var got []string
+		err := r.Read(context.Background(), h, func(c dstl.Change) error {
+			got = append(got, string(c.Data))
+			return nil
+		})
+		return got, err
+	}
+	plain, _ := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 127}, time.Minute)
+	defer plain.Close()
+	_, wantErr := readAll(plain, hs[7])
+	if !errors.Is(wantErr, format.ErrChecksum) {
+		t.Fatalf("read without prefetch: %v, want a checksum error", wantErr)
+	}
+
+	r, _ := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 127}, time.Minute)
+	defer r.Close()
+	if err := r.Prefetch(context.Background(), hs...); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(r, hs[7])
+	if len(got) != 0 || err == nil || err.Error() != wantErr.Error() || !errors.Is(err, format.ErrChecksum) {
+		t.Fatalf("read after prefetch: %d changes, %v; want none and %v", len(got), err, wantErr)
+	}
+	var fe *format.Error
+	if !errors.As(err, &fe) || fe.Object != e.Object || fe.Offset != e.Offset+e.Length-format.FrameCRCSize {
+		t.Fatalf("error %v does not name the frame's checksum in %s at %d", err, e.Object, e.Offset+e.Length-format.FrameCRCSize)
+	}
+	for _, i := range []int{6, 8} {
+		got, err := readAll(r, hs[i])
+		if err != nil {
+			t.Fatalf("handle %d: %v", i, err)
+		}
+		want := strings.Repeat(string(rune('a'+i%26)), 100)
+		if len(got) != 100 || got[0] != want || got[99] != want {
+			t.Fatalf("handle %d: %d changes, first %q", i, len(got), got[0])
+		}
+	}
+	if st := r.Stats(); st.Requests != 1 {
+		t.Fatalf("%d requests, want 1 (the prefetch)", st.Requests)
+	}
+}

@@ -150,7 +150,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 func (d *bucket) makeClient(cfg Config) error {
 	hc := cfg.HTTPClient
 	if hc == nil {
-		d.transport = http.DefaultTransport.(*http.Transport).Clone()
+		d.transport = driver.NewHTTPTransport()
 		hc = &http.Client{Transport: driver.Transport(d.transport, cfg.Request.ResponseTimeout)}
 	}
 	opts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{

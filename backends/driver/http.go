@@ -160,6 +160,22 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// IdleConnsPerHost is how many idle connections to one host the
+// transports of [NewHTTPTransport] keep for reuse. net/http keeps 2 by
+// default, so that every burst of more concurrent requests (a reader
+// fetches several ranges at once) closed the connections past the second
+// at its end and dialled them anew at the next burst.
+const IdleConnsPerHost = 64
+
+// NewHTTPTransport returns a copy of [http.DefaultTransport] that keeps up
+// to [IdleConnsPerHost] idle connections per host: the transport of a
+// driver that makes its own.
+func NewHTTPTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, IdleConnsPerHost)
+	return t
+}
+
 // Transport wraps rt, the HTTP transport of a driver's SDK client, with
 // [ResponseTimeout] (d) and [CountSent]: an answer that never comes fails
 // its request after d, and the bytes of every request body are reported

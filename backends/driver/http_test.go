@@ -205,3 +205,16 @@ func TestTransportCases(t *testing.T) {
 		}
 	}
 }
+
+func TestNewHTTPTransportKeepsIdleConnections(t *testing.T) {
+	tr := NewHTTPTransport()
+	if tr.MaxIdleConnsPerHost != IdleConnsPerHost {
+		t.Fatalf("MaxIdleConnsPerHost = %d, want %d", tr.MaxIdleConnsPerHost, IdleConnsPerHost)
+	}
+	if d := http.DefaultTransport.(*http.Transport); d.MaxIdleConnsPerHost == IdleConnsPerHost || tr == d {
+		t.Fatalf("NewHTTPTransport changed http.DefaultTransport")
+	}
+	if tr.MaxIdleConns < IdleConnsPerHost && tr.MaxIdleConns != 0 {
+		t.Fatalf("MaxIdleConns = %d bounds the idle connections per host below %d", tr.MaxIdleConns, IdleConnsPerHost)
+	}
+}

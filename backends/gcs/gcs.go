@@ -142,7 +142,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 			// No credentials: a transport of our own, whose idle
 			// connections Close closes, with a bound on the wait for
 			// each answer.
-			d.transport = http.DefaultTransport.(*http.Transport).Clone()
+			d.transport = driver.NewHTTPTransport()
 			opts = append(opts, option.WithoutAuthentication(),
 				option.WithHTTPClient(&http.Client{Transport: driver.Transport(d.transport, cfg.headerTimeout())}))
 		}

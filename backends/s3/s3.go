@@ -180,7 +180,7 @@ func newClient(ctx context.Context, cfg Config) (*awss3.Client, *http.Transport,
 	if bc, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok {
 		tr = bc.GetTransport() // a copy, with the CA bundle's roots when one is set
 	} else {
-		tr = http.DefaultTransport.(*http.Transport).Clone()
+		tr = driver.NewHTTPTransport()
 		if bundle := os.Getenv("AWS_CA_BUNDLE"); bundle != "" {
 			if err := addCABundle(tr, bundle); err != nil {
 				return nil, nil, err

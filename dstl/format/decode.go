@@ -33,27 +33,54 @@ type frameView struct {
 	payOff  int64  // absolute offset of the stored payload
 }
 
-// parseFrame checks a frame's length, CRC32C, header and directory. frame
-// must be exactly the frame's bytes; offset is its offset in the object.
-func parseFrame(object string, offset int64, frame []byte) (frameView, error) {
-	var v frameView
+// checkFrameLength checks that a frame's length field matches its bytes.
+func checkFrameLength(object string, offset int64, frame []byte) error {
 	if len(frame) < 4 {
-		return v, errorf(object, offset, ErrCorrupt, "frame truncated to %d bytes, shorter than its length field", len(frame))
+		return errorf(object, offset, ErrCorrupt, "frame truncated to %d bytes, shorter than its length field", len(frame))
 	}
 	n := binary.LittleEndian.Uint32(frame)
 	switch {
 	case n < MinFrameSize || n > MaxFrameSize:
-		return v, errorf(object, offset, ErrCorrupt, "frame length %d out of range [%d, %d]", n, MinFrameSize, MaxFrameSize)
+		return errorf(object, offset, ErrCorrupt, "frame length %d out of range [%d, %d]", n, MinFrameSize, MaxFrameSize)
 	case uint64(n) > uint64(len(frame)):
-		return v, errorf(object, offset, ErrCorrupt, "frame truncated: length field says %d bytes, have %d", n, len(frame))
+		return errorf(object, offset, ErrCorrupt, "frame truncated: length field says %d bytes, have %d", n, len(frame))
 	case uint64(n) < uint64(len(frame)):
-		return v, errorf(object, offset, ErrCorrupt, "frame length field says %d bytes, but the frame is %d bytes", n, len(frame))
+		return errorf(object, offset, ErrCorrupt, "frame length field says %d bytes, but the frame is %d bytes", n, len(frame))
+	}
+	return nil
+}
+
+// VerifyFrame checks a frame's length field and CRC32C, the first checks
+// of [DecodeFrame], and returns the error DecodeFrame would return for
+// them. frame must be exactly the frame's bytes and offset its offset in
+// the object; object and offset serve error messages. A frame that passed
+// can be decoded by [FrameDecoder.DecodeVerified] while its bytes stay
+// unchanged.
+func VerifyFrame(object string, offset int64, frame []byte) error {
+	if err := checkFrameLength(object, offset, frame); err != nil {
+		return err
 	}
 	crcAt := len(frame) - FrameCRCSize
 	want := binary.LittleEndian.Uint32(frame[crcAt:])
 	if got := crc32.Checksum(frame[:crcAt], castagnoli); got != want {
-		return v, errorf(object, offset+int64(crcAt), ErrChecksum, "frame CRC32C is %#08x, computed %#08x over %d bytes from offset %d", want, got, crcAt, offset)
+		return errorf(object, offset+int64(crcAt), ErrChecksum, "frame CRC32C is %#08x, computed %#08x over %d bytes from offset %d", want, got, crcAt, offset)
 	}
+	return nil
+}
+
+// parseFrame checks a frame's length, CRC32C (unless verified says that
+// [VerifyFrame] passed on these bytes), header and directory. frame must be
+// exactly the frame's bytes; offset is its offset in the object.
+func parseFrame(object string, offset int64, frame []byte, verified bool) (frameView, error) {
+	var v frameView
+	check := VerifyFrame
+	if verified {
+		check = checkFrameLength
+	}
+	if err := check(object, offset, frame); err != nil {
+		return v, err
+	}
+	crcAt := len(frame) - FrameCRCSize
 
 	if frame[frameOffVersion] != Version {
 		return v, errorf(object, offset+frameOffVersion, ErrVersion, "frame version %d, this reader supports %d", frame[frameOffVersion], Version)
@@ -129,7 +156,7 @@ func parseFrame(object string, offset int64, frame []byte) (frameView, error) {
 // frame must be exactly the frame's bytes and offset its offset in the
 // object; object and offset serve error messages.
 func ReadFrameHeader(object string, offset int64, frame []byte) (*FrameHeader, error) {
-	v, err := parseFrame(object, offset, frame)
+	v, err := parseFrame(object, offset, frame, false)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +187,7 @@ func ReadFrameHeader(object string, offset int64, frame []byte) (*FrameHeader, e
 // share one newly allocated buffer and never alias frame.
 func DecodeFrame(object string, offset int64, frame []byte) (*ChangeSet, error) {
 	var d FrameDecoder
-	if err := d.decode(object, offset, frame, true); err != nil {
+	if err := d.decode(object, offset, frame, true, false); err != nil {
 		return nil, err
 	}
 	return &d.cs, nil
@@ -178,14 +205,25 @@ type FrameDecoder struct {
 // Decode decodes one frame (see [DecodeFrame]). The change set returned is
 // valid while frame is not changed and until the next Decode.
 func (d *FrameDecoder) Decode(object string, offset int64, frame []byte) (*ChangeSet, error) {
-	if err := d.decode(object, offset, frame, false); err != nil {
+	if err := d.decode(object, offset, frame, false, false); err != nil {
 		return nil, err
 	}
 	return &d.cs, nil
 }
 
-func (d *FrameDecoder) decode(object string, offset int64, frame []byte, copyPayload bool) error {
-	v, err := parseFrame(object, offset, frame)
+// DecodeVerified decodes a frame that passed [VerifyFrame] and has not
+// changed since, as Decode does but without computing its CRC32C again:
+// a reader that verified the frames of a fetched range at once, in
+// parallel, decodes them later. Every other check of Decode is made.
+func (d *FrameDecoder) DecodeVerified(object string, offset int64, frame []byte) (*ChangeSet, error) {
+	if err := d.decode(object, offset, frame, false, true); err != nil {
+		return nil, err
+	}
+	return &d.cs, nil
+}
+
+func (d *FrameDecoder) decode(object string, offset int64, frame []byte, copyPayload, verified bool) error {
+	v, err := parseFrame(object, offset, frame, verified)
 	if err != nil {
 		return err
 	}
@@ -242,7 +280,13 @@ func (d *FrameDecoder) decode(object string, offset int64, frame []byte, copyPay
 			changes = changes[count:]
 		}
 		for j := range g.Changes {
-			n, k := binary.Uvarint(payload[pos:end])
+			var n uint64
+			var k int
+			if pos < end && payload[pos] < 0x80 {
+				n, k = uint64(payload[pos]), 1 // a change under 128 bytes
+			} else {
+				n, k = binary.Uvarint(payload[pos:end])
+			}
 			if k <= 0 || n > uint64(end-pos-k) {
 				return payloadError(object, v, pos, "change %d of group %d (key group %d) has a bad length prefix or overruns the group", j, i, g.KeyGroup)
 			}

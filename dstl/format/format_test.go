@@ -410,6 +410,10 @@ func TestFlippedBytes(t *testing.T) {
 			}
 			_, err = ReadFrameHeader("o", f0.Offset, d)
 			checkErr(t, err, "o", ErrChecksum)
+			fe = checkErr(t, VerifyFrame("o", f0.Offset, d), "o", ErrChecksum)
+			if fe.Offset != f0.Offset+f0.Length-FrameCRCSize {
+				t.Fatalf("VerifyFrame, flip at %d: offset %d", i, fe.Offset)
+			}
 		}
 	}
 }
@@ -541,6 +545,17 @@ func TestLyingFrames(t *testing.T) {
 			runtime.ReadMemStats(&before)
 			cs, err := DecodeFrame("liar", base, tc.frame)
 			runtime.ReadMemStats(&after)
+			// A frame whose checksum was verified apart gets the same
+			// error from DecodeVerified; one that fails VerifyFrame gets
+			// it from VerifyFrame.
+			var d FrameDecoder
+			verr := VerifyFrame("liar", base, tc.frame)
+			if verr == nil {
+				_, verr = d.DecodeVerified("liar", base, tc.frame)
+			}
+			if fmt.Sprint(verr) != fmt.Sprint(err) {
+				t.Errorf("VerifyFrame then DecodeVerified: %v; DecodeFrame: %v", verr, err)
+			}
 			if tc.offset < 0 {
 				if err != nil {
 					t.Fatalf("valid frame: %v", err)

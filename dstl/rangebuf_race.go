@@ -1,0 +1,5 @@
+//go:build race
+
+package dstl
+
+func init() { poisonReleased = true }
