@@ -154,10 +154,10 @@ func (c *rangeCache) fetch(ctx context.Context, object string, off, n int64, loa
 			call.data.buf.retain()
 		}
 	}
-	if call.err == nil && !c.closed && c.idle > 0 && int64(len(call.data.data)) <= c.limit {
+	if call.err == nil && !c.closed && c.idle > 0 && call.data.buf.held() <= c.limit {
 		call.data.buf.retain()
 		c.objects[object] = append(c.objects[object], &segment{off: off, buf: call.data.buf, verified: call.data.verified, lastUsed: c.now()})
-		c.bytes += int64(len(call.data.data))
+		c.bytes += call.data.buf.held()
 		c.evictLocked()
 		c.startJanitorLocked()
 	}
@@ -208,7 +208,7 @@ func (c *rangeCache) evictLocked() {
 			return
 		}
 		segs := c.objects[oldObj]
-		c.bytes -= int64(len(segs[oldIdx].buf.b))
+		c.bytes -= segs[oldIdx].buf.held()
 		segs[oldIdx].buf.release()
 		segs = slices.Delete(segs, oldIdx, oldIdx+1)
 		if len(segs) == 0 {
@@ -231,7 +231,7 @@ func (c *rangeCache) expire() bool {
 			if s.lastUsed.After(cutoff) {
 				kept = append(kept, s)
 			} else {
-				c.bytes -= int64(len(s.buf.b))
+				c.bytes -= s.buf.held()
 				s.buf.release()
 			}
 		}

@@ -19,6 +19,10 @@ type rangeBuf struct {
 	refs  atomic.Int32
 }
 
+// held is the memory the buffer takes, which the cache's limit counts:
+// its capacity (a pooled buffer is rounded up to its size class).
+func (b *rangeBuf) held() int64 { return int64(cap(b.b)) }
+
 // Size classes of pooled buffers: four per power of two, from
 // minPooledRange to maxCoalesced, so that a buffer wastes at most a
 // quarter of its size.

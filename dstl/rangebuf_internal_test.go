@@ -219,3 +219,33 @@ func TestReadKeepsEvictedRange(t *testing.T) {
 		t.Fatalf("%d requests, want 3", st.Requests)
 	}
 }
+
+// TestRangeCacheCountsHeldMemory: the cache's limit counts the memory its
+// ranges hold, a pooled buffer's whole size class, not the bytes asked.
+func TestRangeCacheCountsHeldMemory(t *testing.T) {
+	const n = 600<<10 + 1 // rounded up to a larger class
+	rb := newRangeBuf(n)
+	held := rb.held()
+	rb.release()
+	if held <= n {
+		t.Fatalf("a buffer of %d bytes holds %d", n, held)
+	}
+	for _, tc := range []struct {
+		limit  int64
+		cached int64
+	}{
+		{held, held},
+		{n, 0}, // the range fits by its bytes, not by the memory it holds
+	} {
+		c := newRangeCache(time.Minute, tc.limit)
+		d, _, err := c.fetch(context.Background(), "a", 0, n, loadFilled(n, 'a'))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.release()
+		if got := c.size(); got != tc.cached {
+			t.Errorf("limit %d: %d bytes cached, want %d", tc.limit, got, tc.cached)
+		}
+		c.close()
+	}
+}

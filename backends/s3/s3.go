@@ -179,6 +179,9 @@ func newClient(ctx context.Context, cfg Config) (*awss3.Client, *http.Transport,
 	var tr *http.Transport
 	if bc, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok {
 		tr = bc.GetTransport() // a copy, with the CA bundle's roots when one is set
+		// The SDK's default keeps 10 idle connections per host: a burst
+		// of concurrent ranged reads would dial anew.
+		tr.MaxIdleConnsPerHost = max(tr.MaxIdleConnsPerHost, driver.IdleConnsPerHost)
 	} else {
 		tr = driver.NewHTTPTransport()
 		if bundle := os.Getenv("AWS_CA_BUNDLE"); bundle != "" {

@@ -215,6 +215,9 @@ func (d *FrameDecoder) Decode(object string, offset int64, frame []byte) (*Chang
 // changed since, as Decode does but without computing its CRC32C again:
 // a reader that verified the frames of a fetched range at once, in
 // parallel, decodes them later. Every other check of Decode is made.
+// The caller answers for "has not changed": bytes overwritten after the
+// verification (a buffer released and reused too early) decode without an
+// error, so the memory must be owned until the changes are consumed.
 func (d *FrameDecoder) DecodeVerified(object string, offset int64, frame []byte) (*ChangeSet, error) {
 	if err := d.decode(object, offset, frame, false, true); err != nil {
 		return nil, err
