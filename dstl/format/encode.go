@@ -146,7 +146,9 @@ func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, dirEnd int, payloadSize
 	base := len(dst)
 	need := dirEnd + int(payloadSize) + FrameCRCSize
 	if cap(dst)-base < need {
-		grown := make([]byte, base, base+need+need/8) // headroom: the next frame is often a little larger
+		// Headroom: the next frame is often a little larger; and an
+		// object built in memory grows geometrically, as a slice does.
+		grown := make([]byte, base, max(base+need+need/8, 2*cap(dst)))
 		copy(grown, dst)
 		dst = grown
 	}

@@ -636,3 +636,28 @@ func TestErrorMessage(t *testing.T) {
 	}
 	t.Log(fe)
 }
+
+// TestResetBufferGrowsGeometrically: an object built in memory from a nil
+// buffer grows as a slice does, not by one frame at a time (which copied
+// the object at every frame).
+func TestResetBufferGrowsGeometrically(t *testing.T) {
+	sets := make([]*ChangeSet, 2000)
+	for i := range sets {
+		sets[i] = &ChangeSet{LogID: logID(1), SequenceNumber: uint64(i), Groups: []Group{{KeyGroup: 1, Changes: [][]byte{make([]byte, 1000)}}}}
+	}
+	enc := NewEncoder(nil, EncoderOptions{})
+	allocs := testing.AllocsPerRun(1, func() {
+		enc.ResetBuffer(nil, EncoderOptions{})
+		for _, cs := range sets {
+			if _, err := enc.WriteChangeSet(cs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := enc.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 100 { // about log2(2 MB / 1 KB) growths, and the index
+		t.Errorf("%v allocations for 2000 frames", allocs)
+	}
+}
