@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"slices"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -171,9 +172,11 @@ type storeBase struct {
 
 	mu       sync.Mutex
 	closed   bool
-	buf      []Change
-	describe bool // the next flush appends the store's descriptor first
+	buf      changeBuf // the changes not yet appended to the log
+	describe bool      // the next flush appends the store's descriptor first
 	scratch  []byte
+	// vscratch holds the value encodeLogged encoded last.
+	vscratch []byte
 	// onFlush, when set (by a Checkpointer), learns the bytes appended.
 	onFlush func(n int64)
 	// streamTime is the largest timestamp seen (window and versioned
@@ -258,13 +261,19 @@ func (b *storeBase) TakeChanges() []Change {
 }
 
 func (b *storeBase) takeLocked() []Change {
+	b.bufferStreamTimeLocked()
+	c := b.buf.changes()
+	b.buf.reset()
+	return c
+}
+
+// bufferStreamTimeLocked buffers the stream time when it advanced since it
+// was last logged.
+func (b *storeBase) bufferStreamTimeLocked() {
 	if b.streamTime > b.loggedStreamTime && b.log != nil && b.logging.Load() {
-		b.buf = append(b.buf, Change{KeyGroup: dstl.MetaKeyGroup, Timestamp: b.streamTime, HasTimestamp: true})
+		b.bufferLocked(Change{KeyGroup: dstl.MetaKeyGroup, Timestamp: b.streamTime, HasTimestamp: true})
 		b.loggedStreamTime = b.streamTime
 	}
-	c := b.buf
-	b.buf = nil
-	return c
 }
 
 // Flush appends the buffered changes to the log.
@@ -285,35 +294,37 @@ func (b *storeBase) flushLocked(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("statestore: store %q: not flushed after an earlier error: %w", b.name, b.failed)
 	}
 	if b.log == nil {
-		b.buf = nil
+		b.buf.reset()
 		return 0, nil
 	}
-	changes := b.takeLocked()
+	b.bufferStreamTimeLocked()
 	var n int64
-	if b.describe && (len(changes) > 0) {
+	if b.describe && b.buf.len() > 0 {
 		b.scratch = appendDescriptor(b.scratch[:0], b.name, b.kind, b.version)
 		if err := b.log.AppendMeta(ctx, b.scratch); err != nil {
-			b.buf = append(changes, b.buf...)
 			return 0, fmt.Errorf("statestore: store %q: log descriptor: %w", b.name, err)
 		}
 		n += int64(len(b.scratch))
 		b.describe = false
 	}
-	for i, c := range changes {
+	start := 0
+	for i, e := range b.buf.ents {
 		var err error
-		b.scratch = appendChange(b.scratch[:0], b.name, c)
-		if c.KeyGroup == dstl.MetaKeyGroup {
-			err = b.log.AppendMeta(ctx, b.scratch)
+		entry := b.buf.data[start:e.end]
+		if e.kg == dstl.MetaKeyGroup {
+			err = b.log.AppendMeta(ctx, entry)
 		} else {
-			err = b.log.Append(ctx, c.KeyGroup, b.scratch)
+			err = b.log.Append(ctx, int(e.kg), entry)
 		}
 		if err != nil {
-			b.buf = append(changes[i:len(changes):len(changes)], b.buf...)
+			b.buf.drop(i)
 			b.reportFlush(n)
 			return n, fmt.Errorf("statestore: store %q: log: %w", b.name, err)
 		}
-		n += int64(len(b.scratch))
+		n += int64(len(entry))
+		start = e.end
 	}
+	b.buf.reset()
 	b.reportFlush(n)
 	return n, nil
 }
@@ -327,22 +338,96 @@ func (b *storeBase) reportFlush(n int64) {
 // record buffers a change when logging is on. The caller holds the lock.
 func (b *storeBase) record(c Change) {
 	if b.logging.Load() {
-		b.buf = append(b.buf, c)
+		b.bufferLocked(c)
 	}
+}
+
+// bufferLocked buffers a change for the log, encoded: it keeps none of c's
+// slices. The caller holds the lock.
+func (b *storeBase) bufferLocked(c Change) {
+	b.buf.data = appendChange(b.buf.data, b.name, c)
+	b.buf.ents = append(b.buf.ents, bufEntry{kg: int32(c.KeyGroup), end: len(b.buf.data)})
 }
 
 // encodeLogged decides, with the store's lock held, whether a put is
 // logged, and then encodes its value. The caller buffers the change (with
-// b.buf) exactly when on, whatever SetLogging does meanwhile, so that a
-// logged put always carries its value.
+// bufferLocked) exactly when on, whatever SetLogging does meanwhile, so
+// that a logged put always carries its value. The encoding is the store's
+// scratch: valid until the next call, which is why the caller buffers it
+// before it releases the lock.
 func encodeLogged[V any](b *storeBase, vc Codec[V], v V) (vb []byte, on bool, err error) {
 	if !b.logging.Load() {
 		return nil, false, nil
 	}
-	if vb, err = vc.Encode(nil, v); err != nil {
+	if vb, err = vc.Encode(b.vscratch[:0], v); err != nil {
 		return nil, false, fmt.Errorf("statestore: store %q: value: %w", b.name, err)
 	}
+	b.vscratch = vb
 	return vb, true, nil
+}
+
+// changeBuf holds the changes buffered for the log, each encoded as its log
+// entry (appendChange), one after another in data, so that buffering a
+// change allocates nothing once the buffer has grown. Flushing appends the
+// entries (the log's writer copies them) and reuses the buffer.
+type changeBuf struct {
+	data []byte
+	ents []bufEntry
+}
+
+// bufEntry is a buffered entry: its key group and where it ends in data
+// (it starts where the one before it ends).
+type bufEntry struct {
+	kg  int32
+	end int
+}
+
+// maxKeptBuf is the capacity of a change buffer kept for reuse after a
+// flush: a larger one, grown by a burst of changes, is let go.
+const maxKeptBuf = 4 << 20
+
+func (c *changeBuf) len() int { return len(c.ents) }
+
+// reset empties the buffer, keeping its memory unless it grew large.
+func (c *changeBuf) reset() {
+	if cap(c.data) > maxKeptBuf {
+		c.data, c.ents = nil, nil
+		return
+	}
+	c.data, c.ents = c.data[:0], c.ents[:0]
+}
+
+// drop forgets the first n entries, keeping the others in order.
+func (c *changeBuf) drop(n int) {
+	if n == 0 {
+		return
+	}
+	start := c.ents[n-1].end
+	c.data = c.data[:copy(c.data, c.data[start:])]
+	c.ents = c.ents[:copy(c.ents, c.ents[n:])]
+	for i := range c.ents {
+		c.ents[i].end -= start
+	}
+}
+
+// changes decodes the buffered entries into changes, which alias a copy of
+// the buffer.
+func (c *changeBuf) changes() []Change {
+	if len(c.ents) == 0 {
+		return nil
+	}
+	data := slices.Clone(c.data)
+	out := make([]Change, len(c.ents))
+	start := 0
+	for i, e := range c.ents {
+		en, err := decodeEntry(data[start:e.end:e.end], int(e.kg))
+		if err != nil {
+			panic(fmt.Sprintf("statestore: a buffered change does not decode: %v", err)) // appendChange wrote it
+		}
+		out[i] = en.change
+		start = e.end
+	}
+	return out
 }
 
 // keyGroup returns the key group of an encoded key, or an error if the
@@ -387,7 +472,7 @@ func (b *storeBase) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true
-	b.buf = nil
+	b.buf = changeBuf{}
 	return nil
 }
 
@@ -407,7 +492,7 @@ func (b *storeBase) restoreStreamTime(st int64) error {
 // clearLocked resets what the base holds: the buffer, the stream time and
 // the error kept for Err.
 func (b *storeBase) clearLocked() {
-	b.buf = nil
+	b.buf.reset()
 	b.failed = nil
 	b.streamTime, b.loggedStreamTime = minTime, minTime
 }

@@ -144,7 +144,7 @@ func (s *VersionedStore[K, V]) change(k K, v V, ts int64, deleted bool) error {
 	}
 	s.insertLocked(string(kb), k, Version[V]{Timestamp: ts, Value: v, Deleted: deleted})
 	if logged {
-		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb, Tombstone: deleted, Timestamp: ts, HasTimestamp: true})
+		s.bufferLocked(Change{KeyGroup: kg, Key: kb, Value: vb, Tombstone: deleted, Timestamp: ts, HasTimestamp: true})
 	}
 	return nil
 }

@@ -152,7 +152,7 @@ func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
 		return err
 	}
 	if s.putLocked(string(kb), start, k, v) && logged {
-		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb, Timestamp: start, HasTimestamp: true})
+		s.bufferLocked(Change{KeyGroup: kg, Key: kb, Value: vb, Timestamp: start, HasTimestamp: true})
 	}
 	return nil
 }
