@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
