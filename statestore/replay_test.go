@@ -1,0 +1,250 @@
+package statestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+// replayCase is a key-value store of one pair of codecs, and how to make
+// its keys and values from numbers.
+type replayCase struct {
+	name  string
+	store func() (internalStore, func() map[string]string)
+	put   func(s internalStore, k, v int) Change
+}
+
+func kvReplayCase[K, V any](name string, kc Codec[K], vc Codec[V], key func(int) K, value func(int) V) replayCase {
+	return replayCase{
+		name: name,
+		store: func() (internalStore, func() map[string]string) {
+			s, err := NewKeyValueStore("kv", nil, kc, vc, WithMaxParallelism(16))
+			if err != nil {
+				panic(err)
+			}
+			return s, func() map[string]string {
+				m := map[string]string{}
+				for k, v := range s.All() {
+					m[fmt.Sprint(k)] = fmt.Sprint(v)
+				}
+				return m
+			}
+		},
+		put: func(_ internalStore, k, v int) Change {
+			kb, _ := kc.Encode(nil, key(k))
+			c := Change{KeyGroup: KeyGroup(kb, 16), Key: kb}
+			if v < 0 {
+				c.Tombstone = true
+				return c
+			}
+			c.Value, _ = vc.Encode(nil, value(v))
+			return c
+		},
+	}
+}
+
+// TestKVReplayMatchesApplyChange: a restore's replay (replayChange, then
+// endReplay) leaves a key-value store as applying the same changes one by
+// one does, with string keys and values (used as their own encodings) and
+// with other codecs, into an empty store and into one that a snapshot
+// filled, with values that grow and shrink and keys deleted and put again.
+func TestKVReplayMatchesApplyChange(t *testing.T) {
+	cases := []replayCase{
+		kvReplayCase("string", StringCodec{}, StringCodec{},
+			func(i int) string { return fmt.Sprintf("key-%d", i) },
+			func(i int) string { return strings.Repeat("v", i%37) + fmt.Sprint(i) }),
+		kvReplayCase("uint64-json", Uint64Codec{}, JSONCodec[[]int]{},
+			func(i int) uint64 { return uint64(i) * 7919 },
+			func(i int) []int { return make([]int, i%5) }),
+		kvReplayCase("bytes", BytesCodec{}, BytesCodec{},
+			func(i int) []byte { return []byte{byte(i), byte(i >> 8)} },
+			func(i int) []byte { return []byte(strings.Repeat("b", i%11)) }),
+	}
+	for _, tc := range cases {
+		for _, snapshot := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/snapshot=%v", tc.name, snapshot), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(1, 2))
+				var changes []Change
+				for range 5000 {
+					v := rng.IntN(1000)
+					if rng.IntN(4) == 0 {
+						v = -1
+					}
+					changes = append(changes, tc.put(nil, rng.IntN(300), v))
+				}
+				want, wantDump := tc.store()
+				got, gotDump := tc.store()
+				if snapshot {
+					for i := range 200 {
+						c := tc.put(nil, i*2, i)
+						for _, s := range []internalStore{want, got} {
+							if err := s.ApplyChange(c); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+				}
+				for _, c := range changes {
+					if err := want.ApplyChange(c); err != nil {
+						t.Fatal(err)
+					}
+					if err := got.(replayer).replayChange(c); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := got.(replayer).endReplay(); err != nil {
+					t.Fatal(err)
+				}
+				w, g := wantDump(), gotDump()
+				if len(w) == 0 || !maps.Equal(w, g) {
+					t.Fatalf("replayed %d keys, want %d:\n got %v\nwant %v", len(g), len(w), g, w)
+				}
+			})
+		}
+	}
+}
+
+// TestKVReplayBadValue: a value that does not decode fails the replay of
+// its change with ErrLogFormat, even when a later change of the key would
+// replace it.
+func TestKVReplayBadValue(t *testing.T) {
+	s, err := NewKeyValueStore("kv", nil, StringCodec{}, Uint64Codec{}, WithMaxParallelism(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Change{KeyGroup: KeyGroup([]byte("k"), 16), Key: []byte("k"), Value: []byte("short")}
+	if err := s.replayChange(c); !errors.Is(err, ErrLogFormat) {
+		t.Fatalf("replay of an undecodable value: %v, want ErrLogFormat", err)
+	}
+	other := Change{KeyGroup: 0, Key: []byte("k"), Value: make([]byte, 8)}
+	s2, _ := NewKeyValueStore("kv", nil, StringCodec{}, Uint64Codec{}, WithMaxParallelism(16), WithKeyGroups(dstl.KeyGroupRange{Start: (KeyGroup([]byte("k"), 16) + 1) % 16, End: (KeyGroup([]byte("k"), 16) + 1) % 16}))
+	if err := s2.replayChange(other); !errors.Is(err, dstl.ErrKeyGroup) {
+		t.Fatalf("replay of a key of another key group: %v, want ErrKeyGroup", err)
+	}
+}
+
+// TestKVReplayClearedOnFailure: a Clear (as a failed restore does) drops
+// what a replay gathered.
+func TestKVReplayClearedOnFailure(t *testing.T) {
+	s, _ := NewKeyValueStore("kv", nil, StringCodec{}, StringCodec{}, WithMaxParallelism(16))
+	if err := s.replayChange(Change{KeyGroup: KeyGroup([]byte("k"), 16), Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	s.Clear()
+	if err := s.endReplay(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 0 {
+		t.Fatalf("%d keys after a Clear", s.Len())
+	}
+}
+
+// TestBufferedChangesDoNotAlias: the changes TakeChanges returns are copies:
+// changing their bytes changes neither the store (whose string keys are
+// their own encodings) nor what a flush appends; and changes that a failed
+// append left buffered are appended, in order, by the next flush.
+func TestBufferedChangesDoNotAlias(t *testing.T) {
+	s, err := NewKeyValueStore("kv", nil, StringCodec{}, StringCodec{}, WithMaxParallelism(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.log = &dstl.Writer{} // logging needs a log; TakeChanges never uses it
+	s.SetLogging(true)
+	for i := range 3 {
+		if err := s.Put(fmt.Sprintf("key-%d", i), fmt.Sprintf("value-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Delete("key-1"); err != nil {
+		t.Fatal(err)
+	}
+	cs := s.TakeChanges()
+	var got []string
+	for _, c := range cs {
+		got = append(got, fmt.Sprintf("%d %s=%q %v", c.KeyGroup, c.Key, c.Value, c.Tombstone))
+		for i := range c.Key {
+			c.Key[i] = 'X'
+		}
+	}
+	var want []string
+	for i, k := range []string{"key-0", "key-1", "key-2", "key-1"} {
+		v := fmt.Sprintf("%q false", "value-"+k[4:])
+		if i == 3 {
+			v = `"" true`
+		}
+		want = append(want, fmt.Sprintf("%d %s=%s", KeyGroup([]byte(k), 16), k, v))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("buffered changes:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if v, ok, _ := s.Get("key-2"); !ok || v != "value-2" {
+		t.Fatalf("key-2 after its logged change was changed: %q %v", v, ok)
+	}
+	if len(s.TakeChanges()) != 0 {
+		t.Fatal("TakeChanges did not forget the changes")
+	}
+}
+
+// TestFlushKeepsUnappendedChanges: the changes a flush did not append
+// stay buffered, in order (changeBuf.drop), and a flush into a log that
+// refuses every append keeps them all.
+func TestFlushKeepsUnappendedChanges(t *testing.T) {
+	s, err := NewKeyValueStore("kv", nil, StringCodec{}, StringCodec{}, WithMaxParallelism(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.log = &dstl.Writer{}
+	s.SetLogging(true)
+	for _, k := range []string{"a", "bb", "ccc", "dddd"} {
+		if err := s.Put(k, k+"!"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	s.buf.drop(2)
+	s.mu.Unlock()
+	var left []string
+	for _, c := range s.TakeChanges() {
+		left = append(left, fmt.Sprintf("%s=%s", c.Key, c.Value))
+	}
+	if got, want := strings.Join(left, " "), "ccc=ccc! dddd=dddd!"; got != want {
+		t.Fatalf("left buffered: %s, want %s", got, want)
+	}
+
+	cfg := dstl.DefaultConfig("mem://test")
+	cfg.JobID = "job"
+	storage, err := dstl.New(cfg, dstltest.NewBackend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer storage.Close()
+	w, err := storage.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 15})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.log = w
+	if err := s.Put("e", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("f", "2"); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := s.Flush(context.Background()); !errors.Is(err, dstl.ErrClosed) {
+		t.Fatalf("flush into a closed log: %v, want ErrClosed", err)
+	}
+	left = nil
+	for _, c := range s.TakeChanges() {
+		left = append(left, fmt.Sprintf("%s=%s", c.Key, c.Value))
+	}
+	if got, want := strings.Join(left, " "), "e=1 f=2"; got != want {
+		t.Fatalf("left buffered after a failed flush: %s, want %s", got, want)
+	}
+}
