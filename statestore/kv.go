@@ -93,6 +93,10 @@ func (r *kvReplay[K, V]) add(op kvReplayOp[K, V]) int {
 
 // setValue keeps v as op's value, in its slot if it fits.
 func (r *kvReplay[K, V]) setValue(op *kvReplayOp[K, V], v []byte) {
+	if len(v) == 0 {
+		op.n = 0 // no slot needed: value reads nothing
+		return
+	}
 	if len(v) <= op.room {
 		copy(r.values[op.chunk][op.off:], v)
 		op.n = len(v)
@@ -108,6 +112,9 @@ func (r *kvReplay[K, V]) setValue(op *kvReplayOp[K, V], v []byte) {
 
 // value returns op's value.
 func (r *kvReplay[K, V]) value(op *kvReplayOp[K, V]) []byte {
+	if op.n == 0 {
+		return nil
+	}
 	return r.values[op.chunk][op.off : op.off+op.n]
 }
 

@@ -59,7 +59,12 @@ func TestKVReplayMatchesApplyChange(t *testing.T) {
 	cases := []replayCase{
 		kvReplayCase("string", StringCodec{}, StringCodec{},
 			func(i int) string { return fmt.Sprintf("key-%d", i) },
-			func(i int) string { return strings.Repeat("v", i%37) + fmt.Sprint(i) }),
+			func(i int) string {
+				if i%13 == 0 {
+					return "" // an empty value, as its first or a later one
+				}
+				return strings.Repeat("v", i%37) + fmt.Sprint(i)
+			}),
 		kvReplayCase("uint64-json", Uint64Codec{}, JSONCodec[[]int]{},
 			func(i int) uint64 { return uint64(i) * 7919 },
 			func(i int) []int { return make([]int, i%5) }),
@@ -246,5 +251,27 @@ func TestFlushKeepsUnappendedChanges(t *testing.T) {
 	}
 	if got, want := strings.Join(left, " "), "e=1 f=2"; got != want {
 		t.Fatalf("left buffered after a failed flush: %s, want %s", got, want)
+	}
+}
+
+// TestKVReplayEmptyValue: an empty value, first of a replay or replacing a
+// longer one, is restored as an empty value, not as no value.
+func TestKVReplayEmptyValue(t *testing.T) {
+	s, _ := NewKeyValueStore("kv", nil, StringCodec{}, StringCodec{}, WithMaxParallelism(16))
+	change := func(k, v string) Change {
+		return Change{KeyGroup: KeyGroup([]byte(k), 16), Key: []byte(k), Value: []byte(v)}
+	}
+	for _, c := range []Change{change("a", ""), change("b", "long"), change("b", ""), change("c", "x")} {
+		if err := s.replayChange(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.endReplay(); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"a": "", "b": "", "c": "x"} {
+		if v, ok, err := s.Get(k); err != nil || !ok || v != want {
+			t.Errorf("%s: %q %v %v, want %q", k, v, ok, err, want)
+		}
 	}
 }
