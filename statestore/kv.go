@@ -426,6 +426,16 @@ func (s *KeyValueStore[K, V]) applyReplayLocked() {
 	*r = kvReplay[K, V]{}
 }
 
+// Close closes the store and lets go of its buffers and of what a replay
+// gathered; later calls fail with ErrClosed.
+func (s *KeyValueStore[K, V]) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replay = kvReplay[K, V]{}
+	s.closeLocked()
+	return nil
+}
+
 // Clear removes every key and buffered change, logging nothing. A
 // disk-backed store keeps an error deleting its entries for Err.
 func (s *KeyValueStore[K, V]) Clear() {
@@ -455,9 +465,9 @@ func (s *KeyValueStore[K, V]) captureLocked() func() ([]byte, error) {
 		return s.encodePayload(func(b []byte) ([]byte, error) {
 			b = binary.AppendUvarint(b, uint64(t.Len()))
 			var err error
-			var vb []byte
+			var vb, scratch []byte
 			t.Ascend(func(it kvItem[K, V]) bool {
-				if vb, err = s.vc.Encode(vb[:0], it.v); err != nil {
+				if vb, err = encodeReusing(s.vc, &scratch, it.v); err != nil {
 					return false
 				}
 				b = appendString(b, it.key)

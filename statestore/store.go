@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/statestore/internal/diskstate"
@@ -175,7 +176,8 @@ type storeBase struct {
 	buf      changeBuf // the changes not yet appended to the log
 	describe bool      // the next flush appends the store's descriptor first
 	scratch  []byte
-	// vscratch holds the value encodeLogged encoded last.
+	// vscratch is the scratch buffer encodeLogged encodes values in
+	// (encodeReusing).
 	vscratch []byte
 	// onFlush, when set (by a Checkpointer), learns the bytes appended.
 	onFlush func(n int64)
@@ -352,18 +354,41 @@ func (b *storeBase) bufferLocked(c Change) {
 // encodeLogged decides, with the store's lock held, whether a put is
 // logged, and then encodes its value. The caller buffers the change (with
 // bufferLocked) exactly when on, whatever SetLogging does meanwhile, so
-// that a logged put always carries its value. The encoding is the store's
-// scratch: valid until the next call, which is why the caller buffers it
-// before it releases the lock.
+// that a logged put always carries its value. The encoding is valid until
+// the next call (it may be the store's scratch), which is why the caller
+// buffers it before it releases the lock.
 func encodeLogged[V any](b *storeBase, vc Codec[V], v V) (vb []byte, on bool, err error) {
 	if !b.logging.Load() {
 		return nil, false, nil
 	}
-	if vb, err = vc.Encode(b.vscratch[:0], v); err != nil {
+	if vb, err = encodeReusing(vc, &b.vscratch, v); err != nil {
 		return nil, false, fmt.Errorf("statestore: store %q: value: %w", b.name, err)
 	}
-	b.vscratch = vb
 	return vb, true, nil
+}
+
+// encodeReusing encodes v with vc, appending to the scratch buffer
+// *scratch, and returns the encoding, valid until the next call with the
+// same scratch. The next call reuses only memory the scratch owns: the
+// encoding's when the codec appended to the scratch in place, or a new
+// buffer when the encoding outgrew it (unless it is larger than
+// maxKeptScratch); never memory that the codec returned of its own (v's
+// bytes, a buffer it keeps), which the next encoding would overwrite.
+func encodeReusing[V any](vc Codec[V], scratch *[]byte, v V) ([]byte, error) {
+	vb, err := vc.Encode((*scratch)[:0], v)
+	if err != nil {
+		return nil, err
+	}
+	old := *scratch
+	switch {
+	case cap(old) > 0 && cap(vb) > 0 && unsafe.SliceData(old[:cap(old)]) == unsafe.SliceData(vb[:cap(vb)]):
+		*scratch = vb[:0] // the scratch itself
+	case cap(vb) > cap(old) && cap(vb) <= maxKeptScratch:
+		// Grown by the codec, or memory it does not give away: either way,
+		// the next call gets a buffer of the store's own, as large.
+		*scratch = make([]byte, 0, cap(vb))
+	}
+	return vb, nil
 }
 
 // changeBuf holds the changes buffered for the log, each encoded as its log
@@ -386,15 +411,25 @@ type bufEntry struct {
 // flush: a larger one, grown by a burst of changes, is let go.
 const maxKeptBuf = 4 << 20
 
+// maxKeptEnts is the capacity of a change buffer's entries kept for reuse:
+// as many as take maxKeptBuf bytes.
+const maxKeptEnts = maxKeptBuf / int(unsafe.Sizeof(bufEntry{}))
+
+// maxKeptScratch is the capacity of a value scratch buffer kept for reuse.
+const maxKeptScratch = 1 << 20
+
 func (c *changeBuf) len() int { return len(c.ents) }
 
-// reset empties the buffer, keeping its memory unless it grew large.
+// reset empties the buffer, keeping its memory unless it grew large
+// (more than maxKeptBuf bytes, more than maxKeptEnts entries).
 func (c *changeBuf) reset() {
-	if cap(c.data) > maxKeptBuf {
-		c.data, c.ents = nil, nil
-		return
-	}
 	c.data, c.ents = c.data[:0], c.ents[:0]
+	if cap(c.data) > maxKeptBuf {
+		c.data = nil
+	}
+	if cap(c.ents) > maxKeptEnts {
+		c.ents = nil
+	}
 }
 
 // drop forgets the first n entries, keeping the others in order.
@@ -467,13 +502,19 @@ func (b *storeBase) failLocked(err error) {
 	}
 }
 
-// Close marks the store closed and drops its buffer.
+// Close marks the store closed and drops its buffers.
 func (b *storeBase) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.closeLocked()
+	return nil
+}
+
+// closeLocked marks the store closed and lets go of its buffers.
+func (b *storeBase) closeLocked() {
 	b.closed = true
 	b.buf = changeBuf{}
-	return nil
+	b.scratch, b.vscratch = nil, nil
 }
 
 // restoreStreamTime raises the stream time to st, which counts as logged
@@ -489,10 +530,11 @@ func (b *storeBase) restoreStreamTime(st int64) error {
 	return nil
 }
 
-// clearLocked resets what the base holds: the buffer, the stream time and
-// the error kept for Err.
+// clearLocked resets what the base holds: the buffer and scratch buffers,
+// the stream time and the error kept for Err.
 func (b *storeBase) clearLocked() {
 	b.buf.reset()
+	b.scratch, b.vscratch = nil, nil
 	b.failed = nil
 	b.streamTime, b.loggedStreamTime = minTime, minTime
 }
