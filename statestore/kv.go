@@ -59,7 +59,10 @@ type kvReplay[K, V any] struct {
 	// values holds the string values (strValues) of ops, undecoded, in
 	// chunks of replayValueChunk bytes or more: decoding them (a copy,
 	// which cannot fail) waits for the last change of each key.
-	values [][]byte
+	// valueBytes counts the bytes of the slots taken in values, those that
+	// later values outgrew included.
+	values     [][]byte
+	valueBytes int
 }
 
 type kvReplayOp[K, V any] struct {
@@ -102,12 +105,20 @@ func (r *kvReplay[K, V]) setValue(op *kvReplayOp[K, V], v []byte) {
 		op.n = len(v)
 		return
 	}
+	if last := len(r.values) - 1; op.room > 0 && op.chunk == last && op.off+op.room == len(r.values[last]) && op.off+len(v) <= cap(r.values[last]) {
+		// The slot ends the last chunk: it grows in place.
+		r.values[last] = append(r.values[last][:op.off], v...)
+		r.valueBytes += len(v) - op.room
+		op.n, op.room = len(v), len(v)
+		return
+	}
 	if len(r.values) == 0 || len(r.values[len(r.values)-1])+len(v) > cap(r.values[len(r.values)-1]) {
 		r.values = append(r.values, make([]byte, 0, max(replayValueChunk, len(v))))
 	}
 	c := &r.values[len(r.values)-1]
 	op.chunk, op.off, op.n, op.room = len(r.values)-1, len(*c), len(v), len(v)
 	*c = append(*c, v...)
+	r.valueBytes += len(v)
 }
 
 // value returns op's value.
@@ -118,8 +129,13 @@ func (r *kvReplay[K, V]) value(op *kvReplayOp[K, V]) []byte {
 	return r.values[op.chunk][op.off : op.off+op.n]
 }
 
-// maxReplayOps bounds the keys a replay gathers before it applies them.
-const maxReplayOps = 1 << 20
+// maxReplayOps bounds the keys a replay gathers before it applies them,
+// and maxReplayValueBytes the bytes of string values it holds (a variable
+// so that tests can lower it).
+var (
+	maxReplayOps        = 1 << 20
+	maxReplayValueBytes = 64 << 20
+)
 
 var _ internalStore = (*KeyValueStore[string, string])(nil)
 
@@ -327,8 +343,9 @@ func (s *KeyValueStore[K, V]) ApplyChange(c Change) error {
 // change of each key and endReplay applies them, by key: the log's order
 // of a key's changes is kept, and a key changed many times is inserted
 // once, in order, which is cheaper than inserting each change where it
-// goes. Each change is checked and decoded when it is replayed, as
-// ApplyChange does.
+// goes. What it gathered is applied early, between two changes, once it
+// holds maxReplayOps keys or maxReplayValueBytes bytes of values. Each
+// change is checked and decoded when it is replayed, as ApplyChange does.
 func (s *KeyValueStore[K, V]) replayChange(c Change) error {
 	if s.disk != nil {
 		return s.diskApplyChange(c)
@@ -352,6 +369,11 @@ func (s *KeyValueStore[K, V]) replayChange(c Change) error {
 		return ErrClosed
 	}
 	r := &s.replay
+	if r.valueBytes >= maxReplayValueBytes {
+		// Values that grew left their old slots behind: apply what was
+		// gathered rather than hold more.
+		s.applyReplayLocked()
+	}
 	if i, ok := r.index[string(c.Key)]; ok {
 		op := r.op(i)
 		op.it.v, op.del = v, c.Tombstone

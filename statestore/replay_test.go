@@ -275,3 +275,126 @@ func TestKVReplayEmptyValue(t *testing.T) {
 		}
 	}
 }
+
+// TestKVReplayFlushesAtLimits: a replay applies what it gathered once it
+// holds maxReplayOps keys, or maxReplayValueBytes bytes of string values
+// (the slots that values outgrew included), in the middle of a key's
+// changes, and still leaves the store as applying the changes one by one
+// does, over a snapshot, with deletes on both sides of the flush. A value
+// that grows in the slot that ends the values takes no new one.
+func TestKVReplayFlushesAtLimits(t *testing.T) {
+	change := func(k, v string, del bool) Change {
+		c := Change{KeyGroup: KeyGroup([]byte(k), 16), Key: []byte(k), Tombstone: del}
+		if !del {
+			c.Value = []byte(v)
+		}
+		return c
+	}
+	// mixed: changes of a few keys before and after a run of new keys
+	// that passes the key limit.
+	mixed := func(ops int) []Change {
+		cs := []Change{
+			change("A", "a1", false),
+			change("B", "", true), // a delete of an absent key
+			change("C", "c1", false),
+			change("S1", "", true),
+			change("S2", "s2-log", false),
+		}
+		for i := len(cs); i < ops+2; i++ {
+			cs = append(cs, change(fmt.Sprintf("f%07d", i), "x", false))
+		}
+		return append(cs,
+			change("new", "n", false),
+			change("A", "a2", false),
+			change("A", "", true),
+			change("B", "b2", false),
+			change("C", "", true),
+			change("C", "c3", false),
+			change("S1", "s1-again", false),
+			change("S2", "", true),
+		)
+	}
+	// growing: values of two keys that grow at each change, so that each
+	// takes a new slot, with deletes between.
+	growing := func(n int) []Change {
+		var cs []Change
+		for i := 1; i <= n; i++ {
+			cs = append(cs, change("A", strings.Repeat("a", i), false))
+			if i%50 == 0 {
+				cs = append(cs, change("B", "", true), change("S1", "", true))
+			} else {
+				cs = append(cs, change("B", strings.Repeat("b", i/2), false))
+			}
+		}
+		return cs
+	}
+	// oneKey: the value of one key grows at each change, in its slot at
+	// the end of the values.
+	oneKey := func(n int) []Change {
+		var cs []Change
+		for i := 1; i <= n; i++ {
+			cs = append(cs, change("A", strings.Repeat("x", i), false))
+		}
+		return cs
+	}
+	for _, tc := range []struct {
+		name       string
+		ops, bytes int // the limits
+		changes    []Change
+		inPlace    bool // the values held are no more than the longest
+	}{
+		{"keys", 8, 64 << 20, mixed(8), false},
+		{"value bytes", 1 << 20, 4 << 10, growing(400), false},
+		{"both", 8, 1 << 10, append(mixed(8), growing(100)...), false},
+		{"one key growing", 1 << 20, 64 << 20, oneKey(4000), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(ops, bytes int) { maxReplayOps, maxReplayValueBytes = ops, bytes }(maxReplayOps, maxReplayValueBytes)
+			maxReplayOps, maxReplayValueBytes = tc.ops, tc.bytes
+			newStore := func() *KeyValueStore[string, string] {
+				s, err := NewKeyValueStore("kv", nil, StringCodec{}, StringCodec{}, WithMaxParallelism(16))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range []Change{change("S1", "snap", false), change("S2", "snap", false)} {
+					if err := s.ApplyChange(c); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return s
+			}
+			want, got := newStore(), newStore()
+			longest := 0
+			for i, c := range tc.changes {
+				longest = max(longest, len(c.Value))
+				if err := want.ApplyChange(c); err != nil {
+					t.Fatal(err)
+				}
+				if err := got.replayChange(c); err != nil {
+					t.Fatal(err)
+				}
+				held := 0
+				for _, v := range got.replay.values {
+					held += len(v)
+				}
+				if got.replay.n > tc.ops || held > tc.bytes+longest || (tc.inPlace && held > longest) {
+					t.Fatalf("after change %d: gathered %d keys and %d bytes of values, limits %d keys, %d bytes",
+						i, got.replay.n, held, tc.ops, tc.bytes)
+				}
+			}
+			if err := got.endReplay(); err != nil {
+				t.Fatal(err)
+			}
+			w, g := map[string]string{}, map[string]string{}
+			for k, v := range want.All() {
+				w[k] = v
+			}
+			for k, v := range got.All() {
+				g[k] = v
+			}
+			if len(w) == 0 || !maps.Equal(w, g) {
+				t.Fatalf("replayed %d keys, want %d:\n got %v\nwant %v", len(g), len(w), g, w)
+			}
+		})
+	}
+}
