@@ -151,10 +151,10 @@ func TestKVReplayClearedOnFailure(t *testing.T) {
 	}
 }
 
-// TestBufferedChangesDoNotAlias: the changes TakeChanges returns are copies:
-// changing their bytes changes neither the store (whose string keys are
-// their own encodings) nor what a flush appends; and changes that a failed
-// append left buffered are appended, in order, by the next flush.
+// TestBufferedChangesDoNotAlias: TakeChanges returns the buffered changes
+// in order, with their key groups, values and tombstones, as copies:
+// changing their bytes does not change the store (whose string keys are
+// their own encodings); and it forgets them.
 func TestBufferedChangesDoNotAlias(t *testing.T) {
 	s, err := NewKeyValueStore("kv", nil, StringCodec{}, StringCodec{}, WithMaxParallelism(16))
 	if err != nil {
@@ -197,32 +197,11 @@ func TestBufferedChangesDoNotAlias(t *testing.T) {
 	}
 }
 
-// TestFlushKeepsUnappendedChanges: the changes a flush did not append
-// stay buffered, in order (changeBuf.drop), and a flush into a log that
-// refuses every append keeps them all.
+// TestFlushKeepsUnappendedChanges: a flush whose append fails keeps
+// buffered exactly the changes it did not append, in order: from the first
+// that failed when it fails part-way (a log whose writer owns only some of
+// the store's key groups), all of them when the log refuses every append.
 func TestFlushKeepsUnappendedChanges(t *testing.T) {
-	s, err := NewKeyValueStore("kv", nil, StringCodec{}, StringCodec{}, WithMaxParallelism(16))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.log = &dstl.Writer{}
-	s.SetLogging(true)
-	for _, k := range []string{"a", "bb", "ccc", "dddd"} {
-		if err := s.Put(k, k+"!"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.mu.Lock()
-	s.buf.drop(2)
-	s.mu.Unlock()
-	var left []string
-	for _, c := range s.TakeChanges() {
-		left = append(left, fmt.Sprintf("%s=%s", c.Key, c.Value))
-	}
-	if got, want := strings.Join(left, " "), "ccc=ccc! dddd=dddd!"; got != want {
-		t.Fatalf("left buffered: %s, want %s", got, want)
-	}
-
 	cfg := dstl.DefaultConfig("mem://test")
 	cfg.JobID = "job"
 	storage, err := dstl.New(cfg, dstltest.NewBackend())
@@ -230,27 +209,65 @@ func TestFlushKeepsUnappendedChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer storage.Close()
-	w, err := storage.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 15})
-	if err != nil {
-		t.Fatal(err)
+	// lo keys fall in key groups 0–7, hi keys in 8–15.
+	var lo, hi []string
+	for i := 0; len(lo) < 4 || len(hi) < 2; i++ {
+		k := fmt.Sprint("k", i)
+		if KeyGroup([]byte(k), 16) < 8 {
+			lo = append(lo, k)
+		} else {
+			hi = append(hi, k)
+		}
 	}
-	s.log = w
-	if err := s.Put("e", "1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Put("f", "2"); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	if err := s.Flush(context.Background()); !errors.Is(err, dstl.ErrClosed) {
-		t.Fatalf("flush into a closed log: %v, want ErrClosed", err)
-	}
-	left = nil
-	for _, c := range s.TakeChanges() {
-		left = append(left, fmt.Sprintf("%s=%s", c.Key, c.Value))
-	}
-	if got, want := strings.Join(left, " "), "e=1 f=2"; got != want {
-		t.Fatalf("left buffered after a failed flush: %s, want %s", got, want)
+	for _, tc := range []struct {
+		name   string
+		writer dstl.KeyGroupRange
+		closed bool // the writer is closed before the flush
+		keys   []string
+		left   int // the changes left buffered: the last left of keys
+	}{
+		{"part way", dstl.KeyGroupRange{Start: 0, End: 7}, false, []string{lo[0], lo[1], hi[0], lo[2], hi[1], lo[3]}, 4},
+		{"closed log", dstl.KeyGroupRange{Start: 0, End: 15}, true, []string{lo[0], hi[0], lo[1]}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := storage.NewWriter("op-"+strings.ReplaceAll(tc.name, " ", "-"), tc.writer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			// The store owns every key group; its log, fewer.
+			s, err := NewKeyValueStore("kv", nil, StringCodec{}, StringCodec{}, WithMaxParallelism(16))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.log = w
+			s.SetLogging(true)
+			for _, k := range tc.keys {
+				if err := s.Put(k, "v"+k); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.closed {
+				w.Close()
+			}
+			err = s.Flush(context.Background())
+			switch {
+			case tc.closed && !errors.Is(err, dstl.ErrClosed):
+				t.Fatalf("flush into a closed log: %v, want ErrClosed", err)
+			case !tc.closed && !errors.Is(err, dstl.ErrKeyGroup):
+				t.Fatalf("flush of a key group outside the log's: %v, want ErrKeyGroup", err)
+			}
+			var left, want []string
+			for _, c := range s.TakeChanges() {
+				left = append(left, fmt.Sprintf("%s=%s", c.Key, c.Value))
+			}
+			for _, k := range tc.keys[len(tc.keys)-tc.left:] {
+				want = append(want, k+"=v"+k)
+			}
+			if g, w := strings.Join(left, " "), strings.Join(want, " "); g != w {
+				t.Fatalf("left buffered: %s, want %s", g, w)
+			}
+		})
 	}
 }
 
