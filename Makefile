@@ -8,7 +8,7 @@ BENCHTIME ?= 1s
 BENCH_ARGS ?=
 FUZZTIME  ?= 30s
 
-.PHONY: all build demo example example-disk test test-unit vet race fuzz bench bench-go bench-kv bench-state sim clean \
+.PHONY: all build demo example example-disk test test-unit vet race fuzz bench bench-go bench-kv bench-restore bench-state sim clean \
 	emulators-install emulators-up emulators-down
 
 all: build test
@@ -85,6 +85,15 @@ BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@latest
 bench-kv:
 	$(GO) test -run='^$$' -bench='^BenchmarkKVOps$$' -benchmem -benchtime=$(BENCHTIME) -count=6 ./statestore | tee bench/statestore-kv.txt
 	$(BENCHSTAT) -col /store bench/statestore-kv.txt | tee bench/statestore-kv-benchstat.txt
+
+## bench-restore: what a restore does with the changes of a log once read
+## (decoding them, applying them to an in-memory key-value store;
+## BenchmarkRestoreApply/store=kv of statestore), in MB/s of the changes'
+## logged bytes, six runs of two replays each (about a minute) into
+## bench/statestore-restore-kv.txt; bench/statestore-restore.txt keeps the
+## comparison with the replay before changes were gathered by key
+bench-restore:
+	$(GO) test -run='^$$' -bench='^BenchmarkRestoreApply$$/^store=kv$$/' -benchmem -benchtime=2x -count=6 ./statestore | tee bench/statestore-restore-kv.txt
 
 ## bench-state: the disk-backed state stores at sizes no test reaches
 ## (bench/state.sh, statestore/internal/statebench): a 2 GiB state under

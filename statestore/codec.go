@@ -16,7 +16,12 @@ import (
 // it. StringCodec, BytesCodec, Uint64Codec and Int64Codec preserve the natural
 // order of their type; JSONCodec does not.
 type Codec[T any] interface {
-	// Encode appends the encoding of v to dst and returns the result.
+	// Encode appends the encoding of v to dst and returns the result; it
+	// must not keep dst. The result may instead be memory that dst does
+	// not hold (v's own bytes, say): the stores never write into such a
+	// result, nor encode the next value into it, and read it only until
+	// the call that encoded it (a Put, a Snapshot) returns, so it must
+	// stay unchanged until then.
 	Encode(dst []byte, v T) ([]byte, error)
 	// Decode decodes b. It must not keep b.
 	Decode(b []byte) (T, error)

@@ -79,7 +79,7 @@ func appendDescriptor(dst []byte, name string, kind Kind, version int) []byte {
 // entry is a decoded changelog entry. Its slices alias the input.
 type entry struct {
 	typ         byte // 0 data, typeDescr, typeTime
-	name        string
+	name        []byte
 	change      Change
 	kind        Kind
 	kindVersion int
@@ -93,7 +93,7 @@ func decodeEntry(b []byte, kg int) (entry, error) {
 		return e, fmt.Errorf("%w: entry version %d, this build reads %d", ErrLogFormat, v, entryVersion)
 	}
 	t := r.byte()
-	e.name = string(r.bytes())
+	e.name = r.bytes()
 	switch {
 	case r.err != nil:
 	case t == typeDescr && kg == dstl.MetaKeyGroup:

@@ -35,9 +35,9 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 		var again []byte
 		if e.typ == typeDescr {
-			again = appendDescriptor(nil, e.name, e.kind, e.kindVersion)
+			again = appendDescriptor(nil, string(e.name), e.kind, e.kindVersion)
 		} else {
-			again = appendChange(nil, e.name, e.change)
+			again = appendChange(nil, string(e.name), e.change)
 		}
 		e2, err := decodeEntry(again, kg)
 		if err != nil {

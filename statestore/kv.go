@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
+	"slices"
+	"strings"
+	"unsafe"
 
 	"github.com/google/btree"
 
@@ -36,7 +39,103 @@ type KeyValueStore[K, V any] struct {
 	kc   Codec[K]
 	vc   Codec[V]
 	tree *btree.BTreeG[kvItem[K, V]]
+	// strKeys: the keys are strings and their codec StringCodec, so a
+	// key is its own encoding, used as it is. strValues: so are the
+	// values.
+	strKeys, strValues bool
+	// replay gathers the changes of a restore (replayChange) until
+	// endReplay applies them.
+	replay kvReplay[K, V]
 }
+
+// kvReplay is what a restore's replay of the log gathered and did not
+// apply yet: the last change of each key, by key.
+type kvReplay[K, V any] struct {
+	index map[string]int // encoded key: its change in ops
+	// ops are the changes, in chunks of replayChunk (never copied as
+	// they grow); n counts them.
+	ops [][]kvReplayOp[K, V]
+	n   int
+	// values holds the string values (strValues) of ops, undecoded, in
+	// chunks of replayValueChunk bytes or more: decoding them (a copy,
+	// which cannot fail) waits for the last change of each key.
+	// valueBytes counts the bytes of the slots taken in values, those that
+	// later values outgrew included.
+	values     [][]byte
+	valueBytes int
+}
+
+type kvReplayOp[K, V any] struct {
+	it  kvItem[K, V]
+	del bool
+	// chunk, off, n and room locate the value in values (strValues):
+	// room is what the slot holds, which a later value reuses if it fits.
+	chunk, off, n, room int
+}
+
+const (
+	replayChunk      = 1 << 12
+	replayValueChunk = 1 << 20
+)
+
+// op returns change i.
+func (r *kvReplay[K, V]) op(i int) *kvReplayOp[K, V] {
+	return &r.ops[i/replayChunk][i%replayChunk]
+}
+
+// add appends a change and returns its index.
+func (r *kvReplay[K, V]) add(op kvReplayOp[K, V]) int {
+	if r.n%replayChunk == 0 {
+		r.ops = append(r.ops, make([]kvReplayOp[K, V], 0, replayChunk))
+	}
+	last := &r.ops[len(r.ops)-1]
+	*last = append(*last, op)
+	r.n++
+	return r.n - 1
+}
+
+// setValue keeps v as op's value, in its slot if it fits.
+func (r *kvReplay[K, V]) setValue(op *kvReplayOp[K, V], v []byte) {
+	if len(v) == 0 {
+		op.n = 0 // no slot needed: value reads nothing
+		return
+	}
+	if len(v) <= op.room {
+		copy(r.values[op.chunk][op.off:], v)
+		op.n = len(v)
+		return
+	}
+	if last := len(r.values) - 1; op.room > 0 && op.chunk == last && op.off+op.room == len(r.values[last]) && op.off+len(v) <= cap(r.values[last]) {
+		// The slot ends the last chunk: it grows in place.
+		r.values[last] = append(r.values[last][:op.off], v...)
+		r.valueBytes += len(v) - op.room
+		op.n, op.room = len(v), len(v)
+		return
+	}
+	if len(r.values) == 0 || len(r.values[len(r.values)-1])+len(v) > cap(r.values[len(r.values)-1]) {
+		r.values = append(r.values, make([]byte, 0, max(replayValueChunk, len(v))))
+	}
+	c := &r.values[len(r.values)-1]
+	op.chunk, op.off, op.n, op.room = len(r.values)-1, len(*c), len(v), len(v)
+	*c = append(*c, v...)
+	r.valueBytes += len(v)
+}
+
+// value returns op's value.
+func (r *kvReplay[K, V]) value(op *kvReplayOp[K, V]) []byte {
+	if op.n == 0 {
+		return nil
+	}
+	return r.values[op.chunk][op.off : op.off+op.n]
+}
+
+// maxReplayOps bounds the keys a replay gathers before it applies them,
+// and maxReplayValueBytes the bytes of string values it holds (a variable
+// so that tests can lower it).
+var (
+	maxReplayOps        = 1 << 20
+	maxReplayValueBytes = 64 << 20
+)
 
 var _ internalStore = (*KeyValueStore[string, string])(nil)
 
@@ -45,6 +144,14 @@ var _ internalStore = (*KeyValueStore[string, string])(nil)
 // otherwise.
 func NewKeyValueStore[K, V any](name string, log *dstl.Writer, keys Codec[K], values Codec[V], opts ...Option) (*KeyValueStore[K, V], error) {
 	s := &KeyValueStore[K, V]{kc: keys, vc: values, tree: btree.NewG(btreeDegree, kvLess[K, V])}
+	var zk K
+	_, strCodec := any(keys).(StringCodec)
+	_, strType := any(zk).(string)
+	s.strKeys = strCodec && strType
+	var zv V
+	_, strCodec = any(values).(StringCodec)
+	_, strType = any(zv).(string)
+	s.strValues = strCodec && strType
 	if err := s.init(name, KindKeyValue, kvVersion, log, opts); err != nil {
 		return nil, err
 	}
@@ -55,7 +162,7 @@ func NewKeyValueStore[K, V any](name string, log *dstl.Writer, keys Codec[K], va
 // logging is on or not, so a value that does not encode is an error either
 // way.
 func (s *KeyValueStore[K, V]) Put(k K, v V) error {
-	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
+	kb, key, kg, err := s.encodeKey(k)
 	if err != nil {
 		return err
 	}
@@ -71,17 +178,33 @@ func (s *KeyValueStore[K, V]) Put(k K, v V) error {
 	if err != nil {
 		return err
 	}
-	s.tree.ReplaceOrInsert(kvItem[K, V]{key: string(kb), k: k, v: v})
+	s.tree.ReplaceOrInsert(kvItem[K, V]{key: key, k: k, v: v})
 	if logged {
-		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb})
+		s.bufferLocked(Change{KeyGroup: kg, Key: kb, Value: vb})
 	}
 	return nil
+}
+
+// encodeKey encodes k and returns its encoding as bytes and as a string,
+// and its key group, which the store must own. With string keys (strKeys)
+// both alias k, which allocates nothing: the bytes must not be changed.
+func (s *KeyValueStore[K, V]) encodeKey(k K) (kb []byte, key string, kg int, err error) {
+	if s.strKeys {
+		key = *(*string)(unsafe.Pointer(&k))
+		kb = unsafe.Slice(unsafe.StringData(key), len(key))
+		kg, err = s.keyGroup(kb)
+		return kb, key, kg, err
+	}
+	if kb, kg, err = encodeKey(&s.storeBase, s.kc, k); err != nil {
+		return nil, "", kg, err
+	}
+	return kb, string(kb), kg, nil
 }
 
 // Get returns the value of k, and whether there is one.
 func (s *KeyValueStore[K, V]) Get(k K) (V, bool, error) {
 	var zero V
-	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
+	kb, key, kg, err := s.encodeKey(k)
 	if err != nil {
 		return zero, false, err
 	}
@@ -93,13 +216,13 @@ func (s *KeyValueStore[K, V]) Get(k K) (V, bool, error) {
 	if s.closed {
 		return zero, false, ErrClosed
 	}
-	it, ok := s.tree.Get(kvItem[K, V]{key: string(kb)})
+	it, ok := s.tree.Get(kvItem[K, V]{key: key})
 	return it.v, ok, nil
 }
 
 // Delete removes k and logs a tombstone.
 func (s *KeyValueStore[K, V]) Delete(k K) error {
-	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
+	kb, key, kg, err := s.encodeKey(k)
 	if err != nil {
 		return err
 	}
@@ -111,7 +234,7 @@ func (s *KeyValueStore[K, V]) Delete(k K) error {
 	if s.closed {
 		return ErrClosed
 	}
-	s.tree.Delete(kvItem[K, V]{key: string(kb)})
+	s.tree.Delete(kvItem[K, V]{key: key})
 	s.record(Change{KeyGroup: kg, Key: kb, Tombstone: true})
 	return nil
 }
@@ -215,6 +338,126 @@ func (s *KeyValueStore[K, V]) ApplyChange(c Change) error {
 	})
 }
 
+// replayChange is ApplyChange for a restore (InitializeState), which calls
+// endReplay once it replayed the whole log. In memory, it keeps the last
+// change of each key and endReplay applies them, by key: the log's order
+// of a key's changes is kept, and a key changed many times is inserted
+// once, in order, which is cheaper than inserting each change where it
+// goes. What it gathered is applied early, between two changes, once it
+// holds maxReplayOps keys or maxReplayValueBytes bytes of values. Each
+// change is checked and decoded when it is replayed, as ApplyChange does.
+func (s *KeyValueStore[K, V]) replayChange(c Change) error {
+	if s.disk != nil {
+		return s.diskApplyChange(c)
+	}
+	if c.KeyGroup == dstl.MetaKeyGroup {
+		return nil // a key-value store has no stream time
+	}
+	if _, err := s.keyGroup(c.Key); err != nil {
+		return err
+	}
+	var v V
+	if !c.Tombstone && !s.strValues {
+		var err error
+		if v, err = s.vc.Decode(c.Value); err != nil {
+			return fmt.Errorf("%w: store %q: value: %w", ErrLogFormat, s.name, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	r := &s.replay
+	if r.valueBytes >= maxReplayValueBytes {
+		// Values that grew left their old slots behind: apply what was
+		// gathered rather than hold more.
+		s.applyReplayLocked()
+	}
+	if i, ok := r.index[string(c.Key)]; ok {
+		op := r.op(i)
+		op.it.v, op.del = v, c.Tombstone
+		if s.strValues && !c.Tombstone {
+			r.setValue(op, c.Value)
+		}
+		return nil
+	}
+	if r.n >= maxReplayOps {
+		s.applyReplayLocked()
+	}
+	key := string(c.Key)
+	var k K
+	if s.strKeys {
+		k = *(*K)(unsafe.Pointer(&key))
+	} else {
+		var err error
+		if k, err = s.kc.Decode(c.Key); err != nil {
+			return fmt.Errorf("%w: store %q: key: %w", ErrLogFormat, s.name, err)
+		}
+	}
+	if r.index == nil {
+		r.index = map[string]int{}
+	}
+	i := r.add(kvReplayOp[K, V]{it: kvItem[K, V]{key: key, k: k, v: v}, del: c.Tombstone})
+	r.index[key] = i
+	if s.strValues && !c.Tombstone {
+		r.setValue(r.op(i), c.Value)
+	}
+	return nil
+}
+
+// endReplay applies what replayChange gathered.
+func (s *KeyValueStore[K, V]) endReplay() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.applyReplayLocked()
+	return nil
+}
+
+// applyReplayLocked applies the gathered changes to the tree, by key, and
+// forgets them.
+func (s *KeyValueStore[K, V]) applyReplayLocked() {
+	r := &s.replay
+	// Sort the keys (small to move), then take their changes in order.
+	type keyAt struct {
+		key string
+		i   int
+	}
+	order := make([]keyAt, r.n)
+	for i := range order {
+		order[i] = keyAt{r.op(i).it.key, i}
+	}
+	slices.SortFunc(order, func(a, b keyAt) int { return strings.Compare(a.key, b.key) })
+	empty := s.tree.Len() == 0
+	for _, o := range order {
+		op := r.op(o.i)
+		switch {
+		case !op.del:
+			if s.strValues {
+				v := string(r.value(op))
+				op.it.v = *(*V)(unsafe.Pointer(&v))
+			}
+			s.tree.ReplaceOrInsert(op.it)
+		case !empty:
+			s.tree.Delete(op.it)
+		}
+	}
+	*r = kvReplay[K, V]{}
+}
+
+// Close closes the store and lets go of its buffers and of what a replay
+// gathered; later calls fail with ErrClosed.
+func (s *KeyValueStore[K, V]) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replay = kvReplay[K, V]{}
+	s.closeLocked()
+	return nil
+}
+
 // Clear removes every key and buffered change, logging nothing. A
 // disk-backed store keeps an error deleting its entries for Err.
 func (s *KeyValueStore[K, V]) Clear() {
@@ -225,6 +468,7 @@ func (s *KeyValueStore[K, V]) Clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tree.Clear(false)
+	s.replay = kvReplay[K, V]{}
 	s.clearLocked()
 }
 
@@ -243,9 +487,9 @@ func (s *KeyValueStore[K, V]) captureLocked() func() ([]byte, error) {
 		return s.encodePayload(func(b []byte) ([]byte, error) {
 			b = binary.AppendUvarint(b, uint64(t.Len()))
 			var err error
-			var vb []byte
+			var vb, scratch []byte
 			t.Ascend(func(it kvItem[K, V]) bool {
-				if vb, err = s.vc.Encode(vb[:0], it.v); err != nil {
+				if vb, err = encodeReusing(s.vc, &scratch, it.v); err != nil {
 					return false
 				}
 				b = appendString(b, it.key)

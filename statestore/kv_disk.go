@@ -32,9 +32,9 @@ func (s *KeyValueStore[K, V]) attachDisk(d *diskstate.DB) error {
 		return nil
 	case s.disk != nil:
 		return fmt.Errorf("statestore: store %q: keeps its entries in another database already", s.name)
-	case s.tree.Len() > 0 || len(s.buf) > 0:
+	case s.tree.Len() > 0 || s.buf.len() > 0:
 		return fmt.Errorf("statestore: store %q: holds %d keys and %d buffered changes: register it with the checkpointer before using it",
-			s.name, s.tree.Len(), len(s.buf))
+			s.name, s.tree.Len(), s.buf.len())
 	}
 	s.disk = d
 	return nil

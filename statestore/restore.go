@@ -127,25 +127,7 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 	if err != nil {
 		return err
 	}
-	apply := func(ch dstl.Change) error {
-		rep.Changes++
-		e, err := decodeEntry(ch.Data, ch.KeyGroup)
-		if err != nil {
-			return err
-		}
-		s := c.byName[e.name]
-		if s == nil {
-			return fmt.Errorf("%w: %q in the log", ErrUnknownStore, e.name)
-		}
-		if e.typ == typeDescr {
-			if e.kind != s.Kind() || e.kindVersion != s.base().version {
-				return fmt.Errorf("%w: the log's store %q is a %q store of version %d, the registered one a %q store of version %d",
-					ErrLogFormat, e.name, e.kind, e.kindVersion, s.Kind(), s.base().version)
-			}
-			return nil
-		}
-		return s.ApplyChange(e.change)
-	}
+	apply := func(ch dstl.Change) error { return c.replayChange(ch, &rep) }
 	var logs []LogRef
 	for i, h := range hs {
 		// A handle's logs may hold changes of other key groups than its
@@ -170,6 +152,9 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 			}
 			logs = append(logs, l)
 		}
+	}
+	if err := endReplay(stores); err != nil {
+		return err
 	}
 	for _, s := range stores {
 		s.SetLogging(true)
@@ -230,6 +215,52 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 	}
 	c.stats.LastRestore = rep
 	c.restoreErr = nil
+	return nil
+}
+
+// replayChange applies a change read back from the log to the store it
+// names: a descriptor is checked against the registered store, a data or
+// stream-time change is applied without logging.
+func (c *Checkpointer) replayChange(ch dstl.Change, rep *RestoreReport) error {
+	rep.Changes++
+	e, err := decodeEntry(ch.Data, ch.KeyGroup)
+	if err != nil {
+		return err
+	}
+	s := c.byName[string(e.name)]
+	if s == nil {
+		return fmt.Errorf("%w: %q in the log", ErrUnknownStore, e.name)
+	}
+	if e.typ == typeDescr {
+		if e.kind != s.Kind() || e.kindVersion != s.base().version {
+			return fmt.Errorf("%w: the log's store %q is a %q store of version %d, the registered one a %q store of version %d",
+				ErrLogFormat, e.name, e.kind, e.kindVersion, s.Kind(), s.base().version)
+		}
+		return nil
+	}
+	if r, ok := s.(replayer); ok {
+		return r.replayChange(e.change)
+	}
+	return s.ApplyChange(e.change)
+}
+
+// replayer is a store that applies the changes a restore replays in bulk:
+// replayChange takes each change in the log's order, as ApplyChange does,
+// and endReplay, after the last, makes the store hold what they say.
+type replayer interface {
+	replayChange(c Change) error
+	endReplay() error
+}
+
+// endReplay ends the replay of the stores that are replayers.
+func endReplay(stores []internalStore) error {
+	for _, s := range stores {
+		if r, ok := s.(replayer); ok {
+			if err := r.endReplay(); err != nil {
+				return fmt.Errorf("statestore: restore: store %q: %w", s.Name(), err)
+			}
+		}
+	}
 	return nil
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/statestore/internal/diskstate"
@@ -171,9 +173,12 @@ type storeBase struct {
 
 	mu       sync.Mutex
 	closed   bool
-	buf      []Change
-	describe bool // the next flush appends the store's descriptor first
+	buf      changeBuf // the changes not yet appended to the log
+	describe bool      // the next flush appends the store's descriptor first
 	scratch  []byte
+	// vscratch is the scratch buffer encodeLogged encodes values in
+	// (encodeReusing).
+	vscratch []byte
 	// onFlush, when set (by a Checkpointer), learns the bytes appended.
 	onFlush func(n int64)
 	// streamTime is the largest timestamp seen (window and versioned
@@ -258,13 +263,19 @@ func (b *storeBase) TakeChanges() []Change {
 }
 
 func (b *storeBase) takeLocked() []Change {
+	b.bufferStreamTimeLocked()
+	c := b.buf.changes()
+	b.buf.reset()
+	return c
+}
+
+// bufferStreamTimeLocked buffers the stream time when it advanced since it
+// was last logged.
+func (b *storeBase) bufferStreamTimeLocked() {
 	if b.streamTime > b.loggedStreamTime && b.log != nil && b.logging.Load() {
-		b.buf = append(b.buf, Change{KeyGroup: dstl.MetaKeyGroup, Timestamp: b.streamTime, HasTimestamp: true})
+		b.bufferLocked(Change{KeyGroup: dstl.MetaKeyGroup, Timestamp: b.streamTime, HasTimestamp: true})
 		b.loggedStreamTime = b.streamTime
 	}
-	c := b.buf
-	b.buf = nil
-	return c
 }
 
 // Flush appends the buffered changes to the log.
@@ -285,35 +296,37 @@ func (b *storeBase) flushLocked(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("statestore: store %q: not flushed after an earlier error: %w", b.name, b.failed)
 	}
 	if b.log == nil {
-		b.buf = nil
+		b.buf.reset()
 		return 0, nil
 	}
-	changes := b.takeLocked()
+	b.bufferStreamTimeLocked()
 	var n int64
-	if b.describe && (len(changes) > 0) {
+	if b.describe && b.buf.len() > 0 {
 		b.scratch = appendDescriptor(b.scratch[:0], b.name, b.kind, b.version)
 		if err := b.log.AppendMeta(ctx, b.scratch); err != nil {
-			b.buf = append(changes, b.buf...)
 			return 0, fmt.Errorf("statestore: store %q: log descriptor: %w", b.name, err)
 		}
 		n += int64(len(b.scratch))
 		b.describe = false
 	}
-	for i, c := range changes {
+	start := 0
+	for i, e := range b.buf.ents {
 		var err error
-		b.scratch = appendChange(b.scratch[:0], b.name, c)
-		if c.KeyGroup == dstl.MetaKeyGroup {
-			err = b.log.AppendMeta(ctx, b.scratch)
+		entry := b.buf.data[start:e.end]
+		if e.kg == dstl.MetaKeyGroup {
+			err = b.log.AppendMeta(ctx, entry)
 		} else {
-			err = b.log.Append(ctx, c.KeyGroup, b.scratch)
+			err = b.log.Append(ctx, int(e.kg), entry)
 		}
 		if err != nil {
-			b.buf = append(changes[i:len(changes):len(changes)], b.buf...)
+			b.buf.drop(i)
 			b.reportFlush(n)
 			return n, fmt.Errorf("statestore: store %q: log: %w", b.name, err)
 		}
-		n += int64(len(b.scratch))
+		n += int64(len(entry))
+		start = e.end
 	}
+	b.buf.reset()
 	b.reportFlush(n)
 	return n, nil
 }
@@ -327,22 +340,129 @@ func (b *storeBase) reportFlush(n int64) {
 // record buffers a change when logging is on. The caller holds the lock.
 func (b *storeBase) record(c Change) {
 	if b.logging.Load() {
-		b.buf = append(b.buf, c)
+		b.bufferLocked(c)
 	}
+}
+
+// bufferLocked buffers a change for the log, encoded: it keeps none of c's
+// slices. The caller holds the lock.
+func (b *storeBase) bufferLocked(c Change) {
+	b.buf.data = appendChange(b.buf.data, b.name, c)
+	b.buf.ents = append(b.buf.ents, bufEntry{kg: int32(c.KeyGroup), end: len(b.buf.data)})
 }
 
 // encodeLogged decides, with the store's lock held, whether a put is
 // logged, and then encodes its value. The caller buffers the change (with
-// b.buf) exactly when on, whatever SetLogging does meanwhile, so that a
-// logged put always carries its value.
+// bufferLocked) exactly when on, whatever SetLogging does meanwhile, so
+// that a logged put always carries its value. The encoding is valid until
+// the next call (it may be the store's scratch), which is why the caller
+// buffers it before it releases the lock.
 func encodeLogged[V any](b *storeBase, vc Codec[V], v V) (vb []byte, on bool, err error) {
 	if !b.logging.Load() {
 		return nil, false, nil
 	}
-	if vb, err = vc.Encode(nil, v); err != nil {
+	if vb, err = encodeReusing(vc, &b.vscratch, v); err != nil {
 		return nil, false, fmt.Errorf("statestore: store %q: value: %w", b.name, err)
 	}
 	return vb, true, nil
+}
+
+// encodeReusing encodes v with vc, appending to the scratch buffer
+// *scratch, and returns the encoding, valid until the next call with the
+// same scratch. The next call reuses only memory the scratch owns: the
+// encoding's when the codec appended to the scratch in place, or a new
+// buffer when the encoding outgrew it (unless it is larger than
+// maxKeptScratch); never memory that the codec returned of its own (v's
+// bytes, a buffer it keeps), which the next encoding would overwrite.
+func encodeReusing[V any](vc Codec[V], scratch *[]byte, v V) ([]byte, error) {
+	vb, err := vc.Encode((*scratch)[:0], v)
+	if err != nil {
+		return nil, err
+	}
+	old := *scratch
+	switch {
+	case cap(old) > 0 && cap(vb) > 0 && unsafe.SliceData(old[:cap(old)]) == unsafe.SliceData(vb[:cap(vb)]):
+		*scratch = vb[:0] // the scratch itself
+	case cap(vb) > cap(old) && cap(vb) <= maxKeptScratch:
+		// Grown by the codec, or memory it does not give away: either way,
+		// the next call gets a buffer of the store's own, as large.
+		*scratch = make([]byte, 0, cap(vb))
+	}
+	return vb, nil
+}
+
+// changeBuf holds the changes buffered for the log, each encoded as its log
+// entry (appendChange), one after another in data, so that buffering a
+// change allocates nothing once the buffer has grown. Flushing appends the
+// entries (the log's writer copies them) and reuses the buffer.
+type changeBuf struct {
+	data []byte
+	ents []bufEntry
+}
+
+// bufEntry is a buffered entry: its key group and where it ends in data
+// (it starts where the one before it ends).
+type bufEntry struct {
+	kg  int32
+	end int
+}
+
+// maxKeptBuf is the capacity of a change buffer kept for reuse after a
+// flush: a larger one, grown by a burst of changes, is let go.
+const maxKeptBuf = 4 << 20
+
+// maxKeptEnts is the capacity of a change buffer's entries kept for reuse:
+// as many as take maxKeptBuf bytes.
+const maxKeptEnts = maxKeptBuf / int(unsafe.Sizeof(bufEntry{}))
+
+// maxKeptScratch is the capacity of a value scratch buffer kept for reuse.
+const maxKeptScratch = 1 << 20
+
+func (c *changeBuf) len() int { return len(c.ents) }
+
+// reset empties the buffer, keeping its memory unless it grew large
+// (more than maxKeptBuf bytes, more than maxKeptEnts entries).
+func (c *changeBuf) reset() {
+	c.data, c.ents = c.data[:0], c.ents[:0]
+	if cap(c.data) > maxKeptBuf {
+		c.data = nil
+	}
+	if cap(c.ents) > maxKeptEnts {
+		c.ents = nil
+	}
+}
+
+// drop forgets the first n entries, keeping the others in order.
+func (c *changeBuf) drop(n int) {
+	if n == 0 {
+		return
+	}
+	start := c.ents[n-1].end
+	c.data = c.data[:copy(c.data, c.data[start:])]
+	c.ents = c.ents[:copy(c.ents, c.ents[n:])]
+	for i := range c.ents {
+		c.ents[i].end -= start
+	}
+}
+
+// changes decodes the buffered entries into changes, which alias a copy of
+// the buffer.
+func (c *changeBuf) changes() []Change {
+	if len(c.ents) == 0 {
+		return nil
+	}
+	data := slices.Clone(c.data)
+	out := make([]Change, len(c.ents))
+	start := 0
+	for i, e := range c.ents {
+		en, err := decodeEntry(data[start:e.end:e.end], int(e.kg))
+		if err != nil {
+			panic(fmt.Sprintf("statestore: a buffered change does not decode: %v", err)) // appendChange wrote it
+		}
+		out[i] = en.change
+		start = e.end
+	}
+	return out
 }
 
 // keyGroup returns the key group of an encoded key, or an error if the
@@ -382,13 +502,19 @@ func (b *storeBase) failLocked(err error) {
 	}
 }
 
-// Close marks the store closed and drops its buffer.
+// Close marks the store closed and drops its buffers.
 func (b *storeBase) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.closed = true
-	b.buf = nil
+	b.closeLocked()
 	return nil
+}
+
+// closeLocked marks the store closed and lets go of its buffers.
+func (b *storeBase) closeLocked() {
+	b.closed = true
+	b.buf = changeBuf{}
+	b.scratch, b.vscratch = nil, nil
 }
 
 // restoreStreamTime raises the stream time to st, which counts as logged
@@ -404,10 +530,11 @@ func (b *storeBase) restoreStreamTime(st int64) error {
 	return nil
 }
 
-// clearLocked resets what the base holds: the buffer, the stream time and
-// the error kept for Err.
+// clearLocked resets what the base holds: the buffer and scratch buffers,
+// the stream time and the error kept for Err.
 func (b *storeBase) clearLocked() {
-	b.buf = nil
+	b.buf.reset()
+	b.scratch, b.vscratch = nil, nil
 	b.failed = nil
 	b.streamTime, b.loggedStreamTime = minTime, minTime
 }

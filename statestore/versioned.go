@@ -144,7 +144,7 @@ func (s *VersionedStore[K, V]) change(k K, v V, ts int64, deleted bool) error {
 	}
 	s.insertLocked(string(kb), k, Version[V]{Timestamp: ts, Value: v, Deleted: deleted})
 	if logged {
-		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb, Tombstone: deleted, Timestamp: ts, HasTimestamp: true})
+		s.bufferLocked(Change{KeyGroup: kg, Key: kb, Value: vb, Tombstone: deleted, Timestamp: ts, HasTimestamp: true})
 	}
 	return nil
 }
@@ -295,7 +295,7 @@ func (s *VersionedStore[K, V]) captureLocked() func() ([]byte, error) {
 			b = binary.AppendVarint(b, st)
 			b = binary.AppendUvarint(b, uint64(t.Len()))
 			var err error
-			var vb []byte
+			var vb, scratch []byte
 			t.Ascend(func(it verItem[K, V]) bool {
 				vs := visible(it.vs, h)
 				b = appendString(b, it.key)
@@ -306,7 +306,7 @@ func (s *VersionedStore[K, V]) captureLocked() func() ([]byte, error) {
 						b = append(b, 1)
 						continue
 					}
-					if vb, err = s.vc.Encode(vb[:0], ver.Value); err != nil {
+					if vb, err = encodeReusing(s.vc, &scratch, ver.Value); err != nil {
 						return false
 					}
 					b = append(b, 0)

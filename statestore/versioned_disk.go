@@ -49,9 +49,9 @@ func (s *VersionedStore[K, V]) attachDisk(d *diskstate.DB) error {
 		return fmt.Errorf("statestore: store %q: keep on disk: %w", s.name, ErrClosed)
 	case s.disk != nil:
 		return fmt.Errorf("statestore: store %q: keeps its versions on disk already", s.name)
-	case s.tree.Len() > 0 || len(s.buf) > 0:
+	case s.tree.Len() > 0 || s.buf.len() > 0:
 		return fmt.Errorf("statestore: store %q: holds %d keys and %d buffered changes: only an empty store can keep its versions on disk",
-			s.name, s.tree.Len(), len(s.buf))
+			s.name, s.tree.Len(), s.buf.len())
 	}
 	s.oldest = math.MaxInt64
 	s.disk = d
@@ -134,7 +134,7 @@ func (s *VersionedStore[K, V]) diskChange(k K, v V, ts int64, deleted bool) erro
 		return err
 	}
 	if logged {
-		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb, Tombstone: deleted, Timestamp: ts, HasTimestamp: true})
+		s.bufferLocked(Change{KeyGroup: kg, Key: kb, Value: vb, Tombstone: deleted, Timestamp: ts, HasTimestamp: true})
 	}
 	return nil
 }

@@ -152,7 +152,7 @@ func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
 		return err
 	}
 	if s.putLocked(string(kb), start, k, v) && logged {
-		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb, Timestamp: start, HasTimestamp: true})
+		s.bufferLocked(Change{KeyGroup: kg, Key: kb, Value: vb, Timestamp: start, HasTimestamp: true})
 	}
 	return nil
 }
@@ -304,9 +304,9 @@ func (s *WindowStore[K, V]) captureLocked() func() ([]byte, error) {
 			b = binary.AppendVarint(b, st)
 			b = binary.AppendUvarint(b, uint64(t.Len()))
 			var err error
-			var vb []byte
+			var vb, scratch []byte
 			t.Ascend(func(it winItem[K, V]) bool {
-				if vb, err = s.vc.Encode(vb[:0], it.v); err != nil {
+				if vb, err = encodeReusing(s.vc, &scratch, it.v); err != nil {
 					return false
 				}
 				b = appendString(b, it.key)

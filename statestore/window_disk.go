@@ -82,9 +82,9 @@ func (s *WindowStore[K, V]) attachDisk(d *diskstate.DB) error {
 		return fmt.Errorf("statestore: store %q: keep on disk: %w", s.name, ErrClosed)
 	case s.disk != nil:
 		return fmt.Errorf("statestore: store %q: keeps its windows on disk already", s.name)
-	case s.tree.Len() > 0 || len(s.buf) > 0:
+	case s.tree.Len() > 0 || s.buf.len() > 0:
 		return fmt.Errorf("statestore: store %q: holds %d windows and %d buffered changes: only an empty store can keep its windows on disk",
-			s.name, s.tree.Len(), len(s.buf))
+			s.name, s.tree.Len(), s.buf.len())
 	}
 	s.oldest.kg = make([]int64, s.kgr.End-s.kgr.Start+1)
 	s.oldest.reset()
@@ -236,7 +236,7 @@ func (s *WindowStore[K, V]) diskPut(k K, start int64, v V) error {
 		return err
 	}
 	if put && logged {
-		s.buf = append(s.buf, Change{KeyGroup: kg, Key: kb, Value: vb, Timestamp: start, HasTimestamp: true})
+		s.bufferLocked(Change{KeyGroup: kg, Key: kb, Value: vb, Timestamp: start, HasTimestamp: true})
 	}
 	return nil
 }
