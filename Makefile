@@ -90,8 +90,8 @@ bench-kv:
 ## (decoding them, applying them to an in-memory key-value store;
 ## BenchmarkRestoreApply/store=kv of statestore), in MB/s of the changes'
 ## logged bytes, six runs of two replays each (about a minute) into
-## bench/statestore-restore-kv.txt; bench/statestore-restore.txt keeps the
-## comparison with the replay before changes were gathered by key
+## bench/statestore-restore-kv.txt (bench/statestore-benchstat.txt compares
+## a whole restore, reading included, before and after)
 bench-restore:
 	$(GO) test -run='^$$' -bench='^BenchmarkRestoreApply$$/^store=kv$$/' -benchmem -benchtime=2x -count=6 ./statestore | tee bench/statestore-restore-kv.txt
 
