@@ -1379,8 +1379,13 @@ func (r *benchReport) targets() []targetResult {
 		read = targetRecoveryLocal
 	}
 	ts = append(ts,
-		targetResult{"recovery fetched/needed", fmt.Sprintf("%.3f", rc.FetchedPerNeed), "1.00", rc.FetchedPerNeed <= targetFetchedPerNeed},
-		targetResult{"recovery read", fmt.Sprintf("%.2f of the SDK's get", rc.Ratio), fmt.Sprintf(">= %.2f on %s", read, r.Backend), rc.Ratio >= read})
+		targetResult{"recovery fetched/needed", fmt.Sprintf("%.3f", rc.FetchedPerNeed), "1.00", rc.FetchedPerNeed <= targetFetchedPerNeed})
+	// A bucket in this process's memory (mem://) is no store to read at
+	// the speed of: its get is a copy of memory, and the design sets no
+	// target there.
+	if !strings.HasPrefix(r.BasePath, "mem://") {
+		ts = append(ts, targetResult{"recovery read", fmt.Sprintf("%.2f of the SDK's get", rc.Ratio), fmt.Sprintf(">= %.2f on %s", read, r.Backend), rc.Ratio >= read})
+	}
 	if su := r.Sustained; su != nil {
 		for _, row := range su.Rows {
 			ts = append(ts, targetResult{fmt.Sprintf("sustained logging, %d writers", row.Writers),

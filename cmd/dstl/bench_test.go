@@ -503,6 +503,12 @@ func TestBenchTargets(t *testing.T) {
 	}) {
 		t.Errorf("targets without (a) and (f): %+v", ts)
 	}
+	// A bucket in memory has no recovery read target, however slow.
+	r = base()
+	r.Backend, r.BasePath, r.Recovery.Ratio = "gocloud", "mem://bench/run", 0.05
+	if ts := r.targets(); len(ts) != 7 || slices.ContainsFunc(ts, func(tr targetResult) bool { return tr.Name == "recovery read" }) {
+		t.Errorf("targets on mem://: %+v", ts)
+	}
 }
 
 // TestBenchAppend: (a) measures the appender alone, with the encoding
