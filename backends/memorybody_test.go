@@ -54,4 +54,18 @@ func TestMemoryBody(t *testing.T) {
 	if _, ok := driver.NewBody(io.NewSectionReader(m, 0, 6), 6).SliceAt(0, 1); ok {
 		t.Error("Body.SliceAt of a body not in memory succeeded")
 	}
+	if p, ok := driver.NewBody(shortSlices{m}, 6).SliceAt(0, 4); ok {
+		t.Errorf("Body.SliceAt passed on a slice of %d bytes for 4", len(p))
+	}
+}
+
+// shortSlices hands out one byte less than asked.
+type shortSlices struct{ *backends.MemoryBody }
+
+func (s shortSlices) SliceAt(off, n int64) ([]byte, bool) {
+	p, ok := s.MemoryBody.SliceAt(off, n)
+	if ok && len(p) > 0 {
+		p = p[:len(p)-1]
+	}
+	return p, ok
 }

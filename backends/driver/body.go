@@ -85,15 +85,20 @@ type sliceAt interface {
 }
 
 // SliceAt returns the n bytes of the body at off without copying them,
-// when the caller's body is in memory and has them, and true; otherwise
-// false, and the driver reads them with ReadAt. A driver does not change
-// them, nor keeps them past the Put.
+// when the caller's body is in memory and has them all, and true;
+// otherwise false, and the driver reads them with ReadAt (which reports a
+// body that ends short as such). A driver does not change them, nor keeps
+// them past the Put.
 func (b *Body) SliceAt(off, n int64) ([]byte, bool) {
 	m, ok := b.r.(sliceAt)
 	if !ok || off < 0 || n < 0 || n > b.size-off {
 		return nil, false
 	}
-	return m.SliceAt(off, n)
+	p, ok := m.SliceAt(off, n)
+	if !ok || int64(len(p)) != n {
+		return nil, false
+	}
+	return p, true
 }
 
 // Bytes reads n bytes of the body from off on into memory.

@@ -222,36 +222,38 @@ func (d *bucket) Put(ctx context.Context, _ driver.Runner, name string, body *dr
 	return nil
 }
 
-// copyBody copies size bytes of body to f in chunks, checking ctx between
-// them.
 // copyBufs holds the buffers Put copies bodies through.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyChunk); return &b }}
 
+// copyBody copies size bytes of body to f in chunks, checking ctx between
+// them.
 func copyBody(ctx context.Context, f *os.File, body *driver.Body, size int64) error {
-	if _, ok := body.SliceAt(0, min(size, 1)); ok {
-		// In memory: written from there, a chunk at a time (each read
-		// from the body counts, as progress, before it is written).
-		for done := int64(0); done < size; {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			n := min(size-done, copyChunk)
-			p, ok := body.SliceAt(done, n)
-			if !ok {
-				return fmt.Errorf("read body: %d bytes at offset %d of %d are not in memory", n, done, size)
-			}
-			if _, err := f.Write(p); err != nil {
-				return err
-			}
-			done += n
+	// A body in memory is written from there, a chunk at a time (each
+	// chunk taken counts, as progress, before it is written); the rest of
+	// a body, or all of one not in memory, is copied through a buffer,
+	// whose reads report a body that ends short.
+	var done int64
+	for done < size {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
+		n := min(size-done, copyChunk)
+		p, ok := body.SliceAt(done, n)
+		if !ok {
+			break
+		}
+		if _, err := f.Write(p); err != nil {
+			return err
+		}
+		done += n
+	}
+	if done == size {
 		return ctx.Err()
 	}
-	r := body.Section(0, size)
+	r := body.Section(done, size-done)
 	pooled := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(pooled)
-	buf := (*pooled)[:min(size, copyChunk)]
-	var done int64
+	buf := (*pooled)[:min(size-done, copyChunk)]
 	for done < size {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -157,6 +157,57 @@ func TestPutMemoryBodyCancelled(t *testing.T) {
 	}
 }
 
+// TestPutMemoryBodyShort: a body in memory that ends before the Put's
+// size, or that hands out fewer bytes than asked, fails the Put with
+// io.ErrUnexpectedEOF as any short body does, and leaves no object.
+func TestPutMemoryBodyShort(t *testing.T) {
+	data := make([]byte, 3*copyChunk)
+	for _, tc := range []struct {
+		name string
+		body io.ReaderAt
+		size int64
+	}{
+		{"ends short", backends.NewMemoryBody(data[:100]), 101},
+		{"ends short after chunks", backends.NewMemoryBody(data[:2*copyChunk+5]), int64(len(data))},
+		{"hands out short slices", shortSlices{backends.NewMemoryBody(data[:copyChunk+7])}, int64(len(data))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := open(t)
+			if err := b.Put(t.Context(), "short", tc.body, tc.size); !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("Put = %v, want io.ErrUnexpectedEOF", err)
+			}
+			if _, err := conformance.Read(t.Context(), b, "short", 0, -1); !errors.Is(err, backends.ErrNotFound) {
+				t.Fatalf("Get = %v, want not found", err)
+			}
+		})
+	}
+}
+
+// TestPutMemoryBodyShortSlices: a body whose SliceAt hands out fewer bytes
+// than asked is read with ReadAt instead: the object is whole.
+func TestPutMemoryBodyShortSlices(t *testing.T) {
+	b := open(t)
+	data := bytes.Repeat([]byte("0123456789"), 3*copyChunk/10)
+	if err := b.Put(t.Context(), "whole", shortSlices{backends.NewMemoryBody(data)}, int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := conformance.Read(t.Context(), b, "whole", 0, -1); err != nil || got != string(data) {
+		t.Fatalf("Get: %d bytes of %d, %v", len(got), len(data), err)
+	}
+}
+
+// shortSlices is a body in memory whose SliceAt hands out one byte less
+// than asked.
+type shortSlices struct{ *backends.MemoryBody }
+
+func (s shortSlices) SliceAt(off, n int64) ([]byte, bool) {
+	p, ok := s.MemoryBody.SliceAt(off, n)
+	if ok && len(p) > 1 {
+		p = p[:len(p)-1]
+	}
+	return p, ok
+}
+
 // cancelAfterSlice is a body in memory that cancels a context when its
 // first chunk is taken.
 type cancelAfterSlice struct {

@@ -616,9 +616,10 @@ func benchAppend(ctx context.Context, changeSize, runs int, prog *progress) (app
 			wg.Wait()
 			return errors.Join(errs...)
 		})
-		// Per change: n calls appended writers changes each.
+		// Per change: n calls appended writers changes each (allocations
+		// rounded up, so that one per few changes does not read as 0).
 		m.nsPerOp /= float64(writers)
-		m.allocsPerOp /= int64(writers)
+		m.allocsPerOp = (m.allocsPerOp + int64(writers) - 1) / int64(writers)
 		return m, err
 	}
 	var encoded, two []float64
@@ -732,7 +733,7 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	cp := int64(0)
 	checkpoint := func() error {
 		cp++
-		d, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp)
+		d, _, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp)
 		latencies = append(latencies, d)
 		return err
 	}
@@ -827,12 +828,15 @@ func pipelinedPersists(ctx context.Context, w *dstl.Writer, n int, changes *chan
 	}
 	t0 := time.Now()
 	for i := 0; time.Since(t0) < d || i < 2; i++ {
+		// From the set the appends start (a set past the pre-emptive
+		// threshold is split: the handle covers every piece).
+		sqn := w.NextSequenceNumber()
 		for j := range n {
 			if err := w.Append(ctx, j&127, changes.change()); err != nil {
 				return sets, err
 			}
 		}
-		sqn := w.NextSequenceNumber() - 1 // the set just appended
+		w.NextSequenceNumber() // closes the set
 		if pending != nil {
 			if err := settle(); err != nil {
 				return sets, err
@@ -851,27 +855,30 @@ func pipelinedPersists(ctx context.Context, w *dstl.Writer, n int, changes *chan
 // persistChanges appends n changes from changes to w (change i to key
 // group kg(i)), persists them as checkpoint cp, waits for the handle,
 // confirms the checkpoint and truncates the log. It returns the time from
-// Persist to the handle.
-func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int, changes *changeSource, cp int64) (time.Duration, error) {
+// Persist to the handle, and the changes' bytes the handle covers.
+func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int, changes *changeSource, cp int64) (time.Duration, int64, error) {
+	// From the set the appends start (a set past the pre-emptive threshold
+	// is split: the handle covers every piece).
+	from := w.NextSequenceNumber()
 	for i := range n {
 		if err := w.Append(ctx, kg(i), changes.change()); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	t0 := time.Now()
-	f, err := w.Persist(ctx, w.NextSequenceNumber()-1, cp)
+	f, err := w.Persist(ctx, from, cp)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	r, err := f.Wait(ctx)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	d := time.Since(t0)
 	if err := w.Confirm(r.From, r.To, cp); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return d, w.Truncate(r.To)
+	return d, r.Remote.LogicalSize, w.Truncate(r.To)
 }
 
 // uvarintLen is the length of n's unsigned varint, the length prefix of a
@@ -919,7 +926,7 @@ func (e *benchEnv) batching(ctx context.Context, n int) (batchRow, error) {
 			mu.Unlock()
 			wg.Go(func() {
 				time.Sleep(time.Duration(rand.Int64N(int64(2 * time.Millisecond))))
-				d, err := persistChanges(ctx, w, changes, func(int) int { return i }, e.changes, cp)
+				d, _, err := persistChanges(ctx, w, changes, func(int) int { return i }, e.changes, cp)
 				mu.Lock()
 				defer mu.Unlock()
 				busy[i] = false

@@ -133,7 +133,7 @@ func BenchmarkUpload(b *testing.B) {
 		b.SetBytes(n * 100)
 		b.ReportAllocs()
 		for cp := int64(1); b.Loop(); cp++ {
-			if _, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp); err != nil {
+			if _, _, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -529,5 +529,31 @@ func TestBenchAppend(t *testing.T) {
 	}
 	if a.AllocsPerOp != 0 {
 		t.Errorf("%d allocations per append", a.AllocsPerOp)
+	}
+}
+
+// TestPersistChangesCoversSplitSets: a set of changes past the pre-emptive
+// threshold is split into several; the handle covers them all.
+func TestPersistChangesCoversSplitSets(t *testing.T) {
+	e := newBenchEnv(t)
+	cfg := e.cfg
+	cfg.PreemptivePersistThreshold = 1 << 10
+	s, err := e.newStorage(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w, err := s.NewWriter("split", dstl.KeyGroupRange{Start: 0, End: 127})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cp := int64(1); cp <= 2; cp++ {
+		_, covered, err := persistChanges(t.Context(), w, 100, func(i int) int { return i & 127 }, e.changes, cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if covered != 100*100 {
+			t.Errorf("checkpoint %d: the handle covers %d bytes of 10000", cp, covered)
+		}
 	}
 }
