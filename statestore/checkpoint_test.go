@@ -344,17 +344,7 @@ func TestLocalRecovery(t *testing.T) {
 func testLocalRecovery(t *testing.T, disk bool) {
 	b := dstltest.NewBackend()
 	dir := t.TempDir()
-	open := func() *dstl.Storage {
-		cfg := dstl.DefaultConfig("mem://test")
-		cfg.JobID, cfg.BatchPersistDelay = "job", 0
-		cfg.LocalRecoveryEnabled, cfg.LocalRecoveryDir = true, dir
-		s, err := dstl.New(cfg, b, dstl.WithLocalRecovery(duplicating.Open))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	open := func() *dstl.Storage { return newLocalStorage(t, b, dir) }
 	var scfg statestore.Config
 	if disk {
 		scfg.Dir = t.TempDir()

@@ -56,19 +56,12 @@ func NewBackend(backend backends.Backend, o Options) *Backend {
 }
 
 // Upload encodes the batch into one object and puts it. The object is
-// built in place in a pooled buffer of its exact size, and put from there.
+// built in place in a pooled buffer, which grows as a slice does and keeps
+// its size for the next uploads, and is put from there.
 func (u *Backend) Upload(ctx context.Context, tasks []*Task) (*Output, error) {
 	name, err := objname.NewLog(u.prefix)
 	if err != nil {
 		return nil, err
-	}
-	var all []*format.ChangeSet
-	for _, t := range tasks {
-		all = append(all, t.ChangeSets...)
-	}
-	size, err := format.EncodedSize(all...)
-	if err != nil {
-		return nil, fmt.Errorf("dstl: encode %s: %w", name, err)
 	}
 	var sc *scratch
 	select {
@@ -85,9 +78,8 @@ func (u *Backend) Upload(ctx context.Context, tasks []*Task) (*Output, error) {
 			}
 		}
 	}()
-	if int64(cap(sc.buf)) < size {
-		// Not grown from the old one: its bytes need no copy.
-		sc.buf = make([]byte, 0, max(size, int64(u.bufSize)))
+	if sc.buf == nil {
+		sc.buf = make([]byte, 0, u.bufSize)
 	}
 	enc := sc.enc
 	enc.ResetBuffer(sc.buf, format.EncoderOptions{Compression: u.compression})

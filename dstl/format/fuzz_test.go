@@ -120,6 +120,21 @@ func FuzzDecodeFrame(f *testing.F) {
 		if (err == nil) != (derr == nil) || err == nil && !reflect.DeepEqual(cs, dcs) && !(len(cs.Groups) == 0 && len(dcs.Groups) == 0) {
 			t.Fatalf("DecodeFrame = %v, %v; FrameDecoder.Decode = %v, %v", cs, err, dcs, derr)
 		}
+		// Verified first, then decoded without the CRC: the same outcome.
+		// A frame that fails VerifyFrame fails DecodeFrame with the same
+		// error.
+		if verr := VerifyFrame(name, base, frame); verr != nil {
+			if err == nil || verr.Error() != err.Error() {
+				t.Fatalf("VerifyFrame = %v, DecodeFrame = %v", verr, err)
+			}
+		} else {
+			var vd FrameDecoder
+			vcs, vderr := vd.DecodeVerified(name, base, frame)
+			if (err == nil) != (vderr == nil) || err != nil && vderr.Error() != err.Error() ||
+				err == nil && !reflect.DeepEqual(cs, vcs) && !(len(cs.Groups) == 0 && len(vcs.Groups) == 0) {
+				t.Fatalf("DecodeFrame = %v, %v; DecodeVerified = %v, %v", cs, err, vcs, vderr)
+			}
+		}
 		h, herr := ReadFrameHeader(name, base, frame)
 		if herr != nil {
 			checkFuzzErr(t, herr, name, base, base+int64(len(frame)))
