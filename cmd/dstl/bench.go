@@ -43,9 +43,13 @@ sets targets for, each beside the same SDK used directly:
       changes per second over one's;
   (b) upload: end-to-end append -> persist -> confirm throughput of one
       writer, in changes' bytes per second, beside the SDK's own put of
-      objects of the same size through the same client, one at a time, and
-      their ratio (batch.persist-delay is 0 here: a lone writer has nobody to
-      wait for). Changes are random bytes (from a fixed seed, no two alike
+      objects of the same size through the same client, one at a time, the
+      two alternating set by set, and their ratio: the median, over the
+      pairs of one set and one put, of the engine's throughput over the
+      SDK's (batch.persist-delay is 0 here: a lone writer has nobody to
+      wait for). The engine's time is the whole append -> persist ->
+      confirm -> truncate; its truncation deletes the last set's object in
+      the background, and the SDK side deletes its last object so too. Changes are random bytes (from a fixed seed, no two alike
       in an object), so that compression, if enabled, gains nothing and the
       changes' bytes are about the bytes stored (the report shows stored per
       logical); the SDK puts random bytes of the engine's average object size.
@@ -281,19 +285,23 @@ type appendResult struct {
 }
 
 type uploadResult struct {
-	ObjectSize       int64     `json:"object_size"` // average stored size of the engine's objects
-	ChangesPerSet    int       `json:"changes_per_object"`
-	StoredPerLogical float64   `json:"stored_per_logical"`      // bytes stored per changes' byte: about 1, the changes being random
-	EngineBPS        float64   `json:"engine_bytes_per_second"` // changes' bytes appended and persisted per second
-	RawBPS           float64   `json:"raw_bytes_per_second"`    // bytes put per second by the SDK
-	Ratio            float64   `json:"ratio"`
-	EngineRounds     []float64 `json:"engine_rounds"`
-	RawRounds        []float64 `json:"raw_rounds"`
-	PersistP50Ms     float64   `json:"persist_p50_ms"`
-	PersistP99Ms     float64   `json:"persist_p99_ms"`
-	PersistSamples   int       `json:"persist_samples"` // persists the percentiles come from
-	RawPutP50Ms      float64   `json:"raw_put_p50_ms"`
-	RawPutSamples    int       `json:"raw_put_samples"`
+	ObjectSize       int64   `json:"object_size"` // average stored size of the engine's objects
+	ChangesPerSet    int     `json:"changes_per_object"`
+	StoredPerLogical float64 `json:"stored_per_logical"`      // bytes stored per changes' byte: about 1, the changes being random
+	EngineBPS        float64 `json:"engine_bytes_per_second"` // changes' bytes appended and persisted per second
+	RawBPS           float64 `json:"raw_bytes_per_second"`    // bytes put per second by the SDK
+	// Ratio is the median, over pairs of one set appended and persisted
+	// and one SDK put of the same size run one after the other, of the
+	// engine's throughput over the SDK's; Pairs is how many pairs.
+	Ratio          float64   `json:"ratio"`
+	Pairs          int       `json:"pairs"`
+	EngineRounds   []float64 `json:"engine_rounds"`
+	RawRounds      []float64 `json:"raw_rounds"`
+	PersistP50Ms   float64   `json:"persist_p50_ms"`
+	PersistP99Ms   float64   `json:"persist_p99_ms"`
+	PersistSamples int       `json:"persist_samples"` // persists the percentiles come from
+	RawPutP50Ms    float64   `json:"raw_put_p50_ms"`
+	RawPutSamples  int       `json:"raw_put_samples"`
 	// PipelinedBPS is the writer's throughput when it appends the next
 	// set while the last one is persisted (one persist at a time, as a
 	// task whose checkpoints are asynchronous does), and PipelinedRatio
@@ -750,53 +758,70 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	latencies = latencies[:0]
 	var stored, logical int64
 	var rawLatencies []time.Duration
+	var pairRatios []float64
 	for r := range e.o.rounds {
-		// The engine.
-		t0 := time.Now()
-		sets := 0
+		// The engine and the SDK alternate, one set and one put at a time,
+		// so that both see the same store: a store whose speed drifts (a
+		// file system's write-back, an emulator sharing the cores) moves
+		// both sides of a pair alike.
+		var names []string
+		var engineTime, rawTime time.Duration
+		deleted := make(chan error, 1)
+		deleted <- nil
 		put0 := e.backend.Stats().BytesPut
-		for time.Since(t0) < e.o.roundTime || sets == 0 {
+		for t0 := time.Now(); time.Since(t0) < e.o.roundTime || len(names) == 0; {
+			t1 := time.Now()
 			if err := checkpoint(); err != nil {
 				return res, err
 			}
-			sets++
+			d := time.Since(t1) // appends, persist, confirm and truncate
+			name := fmt.Sprintf("%sraw-%d-%d.bin", e.prefix, size, len(names))
+			t1 = time.Now()
+			if err := e.raw.put(ctx, name, body); err != nil {
+				return res, fmt.Errorf("raw put: %w", err)
+			}
+			rd := time.Since(t1)
+			rawLatencies = append(rawLatencies, rd)
+			names = append(names, name)
+			// The engine's truncation deletes the set's object of the last
+			// checkpoint in the background: the SDK side deletes its last
+			// object so too, one delete at a time.
+			if err := <-deleted; err != nil {
+				return res, fmt.Errorf("raw delete: %w", err)
+			}
+			if len(names) > 1 {
+				go func(name string) { deleted <- e.raw.delete(ctx, name) }(names[len(names)-2])
+			} else {
+				deleted <- nil
+			}
+			engineTime += d
+			rawTime += rd
+			// The engine stores n changes in the time d; the SDK puts an
+			// object of the engine's size in rd.
+			pairRatios = append(pairRatios, (float64(n*e.o.changeSize)/d.Seconds())/(float64(len(body))/rd.Seconds()))
 		}
 		stored += e.backend.Stats().BytesPut - put0
-		logical += int64(sets * n * e.o.changeSize)
-		res.EngineRounds = append(res.EngineRounds, float64(sets*n*e.o.changeSize)/time.Since(t0).Seconds())
+		logical += int64(len(names) * n * e.o.changeSize)
+		res.EngineRounds = append(res.EngineRounds, float64(len(names)*n*e.o.changeSize)/engineTime.Seconds())
+		res.RawRounds = append(res.RawRounds, float64(len(names))*float64(len(body))/rawTime.Seconds())
+		if err := errors.Join(<-deleted, e.raw.delete(ctx, names[len(names)-1])); err != nil {
+			return res, fmt.Errorf("raw delete: %w", err)
+		}
 		// The engine, appending the next set while the last is persisted.
-		t0 = time.Now()
+		t0 := time.Now()
 		sets, err := pipelinedPersists(ctx, w, n, e.changes, &cp, e.o.roundTime)
 		if err != nil {
 			return res, err
 		}
 		res.PipelinedRounds = append(res.PipelinedRounds, float64(sets*n*e.o.changeSize)/time.Since(t0).Seconds())
-		e.prog.set((float64(r) + 0.5) / float64(e.o.rounds))
-		// The SDK.
-		var names []string
-		t0 = time.Now()
-		for time.Since(t0) < e.o.roundTime || len(names) == 0 {
-			name := fmt.Sprintf("%sraw-%d-%d.bin", e.prefix, size, len(names))
-			t1 := time.Now()
-			if err := e.raw.put(ctx, name, body); err != nil {
-				return res, fmt.Errorf("raw put: %w", err)
-			}
-			rawLatencies = append(rawLatencies, time.Since(t1))
-			names = append(names, name)
-		}
-		res.RawRounds = append(res.RawRounds, float64(len(names))*float64(len(body))/time.Since(t0).Seconds())
-		for _, name := range names {
-			if err := e.raw.delete(ctx, name); err != nil {
-				return res, fmt.Errorf("raw delete: %w", err)
-			}
-		}
 		if err := e.cleanup(ctx); err != nil {
 			return res, err
 		}
 		e.prog.set(float64(r+1) / float64(e.o.rounds))
 	}
+	res.Pairs = len(pairRatios)
 	res.EngineBPS, res.RawBPS = median(res.EngineRounds), median(res.RawRounds)
-	res.Ratio = res.EngineBPS / res.RawBPS
+	res.Ratio = median(pairRatios)
 	res.PipelinedBPS = median(res.PipelinedRounds)
 	res.PipelinedRatio = res.PipelinedBPS / res.RawBPS
 	res.StoredPerLogical = float64(stored) / float64(max(logical, 1))
@@ -1414,7 +1439,8 @@ func (r *benchReport) print(w io.Writer) {
 				a.EncodedNsPerOp, a.TwoWritersNsPerOp, a.Speedup)
 		}
 	}
-	fmt.Fprintf(w, "\n(b) upload: one writer, append -> persist -> confirm, beside the SDK's put of the same object size (median of %d rounds)\n", len(firstOr(r.Upload).EngineRounds))
+	fmt.Fprintf(w, "\n(b) upload: one writer, append -> persist -> confirm, alternating with the SDK's put of the same object size, one each\n")
+	fmt.Fprintf(w, "  DSTL, SDK PUT: medians of %d rounds; RATIO: the median of the pairs' ratios (pairs: %s)\n", len(firstOr(r.Upload).EngineRounds), joinInts(r.Upload, func(u uploadResult) int { return u.Pairs }))
 	fmt.Fprintf(w, "  random changes: bytes stored per changes' byte in STORED/LOGICAL; SDK put: %s\n", r.RawPut)
 	fmt.Fprintf(w, "  PIPELINED: the writer appends the next set while the last is persisted, one persist at a time (informative; the target is RATIO)\n")
 	fmt.Fprintln(tw, "  OBJECT\tCHANGES\tSTORED/LOGICAL\tDSTL\tSDK PUT\tRATIO\tPIPELINED\tRATIO\tPERSIST P50\tP99\t(N)\tSDK PUT P50\t(N)")
@@ -1472,6 +1498,15 @@ func firstOr[T any](xs []T) T {
 		return zero
 	}
 	return xs[0]
+}
+
+// joinInts joins f of each of xs with slashes.
+func joinInts[T any](xs []T, f func(T) int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.Itoa(f(x))
+	}
+	return strings.Join(parts, "/")
 }
 
 func joinFloats(xs []float64, format string) string {

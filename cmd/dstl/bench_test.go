@@ -557,3 +557,41 @@ func TestPersistChangesCoversSplitSets(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchUpload runs a short (b) at 64 KiB: the engine and the SDK
+// alternate, one set and one put per pair, so both sides have as many
+// samples as there are pairs; the ratio is the median of the pairs' and
+// lies between the smallest and the largest round's; and nothing is left
+// under the prefix, neither the engine's objects nor the SDK's.
+func TestBenchUpload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes a second")
+	}
+	e := newBenchEnv(t)
+	e.o.rounds = 2
+	e.o.roundTime = 200 * time.Millisecond
+	ctx := t.Context()
+	u, err := e.upload(ctx, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Pairs < 2 || u.PersistSamples != u.Pairs || u.RawPutSamples != u.Pairs {
+		t.Errorf("pairs %d, persist samples %d, SDK put samples %d: want as many, at least 2", u.Pairs, u.PersistSamples, u.RawPutSamples)
+	}
+	if len(u.EngineRounds) != 2 || len(u.RawRounds) != 2 || len(u.PipelinedRounds) != 2 {
+		t.Errorf("rounds: engine %v, SDK %v, pipelined %v: want 2 each", u.EngineRounds, u.RawRounds, u.PipelinedRounds)
+	}
+	if u.Ratio <= 0 || u.EngineBPS <= 0 || u.RawBPS <= 0 || u.ObjectSize < 60<<10 || u.ObjectSize > 70<<10 {
+		t.Errorf("result %+v", u)
+	}
+	var names []string
+	if err := e.backend.List(ctx, e.prefix, func(oi backends.ObjectInfo) error {
+		names = append(names, oi.Name)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 0 {
+		t.Errorf("left under the prefix: %v", names)
+	}
+}
