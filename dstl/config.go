@@ -44,7 +44,10 @@ type Config struct {
 	// UploadBufferSize is an object buffer's initial size. Key
 	// "upload.buffer-size".
 	UploadBufferSize int64
-	// UploadNumThreads bounds the uploads at once. Key "upload.num-threads".
+	// UploadNumThreads bounds the uploads at once. While every one is
+	// busy, the next batch is encoded (by an uploader that encodes ahead,
+	// as the default one does, see uploader.Preparer), so that an upload
+	// only puts. Key "upload.num-threads".
 	UploadNumThreads int
 	// DiscardNumThreads deletes released objects. Key "discard.num-threads".
 	DiscardNumThreads int

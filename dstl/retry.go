@@ -36,6 +36,7 @@ type uploadOutcome struct {
 type uploadRun struct {
 	s           *scheduler
 	batch       []*uploadTask
+	prepared    uploader.Prepared // the batch encoded ahead, or nil
 	maxAttempts int
 	timeout     time.Duration // 0: no hedging and no give-up on time
 	delays      backoff.BackOff
@@ -82,8 +83,9 @@ type uploadRun struct {
 // settled is closed once every attempt has returned; the caller hands
 // failed change sets back to their writers only then. It is nil when the
 // storage closed while attempts may still run.
-func (s *scheduler) uploadWithRetries(batch []*uploadTask) (out *uploader.Output, settled <-chan struct{}, err error) {
+func (s *scheduler) uploadWithRetries(batch []*uploadTask, prepared uploader.Prepared) (out *uploader.Output, settled <-chan struct{}, err error) {
 	r := s.newUploadRun(batch)
+	r.prepared = prepared
 	defer r.hedge.Stop()
 	r.start()
 	for {
@@ -186,7 +188,13 @@ func (r *uploadRun) watch(now time.Time) {
 // attempt makes attempt n and reports its result. An output that breaks
 // the uploader's contract fails the attempt, and its objects are discarded.
 func (r *uploadRun) attempt(ctx context.Context, n int) {
-	out, err := r.s.up.Upload(ctx, uploaderTasks(r.batch))
+	var out *uploader.Output
+	var err error
+	if r.prepared != nil {
+		out, err = r.prepared.Upload(ctx)
+	} else {
+		out, err = r.s.up.Upload(ctx, uploaderTasks(r.batch))
+	}
 	if err == nil {
 		if err = checkOutput(r.batch, out); err != nil && out != nil {
 			for _, obj := range out.Objects {

@@ -28,7 +28,12 @@ type scheduler struct {
 	ctx    context.Context // parent of every attempt; cancelled by close
 	cancel context.CancelFunc
 	slots  chan struct{} // one per concurrent batch (upload.num-threads)
-	wg     sync.WaitGroup
+	// preparer is up when it encodes batches ahead of their upload, and
+	// ahead is held by the one batch taken and encoded while it waits for
+	// a slot.
+	preparer uploader.Preparer
+	ahead    chan struct{}
+	wg       sync.WaitGroup
 
 	mu         sync.Mutex
 	closed     bool
@@ -50,9 +55,11 @@ func newScheduler(cfg Config, backend string, up uploader.Uploader, tr *tracker,
 		cfg: cfg, backend: backend, up: up, tracker: tr, m: m, log: log,
 		ctx: ctx, cancel: cancel,
 		slots:     make(chan struct{}, cfg.UploadNumThreads),
+		ahead:     make(chan struct{}, 1),
 		freed:     make(chan struct{}),
 		available: make(chan struct{}),
 	}
+	s.preparer, _ = up.(uploader.Preparer)
 	close(s.available)
 	return s
 }
@@ -138,11 +145,17 @@ func (s *scheduler) onTimer() {
 // startDrainLocked starts a goroutine that waits for an upload slot and
 // then takes a batch from the queue (up to the size threshold; a drain for
 // the rest follows at once). While every slot is busy, tasks keep joining
-// the queue, so batches grow under load.
+// the queue, so batches grow under load. With an uploader that encodes
+// ahead, one batch is taken and encoded while every slot is busy (see
+// drainAhead).
 func (s *scheduler) startDrainLocked() {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		if s.preparer != nil {
+			s.drainAhead()
+			return
+		}
 		select {
 		case s.slots <- struct{}{}:
 		case <-s.ctx.Done():
@@ -150,16 +163,61 @@ func (s *scheduler) startDrainLocked() {
 			return
 		}
 		defer func() { <-s.slots }()
-		s.mu.Lock()
-		batch := s.takeBatchLocked()
-		if len(s.queue) > 0 && !s.closed {
-			s.startDrainLocked() // the rest goes in the next object
-		}
-		s.mu.Unlock()
-		if len(batch) > 0 {
-			s.runBatch(batch)
+		if batch := s.takeBatch(); len(batch) > 0 {
+			s.runBatch(batch, nil)
 		}
 	}()
+}
+
+// takeBatch takes the next batch from the queue and starts a drain for
+// the rest, which goes in the next object.
+func (s *scheduler) takeBatch() []*uploadTask {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	batch := s.takeBatchLocked()
+	if len(s.queue) > 0 && !s.closed {
+		s.startDrainLocked()
+	}
+	return batch
+}
+
+// drainAhead takes a batch once no other batch waits for a slot, has the
+// uploader encode it, and then waits for a slot, so that a slot only puts:
+// the encoding of the next batch runs while the slots' puts do. A batch
+// whose encoding failed is uploaded as without a preparer (each attempt
+// encodes it, and fails as it would have).
+func (s *scheduler) drainAhead() {
+	select {
+	case s.ahead <- struct{}{}:
+	case <-s.ctx.Done():
+		s.failQueue()
+		return
+	}
+	batch := s.takeBatch()
+	if len(batch) == 0 {
+		<-s.ahead
+		return
+	}
+	for _, t := range batch {
+		t.prepare()
+	}
+	prepared, err := s.preparer.Prepare(s.ctx, uploaderTasks(batch))
+	if err != nil {
+		prepared = nil
+	}
+	select {
+	case s.slots <- struct{}{}:
+	case <-s.ctx.Done():
+		<-s.ahead
+		if prepared != nil {
+			prepared.Release()
+		}
+		s.finish(batch, nil, fmt.Errorf("dstl: upload: storage %w", ErrClosed))
+		return
+	}
+	<-s.ahead
+	defer func() { <-s.slots }()
+	s.runBatch(batch, prepared)
 }
 
 // takeBatchLocked takes queued tasks, oldest first, up to
@@ -188,13 +246,15 @@ func (s *scheduler) failQueue() {
 	s.finish(batch, nil, fmt.Errorf("dstl: upload: storage %w", ErrClosed))
 }
 
-// runBatch uploads one batch with retries and completes its tasks.
-func (s *scheduler) runBatch(batch []*uploadTask) {
+// runBatch uploads one batch with retries and completes its tasks;
+// prepared, when not nil, is the batch encoded ahead, which the attempts
+// put.
+func (s *scheduler) runBatch(batch []*uploadTask, prepared uploader.Prepared) {
 	s.m.batchSize.Record(s.ctx, int64(len(batch)))
 	for _, t := range batch {
 		t.prepare()
 	}
-	out, settled, err := s.uploadWithRetries(batch)
+	out, settled, err := s.uploadWithRetries(batch, prepared)
 	if err != nil && settled != nil {
 		// Cancelled attempts may still be reading the change sets: they go
 		// back to their writers (to be uploaded again) once all have ended.
@@ -205,6 +265,9 @@ func (s *scheduler) runBatch(batch []*uploadTask) {
 		return // closing: an attempt may still read the buffers
 	}
 	recycle := func() {
+		if prepared != nil {
+			prepared.Release()
+		}
 		for _, t := range batch {
 			t.release()
 		}

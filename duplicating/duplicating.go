@@ -178,8 +178,36 @@ func (u *Uploader) Upload(ctx context.Context, tasks []*uploader.Task) (*uploade
 	// it finds in the context its Put is called with.
 	written := &copied{}
 	out, err := u.encoder.Upload(context.WithValue(ctx, copiedKey{}, written), tasks)
+	return nameCopies(out, written), err
+}
+
+// Prepare encodes the batch into one object ahead of its upload (see
+// [uploader.Preparer]); each attempt writes it to both backends, as
+// Upload does.
+func (u *Uploader) Prepare(ctx context.Context, tasks []*uploader.Task) (uploader.Prepared, error) {
+	p, err := u.encoder.Prepare(ctx, tasks)
+	if err != nil {
+		return nil, err
+	}
+	return prepared{p}, nil
+}
+
+// prepared is a batch encoded ahead, written to both backends.
+type prepared struct{ uploader.Prepared }
+
+// Upload writes the object to both backends at once, as
+// [Uploader.Upload] does.
+func (p prepared) Upload(ctx context.Context) (*uploader.Output, error) {
+	written := &copied{}
+	out, err := p.Prepared.Upload(context.WithValue(ctx, copiedKey{}, written))
+	return nameCopies(out, written), err
+}
+
+// nameCopies names in out the local copies of the objects that written
+// lists.
+func nameCopies(out *uploader.Output, written *copied) *uploader.Output {
 	if out == nil {
-		return out, err
+		return nil
 	}
 	for i := range out.Objects {
 		obj := &out.Objects[i]
@@ -196,7 +224,7 @@ func (u *Uploader) Upload(ctx context.Context, tasks []*uploader.Task) (*uploade
 			}
 		}
 	}
-	return out, err
+	return out
 }
 
 // copied lists the local copies one call of Upload wrote.

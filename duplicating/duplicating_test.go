@@ -845,3 +845,45 @@ func uploadOpts(cfg dstl.Config) uploader.Options {
 	return uploader.Options{JobID: cfg.JobID, Compression: cfg.CompressionEnabled,
 		BufferSize: int(cfg.UploadBufferSize), Concurrency: cfg.UploadNumThreads}
 }
+
+// TestPrepareWritesBothCopies: a batch encoded ahead is written by each
+// attempt to both backends, under a name of its own, and its results name
+// the local copy, byte for byte the remote object.
+func TestPrepareWritesBothCopies(t *testing.T) {
+	remote, localB := dstltest.NewBackend(), dstltest.NewBackend()
+	up, err := duplicating.New(remote, localB, uploadOpts(testConfig("x")), duplicating.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &uploader.Task{LogID: [16]byte{1}, ChangeSets: []*format.ChangeSet{{LogID: [16]byte{1}, SequenceNumber: 4,
+		Groups: []format.Group{{KeyGroup: 2, Changes: [][]byte{[]byte("a"), []byte("b")}}}}}}
+	p, err := up.Prepare(ctx(t), []*uploader.Task{task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release()
+	var names []string
+	for range 2 {
+		out, err := p.Upload(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := out.Objects[0]
+		res := out.Tasks[0].Results[0]
+		if obj.LocalName != obj.Name || res.Object != obj.Name || res.LocalObject != obj.Name {
+			t.Fatalf("object %+v, result %+v: want the local copy named as the object", obj, res)
+		}
+		rb, err := conformance.Read(ctx(t), remote, obj.Name, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb, err := conformance.Read(ctx(t), localB, obj.Name, 0, -1)
+		if err != nil || lb != rb {
+			t.Fatalf("local copy of %s: %d bytes, %v; remote %d bytes", obj.Name, len(lb), err, len(rb))
+		}
+		names = append(names, obj.Name)
+	}
+	if names[0] == names[1] {
+		t.Fatalf("both attempts wrote %s", names[0])
+	}
+}

@@ -3,6 +3,7 @@ package uploader
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl/format"
@@ -20,13 +21,15 @@ type Options struct {
 	// BufferSize is the initial size of an object's buffer, in bytes.
 	BufferSize int
 	// Concurrency is how many uploads run at once (upload.num-threads):
-	// as many object buffers are kept for reuse.
+	// as many object buffers, and one for a batch encoded ahead (see
+	// [Preparer]), are kept for reuse.
 	Concurrency int
 }
 
 // Backend is the default [Uploader]: it encodes a batch into one object
 // (see docs/FORMAT.md) and puts it on a backend under a new name that
-// sorts by time.
+// sorts by time. It is a [Preparer]: the encoding can run before the
+// upload.
 type Backend struct {
 	backend     backends.Backend
 	prefix      string
@@ -51,7 +54,7 @@ func NewBackend(backend backends.Backend, o Options) *Backend {
 		prefix:      objname.JobPrefix(o.JobID),
 		compression: o.Compression,
 		bufSize:     max(o.BufferSize, 0),
-		scratch:     make(chan *scratch, max(o.Concurrency, 1)),
+		scratch:     make(chan *scratch, max(o.Concurrency, 1)+1),
 	}
 }
 
@@ -59,53 +62,109 @@ func NewBackend(backend backends.Backend, o Options) *Backend {
 // built in place in a pooled buffer, which grows as a slice does and keeps
 // its size for the next uploads, and is put from there.
 func (u *Backend) Upload(ctx context.Context, tasks []*Task) (*Output, error) {
-	name, err := objname.NewLog(u.prefix)
+	e, err := u.encode(tasks)
 	if err != nil {
 		return nil, err
 	}
+	defer e.Release()
+	return e.Upload(ctx)
+}
+
+// Prepare encodes the batch into one object, in a pooled buffer, for
+// attempts to put under names of their own (see [Preparer]).
+func (u *Backend) Prepare(_ context.Context, tasks []*Task) (Prepared, error) {
+	e, err := u.encode(tasks)
+	if err != nil {
+		return nil, err // not a nil *encoded in a non-nil Prepared
+	}
+	return e, nil
+}
+
+// encoded is a batch encoded into one object, not yet named.
+type encoded struct {
+	u       *Backend
+	sc      *scratch
+	obj     []byte
+	results []TaskResult // the results, Object and LocalObject unset
+}
+
+// encode encodes the tasks' change sets into one object, in a pooled
+// buffer.
+func (u *Backend) encode(tasks []*Task) (*encoded, error) {
 	var sc *scratch
 	select {
 	case sc = <-u.scratch:
 	default:
 		sc = &scratch{enc: format.NewEncoder(nil, format.EncoderOptions{})}
 	}
-	defer func() {
-		sc.enc.ResetBuffer(nil, format.EncoderOptions{})
-		if cap(sc.buf) <= maxPooledObject {
-			select {
-			case u.scratch <- sc:
-			default: // full: let the garbage collector have it
-			}
-		}
-	}()
 	if sc.buf == nil {
 		sc.buf = make([]byte, 0, u.bufSize)
 	}
 	enc := sc.enc
 	enc.ResetBuffer(sc.buf, format.EncoderOptions{Compression: u.compression})
-	out := &Output{Tasks: make([]TaskResult, len(tasks))}
+	results := make([]TaskResult, len(tasks))
 	for i, t := range tasks {
 		rs := make([]Result, len(t.ChangeSets))
 		for j, cs := range t.ChangeSets {
 			fi, err := enc.WriteChangeSet(cs)
 			if err != nil {
-				return nil, fmt.Errorf("dstl: encode change set %d of log %x into %s: %w", cs.SequenceNumber, t.LogID, name, err)
+				u.recycle(sc)
+				return nil, fmt.Errorf("dstl: encode change set %d of log %x: %w", cs.SequenceNumber, t.LogID, err)
 			}
-			rs[j] = Result{SequenceNumber: cs.SequenceNumber, Object: name,
-				Offset: fi.Offset, Length: fi.Length, LogicalSize: fi.LogicalSize}
+			rs[j] = Result{SequenceNumber: cs.SequenceNumber, Offset: fi.Offset, Length: fi.Length, LogicalSize: fi.LogicalSize}
 		}
-		out.Tasks[i] = TaskResult{Task: t, Results: rs}
+		results[i] = TaskResult{Task: t, Results: rs}
 	}
 	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("dstl: encode %s: %w", name, err)
+		u.recycle(sc)
+		return nil, fmt.Errorf("dstl: encode an object of %d tasks: %w", len(tasks), err)
 	}
 	obj := enc.Bytes()
 	sc.buf = obj[:0] // the same array, unless it grew
-	if err := u.backend.Put(ctx, name, TrackBody(ctx, backends.NewMemoryBody(obj), int64(len(obj))), int64(len(obj))); err != nil {
+	return &encoded{u: u, sc: sc, obj: obj, results: results}, nil
+}
+
+// recycle resets sc and keeps it for the next uploads, unless its buffer
+// is too large to keep or enough are kept.
+func (u *Backend) recycle(sc *scratch) {
+	sc.enc.ResetBuffer(nil, format.EncoderOptions{})
+	if cap(sc.buf) > maxPooledObject {
+		return
+	}
+	select {
+	case u.scratch <- sc:
+	default: // full: let the garbage collector have it
+	}
+}
+
+// Upload puts the object under a new name.
+func (e *encoded) Upload(ctx context.Context) (*Output, error) {
+	name, err := objname.NewLog(e.u.prefix)
+	if err != nil {
 		return nil, err
 	}
-	out.Objects = []StoredObject{{Name: name, Size: int64(len(obj))}}
+	out := &Output{Tasks: make([]TaskResult, len(e.results))}
+	for i, tr := range e.results {
+		rs := slices.Clone(tr.Results)
+		for j := range rs {
+			rs[j].Object = name
+		}
+		out.Tasks[i] = TaskResult{Task: tr.Task, Results: rs}
+	}
+	size := int64(len(e.obj))
+	if err := e.u.backend.Put(ctx, name, TrackBody(ctx, backends.NewMemoryBody(e.obj), size), size); err != nil {
+		return nil, err
+	}
+	out.Objects = []StoredObject{{Name: name, Size: size}}
 	return out, nil
+}
+
+// Release gives the object's buffer back to the uploader's pool.
+func (e *encoded) Release() {
+	if e.sc != nil {
+		e.u.recycle(e.sc)
+		e.sc, e.obj = nil, nil
+	}
 }
 
 // Discard deletes an object the uploader wrote.

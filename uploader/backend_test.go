@@ -112,3 +112,84 @@ func TestTrackBody(t *testing.T) {
 		t.Fatalf("TrackBody = %v (size %d), want the tracker's body for 3 bytes", got, size)
 	}
 }
+
+// TestBackendPrepare: a prepared batch is put by each attempt under a name
+// of its own, with the same bytes and offsets, and after its release the
+// uploader encodes the next batch in the same buffer.
+func TestBackendPrepare(t *testing.T) {
+	mem := dstltest.NewBackend()
+	u := uploader.NewBackend(mem, uploader.Options{JobID: "job", Concurrency: 1})
+	task := &uploader.Task{LogID: [16]byte{1}, ChangeSets: []*format.ChangeSet{changeSet(1, 3, 0, "a", "b"), changeSet(1, 4, 1, "c")}}
+	p, err := u.Prepare(t.Context(), []*uploader.Task{task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objects [][]byte
+	var names []string
+	for range 2 {
+		out, err := p.Upload(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Objects) != 1 || len(out.Tasks) != 1 || out.Tasks[0].Task != task || len(out.Tasks[0].Results) != 2 {
+			t.Fatalf("output %+v: want one object and the task's two results", out)
+		}
+		name := out.Objects[0].Name
+		r, err := mem.Get(t.Context(), name, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(r)
+		r.Close()
+		for i, res := range out.Tasks[0].Results {
+			if res.Object != name {
+				t.Fatalf("result %d names %q, the attempt wrote %q", i, res.Object, name)
+			}
+			got, err := format.DecodeFrame(name, res.Offset, data[res.Offset:res.Offset+res.Length])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, task.ChangeSets[i]) {
+				t.Fatalf("decoded %+v, want %+v", got, task.ChangeSets[i])
+			}
+		}
+		objects, names = append(objects, data), append(names, name)
+	}
+	if names[0] == names[1] || !bytes.Equal(objects[0], objects[1]) {
+		t.Fatalf("attempts wrote %q and %q: want two names, the same bytes", names[0], names[1])
+	}
+	p.Release()
+	p.Release() // a second release does nothing
+	// The released buffer serves the next batch, which is whole.
+	other := &uploader.Task{LogID: [16]byte{2}, ChangeSets: []*format.ChangeSet{changeSet(2, 0, 5, strings.Repeat("y", 100))}}
+	out, err := u.Upload(t.Context(), []*uploader.Task{other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := mem.Get(t.Context(), out.Objects[0].Name, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(r)
+	r.Close()
+	res := out.Tasks[0].Results[0]
+	if got, err := format.DecodeFrame(res.Object, res.Offset, data[res.Offset:res.Offset+res.Length]); err != nil || !reflect.DeepEqual(got, other.ChangeSets[0]) {
+		t.Fatalf("next batch decoded %+v, %v", got, err)
+	}
+}
+
+// TestBackendPrepareError: a change set that cannot be encoded fails
+// Prepare with an error naming it and its log, and leaves nothing to
+// release.
+func TestBackendPrepareError(t *testing.T) {
+	u := uploader.NewBackend(dstltest.NewBackend(), uploader.Options{JobID: "job"})
+	bad := changeSet(7, 9, 0, "a")
+	bad.Groups = append(bad.Groups, bad.Groups[0]) // key group 0 twice
+	p, err := u.Prepare(t.Context(), []*uploader.Task{{LogID: [16]byte{7}, ChangeSets: []*format.ChangeSet{bad}}})
+	if err == nil || p != nil {
+		t.Fatalf("Prepare = %v, %v; want an error", p, err)
+	}
+	if !errors.Is(err, format.ErrInvalidChangeSet) || !strings.Contains(err.Error(), "change set 9 of log 07") {
+		t.Fatalf("error %q is no ErrInvalidChangeSet naming change set 9 of log 07", err)
+	}
+}

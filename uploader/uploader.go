@@ -32,6 +32,31 @@ type Uploader interface {
 	Discard(ctx context.Context, obj StoredObject) error
 }
 
+// A Preparer is an [Uploader] that can encode a batch before its upload
+// starts. The engine's scheduler then has the next batch encoded while
+// every upload slot (upload.num-threads) is busy putting, so that a slot
+// only puts: the batch's attempts put the prepared object, each under a
+// name of its own, instead of encoding the batch again. [Backend]
+// implements it.
+type Preparer interface {
+	Uploader
+	// Prepare encodes the batch into an object. The tasks and their
+	// change sets stay unchanged until the Prepared is released. An error
+	// leaves nothing to release; the scheduler then has each attempt call
+	// Upload instead.
+	Prepare(ctx context.Context, tasks []*Task) (Prepared, error)
+}
+
+// Prepared is a batch encoded ahead of its upload by a [Preparer].
+type Prepared interface {
+	// Upload makes one attempt at storing the prepared object, under a
+	// new name, with the results and the contract of [Uploader.Upload].
+	// Several attempts may run at once.
+	Upload(ctx context.Context) (*Output, error)
+	// Release gives the object's memory back, once no attempt runs.
+	Release()
+}
+
 // Task is one writer's request to store some of its change sets.
 type Task struct {
 	// LogID is the writer's log (a dstl.LogID).
