@@ -14,15 +14,32 @@ import (
 	"github.com/dstlgo/dstl/uploader"
 )
 
-// gatedPreparer is the default uploader whose prepared objects' puts wait
-// for the gate (or for their attempt's context), counting what it
-// prepares and releases.
+// gatedPreparer is the default uploader whose puts, encoded ahead or not,
+// wait for the gate (or for their attempt's context); it counts the
+// batches it encodes ahead and releases.
 type gatedPreparer struct {
 	*uploader.Backend
 	gate     chan struct{}
 	started  chan struct{} // a token per put that began waiting
 	prepares atomic.Int64
 	releases atomic.Int64
+}
+
+func (g *gatedPreparer) wait(ctx context.Context) error {
+	g.started <- struct{}{}
+	select {
+	case <-g.gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gatedPreparer) Upload(ctx context.Context, tasks []*uploader.Task) (*uploader.Output, error) {
+	if err := g.wait(ctx); err != nil {
+		return nil, err
+	}
+	return g.Backend.Upload(ctx, tasks)
 }
 
 func (g *gatedPreparer) Prepare(ctx context.Context, tasks []*uploader.Task) (uploader.Prepared, error) {
@@ -40,11 +57,8 @@ type gatedPrepared struct {
 }
 
 func (p gatedPrepared) Upload(ctx context.Context) (*uploader.Output, error) {
-	p.g.started <- struct{}{}
-	select {
-	case <-p.g.gate:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := p.g.wait(ctx); err != nil {
+		return nil, err
 	}
 	return p.Prepared.Upload(ctx)
 }
@@ -54,17 +68,19 @@ func (p gatedPrepared) Release() {
 	p.Prepared.Release()
 }
 
-// newGatedStorage returns a storage of one upload thread whose uploader is
-// a gatedPreparer over an in-memory backend.
-func newGatedStorage(t *testing.T) (*dstl.Storage, *dstltest.Backend, *gatedPreparer) {
+// newGatedStorage returns a storage of one upload thread, without a
+// batching window, whose uploader is a gatedPreparer over an in-memory
+// backend; a batch of threshold bytes is full.
+func newGatedStorage(t *testing.T, threshold int64) (*dstl.Storage, *dstltest.Backend, *gatedPreparer) {
 	t.Helper()
 	b := dstltest.NewBackend()
 	cfg := testConfig()
 	cfg.UploadNumThreads = 1
 	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistSizeThreshold = threshold
 	g := &gatedPreparer{gate: make(chan struct{}), started: make(chan struct{}, 16)}
 	s, err := dstl.New(cfg, b, dstl.WithStorageID("memory"), dstl.WithLogger(discardLogger),
-		dstl.WithUploader(func(up uploader.Uploader) uploader.Uploader {
+		dstl.WithPreparingUploader(func(up uploader.Uploader) uploader.Uploader {
 			g.Backend = up.(*uploader.Backend)
 			return g
 		}))
@@ -74,37 +90,38 @@ func newGatedStorage(t *testing.T) (*dstl.Storage, *dstltest.Backend, *gatedPrep
 	return s, b, g
 }
 
-// TestBatchEncodedAhead: while the one upload slot puts a batch, the next
-// batch is encoded, and only that one: a third waits to be taken until the
-// second has the slot. Every handle then reads back its changes, and every
-// prepared object is released once its upload is over.
-func TestBatchEncodedAhead(t *testing.T) {
-	s, b, g := newGatedStorage(t)
-	defer s.Close()
-	ctx := context.Background()
-	var futures []*dstl.Future
-	for i := range 3 {
-		w := newWriter(t, s, fmt.Sprint("op", i), dstl.KeyGroupRange{Start: i, End: i})
-		mustAppend(t, w, i, fmt.Sprint("change of writer ", i))
-		f, err := w.Persist(ctx, 0, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		futures = append(futures, f)
-		switch i {
-		case 0:
-			<-g.started // the first batch is putting: the slot is taken
-		case 1:
-			waitFor(t, "the second batch to be encoded", func() bool { return g.prepares.Load() == 2 })
-		}
+// persistOne appends one change to a new writer of key group i and
+// persists it.
+func persistOne(t *testing.T, s *dstl.Storage, i int) *dstl.Future {
+	t.Helper()
+	w := newWriter(t, s, fmt.Sprint("op", i), dstl.KeyGroupRange{Start: i, End: i})
+	mustAppend(t, w, i, fmt.Sprint("change of writer ", i))
+	f, err := w.Persist(context.Background(), 0, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return f
+}
+
+// TestFullBatchEncodedAhead: while the one upload slot puts a batch, the
+// next full batch is encoded, and only that one: a third waits to be taken
+// until the second has the slot. Every handle then reads back its changes,
+// and every batch encoded ahead is released once its upload is over.
+func TestFullBatchEncodedAhead(t *testing.T) {
+	s, b, g := newGatedStorage(t, 1) // every task is a full batch
+	defer s.Close()
+	futures := []*dstl.Future{persistOne(t, s, 0)}
+	<-g.started // the first batch is putting: the slot is taken
+	futures = append(futures, persistOne(t, s, 1))
+	waitFor(t, "the second batch to be encoded ahead", func() bool { return g.prepares.Load() == 1 })
+	futures = append(futures, persistOne(t, s, 2))
 	time.Sleep(50 * time.Millisecond)
-	if n := g.prepares.Load(); n != 2 {
-		t.Fatalf("%d batches encoded while the one slot puts the first: want the first and one ahead", n)
+	if n := g.prepares.Load(); n != 1 {
+		t.Fatalf("%d batches encoded ahead while the one slot puts the first: want one", n)
 	}
 	close(g.gate)
 	for i, f := range futures {
-		res, err := f.Wait(ctx)
+		res, err := f.Wait(context.Background())
 		if err != nil {
 			t.Fatalf("writer %d: %v", i, err)
 		}
@@ -113,41 +130,96 @@ func TestBatchEncodedAhead(t *testing.T) {
 			t.Errorf("writer %d read %q, want %q", i, got, want)
 		}
 	}
-	if n := g.prepares.Load(); n != 3 {
-		t.Errorf("%d batches encoded ahead, want 3", n)
+	waitFor(t, "every batch encoded ahead to be released", func() bool { return g.releases.Load() == g.prepares.Load() })
+}
+
+// TestBatchesGrowWhileTheSlotIsBusy: with the one upload slot busy,
+// persists that arrive one after the other, together less than a full
+// batch, are not encoded ahead but go into one object once the slot frees.
+func TestBatchesGrowWhileTheSlotIsBusy(t *testing.T) {
+	s, _, g := newGatedStorage(t, 10<<20)
+	defer s.Close()
+	futures := []*dstl.Future{persistOne(t, s, 0)}
+	<-g.started
+	for i := 1; i < 4; i++ {
+		futures = append(futures, persistOne(t, s, i))
+		time.Sleep(20 * time.Millisecond) // the next writer checkpoints a little later
 	}
-	waitFor(t, "every prepared object to be released", func() bool { return g.releases.Load() == 3 })
+	close(g.gate)
+	objects := map[string]bool{}
+	for i, f := range futures {
+		res, err := f.Wait(context.Background())
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+		for _, e := range res.Remote.Entries {
+			objects[e.Object] = true
+		}
+	}
+	if len(objects) != 2 || g.prepares.Load() != 0 {
+		t.Errorf("%d objects for 4 persists, 3 of them arriving while the one slot was busy, %d batches encoded ahead: want 2 objects (the first, then the 3 batched) and none ahead",
+			len(objects), g.prepares.Load())
+	}
 }
 
 // TestCloseFailsTheBatchEncodedAhead: closing the storage while a batch
-// waits, encoded, for the slot fails its persist with ErrClosed and
-// releases its object.
+// waits, encoded, for the slot fails its persist with ErrClosed.
 func TestCloseFailsTheBatchEncodedAhead(t *testing.T) {
-	s, _, g := newGatedStorage(t)
-	ctx := context.Background()
-	var futures []*dstl.Future
-	for i := range 2 {
-		w := newWriter(t, s, fmt.Sprint("op", i), dstl.KeyGroupRange{Start: i, End: i})
-		mustAppend(t, w, i, "x")
-		f, err := w.Persist(ctx, 0, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		futures = append(futures, f)
-		if i == 0 {
-			<-g.started
-		}
-	}
-	waitFor(t, "the second batch to be encoded", func() bool { return g.prepares.Load() == 2 })
+	s, _, g := newGatedStorage(t, 1)
+	futures := []*dstl.Future{persistOne(t, s, 0)}
+	<-g.started
+	futures = append(futures, persistOne(t, s, 1))
+	waitFor(t, "the second batch to be encoded ahead", func() bool { return g.prepares.Load() == 1 })
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	for i, f := range futures {
-		if _, err := f.Wait(ctx); !errors.Is(err, dstl.ErrClosed) {
+		if _, err := f.Wait(context.Background()); !errors.Is(err, dstl.ErrClosed) {
 			t.Errorf("writer %d: Wait = %v, want ErrClosed", i, err)
 		}
 	}
-	if n := g.releases.Load(); n < 1 {
-		t.Errorf("%d prepared objects released, want the one that waited for the slot", n)
+}
+
+// overridingUploader wraps the storage's default uploader by embedding it,
+// and overrides Upload (to inject a fault, count, ...).
+type overridingUploader struct {
+	*uploader.Backend
+	calls atomic.Int64
+}
+
+func (o *overridingUploader) Upload(ctx context.Context, tasks []*uploader.Task) (*uploader.Output, error) {
+	o.calls.Add(1)
+	return o.Backend.Upload(ctx, tasks)
+}
+
+// TestWrapperUploadIsCalled: a WithUploader wrapper that embeds the default
+// uploader and overrides Upload sees every upload, even of full batches
+// while every slot is busy: the Prepare it inherits is not used.
+func TestWrapperUploadIsCalled(t *testing.T) {
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.UploadNumThreads = 1
+	cfg.BatchPersistSizeThreshold = 1
+	o := &overridingUploader{}
+	s := newStorage(t, b, cfg, dstl.WithUploader(func(up uploader.Uploader) uploader.Uploader {
+		o.Backend = up.(*uploader.Backend)
+		return o
+	}))
+	var futures []*dstl.Future
+	for i := range 8 {
+		futures = append(futures, persistOne(t, s, i))
+	}
+	objects := map[string]bool{}
+	for i, f := range futures {
+		res, err := f.Wait(context.Background())
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+		for _, e := range res.Remote.Entries {
+			objects[e.Object] = true
+		}
+	}
+	if n := o.calls.Load(); n != int64(len(objects)) {
+		t.Fatalf("the wrapper's Upload was called %d times for %d objects", n, len(objects))
 	}
 }

@@ -38,6 +38,7 @@ type scheduler struct {
 	mu         sync.Mutex
 	closed     bool
 	queue      []*uploadTask
+	aheadBatch []*uploadTask // the batch encoded ahead, waiting for a slot
 	queueBytes int64
 	timer      *time.Timer
 	inFlight   int64         // bytes queued or being uploaded
@@ -47,9 +48,10 @@ type scheduler struct {
 }
 
 // newScheduler returns the scheduler of a storage: backend is the storage
-// id that errors name; up stores the batches; tr tracks the objects they
-// were stored in.
-func newScheduler(cfg Config, backend string, up uploader.Uploader, tr *tracker, m *metrics, log *slog.Logger) *scheduler {
+// id that errors name; up stores the batches, and prep, when not nil
+// (up itself), encodes them ahead; tr tracks the objects they were stored
+// in.
+func newScheduler(cfg Config, backend string, up uploader.Uploader, prep uploader.Preparer, tr *tracker, m *metrics, log *slog.Logger) *scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &scheduler{
 		cfg: cfg, backend: backend, up: up, tracker: tr, m: m, log: log,
@@ -59,7 +61,7 @@ func newScheduler(cfg Config, backend string, up uploader.Uploader, tr *tracker,
 		freed:     make(chan struct{}),
 		available: make(chan struct{}),
 	}
-	s.preparer, _ = up.(uploader.Preparer)
+	s.preparer = prep
 	close(s.available)
 	return s
 }
@@ -146,8 +148,8 @@ func (s *scheduler) onTimer() {
 // then takes a batch from the queue (up to the size threshold; a drain for
 // the rest follows at once). While every slot is busy, tasks keep joining
 // the queue, so batches grow under load. With an uploader that encodes
-// ahead, one batch is taken and encoded while every slot is busy (see
-// drainAhead).
+// ahead, a batch that cannot grow any more is taken and encoded while
+// every slot is busy (see drainAhead).
 func (s *scheduler) startDrainLocked() {
 	s.wg.Add(1)
 	go func() {
@@ -162,18 +164,28 @@ func (s *scheduler) startDrainLocked() {
 			s.failQueue()
 			return
 		}
-		defer func() { <-s.slots }()
-		if batch := s.takeBatch(); len(batch) > 0 {
-			s.runBatch(batch, nil)
-		}
+		s.drainInSlot()
 	}()
 }
 
-// takeBatch takes the next batch from the queue and starts a drain for
-// the rest, which goes in the next object.
-func (s *scheduler) takeBatch() []*uploadTask {
+// drainInSlot takes a batch and uploads it in the slot the caller holds,
+// which it gives back.
+func (s *scheduler) drainInSlot() {
+	defer func() { <-s.slots }()
+	if batch := s.takeBatch(nil); len(batch) > 0 {
+		s.runBatch(batch, nil)
+	}
+}
+
+// takeBatch takes the next batch from the queue, if ok (called with the
+// lock held) allows, and starts a drain for the rest, which goes in the
+// next object.
+func (s *scheduler) takeBatch(ok func() bool) []*uploadTask {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ok != nil && !ok() {
+		return nil
+	}
 	batch := s.takeBatchLocked()
 	if len(s.queue) > 0 && !s.closed {
 		s.startDrainLocked()
@@ -181,41 +193,70 @@ func (s *scheduler) takeBatch() []*uploadTask {
 	return batch
 }
 
-// drainAhead takes a batch once no other batch waits for a slot, has the
-// uploader encode it, and then waits for a slot, so that a slot only puts:
-// the encoding of the next batch runs while the slots' puts do. A batch
+// drainAhead is the drain of an uploader that encodes ahead. With a slot
+// free, it drains as without one. While every slot is busy, one batch at
+// a time is taken, if the queue holds a full one (of
+// batch.persist-size-threshold bytes, which could not grow before a slot
+// frees), and encoded; it then waits for a slot, which only puts it, its
+// attempts putting the same bytes. A smaller batch waits for a slot as
+// without a preparer, so that it takes in what arrives meanwhile. A batch
 // whose encoding failed is uploaded as without a preparer (each attempt
 // encodes it, and fails as it would have).
 func (s *scheduler) drainAhead() {
 	select {
+	case s.slots <- struct{}{}:
+		s.drainInSlot()
+		return
+	default:
+	}
+	select {
+	case s.slots <- struct{}{}:
+		s.drainInSlot()
+		return
 	case s.ahead <- struct{}{}:
 	case <-s.ctx.Done():
 		s.failQueue()
 		return
 	}
-	batch := s.takeBatch()
-	if len(batch) == 0 {
+	batch := s.takeBatch(func() bool { return s.queueBytes >= s.cfg.BatchPersistSizeThreshold })
+	if batch == nil {
 		<-s.ahead
+		select {
+		case s.slots <- struct{}{}:
+			s.drainInSlot()
+		case <-s.ctx.Done():
+			s.failQueue()
+		}
 		return
 	}
+	s.mu.Lock()
+	s.aheadBatch = batch
+	s.mu.Unlock()
 	for _, t := range batch {
 		t.prepare()
 	}
 	prepared, err := s.preparer.Prepare(s.ctx, uploaderTasks(batch))
 	if err != nil {
+		s.log.Warn("dstl: encoding a batch ahead failed; its attempts encode it", "tasks", len(batch), "err", err)
 		prepared = nil
 	}
+	var closed bool
 	select {
 	case s.slots <- struct{}{}:
 	case <-s.ctx.Done():
-		<-s.ahead
+		closed = true
+	}
+	s.mu.Lock()
+	s.aheadBatch = nil
+	s.mu.Unlock()
+	<-s.ahead
+	if closed {
 		if prepared != nil {
 			prepared.Release()
 		}
 		s.finish(batch, nil, fmt.Errorf("dstl: upload: storage %w", ErrClosed))
 		return
 	}
-	<-s.ahead
 	defer func() { <-s.slots }()
 	s.runBatch(batch, prepared)
 }
@@ -414,11 +455,12 @@ func (s *scheduler) InFlight() int64 {
 	return s.inFlight
 }
 
-// QueueSize returns the number of tasks waiting for the batching window.
+// QueueSize returns the number of tasks waiting for the batching window
+// or, taken and encoded ahead, for an upload slot.
 func (s *scheduler) QueueSize() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return int64(len(s.queue))
+	return int64(len(s.queue) + len(s.aheadBatch))
 }
 
 // close stops accepting tasks, cancels running attempts and waits until

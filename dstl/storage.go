@@ -46,6 +46,7 @@ type options struct {
 	logger        *slog.Logger
 	meterProvider metric.MeterProvider
 	wrapUploader  func(uploader.Uploader) uploader.Uploader
+	wrapPrepares  bool // the wrapper's Prepare, if any, is used (tests)
 	localRecovery uploader.OpenLocalRecovery
 	storageID     string
 }
@@ -62,7 +63,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithUploader wraps the storage's uploader (the default one, or the local
 // recovery component of [WithLocalRecovery]), for instance to inject faults
-// in tests.
+// in tests. Every attempt then calls the wrapper's Upload: a wrapped
+// storage does not encode batches ahead (see [uploader.Preparer]).
 func WithUploader(wrap func(uploader.Uploader) uploader.Uploader) Option {
 	return func(o *options) { o.wrapUploader = wrap }
 }
@@ -129,7 +131,14 @@ func newStorage(ctx context.Context, cfg Config, backend backends.Backend, opts 
 		localDelete = local.Delete
 	}
 	tr := newTracker(cfg.DiscardNumThreads, up.Discard, localDelete, o.logger, m)
-	sched := newScheduler(cfg, o.storageID, up, tr, m, o.logger)
+	// Only the storage's own uploader encodes ahead: a wrapper from
+	// WithUploader that embeds it would have its Upload bypassed by the
+	// Prepare it inherits.
+	var prep uploader.Preparer
+	if o.wrapUploader == nil || o.wrapPrepares {
+		prep, _ = up.(uploader.Preparer)
+	}
+	sched := newScheduler(cfg, o.storageID, up, prep, tr, m, o.logger)
 	if err := m.observe(sched.QueueSize, sched.InFlight); err != nil {
 		sched.close()
 		tr.close()

@@ -2,6 +2,7 @@ package uploader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -137,8 +138,15 @@ func (u *Backend) recycle(sc *scratch) {
 	}
 }
 
+// errReleased is the error of a prepared object's Upload after its
+// Release.
+var errReleased = errors.New("dstl: upload of a prepared object after its release")
+
 // Upload puts the object under a new name.
 func (e *encoded) Upload(ctx context.Context) (*Output, error) {
+	if e.sc == nil {
+		return nil, errReleased
+	}
 	name, err := objname.NewLog(e.u.prefix)
 	if err != nil {
 		return nil, err

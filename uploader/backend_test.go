@@ -193,3 +193,25 @@ func TestBackendPrepareError(t *testing.T) {
 		t.Fatalf("error %q is no ErrInvalidChangeSet naming change set 9 of log 07", err)
 	}
 }
+
+// TestBackendUploadAfterRelease: a prepared object put after its release
+// fails, rather than storing an empty object its results would claim.
+func TestBackendUploadAfterRelease(t *testing.T) {
+	mem := dstltest.NewBackend()
+	u := uploader.NewBackend(mem, uploader.Options{JobID: "job", Concurrency: 1})
+	p, err := u.Prepare(t.Context(), []*uploader.Task{{LogID: [16]byte{1}, ChangeSets: []*format.ChangeSet{changeSet(1, 1, 0, "a")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release()
+	if out, err := p.Upload(t.Context()); err == nil {
+		t.Fatalf("Upload after Release stored %+v", out.Objects)
+	}
+	var names []string
+	if err := mem.List(t.Context(), "", func(oi backends.ObjectInfo) error {
+		names = append(names, oi.Name)
+		return nil
+	}); err != nil || len(names) != 0 {
+		t.Fatalf("objects after an upload after Release: %v, %v", names, err)
+	}
+}

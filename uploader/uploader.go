@@ -53,7 +53,10 @@ type Prepared interface {
 	// new name, with the results and the contract of [Uploader.Upload].
 	// Several attempts may run at once.
 	Upload(ctx context.Context) (*Output, error)
-	// Release gives the object's memory back, once no attempt runs.
+	// Release gives the object's memory back, once no attempt runs; an
+	// Upload after it fails. A storage that closes while attempts may
+	// still run never calls it: a Prepared must hold nothing that the
+	// garbage collector does not reclaim.
 	Release()
 }
 

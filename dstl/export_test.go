@@ -1,0 +1,9 @@
+package dstl
+
+import "github.com/dstlgo/dstl/uploader"
+
+// WithPreparingUploader is WithUploader for tests of the encoding ahead:
+// the wrapper's Prepare, when it has one, encodes the batches ahead.
+func WithPreparingUploader(wrap func(uploader.Uploader) uploader.Uploader) Option {
+	return func(o *options) { o.wrapUploader, o.wrapPrepares = wrap, true }
+}
