@@ -45,9 +45,9 @@ type Config struct {
 	// "upload.buffer-size".
 	UploadBufferSize int64
 	// UploadNumThreads bounds the uploads at once. While every one is
-	// busy, the next batch is encoded (by an uploader that encodes ahead,
-	// as the default one does, see uploader.Preparer), so that an upload
-	// only puts. Key "upload.num-threads".
+	// busy and a full batch is queued, that batch is encoded (by the
+	// storage's own uploader, see uploader.Preparer), so that the next
+	// free upload only puts. Key "upload.num-threads".
 	UploadNumThreads int
 	// DiscardNumThreads deletes released objects. Key "discard.num-threads".
 	DiscardNumThreads int
