@@ -33,11 +33,13 @@ type Uploader interface {
 }
 
 // A Preparer is an [Uploader] that can encode a batch before its upload
-// starts. The engine's scheduler then has the next batch encoded while
-// every upload slot (upload.num-threads) is busy putting, so that a slot
-// only puts: the batch's attempts put the prepared object, each under a
-// name of its own, instead of encoding the batch again. [Backend]
-// implements it.
+// starts. While every upload slot (upload.num-threads) is busy and a full
+// batch is queued, the engine's scheduler has that batch encoded, so that
+// the next free slot only puts it: the batch's attempts put the prepared
+// object, each under a name of its own, instead of encoding the batch
+// again. [Backend] and the local recovery of package duplicating
+// implement it; a storage uses it only from its own uploader, not through
+// a wrapper of dstl.WithUploader (which may override Upload).
 type Preparer interface {
 	Uploader
 	// Prepare encodes the batch into an object. The tasks and their
