@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,9 +24,15 @@ type gatedPreparer struct {
 	started  chan struct{} // a token per put that began waiting
 	prepares atomic.Int64
 	releases atomic.Int64
+
+	mu    sync.Mutex
+	kinds []string // "slot" or "ahead", per put as it began waiting
 }
 
-func (g *gatedPreparer) wait(ctx context.Context) error {
+func (g *gatedPreparer) wait(ctx context.Context, kind string) error {
+	g.mu.Lock()
+	g.kinds = append(g.kinds, kind)
+	g.mu.Unlock()
 	g.started <- struct{}{}
 	select {
 	case <-g.gate:
@@ -36,7 +43,7 @@ func (g *gatedPreparer) wait(ctx context.Context) error {
 }
 
 func (g *gatedPreparer) Upload(ctx context.Context, tasks []*uploader.Task) (*uploader.Output, error) {
-	if err := g.wait(ctx); err != nil {
+	if err := g.wait(ctx, "slot"); err != nil {
 		return nil, err
 	}
 	return g.Backend.Upload(ctx, tasks)
@@ -57,7 +64,7 @@ type gatedPrepared struct {
 }
 
 func (p gatedPrepared) Upload(ctx context.Context) (*uploader.Output, error) {
-	if err := p.g.wait(ctx); err != nil {
+	if err := p.g.wait(ctx, "ahead"); err != nil {
 		return nil, err
 	}
 	return p.Prepared.Upload(ctx)
@@ -78,7 +85,7 @@ func newGatedStorage(t *testing.T, threshold int64) (*dstl.Storage, *dstltest.Ba
 	cfg.UploadNumThreads = 1
 	cfg.BatchPersistDelay = 0
 	cfg.BatchPersistSizeThreshold = threshold
-	g := &gatedPreparer{gate: make(chan struct{}), started: make(chan struct{}, 16)}
+	g := &gatedPreparer{gate: make(chan struct{}), started: make(chan struct{}, 64)}
 	s, err := dstl.New(cfg, b, dstl.WithStorageID("memory"), dstl.WithLogger(discardLogger),
 		dstl.WithPreparingUploader(func(up uploader.Uploader) uploader.Uploader {
 			g.Backend = up.(*uploader.Backend)
@@ -131,6 +138,37 @@ func TestFullBatchEncodedAhead(t *testing.T) {
 		}
 	}
 	waitFor(t, "every batch encoded ahead to be released", func() bool { return g.releases.Load() == g.prepares.Load() })
+}
+
+// TestBatchEncodedAheadGoesNext: the batch encoded ahead is the oldest
+// one waiting, and the upload that ends first hands its slot to it,
+// however many drains wait for a slot meanwhile (each would take a newer
+// batch): under load they are many, and the batch ahead, perhaps holding
+// what a checkpoint waits for, was starved.
+func TestBatchEncodedAheadGoesNext(t *testing.T) {
+	s, _, g := newGatedStorage(t, 1)
+	defer s.Close()
+	futures := []*dstl.Future{persistOne(t, s, 0)}
+	<-g.started
+	for i := 1; i < 12; i++ {
+		futures = append(futures, persistOne(t, s, i))
+	}
+	waitFor(t, "a batch to be encoded ahead", func() bool { return g.prepares.Load() == 1 })
+	time.Sleep(20 * time.Millisecond) // the other drains wait for the slot
+	g.gate <- struct{}{}              // the first put ends
+	<-g.started
+	g.mu.Lock()
+	kinds := slices.Clone(g.kinds)
+	g.mu.Unlock()
+	if want := []string{"slot", "ahead"}; !slices.Equal(kinds, want) {
+		t.Errorf("puts began as %v: want the batch encoded ahead second", kinds)
+	}
+	close(g.gate)
+	for i, f := range futures {
+		if _, err := f.Wait(context.Background()); err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
 }
 
 // TestBatchesGrowWhileTheSlotIsBusy: with the one upload slot busy,

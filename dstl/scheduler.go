@@ -33,6 +33,7 @@ type scheduler struct {
 	// a slot.
 	preparer uploader.Preparer
 	ahead    chan struct{}
+	handoff  chan struct{} // an ending upload hands its slot to the batch encoded ahead
 	wg       sync.WaitGroup
 
 	mu         sync.Mutex
@@ -58,6 +59,7 @@ func newScheduler(cfg Config, backend string, up uploader.Uploader, prep uploade
 		ctx: ctx, cancel: cancel,
 		slots:     make(chan struct{}, cfg.UploadNumThreads),
 		ahead:     make(chan struct{}, 1),
+		handoff:   make(chan struct{}),
 		freed:     make(chan struct{}),
 		available: make(chan struct{}),
 	}
@@ -171,7 +173,7 @@ func (s *scheduler) startDrainLocked() {
 // drainInSlot takes a batch and uploads it in the slot the caller holds,
 // which it gives back.
 func (s *scheduler) drainInSlot() {
-	defer func() { <-s.slots }()
+	defer s.releaseSlot()
 	if batch := s.takeBatch(nil); len(batch) > 0 {
 		s.runBatch(batch, nil)
 	}
@@ -243,6 +245,7 @@ func (s *scheduler) drainAhead() {
 	var closed bool
 	select {
 	case s.slots <- struct{}{}:
+	case <-s.handoff: // an upload that ended gave its slot to this batch
 	case <-s.ctx.Done():
 		closed = true
 	}
@@ -257,8 +260,21 @@ func (s *scheduler) drainAhead() {
 		s.finish(batch, nil, fmt.Errorf("dstl: upload: storage %w", ErrClosed))
 		return
 	}
-	defer func() { <-s.slots }()
+	defer s.releaseSlot()
 	s.runBatch(batch, prepared)
+}
+
+// releaseSlot gives the caller's upload slot to the batch encoded ahead,
+// if it waits for one, or else back. Drains that wait for a slot take
+// newer batches, and under load many wait: without the hand-over, the
+// batch taken ahead (the oldest, perhaps with the tasks a checkpoint
+// waits for) would queue behind them all.
+func (s *scheduler) releaseSlot() {
+	select {
+	case s.handoff <- struct{}{}:
+	default:
+		<-s.slots
+	}
 }
 
 // takeBatchLocked takes queued tasks, oldest first, up to
