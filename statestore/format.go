@@ -87,6 +87,60 @@ type entry struct {
 
 // decodeEntry decodes a changelog entry read from key group kg.
 func decodeEntry(b []byte, kg int) (entry, error) {
+	if kg != dstl.MetaKeyGroup {
+		if e, ok := decodeData(b, kg); ok {
+			return e, nil
+		}
+	}
+	return decodeEntrySlow(b, kg)
+}
+
+// decodeData decodes the common data entry, whose store name and key are
+// shorter than 128 bytes (one-byte lengths), as decodeEntrySlow does. It
+// returns false for any other entry, a damaged one included, which
+// decodeEntrySlow then decodes or rejects.
+func decodeData(b []byte, kg int) (entry, bool) {
+	var e entry
+	if len(b) < 4 || b[0] != entryVersion || b[1]&^(flagTombstone|flagTimestamp) != 0 || b[2] >= 0x80 {
+		return e, false
+	}
+	t := b[1]
+	p := 3
+	n := int(b[2])
+	if n >= len(b)-p { // the name, and the key's length after it
+		return e, false
+	}
+	e.name = b[p : p+n : p+n]
+	p += n
+	if b[p] >= 0x80 {
+		return e, false
+	}
+	n = int(b[p])
+	p++
+	if n > len(b)-p {
+		return e, false
+	}
+	e.change = Change{KeyGroup: kg, Key: b[p : p+n : p+n], Tombstone: t&flagTombstone != 0}
+	p += n
+	if t&flagTimestamp != 0 {
+		ts, m := binary.Varint(b[p:])
+		if m <= 0 {
+			return e, false
+		}
+		e.change.Timestamp, e.change.HasTimestamp = ts, true
+		p += m
+	}
+	switch {
+	case !e.change.Tombstone:
+		e.change.Value = b[p:]
+	case p != len(b):
+		return e, false // trailing bytes
+	}
+	return e, true
+}
+
+// decodeEntrySlow decodes any changelog entry read from key group kg.
+func decodeEntrySlow(b []byte, kg int) (entry, error) {
 	var e entry
 	r := decoder{b: b}
 	if v := r.byte(); r.err == nil && v != entryVersion {

@@ -100,6 +100,8 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 
 	start := time.Now()
 	var rep RestoreReport
+	c.replayName, c.replayStore = "", nil
+	defer func() { c.replayName, c.replayStore = "", nil }()
 	for _, s := range stores {
 		s.Clear()
 		s.SetLogging(false)
@@ -227,9 +229,14 @@ func (c *Checkpointer) replayChange(ch dstl.Change, rep *RestoreReport) error {
 	if err != nil {
 		return err
 	}
-	s := c.byName[string(e.name)]
-	if s == nil {
-		return fmt.Errorf("%w: %q in the log", ErrUnknownStore, e.name)
+	s := c.replayStore
+	if s == nil || string(e.name) != c.replayName {
+		// The log names the same store change after change: it is
+		// looked up when the name changes.
+		if s = c.byName[string(e.name)]; s == nil {
+			return fmt.Errorf("%w: %q in the log", ErrUnknownStore, e.name)
+		}
+		c.replayName, c.replayStore = string(e.name), s
 	}
 	if e.typ == typeDescr {
 		if e.kind != s.Kind() || e.kindVersion != s.base().version {
