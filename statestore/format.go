@@ -87,56 +87,56 @@ type entry struct {
 
 // decodeEntry decodes a changelog entry read from key group kg.
 func decodeEntry(b []byte, kg int) (entry, error) {
-	if kg != dstl.MetaKeyGroup {
-		if e, ok := decodeData(b, kg); ok {
-			return e, nil
-		}
+	var e entry
+	if decodeData(b, kg, &e) {
+		return e, nil
 	}
 	return decodeEntrySlow(b, kg)
 }
 
-// decodeData decodes the common data entry, whose store name and key are
-// shorter than 128 bytes (one-byte lengths), as decodeEntrySlow does. It
-// returns false for any other entry, a damaged one included, which
-// decodeEntrySlow then decodes or rejects.
-func decodeData(b []byte, kg int) (entry, bool) {
-	var e entry
-	if len(b) < 4 || b[0] != entryVersion || b[1]&^(flagTombstone|flagTimestamp) != 0 || b[2] >= 0x80 {
-		return e, false
+// decodeData decodes into e the common data entry, whose store name and
+// key are shorter than 128 bytes (one-byte lengths), as decodeEntrySlow
+// does. It returns false for any other entry, a damaged one included,
+// which decodeEntrySlow then decodes or rejects; e is then undefined.
+func decodeData(b []byte, kg int, e *entry) bool {
+	if kg == dstl.MetaKeyGroup || len(b) < 4 || b[0] != entryVersion || b[1]&^(flagTombstone|flagTimestamp) != 0 || b[2] >= 0x80 {
+		return false
 	}
 	t := b[1]
 	p := 3
 	n := int(b[2])
 	if n >= len(b)-p { // the name, and the key's length after it
-		return e, false
+		return false
 	}
+	e.typ, e.kind, e.kindVersion = 0, "", 0
 	e.name = b[p : p+n : p+n]
 	p += n
 	if b[p] >= 0x80 {
-		return e, false
+		return false
 	}
 	n = int(b[p])
 	p++
 	if n > len(b)-p {
-		return e, false
+		return false
 	}
-	e.change = Change{KeyGroup: kg, Key: b[p : p+n : p+n], Tombstone: t&flagTombstone != 0}
+	c := &e.change
+	*c = Change{KeyGroup: kg, Key: b[p : p+n : p+n], Tombstone: t&flagTombstone != 0}
 	p += n
 	if t&flagTimestamp != 0 {
 		ts, m := binary.Varint(b[p:])
 		if m <= 0 {
-			return e, false
+			return false
 		}
-		e.change.Timestamp, e.change.HasTimestamp = ts, true
+		c.Timestamp, c.HasTimestamp = ts, true
 		p += m
 	}
 	switch {
-	case !e.change.Tombstone:
-		e.change.Value = b[p:]
+	case !c.Tombstone:
+		c.Value = b[p:]
 	case p != len(b):
-		return e, false // trailing bytes
+		return false // trailing bytes
 	}
-	return e, true
+	return true
 }
 
 // decodeEntrySlow decodes any changelog entry read from key group kg.

@@ -224,10 +224,21 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 // names: a descriptor is checked against the registered store, a data or
 // stream-time change is applied without logging.
 func (c *Checkpointer) replayChange(ch dstl.Change, rep *RestoreReport) error {
+	if err := c.replayEntry(ch, rep); err != nil {
+		return fmt.Errorf("change set %d: %w", ch.SequenceNumber, err)
+	}
+	return nil
+}
+
+// replayEntry is replayChange but for naming the change set in errors.
+func (c *Checkpointer) replayEntry(ch dstl.Change, rep *RestoreReport) error {
 	rep.Changes++
-	e, err := decodeEntry(ch.Data, ch.KeyGroup)
-	if err != nil {
-		return err
+	var e entry
+	if !decodeData(ch.Data, ch.KeyGroup, &e) {
+		var err error
+		if e, err = decodeEntry(ch.Data, ch.KeyGroup); err != nil {
+			return err
+		}
 	}
 	s := c.replayStore
 	if s == nil || string(e.name) != c.replayName {
