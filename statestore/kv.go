@@ -153,10 +153,13 @@ func (r *kvReplay[V]) add(key []byte, h uint32, del bool, v V, keepV bool) *kvRe
 	}
 	r.n++
 	if r.n > len(r.index)/2 && len(r.index) < replayIndexMax {
-		// A larger index, empty: the changes it held are found no
-		// more, and their keys take new ones.
+		// A larger index, of the changes in order: where keys share a
+		// slot, the later takes it.
 		n := max(replayIndexMin, 2*len(r.index))
 		r.index, r.shift = make([]int32, n), uint(32-bits.TrailingZeros(uint(n)))
+		for i := range r.n - 1 {
+			r.index[r.op(i).hash*replayHashMul>>r.shift] = int32(i + 1)
+		}
 	}
 	r.index[h*replayHashMul>>r.shift] = int32(r.n)
 	return &(*last)[len(*last)-1]
