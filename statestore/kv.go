@@ -315,9 +315,10 @@ func sortByHash(a []uint64) []uint64 {
 	return a
 }
 
-// maxReplayOps bounds the keys a replay gathers before it applies them,
-// and maxReplayValueBytes the bytes of string values it holds (a variable
-// so that tests can lower it).
+// maxReplayOps bounds the changes a replay gathers before it applies them
+// (a change of a key that the replay's index finds replaces the key's last
+// one and counts no more), and maxReplayValueBytes the bytes of keys and
+// of string values it holds (variables so that tests can lower them).
 var (
 	maxReplayOps        = 1 << 20
 	maxReplayValueBytes = 64 << 20
@@ -536,6 +537,13 @@ func (s *KeyValueStore[K, V]) ApplyChange(c Change) error {
 // a key that is not a string is decoded once, when its last change is
 // applied.
 func (s *KeyValueStore[K, V]) replayChange(c Change) error {
+	var h uint32
+	if c.KeyGroup != dstl.MetaKeyGroup {
+		var err error
+		if h, err = s.loggedKeyGroup(c.Key, c.KeyGroup); err != nil {
+			return err
+		}
+	}
 	if s.disk != nil {
 		return s.diskApplyChange(c)
 	}
@@ -544,12 +552,6 @@ func (s *KeyValueStore[K, V]) replayChange(c Change) error {
 	}
 	if len(c.Key) > maxReplayChange || len(c.Value) > maxReplayChange {
 		return fmt.Errorf("%w: store %q: a change of a %d-byte key and a %d-byte value, larger than a log holds", ErrLogFormat, s.name, len(c.Key), len(c.Value))
-	}
-	h := murmur3(c.Key, 0)
-	if kg := int(h % uint32(s.maxP)); !s.kgr.Contains(kg) {
-		return fmt.Errorf("statestore: store %q: key in key group %d, outside %v: %w", s.name, kg, s.kgr, dstl.ErrKeyGroup)
-	} else if kg != c.KeyGroup {
-		return fmt.Errorf("%w: store %q: key of key group %d in the log's key group %d: %w", ErrLogFormat, s.name, kg, c.KeyGroup, dstl.ErrKeyGroup)
 	}
 	var v V
 	if !c.Tombstone && !s.strValues {

@@ -18,7 +18,9 @@ import (
 // TestRestoreRejectsWrongKeyGroup: a restore fails, naming the key groups
 // and the change set, on a change whose key is of another key group than
 // the one the log holds it in, whether that group is the instance's or
-// not; and leaves the stores empty. A log of right key groups restores.
+// not; and leaves the stores empty; for a key-value store in memory or on
+// disk, and for a store that is not replayed in bulk (a window store). A
+// log of right key groups restores.
 func TestRestoreRejectsWrongKeyGroup(t *testing.T) {
 	const maxP = 128
 	kgr := dstl.KeyGroupRange{Start: 0, End: 63}
@@ -35,80 +37,101 @@ func TestRestoreRejectsWrongKeyGroup(t *testing.T) {
 	outKey, outKG := keyOf("key", false)
 	good, _ := keyOf("good", true)
 	other := (inKG + 1) % (kgr.End + 1) // another key group of the instance
-	for _, tc := range []struct {
-		name string
-		key  string
-		kg   int      // the key group the log holds the change in
-		want []string // in the error; none: the restore succeeds
-	}{
-		{"right key group", inKey, inKG, nil},
-		{"another key group of the instance", inKey, other, []string{fmt.Sprintf("key group %d", inKG), fmt.Sprintf("key group %d", other), "change set"}},
-		{"a key group of another instance", outKey, other, []string{fmt.Sprintf("key group %d", outKG), "outside", "change set"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			backend := dstltest.NewBackend()
-			open := func() (*Checkpointer, *KeyValueStore[string, string]) {
-				cfg := dstl.DefaultConfig("mem://test")
-				cfg.JobID = "job"
-				cfg.BatchPersistDelay = 0
-				storage, err := dstl.New(cfg, backend)
+	type store struct {
+		len func() int
+		put func(k string) error
+	}
+	for _, kind := range []string{"kv", "kv on disk", "window"} {
+		for _, tc := range []struct {
+			name string
+			key  string
+			kg   int      // the key group the log holds the change in
+			want []string // in the error; none: the restore succeeds
+		}{
+			{"right key group", inKey, inKG, nil},
+			{"another key group of the instance", inKey, other, []string{fmt.Sprintf("key group %d", inKG), fmt.Sprintf("key group %d", other), "change set"}},
+			{"a key group of another instance", outKey, other, []string{fmt.Sprintf("key group %d", outKG), "outside", "change set"}},
+		} {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				backend := dstltest.NewBackend()
+				open := func() (*Checkpointer, store) {
+					cfg := dstl.DefaultConfig("mem://test")
+					cfg.JobID = "job"
+					cfg.BatchPersistDelay = 0
+					storage, err := dstl.New(cfg, backend)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { storage.Close() })
+					ccfg := Config{Operator: "op", KeyGroups: kgr, MaxParallelism: maxP, MaterializeInterval: -1, MaterializeSize: -1}
+					if kind == "kv on disk" {
+						ccfg.Dir = t.TempDir()
+					}
+					cp, err := NewCheckpointer(storage, ccfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { cp.Close() })
+					var s internalStore
+					var st store
+					if kind == "window" {
+						w, err := NewWindowStore("s", cp.Log(), StringCodec{}, StringCodec{}, 1<<40, WithMaxParallelism(maxP))
+						if err != nil {
+							t.Fatal(err)
+						}
+						s, st = w, store{w.Len, func(k string) error { return w.Put(k, 0, "g") }}
+					} else {
+						kv, err := NewKeyValueStore("s", cp.Log(), StringCodec{}, StringCodec{}, WithMaxParallelism(maxP))
+						if err != nil {
+							t.Fatal(err)
+						}
+						s, st = kv, store{kv.Len, func(k string) error { return kv.Put(k, "g") }}
+					}
+					if err := cp.Register(s); err != nil {
+						t.Fatal(err)
+					}
+					return cp, st
+				}
+				cp, s := open()
+				if err := s.put(good); err != nil {
+					t.Fatal(err)
+				}
+				if err := cp.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+				entry := appendChange(nil, "s", Change{KeyGroup: tc.kg, Key: []byte(tc.key), Value: []byte("v"), HasTimestamp: kind == "window"})
+				if err := cp.Log().Append(ctx, tc.kg, entry); err != nil {
+					t.Fatal(err)
+				}
+				h, err := cp.SnapshotState(ctx, CheckpointInfo{OperatorID: "op", CheckpointID: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { storage.Close() })
-				cp, err := NewCheckpointer(storage, Config{Operator: "op", KeyGroups: kgr, MaxParallelism: maxP, MaterializeInterval: -1, MaterializeSize: -1})
-				if err != nil {
-					t.Fatal(err)
+				cp2, s2 := open()
+				err = cp2.InitializeState(ctx, CheckpointInfo{}, h)
+				if tc.want == nil {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if n := s2.len(); n != 2 {
+						t.Fatalf("restored %d entries, want 2", n)
+					}
+					return
 				}
-				t.Cleanup(func() { cp.Close() })
-				kv, err := NewKeyValueStore("kv", cp.Log(), StringCodec{}, StringCodec{}, WithMaxParallelism(maxP))
-				if err != nil {
-					t.Fatal(err)
+				if !errors.Is(err, dstl.ErrKeyGroup) {
+					t.Fatalf("restore: %v, want ErrKeyGroup", err)
 				}
-				if err := cp.Register(kv); err != nil {
-					t.Fatal(err)
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not say %q", err, w)
+					}
 				}
-				return cp, kv
-			}
-			cp, kv := open()
-			if err := kv.Put(good, "g"); err != nil {
-				t.Fatal(err)
-			}
-			if err := cp.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-			entry := appendChange(nil, "kv", Change{KeyGroup: tc.kg, Key: []byte(tc.key), Value: []byte("v")})
-			if err := cp.Log().Append(ctx, tc.kg, entry); err != nil {
-				t.Fatal(err)
-			}
-			h, err := cp.SnapshotState(ctx, CheckpointInfo{OperatorID: "op", CheckpointID: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cp2, kv2 := open()
-			err = cp2.InitializeState(ctx, CheckpointInfo{}, h)
-			if tc.want == nil {
-				if err != nil {
-					t.Fatal(err)
+				if n := s2.len(); n != 0 {
+					t.Errorf("%d entries after a failed restore", n)
 				}
-				if v, ok, _ := kv2.Get(tc.key); !ok || v != "v" || kv2.Len() != 2 {
-					t.Fatalf("restored %d keys, %q: %q %v", kv2.Len(), tc.key, v, ok)
-				}
-				return
-			}
-			if !errors.Is(err, dstl.ErrKeyGroup) {
-				t.Fatalf("restore: %v, want ErrKeyGroup", err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %q", err, w)
-				}
-			}
-			if kv2.Len() != 0 {
-				t.Errorf("%d keys after a failed restore", kv2.Len())
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -100,8 +100,8 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 
 	start := time.Now()
 	var rep RestoreReport
-	c.replayName, c.replayStore = "", nil
-	defer func() { c.replayName, c.replayStore = "", nil }()
+	c.replayName, c.replayStore, c.replayer = "", nil, nil
+	defer func() { c.replayName, c.replayStore, c.replayer = "", nil, nil }()
 	for _, s := range stores {
 		s.Clear()
 		s.SetLogging(false)
@@ -247,7 +247,8 @@ func (c *Checkpointer) replayEntry(ch dstl.Change, rep *RestoreReport) error {
 		if s = c.byName[string(e.name)]; s == nil {
 			return fmt.Errorf("%w: %q in the log", ErrUnknownStore, e.name)
 		}
-		c.replayName, c.replayStore = string(e.name), s
+		r, _ := s.(replayer)
+		c.replayName, c.replayStore, c.replayer = string(e.name), s, r
 	}
 	if e.typ == typeDescr {
 		if e.kind != s.Kind() || e.kindVersion != s.base().version {
@@ -256,8 +257,13 @@ func (c *Checkpointer) replayEntry(ch dstl.Change, rep *RestoreReport) error {
 		}
 		return nil
 	}
-	if r, ok := s.(replayer); ok {
-		return r.replayChange(e.change)
+	if c.replayer != nil {
+		return c.replayer.replayChange(e.change) // which checks the key group
+	}
+	if e.change.KeyGroup != dstl.MetaKeyGroup {
+		if _, err := s.base().loggedKeyGroup(e.change.Key, e.change.KeyGroup); err != nil {
+			return err
+		}
 	}
 	return s.ApplyChange(e.change)
 }
