@@ -322,3 +322,20 @@ func TestKVReplayManyKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyGroupOf: the key group of a hash is the hash modulo the maximum
+// parallelism, a power of two or not.
+func TestKeyGroupOf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 3))
+	hashes := []uint32{0, 1, 127, 128, 1<<31 - 1, 1 << 31, 1<<32 - 1}
+	for range 100 {
+		hashes = append(hashes, rng.Uint32())
+	}
+	for _, p := range []int{1, 2, 3, 7, 100, 128, 129, 1000, 1 << 15} {
+		for _, h := range hashes {
+			if got, want := keyGroupOf(h, p), int(h%uint32(p)); got != want {
+				t.Fatalf("keyGroupOf(%#x, %d) = %d, want %d", h, p, got, want)
+			}
+		}
+	}
+}

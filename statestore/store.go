@@ -480,7 +480,7 @@ func (b *storeBase) keyGroup(key []byte) (int, error) {
 // the key's murmur3 hash.
 func (b *storeBase) loggedKeyGroup(key []byte, logged int) (uint32, error) {
 	h := murmur3(key, 0)
-	kg := int(h % uint32(b.maxP))
+	kg := keyGroupOf(h, b.maxP)
 	if !b.kgr.Contains(kg) {
 		return h, fmt.Errorf("statestore: store %q: key in key group %d, outside %v: %w", b.name, kg, b.kgr, dstl.ErrKeyGroup)
 	}
