@@ -570,7 +570,7 @@ func (s *KeyValueStore[K, V]) replayChange(c Change) error {
 		// Values that grew left their old slots behind: apply what was
 		// gathered rather than hold more.
 		if err := s.applyReplayLocked(); err != nil {
-			return err
+			return fmt.Errorf("applying the changes gathered before this one: %w", err)
 		}
 	}
 	var op *kvReplayOp
@@ -584,7 +584,7 @@ func (s *KeyValueStore[K, V]) replayChange(c Change) error {
 	} else {
 		if r.n >= maxReplayOps {
 			if err := s.applyReplayLocked(); err != nil {
-				return err
+				return fmt.Errorf("applying the changes gathered before this one: %w", err)
 			}
 		}
 		op = r.add(c.Key, h, c.Tombstone, v, !s.strValues)
@@ -621,13 +621,13 @@ func (s *KeyValueStore[K, V]) applyReplayLocked() error {
 	var ks []K
 	if !s.strKeys {
 		ks = make([]K, len(order))
+		// Every key is decoded, a deleted one too: a key that does not
+		// decode is a damaged log, whatever its last change.
 		for j, o := range order {
-			if r.op(o.i).del {
-				continue
-			}
-			k, err := s.kc.Decode(r.key(r.op(o.i)))
+			key := r.key(r.op(o.i))
+			k, err := s.kc.Decode(key)
 			if err != nil {
-				return fmt.Errorf("%w: store %q: key: %w", ErrLogFormat, s.name, err)
+				return fmt.Errorf("%w: store %q: key %x: %w", ErrLogFormat, s.name, key, err)
 			}
 			ks[j] = k
 		}

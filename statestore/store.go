@@ -482,7 +482,7 @@ func (b *storeBase) loggedKeyGroup(key []byte, logged int) (uint32, error) {
 	h := murmur3(key, 0)
 	kg := keyGroupOf(h, b.maxP)
 	if !b.kgr.Contains(kg) {
-		return h, fmt.Errorf("statestore: store %q: key in key group %d, outside %v: %w", b.name, kg, b.kgr, dstl.ErrKeyGroup)
+		return h, fmt.Errorf("%w: store %q: key of key group %d, outside %v, in the log's key group %d: %w", ErrLogFormat, b.name, kg, b.kgr, logged, dstl.ErrKeyGroup)
 	}
 	if kg != logged {
 		return h, fmt.Errorf("%w: store %q: key of key group %d in the log's key group %d: %w", ErrLogFormat, b.name, kg, logged, dstl.ErrKeyGroup)
