@@ -154,7 +154,7 @@ func TestScratchBuffersBounded(t *testing.T) {
 			if c := cap(s.vscratch); c > maxKeptScratch || (!tc.keep && c > 0) {
 				t.Errorf("value scratch of %d bytes kept", c)
 			}
-			if !tc.keep && (cap(s.scratch) > 0 || s.replay.n > 0 || s.replay.values != nil || s.replay.index != nil) {
+			if !tc.keep && (cap(s.scratch) > 0 || s.replay.n > 0 || s.replay.values != nil || s.replay.ops != nil || s.replay.keys != nil) {
 				t.Errorf("kept a scratch of %d bytes, %d replayed changes, %d value chunks", cap(s.scratch), s.replay.n, len(s.replay.values))
 			}
 		})

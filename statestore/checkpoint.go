@@ -189,12 +189,18 @@ type Checkpointer struct {
 
 	// mu guards what follows. Lock order: mu, then the stores' locks in
 	// registration order.
-	mu            sync.Mutex
-	closed        bool
-	restoring     bool
-	restoreErr    error // of the last InitializeState, until one succeeds
-	stores        []internalStore
-	byName        map[string]internalStore
+	mu         sync.Mutex
+	closed     bool
+	restoring  bool
+	restoreErr error // of the last InitializeState, until one succeeds
+	stores     []internalStore
+	byName     map[string]internalStore
+	// replayName and replayStore are the store that the last change a
+	// restore replayed named (replayChange), and replayer the same store
+	// if it is one; only the restore, which holds matMu, uses them.
+	replayName    string
+	replayStore   internalStore
+	replayer      replayer
 	from          dstl.SequenceNumber // first change set since the snapshot
 	current       []SnapshotRef       // snapshots the state starts from
 	restoredLogs  []LogRef            // logs the state also needs (after a restore)

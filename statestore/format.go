@@ -88,6 +88,60 @@ type entry struct {
 // decodeEntry decodes a changelog entry read from key group kg.
 func decodeEntry(b []byte, kg int) (entry, error) {
 	var e entry
+	if decodeData(b, kg, &e) {
+		return e, nil
+	}
+	return decodeEntrySlow(b, kg)
+}
+
+// decodeData decodes into e the common data entry, whose store name and
+// key are shorter than 128 bytes (one-byte lengths), as decodeEntrySlow
+// does. It returns false for any other entry, a damaged one included,
+// which decodeEntrySlow then decodes or rejects; e is then undefined.
+func decodeData(b []byte, kg int, e *entry) bool {
+	if kg == dstl.MetaKeyGroup || len(b) < 4 || b[0] != entryVersion || b[1]&^(flagTombstone|flagTimestamp) != 0 || b[2] >= 0x80 {
+		return false
+	}
+	t := b[1]
+	p := 3
+	n := int(b[2])
+	if n >= len(b)-p { // the name, and the key's length after it
+		return false
+	}
+	e.typ, e.kind, e.kindVersion = 0, "", 0
+	e.name = b[p : p+n : p+n]
+	p += n
+	if b[p] >= 0x80 {
+		return false
+	}
+	n = int(b[p])
+	p++
+	if n > len(b)-p {
+		return false
+	}
+	c := &e.change
+	*c = Change{KeyGroup: kg, Key: b[p : p+n : p+n], Tombstone: t&flagTombstone != 0}
+	p += n
+	if t&flagTimestamp != 0 {
+		ts, m := binary.Varint(b[p:])
+		if m <= 0 {
+			return false
+		}
+		c.Timestamp, c.HasTimestamp = ts, true
+		p += m
+	}
+	switch {
+	case !c.Tombstone:
+		c.Value = b[p:]
+	case p != len(b):
+		return false // trailing bytes
+	}
+	return true
+}
+
+// decodeEntrySlow decodes any changelog entry read from key group kg.
+func decodeEntrySlow(b []byte, kg int) (entry, error) {
+	var e entry
 	r := decoder{b: b}
 	if v := r.byte(); r.err == nil && v != entryVersion {
 		return e, fmt.Errorf("%w: entry version %d, this build reads %d", ErrLogFormat, v, entryVersion)

@@ -21,7 +21,17 @@ const DefaultMaxParallelism = 128
 // hashCode(); we hash the codec's encoding.) maxParallelism must be at
 // least 1.
 func KeyGroup(key []byte, maxParallelism int) int {
-	return int(murmur3(key, 0) % uint32(maxParallelism))
+	return keyGroupOf(murmur3(key, 0), maxParallelism)
+}
+
+// keyGroupOf returns the key group of a key of murmur3 hash h: h modulo
+// maxParallelism, a mask when maxParallelism is a power of two (the
+// default), which is cheaper than a division.
+func keyGroupOf(h uint32, maxParallelism int) int {
+	if m := uint32(maxParallelism); m&(m-1) == 0 {
+		return int(h & (m - 1))
+	}
+	return int(h % uint32(maxParallelism))
 }
 
 // murmur3 is MurmurHash3_x86_32 (Austin Appleby's reference, public domain).

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
+	"math/bits"
 	"slices"
 	"strings"
 	"unsafe"
@@ -45,93 +46,279 @@ type KeyValueStore[K, V any] struct {
 	strKeys, strValues bool
 	// replay gathers the changes of a restore (replayChange) until
 	// endReplay applies them.
-	replay kvReplay[K, V]
+	replay kvReplay[V]
 }
 
 // kvReplay is what a restore's replay of the log gathered and did not
-// apply yet: the last change of each key, by key.
-type kvReplay[K, V any] struct {
-	index map[string]int // encoded key: its change in ops
+// apply yet: changes, their keys and string values copied into chunks
+// that are filled in turn. A change replaces the gathered change of its
+// key that the index finds; the index is lossy (a key it lost, or never
+// had, takes a new change), so a key may have several, the latest last:
+// applyReplayLocked finds the last change of each key by sorting the
+// changes by the hash of their keys.
+type kvReplay[V any] struct {
 	// ops are the changes, in chunks of replayChunk (never copied as
-	// they grow); n counts them.
-	ops [][]kvReplayOp[K, V]
+	// they grow); n counts them. Of the changes of a key, the later
+	// holds the later value.
+	ops [][]kvReplayOp
 	n   int
+	// index is a direct-mapped table of ops by the hash of their keys:
+	// slot hash*replayHashMul>>shift holds 1 + the index of the change
+	// whose key last took it, 0 when none did.
+	index []int32
+	shift uint
+	// vals are the decoded values of ops, unless the values are strings
+	// (strValues).
+	vals []V
+	// keys holds the keys of ops, in chunks of replayKeyChunk bytes or
+	// more.
+	keys [][]byte
 	// values holds the string values (strValues) of ops, undecoded, in
 	// chunks of replayValueChunk bytes or more: decoding them (a copy,
 	// which cannot fail) waits for the last change of each key.
-	// valueBytes counts the bytes of the slots taken in values, those that
-	// later values outgrew included.
+	// valueBytes counts the bytes of the keys and of the value slots
+	// taken, those that later values outgrew included.
 	values     [][]byte
 	valueBytes int
 }
 
-type kvReplayOp[K, V any] struct {
-	it  kvItem[K, V]
-	del bool
+// kvReplayOp is a gathered change. Its offsets and lengths fit in 32 bits:
+// a change in the log is at most format.MaxPayloadSize bytes, and so is
+// a chunk it begins.
+type kvReplayOp struct {
+	hash uint32 // murmur3 of the key, as KeyGroup hashes it
+	// kchunk, koff and klen locate the key in keys.
+	kchunk, koff, klen int32
 	// chunk, off, n and room locate the value in values (strValues):
-	// room is what the slot holds, which a later value reuses if it fits.
-	chunk, off, n, room int
+	// room is what the slot holds, which a later value of the key
+	// reuses if it fits.
+	chunk, off, n, room int32
+	del                 bool
 }
 
 const (
 	replayChunk      = 1 << 12
+	replayIndexMin   = 1 << 12
+	replayIndexMax   = 1 << 20
+	replayHashMul    = 0x9e3779b1 // 2^32 over the golden ratio: spreads the hash over the slot's bits
+	replayKeyChunk   = 1 << 16
 	replayValueChunk = 1 << 20
+	// maxReplayChange bounds the key and the value of a change that a
+	// replay gathers; the log holds none larger (format.MaxPayloadSize).
+	maxReplayChange = 1 << 30
 )
 
 // op returns change i.
-func (r *kvReplay[K, V]) op(i int) *kvReplayOp[K, V] {
+func (r *kvReplay[V]) op(i int) *kvReplayOp {
 	return &r.ops[i/replayChunk][i%replayChunk]
 }
 
-// add appends a change and returns its index.
-func (r *kvReplay[K, V]) add(op kvReplayOp[K, V]) int {
+// key returns the key of op.
+func (r *kvReplay[V]) key(op *kvReplayOp) []byte {
+	return r.keys[op.kchunk][op.koff : op.koff+op.klen]
+}
+
+// find returns the index of the gathered change that the index holds for
+// key (of murmur3 hash h), or -1.
+func (r *kvReplay[V]) find(key []byte, h uint32) int {
+	if r.index == nil {
+		return -1
+	}
+	i := int(r.index[h*replayHashMul>>r.shift]) - 1
+	if i < 0 {
+		return -1
+	}
+	if op := r.op(i); op.hash != h || !bytes.Equal(r.key(op), key) {
+		return -1
+	}
+	return i
+}
+
+// add appends a change of key (of murmur3 hash h) and returns it; keepV:
+// v is its value (the values are not strings).
+func (r *kvReplay[V]) add(key []byte, h uint32, del bool, v V, keepV bool) *kvReplayOp {
+	if len(r.keys) == 0 || len(r.keys[len(r.keys)-1])+len(key) > cap(r.keys[len(r.keys)-1]) {
+		r.keys = append(r.keys, make([]byte, 0, max(replayKeyChunk, len(key))))
+	}
+	c := &r.keys[len(r.keys)-1]
 	if r.n%replayChunk == 0 {
-		r.ops = append(r.ops, make([]kvReplayOp[K, V], 0, replayChunk))
+		r.ops = append(r.ops, make([]kvReplayOp, 0, replayChunk))
 	}
 	last := &r.ops[len(r.ops)-1]
-	*last = append(*last, op)
+	*last = append(*last, kvReplayOp{hash: h, del: del, kchunk: int32(len(r.keys) - 1), koff: int32(len(*c)), klen: int32(len(key))})
+	*c = append(*c, key...)
+	r.valueBytes += len(key)
+	if keepV {
+		r.vals = append(r.vals, v)
+	}
 	r.n++
-	return r.n - 1
+	if r.n > len(r.index)/2 && len(r.index) < replayIndexMax {
+		// A larger index, of the changes in order: where keys share a
+		// slot, the later takes it.
+		n := max(replayIndexMin, 2*len(r.index))
+		r.index, r.shift = make([]int32, n), uint(32-bits.TrailingZeros(uint(n)))
+		for i := range r.n - 1 {
+			r.index[r.op(i).hash*replayHashMul>>r.shift] = int32(i + 1)
+		}
+	}
+	r.index[h*replayHashMul>>r.shift] = int32(r.n)
+	return &(*last)[len(*last)-1]
 }
 
 // setValue keeps v as op's value, in its slot if it fits.
-func (r *kvReplay[K, V]) setValue(op *kvReplayOp[K, V], v []byte) {
+func (r *kvReplay[V]) setValue(op *kvReplayOp, v []byte) {
 	if len(v) == 0 {
 		op.n = 0 // no slot needed: value reads nothing
 		return
 	}
-	if len(v) <= op.room {
+	n := int32(len(v))
+	if n <= op.room {
 		copy(r.values[op.chunk][op.off:], v)
-		op.n = len(v)
+		op.n = n
 		return
 	}
-	if last := len(r.values) - 1; op.room > 0 && op.chunk == last && op.off+op.room == len(r.values[last]) && op.off+len(v) <= cap(r.values[last]) {
+	if last := int32(len(r.values) - 1); op.room > 0 && op.chunk == last && int(op.off+op.room) == len(r.values[last]) && int(op.off)+len(v) <= cap(r.values[last]) {
 		// The slot ends the last chunk: it grows in place.
 		r.values[last] = append(r.values[last][:op.off], v...)
-		r.valueBytes += len(v) - op.room
-		op.n, op.room = len(v), len(v)
+		r.valueBytes += int(n - op.room)
+		op.n, op.room = n, n
 		return
 	}
 	if len(r.values) == 0 || len(r.values[len(r.values)-1])+len(v) > cap(r.values[len(r.values)-1]) {
 		r.values = append(r.values, make([]byte, 0, max(replayValueChunk, len(v))))
 	}
 	c := &r.values[len(r.values)-1]
-	op.chunk, op.off, op.n, op.room = len(r.values)-1, len(*c), len(v), len(v)
+	op.chunk, op.off, op.n, op.room = int32(len(r.values)-1), int32(len(*c)), n, n
 	*c = append(*c, v...)
 	r.valueBytes += len(v)
 }
 
 // value returns op's value.
-func (r *kvReplay[K, V]) value(op *kvReplayOp[K, V]) []byte {
+func (r *kvReplay[V]) value(op *kvReplayOp) []byte {
 	if op.n == 0 {
 		return nil
 	}
 	return r.values[op.chunk][op.off : op.off+op.n]
 }
 
-// maxReplayOps bounds the keys a replay gathers before it applies them,
-// and maxReplayValueBytes the bytes of string values it holds (a variable
-// so that tests can lower it).
+// replayKey is the key of the last change of a key, ops[i].
+type replayKey struct {
+	key string
+	i   int
+}
+
+// last returns the last change of each key among the gathered ones, in no
+// particular order, with its key: a copy (the store's own string) unless
+// the change is a delete. It sorts the changes by their keys' hashes (the
+// log's order kept among equal hashes), takes the last change of each hash,
+// then checks, in the log's order, that each change has the key of the
+// last of its hash; the changes of a hash that several keys share are
+// sorted by key.
+func (r *kvReplay[V]) last() []replayKey {
+	order := make([]uint64, r.n) // hash, then index
+	for i := range order {
+		order[i] = uint64(r.op(i).hash)<<32 | uint64(i)
+	}
+	order = sortByHash(order)
+	idx := func(o uint64) int { return int(uint32(o)) }
+	var last []replayKey
+	var starts []int         // of each hash's changes in order, and the end
+	of := make([]int32, r.n) // the hash of each change, as its index in last
+	for a := 0; a < len(order); {
+		b := a + 1
+		for b < len(order) && order[b]>>32 == order[a]>>32 {
+			b++
+		}
+		j := int32(len(last))
+		i := idx(order[b-1])
+		op := r.op(i)
+		kb := r.key(op)
+		key := unsafe.String(unsafe.SliceData(kb), len(kb)) // a delete keeps no key
+		if !op.del {
+			key = string(kb)
+		}
+		last = append(last, replayKey{key, i})
+		starts = append(starts, a)
+		for _, o := range order[a:b] {
+			of[idx(o)] = j
+		}
+		a = b
+	}
+	starts = append(starts, len(order))
+	var shared []int32 // hashes of several keys
+	var seen map[int32]bool
+	for i := range r.n {
+		if j := of[i]; last[j].i != i && last[j].key != string(r.key(r.op(i))) && !seen[j] {
+			if seen == nil {
+				seen = map[int32]bool{}
+			}
+			seen[j] = true
+			shared = append(shared, j)
+		}
+	}
+	for _, j := range shared {
+		// The changes of one hash: by key, each key's changes in the
+		// log's order; the last of each key.
+		run := order[starts[j]:starts[j+1]]
+		slices.SortStableFunc(run, func(x, y uint64) int {
+			return bytes.Compare(r.key(r.op(idx(x))), r.key(r.op(idx(y))))
+		})
+		first := true
+		for k, o := range run {
+			if k < len(run)-1 && bytes.Equal(r.key(r.op(idx(o))), r.key(r.op(idx(run[k+1])))) {
+				continue
+			}
+			op := r.op(idx(o))
+			kb := r.key(op)
+			key := unsafe.String(unsafe.SliceData(kb), len(kb))
+			if !op.del {
+				key = string(kb)
+			}
+			if first {
+				last[j], first = replayKey{key, idx(o)}, false
+			} else {
+				last = append(last, replayKey{key, idx(o)})
+			}
+		}
+	}
+	return last
+}
+
+// sortByHash sorts hash-and-index pairs (hash in the high 32 bits) by
+// hash, keeping the order of equal hashes: a radix sort of the hashes, in
+// three passes, or a plain sort of the pairs when they are few (the same
+// order, as the indexes of equal hashes ascend). It returns the sorted
+// slice, a or one as long.
+func sortByHash(a []uint64) []uint64 {
+	if len(a) < 1<<10 {
+		slices.Sort(a)
+		return a
+	}
+	const bits = 11
+	tmp := make([]uint64, len(a))
+	for shift := 32; shift < 64; shift += bits {
+		var count [1 << bits]int
+		for _, x := range a {
+			count[x>>shift&(1<<bits-1)]++
+		}
+		sum := 0
+		for i, c := range count {
+			count[i], sum = sum, sum+c
+		}
+		for _, x := range a {
+			d := x >> shift & (1<<bits - 1)
+			tmp[count[d]] = x
+			count[d]++
+		}
+		a, tmp = tmp, a
+	}
+	return a
+}
+
+// maxReplayOps bounds the changes a replay gathers before it applies them
+// (a change of a key that the replay's index finds replaces the key's last
+// one and counts no more), and maxReplayValueBytes the bytes of keys and
+// of string values it holds (variables so that tests can lower them).
 var (
 	maxReplayOps        = 1 << 20
 	maxReplayValueBytes = 64 << 20
@@ -339,22 +526,32 @@ func (s *KeyValueStore[K, V]) ApplyChange(c Change) error {
 }
 
 // replayChange is ApplyChange for a restore (InitializeState), which calls
-// endReplay once it replayed the whole log. In memory, it keeps the last
-// change of each key and endReplay applies them, by key: the log's order
-// of a key's changes is kept, and a key changed many times is inserted
-// once, in order, which is cheaper than inserting each change where it
-// goes. What it gathered is applied early, between two changes, once it
-// holds maxReplayOps keys or maxReplayValueBytes bytes of values. Each
-// change is checked and decoded when it is replayed, as ApplyChange does.
+// endReplay once it replayed the whole log. In memory, it gathers the
+// changes, and endReplay applies the last change of each key, by key: a
+// key changed many times is inserted once, in order, which is cheaper than
+// inserting each change where it goes. What it gathered is applied early,
+// between two changes, once it holds maxReplayOps changes or
+// maxReplayValueBytes bytes of keys and values. Each change is checked
+// (its key must be of the key group the log holds it in, one of the
+// store's) and its value decoded when it is replayed, as ApplyChange does;
+// a key that is not a string is decoded once, when its last change is
+// applied.
 func (s *KeyValueStore[K, V]) replayChange(c Change) error {
+	var h uint32
+	if c.KeyGroup != dstl.MetaKeyGroup {
+		var err error
+		if h, err = s.loggedKeyGroup(c.Key, c.KeyGroup); err != nil {
+			return err
+		}
+	}
 	if s.disk != nil {
 		return s.diskApplyChange(c)
 	}
 	if c.KeyGroup == dstl.MetaKeyGroup {
 		return nil // a key-value store has no stream time
 	}
-	if _, err := s.keyGroup(c.Key); err != nil {
-		return err
+	if len(c.Key) > maxReplayChange || len(c.Value) > maxReplayChange {
+		return fmt.Errorf("%w: store %q: a change of a %d-byte key and a %d-byte value, larger than a log holds", ErrLogFormat, s.name, len(c.Key), len(c.Value))
 	}
 	var v V
 	if !c.Tombstone && !s.strValues {
@@ -372,36 +569,28 @@ func (s *KeyValueStore[K, V]) replayChange(c Change) error {
 	if r.valueBytes >= maxReplayValueBytes {
 		// Values that grew left their old slots behind: apply what was
 		// gathered rather than hold more.
-		s.applyReplayLocked()
-	}
-	if i, ok := r.index[string(c.Key)]; ok {
-		op := r.op(i)
-		op.it.v, op.del = v, c.Tombstone
-		if s.strValues && !c.Tombstone {
-			r.setValue(op, c.Value)
+		if err := s.applyReplayLocked(); err != nil {
+			return fmt.Errorf("applying the changes gathered before this one: %w", err)
 		}
-		return nil
 	}
-	if r.n >= maxReplayOps {
-		s.applyReplayLocked()
-	}
-	key := string(c.Key)
-	var k K
-	if s.strKeys {
-		k = *(*K)(unsafe.Pointer(&key))
+	var op *kvReplayOp
+	if i := r.find(c.Key, h); i >= 0 {
+		// The latest change of the key: this one replaces it.
+		op = r.op(i)
+		op.del = c.Tombstone
+		if !s.strValues {
+			r.vals[i] = v
+		}
 	} else {
-		var err error
-		if k, err = s.kc.Decode(c.Key); err != nil {
-			return fmt.Errorf("%w: store %q: key: %w", ErrLogFormat, s.name, err)
+		if r.n >= maxReplayOps {
+			if err := s.applyReplayLocked(); err != nil {
+				return fmt.Errorf("applying the changes gathered before this one: %w", err)
+			}
 		}
+		op = r.add(c.Key, h, c.Tombstone, v, !s.strValues)
 	}
-	if r.index == nil {
-		r.index = map[string]int{}
-	}
-	i := r.add(kvReplayOp[K, V]{it: kvItem[K, V]{key: key, k: k, v: v}, del: c.Tombstone})
-	r.index[key] = i
 	if s.strValues && !c.Tombstone {
-		r.setValue(r.op(i), c.Value)
+		r.setValue(op, c.Value)
 	}
 	return nil
 }
@@ -413,39 +602,60 @@ func (s *KeyValueStore[K, V]) endReplay() error {
 	if s.closed {
 		return ErrClosed
 	}
-	s.applyReplayLocked()
-	return nil
+	return s.applyReplayLocked()
 }
 
-// applyReplayLocked applies the gathered changes to the tree, by key, and
-// forgets them.
-func (s *KeyValueStore[K, V]) applyReplayLocked() {
+// applyReplayLocked applies the last gathered change of each key to the
+// tree, by key, and forgets the changes. A key that does not decode fails
+// it before the tree changes.
+func (s *KeyValueStore[K, V]) applyReplayLocked() error {
 	r := &s.replay
-	// Sort the keys (small to move), then take their changes in order.
-	type keyAt struct {
-		key string
-		i   int
+	defer func() { *r = kvReplay[V]{} }()
+	if r.n == 0 {
+		return nil
 	}
-	order := make([]keyAt, r.n)
-	for i := range order {
-		order[i] = keyAt{r.op(i).it.key, i}
-	}
-	slices.SortFunc(order, func(a, b keyAt) int { return strings.Compare(a.key, b.key) })
-	empty := s.tree.Len() == 0
-	for _, o := range order {
-		op := r.op(o.i)
-		switch {
-		case !op.del:
-			if s.strValues {
-				v := string(r.value(op))
-				op.it.v = *(*V)(unsafe.Pointer(&v))
+	// Sort the last changes by key (their own strings, next to each
+	// other), then apply them in order.
+	order := r.last()
+	slices.SortFunc(order, func(a, b replayKey) int { return strings.Compare(a.key, b.key) })
+	var ks []K
+	if !s.strKeys {
+		ks = make([]K, len(order))
+		// Every key is decoded, a deleted one too: a key that does not
+		// decode is a damaged log, whatever its last change.
+		for j, o := range order {
+			key := r.key(r.op(o.i))
+			k, err := s.kc.Decode(key)
+			if err != nil {
+				return fmt.Errorf("%w: store %q: key %x: %w", ErrLogFormat, s.name, key, err)
 			}
-			s.tree.ReplaceOrInsert(op.it)
-		case !empty:
-			s.tree.Delete(op.it)
+			ks[j] = k
 		}
 	}
-	*r = kvReplay[K, V]{}
+	empty := s.tree.Len() == 0
+	for j, o := range order {
+		op := r.op(o.i)
+		if op.del {
+			if !empty {
+				s.tree.Delete(kvItem[K, V]{key: o.key})
+			}
+			continue
+		}
+		it := kvItem[K, V]{key: o.key}
+		if s.strKeys {
+			it.k = *(*K)(unsafe.Pointer(&o.key))
+		} else {
+			it.k = ks[j]
+		}
+		if s.strValues {
+			v := string(r.value(op))
+			it.v = *(*V)(unsafe.Pointer(&v))
+		} else {
+			it.v = r.vals[o.i]
+		}
+		s.tree.ReplaceOrInsert(it)
+	}
+	return nil
 }
 
 // Close closes the store and lets go of its buffers and of what a replay
@@ -453,7 +663,7 @@ func (s *KeyValueStore[K, V]) applyReplayLocked() {
 func (s *KeyValueStore[K, V]) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.replay = kvReplay[K, V]{}
+	s.replay = kvReplay[V]{}
 	s.closeLocked()
 	return nil
 }
@@ -468,7 +678,7 @@ func (s *KeyValueStore[K, V]) Clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tree.Clear(false)
-	s.replay = kvReplay[K, V]{}
+	s.replay = kvReplay[V]{}
 	s.clearLocked()
 }
 

@@ -100,6 +100,8 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 
 	start := time.Now()
 	var rep RestoreReport
+	c.replayName, c.replayStore, c.replayer = "", nil, nil
+	defer func() { c.replayName, c.replayStore, c.replayer = "", nil, nil }()
 	for _, s := range stores {
 		s.Clear()
 		s.SetLogging(false)
@@ -222,14 +224,31 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 // names: a descriptor is checked against the registered store, a data or
 // stream-time change is applied without logging.
 func (c *Checkpointer) replayChange(ch dstl.Change, rep *RestoreReport) error {
-	rep.Changes++
-	e, err := decodeEntry(ch.Data, ch.KeyGroup)
-	if err != nil {
-		return err
+	if err := c.replayEntry(ch, rep); err != nil {
+		return fmt.Errorf("change set %d: %w", ch.SequenceNumber, err)
 	}
-	s := c.byName[string(e.name)]
-	if s == nil {
-		return fmt.Errorf("%w: %q in the log", ErrUnknownStore, e.name)
+	return nil
+}
+
+// replayEntry is replayChange but for naming the change set in errors.
+func (c *Checkpointer) replayEntry(ch dstl.Change, rep *RestoreReport) error {
+	rep.Changes++
+	var e entry
+	if !decodeData(ch.Data, ch.KeyGroup, &e) {
+		var err error
+		if e, err = decodeEntry(ch.Data, ch.KeyGroup); err != nil {
+			return err
+		}
+	}
+	s := c.replayStore
+	if s == nil || string(e.name) != c.replayName {
+		// The log names the same store change after change: it is
+		// looked up when the name changes.
+		if s = c.byName[string(e.name)]; s == nil {
+			return fmt.Errorf("%w: %q in the log", ErrUnknownStore, e.name)
+		}
+		r, _ := s.(replayer)
+		c.replayName, c.replayStore, c.replayer = string(e.name), s, r
 	}
 	if e.typ == typeDescr {
 		if e.kind != s.Kind() || e.kindVersion != s.base().version {
@@ -238,8 +257,13 @@ func (c *Checkpointer) replayChange(ch dstl.Change, rep *RestoreReport) error {
 		}
 		return nil
 	}
-	if r, ok := s.(replayer); ok {
-		return r.replayChange(e.change)
+	if c.replayer != nil {
+		return c.replayer.replayChange(e.change) // which checks the key group
+	}
+	if e.change.KeyGroup != dstl.MetaKeyGroup {
+		if _, err := s.base().loggedKeyGroup(e.change.Key, e.change.KeyGroup); err != nil {
+			return err
+		}
 	}
 	return s.ApplyChange(e.change)
 }

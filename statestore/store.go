@@ -475,6 +475,21 @@ func (b *storeBase) keyGroup(key []byte) (int, error) {
 	return kg, nil
 }
 
+// loggedKeyGroup checks that key, read back from the log's key group
+// logged, is of that key group and that the store owns it, and returns
+// the key's murmur3 hash.
+func (b *storeBase) loggedKeyGroup(key []byte, logged int) (uint32, error) {
+	h := murmur3(key, 0)
+	kg := keyGroupOf(h, b.maxP)
+	if !b.kgr.Contains(kg) {
+		return h, fmt.Errorf("%w: store %q: key of key group %d, outside %v, in the log's key group %d: %w", ErrLogFormat, b.name, kg, b.kgr, logged, dstl.ErrKeyGroup)
+	}
+	if kg != logged {
+		return h, fmt.Errorf("%w: store %q: key of key group %d in the log's key group %d: %w", ErrLogFormat, b.name, kg, logged, dstl.ErrKeyGroup)
+	}
+	return h, nil
+}
+
 // Err returns the first error that a method without an error result met
 // since the store was last cleared or restored, or nil: with Config.Dir, an
 // error reading the disk or decoding an entry that stopped a loop over All,
