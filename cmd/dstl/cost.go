@@ -1,0 +1,834 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/counting"
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
+)
+
+const costAbout = `Estimates the requests, the stored bytes and their price per month of a
+job's changelog on each cloud's standard tier, with batching (the engine's
+options) beside the same job without it (one object per writer per
+checkpoint: batch.persist-delay=0 and batch.persist-size-threshold=1, so
+that no two upload tasks share an object). Both are measured.
+
+The workload: --writers writers (operator instances) change their state
+at --change-rate bytes per second in all, in changes of --change-size
+bytes, spread evenly over the writers; every --checkpoint-interval all of
+them persist their logs and the checkpoint is confirmed. Every
+--materialize-interval the state stores are materialised (written as a
+snapshot elsewhere: its bytes are not counted here) and the logs before
+it truncated; the job keeps the last --retain checkpoints and deletes the
+log objects none of them refers to. A restore (--restores a month) reads
+the latest checkpoint: the logs since the last materialisation, one GET
+per object; a dstl gc run (--gc-runs a month) lists the job's prefix.
+
+The measurement: a short run of the same workload on --base-path (mem://
+by default), compressed in time: a checkpoint every --run-interval instead
+of every --checkpoint-interval, each with the changes of a real interval
+(so that objects are as large as the job's), materialisations every as
+many checkpoints as the job's. First --calibrate checkpoints on a storage
+of their own time a checkpoint (the run's interval is by default three
+times the slowest); then the run (--run-checkpoints, by default one
+materialisation period plus the retained checkpoints and one, at most 200)
+goes through a backend wrapped in a request counter, with the job's
+deletions, one restore of its last checkpoint and one listing. The
+engine's PUTs and bytes per checkpoint are the run's. The estimate for the
+run's own duration (its checkpoints are its wall time over the interval,
+its deletions, restore and listing as the month's model has them) is
+printed beside the requests the counter saw; the command exits 1 when one
+differs by more than 5 %.
+
+The month is 30 days: its checkpoints are 30 days over
+--checkpoint-interval. Every object written is deleted once; the stored
+bytes are the average over the month (the retained checkpoints and, on
+average, half a materialisation period); a listing of N objects is N/1000
+pages (N/5000 on Azure). Prices are the providers' published list prices
+(the README names them and their date), per request and per GiB-month;
+--price PROVIDER.FIELD=PRICE (PROVIDER s3, gcs or azure; FIELD put, get,
+list, delete or storage; PRICE in dollars, or dollars/count:
+s3.put=0.005/1000) and --prices FILE (JSON, {"s3": {"put": "0.005/1000"}})
+override them. Transfer out of the region and the snapshots of the
+materialisations are not counted.`
+
+// costWorkload is the job dstl cost prices.
+type costWorkload struct {
+	Writers             int           `json:"writers"`
+	CheckpointInterval  time.Duration `json:"checkpoint_interval_ns"`
+	ChangeRate          int64         `json:"change_rate_bytes_per_second"` // over all writers
+	ChangeSize          int           `json:"change_size"`
+	Retain              int           `json:"retained_checkpoints"`
+	MaterializeInterval time.Duration `json:"materialize_interval_ns"`
+	Restores            float64       `json:"restores_per_month"`
+	GCRuns              float64       `json:"gc_runs_per_month"`
+}
+
+// changesPerWriter is the number of changes each writer appends between
+// two checkpoints.
+func (w costWorkload) changesPerWriter() int {
+	perWriter := float64(w.ChangeRate) * w.CheckpointInterval.Seconds() / float64(w.Writers)
+	return max(1, int(math.Round(perWriter/float64(w.ChangeSize))))
+}
+
+// materializeEvery is the number of checkpoints between two
+// materialisations.
+func (w costWorkload) materializeEvery() int {
+	return max(1, int(math.Round(float64(w.MaterializeInterval)/float64(w.CheckpointInterval))))
+}
+
+// costMonth is the month dstl cost prices.
+const costMonth = 30 * 24 * time.Hour
+
+// costTolerance is how far the estimate of the run may be from the
+// requests counted in it.
+const costTolerance = 0.05
+
+// costOptions are the flags of a cost run.
+type costOptions struct {
+	basePath, storage string
+	options           []string
+	w                 costWorkload
+	runInterval       time.Duration
+	runCheckpoints    int
+	calibrate         int
+	prices            []price
+}
+
+func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o := costOptions{prices: defaultPrices()}
+	fs := newFlagSet("cost", "[flags]", costAbout, stderr)
+	fs.IntVar(&o.w.Writers, "writers", 64, "writers (operator instances) of the job")
+	fs.DurationVar(&o.w.CheckpointInterval, "checkpoint-interval", 10*time.Second, "time between two checkpoints")
+	rate := fs.String("change-rate", "1MiB", "`BYTES` of changes per second over all writers (e.g. 1MiB, 256KiB)")
+	fs.IntVar(&o.w.ChangeSize, "change-size", 100, "bytes per change")
+	fs.IntVar(&o.w.Retain, "retain", 1, "completed checkpoints the job keeps (Flink's state.checkpoints.num-retained)")
+	fs.DurationVar(&o.w.MaterializeInterval, "materialize-interval", 10*time.Minute, "time between two materialisations of the state stores, which truncate the logs")
+	fs.Float64Var(&o.w.Restores, "restores", 1, "restores a month (each reads the latest checkpoint)")
+	fs.Float64Var(&o.w.GCRuns, "gc-runs", 30, "dstl gc runs a month (each lists the job's prefix)")
+	fs.StringVar(&o.basePath, "base-path", "mem://dstl-cost", "where the measuring run's objects go: a URL or a local path, as for a storage")
+	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
+	fs.Var((*stringsFlag)(&o.options), "option", "an engine option `KEY=VALUE` of the batched side (e.g. batch.persist-delay=20ms); repeatable")
+	fs.DurationVar(&o.runInterval, "run-interval", 0, "time between two checkpoints of the measuring run (0: three times the slowest calibration checkpoint, at least 20ms)")
+	fs.IntVar(&o.runCheckpoints, "run-checkpoints", 0, "checkpoints of the measuring run (0: a materialisation period plus --retain plus one, at most 200)")
+	fs.IntVar(&o.calibrate, "calibrate", 2, "checkpoints before the run, on a storage of their own, that time a checkpoint (for the default --run-interval)")
+	fs.Func("price", "override a price: `PROVIDER.FIELD=PRICE`, e.g. s3.put=0.005/1000 (repeatable)", func(s string) error {
+		return setPrice(o.prices, s)
+	})
+	pricesFile := fs.String("prices", "", "override prices from a JSON `FILE`: {\"s3\": {\"put\": \"0.005/1000\"}, ...}")
+	jsonOut := fs.Bool("json", false, "print a JSON report on stdout")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	usageErr := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "dstl cost: "+format+"\n", args...)
+		return exitUsage
+	}
+	var err error
+	if o.w.ChangeRate, err = parseSize(*rate); err != nil {
+		return usageErr("--change-rate: %v", err)
+	}
+	if *pricesFile != "" {
+		if err := loadPrices(o.prices, *pricesFile); err != nil {
+			return usageErr("--prices: %v", err)
+		}
+	}
+	if err := o.validate(); err != nil {
+		return usageErr("%v", err)
+	}
+	rep, err := cost(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "dstl cost: %v\n", err)
+		if errors.Is(err, backends.ErrUnknownBackend) || errors.Is(err, dstl.ErrInvalidConfig) {
+			return exitUsage
+		}
+		return exitRuntime
+	}
+	return emit(stdout, stderr, *jsonOut, rep, rep.Agree)
+}
+
+// maxRunBytes bounds the changes the measuring run keeps at once.
+const maxRunBytes = 4 << 30
+
+// validate checks the flags, naming the one that is wrong.
+func (o *costOptions) validate() error {
+	w := o.w
+	switch {
+	case w.Writers < 1 || w.Writers > 4096:
+		return fmt.Errorf("--writers %d: want 1 to 4096", w.Writers)
+	case w.CheckpointInterval <= 0:
+		return fmt.Errorf("--checkpoint-interval %v: want a positive duration", w.CheckpointInterval)
+	case w.ChangeRate < 1:
+		return fmt.Errorf("--change-rate %d: want at least 1 byte per second", w.ChangeRate)
+	case w.ChangeSize < 1 || w.ChangeSize > 16<<20:
+		return fmt.Errorf("--change-size %d: want 1 byte to 16 MiB", w.ChangeSize)
+	case w.Retain < 1:
+		return fmt.Errorf("--retain %d: want at least 1 checkpoint", w.Retain)
+	case w.MaterializeInterval < w.CheckpointInterval:
+		return fmt.Errorf("--materialize-interval %v: want at least the checkpoint interval (%v)", w.MaterializeInterval, w.CheckpointInterval)
+	case w.Restores < 0 || math.IsNaN(w.Restores) || math.IsInf(w.Restores, 0):
+		return fmt.Errorf("--restores %v: want a number at least 0", w.Restores)
+	case w.GCRuns < 0 || math.IsNaN(w.GCRuns) || math.IsInf(w.GCRuns, 0):
+		return fmt.Errorf("--gc-runs %v: want a number at least 0", w.GCRuns)
+	case o.runInterval < 0:
+		return fmt.Errorf("--run-interval %v: want a positive duration (or 0 for the default)", o.runInterval)
+	case o.runCheckpoints < 0:
+		return fmt.Errorf("--run-checkpoints %d: want at least 1 (or 0 for the default)", o.runCheckpoints)
+	case o.calibrate < 1:
+		return fmt.Errorf("--calibrate %d: want at least 1 checkpoint", o.calibrate)
+	}
+	if o.runCheckpoints == 0 {
+		o.runCheckpoints = min(200, w.materializeEvery()+w.Retain+1)
+	}
+	perCP := int64(w.changesPerWriter()) * int64(w.ChangeSize) * int64(w.Writers)
+	if kept := int64(min(o.runCheckpoints, w.materializeEvery()+w.Retain)) * perCP; kept > maxRunBytes {
+		return fmt.Errorf("--run-checkpoints %d: the run would keep %s of changes at once (at most %s): give fewer, or a lower --change-rate or longer --materialize-interval's ratio",
+			o.runCheckpoints, formatBytes(kept), formatBytes(maxRunBytes))
+	}
+	return nil
+}
+
+// costReport is the result of a cost run.
+type costReport struct {
+	Workload         costWorkload `json:"workload"`
+	Backend          string       `json:"backend"`
+	BasePath         string       `json:"base_path"`
+	MaterializeEvery int          `json:"materialize_every_checkpoints"`
+	Calibration      int          `json:"calibration_checkpoints"`
+	MonthDays        int          `json:"month_days"`
+	MonthCheckpoints float64      `json:"month_checkpoints"`
+	Batched          costSide     `json:"batched"`
+	Unbatched        costSide     `json:"unbatched"` // one object per writer per checkpoint
+	Prices           []price      `json:"prices"`
+	PricesDate       string       `json:"prices_date"`
+	Agree            bool         `json:"agree"` // every request count of the run's estimate within 5 % of the counted one
+}
+
+// costUnits are what the engine did per checkpoint in the calibration.
+type costUnits struct {
+	PutsPerCheckpoint   float64 `json:"puts_per_checkpoint"`
+	StoredPerCheckpoint float64 `json:"stored_bytes_per_checkpoint"`
+	ChangesPerWriter    int     `json:"changes_per_writer_per_checkpoint"`
+}
+
+// costCounts are requests and bytes.
+type costCounts struct {
+	Puts     float64 `json:"puts"`
+	Gets     float64 `json:"gets"`
+	Lists    float64 `json:"lists"`
+	Deletes  float64 `json:"deletes"`
+	BytesPut float64 `json:"bytes_put"`
+	// Stored is the bytes stored: at the end of a run; averaged over a month.
+	Stored float64 `json:"stored_bytes"`
+}
+
+// costSide is one column of the report: the engine with batching or
+// without.
+type costSide struct {
+	Name           string            `json:"name"`
+	Options        map[string]string `json:"options"` // the engine options set, beyond the defaults
+	Units          costUnits         `json:"units"`
+	RunCheckpoints int               `json:"run_checkpoints"`
+	RunInterval    string            `json:"run_interval"`
+	TimeScale      float64           `json:"time_scale"` // checkpoint interval over run interval
+	RunSeconds     float64           `json:"run_seconds"`
+	RunEstimate    costCounts        `json:"run_estimate"` // for the run's own duration
+	RunCounted     costCounts        `json:"run_counted"`  // what the counting wrapper saw
+	Month          costCounts        `json:"month"`
+	Bills          []costBill        `json:"bills"`
+}
+
+// costBill is a month's price at one provider.
+type costBill struct {
+	Provider string  `json:"provider"`
+	Requests float64 `json:"requests_usd"`
+	Storage  float64 `json:"storage_usd"`
+	Total    float64 `json:"total_usd"`
+}
+
+func cost(ctx context.Context, o costOptions) (*costReport, error) {
+	opts := map[string]string{"base-path": o.basePath}
+	if o.storage != "" {
+		opts["storage"] = o.storage
+	}
+	for _, kv := range o.options {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%w: --option %q: want KEY=VALUE", dstl.ErrInvalidConfig, kv)
+		}
+		opts[k] = v
+	}
+	run, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	opts["job-id"] = "dstl-cost-" + run.String()
+	cfg, err := dstl.ParseConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	b, id, err := backends.Open(ctx, cfg.Storage, cfg.BasePath)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	w := o.w
+	rep := &costReport{Workload: w, Backend: id, BasePath: backends.RedactURL(o.basePath), MaterializeEvery: w.materializeEvery(),
+		Calibration: o.calibrate,
+		MonthDays:   int(costMonth / (24 * time.Hour)), MonthCheckpoints: float64(costMonth) / float64(w.CheckpointInterval),
+		Prices: o.prices, PricesDate: pricesDate}
+	unbatched := cfg
+	unbatched.BatchPersistDelay, unbatched.BatchPersistSizeThreshold = 0, 1
+	unbatched.JobID = cfg.JobID + "-unbatched"
+	rep.Agree = true
+	for _, side := range []struct {
+		s    *costSide
+		name string
+		cfg  dstl.Config
+		set  map[string]string
+	}{
+		{&rep.Batched, "batched", cfg, changedOptions(cfg)},
+		{&rep.Unbatched, "one object per writer", unbatched, changedOptions(unbatched)},
+	} {
+		*side.s = costSide{Name: side.name, Options: side.set}
+		if err := measureCostSide(ctx, o, side.cfg, b, id, side.s); err != nil {
+			return nil, fmt.Errorf("%s: %w", side.name, err)
+		}
+		side.s.Month = estimateMonth(w, side.s.Units)
+		for _, p := range o.prices {
+			side.s.Bills = append(side.s.Bills, bill(p, w, side.s.Units, side.s.Month))
+		}
+		for _, c := range compareCounts(side.s.RunEstimate, side.s.RunCounted) {
+			if c.request && !c.ok() {
+				rep.Agree = false
+			}
+		}
+	}
+	return rep, nil
+}
+
+// changedOptions returns the options of cfg that differ from the
+// defaults, but for where the objects go.
+func changedOptions(cfg dstl.Config) map[string]string {
+	def := dstl.DefaultConfig(cfg.BasePath).Options()
+	out := map[string]string{}
+	for k, v := range cfg.Options() {
+		switch k {
+		case "base-path", "job-id", "storage":
+			continue
+		}
+		if def[k] != v {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// estimateRun returns the requests and bytes the model expects of k
+// checkpoints from a cold start, with a materialisation every m
+// checkpoints and n retained, the job's deletions, one restore of the
+// last checkpoint and one listing (one call) at the end.
+func estimateRun(u costUnits, k, m, n int) costCounts {
+	p, b := u.PutsPerCheckpoint, u.StoredPerCheckpoint
+	deleted := 0 // checkpoints whose objects the job deleted
+	if k >= n {
+		deleted = m * ((k - n) / m)
+	}
+	covered := k - m*((k-1)/m) // checkpoints the last one's handles cover
+	if k == 0 {
+		covered = 0
+	}
+	return costCounts{
+		Puts:     p * float64(k),
+		Gets:     p * float64(covered),
+		Lists:    1,
+		Deletes:  p * float64(deleted),
+		BytesPut: b * float64(k),
+		Stored:   b * float64(k-deleted),
+	}
+}
+
+// estimateMonth returns the requests and bytes of a month of the
+// workload in a steady state: every object written is deleted once; a
+// restore reads, on average, half a materialisation period; the stored
+// bytes are the retained checkpoints' and half a period's. Lists counts
+// pages of 1000 objects.
+func estimateMonth(w costWorkload, u costUnits) costCounts {
+	k := float64(costMonth) / float64(w.CheckpointInterval)
+	m := float64(w.materializeEvery())
+	alive := float64(w.Retain) + (m-1)/2 // checkpoints' objects kept, on average
+	p, b := u.PutsPerCheckpoint, u.StoredPerCheckpoint
+	return costCounts{
+		Puts:     p * k,
+		Gets:     w.Restores * p * (m + 1) / 2,
+		Lists:    w.GCRuns * max(1, math.Ceil(p*alive/1000)),
+		Deletes:  p * k,
+		BytesPut: b * k,
+		Stored:   b * alive,
+	}
+}
+
+// bill prices a month at provider p (its listings in pages of its own
+// size).
+func bill(p price, w costWorkload, u costUnits, month costCounts) costBill {
+	m := float64(w.materializeEvery())
+	alive := float64(w.Retain) + (m-1)/2
+	lists := w.GCRuns * max(1, math.Ceil(u.PutsPerCheckpoint*alive/float64(max(p.ListPage, 1))))
+	req := month.Puts*p.Put + month.Gets*p.Get + lists*p.List + month.Deletes*p.Delete
+	st := month.Stored / (1 << 30) * p.Storage
+	return costBill{Provider: p.Key, Requests: req, Storage: st, Total: req + st}
+}
+
+// countComparison is one line of the run's check.
+type countComparison struct {
+	name               string
+	estimate, counted  float64
+	request            bool // a request count (the check), or bytes (informative)
+	estimateIsFraction bool
+}
+
+// diff returns (estimate - counted) / counted; 0 when both are 0.
+func (c countComparison) diff() float64 {
+	if c.counted == 0 {
+		if math.Abs(c.estimate) < 0.5 {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	return (c.estimate - c.counted) / c.counted
+}
+
+func (c countComparison) ok() bool { return math.Abs(c.diff()) <= costTolerance }
+
+// compareCounts lines up a run's estimate and its counted requests.
+func compareCounts(est, got costCounts) []countComparison {
+	return []countComparison{
+		{name: "PUT", estimate: est.Puts, counted: got.Puts, request: true},
+		{name: "GET", estimate: est.Gets, counted: got.Gets, request: true},
+		{name: "LIST", estimate: est.Lists, counted: got.Lists, request: true},
+		{name: "DELETE", estimate: est.Deletes, counted: got.Deletes, request: true},
+		{name: "bytes put", estimate: est.BytesPut, counted: got.BytesPut},
+		{name: "bytes stored at the end", estimate: est.Stored, counted: got.Stored},
+	}
+}
+
+// costJob is the measuring run's job: writers that append and checkpoint
+// together.
+type costJob struct {
+	w       costWorkload
+	s       *dstl.Storage
+	ws      []*dstl.Writer
+	from    []dstl.SequenceNumber // where each writer's log starts (its last materialisation)
+	to      []dstl.SequenceNumber // where each writer's last checkpoint ended
+	handles []dstl.Handle         // the last checkpoint's
+	changes []byte                // random bytes the changes are cut from
+}
+
+func newCostJob(w costWorkload, s *dstl.Storage) (*costJob, error) {
+	j := &costJob{w: w, s: s, from: make([]dstl.SequenceNumber, w.Writers), to: make([]dstl.SequenceNumber, w.Writers),
+		handles: make([]dstl.Handle, w.Writers), changes: randomBytes(1<<20+w.ChangeSize, 5)}
+	total := max(128, w.Writers)
+	for i := range w.Writers {
+		wr, err := s.NewWriter(fmt.Sprintf("cost-%d", i), splitRange(total, w.Writers, i))
+		if err != nil {
+			return nil, err
+		}
+		j.ws = append(j.ws, wr)
+	}
+	return j, nil
+}
+
+// checkpoint appends an interval's changes to every writer, then persists
+// all the logs at once as checkpoint cp, waits for the handles and
+// confirms them.
+func (j *costJob) checkpoint(ctx context.Context, cp int64) error {
+	n := j.w.changesPerWriter()
+	errs := make([]error, len(j.ws))
+	var wg sync.WaitGroup
+	for i, w := range j.ws {
+		wg.Go(func() {
+			kgs := w.KeyGroups()
+			width := kgs.End - kgs.Start + 1
+			off := (i * 7919) % (1 << 20)
+			for c := range n {
+				o := (off + c*j.w.ChangeSize) % (1 << 20)
+				if err := w.Append(ctx, kgs.Start+c%width, j.changes[o:o+j.w.ChangeSize]); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, w := range j.ws {
+		wg.Go(func() {
+			f, err := w.Persist(ctx, j.from[i], cp)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			r, err := f.Wait(ctx)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			j.handles[i], j.to[i] = r.Remote, r.To
+			errs[i] = w.Confirm(r.From, r.To, cp)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// materialize truncates every log up to the last checkpoint: the state
+// before it is in a snapshot now.
+func (j *costJob) materialize() error {
+	for i, w := range j.ws {
+		if err := w.Truncate(j.to[i]); err != nil {
+			return err
+		}
+		j.from[i] = j.to[i]
+	}
+	return nil
+}
+
+// objects returns the objects the last checkpoint's handles refer to.
+func (j *costJob) objects() map[string]bool {
+	out := map[string]bool{}
+	for _, h := range j.handles {
+		for _, e := range h.Entries {
+			out[e.Object] = true
+		}
+	}
+	return out
+}
+
+// restore reads the last checkpoint back, every writer's handle prefetched
+// together as one process would, and checks the number of changes.
+func (j *costJob) restore(ctx context.Context, checkpoints int) error {
+	r, err := j.s.NewReader(dstl.KeyGroupRange{Start: 0, End: max(128, j.w.Writers) - 1})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := r.Prefetch(ctx, j.handles...); err != nil {
+		return err
+	}
+	got := 0
+	for _, h := range j.handles {
+		for _, err := range r.Changes(ctx, h) {
+			if err != nil {
+				return err
+			}
+			got++
+		}
+	}
+	if want := checkpoints * j.w.changesPerWriter() * len(j.ws); got != want {
+		return fmt.Errorf("restore read %d changes, want %d", got, want)
+	}
+	return nil
+}
+
+func (j *costJob) close() error {
+	var err error
+	for _, w := range j.ws {
+		err = errors.Join(err, w.Close())
+	}
+	return errors.Join(err, j.s.Close())
+}
+
+// measureCostSide runs the calibration and the counted run of one side.
+func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b backends.Backend, id string, side *costSide) (err error) {
+	w := o.w
+	m := w.materializeEvery()
+	// Calibration: how long a checkpoint takes, to choose the run's
+	// interval.
+	calCfg := cfg
+	calCfg.JobID = cfg.JobID + "-calibration"
+	cb := counting.New(noClose{b})
+	s, err := dstl.New(calCfg, cb, dstl.WithStorageID(id))
+	if err != nil {
+		return err
+	}
+	j, err := newCostJob(w, s)
+	if err != nil {
+		return errors.Join(err, s.Close())
+	}
+	var slowest time.Duration
+	for cp := range o.calibrate {
+		t0 := time.Now()
+		err := j.checkpoint(ctx, int64(cp+1))
+		slowest = max(slowest, time.Since(t0))
+		if err != nil {
+			return errors.Join(fmt.Errorf("calibration, checkpoint %d: %w", cp+1, err), j.close(), removeJob(ctx, b, calCfg.JobID))
+		}
+	}
+	if err := errors.Join(j.close(), removeJob(ctx, b, calCfg.JobID)); err != nil {
+		return fmt.Errorf("calibration: %w", err)
+	}
+
+	interval := o.runInterval
+	if interval == 0 {
+		interval = max(20*time.Millisecond, (3*slowest + 9*time.Millisecond).Truncate(10*time.Millisecond))
+	}
+
+	// The counted run.
+	rb := counting.New(noClose{b})
+	if s, err = dstl.New(cfg, rb, dstl.WithStorageID(id)); err != nil {
+		return err
+	}
+	if j, err = newCostJob(w, s); err != nil {
+		return errors.Join(err, s.Close())
+	}
+	defer func() {
+		err = errors.Join(err, j.close(), removeJob(context.WithoutCancel(ctx), b, cfg.JobID))
+	}()
+	k := o.runCheckpoints
+	var retained []map[string]bool // the objects of each retained checkpoint, oldest first
+	deleted := map[string]bool{}
+	t0 := time.Now()
+	ticks := 0 // run intervals begun
+	for cp := 1; cp <= k; cp++ {
+		// A checkpoint starts at the next tick; one that overran its
+		// interval pushes the next one to the tick after it ends.
+		if cp > 1 {
+			if el := time.Since(t0); el > time.Duration(ticks)*interval {
+				ticks = int((el + interval - 1) / interval)
+			}
+			if err := sleepCtx(ctx, time.Until(t0.Add(time.Duration(ticks)*interval))); err != nil {
+				return err
+			}
+		}
+		ticks++
+		if err := j.checkpoint(ctx, int64(cp)); err != nil {
+			return fmt.Errorf("run, checkpoint %d: %w", cp, err)
+		}
+		retained = append(retained, j.objects())
+		if len(retained) > w.Retain {
+			dropped := retained[0]
+			retained = retained[1:]
+			for name := range dropped {
+				if deleted[name] || inAny(retained, name) {
+					continue
+				}
+				if err := rb.Delete(ctx, name); err != nil {
+					return fmt.Errorf("run, deleting %s after checkpoint %d: %w", name, cp, err)
+				}
+				deleted[name] = true
+			}
+		}
+		if cp%m == 0 {
+			if err := j.materialize(); err != nil {
+				return fmt.Errorf("run, materialisation after checkpoint %d: %w", cp, err)
+			}
+		}
+	}
+	// The run lasts to the end of its last interval (later if that
+	// checkpoint overran it).
+	if el := time.Since(t0); el > time.Duration(ticks)*interval {
+		ticks = int((el + interval - 1) / interval)
+	}
+	if err := sleepCtx(ctx, time.Until(t0.Add(time.Duration(ticks)*interval))); err != nil {
+		return err
+	}
+	elapsed := time.Since(t0)
+	puts := rb.Stats()
+	covered := k - m*((k-1)/m)
+	if err := j.restore(ctx, covered); err != nil {
+		return fmt.Errorf("run, restore of checkpoint %d: %w", k, err)
+	}
+	var stored int64
+	if err := rb.List(ctx, objname.JobPrefix(cfg.JobID), func(oi backends.ObjectInfo) error {
+		stored += oi.Size
+		return nil
+	}); err != nil {
+		return fmt.Errorf("run, listing: %w", err)
+	}
+	got := rb.Stats()
+	// The engine's own figures per checkpoint: what the run put, before
+	// the restore and the listing.
+	side.Units = costUnits{PutsPerCheckpoint: float64(puts.Puts) / float64(k),
+		StoredPerCheckpoint: float64(puts.BytesPut) / float64(k), ChangesPerWriter: w.changesPerWriter()}
+	side.RunCheckpoints, side.RunSeconds = k, elapsed.Seconds()
+	side.RunInterval, side.TimeScale = interval.String(), float64(w.CheckpointInterval)/float64(interval)
+	side.RunCounted = costCounts{Puts: float64(got.Puts), Gets: float64(got.Gets), Lists: float64(got.Lists),
+		Deletes: float64(got.Deletes), BytesPut: float64(got.BytesPut), Stored: float64(stored)}
+	side.RunEstimate = estimateRun(side.Units, int(math.Round(elapsed.Seconds()/interval.Seconds())), m, w.Retain)
+	return nil
+}
+
+// sleepCtx sleeps for d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func inAny(sets []map[string]bool, name string) bool {
+	for _, s := range sets {
+		if s[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// removeJob deletes every object under a job's prefix, uncounted.
+func removeJob(ctx context.Context, b backends.Backend, jobID string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var names []string
+	err := b.List(ctx, objname.JobPrefix(jobID), func(oi backends.ObjectInfo) error {
+		names = append(names, oi.Name)
+		return nil
+	})
+	for _, n := range names {
+		err = errors.Join(err, b.Delete(ctx, n))
+	}
+	return err
+}
+
+// noClose is a backend whose Close does nothing: the storages of a cost
+// run share one backend.
+type noClose struct{ backends.Backend }
+
+func (noClose) Close() error { return nil }
+
+// formatCount writes a count with thousands separators, or with a
+// fraction below 100.
+func formatCount(v float64) string {
+	if v != 0 && math.Abs(v) < 100 && v != math.Trunc(v) {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	s := strconv.FormatFloat(math.Round(v), 'f', 0, 64)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func formatUSD(v float64) string {
+	switch {
+	case v >= 100:
+		return "$" + formatCount(v)
+	case v >= 0.01 || v == 0:
+		return fmt.Sprintf("$%.2f", v)
+	}
+	return fmt.Sprintf("$%.4f", v)
+}
+
+func formatDiff(c countComparison) string {
+	d := c.diff()
+	if math.IsInf(d, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f%%", d*100)
+}
+
+func (r *costReport) print(w io.Writer) {
+	wl := r.Workload
+	fmt.Fprintf(w, "dstl cost: %d writers, a checkpoint every %v, %s of changes (%d-byte changes, %d per writer per checkpoint),\n",
+		wl.Writers, wl.CheckpointInterval, formatRate(float64(wl.ChangeRate)), wl.ChangeSize, r.Batched.Units.ChangesPerWriter)
+	fmt.Fprintf(w, "  %d checkpoint(s) retained, a materialisation every %v (%d checkpoints), %s restore(s) and %s gc run(s) a month\n\n",
+		wl.Retain, wl.MaterializeInterval, r.MaterializeEvery, formatCount(wl.Restores), formatCount(wl.GCRuns))
+	fmt.Fprintf(w, "Measured on %s (%s), each side: %d calibration checkpoints, then a run of %d checkpoints\n",
+		r.Backend, r.BasePath, r.Calibration, r.Batched.RunCheckpoints)
+	fmt.Fprintf(w, "every %s batched, every %s not (time compressed x%s and x%s: each checkpoint holds the changes of %v);\n",
+		r.Batched.RunInterval, r.Unbatched.RunInterval, formatCount(r.Batched.TimeScale), formatCount(r.Unbatched.TimeScale), wl.CheckpointInterval)
+	fmt.Fprintln(w, "the estimate is for the run's wall time: its checkpoints are the wall time over the interval")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "the run\t batched: estimate\t counted\t diff\t one object per writer: estimate\t counted\t diff\t")
+	b, u := compareCounts(r.Batched.RunEstimate, r.Batched.RunCounted), compareCounts(r.Unbatched.RunEstimate, r.Unbatched.RunCounted)
+	for i := range b {
+		f := formatCount
+		if !b[i].request {
+			f = func(v float64) string { return formatBytes(int64(v)) }
+		}
+		fmt.Fprintf(tw, "%s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", b[i].name, f(b[i].estimate), f(b[i].counted), formatDiff(b[i]),
+			f(u[i].estimate), f(u[i].counted), formatDiff(u[i]))
+	}
+	fmt.Fprintf(tw, "seconds\t %.2f\t\t\t %.2f\t\t\t\n", r.Batched.RunSeconds, r.Unbatched.RunSeconds)
+	tw.Flush()
+	if r.Agree {
+		fmt.Fprintf(w, "  every request count of the estimate is within %.0f %% of the counted one\n\n", costTolerance*100)
+	} else {
+		fmt.Fprintf(w, "  MISMATCH: a request count of the estimate is more than %.0f %% off the counted one\n\n", costTolerance*100)
+	}
+
+	fmt.Fprintf(w, "A month (%d days, %s checkpoints)\n", r.MonthDays, formatCount(r.MonthCheckpoints))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\t batched\t one object per writer\t batched saves\t")
+	bm, um := r.Batched.Month, r.Unbatched.Month
+	row := func(name string, a, c float64, f func(float64) string) {
+		save := "-"
+		if c > 0 {
+			save = fmt.Sprintf("%.0f %%", (1-a/c)*100)
+		}
+		fmt.Fprintf(tw, "%s\t %s\t %s\t %s\t\n", name, f(a), f(c), save)
+	}
+	bytesF := func(v float64) string { return formatBytes(int64(v)) }
+	row("PUT", bm.Puts, um.Puts, formatCount)
+	row("GET", bm.Gets, um.Gets, formatCount)
+	row("LIST (pages of 1000)", bm.Lists, um.Lists, formatCount)
+	row("DELETE", bm.Deletes, um.Deletes, formatCount)
+	row("bytes written", bm.BytesPut, um.BytesPut, bytesF)
+	row("bytes stored (average)", bm.Stored, um.Stored, bytesF)
+	row("objects per checkpoint", r.Batched.Units.PutsPerCheckpoint, r.Unbatched.Units.PutsPerCheckpoint, func(v float64) string { return fmt.Sprintf("%.2f", v) })
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nPrice a month, list prices of %s (USD; requests + storage)\n", r.PricesDate)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\t batched\t one object per writer\t batched saves\t")
+	for i, p := range r.Prices {
+		bb, ub := r.Batched.Bills[i], r.Unbatched.Bills[i]
+		fmt.Fprintf(tw, "%s, %s\t %s (%s + %s)\t %s (%s + %s)\t %s\t\n", p.Name, p.Region,
+			formatUSD(bb.Total), formatUSD(bb.Requests), formatUSD(bb.Storage),
+			formatUSD(ub.Total), formatUSD(ub.Requests), formatUSD(ub.Storage), formatUSD(ub.Total-bb.Total))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nPrices (per request; storage per GiB-month):")
+	for _, p := range r.Prices {
+		fmt.Fprintf(w, "  %-6s PUT %s, GET %s, LIST %s, DELETE %s, storage %s\n", p.Key,
+			perThousand(p.Put), perThousand(p.Get), perThousand(p.List), perThousand(p.Delete), fmt.Sprintf("$%.4g", p.Storage))
+	}
+}
+
+func perThousand(v float64) string {
+	if v == 0 {
+		return "free"
+	}
+	return fmt.Sprintf("$%.4g/1000", v*1000)
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCostEstimateMatchesCounted runs dstl cost on small workloads and
+// checks that the estimate for the run's own duration is within 5 % of
+// the requests the counting wrapper saw, on both sides, and that the
+// counts are the ones the workload implies.
+func TestCostEstimateMatchesCounted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		// objects per checkpoint, batched and not
+		batched, unbatched float64
+		deletes            bool // the run deletes objects
+	}{
+		{"8 writers, materialised twice", []string{"--writers", "8", "--change-rate", "64KiB", "--materialize-interval", "30s", "--run-checkpoints", "8"}, 1, 8, true},
+		{"one writer, 3 retained", []string{"--writers", "1", "--change-rate", "8KiB", "--retain", "3", "--materialize-interval", "20s", "--run-checkpoints", "7"}, 1, 1, true},
+		{"batches split by size", []string{"--writers", "16", "--change-rate", "128KiB", "--option", "batch.persist-size-threshold=256KiB",
+			"--materialize-interval", "30s", "--run-checkpoints", "6"}, 5, 16, true},
+		{"pre-emptive persists", []string{"--writers", "4", "--change-rate", "160KiB", "--option", "preemptive-persist-threshold=100KiB",
+			"--option", "batch.persist-delay=5ms", "--materialize-interval", "1m", "--run-checkpoints", "4"}, 0, 8, false},
+		{"local disk, 2 KiB changes", []string{"--writers", "4", "--change-size", "2048", "--change-rate", "32KiB", "--base-path", "file://" + t.TempDir(),
+			"--materialize-interval", "20s", "--run-checkpoints", "5"}, 1, 4, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := append([]string{"cost", "--json"}, tc.args...)
+			code := run(context.Background(), args, &out, &errOut)
+			if code != exitOK {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+			}
+			var rep costReport
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Agree {
+				t.Errorf("report says the estimate disagrees")
+			}
+			for _, side := range []costSide{rep.Batched, rep.Unbatched} {
+				for _, c := range compareCounts(side.RunEstimate, side.RunCounted) {
+					if c.request && math.Abs(c.diff()) > costTolerance {
+						t.Errorf("%s: %s estimated %.1f, counted %.0f (%+.1f%%)", side.Name, c.name, c.estimate, c.counted, c.diff()*100)
+					}
+				}
+				if side.RunCounted.Puts < float64(side.RunCheckpoints) || side.RunCounted.Gets < 1 || side.RunCounted.Lists != 1 {
+					t.Errorf("%s: implausible counts %+v for %d checkpoints", side.Name, side.RunCounted, side.RunCheckpoints)
+				}
+				if got := side.RunCounted.Deletes > 0; got != tc.deletes {
+					t.Errorf("%s: %v deletes, want some: %v", side.Name, side.RunCounted.Deletes, tc.deletes)
+				}
+			}
+			// Batching: the objects per checkpoint the workload implies.
+			if got := rep.Batched.Units.PutsPerCheckpoint; tc.batched > 0 && (got < tc.batched || got >= tc.unbatched && tc.unbatched > 1) {
+				t.Errorf("batched: %.2f objects per checkpoint, want from %v to under %v", got, tc.batched, tc.unbatched)
+			}
+			if tc.batched == 0 && rep.Batched.Units.PutsPerCheckpoint >= rep.Unbatched.Units.PutsPerCheckpoint {
+				t.Errorf("batched: %.2f objects per checkpoint, not fewer than unbatched %.2f", rep.Batched.Units.PutsPerCheckpoint, rep.Unbatched.Units.PutsPerCheckpoint)
+			}
+			if rep.Unbatched.Units.PutsPerCheckpoint < tc.unbatched {
+				t.Errorf("unbatched: %.2f objects per checkpoint, want at least %v", rep.Unbatched.Units.PutsPerCheckpoint, tc.unbatched)
+			}
+		})
+	}
+}
+
+// TestCostEstimateRunModel checks the model against counts worked out by
+// hand, so that a wrong formula fails even where the engine agrees.
+func TestCostEstimateRunModel(t *testing.T) {
+	u := costUnits{PutsPerCheckpoint: 2, StoredPerCheckpoint: 1000}
+	for _, tc := range []struct {
+		k, m, n int
+		want    costCounts
+	}{
+		// materialised after 3 and 6; one retained: checkpoints 1-3 go
+		// once 4 completes, 4-6 once 7 does.
+		{8, 3, 1, costCounts{Puts: 16, Gets: 4, Lists: 1, Deletes: 12, BytesPut: 8000, Stored: 2000}},
+		{3, 3, 1, costCounts{Puts: 6, Gets: 6, Lists: 1, Deletes: 0, BytesPut: 3000, Stored: 3000}},
+		{4, 3, 1, costCounts{Puts: 8, Gets: 2, Lists: 1, Deletes: 6, BytesPut: 4000, Stored: 1000}},
+		// two retained: checkpoints 1-3 go once 5 completes.
+		{5, 3, 2, costCounts{Puts: 10, Gets: 4, Lists: 1, Deletes: 6, BytesPut: 5000, Stored: 2000}},
+		{4, 3, 2, costCounts{Puts: 8, Gets: 2, Lists: 1, Deletes: 0, BytesPut: 4000, Stored: 4000}},
+		{1, 1, 1, costCounts{Puts: 2, Gets: 2, Lists: 1, Deletes: 0, BytesPut: 1000, Stored: 1000}},
+	} {
+		if got := estimateRun(u, tc.k, tc.m, tc.n); got != tc.want {
+			t.Errorf("estimateRun(k=%d, m=%d, n=%d) = %+v, want %+v", tc.k, tc.m, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestCostMonthAndBill(t *testing.T) {
+	w := costWorkload{Writers: 64, CheckpointInterval: 10e9, ChangeRate: 1 << 20, ChangeSize: 100, Retain: 1,
+		MaterializeInterval: 600e9, Restores: 2, GCRuns: 30}
+	u := costUnits{PutsPerCheckpoint: 1, StoredPerCheckpoint: 10 << 20}
+	m := estimateMonth(w, u)
+	want := costCounts{Puts: 259200, Gets: 2 * 30.5, Lists: 30, Deletes: 259200, BytesPut: 259200 * (10 << 20), Stored: 30.5 * (10 << 20)}
+	if m != want {
+		t.Errorf("estimateMonth = %+v, want %+v", m, want)
+	}
+	p := price{Key: "x", Put: 0.005 / 1000, Get: 0.0004 / 1000, List: 0.005 / 1000, Storage: 0.023, ListPage: 1000}
+	b := bill(p, w, u, m)
+	wantReq := 259200*0.005/1000 + 61*0.0004/1000 + 30*0.005/1000
+	wantSt := 30.5 * 10 / 1024 * 0.023
+	if math.Abs(b.Requests-wantReq) > 1e-9 || math.Abs(b.Storage-wantSt) > 1e-9 || math.Abs(b.Total-wantReq-wantSt) > 1e-9 {
+		t.Errorf("bill = %+v, want requests %v, storage %v", b, wantReq, wantSt)
+	}
+}
+
+func TestCostPrices(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, []byte(`{"s3": {"put": "0.006/1000", "storage": 0.03}, "azure": {"get": "$0.004/10,000"}}`), 0o644)
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"s3": {"puts": 1}}`), 0o644)
+	for _, tc := range []struct {
+		overrides []string
+		file      string
+		check     func([]price) bool
+		err       string
+	}{
+		{overrides: []string{"s3.put=0.006/1000"}, check: func(p []price) bool { return p[0].Put == 0.006/1000 }},
+		{overrides: []string{"gcs.storage=$0.026"}, check: func(p []price) bool { return p[1].Storage == 0.026 }},
+		{overrides: []string{"azure.delete=0"}, check: func(p []price) bool { return p[2].Delete == 0 }},
+		{file: good, check: func(p []price) bool { return p[0].Put == 0.006/1000 && p[0].Storage == 0.03 && p[2].Get == 0.004/10000 }},
+		{overrides: []string{"s4.put=1"}, err: `unknown provider "s4"`},
+		{overrides: []string{"s3.puts=1"}, err: `unknown field "puts"`},
+		{overrides: []string{"s3.put=-1"}, err: `is not a price`},
+		{overrides: []string{"s3.put=1/0"}, err: `no positive count`},
+		{overrides: []string{"s3put"}, err: `want PROVIDER.FIELD=PRICE`},
+		{file: bad, err: `unknown field "puts"`},
+		{file: filepath.Join(dir, "missing.json"), err: "no such file"},
+	} {
+		p := defaultPrices()
+		var err error
+		for _, o := range tc.overrides {
+			if err = setPrice(p, o); err != nil {
+				break
+			}
+		}
+		if err == nil && tc.file != "" {
+			err = loadPrices(p, tc.file)
+		}
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%v %s: error %v, want one with %q", tc.overrides, tc.file, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("%v %s: %v", tc.overrides, tc.file, err)
+		case tc.err == "" && !tc.check(p):
+			t.Errorf("%v %s: prices not applied: %+v", tc.overrides, tc.file, p)
+		}
+	}
+}
+
+func TestCostUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--writers", "0"}, "--writers 0"},
+		{[]string{"--checkpoint-interval", "0s"}, "--checkpoint-interval 0s"},
+		{[]string{"--change-rate", "lots"}, "--change-rate"},
+		{[]string{"--change-size", "0"}, "--change-size 0"},
+		{[]string{"--retain", "0"}, "--retain 0"},
+		{[]string{"--materialize-interval", "1s"}, "--materialize-interval 1s"},
+		{[]string{"--restores", "-1"}, "--restores -1"},
+		{[]string{"--gc-runs", "-2"}, "--gc-runs -2"},
+		{[]string{"--run-interval", "-1s"}, "--run-interval -1s"},
+		{[]string{"--run-checkpoints", "-1"}, "--run-checkpoints -1"},
+		{[]string{"--calibrate", "0"}, "--calibrate 0"},
+		{[]string{"--price", "s3.nope=1"}, `unknown field "nope"`},
+		{[]string{"--prices", "/nonexistent/prices.json"}, "--prices"},
+		{[]string{"--change-rate", "1GiB", "--run-checkpoints", "100"}, "--run-checkpoints 100"},
+		{[]string{"--base-path", "nope://x"}, "nope"},
+		{[]string{"--option", "batch.persist-delay=-1s"}, "batch.persist-delay"},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"cost"}, tc.args...), &out, &errOut)
+		if code != exitUsage || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d naming %q", tc.args, code, errOut.String(), exitUsage, tc.want)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"cost", "--help"}, &out, &errOut); code != exitOK || !strings.Contains(errOut.String(), "--checkpoint-interval") {
+		t.Errorf("--help: exit %d, %q", code, errOut.String())
+	}
+}
