@@ -125,6 +125,9 @@ type benchOptions struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "report" {
+		return runBenchReport(ctx, args[1:], stdout, stderr)
+	}
 	o := benchOptions{}
 	fs := newFlagSet("bench", "--base-path URL [flags]", benchAbout, stderr)
 	fs.StringVar(&o.basePath, "base-path", "", "where objects go: a URL or a local path, as for a storage (required)")

@@ -42,7 +42,7 @@ by default), compressed in time: a checkpoint every --run-interval instead
 of every --checkpoint-interval, each with the changes of a real interval
 (so that objects are as large as the job's), materialisations every as
 many checkpoints as the job's. First --calibrate checkpoints on a storage
-of their own time a checkpoint (the run's interval is by default three
+of their own time a checkpoint (the run's interval is by default four
 times the slowest); then the run (--run-checkpoints, by default one
 materialisation period plus the retained checkpoints and one, at most 200)
 goes through a backend wrapped in a request counter, with the job's
@@ -122,9 +122,9 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.basePath, "base-path", "mem://dstl-cost", "where the measuring run's objects go: a URL or a local path, as for a storage")
 	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
 	fs.Var((*stringsFlag)(&o.options), "option", "an engine option `KEY=VALUE` of the batched side (e.g. batch.persist-delay=20ms); repeatable")
-	fs.DurationVar(&o.runInterval, "run-interval", 0, "time between two checkpoints of the measuring run (0: three times the slowest calibration checkpoint, at least 20ms)")
+	fs.DurationVar(&o.runInterval, "run-interval", 0, "time between two checkpoints of the measuring run (0: four times the slowest calibration checkpoint, at least 20ms)")
 	fs.IntVar(&o.runCheckpoints, "run-checkpoints", 0, "checkpoints of the measuring run (0: a materialisation period plus --retain plus one, at most 200)")
-	fs.IntVar(&o.calibrate, "calibrate", 2, "checkpoints before the run, on a storage of their own, that time a checkpoint (for the default --run-interval)")
+	fs.IntVar(&o.calibrate, "calibrate", 3, "checkpoints before the run, on a storage of their own, that time a checkpoint (for the default --run-interval)")
 	fs.Func("price", "override a price: `PROVIDER.FIELD=PRICE`, e.g. s3.put=0.005/1000 (repeatable)", func(s string) error {
 		return setPrice(o.prices, s)
 	})
@@ -585,7 +585,7 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 
 	interval := o.runInterval
 	if interval == 0 {
-		interval = max(20*time.Millisecond, (3*slowest + 9*time.Millisecond).Truncate(10*time.Millisecond))
+		interval = max(20*time.Millisecond, (4*slowest + 9*time.Millisecond).Truncate(10*time.Millisecond))
 	}
 
 	// The counted run.
@@ -602,6 +602,29 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	k := o.runCheckpoints
 	var retained []map[string]bool // the objects of each retained checkpoint, oldest first
 	deleted := map[string]bool{}
+	// The job deletes in the background, as a discard pool does, so that
+	// a materialisation period's objects going at once does not hold the
+	// next checkpoint.
+	deletes := make(chan string, 1024)
+	deleteErr := make(chan error, 1)
+	go func() {
+		var err error
+		for name := range deletes {
+			if err == nil {
+				if err = rb.Delete(ctx, name); err != nil {
+					err = fmt.Errorf("run, deleting %s: %w", name, err)
+				}
+			}
+		}
+		deleteErr <- err
+	}()
+	deletesOpen := true
+	defer func() {
+		if deletesOpen {
+			close(deletes)
+			<-deleteErr
+		}
+	}()
 	t0 := time.Now()
 	ticks := 0 // run intervals begun
 	for cp := 1; cp <= k; cp++ {
@@ -627,9 +650,7 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 				if deleted[name] || inAny(retained, name) {
 					continue
 				}
-				if err := rb.Delete(ctx, name); err != nil {
-					return fmt.Errorf("run, deleting %s after checkpoint %d: %w", name, cp, err)
-				}
+				deletes <- name
 				deleted[name] = true
 			}
 		}
@@ -649,6 +670,11 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	}
 	elapsed := time.Since(t0)
 	puts := rb.Stats()
+	close(deletes)
+	deletesOpen = false
+	if err := <-deleteErr; err != nil {
+		return err
+	}
 	covered := k - m*((k-1)/m)
 	if err := j.restore(ctx, covered); err != nil {
 		return fmt.Errorf("run, restore of checkpoint %d: %w", k, err)
