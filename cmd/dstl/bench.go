@@ -98,7 +98,10 @@ PREFIX-a.pprof, PREFIX-b.pprof, ... PREFIX-f.pprof (read them with
 go tool pprof -top).
 
 Exits 0 when the measurements ran (targets met or not), or 1 with --check
-when a target is missed.`
+when a target is missed.
+
+dstl bench report --in FILE --out DIR draws the charts of a saved report
+(an SVG per section and an index.html; see dstl bench report --help).`
 
 // benchOptions are the flags of a bench run.
 type benchOptions struct {

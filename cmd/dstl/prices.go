@@ -12,8 +12,9 @@ import (
 )
 
 // The list prices dstl cost uses by default, as the providers published
-// them for their standard tier in one region each, in US dollars, as read
-// on 2026-11-30 (the README's "Cost" section names the pages). Requests are
+// them for their standard tier in one region each, in US dollars, dated
+// 2026-11-30 (the README's "Cost" section names the pages and which
+// figures were checked against them on that date). Requests are
 // priced per request; storage per GiB-month (2^30 bytes kept for a month:
 // the providers' "GB" is 2^30 bytes and a month's storage is its average).
 // DELETE is free on all three. Override any figure with --price or --prices.
