@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,11 +49,13 @@ times the slowest); then the run (--run-checkpoints, by default one
 materialisation period plus the retained checkpoints and one, at most 200)
 goes through a backend wrapped in a request counter, with the job's
 deletions, one restore of its last checkpoint and one listing. The
-engine's PUTs and bytes per checkpoint are the run's. The estimate for the
-run's own duration (its checkpoints are its wall time over the interval,
-its deletions, restore and listing as the month's model has them) is
-printed beside the requests the counter saw; the command exits 1 when one
-differs by more than 5 %.
+engine's PUTs and bytes per checkpoint are the run's averages. The
+estimate for the run's own duration is printed beside the requests the
+counter saw: its checkpoints are its wall time over the interval, each
+with the PUTs and bytes the engine made in it (the average past the last),
+and which checkpoints' objects the job deletes, a restore reads and stay
+stored follow the model the month's figures use. The command exits 1 when
+a request count differs by more than 5 %.
 
 The month is 30 days: its checkpoints are 30 days over
 --checkpoint-interval. Every object written is deleted once; the stored
@@ -245,6 +249,8 @@ type costSide struct {
 	RunInterval    string            `json:"run_interval"`
 	TimeScale      float64           `json:"time_scale"` // checkpoint interval over run interval
 	RunSeconds     float64           `json:"run_seconds"`
+	RunPuts        []float64         `json:"run_puts"`     // objects put by each checkpoint of the run
+	RunStored      []float64         `json:"run_stored"`   // bytes put by each checkpoint of the run
 	RunEstimate    costCounts        `json:"run_estimate"` // for the run's own duration
 	RunCounted     costCounts        `json:"run_counted"`  // what the counting wrapper saw
 	Month          costCounts        `json:"month"`
@@ -340,25 +346,40 @@ func changedOptions(cfg dstl.Config) map[string]string {
 // estimateRun returns the requests and bytes the model expects of k
 // checkpoints from a cold start, with a materialisation every m
 // checkpoints and n retained, the job's deletions, one restore of the
-// last checkpoint and one listing (one call) at the end.
-func estimateRun(u costUnits, k, m, n int) costCounts {
-	p, b := u.PutsPerCheckpoint, u.StoredPerCheckpoint
-	deleted := 0 // checkpoints whose objects the job deleted
+// last checkpoint and one listing (one call) at the end. Checkpoint i
+// (from 1) put puts[i-1] objects of stored[i-1] bytes where the run
+// measured it, the averages of u past that (a run whose checkpoints
+// overran its interval lasts more of them).
+func estimateRun(u costUnits, k, m, n int, puts, stored []float64) costCounts {
+	at := func(xs []float64, i int, avg float64) float64 {
+		if i <= len(xs) {
+			return xs[i-1]
+		}
+		return avg
+	}
+	deleted := 0 // checkpoints whose objects the job deleted: 1 to deleted
 	if k >= n {
 		deleted = m * ((k - n) / m)
 	}
-	covered := k - m*((k-1)/m) // checkpoints the last one's handles cover
-	if k == 0 {
-		covered = 0
+	covered := 0 // checkpoints the last one's handles cover: k-covered+1 to k
+	if k > 0 {
+		covered = k - m*((k-1)/m)
 	}
-	return costCounts{
-		Puts:     p * float64(k),
-		Gets:     p * float64(covered),
-		Lists:    1,
-		Deletes:  p * float64(deleted),
-		BytesPut: b * float64(k),
-		Stored:   b * float64(k-deleted),
+	c := costCounts{Lists: 1}
+	for i := 1; i <= k; i++ {
+		p, b := at(puts, i, u.PutsPerCheckpoint), at(stored, i, u.StoredPerCheckpoint)
+		c.Puts += p
+		c.BytesPut += b
+		if i <= deleted {
+			c.Deletes += p
+		} else {
+			c.Stored += b
+		}
+		if i > k-covered {
+			c.Gets += p
+		}
 	}
+	return c
 }
 
 // estimateMonth returns the requests and bytes of a month of the
@@ -394,10 +415,9 @@ func bill(p price, w costWorkload, u costUnits, month costCounts) costBill {
 
 // countComparison is one line of the run's check.
 type countComparison struct {
-	name               string
-	estimate, counted  float64
-	request            bool // a request count (the check), or bytes (informative)
-	estimateIsFraction bool
+	name              string
+	estimate, counted float64
+	request           bool // a request count (the check), or bytes (informative)
 }
 
 // diff returns (estimate - counted) / counted; 0 when both are 0.
@@ -639,9 +659,13 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 			}
 		}
 		ticks++
+		before := rb.Stats()
 		if err := j.checkpoint(ctx, int64(cp)); err != nil {
 			return fmt.Errorf("run, checkpoint %d: %w", cp, err)
 		}
+		after := rb.Stats()
+		side.RunPuts = append(side.RunPuts, float64(after.Puts-before.Puts))
+		side.RunStored = append(side.RunStored, float64(after.BytesPut-before.BytesPut))
 		retained = append(retained, j.objects())
 		if len(retained) > w.Retain {
 			dropped := retained[0]
@@ -695,7 +719,7 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	side.RunInterval, side.TimeScale = interval.String(), float64(w.CheckpointInterval)/float64(interval)
 	side.RunCounted = costCounts{Puts: float64(got.Puts), Gets: float64(got.Gets), Lists: float64(got.Lists),
 		Deletes: float64(got.Deletes), BytesPut: float64(got.BytesPut), Stored: float64(stored)}
-	side.RunEstimate = estimateRun(side.Units, int(math.Round(elapsed.Seconds()/interval.Seconds())), m, w.Retain)
+	side.RunEstimate = estimateRun(side.Units, int(math.Round(elapsed.Seconds()/interval.Seconds())), m, w.Retain, side.RunPuts, side.RunStored)
 	return nil
 }
 
@@ -795,6 +819,8 @@ func (r *costReport) print(w io.Writer) {
 	fmt.Fprintf(w, "every %s batched, every %s not (time compressed x%s and x%s: each checkpoint holds the changes of %v);\n",
 		r.Batched.RunInterval, r.Unbatched.RunInterval, formatCount(r.Batched.TimeScale), formatCount(r.Unbatched.TimeScale), wl.CheckpointInterval)
 	fmt.Fprintln(w, "the estimate is for the run's wall time: its checkpoints are the wall time over the interval")
+	fmt.Fprintf(w, "engine options beyond the defaults: batched %s; one object per writer %s\n",
+		formatOptions(r.Batched.Options), formatOptions(r.Unbatched.Options))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "the run\t batched: estimate\t counted\t diff\t one object per writer: estimate\t counted\t diff\t")
 	b, u := compareCounts(r.Batched.RunEstimate, r.Batched.RunCounted), compareCounts(r.Unbatched.RunEstimate, r.Unbatched.RunCounted)
@@ -850,6 +876,18 @@ func (r *costReport) print(w io.Writer) {
 		fmt.Fprintf(w, "  %-6s PUT %s, GET %s, LIST %s, DELETE %s, storage %s\n", p.Key,
 			perThousand(p.Put), perThousand(p.Get), perThousand(p.List), perThousand(p.Delete), fmt.Sprintf("$%.4g", p.Storage))
 	}
+}
+
+// formatOptions writes engine options as KEY=VALUE, sorted, or "none".
+func formatOptions(opts map[string]string) string {
+	if len(opts) == 0 {
+		return "none"
+	}
+	var kvs []string
+	for _, k := range slices.Sorted(maps.Keys(opts)) {
+		kvs = append(kvs, k+"="+opts[k])
+	}
+	return strings.Join(kvs, ", ")
 }
 
 func perThousand(v float64) string {

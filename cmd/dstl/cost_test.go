@@ -23,18 +23,20 @@ func TestCostEstimateMatchesCounted(t *testing.T) {
 		batched, unbatched float64
 		deletes            bool // the run deletes objects
 	}{
-		{"8 writers, materialised twice", []string{"--writers", "8", "--change-rate", "64KiB", "--materialize-interval", "30s", "--run-checkpoints", "8"}, 1, 8, true},
-		{"one writer, 3 retained", []string{"--writers", "1", "--change-rate", "8KiB", "--retain", "3", "--materialize-interval", "20s", "--run-checkpoints", "7"}, 1, 1, true},
-		{"batches split by size", []string{"--writers", "16", "--change-rate", "128KiB", "--option", "batch.persist-size-threshold=256KiB",
-			"--materialize-interval", "30s", "--run-checkpoints", "6"}, 5, 16, true},
-		{"pre-emptive persists", []string{"--writers", "4", "--change-rate", "160KiB", "--option", "preemptive-persist-threshold=100KiB",
+		{"8 writers, materialised twice", []string{"--writers", "8", "--change-rate", "64KiB", "--materialize-interval", "30s", "--run-checkpoints", "7"}, 1, 8, true},
+		{"one writer, 3 retained", []string{"--writers", "1", "--change-rate", "8KiB", "--retain", "3", "--materialize-interval", "20s", "--run-checkpoints", "6"}, 1, 1, true},
+		{"batches split by size", []string{"--writers", "8", "--change-rate", "64KiB", "--option", "batch.persist-size-threshold=200KiB",
+			"--materialize-interval", "30s", "--run-checkpoints", "6"}, 4, 8, true},
+		{"pre-emptive persists", []string{"--writers", "4", "--change-rate", "64KiB", "--option", "preemptive-persist-threshold=64KiB",
 			"--option", "batch.persist-delay=5ms", "--materialize-interval", "1m", "--run-checkpoints", "4"}, 0, 8, false},
 		{"local disk, 2 KiB changes", []string{"--writers", "4", "--change-size", "2048", "--change-rate", "32KiB", "--base-path", "file://" + t.TempDir(),
 			"--materialize-interval", "20s", "--run-checkpoints", "5"}, 1, 4, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			args := append([]string{"cost", "--json"}, tc.args...)
+			// An interval far longer than these checkpoints take, so that
+			// none overruns it on a loaded machine.
+			args := append([]string{"cost", "--json", "--run-interval", "250ms", "--calibrate", "1"}, tc.args...)
 			code := run(context.Background(), args, &out, &errOut)
 			if code != exitOK {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
@@ -91,8 +93,31 @@ func TestCostEstimateRunModel(t *testing.T) {
 		{4, 3, 2, costCounts{Puts: 8, Gets: 2, Lists: 1, Deletes: 0, BytesPut: 4000, Stored: 4000}},
 		{1, 1, 1, costCounts{Puts: 2, Gets: 2, Lists: 1, Deletes: 0, BytesPut: 1000, Stored: 1000}},
 	} {
-		if got := estimateRun(u, tc.k, tc.m, tc.n); got != tc.want {
+		if got := estimateRun(u, tc.k, tc.m, tc.n, nil, nil); got != tc.want {
 			t.Errorf("estimateRun(k=%d, m=%d, n=%d) = %+v, want %+v", tc.k, tc.m, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestCostEstimateRunMeasured checks that the run's own checkpoints
+// count as measured, and the averages past them.
+func TestCostEstimateRunMeasured(t *testing.T) {
+	u := costUnits{PutsPerCheckpoint: 2, StoredPerCheckpoint: 100}
+	puts := []float64{1, 3, 2, 5, 1}
+	stored := []float64{10, 30, 20, 50, 10}
+	for _, tc := range []struct {
+		k    int
+		want costCounts
+	}{
+		// materialised after 2 and 4, one retained: 1-2 deleted after 3,
+		// 3-4 after 5; the restore of 5 reads 5.
+		{5, costCounts{Puts: 12, Gets: 1, Lists: 1, Deletes: 11, BytesPut: 120, Stored: 10}},
+		// overran by two intervals: 6 and 7 at the averages; 5-6 deleted
+		// after 7, whose restore reads 7.
+		{7, costCounts{Puts: 16, Gets: 2, Lists: 1, Deletes: 14, BytesPut: 320, Stored: 100}},
+	} {
+		if got := estimateRun(u, tc.k, 2, 1, puts, stored); got != tc.want {
+			t.Errorf("estimateRun(k=%d) = %+v, want %+v", tc.k, got, tc.want)
 		}
 	}
 }
