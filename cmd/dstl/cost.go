@@ -43,9 +43,9 @@ The measurement: a short run of the same workload on --base-path (mem://
 by default), compressed in time: a checkpoint every --run-interval instead
 of every --checkpoint-interval, each with the changes of a real interval
 (so that objects are as large as the job's), materialisations every as
-many checkpoints as the job's. First --calibrate checkpoints on a storage
-of their own time a checkpoint (the run's interval is by default four
-times the slowest); then the run (--run-checkpoints, by default one
+many checkpoints as the job's. First --calibrate checkpoints, uncounted
+and then materialised and deleted, time a checkpoint (the run's interval
+is by default four times the slowest after the first); then the run (--run-checkpoints, by default one
 materialisation period plus the retained checkpoints and one, at most 200)
 goes through a backend wrapped in a request counter, with the job's
 deletions, one restore of its last checkpoint and one listing. The
@@ -126,9 +126,9 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.basePath, "base-path", "mem://dstl-cost", "where the measuring run's objects go: a URL or a local path, as for a storage")
 	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
 	fs.Var((*stringsFlag)(&o.options), "option", "an engine option `KEY=VALUE` of the batched side (e.g. batch.persist-delay=20ms); repeatable")
-	fs.DurationVar(&o.runInterval, "run-interval", 0, "time between two checkpoints of the measuring run (0: four times the slowest calibration checkpoint, at least 20ms)")
+	fs.DurationVar(&o.runInterval, "run-interval", 0, "time between two checkpoints of the measuring run (0: four times the slowest calibration checkpoint after the first, at least 20ms)")
 	fs.IntVar(&o.runCheckpoints, "run-checkpoints", 0, "checkpoints of the measuring run (0: a materialisation period plus --retain plus one, at most 200)")
-	fs.IntVar(&o.calibrate, "calibrate", 3, "checkpoints before the run, on a storage of their own, that time a checkpoint (for the default --run-interval)")
+	fs.IntVar(&o.calibrate, "calibrate", 3, "uncounted checkpoints before the run that time a checkpoint (for the default --run-interval)")
 	fs.Func("price", "override a price: `PROVIDER.FIELD=PRICE`, e.g. s3.put=0.005/1000 (repeatable)", func(s string) error {
 		return setPrice(o.prices, s)
 	})
@@ -577,12 +577,11 @@ func (j *costJob) close() error {
 func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b backends.Backend, id string, side *costSide) (err error) {
 	w := o.w
 	m := w.materializeEvery()
-	// Calibration: how long a checkpoint takes, to choose the run's
-	// interval.
-	calCfg := cfg
-	calCfg.JobID = cfg.JobID + "-calibration"
-	cb := counting.New(noClose{b})
-	s, err := dstl.New(calCfg, cb, dstl.WithStorageID(id))
+	// One storage and its writers for the calibration and the run, so that
+	// the run starts warm; the counter's figures before the run are
+	// subtracted.
+	rb := counting.New(noClose{b})
+	s, err := dstl.New(cfg, rb, dstl.WithStorageID(id))
 	if err != nil {
 		return err
 	}
@@ -590,35 +589,37 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	if err != nil {
 		return errors.Join(err, s.Close())
 	}
+	defer func() {
+		err = errors.Join(err, j.close(), removeJob(context.WithoutCancel(ctx), b, cfg.JobID))
+	}()
+
+	// Calibration: how long a warm checkpoint takes, to choose the run's
+	// interval (the first is cold: it counts only when it is the only one).
 	var slowest time.Duration
-	for cp := range o.calibrate {
+	for cp := 1; cp <= o.calibrate; cp++ {
 		t0 := time.Now()
-		err := j.checkpoint(ctx, int64(cp+1))
-		slowest = max(slowest, time.Since(t0))
-		if err != nil {
-			return errors.Join(fmt.Errorf("calibration, checkpoint %d: %w", cp+1, err), j.close(), removeJob(ctx, b, calCfg.JobID))
+		if err := j.checkpoint(ctx, int64(cp)); err != nil {
+			return fmt.Errorf("calibration, checkpoint %d: %w", cp, err)
+		}
+		if d := time.Since(t0); cp > 1 || o.calibrate == 1 {
+			slowest = max(slowest, d)
 		}
 	}
-	if err := errors.Join(j.close(), removeJob(ctx, b, calCfg.JobID)); err != nil {
+	// The calibration's changes are materialised and its objects deleted,
+	// uncounted: the run starts from an empty prefix.
+	if err := j.materialize(); err != nil {
 		return fmt.Errorf("calibration: %w", err)
 	}
-
+	if err := removeJob(ctx, b, cfg.JobID); err != nil {
+		return fmt.Errorf("calibration: %w", err)
+	}
 	interval := o.runInterval
 	if interval == 0 {
 		interval = max(20*time.Millisecond, (4*slowest + 9*time.Millisecond).Truncate(10*time.Millisecond))
 	}
 
 	// The counted run.
-	rb := counting.New(noClose{b})
-	if s, err = dstl.New(cfg, rb, dstl.WithStorageID(id)); err != nil {
-		return err
-	}
-	if j, err = newCostJob(w, s); err != nil {
-		return errors.Join(err, s.Close())
-	}
-	defer func() {
-		err = errors.Join(err, j.close(), removeJob(context.WithoutCancel(ctx), b, cfg.JobID))
-	}()
+	base := rb.Stats()
 	k := o.runCheckpoints
 	var retained []map[string]bool // the objects of each retained checkpoint, oldest first
 	deleted := map[string]bool{}
@@ -660,7 +661,7 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 		}
 		ticks++
 		before := rb.Stats()
-		if err := j.checkpoint(ctx, int64(cp)); err != nil {
+		if err := j.checkpoint(ctx, int64(o.calibrate+cp)); err != nil {
 			return fmt.Errorf("run, checkpoint %d: %w", cp, err)
 		}
 		after := rb.Stats()
@@ -693,7 +694,7 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 		return err
 	}
 	elapsed := time.Since(t0)
-	puts := rb.Stats()
+	puts := statsSince(rb.Stats(), base)
 	close(deletes)
 	deletesOpen = false
 	if err := <-deleteErr; err != nil {
@@ -710,7 +711,7 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	}); err != nil {
 		return fmt.Errorf("run, listing: %w", err)
 	}
-	got := rb.Stats()
+	got := statsSince(rb.Stats(), base)
 	// The engine's own figures per checkpoint: what the run put, before
 	// the restore and the listing.
 	side.Units = costUnits{PutsPerCheckpoint: float64(puts.Puts) / float64(k),
@@ -721,6 +722,13 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 		Deletes: float64(got.Deletes), BytesPut: float64(got.BytesPut), Stored: float64(stored)}
 	side.RunEstimate = estimateRun(side.Units, int(math.Round(elapsed.Seconds()/interval.Seconds())), m, w.Retain, side.RunPuts, side.RunStored)
 	return nil
+}
+
+// statsSince returns the counts of now since base.
+func statsSince(now, base counting.Stats) counting.Stats {
+	return counting.Stats{Puts: now.Puts - base.Puts, Gets: now.Gets - base.Gets, Deletes: now.Deletes - base.Deletes,
+		Lists: now.Lists - base.Lists, Errors: now.Errors - base.Errors,
+		BytesPut: now.BytesPut - base.BytesPut, BytesRead: now.BytesRead - base.BytesRead}
 }
 
 // sleepCtx sleeps for d, or until ctx ends.
