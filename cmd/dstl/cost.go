@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -45,7 +45,7 @@ of every --checkpoint-interval, each with the changes of a real interval
 (so that objects are as large as the job's), materialisations every as
 many checkpoints as the job's. First --calibrate checkpoints, uncounted
 and then materialised and deleted, time a checkpoint (the run's interval
-is by default four times the slowest after the first); then the run (--run-checkpoints, by default one
+is by default four times their median, the first left out); then the run (--run-checkpoints, by default one
 materialisation period plus the retained checkpoints and one, at most 200)
 goes through a backend wrapped in a request counter, with the job's
 deletions, one restore of its last checkpoint and one listing. The
@@ -126,9 +126,9 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.basePath, "base-path", "mem://dstl-cost", "where the measuring run's objects go: a URL or a local path, as for a storage")
 	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
 	fs.Var((*stringsFlag)(&o.options), "option", "an engine option `KEY=VALUE` of the batched side (e.g. batch.persist-delay=20ms); repeatable")
-	fs.DurationVar(&o.runInterval, "run-interval", 0, "time between two checkpoints of the measuring run (0: four times the slowest calibration checkpoint after the first, at least 20ms)")
+	fs.DurationVar(&o.runInterval, "run-interval", 0, "time between two checkpoints of the measuring run (0: four times the median calibration checkpoint, the first left out, at least 20ms)")
 	fs.IntVar(&o.runCheckpoints, "run-checkpoints", 0, "checkpoints of the measuring run (0: a materialisation period plus --retain plus one, at most 200)")
-	fs.IntVar(&o.calibrate, "calibrate", 3, "uncounted checkpoints before the run that time a checkpoint (for the default --run-interval)")
+	fs.IntVar(&o.calibrate, "calibrate", 5, "uncounted checkpoints before the run that time a checkpoint (for the default --run-interval)")
 	fs.Func("price", "override a price: `PROVIDER.FIELD=PRICE`, e.g. s3.put=0.005/1000 (repeatable)", func(s string) error {
 		return setPrice(o.prices, s)
 	})
@@ -594,17 +594,20 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	}()
 
 	// Calibration: how long a warm checkpoint takes, to choose the run's
-	// interval (the first is cold: it counts only when it is the only one).
-	var slowest time.Duration
+	// interval (the first is cold: it counts only when it is the only
+	// one; the median, so that one hiccup does not stretch the run).
+	var took []time.Duration
 	for cp := 1; cp <= o.calibrate; cp++ {
 		t0 := time.Now()
 		if err := j.checkpoint(ctx, int64(cp)); err != nil {
 			return fmt.Errorf("calibration, checkpoint %d: %w", cp, err)
 		}
 		if d := time.Since(t0); cp > 1 || o.calibrate == 1 {
-			slowest = max(slowest, d)
+			took = append(took, d)
 		}
 	}
+	slices.Sort(took)
+	typical := took[len(took)/2]
 	// The calibration's changes are materialised and its objects deleted,
 	// uncounted: the run starts from an empty prefix.
 	if err := j.materialize(); err != nil {
@@ -615,7 +618,7 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	}
 	interval := o.runInterval
 	if interval == 0 {
-		interval = max(20*time.Millisecond, (4*slowest + 9*time.Millisecond).Truncate(10*time.Millisecond))
+		interval = max(20*time.Millisecond, (4*typical + 9*time.Millisecond).Truncate(10*time.Millisecond))
 	}
 
 	// The counted run.
@@ -829,19 +832,18 @@ func (r *costReport) print(w io.Writer) {
 	fmt.Fprintln(w, "the estimate is for the run's wall time: its checkpoints are the wall time over the interval")
 	fmt.Fprintf(w, "engine options beyond the defaults: batched %s; one object per writer %s\n",
 		formatOptions(r.Batched.Options), formatOptions(r.Unbatched.Options))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "the run\t batched: estimate\t counted\t diff\t one object per writer: estimate\t counted\t diff\t")
+	var t textTable
+	t.add("the run", "batched: estimate", "counted", "diff", "one object per writer: estimate", "counted", "diff")
 	b, u := compareCounts(r.Batched.RunEstimate, r.Batched.RunCounted), compareCounts(r.Unbatched.RunEstimate, r.Unbatched.RunCounted)
 	for i := range b {
 		f := formatCount
 		if !b[i].request {
 			f = func(v float64) string { return formatBytes(int64(v)) }
 		}
-		fmt.Fprintf(tw, "%s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", b[i].name, f(b[i].estimate), f(b[i].counted), formatDiff(b[i]),
-			f(u[i].estimate), f(u[i].counted), formatDiff(u[i]))
+		t.add(b[i].name, f(b[i].estimate), f(b[i].counted), formatDiff(b[i]), f(u[i].estimate), f(u[i].counted), formatDiff(u[i]))
 	}
-	fmt.Fprintf(tw, "seconds\t %.2f\t\t\t %.2f\t\t\t\n", r.Batched.RunSeconds, r.Unbatched.RunSeconds)
-	tw.Flush()
+	t.add("seconds", fmt.Sprintf("%.2f", r.Batched.RunSeconds), "", "", fmt.Sprintf("%.2f", r.Unbatched.RunSeconds), "", "")
+	t.write(w)
 	if r.Agree {
 		fmt.Fprintf(w, "  every request count of the estimate is within %.0f %% of the counted one\n\n", costTolerance*100)
 	} else {
@@ -849,15 +851,15 @@ func (r *costReport) print(w io.Writer) {
 	}
 
 	fmt.Fprintf(w, "A month (%d days, %s checkpoints)\n", r.MonthDays, formatCount(r.MonthCheckpoints))
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\t batched\t one object per writer\t batched saves\t")
+	t = textTable{}
+	t.add("", "batched", "one object per writer", "batched saves")
 	bm, um := r.Batched.Month, r.Unbatched.Month
 	row := func(name string, a, c float64, f func(float64) string) {
 		save := "-"
 		if c > 0 {
 			save = fmt.Sprintf("%.0f %%", (1-a/c)*100)
 		}
-		fmt.Fprintf(tw, "%s\t %s\t %s\t %s\t\n", name, f(a), f(c), save)
+		t.add(name, f(a), f(c), save)
 	}
 	bytesF := func(v float64) string { return formatBytes(int64(v)) }
 	row("PUT", bm.Puts, um.Puts, formatCount)
@@ -867,22 +869,54 @@ func (r *costReport) print(w io.Writer) {
 	row("bytes written", bm.BytesPut, um.BytesPut, bytesF)
 	row("bytes stored (average)", bm.Stored, um.Stored, bytesF)
 	row("objects per checkpoint", r.Batched.Units.PutsPerCheckpoint, r.Unbatched.Units.PutsPerCheckpoint, func(v float64) string { return fmt.Sprintf("%.2f", v) })
-	tw.Flush()
+	t.write(w)
 
 	fmt.Fprintf(w, "\nPrice a month, list prices of %s (USD; requests + storage)\n", r.PricesDate)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\t batched\t one object per writer\t batched saves\t")
+	t = textTable{}
+	t.add("", "batched", "one object per writer", "batched saves")
 	for i, p := range r.Prices {
 		bb, ub := r.Batched.Bills[i], r.Unbatched.Bills[i]
-		fmt.Fprintf(tw, "%s, %s\t %s (%s + %s)\t %s (%s + %s)\t %s\t\n", p.Name, p.Region,
-			formatUSD(bb.Total), formatUSD(bb.Requests), formatUSD(bb.Storage),
-			formatUSD(ub.Total), formatUSD(ub.Requests), formatUSD(ub.Storage), formatUSD(ub.Total-bb.Total))
+		t.add(p.Name+", "+p.Region,
+			fmt.Sprintf("%s (%s + %s)", formatUSD(bb.Total), formatUSD(bb.Requests), formatUSD(bb.Storage)),
+			fmt.Sprintf("%s (%s + %s)", formatUSD(ub.Total), formatUSD(ub.Requests), formatUSD(ub.Storage)),
+			formatUSD(ub.Total-bb.Total))
 	}
-	tw.Flush()
+	t.write(w)
 	fmt.Fprintln(w, "\nPrices (per request; storage per GiB-month):")
 	for _, p := range r.Prices {
 		fmt.Fprintf(w, "  %-6s PUT %s, GET %s, LIST %s, DELETE %s, storage %s\n", p.Key,
 			perThousand(p.Put), perThousand(p.Get), perThousand(p.List), perThousand(p.Delete), fmt.Sprintf("$%.4g", p.Storage))
+	}
+}
+
+// textTable is a table for people: the first column left-aligned, the
+// others right-aligned, two spaces apart.
+type textTable struct{ rows [][]string }
+
+func (t *textTable) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+func (t *textTable) write(w io.Writer) {
+	var widths []int
+	for _, r := range t.rows {
+		for i, c := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, r := range t.rows {
+		var b strings.Builder
+		b.WriteString("  ")
+		for i, c := range r {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			if i == 0 {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString("  " + pad + c)
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
 }
 
