@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -94,7 +95,7 @@ func decodeBenchRuns(data []byte) ([]benchRun, error) {
 		if err := json.Unmarshal(data, &r); err != nil {
 			return nil, fmt.Errorf("not a bench report: %w", err)
 		}
-		return []benchRun{{Name: cmpOr(r.Backend, "bench"), Report: r}}, nil
+		return []benchRun{{Name: cmp.Or(r.Backend, "bench"), Report: r}}, nil
 	}
 	// The keys in the file's order.
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -121,13 +122,6 @@ func decodeBenchRuns(data []byte) ([]benchRun, error) {
 		return nil, errors.New("no bench report in it")
 	}
 	return runs, nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // benchChart is one chart of the index.
@@ -382,7 +376,7 @@ func batchingChart(runs []benchRun) (*plot.Plot, error) {
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = writerTicks{}
 	p.Legend.Top = true
-	any := false
+	drawn := false
 	for s, r := range runs {
 		var xys plotter.XYs
 		for _, row := range r.Report.Batching.Rows {
@@ -393,7 +387,7 @@ func batchingChart(runs []benchRun) (*plot.Plot, error) {
 		if len(xys) == 0 {
 			continue
 		}
-		any = true
+		drawn = true
 		l, pts, err := plotter.NewLinePoints(xys)
 		if err != nil {
 			return nil, err
@@ -405,7 +399,7 @@ func batchingChart(runs []benchRun) (*plot.Plot, error) {
 		p.Add(l, pts)
 		p.Legend.Add(r.Name, l, pts)
 	}
-	if !any {
+	if !drawn {
 		return nil, nil
 	}
 	p.Y.Min = 0
@@ -430,12 +424,12 @@ func (writerTicks) Ticks(lo, hi float64) []plot.Tick {
 // recoveryChart: (d), a bar per backend.
 func recoveryChart(runs []benchRun) (*plot.Plot, error) {
 	values := [][]float64{make([]float64, len(runs))}
-	any := false
+	drawn := false
 	for i, r := range runs {
 		values[0][i] = r.Report.Recovery.Ratio
-		any = any || r.Report.Recovery.Ratio > 0
+		drawn = drawn || r.Report.Recovery.Ratio > 0
 	}
-	if !any {
+	if !drawn {
 		return nil, nil
 	}
 	return groupedBars(runNames(runs), []string{"full recovery ÷ SDK get"}, values, "engine ÷ SDK get", 0.9)
