@@ -125,7 +125,7 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.w.GCRuns, "gc-runs", 30, "dstl gc runs a month (each lists the job's prefix)")
 	fs.StringVar(&o.basePath, "base-path", "mem://dstl-cost", "where the measuring run's objects go: a URL or a local path, as for a storage")
 	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
-	fs.Var((*stringsFlag)(&o.options), "option", "an engine option `KEY=VALUE` of the batched side (e.g. batch.persist-delay=20ms); repeatable")
+	fs.Var((*stringsFlag)(&o.options), "option", "an engine option `KEY=VALUE` of both sides (the other turns batching off), e.g. batch.persist-delay=20ms; repeatable")
 	fs.DurationVar(&o.runInterval, "run-interval", 0, "time between two checkpoints of the measuring run (0: four times the median calibration checkpoint, the first left out, at least 20ms)")
 	fs.IntVar(&o.runCheckpoints, "run-checkpoints", 0, "checkpoints of the measuring run (0: a materialisation period plus --retain plus one, at most 200)")
 	fs.IntVar(&o.calibrate, "calibrate", 5, "uncounted checkpoints before the run that time a checkpoint (for the default --run-interval)")
