@@ -36,38 +36,45 @@ them persist their logs and the checkpoint is confirmed. Every
 snapshot elsewhere: its bytes are not counted here) and the logs before
 it truncated; the job keeps the last --retain checkpoints and deletes the
 log objects none of them refers to. A restore (--restores a month) reads
-the latest checkpoint: the logs since the last materialisation, one GET
-per object; a dstl gc run (--gc-runs a month) lists the job's prefix.
+the latest checkpoint: the logs since the last materialisation; a dstl gc
+run (--gc-runs a month) lists the job's prefix. --processes splits the
+batched side's writers over as many storages (task managers), each
+batching only its own writers; 1 (the default) is the best case.
 
-The measurement: a short run of the same workload on --base-path (mem://
-by default), compressed in time: a checkpoint every --run-interval instead
-of every --checkpoint-interval, each with the changes of a real interval
-(so that objects are as large as the job's), materialisations every as
-many checkpoints as the job's. First --calibrate checkpoints, uncounted
-and then materialised and deleted, time a checkpoint (the run's interval
-is by default four times their median, the first left out); then the run (--run-checkpoints, by default one
-materialisation period plus the retained checkpoints and one, at most 200)
-goes through a backend wrapped in a request counter, with the job's
-deletions, one restore of its last checkpoint and one listing. The
-engine's PUTs and bytes per checkpoint are the run's averages. The
-estimate for the run's own duration is printed beside the requests the
-counter saw: its checkpoints are its wall time over the interval, each
-with the PUTs and bytes the engine made in it (the average past the last),
-and which checkpoints' objects the job deletes, a restore reads and stay
-stored follow the model the month's figures use. The command exits 1 when
-a request count differs by more than 5 %.
+The measurement, on --base-path (mem:// by default), each side apart:
+first a calibration, uncounted by the run: checkpoints back to back, each
+with the changes of a real interval, that give the objects and bytes a
+warm checkpoint puts (the first left out) and time a checkpoint (the
+median of the first --calibrate, the first left out); after some of them
+a restore, as a restarted process makes it, whose GETs are counted (as
+many checkpoints as the run's restore and the month's read, up to one
+materialisation period). Then a counted run through a request counter,
+compressed in time: a checkpoint every --run-interval (by default four
+times the calibration's checkpoint) instead of every
+--checkpoint-interval, a materialisation every --run-materialize-every
+run checkpoints (by default the job's, at most 5), with the job's
+deletions, then one restore of its last checkpoint and one listing.
+
+The model gives the month and the run from the same figures: the
+calibration's objects and bytes per checkpoint and GETs per restore
+(between the coverages measured, linear). For the run it is evaluated at
+the checkpoints the run took, the run's materialisation period, one
+restore and one listing, and printed beside what the counter saw; the
+command exits 1 when a request count differs by more than 5 %. A run
+that falls behind its schedule (a busy machine) is a warning only.
 
 The month is 30 days: its checkpoints are 30 days over
 --checkpoint-interval. Every object written is deleted once; the stored
 bytes are the average over the month (the retained checkpoints and, on
-average, half a materialisation period); a listing of N objects is N/1000
-pages (N/5000 on Azure). Prices are the providers' published list prices
-(the README names them and their date), per request and per GiB-month;
---price PROVIDER.FIELD=PRICE (PROVIDER s3, gcs or azure; FIELD put, get,
-list, delete or storage; PRICE in dollars, or dollars/count:
-s3.put=0.005/1000) and --prices FILE (JSON, {"s3": {"put": "0.005/1000"}})
-override them. Transfer out of the region and the snapshots of the
-materialisations are not counted.`
+average, half a materialisation period); a restore reads, on average,
+half a period; a listing of N objects is N/1000 pages (N/5000 on Azure).
+Prices are the providers' published list prices (the README names them
+and their date), per request and per GiB-month; --price
+PROVIDER.FIELD=PRICE (PROVIDER s3, gcs or azure; FIELD put, get, list,
+delete or storage; PRICE in dollars, or dollars/count: s3.put=0.005/1000)
+and --prices FILE (JSON, {"s3": {"put": "0.005/1000"}}) override them.
+Transfer out of the region and the snapshots of the materialisations are
+not counted.`
 
 // costWorkload is the job dstl cost prices.
 type costWorkload struct {
@@ -86,6 +93,12 @@ type costWorkload struct {
 func (w costWorkload) changesPerWriter() int {
 	perWriter := float64(w.ChangeRate) * w.CheckpointInterval.Seconds() / float64(w.Writers)
 	return max(1, int(math.Round(perWriter/float64(w.ChangeSize))))
+}
+
+// effectiveRate is the bytes of changes per second the run appends:
+// whole changes per writer per checkpoint, at least one.
+func (w costWorkload) effectiveRate() float64 {
+	return float64(w.changesPerWriter()) * float64(w.ChangeSize) * float64(w.Writers) / w.CheckpointInterval.Seconds()
 }
 
 // materializeEvery is the number of checkpoints between two
@@ -108,8 +121,13 @@ type costOptions struct {
 	w                 costWorkload
 	runInterval       time.Duration
 	runCheckpoints    int
-	calibrate         int
-	prices            []price
+	// runMaterializeEvery is the run's materialisation period, in run
+	// checkpoints; restoreUpto the longest restore the calibration
+	// measures, in checkpoints.
+	runMaterializeEvery, restoreUpto int
+	calibrate                        int
+	processes                        int
+	prices                           []price
 }
 
 func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -127,7 +145,9 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
 	fs.Var((*stringsFlag)(&o.options), "option", "an engine option `KEY=VALUE` of both sides (the other turns batching off), e.g. batch.persist-delay=20ms; repeatable")
 	fs.DurationVar(&o.runInterval, "run-interval", 0, "time between two checkpoints of the measuring run (0: four times the median calibration checkpoint, the first left out, at least 20ms)")
-	fs.IntVar(&o.runCheckpoints, "run-checkpoints", 0, "checkpoints of the measuring run (0: a materialisation period plus --retain plus one, at most 200)")
+	fs.IntVar(&o.runCheckpoints, "run-checkpoints", 0, "checkpoints of the measuring run (0: four run materialisation periods plus --retain plus one, at least 40, at most 200)")
+	fs.IntVar(&o.runMaterializeEvery, "run-materialize-every", 0, "run checkpoints between two materialisations in the measuring run (0: the job's, at most 5)")
+	fs.IntVar(&o.processes, "processes", 1, "processes (task managers) the batched side's writers are split over, each with a storage of its own that batches only its writers")
 	fs.IntVar(&o.calibrate, "calibrate", 5, "uncounted checkpoints before the run that time a checkpoint (for the default --run-interval)")
 	fs.Func("price", "override a price: `PROVIDER.FIELD=PRICE`, e.g. s3.put=0.005/1000 (repeatable)", func(s string) error {
 		return setPrice(o.prices, s)
@@ -152,6 +172,11 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := o.validate(); err != nil {
 		return usageErr("%v", err)
+	}
+	if eff := o.w.effectiveRate(); math.Abs(eff-float64(o.w.ChangeRate)) > costTolerance*float64(o.w.ChangeRate) {
+		fmt.Fprintf(stderr, "dstl cost: warning: --change-rate %s is %s per writer per checkpoint, not a whole number of %d-byte changes: the run appends %d per writer per checkpoint, %s in all\n",
+			formatRate(float64(o.w.ChangeRate)), formatBytes(int64(float64(o.w.ChangeRate)*o.w.CheckpointInterval.Seconds()/float64(o.w.Writers))),
+			o.w.ChangeSize, o.w.changesPerWriter(), formatRate(eff))
 	}
 	rep, err := cost(ctx, o)
 	if err != nil {
@@ -193,13 +218,25 @@ func (o *costOptions) validate() error {
 		return fmt.Errorf("--run-checkpoints %d: want at least 1 (or 0 for the default)", o.runCheckpoints)
 	case o.calibrate < 1:
 		return fmt.Errorf("--calibrate %d: want at least 1 checkpoint", o.calibrate)
+	case o.runMaterializeEvery < 0:
+		return fmt.Errorf("--run-materialize-every %d: want at least 1 (or 0 for the default)", o.runMaterializeEvery)
+	case o.processes < 1 || o.processes > w.Writers:
+		return fmt.Errorf("--processes %d: want 1 to --writers (%d)", o.processes, w.Writers)
+	}
+	m := w.materializeEvery()
+	if o.runMaterializeEvery == 0 {
+		o.runMaterializeEvery = min(m, 5)
 	}
 	if o.runCheckpoints == 0 {
-		o.runCheckpoints = min(200, w.materializeEvery()+w.Retain+1)
+		o.runCheckpoints = min(200, max(40, 4*o.runMaterializeEvery+w.Retain+1))
 	}
 	perCP := int64(w.changesPerWriter()) * int64(w.ChangeSize) * int64(w.Writers)
-	if kept := int64(min(o.runCheckpoints, w.materializeEvery()+w.Retain)) * perCP; kept > maxRunBytes {
-		return fmt.Errorf("--run-checkpoints %d: the run would keep %s of changes at once (at most %s): give fewer, or a lower --change-rate or longer --materialize-interval's ratio",
+	// The calibration measures restores up to the month's longest, as
+	// far as the bytes kept allow; the model takes them in proportion
+	// past that.
+	o.restoreUpto = int(max(1, min(int64(m), maxRunBytes/max(perCP, 1))))
+	if kept := int64(min(o.runCheckpoints, o.runMaterializeEvery+w.Retain)) * perCP; kept > maxRunBytes {
+		return fmt.Errorf("--run-checkpoints %d: the run would keep %s of changes at once (at most %s): give fewer, a lower --run-materialize-every or a lower --change-rate",
 			o.runCheckpoints, formatBytes(kept), formatBytes(maxRunBytes))
 	}
 	return nil
@@ -207,25 +244,32 @@ func (o *costOptions) validate() error {
 
 // costReport is the result of a cost run.
 type costReport struct {
-	Workload         costWorkload `json:"workload"`
-	Backend          string       `json:"backend"`
-	BasePath         string       `json:"base_path"`
-	MaterializeEvery int          `json:"materialize_every_checkpoints"`
-	Calibration      int          `json:"calibration_checkpoints"`
-	MonthDays        int          `json:"month_days"`
-	MonthCheckpoints float64      `json:"month_checkpoints"`
-	Batched          costSide     `json:"batched"`
-	Unbatched        costSide     `json:"unbatched"` // one object per writer per checkpoint
-	Prices           []price      `json:"prices"`
-	PricesDate       string       `json:"prices_date"`
-	Agree            bool         `json:"agree"` // every request count of the run's estimate within 5 % of the counted one
+	Workload            costWorkload `json:"workload"`
+	Backend             string       `json:"backend"`
+	BasePath            string       `json:"base_path"`
+	MaterializeEvery    int          `json:"materialize_every_checkpoints"`
+	Calibration         int          `json:"calibration_checkpoints"`
+	MonthDays           int          `json:"month_days"`
+	MonthCheckpoints    float64      `json:"month_checkpoints"`
+	RunMaterializeEvery int          `json:"run_materialize_every_checkpoints"`
+	Processes           int          `json:"processes"` // storages the batched side's writers are split over
+	Batched             costSide     `json:"batched"`
+	Unbatched           costSide     `json:"unbatched"` // one object per writer per checkpoint
+	Prices              []price      `json:"prices"`
+	PricesDate          string       `json:"prices_date"`
+	Agree               bool         `json:"agree"` // every request count of the run's estimate within 5 % of the counted one
 }
 
-// costUnits are what the engine did per checkpoint in the calibration.
+// costUnits are what the engine did in the calibration, apart from the
+// counted run: per checkpoint, and per restore.
 type costUnits struct {
 	PutsPerCheckpoint   float64 `json:"puts_per_checkpoint"`
 	StoredPerCheckpoint float64 `json:"stored_bytes_per_checkpoint"`
 	ChangesPerWriter    int     `json:"changes_per_writer_per_checkpoint"`
+	// RestoreGets[i] is the GETs a restore of RestoreCheckpoints[i]
+	// checkpoints made.
+	RestoreCheckpoints []int     `json:"restore_checkpoints"`
+	RestoreGets        []float64 `json:"restore_gets"`
 }
 
 // costCounts are requests and bytes.
@@ -242,19 +286,20 @@ type costCounts struct {
 // costSide is one column of the report: the engine with batching or
 // without.
 type costSide struct {
-	Name           string            `json:"name"`
-	Options        map[string]string `json:"options"` // the engine options set, beyond the defaults
-	Units          costUnits         `json:"units"`
-	RunCheckpoints int               `json:"run_checkpoints"`
-	RunInterval    string            `json:"run_interval"`
-	TimeScale      float64           `json:"time_scale"` // checkpoint interval over run interval
-	RunSeconds     float64           `json:"run_seconds"`
-	RunPuts        []float64         `json:"run_puts"`     // objects put by each checkpoint of the run
-	RunStored      []float64         `json:"run_stored"`   // bytes put by each checkpoint of the run
-	RunEstimate    costCounts        `json:"run_estimate"` // for the run's own duration
-	RunCounted     costCounts        `json:"run_counted"`  // what the counting wrapper saw
-	Month          costCounts        `json:"month"`
-	Bills          []costBill        `json:"bills"`
+	Name                string            `json:"name"`
+	Options             map[string]string `json:"options"`   // the engine options set, beyond the defaults
+	Processes           int               `json:"processes"` // storages the writers are split over
+	Units               costUnits         `json:"units"`     // measured in the calibration
+	RunCheckpoints      int               `json:"run_checkpoints"`
+	RunMaterializeEvery int               `json:"run_materialize_every_checkpoints"`
+	RunInterval         string            `json:"run_interval"`
+	TimeScale           float64           `json:"time_scale"` // checkpoint interval over run interval
+	RunSeconds          float64           `json:"run_seconds"`
+	RunLag              int               `json:"run_lag_intervals"` // run intervals the run fell behind its schedule
+	RunEstimate         costCounts        `json:"run_estimate"`      // the model for the run's checkpoints
+	RunCounted          costCounts        `json:"run_counted"`       // what the counting wrapper saw
+	Month               costCounts        `json:"month"`
+	Bills               []costBill        `json:"bills"`
 }
 
 // costBill is a month's price at one provider.
@@ -293,29 +338,30 @@ func cost(ctx context.Context, o costOptions) (*costReport, error) {
 	defer b.Close()
 	w := o.w
 	rep := &costReport{Workload: w, Backend: id, BasePath: backends.RedactURL(o.basePath), MaterializeEvery: w.materializeEvery(),
-		Calibration: o.calibrate,
-		MonthDays:   int(costMonth / (24 * time.Hour)), MonthCheckpoints: float64(costMonth) / float64(w.CheckpointInterval),
+		Calibration: o.calibrate, RunMaterializeEvery: o.runMaterializeEvery, Processes: o.processes,
+		MonthDays: int(costMonth / (24 * time.Hour)), MonthCheckpoints: float64(costMonth) / float64(w.CheckpointInterval),
 		Prices: o.prices, PricesDate: pricesDate}
 	unbatched := cfg
 	unbatched.BatchPersistDelay, unbatched.BatchPersistSizeThreshold = 0, 1
 	unbatched.JobID = cfg.JobID + "-unbatched"
 	rep.Agree = true
 	for _, side := range []struct {
-		s    *costSide
-		name string
-		cfg  dstl.Config
-		set  map[string]string
+		s     *costSide
+		name  string
+		cfg   dstl.Config
+		set   map[string]string
+		procs int
 	}{
-		{&rep.Batched, "batched", cfg, changedOptions(cfg)},
-		{&rep.Unbatched, "one object per writer", unbatched, changedOptions(unbatched)},
+		{&rep.Batched, "batched", cfg, changedOptions(cfg), o.processes},
+		{&rep.Unbatched, "one object per writer", unbatched, changedOptions(unbatched), 1},
 	} {
 		*side.s = costSide{Name: side.name, Options: side.set}
-		if err := measureCostSide(ctx, o, side.cfg, b, id, side.s); err != nil {
+		if err := measureCostSide(ctx, o, side.cfg, b, id, side.procs, side.s); err != nil {
 			return nil, fmt.Errorf("%s: %w", side.name, err)
 		}
-		side.s.Month = estimateMonth(w, side.s.Units)
+		side.s.Month = costModel(side.s.Units, monthPlan(w, 1000))
 		for _, p := range o.prices {
-			side.s.Bills = append(side.s.Bills, bill(p, w, side.s.Units, side.s.Month))
+			side.s.Bills = append(side.s.Bills, bill(p, w, side.s.Units))
 		}
 		for _, c := range compareCounts(side.s.RunEstimate, side.s.RunCounted) {
 			if c.request && !c.ok() {
@@ -343,72 +389,98 @@ func changedOptions(cfg dstl.Config) map[string]string {
 	return out
 }
 
-// estimateRun returns the requests and bytes the model expects of k
-// checkpoints from a cold start, with a materialisation every m
-// checkpoints and n retained, the job's deletions, one restore of the
-// last checkpoint and one listing (one call) at the end. Checkpoint i
-// (from 1) put puts[i-1] objects of stored[i-1] bytes where the run
-// measured it, the averages of u past that (a run whose checkpoints
-// overran its interval lasts more of them).
-func estimateRun(u costUnits, k, m, n int, puts, stored []float64) costCounts {
-	at := func(xs []float64, i int, avg float64) float64 {
-		if i <= len(xs) {
-			return xs[i-1]
-		}
-		return avg
-	}
-	deleted := 0 // checkpoints whose objects the job deleted: 1 to deleted
-	if k >= n {
-		deleted = m * ((k - n) / m)
-	}
-	covered := 0 // checkpoints the last one's handles cover: k-covered+1 to k
-	if k > 0 {
-		covered = k - m*((k-1)/m)
-	}
-	c := costCounts{Lists: 1}
-	for i := 1; i <= k; i++ {
-		p, b := at(puts, i, u.PutsPerCheckpoint), at(stored, i, u.StoredPerCheckpoint)
-		c.Puts += p
-		c.BytesPut += b
-		if i <= deleted {
-			c.Deletes += p
-		} else {
-			c.Stored += b
-		}
-		if i > k-covered {
-			c.Gets += p
-		}
-	}
-	return c
+// costPlan is what the model is evaluated for: a month of the job in
+// its steady state, or the measuring run from its cold start.
+type costPlan struct {
+	Checkpoints      float64 // checkpoints taken
+	MaterializeEvery int     // checkpoints between two materialisations
+	Retain           int     // checkpoints the job keeps
+	Restores         float64 // restores of the latest checkpoint
+	Listings         float64 // listings of the job's prefix
+	ListPage         int     // objects per page of a listing; 0: one request per listing
+	// Steady is a window of a steady state (the month): a restore or a
+	// listing comes at any moment of a materialisation period, the
+	// stored bytes are the window's average, and every object written is
+	// deleted once. Otherwise the plan starts empty (the run): the
+	// restores and listings come after the last checkpoint, the stored
+	// bytes are those left then, and only the checkpoints the job is done
+	// with by then are deleted.
+	Steady bool
 }
 
-// estimateMonth returns the requests and bytes of a month of the
-// workload in a steady state: every object written is deleted once; a
-// restore reads, on average, half a materialisation period; the stored
-// bytes are the retained checkpoints' and half a period's. Lists counts
-// pages of 1000 objects.
-func estimateMonth(w costWorkload, u costUnits) costCounts {
-	k := float64(costMonth) / float64(w.CheckpointInterval)
-	m := float64(w.materializeEvery())
-	alive := float64(w.Retain) + (m-1)/2 // checkpoints' objects kept, on average
-	p, b := u.PutsPerCheckpoint, u.StoredPerCheckpoint
-	return costCounts{
-		Puts:     p * k,
-		Gets:     w.Restores * p * (m + 1) / 2,
-		Lists:    w.GCRuns * max(1, math.Ceil(p*alive/1000)),
-		Deletes:  p * k,
-		BytesPut: b * k,
-		Stored:   b * alive,
+// monthPlan is the month of w.
+func monthPlan(w costWorkload, listPage int) costPlan {
+	return costPlan{Checkpoints: float64(costMonth) / float64(w.CheckpointInterval), MaterializeEvery: w.materializeEvery(),
+		Retain: w.Retain, Restores: w.Restores, Listings: w.GCRuns, ListPage: listPage, Steady: true}
+}
+
+// costModel returns the requests and bytes of plan p for a job whose
+// checkpoints each put u.PutsPerCheckpoint objects of
+// u.StoredPerCheckpoint bytes and whose restores make the GETs
+// u.restoreGets says. The job deletes the objects of checkpoints 1 to
+// jm (materialised after checkpoint jm) once checkpoint jm+Retain
+// completes; a restore of checkpoint k reads the checkpoints since the
+// last materialisation before it.
+func costModel(u costUnits, p costPlan) costCounts {
+	k := p.Checkpoints
+	m, n := float64(max(1, p.MaterializeEvery)), float64(max(1, p.Retain))
+	var alive, covered, deleted float64 // checkpoints whose objects are stored, that a restore reads, deleted
+	if p.Steady {
+		alive = n + (m-1)/2
+		deleted = k
+		for c := 1.0; c <= m; c++ { // a restore at any checkpoint of a period
+			covered += u.restoreGets(c) / m
+		}
+	} else {
+		if k >= n {
+			deleted = m * math.Floor((k-n)/m)
+		}
+		alive = k - deleted
+		if k > 0 {
+			covered = u.restoreGets(k - m*math.Floor((k-1)/m))
+		}
 	}
+	objects := u.PutsPerCheckpoint * alive
+	pages := 1.0
+	if p.ListPage > 0 {
+		pages = max(1, math.Ceil(objects/float64(p.ListPage)))
+	}
+	return costCounts{
+		Puts:     u.PutsPerCheckpoint * k,
+		Gets:     p.Restores * covered,
+		Lists:    p.Listings * pages,
+		Deletes:  u.PutsPerCheckpoint * deleted,
+		BytesPut: u.StoredPerCheckpoint * k,
+		Stored:   u.StoredPerCheckpoint * alive,
+	}
+}
+
+// restoreGets returns the GETs a restore of c checkpoints makes, from the
+// restores the calibration measured: exact at the coverages measured,
+// linear between them, in proportion past them.
+func (u costUnits) restoreGets(c float64) float64 {
+	at, gets := u.RestoreCheckpoints, u.RestoreGets
+	if len(at) == 0 || len(at) != len(gets) {
+		return c * u.PutsPerCheckpoint
+	}
+	if c <= float64(at[0]) {
+		return gets[0] * c / float64(at[0])
+	}
+	for i := 1; i < len(at); i++ {
+		if c <= float64(at[i]) {
+			lo, hi := float64(at[i-1]), float64(at[i])
+			return gets[i-1] + (gets[i]-gets[i-1])*(c-lo)/(hi-lo)
+		}
+	}
+	last := len(at) - 1
+	return gets[last] * c / float64(at[last])
 }
 
 // bill prices a month at provider p (its listings in pages of its own
 // size).
-func bill(p price, w costWorkload, u costUnits, month costCounts) costBill {
-	m := float64(w.materializeEvery())
-	alive := float64(w.Retain) + (m-1)/2
-	lists := w.GCRuns * max(1, math.Ceil(u.PutsPerCheckpoint*alive/float64(max(p.ListPage, 1))))
-	req := month.Puts*p.Put + month.Gets*p.Get + lists*p.List + month.Deletes*p.Delete
+func bill(p price, w costWorkload, u costUnits) costBill {
+	month := costModel(u, monthPlan(w, max(p.ListPage, 1)))
+	req := month.Puts*p.Put + month.Gets*p.Get + month.Lists*p.List + month.Deletes*p.Delete
 	st := month.Stored / (1 << 30) * p.Storage
 	return costBill{Provider: p.Key, Requests: req, Storage: st, Total: req + st}
 }
@@ -446,10 +518,11 @@ func compareCounts(est, got costCounts) []countComparison {
 }
 
 // costJob is the measuring run's job: writers that append and checkpoint
-// together.
+// together, split over one storage per process.
 type costJob struct {
 	w       costWorkload
-	s       *dstl.Storage
+	ss      []*dstl.Storage // one per process
+	proc    []int           // the process of each writer
 	ws      []*dstl.Writer
 	from    []dstl.SequenceNumber // where each writer's log starts (its last materialisation)
 	to      []dstl.SequenceNumber // where each writer's last checkpoint ended
@@ -457,16 +530,19 @@ type costJob struct {
 	changes []byte                // random bytes the changes are cut from
 }
 
-func newCostJob(w costWorkload, s *dstl.Storage) (*costJob, error) {
-	j := &costJob{w: w, s: s, from: make([]dstl.SequenceNumber, w.Writers), to: make([]dstl.SequenceNumber, w.Writers),
+// newCostJob makes the job's writers, the first writers/len(ss) on the
+// first storage and so on, as task managers each running some of them.
+func newCostJob(w costWorkload, ss []*dstl.Storage) (*costJob, error) {
+	j := &costJob{w: w, ss: ss, from: make([]dstl.SequenceNumber, w.Writers), to: make([]dstl.SequenceNumber, w.Writers),
 		handles: make([]dstl.Handle, w.Writers), changes: randomBytes(1<<20+w.ChangeSize, 5)}
 	total := max(128, w.Writers)
 	for i := range w.Writers {
-		wr, err := s.NewWriter(fmt.Sprintf("cost-%d", i), splitRange(total, w.Writers, i))
+		p := i * len(ss) / w.Writers
+		wr, err := ss[p].NewWriter(fmt.Sprintf("cost-%d", i), splitRange(total, w.Writers, i))
 		if err != nil {
 			return nil, err
 		}
-		j.ws = append(j.ws, wr)
+		j.ws, j.proc = append(j.ws, wr), append(j.proc, p)
 	}
 	return j, nil
 }
@@ -539,24 +615,39 @@ func (j *costJob) objects() map[string]bool {
 	return out
 }
 
-// restore reads the last checkpoint back, every writer's handle prefetched
-// together as one process would, and checks the number of changes.
-func (j *costJob) restore(ctx context.Context, checkpoints int) error {
-	r, err := j.s.NewReader(dstl.KeyGroupRange{Start: 0, End: max(128, j.w.Writers) - 1})
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	if err := r.Prefetch(ctx, j.handles...); err != nil {
-		return err
-	}
+// restore reads the last checkpoint back from b as a restarted job would:
+// each process with a reader of its own (a cache of the engine's default
+// size), its writers' handles prefetched together; it checks the number
+// of changes (checkpoints is how many the handles cover).
+func (j *costJob) restore(ctx context.Context, b backends.Backend, idle time.Duration, checkpoints int) error {
 	got := 0
-	for _, h := range j.handles {
-		for _, err := range r.Changes(ctx, h) {
-			if err != nil {
-				return err
+	for p := range j.ss {
+		r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: max(128, j.w.Writers) - 1}, idle)
+		if err != nil {
+			return err
+		}
+		var hs []dstl.Handle
+		for i, h := range j.handles {
+			if j.proc[i] == p {
+				hs = append(hs, h)
 			}
-			got++
+		}
+		err = r.Prefetch(ctx, hs...)
+		for _, h := range hs {
+			if err != nil {
+				break
+			}
+			for _, e := range r.Changes(ctx, h) {
+				if e != nil {
+					err = e
+					break
+				}
+				got++
+			}
+		}
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("process %d: %w", p, err)
 		}
 	}
 	if want := checkpoints * j.w.changesPerWriter() * len(j.ws); got != want {
@@ -570,44 +661,101 @@ func (j *costJob) close() error {
 	for _, w := range j.ws {
 		err = errors.Join(err, w.Close())
 	}
-	return errors.Join(err, j.s.Close())
+	for _, s := range j.ss {
+		err = errors.Join(err, s.Close())
+	}
+	return err
 }
 
-// measureCostSide runs the calibration and the counted run of one side.
-func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b backends.Backend, id string, side *costSide) (err error) {
-	w := o.w
-	m := w.materializeEvery()
-	// One storage and its writers for the calibration and the run, so that
-	// the run starts warm; the counter's figures before the run are
-	// subtracted.
-	rb := counting.New(noClose{b})
-	s, err := dstl.New(cfg, rb, dstl.WithStorageID(id))
-	if err != nil {
-		return err
+// restorePoints returns the coverages (in checkpoints) at which the
+// calibration measures a restore: every one up to the run's
+// materialisation period, then doubling, and the month's longest, upto.
+func restorePoints(runEvery, upto int) []int {
+	var at []int
+	for c := 1; c <= upto; {
+		at = append(at, c)
+		if c < runEvery {
+			c++
+		} else {
+			c *= 2
+		}
 	}
-	j, err := newCostJob(w, s)
+	if at[len(at)-1] != upto {
+		at = append(at, upto)
+	}
+	return at
+}
+
+// measureCostSide runs the calibration and the counted run of one side
+// with the job's writers split over procs storages.
+func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b backends.Backend, id string, procs int, side *costSide) (err error) {
+	w := o.w
+	m := o.runMaterializeEvery
+	// One storage per process and its writers for the calibration and the
+	// run, so that the run starts warm; the counter's figures before the
+	// run are subtracted.
+	rb := counting.New(noClose{b})
+	var ss []*dstl.Storage
+	for range procs {
+		s, err := dstl.New(cfg, rb, dstl.WithStorageID(id))
+		if err != nil {
+			for _, s := range ss {
+				s.Close()
+			}
+			return err
+		}
+		ss = append(ss, s)
+	}
+	j, err := newCostJob(w, ss)
 	if err != nil {
-		return errors.Join(err, s.Close())
+		for _, s := range ss {
+			s.Close()
+		}
+		return err
 	}
 	defer func() {
 		err = errors.Join(err, j.close(), removeJob(context.WithoutCancel(ctx), b, cfg.JobID))
 	}()
 
-	// Calibration: how long a warm checkpoint takes, to choose the run's
-	// interval (the first is cold: it counts only when it is the only
-	// one; the median, so that one hiccup does not stretch the run).
+	// Calibration, apart from the counted run: how long a warm
+	// checkpoint takes, to choose the run's interval (the first is cold:
+	// it counts only when it is the only one; the median, so that one
+	// hiccup does not stretch the run), the objects and bytes a warm
+	// checkpoint puts, and the GETs of restores of as many checkpoints as
+	// the run's and the month's restores read. Nothing is materialised
+	// until its end, so that the restore after checkpoint c reads c.
+	points := restorePoints(m, o.restoreUpto)
 	var took []time.Duration
-	for cp := 1; cp <= o.calibrate; cp++ {
+	var puts, bytesPut float64
+	warm := 0
+	for cp := 1; cp <= max(o.calibrate, o.restoreUpto); cp++ {
+		before := rb.Stats()
 		t0 := time.Now()
 		if err := j.checkpoint(ctx, int64(cp)); err != nil {
 			return fmt.Errorf("calibration, checkpoint %d: %w", cp, err)
 		}
-		if d := time.Since(t0); cp > 1 || o.calibrate == 1 {
+		d, after := time.Since(t0), rb.Stats()
+		if cp <= o.calibrate && (cp > 1 || o.calibrate == 1) {
 			took = append(took, d)
+		}
+		if cp > 1 || max(o.calibrate, o.restoreUpto) == 1 {
+			puts += float64(after.Puts - before.Puts)
+			bytesPut += float64(after.BytesPut - before.BytesPut)
+			warm++
+		}
+		if slices.Contains(points, cp) {
+			before := rb.Stats()
+			if err := j.restore(ctx, rb, cfg.CacheIdleTimeout, cp); err != nil {
+				return fmt.Errorf("calibration, restore of checkpoint %d: %w", cp, err)
+			}
+			side.Units.RestoreCheckpoints = append(side.Units.RestoreCheckpoints, cp)
+			side.Units.RestoreGets = append(side.Units.RestoreGets, float64(rb.Stats().Gets-before.Gets))
 		}
 	}
 	slices.Sort(took)
 	typical := took[len(took)/2]
+	side.Units.PutsPerCheckpoint, side.Units.StoredPerCheckpoint = puts/float64(warm), bytesPut/float64(warm)
+	side.Units.ChangesPerWriter = w.changesPerWriter()
 	// The calibration's changes are materialised and its objects deleted,
 	// uncounted: the run starts from an empty prefix.
 	if err := j.materialize(); err != nil {
@@ -620,6 +768,7 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	if interval == 0 {
 		interval = max(20*time.Millisecond, (4*typical + 9*time.Millisecond).Truncate(10*time.Millisecond))
 	}
+	first := int64(max(o.calibrate, o.restoreUpto))
 
 	// The counted run.
 	base := rb.Stats()
@@ -663,13 +812,9 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 			}
 		}
 		ticks++
-		before := rb.Stats()
-		if err := j.checkpoint(ctx, int64(o.calibrate+cp)); err != nil {
+		if err := j.checkpoint(ctx, first+int64(cp)); err != nil {
 			return fmt.Errorf("run, checkpoint %d: %w", cp, err)
 		}
-		after := rb.Stats()
-		side.RunPuts = append(side.RunPuts, float64(after.Puts-before.Puts))
-		side.RunStored = append(side.RunStored, float64(after.BytesPut-before.BytesPut))
 		retained = append(retained, j.objects())
 		if len(retained) > w.Retain {
 			dropped := retained[0]
@@ -688,23 +833,17 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 			}
 		}
 	}
-	// The run lasts to the end of its last interval (later if that
-	// checkpoint overran it).
 	if el := time.Since(t0); el > time.Duration(ticks)*interval {
 		ticks = int((el + interval - 1) / interval)
 	}
-	if err := sleepCtx(ctx, time.Until(t0.Add(time.Duration(ticks)*interval))); err != nil {
-		return err
-	}
 	elapsed := time.Since(t0)
-	puts := statsSince(rb.Stats(), base)
 	close(deletes)
 	deletesOpen = false
 	if err := <-deleteErr; err != nil {
 		return err
 	}
 	covered := k - m*((k-1)/m)
-	if err := j.restore(ctx, covered); err != nil {
+	if err := j.restore(ctx, rb, cfg.CacheIdleTimeout, covered); err != nil {
 		return fmt.Errorf("run, restore of checkpoint %d: %w", k, err)
 	}
 	var stored int64
@@ -715,16 +854,21 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 		return fmt.Errorf("run, listing: %w", err)
 	}
 	got := statsSince(rb.Stats(), base)
-	// The engine's own figures per checkpoint: what the run put, before
-	// the restore and the listing.
-	side.Units = costUnits{PutsPerCheckpoint: float64(puts.Puts) / float64(k),
-		StoredPerCheckpoint: float64(puts.BytesPut) / float64(k), ChangesPerWriter: w.changesPerWriter()}
-	side.RunCheckpoints, side.RunSeconds = k, elapsed.Seconds()
+	side.Processes = procs
+	side.RunCheckpoints, side.RunMaterializeEvery, side.RunSeconds = k, m, elapsed.Seconds()
+	side.RunLag = ticks - k
 	side.RunInterval, side.TimeScale = interval.String(), float64(w.CheckpointInterval)/float64(interval)
 	side.RunCounted = costCounts{Puts: float64(got.Puts), Gets: float64(got.Gets), Lists: float64(got.Lists),
 		Deletes: float64(got.Deletes), BytesPut: float64(got.BytesPut), Stored: float64(stored)}
-	side.RunEstimate = estimateRun(side.Units, int(math.Round(elapsed.Seconds()/interval.Seconds())), m, w.Retain, side.RunPuts, side.RunStored)
+	side.RunEstimate = costModel(side.Units, runPlan(k, m, w.Retain))
 	return nil
+}
+
+// runPlan is the measuring run's plan: k checkpoints from an empty
+// prefix, a materialisation every m, n retained, one restore and one
+// listing (one request: the counter counts calls) after the last.
+func runPlan(k, m, n int) costPlan {
+	return costPlan{Checkpoints: float64(k), MaterializeEvery: m, Retain: n, Restores: 1, Listings: 1}
 }
 
 // statsSince returns the counts of now since base.
@@ -825,11 +969,14 @@ func (r *costReport) print(w io.Writer) {
 		wl.Writers, wl.CheckpointInterval, formatRate(float64(wl.ChangeRate)), wl.ChangeSize, r.Batched.Units.ChangesPerWriter)
 	fmt.Fprintf(w, "  %d checkpoint(s) retained, a materialisation every %v (%d checkpoints), %s restore(s) and %s gc run(s) a month\n\n",
 		wl.Retain, wl.MaterializeInterval, r.MaterializeEvery, formatCount(wl.Restores), formatCount(wl.GCRuns))
-	fmt.Fprintf(w, "Measured on %s (%s), each side: %d calibration checkpoints, then a run of %d checkpoints\n",
-		r.Backend, r.BasePath, r.Calibration, r.Batched.RunCheckpoints)
-	fmt.Fprintf(w, "every %s batched, every %s not (time compressed x%s and x%s: each checkpoint holds the changes of %v);\n",
-		r.Batched.RunInterval, r.Unbatched.RunInterval, formatCount(r.Batched.TimeScale), formatCount(r.Unbatched.TimeScale), wl.CheckpointInterval)
-	fmt.Fprintln(w, "the estimate is for the run's wall time: its checkpoints are the wall time over the interval")
+	fmt.Fprintf(w, "Measured on %s (%s), each side: %d calibration checkpoints (restores of %s checkpoints timed and counted),\n",
+		r.Backend, r.BasePath, max(r.Calibration, slices.Max(append([]int{0}, r.Batched.Units.RestoreCheckpoints...))), formatInts(r.Batched.Units.RestoreCheckpoints))
+	fmt.Fprintf(w, "then a counted run of %d checkpoints every %s batched, every %s not (time compressed x%s and x%s:\n",
+		r.Batched.RunCheckpoints, r.Batched.RunInterval, r.Unbatched.RunInterval, formatCount(r.Batched.TimeScale), formatCount(r.Unbatched.TimeScale))
+	fmt.Fprintf(w, "each checkpoint holds the changes of %v), materialised every %d run checkpoints instead of %d\n",
+		wl.CheckpointInterval, r.RunMaterializeEvery, r.MaterializeEvery)
+	fmt.Fprintf(w, "batched: the writers split over %d process(es), each with a storage of its own\n", r.Processes)
+	fmt.Fprintln(w, "the estimate is the month's model for the run's checkpoints, from the calibration's figures")
 	fmt.Fprintf(w, "engine options beyond the defaults: batched %s; one object per writer %s\n",
 		formatOptions(r.Batched.Options), formatOptions(r.Unbatched.Options))
 	var t textTable
@@ -844,6 +991,12 @@ func (r *costReport) print(w io.Writer) {
 	}
 	t.add("seconds", fmt.Sprintf("%.2f", r.Batched.RunSeconds), "", "", fmt.Sprintf("%.2f", r.Unbatched.RunSeconds), "", "")
 	t.write(w)
+	for _, side := range []costSide{r.Batched, r.Unbatched} {
+		if side.RunLag > 0 {
+			fmt.Fprintf(w, "  warning: %s: the run fell %d interval(s) of %s behind its schedule (a busy machine?); the estimate counts the checkpoints taken\n",
+				side.Name, side.RunLag, side.RunInterval)
+		}
+	}
 	if r.Agree {
 		fmt.Fprintf(w, "  every request count of the estimate is within %.0f %% of the counted one\n\n", costTolerance*100)
 	} else {
@@ -930,6 +1083,15 @@ func formatOptions(opts map[string]string) string {
 		kvs = append(kvs, k+"="+opts[k])
 	}
 	return strings.Join(kvs, ", ")
+}
+
+// formatInts writes numbers separated by commas.
+func formatInts(xs []int) string {
+	var ss []string
+	for _, x := range xs {
+		ss = append(ss, strconv.Itoa(x))
+	}
+	return strings.Join(ss, ", ")
 }
 
 func perThousand(v float64) string {

@@ -75,68 +75,153 @@ func TestCostEstimateMatchesCounted(t *testing.T) {
 	}
 }
 
-// TestCostEstimateRunModel checks the model against counts worked out by
-// hand, so that a wrong formula fails even where the engine agrees.
-func TestCostEstimateRunModel(t *testing.T) {
-	u := costUnits{PutsPerCheckpoint: 2, StoredPerCheckpoint: 1000}
+// TestCostModelRun checks the model of a run from a cold start against
+// counts worked out by hand, so that a wrong formula fails even where the
+// engine agrees.
+func TestCostModelRun(t *testing.T) {
+	// Restores: 3 GETs per checkpoint read up to 2, then 5 more each (the
+	// reader's cache overflowing), in proportion past 4.
+	u := costUnits{PutsPerCheckpoint: 2, StoredPerCheckpoint: 1000, RestoreCheckpoints: []int{1, 2, 4}, RestoreGets: []float64{3, 6, 16}}
 	for _, tc := range []struct {
 		k, m, n int
 		want    costCounts
 	}{
 		// materialised after 3 and 6; one retained: checkpoints 1-3 go
-		// once 4 completes, 4-6 once 7 does.
-		{8, 3, 1, costCounts{Puts: 16, Gets: 4, Lists: 1, Deletes: 12, BytesPut: 8000, Stored: 2000}},
-		{3, 3, 1, costCounts{Puts: 6, Gets: 6, Lists: 1, Deletes: 0, BytesPut: 3000, Stored: 3000}},
-		{4, 3, 1, costCounts{Puts: 8, Gets: 2, Lists: 1, Deletes: 6, BytesPut: 4000, Stored: 1000}},
+		// once 4 completes, 4-6 once 7 does; the restore of 8 reads 7-8.
+		{8, 3, 1, costCounts{Puts: 16, Gets: 6, Lists: 1, Deletes: 12, BytesPut: 8000, Stored: 2000}},
+		// the restore of 3 reads 1-3: between the measured 2 and 4.
+		{3, 3, 1, costCounts{Puts: 6, Gets: 11, Lists: 1, Deletes: 0, BytesPut: 3000, Stored: 3000}},
+		{4, 3, 1, costCounts{Puts: 8, Gets: 3, Lists: 1, Deletes: 6, BytesPut: 4000, Stored: 1000}},
 		// two retained: checkpoints 1-3 go once 5 completes.
-		{5, 3, 2, costCounts{Puts: 10, Gets: 4, Lists: 1, Deletes: 6, BytesPut: 5000, Stored: 2000}},
-		{4, 3, 2, costCounts{Puts: 8, Gets: 2, Lists: 1, Deletes: 0, BytesPut: 4000, Stored: 4000}},
-		{1, 1, 1, costCounts{Puts: 2, Gets: 2, Lists: 1, Deletes: 0, BytesPut: 1000, Stored: 1000}},
+		{5, 3, 2, costCounts{Puts: 10, Gets: 6, Lists: 1, Deletes: 6, BytesPut: 5000, Stored: 2000}},
+		{4, 3, 2, costCounts{Puts: 8, Gets: 3, Lists: 1, Deletes: 0, BytesPut: 4000, Stored: 4000}},
+		{1, 1, 1, costCounts{Puts: 2, Gets: 3, Lists: 1, Deletes: 0, BytesPut: 1000, Stored: 1000}},
+		// past the measured restores: 16 GETs for 4, so 32 for 8.
+		{8, 8, 1, costCounts{Puts: 16, Gets: 32, Lists: 1, Deletes: 0, BytesPut: 8000, Stored: 8000}},
 	} {
-		if got := estimateRun(u, tc.k, tc.m, tc.n, nil, nil); got != tc.want {
-			t.Errorf("estimateRun(k=%d, m=%d, n=%d) = %+v, want %+v", tc.k, tc.m, tc.n, got, tc.want)
-		}
-	}
-}
-
-// TestCostEstimateRunMeasured checks that the run's own checkpoints
-// count as measured, and the averages past them.
-func TestCostEstimateRunMeasured(t *testing.T) {
-	u := costUnits{PutsPerCheckpoint: 2, StoredPerCheckpoint: 100}
-	puts := []float64{1, 3, 2, 5, 1}
-	stored := []float64{10, 30, 20, 50, 10}
-	for _, tc := range []struct {
-		k    int
-		want costCounts
-	}{
-		// materialised after 2 and 4, one retained: 1-2 deleted after 3,
-		// 3-4 after 5; the restore of 5 reads 5.
-		{5, costCounts{Puts: 12, Gets: 1, Lists: 1, Deletes: 11, BytesPut: 120, Stored: 10}},
-		// overran by two intervals: 6 and 7 at the averages; 5-6 deleted
-		// after 7, whose restore reads 7.
-		{7, costCounts{Puts: 16, Gets: 2, Lists: 1, Deletes: 14, BytesPut: 320, Stored: 100}},
-	} {
-		if got := estimateRun(u, tc.k, 2, 1, puts, stored); got != tc.want {
-			t.Errorf("estimateRun(k=%d) = %+v, want %+v", tc.k, got, tc.want)
+		if got := costModel(u, runPlan(tc.k, tc.m, tc.n)); got != tc.want {
+			t.Errorf("costModel(run k=%d, m=%d, n=%d) = %+v, want %+v", tc.k, tc.m, tc.n, got, tc.want)
 		}
 	}
 }
 
 func TestCostMonthAndBill(t *testing.T) {
 	w := costWorkload{Writers: 64, CheckpointInterval: 10e9, ChangeRate: 1 << 20, ChangeSize: 100, Retain: 1,
-		MaterializeInterval: 600e9, Restores: 2, GCRuns: 30}
-	u := costUnits{PutsPerCheckpoint: 1, StoredPerCheckpoint: 10 << 20}
-	m := estimateMonth(w, u)
-	want := costCounts{Puts: 259200, Gets: 2 * 30.5, Lists: 30, Deletes: 259200, BytesPut: 259200 * (10 << 20), Stored: 30.5 * (10 << 20)}
+		MaterializeInterval: 40e9, Restores: 2, GCRuns: 30}
+	// A materialisation every 4 checkpoints; a restore reads 1 to 4 of
+	// them: 3, 6, 11 or 16 GETs, 9 on average.
+	u := costUnits{PutsPerCheckpoint: 1000, StoredPerCheckpoint: 10 << 20, RestoreCheckpoints: []int{1, 2, 4}, RestoreGets: []float64{3, 6, 16}}
+	m := costModel(u, monthPlan(w, 1000))
+	// 2.5 checkpoints alive on average: 2500 objects, 3 pages a listing.
+	want := costCounts{Puts: 259200 * 1000, Gets: 2 * 9, Lists: 30 * 3, Deletes: 259200 * 1000, BytesPut: 259200 * (10 << 20), Stored: 2.5 * (10 << 20)}
 	if m != want {
-		t.Errorf("estimateMonth = %+v, want %+v", m, want)
+		t.Errorf("month = %+v, want %+v", m, want)
 	}
-	p := price{Key: "x", Put: 0.005 / 1000, Get: 0.0004 / 1000, List: 0.005 / 1000, Storage: 0.023, ListPage: 1000}
-	b := bill(p, w, u, m)
-	wantReq := 259200*0.005/1000 + 61*0.0004/1000 + 30*0.005/1000
-	wantSt := 30.5 * 10 / 1024 * 0.023
+	p := price{Key: "x", Put: 0.005 / 1000, Get: 0.0004 / 1000, List: 0.005 / 1000, Storage: 0.023, ListPage: 5000}
+	b := bill(p, w, u)
+	// Pages of 5000: one a listing.
+	wantReq := 259200*1000*0.005/1000 + 18*0.0004/1000 + 30*0.005/1000
+	wantSt := 2.5 * 10 / 1024 * 0.023
 	if math.Abs(b.Requests-wantReq) > 1e-9 || math.Abs(b.Storage-wantSt) > 1e-9 || math.Abs(b.Total-wantReq-wantSt) > 1e-9 {
 		t.Errorf("bill = %+v, want requests %v, storage %v", b, wantReq, wantSt)
+	}
+}
+
+// TestCostRunIsNoIdentity: the run's estimate comes from the calibration's
+// figures, not from the run's own counts, so figures that are off make
+// the check fail.
+func TestCostRunIsNoIdentity(t *testing.T) {
+	right := costUnits{PutsPerCheckpoint: 2, StoredPerCheckpoint: 1000, RestoreCheckpoints: []int{1, 2, 3}, RestoreGets: []float64{2, 4, 6}}
+	counted := costModel(right, runPlan(10, 3, 1))
+	for _, tc := range []struct {
+		name string
+		u    costUnits
+		plan costPlan
+	}{
+		{"a third more objects per checkpoint", costUnits{PutsPerCheckpoint: 3, StoredPerCheckpoint: 1000, RestoreCheckpoints: []int{1, 2, 3}, RestoreGets: []float64{3, 6, 9}}, runPlan(10, 3, 1)},
+		{"restores read twice", costUnits{PutsPerCheckpoint: 2, StoredPerCheckpoint: 1000, RestoreCheckpoints: []int{1, 2, 3}, RestoreGets: []float64{4, 8, 12}}, runPlan(10, 3, 1)},
+		{"materialised every 5", right, runPlan(10, 5, 1)},
+		{"two retained", right, runPlan(10, 3, 2)},
+	} {
+		est := costModel(tc.u, tc.plan)
+		agree := true
+		for _, c := range compareCounts(est, counted) {
+			agree = agree && (!c.request || c.ok())
+		}
+		if agree {
+			t.Errorf("%s: estimate %+v agrees with %+v", tc.name, est, counted)
+		}
+	}
+}
+
+// TestCostOverrunIsNotAModelError: a run whose checkpoints overrun its
+// interval (1ms: every checkpoint takes longer) is estimated at the
+// checkpoints it took; its lag is a warning, not a mismatch.
+func TestCostOverrunIsNotAModelError(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"cost", "--json", "--calibrate", "3", "--run-interval", "1ms",
+		"--writers", "2", "--change-rate", "8KiB", "--materialize-interval", "30s", "--run-checkpoints", "10"}, &out, &errOut)
+	var rep costReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("exit %d: %v\n%s", code, err, errOut.String())
+	}
+	if code != exitOK || !rep.Agree {
+		t.Errorf("exit %d (agree=%v): a run that fell behind its compressed schedule is reported as the estimate being off", code, rep.Agree)
+	}
+	for _, s := range []costSide{rep.Batched, rep.Unbatched} {
+		if s.RunEstimate.Puts != s.Units.PutsPerCheckpoint*10 {
+			t.Errorf("%s: %v PUTs estimated, want 10 checkpoints of %v", s.Name, s.RunEstimate.Puts, s.Units.PutsPerCheckpoint)
+		}
+	}
+	rep.Batched.RunLag = 3
+	var text bytes.Buffer
+	rep.print(&text)
+	if !strings.Contains(text.String(), "warning: batched: the run fell 3 interval(s)") {
+		t.Errorf("no warning of the lag in:\n%s", text.String())
+	}
+}
+
+// TestCostRunMaterializes: a job whose materialisation period is longer
+// than a run is compressed so that the run materialises, deletes and
+// reaches its steady state.
+func TestCostRunMaterializes(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"cost", "--json", "--calibrate", "2", "--run-interval", "100ms",
+		"--writers", "4", "--checkpoint-interval", "2s", "--change-rate", "16KiB"}, &out, &errOut)
+	var rep costReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("exit %d: %v\n%s", code, err, errOut.String())
+	}
+	if code != exitOK {
+		t.Errorf("exit %d\n%s", code, errOut.String())
+	}
+	if rep.MaterializeEvery != 300 || rep.RunMaterializeEvery != 5 {
+		t.Errorf("materialised every %d checkpoints, in the run every %d; want 300 and 5", rep.MaterializeEvery, rep.RunMaterializeEvery)
+	}
+	for _, s := range []costSide{rep.Batched, rep.Unbatched} {
+		if s.RunCounted.Deletes == 0 {
+			t.Errorf("%s: the run deleted nothing in %d checkpoints", s.Name, s.RunCheckpoints)
+		}
+		// At the end at most a run period and the retained checkpoint.
+		if max := 6 * s.Units.StoredPerCheckpoint; s.RunCounted.Stored > max*1.05 {
+			t.Errorf("%s: %v bytes stored at the end, want at most %v", s.Name, s.RunCounted.Stored, max)
+		}
+	}
+	var text bytes.Buffer
+	rep.print(&text)
+	if !strings.Contains(text.String(), "materialised every 5 run checkpoints instead of 300") {
+		t.Errorf("the text does not say how the run was scaled:\n%s", text.String())
+	}
+}
+
+// TestCostChangeRateRounded: a --change-rate that is not a whole number
+// of changes per writer per checkpoint is named in a warning.
+func TestCostChangeRateRounded(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"cost", "--calibrate", "1", "--run-interval", "20ms", "--run-checkpoints", "2",
+		"--writers", "4", "--change-rate", "10", "--materialize-interval", "20s"}, &out, &errOut)
+	if code != exitOK || !strings.Contains(errOut.String(), "warning: --change-rate") {
+		t.Errorf("exit %d, stderr %q: want a warning naming --change-rate", code, errOut.String())
 	}
 }
 
@@ -146,6 +231,8 @@ func TestCostPrices(t *testing.T) {
 	os.WriteFile(good, []byte(`{"s3": {"put": "0.006/1000", "storage": 0.03}, "azure": {"get": "$0.004/10,000"}}`), 0o644)
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"s3": {"puts": 1}}`), 0o644)
+	null := filepath.Join(dir, "null.json")
+	os.WriteFile(null, []byte(`{"s3": {"put": null}}`), 0o644)
 	for _, tc := range []struct {
 		overrides []string
 		file      string
@@ -163,6 +250,7 @@ func TestCostPrices(t *testing.T) {
 		{overrides: []string{"s3put"}, err: `want PROVIDER.FIELD=PRICE`},
 		{file: bad, err: `unknown field "puts"`},
 		{file: filepath.Join(dir, "missing.json"), err: "no such file"},
+		{file: null, err: "s3.put: want a number or a string, got null"},
 	} {
 		p := defaultPrices()
 		var err error
@@ -201,6 +289,9 @@ func TestCostUsageErrors(t *testing.T) {
 		{[]string{"--run-interval", "-1s"}, "--run-interval -1s"},
 		{[]string{"--run-checkpoints", "-1"}, "--run-checkpoints -1"},
 		{[]string{"--calibrate", "0"}, "--calibrate 0"},
+		{[]string{"--processes", "0"}, "--processes 0"},
+		{[]string{"--writers", "4", "--processes", "5"}, "--processes 5"},
+		{[]string{"--run-materialize-every", "-1"}, "--run-materialize-every -1"},
 		{[]string{"--price", "s3.nope=1"}, `unknown field "nope"`},
 		{[]string{"--prices", "/nonexistent/prices.json"}, "--prices"},
 		{[]string{"--change-rate", "1GiB", "--run-checkpoints", "100"}, "--run-checkpoints 100"},

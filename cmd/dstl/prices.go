@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -142,6 +143,9 @@ func loadPrices(prices []price, path string) error {
 			raw := m[provider][field]
 			var v string
 			var n float64
+			if string(bytes.TrimSpace(raw)) == "null" { // decodes as no number and no string, without an error
+				return fmt.Errorf("%s: %s.%s: want a number or a string, got null", path, provider, field)
+			}
 			if err := json.Unmarshal(raw, &n); err == nil {
 				v = strconv.FormatFloat(n, 'g', -1, 64)
 			} else if err := json.Unmarshal(raw, &v); err != nil {
