@@ -125,6 +125,7 @@ type costOptions struct {
 	// checkpoints; restoreUpto the longest restore the calibration
 	// measures, in checkpoints.
 	runMaterializeEvery, restoreUpto int
+	calibrationTotal                 int // the calibration's checkpoints, the timing ones included
 	calibrate                        int
 	processes                        int
 	prices                           []price
@@ -234,7 +235,12 @@ func (o *costOptions) validate() error {
 	// The calibration measures restores up to the month's longest, as
 	// far as the bytes kept allow; the model takes them in proportion
 	// past that.
-	o.restoreUpto = int(max(1, min(int64(m), maxRunBytes/max(perCP, 1))))
+	fit := int(max(1, min(1<<20, maxRunBytes/max(perCP, 1)))) // checkpoints whose changes fit at once
+	o.restoreUpto = min(max(m, o.runMaterializeEvery), fit)
+	// The calibration: the timing checkpoints, then at least 20 more (as
+	// far as they fit) for the figures per checkpoint, as many as the
+	// longest restore reads.
+	o.calibrationTotal = max(o.calibrate, o.restoreUpto, min(o.calibrate+20, fit))
 	if kept := int64(min(o.runCheckpoints, o.runMaterializeEvery+w.Retain)) * perCP; kept > maxRunBytes {
 		return fmt.Errorf("--run-checkpoints %d: the run would keep %s of changes at once (at most %s): give fewer, a lower --run-materialize-every or a lower --change-rate",
 			o.runCheckpoints, formatBytes(kept), formatBytes(maxRunBytes))
@@ -267,9 +273,10 @@ type costUnits struct {
 	StoredPerCheckpoint float64 `json:"stored_bytes_per_checkpoint"`
 	ChangesPerWriter    int     `json:"changes_per_writer_per_checkpoint"`
 	// RestoreGets[i] is the GETs a restore of RestoreCheckpoints[i]
-	// checkpoints made.
+	// checkpoints made, which had put RestoreObjects[i] objects.
 	RestoreCheckpoints []int     `json:"restore_checkpoints"`
 	RestoreGets        []float64 `json:"restore_gets"`
+	RestoreObjects     []float64 `json:"restore_objects"`
 }
 
 // costCounts are requests and bytes.
@@ -338,7 +345,7 @@ func cost(ctx context.Context, o costOptions) (*costReport, error) {
 	defer b.Close()
 	w := o.w
 	rep := &costReport{Workload: w, Backend: id, BasePath: backends.RedactURL(o.basePath), MaterializeEvery: w.materializeEvery(),
-		Calibration: o.calibrate, RunMaterializeEvery: o.runMaterializeEvery, Processes: o.processes,
+		Calibration: o.calibrationTotal, RunMaterializeEvery: o.runMaterializeEvery, Processes: o.processes,
 		MonthDays: int(costMonth / (24 * time.Hour)), MonthCheckpoints: float64(costMonth) / float64(w.CheckpointInterval),
 		Prices: o.prices, PricesDate: pricesDate}
 	unbatched := cfg
@@ -455,25 +462,31 @@ func costModel(u costUnits, p costPlan) costCounts {
 	}
 }
 
-// restoreGets returns the GETs a restore of c checkpoints makes, from the
-// restores the calibration measured: exact at the coverages measured,
-// linear between them, in proportion past them.
+// restoreGets returns the GETs a restore of c checkpoints makes: their
+// objects (c times PutsPerCheckpoint) times the GETs per object restored
+// that the calibration measured, exact at the coverages it measured,
+// linear between them, the nearest one's outside them. (A restore past the
+// reader's cache fetches ranges again: more GETs per object.)
 func (u costUnits) restoreGets(c float64) float64 {
-	at, gets := u.RestoreCheckpoints, u.RestoreGets
-	if len(at) == 0 || len(at) != len(gets) {
-		return c * u.PutsPerCheckpoint
-	}
-	if c <= float64(at[0]) {
-		return gets[0] * c / float64(at[0])
-	}
-	for i := 1; i < len(at); i++ {
-		if c <= float64(at[i]) {
-			lo, hi := float64(at[i-1]), float64(at[i])
-			return gets[i-1] + (gets[i]-gets[i-1])*(c-lo)/(hi-lo)
+	at, gets, objs := u.RestoreCheckpoints, u.RestoreGets, u.RestoreObjects
+	perObject := 1.0
+	ratio := func(i int) float64 { return gets[i] / max(objs[i], 1) }
+	switch {
+	case len(at) == 0 || len(gets) != len(at) || len(objs) != len(at):
+	case c <= float64(at[0]):
+		perObject = ratio(0)
+	case c >= float64(at[len(at)-1]):
+		perObject = ratio(len(at) - 1)
+	default:
+		for i := 1; i < len(at); i++ {
+			if c <= float64(at[i]) {
+				lo, hi := float64(at[i-1]), float64(at[i])
+				perObject = ratio(i-1) + (ratio(i)-ratio(i-1))*(c-lo)/(hi-lo)
+				break
+			}
 		}
 	}
-	last := len(at) - 1
-	return gets[last] * c / float64(at[last])
+	return c * u.PutsPerCheckpoint * perObject
 }
 
 // bill prices a month at provider p (its listings in pages of its own
@@ -668,22 +681,19 @@ func (j *costJob) close() error {
 }
 
 // restorePoints returns the coverages (in checkpoints) at which the
-// calibration measures a restore: every one up to the run's
-// materialisation period, then doubling, and the month's longest, upto.
-func restorePoints(runEvery, upto int) []int {
+// calibration measures a restore: every one up to 5, then doubling, and
+// upto, the longest a restore of the run or the month reads.
+func restorePoints(upto int) []int {
 	var at []int
-	for c := 1; c <= upto; {
+	for c := 1; c < upto; {
 		at = append(at, c)
-		if c < runEvery {
+		if c < 5 {
 			c++
 		} else {
 			c *= 2
 		}
 	}
-	if at[len(at)-1] != upto {
-		at = append(at, upto)
-	}
-	return at
+	return append(at, upto)
 }
 
 // measureCostSide runs the calibration and the counted run of one side
@@ -724,11 +734,40 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	// checkpoint puts, and the GETs of restores of as many checkpoints as
 	// the run's and the month's restores read. Nothing is materialised
 	// until its end, so that the restore after checkpoint c reads c.
-	points := restorePoints(m, o.restoreUpto)
+	points := restorePoints(o.restoreUpto)
 	var took []time.Duration
 	var puts, bytesPut float64
+	calBase := rb.Stats()
 	warm := 0
-	for cp := 1; cp <= max(o.calibrate, o.restoreUpto); cp++ {
+	// The figures per checkpoint leave out the timing checkpoints (the
+	// first ones are cold and may batch otherwise), or only the first when
+	// there are no others.
+	skip := 0
+	switch {
+	case o.calibrationTotal > o.calibrate:
+		skip = o.calibrate
+	case o.calibrationTotal > 1:
+		skip = 1
+	}
+	var interval time.Duration
+	var pace *pacer
+	for cp := 1; cp <= o.calibrationTotal; cp++ {
+		if cp == o.calibrate+1 || cp == 1 && o.calibrate >= o.calibrationTotal {
+			// Past the timing checkpoints, the run's interval: the
+			// figures come from checkpoints paced as the run's are.
+			slices.Sort(took)
+			interval = o.runInterval
+			if interval == 0 {
+				typical := took[len(took)/2]
+				interval = max(20*time.Millisecond, (4*typical + 9*time.Millisecond).Truncate(10*time.Millisecond))
+			}
+			pace = &pacer{interval: interval}
+		}
+		if pace != nil {
+			if err := pace.wait(ctx); err != nil {
+				return err
+			}
+		}
 		before := rb.Stats()
 		t0 := time.Now()
 		if err := j.checkpoint(ctx, int64(cp)); err != nil {
@@ -738,7 +777,7 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 		if cp <= o.calibrate && (cp > 1 || o.calibrate == 1) {
 			took = append(took, d)
 		}
-		if cp > 1 || max(o.calibrate, o.restoreUpto) == 1 {
+		if cp > skip {
 			puts += float64(after.Puts - before.Puts)
 			bytesPut += float64(after.BytesPut - before.BytesPut)
 			warm++
@@ -750,10 +789,16 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 			}
 			side.Units.RestoreCheckpoints = append(side.Units.RestoreCheckpoints, cp)
 			side.Units.RestoreGets = append(side.Units.RestoreGets, float64(rb.Stats().Gets-before.Gets))
+			side.Units.RestoreObjects = append(side.Units.RestoreObjects, float64(before.Puts-calBase.Puts))
 		}
 	}
-	slices.Sort(took)
-	typical := took[len(took)/2]
+	if pace == nil { // only timing checkpoints, all of them measured
+		slices.Sort(took)
+		interval = o.runInterval
+		if interval == 0 {
+			interval = max(20*time.Millisecond, (4*took[len(took)/2] + 9*time.Millisecond).Truncate(10*time.Millisecond))
+		}
+	}
 	side.Units.PutsPerCheckpoint, side.Units.StoredPerCheckpoint = puts/float64(warm), bytesPut/float64(warm)
 	side.Units.ChangesPerWriter = w.changesPerWriter()
 	// The calibration's changes are materialised and its objects deleted,
@@ -764,11 +809,7 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	if err := removeJob(ctx, b, cfg.JobID); err != nil {
 		return fmt.Errorf("calibration: %w", err)
 	}
-	interval := o.runInterval
-	if interval == 0 {
-		interval = max(20*time.Millisecond, (4*typical + 9*time.Millisecond).Truncate(10*time.Millisecond))
-	}
-	first := int64(max(o.calibrate, o.restoreUpto))
+	first := int64(o.calibrationTotal)
 
 	// The counted run.
 	base := rb.Stats()
@@ -799,19 +840,11 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 		}
 	}()
 	t0 := time.Now()
-	ticks := 0 // run intervals begun
+	pace = &pacer{interval: interval}
 	for cp := 1; cp <= k; cp++ {
-		// A checkpoint starts at the next tick; one that overran its
-		// interval pushes the next one to the tick after it ends.
-		if cp > 1 {
-			if el := time.Since(t0); el > time.Duration(ticks)*interval {
-				ticks = int((el + interval - 1) / interval)
-			}
-			if err := sleepCtx(ctx, time.Until(t0.Add(time.Duration(ticks)*interval))); err != nil {
-				return err
-			}
+		if err := pace.wait(ctx); err != nil {
+			return err
 		}
-		ticks++
 		if err := j.checkpoint(ctx, first+int64(cp)); err != nil {
 			return fmt.Errorf("run, checkpoint %d: %w", cp, err)
 		}
@@ -833,9 +866,6 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 			}
 		}
 	}
-	if el := time.Since(t0); el > time.Duration(ticks)*interval {
-		ticks = int((el + interval - 1) / interval)
-	}
 	elapsed := time.Since(t0)
 	close(deletes)
 	deletesOpen = false
@@ -856,7 +886,7 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	got := statsSince(rb.Stats(), base)
 	side.Processes = procs
 	side.RunCheckpoints, side.RunMaterializeEvery, side.RunSeconds = k, m, elapsed.Seconds()
-	side.RunLag = ticks - k
+	side.RunLag = pace.lag()
 	side.RunInterval, side.TimeScale = interval.String(), float64(w.CheckpointInterval)/float64(interval)
 	side.RunCounted = costCounts{Puts: float64(got.Puts), Gets: float64(got.Gets), Lists: float64(got.Lists),
 		Deletes: float64(got.Deletes), BytesPut: float64(got.BytesPut), Stored: float64(stored)}
@@ -869,6 +899,41 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 // listing (one request: the counter counts calls) after the last.
 func runPlan(k, m, n int) costPlan {
 	return costPlan{Checkpoints: float64(k), MaterializeEvery: m, Retain: n, Restores: 1, Listings: 1}
+}
+
+// pacer starts checkpoints on the ticks of an interval: one that overran
+// its interval pushes the next one to the tick after it ends.
+type pacer struct {
+	interval time.Duration
+	t0       time.Time
+	ticks    int // intervals begun
+	started  int // checkpoints started
+}
+
+// wait sleeps until the next checkpoint's tick.
+func (p *pacer) wait(ctx context.Context) error {
+	if p.started == 0 {
+		p.t0 = time.Now()
+	} else {
+		if el := time.Since(p.t0); el > time.Duration(p.ticks)*p.interval {
+			p.ticks = int((el + p.interval - 1) / p.interval)
+		}
+		if err := sleepCtx(ctx, time.Until(p.t0.Add(time.Duration(p.ticks)*p.interval))); err != nil {
+			return err
+		}
+	}
+	p.ticks++
+	p.started++
+	return nil
+}
+
+// lag returns the intervals the checkpoints fell behind their schedule,
+// the last one's overrun included.
+func (p *pacer) lag() int {
+	if el := time.Since(p.t0); p.started > 0 && el > time.Duration(p.ticks)*p.interval {
+		return int((el+p.interval-1)/p.interval) - p.started
+	}
+	return p.ticks - p.started
 }
 
 // statsSince returns the counts of now since base.
@@ -969,8 +1034,8 @@ func (r *costReport) print(w io.Writer) {
 		wl.Writers, wl.CheckpointInterval, formatRate(float64(wl.ChangeRate)), wl.ChangeSize, r.Batched.Units.ChangesPerWriter)
 	fmt.Fprintf(w, "  %d checkpoint(s) retained, a materialisation every %v (%d checkpoints), %s restore(s) and %s gc run(s) a month\n\n",
 		wl.Retain, wl.MaterializeInterval, r.MaterializeEvery, formatCount(wl.Restores), formatCount(wl.GCRuns))
-	fmt.Fprintf(w, "Measured on %s (%s), each side: %d calibration checkpoints (restores of %s checkpoints timed and counted),\n",
-		r.Backend, r.BasePath, max(r.Calibration, slices.Max(append([]int{0}, r.Batched.Units.RestoreCheckpoints...))), formatInts(r.Batched.Units.RestoreCheckpoints))
+	fmt.Fprintf(w, "Measured on %s (%s), each side: %d calibration checkpoints (restores of %s checkpoints counted),\n",
+		r.Backend, r.BasePath, r.Calibration, formatInts(r.Batched.Units.RestoreCheckpoints))
 	fmt.Fprintf(w, "then a counted run of %d checkpoints every %s batched, every %s not (time compressed x%s and x%s:\n",
 		r.Batched.RunCheckpoints, r.Batched.RunInterval, r.Unbatched.RunInterval, formatCount(r.Batched.TimeScale), formatCount(r.Unbatched.TimeScale))
 	fmt.Fprintf(w, "each checkpoint holds the changes of %v), materialised every %d run checkpoints instead of %d\n",
