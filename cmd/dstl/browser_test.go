@@ -44,6 +44,17 @@ func TestBrowserCharts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Nothing of Chromium's may be left in the system's temporary
+	// directory (other processes' files may come and go there: only
+	// Chromium's are compared).
+	before := chromiumTemps(t)
+	defer func() {
+		for _, name := range chromiumTemps(t) {
+			if !slices.Contains(before, name) {
+				t.Errorf("chromium left %s behind", name)
+			}
+		}
+	}()
 	for _, tc := range []struct {
 		name    string
 		remove  string // a chart deleted after drawing
@@ -92,6 +103,21 @@ func TestBrowserCharts(t *testing.T) {
 	}
 }
 
+// chromiumTemps lists Chromium's temporary directories and files in the
+// system's temporary directory.
+func chromiumTemps(t *testing.T) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(os.TempDir(), "org.chromium.Chromium.*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := filepath.Glob(filepath.Join(os.TempDir(), ".org.chromium.Chromium.*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(names, more...)
+}
+
 // pageImage is what the page says of one of its images.
 type pageImage struct {
 	Src      string  `json:"src"`
@@ -107,6 +133,7 @@ type pageImage struct {
 func checkInBrowser(t *testing.T, exe, url string, charts []benchChart) (string, []string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	tmp := t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe),
 		chromedp.Headless,
@@ -118,7 +145,10 @@ func checkInBrowser(t *testing.T, exe, url string, charts []benchChart) (string,
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
+		// Chromium's own temporary files (org.chromium.Chromium.*) go
+		// to TMPDIR: the test's, removed with it.
+		chromedp.UserDataDir(filepath.Join(tmp, "profile")),
+		chromedp.Env("TMPDIR=" + tmp),
 	}
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	defer acancel()
@@ -146,6 +176,13 @@ func checkInBrowser(t *testing.T, exe, url string, charts []benchChart) (string,
 	}
 	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithListener(listen))
 	defer bcancel()
+	// Close the browser gracefully (it removes its files then), before
+	// the allocator's context kills what is left.
+	defer func() {
+		if err := chromedp.Cancel(bctx); err != nil {
+			t.Logf("closing chromium: %v", err)
+		}
+	}()
 
 	if _, err := chromedp.Call(bctx, cdplog.Enable, cdp.Empty{}); err != nil {
 		return "", nil, fmt.Errorf("chromium %s: %w", exe, err)
