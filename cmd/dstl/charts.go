@@ -443,21 +443,40 @@ func latencyChart(runs []benchRun) (*plot.Plot, error) {
 		p50, p99 []float64
 	}
 	var b, c series
-	b.name, c.name = "(b) one writer", "(c) batching"
+	// The legend names the object size and the writers of the rows
+	// drawn: each run's own, where the runs differ.
+	var sizes, writers []string
 	for _, r := range runs {
 		bp50, bp99, cp50, cp99 := math.NaN(), math.NaN(), math.NaN(), math.NaN()
 		if up := r.Report.Upload; len(up) > 0 {
 			u := up[len(up)/2]
 			bp50, bp99 = u.PersistP50Ms, u.PersistP99Ms
-			b.name = fmt.Sprintf("(b) one writer, %s objects", formatBytes(nominalSize(u.ObjectSize)))
+			if sz := formatBytes(nominalSize(u.ObjectSize)); !slices.Contains(sizes, sz) {
+				sizes = append(sizes, sz)
+			}
 		}
 		if rows := r.Report.Batching.Rows; len(rows) > 0 {
 			row := rows[len(rows)-1]
 			cp50, cp99 = row.PersistP50Ms, row.PersistP99Ms
-			c.name = fmt.Sprintf("(c) %d writers batched", row.Writers)
+			if n := strconv.Itoa(row.Writers); !slices.Contains(writers, n) {
+				writers = append(writers, n)
+			}
 		}
 		b.p50, b.p99 = append(b.p50, bp50), append(b.p99, bp99)
 		c.p50, c.p99 = append(c.p50, cp50), append(c.p99, cp99)
+	}
+	b.name, c.name = "(b) one writer", "(c) batching"
+	switch {
+	case len(sizes) == 1:
+		b.name += ", " + sizes[0] + " objects"
+	case len(sizes) > 1:
+		b.name += ", " + strings.Join(sizes, " / ") + " objects (by run)"
+	}
+	switch {
+	case len(writers) == 1:
+		c.name = "(c) " + writers[0] + " writers batched"
+	case len(writers) > 1:
+		c.name = "(c) " + strings.Join(writers, " / ") + " writers batched (by run)"
 	}
 	p, err := groupedBars(runNames(runs), []string{b.name, c.name}, [][]float64{b.p50, c.p50}, "milliseconds (p50, whisker to p99)", 0)
 	if err != nil {

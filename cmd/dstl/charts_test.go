@@ -125,3 +125,44 @@ func TestReportErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestLatencyLegendSizes: the persist latency chart's legend names the
+// object size of each run where they differ, not the last run's for all.
+func TestLatencyLegendSizes(t *testing.T) {
+	data, err := os.ReadFile(chartFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := decodeBenchRuns(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		sizes []int64 // the middle row's object size of each run
+		want  string
+	}{
+		{"the same size", []int64{1 << 20, 1 << 20, 1 << 20}, "(b) one writer, 1.00 MiB objects"},
+		{"sizes differ", []int64{1 << 20, 4 << 20, 1 << 20}, "(b) one writer, 1.00 MiB / 4.00 MiB objects (by run)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := slices.Clone(runs)
+			for i := range rs {
+				up := slices.Clone(rs[i].Report.Upload)
+				up[len(up)/2].ObjectSize = tc.sizes[i]
+				rs[i].Report.Upload = up
+			}
+			dir := t.TempDir()
+			if _, err := writeBenchCharts(rs, chartFixture, dir); err != nil {
+				t.Fatal(err)
+			}
+			svg, err := os.ReadFile(filepath.Join(dir, "e-persist-latency.svg"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(svg), tc.want) {
+				t.Errorf("legend without %q", tc.want)
+			}
+		})
+	}
+}
