@@ -27,8 +27,10 @@ import (
 //	  Class A (insert, list) $0.005 per 1,000; Class B (get) $0.0004 per 1,000;
 //	  storage $0.020 per GB-month
 //	Azure Blob Storage, block blobs, Hot, LRS, East US:
-//	  write $0.065 per 10,000; list $0.065 per 10,000; read $0.005 per 10,000;
+//	  write $0.055 per 10,000; list $0.055 per 10,000; read $0.0044 per 10,000;
 //	  storage (first 50 TB) $0.018 per GB-month
+//	  (the figures of the summary of Azure's page the README cites, the
+//	  one source of that date for them)
 const pricesDate = "2026-11-30"
 
 // price is what a provider charges for each kind of request and for
@@ -53,7 +55,7 @@ func defaultPrices() []price {
 		{Key: "gcs", Name: "GCS Standard", Region: "us-central1 (Iowa)",
 			Put: 0.005 / 1000, Get: 0.0004 / 1000, List: 0.005 / 1000, Delete: 0, Storage: 0.020, ListPage: 1000},
 		{Key: "azure", Name: "Azure Blob Hot LRS", Region: "East US",
-			Put: 0.065 / 10000, Get: 0.005 / 10000, List: 0.065 / 10000, Delete: 0, Storage: 0.018, ListPage: 5000},
+			Put: 0.055 / 10000, Get: 0.0044 / 10000, List: 0.055 / 10000, Delete: 0, Storage: 0.018, ListPage: 5000},
 	}
 }
 
