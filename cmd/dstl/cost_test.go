@@ -215,7 +215,7 @@ func TestCostOverrunIsNotAModelError(t *testing.T) {
 // reaches its steady state.
 func TestCostRunMaterializes(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"cost", "--json", "--calibrate", "2", "--run-interval", "100ms",
+	code := run(context.Background(), []string{"cost", "--json", "--calibrate", "2", "--run-interval", "5ms",
 		"--writers", "4", "--checkpoint-interval", "2s", "--change-rate", "16KiB"}, &out, &errOut)
 	var rep costReport
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
