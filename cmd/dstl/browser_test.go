@@ -145,10 +145,12 @@ func checkInBrowser(t *testing.T, exe, url string, charts []benchChart) (string,
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		// Chromium's own temporary files (org.chromium.Chromium.*) go
-		// to TMPDIR: the test's, removed with it.
-		chromedp.UserDataDir(filepath.Join(tmp, "profile")),
-		chromedp.Env("TMPDIR=" + tmp),
+		// The profile in the test's directory, removed with it; Chromium
+		// removes its own temporary files (org.chromium.Chromium.* in the
+		// system's temporary directory) when it is closed gracefully,
+		// below. (Pointing its TMPDIR elsewhere made it fail to start now
+		// and then on a loaded machine.)
+		chromedp.UserDataDir(tmp),
 	}
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	defer acancel()
