@@ -9,7 +9,7 @@ BENCH_ARGS ?=
 FUZZTIME  ?= 30s
 
 .PHONY: all build demo example example-disk test test-unit vet race fuzz bench bench-go bench-kv bench-restore bench-state sim clean \
-	emulators-install emulators-up emulators-down
+	emulators-install emulators-up emulators-down chromium
 
 all: build test
 
@@ -36,10 +36,26 @@ example-disk:
 	$(GO) run ./examples/wordcount verify -disk
 
 ## test: go vet, then every test with the race detector, with the emulators
-## started first and stopped afterwards (even when a test fails); the exit
-## status is the tests'
-test: vet
-	GO="$(GO)" bash minio-test/with-emulators.sh $(GO) test -race -count=1 -timeout 15m $(PKGS)
+## started first and stopped afterwards (even when a test fails), and
+## Chromium (installed first when missing and possible) named by
+## DSTL_CHROMIUM for the charts' browser test, which skips without it; the
+## exit status is the tests'
+test: vet chromium
+	DSTL_CHROMIUM="$$( [ -x "$(CHROMIUM)" ] && echo "$(CHROMIUM)" )" GO="$(GO)" bash minio-test/with-emulators.sh $(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## chromium: install Debian's Chromium (apt-get, quietly) when $(CHROMIUM)
+## is missing and this is a Debian machine where we are root; otherwise, or
+## when the installation fails (no network), a warning: cmd/dstl's
+## TestBrowserCharts drives it headless and skips, saying why, without it
+CHROMIUM ?= /usr/bin/chromium
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+		echo "warning: $(CHROMIUM) is missing and cannot be installed here (apt-get as root): the browser test will skip"; exit 0; fi; \
+	echo "installing chromium (apt-get) for the browser test"; \
+	if ! { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1; }; then \
+		echo "warning: apt-get could not install chromium: the browser test will skip"; fi; \
+	if [ ! -x "$(CHROMIUM)" ]; then echo "warning: $(CHROMIUM) is still missing: the browser test will skip"; fi
 
 ## test-unit: go vet and every test, without emulators (their tests skip)
 test-unit: vet race
@@ -50,7 +66,7 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 
 race:
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	DSTL_CHROMIUM="$$( [ -x "$(CHROMIUM)" ] && echo "$(CHROMIUM)" )" $(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 ## fuzz: run each decoder's fuzzer for FUZZTIME
 fuzz:
@@ -67,7 +83,9 @@ fuzz:
 
 ## bench: `dstl bench` on local disk, MinIO, fake-gcs-server, Azurite and
 ## mem://, with the emulators started first; tables and JSON into
-## bench/results/DATE-MACHINE.{txt,json} (BENCH_ARGS go to every run)
+## bench/results/DATE-MACHINE.{txt,json}, and an SVG chart of each section
+## with an index.html into bench/results/DATE-MACHINE/ (`dstl bench
+## report`); BENCH_ARGS go to every run
 bench:
 	GO="$(GO)" bash minio-test/with-emulators.sh bash bench/run.sh $(BENCH_ARGS)
 

@@ -2,7 +2,9 @@
 # bench/run.sh: runs "dstl bench" on local disk, MinIO, fake-gcs-server,
 # Azurite and gocloud's mem://, one after another, and writes the tables to
 # bench/results/DATE-MACHINE.txt and the JSON reports to
-# bench/results/DATE-MACHINE.json, each headed by the machine's description.
+# bench/results/DATE-MACHINE.json, each headed by the machine's description,
+# then draws the JSON's charts (dstl bench report) into
+# bench/results/DATE-MACHINE/ (an SVG per section and index.html).
 # Run it with the emulators' settings in the environment: "make bench" runs
 # it under minio-test/with-emulators.sh. Extra arguments go to every
 # "dstl bench" (e.g. --rounds 5).
@@ -61,4 +63,5 @@ run gocloud-mem "mem://bench/run"
 	done
 	echo "}"
 } >"$out.json"
-echo "wrote $out.txt and $out.json" >&2
+"$work/dstl" bench report --in "$out.json" --out "$out" >/dev/null
+echo "wrote $out.txt, $out.json and the charts in $out/index.html" >&2

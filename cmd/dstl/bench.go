@@ -102,7 +102,10 @@ PREFIX-a.pprof, PREFIX-b.pprof, ... PREFIX-f.pprof (read them with
 go tool pprof -top).
 
 Exits 0 when the measurements ran (targets met or not), or 1 with --check
-when a target is missed.`
+when a target is missed.
+
+dstl bench report --in FILE --out DIR draws the charts of a saved report
+(an SVG per section and an index.html; see dstl bench report --help).`
 
 // benchOptions are the flags of a bench run.
 type benchOptions struct {
@@ -129,6 +132,9 @@ type benchOptions struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "report" {
+		return runBenchReport(ctx, args[1:], stdout, stderr)
+	}
 	o := benchOptions{}
 	fs := newFlagSet("bench", "--base-path URL [flags]", benchAbout, stderr)
 	fs.StringVar(&o.basePath, "base-path", "", "where objects go: a URL or a local path, as for a storage (required)")

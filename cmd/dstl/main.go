@@ -5,6 +5,8 @@
 //
 //	dstl demo [flags]                              run a checkpoint-crash-recover cycle and verify it
 //	dstl bench --base-path URL [flags]             measure the engine beside the SDK on one backend
+//	dstl bench report --in FILE --out DIR          draw a bench report's charts (SVG) and an index.html
+//	dstl cost [flags]                              a job's requests and price a month, batched and not, from a measured run
 //	dstl inspect [flags] OBJECT-URL|FILE           list the change sets in an object, and check them
 //	dstl inspect [flags] --handle FILE [BASE-PATH] show what a handle points to (and check it)
 //	dstl gc --base-path URL --grace DUR --keep FILE...  delete old objects no kept handle references
@@ -15,7 +17,8 @@
 // Run "dstl COMMAND --help" for a command's flags. Exit codes: 0 success;
 // 1 the command ran and found a problem (the demo's recovered state
 // differs, inspect found damaged data, gc found a kept handle's object
-// missing, checkpoints found a damaged catalog object); 2 bad command line or configuration (a base path that is no
+// missing, checkpoints found a damaged catalog object, cost's estimate of
+// its run is off the counted requests); 2 bad command line or configuration (a base path that is no
 // valid URL, an unknown scheme or backend, a bad URL parameter); 3 the command could not run (storage
 // unreachable, a file unreadable, ...).
 package main
@@ -48,7 +51,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"demo", "[flags]", "run writers through checkpoints, crash, recover and verify the state", runDemo},
-		{"bench", "--base-path URL [flags]", "measure append, upload, batching, recovery and persist latency beside the SDK", runBench},
+		{"bench", "--base-path URL [flags] | report --in FILE --out DIR", "measure append, upload, batching, recovery and persist latency beside the SDK; or draw a report's charts", runBench},
+		{"cost", "[flags]", "estimate a job's requests, stored bytes and price a month, batched and not, from a measured run", runCost},
 		{"inspect", "[flags] OBJECT-URL|FILE", "list an object's change sets and check them; or, with --handle, a handle's", runInspect},
 		{"gc", "--base-path URL --grace DUR --keep FILE...", "delete a job's objects older than the grace period that no kept handle references", runGC},
 		{"checkpoints", "--base-path URL [--job-id ID] [show N]", "list a job's checkpoint catalog, or show one checkpoint's parts", runCheckpoints},
@@ -109,7 +113,8 @@ Exit codes:
      decode, gc found an object of a kept handle missing (and deleted
      nothing) or a kept handle file that does not decode, checkpoints
      found a damaged catalog object, a restored part gone, or no
-     checkpoint N to show
+     checkpoint N to show, cost's estimate of its run is more than 5 %
+     off a request count its counter saw
   2  bad command line or configuration: unknown command or flag, bad
      value, a base path that is no valid URL, an unknown URL scheme or
      backend, an unknown or bad URL parameter
