@@ -1,0 +1,302 @@
+package kafkastate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dstlgo/dstl/catalog"
+	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/statestore"
+)
+
+// Metadata keys of a partition's catalog part.
+const (
+	metaTopic     = "topic"
+	metaPartition = "partition"
+	metaOffset    = "offset" // the next offset to process
+)
+
+// errStalled ends a membership whose next part would name objects that the
+// deletion rule may have deleted: the partition joins again, starting a new
+// generation.
+var errStalled = errors.New("kafkastate: stalled past half the grace")
+
+// partState is an assigned partition: its catalog member, its stores and
+// where its input is. It is used under the service's lock.
+type partState[S any] struct {
+	s          *Service[S]
+	part       Partition[S]
+	member     *catalog.Member // nil: released (replaced)
+	releasedAt time.Time       // when it was released
+	cp         *statestore.Checkpointer
+
+	next            int64 // next offset to process; -1: none yet (first start)
+	useKafkaOffset  bool  // first start of the job: start at the group's committed offset
+	committedOffset int64 // offset of the latest committed checkpoint; -1: none
+	kafkaOffset     int64 // offset committed to the group
+	nextCP          int64 // number of the next checkpoint
+	notified        int64 // latest checkpoint confirmed
+	unconfirmed     []int64
+	committed       map[string]bool // objects the latest committed (or restored) part names
+}
+
+func (ps *partState[S]) generation() int64 {
+	if ps.member == nil {
+		return 0
+	}
+	return ps.member.Generation().Number
+}
+
+// close releases the partition's stores.
+func (ps *partState[S]) close() {
+	if ps.cp != nil {
+		if err := ps.cp.Close(); err != nil {
+			ps.s.log.Info("kafkastate: closing a partition's checkpointer", "partition", ps.part.Partition, "err", err)
+		}
+		ps.cp = nil
+	}
+	ps.member = nil
+}
+
+// catalogConfig is partition p's catalog configuration: instance p of
+// the job's partitions, whose key group is p, in the independent mode.
+func (s *Service[S]) catalogConfig(p int32) catalog.Config {
+	return catalog.Config{
+		JobID: s.jobID, Instances: s.partitions, Index: int(p), MaxParallelism: s.partitions,
+		Mode: catalog.Independent, Grace: s.cfg.Grace, Owner: s.owner,
+	}
+}
+
+// operator is the statestore operator of partition p.
+func (s *Service[S]) operator(p int32) string {
+	return fmt.Sprintf("kafka-%s-%d", s.cfg.Topic, p)
+}
+
+// join makes the process partition p's member of the job's catalog, with
+// retries, and restores its state.
+func (s *Service[S]) join(ctx context.Context, ps *partState[S]) error {
+	var err error
+	wait := 100 * time.Millisecond
+	for range s.cfg.JoinAttempts {
+		var m *catalog.Member
+		if m, err = catalog.Join(ctx, s.storage.Backend(), s.catalogConfig(ps.part.Partition)); err == nil {
+			if err = s.restore(ctx, ps, m); err == nil {
+				return nil
+			}
+		}
+		if errors.Is(err, catalog.ErrMismatch) || ctx.Err() != nil {
+			break
+		}
+		s.log.Warn("kafkastate: joining the catalog", "partition", ps.part.Partition, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+	return fmt.Errorf("kafkastate: partition %s: join: %w", ps.part.PartitionInfo, err)
+}
+
+// rejoin makes a fenced partition a member of the latest generation (or,
+// stalled, of a new one) and restores its state again; a partition whose
+// slot another process holds is released.
+func (s *Service[S]) rejoin(ctx context.Context, ps *partState[S], stalled bool) error {
+	s.c.fenced.Add(1)
+	old := ps.member
+	s.event(Event{Kind: EventFenced, PartitionInfo: ps.part.PartitionInfo, Offset: ps.next, Generation: old.Generation().Number})
+	ps.close()
+	if stalled {
+		return s.join(ctx, ps)
+	}
+	m, err := old.Rejoin(ctx)
+	switch {
+	case errors.Is(err, catalog.ErrReplaced):
+		s.event(Event{Kind: EventReplaced, PartitionInfo: ps.part.PartitionInfo, Offset: ps.next})
+		ps.releasedAt = time.Now()
+		return nil // released until Kafka assigns it again
+	case err != nil:
+		// Starting over as a new member restores all the same.
+		return s.join(ctx, ps)
+	}
+	if err := s.restore(ctx, ps, m); err != nil {
+		return s.join(ctx, ps)
+	}
+	return nil
+}
+
+// restore makes the partition's stores and restores them from the part
+// the member's generation restores, if any.
+func (s *Service[S]) restore(ctx context.Context, ps *partState[S], m *catalog.Member) error {
+	p := ps.part.Partition
+	parts := m.Restore()
+	if len(parts) > 1 {
+		return fmt.Errorf("kafkastate: partition %s: %d parts to restore from, want at most 1", ps.part.PartitionInfo, len(parts))
+	}
+	cp, err := statestore.NewCheckpointer(s.storage, statestore.Config{
+		Operator: s.operator(p), KeyGroups: partitionKeyGroups, MaxParallelism: 1,
+		MaterializeInterval: s.cfg.MaterializeInterval, Logger: s.log, KeepSnapshots: true,
+	})
+	if err != nil {
+		return err
+	}
+	st, stores, err := s.cfg.NewState(ps.part.PartitionInfo, cp.Log())
+	if err == nil {
+		err = cp.Register(stores...)
+	}
+	if err != nil {
+		cp.Close()
+		return fmt.Errorf("kafkastate: partition %s: state: %w", ps.part.PartitionInfo, err)
+	}
+	g := m.Generation()
+	next, restored := int64(-1), int64(0)
+	var handles []*statestore.CheckpointHandle
+	committed := map[string]bool{}
+	for _, part := range parts {
+		h := new(statestore.CheckpointHandle)
+		if err := h.UnmarshalBinary(part.State); err != nil {
+			cp.Close()
+			return fmt.Errorf("kafkastate: part %s: %w", part.Name, err)
+		}
+		if next, err = partOffset(part, s.cfg.Topic, p); err != nil {
+			cp.Close()
+			return err
+		}
+		handles = append(handles, h)
+		restored = part.Checkpoint
+		for _, o := range part.Objects {
+			committed[o] = true
+		}
+	}
+	info := statestore.CheckpointInfo{OperatorID: s.cfg.Topic, TaskID: int(p), CheckpointID: restored, LastCompletedCheckpointID: restored}
+	if err := cp.InitializeState(ctx, info, handles...); err != nil {
+		cp.Close()
+		return fmt.Errorf("kafkastate: partition %s: restore: %w", ps.part.PartitionInfo, err)
+	}
+	ps.member, ps.cp, ps.part.State = m, cp, st
+	ps.next, ps.committedOffset, ps.kafkaOffset = next, next, -1
+	ps.nextCP, ps.notified, ps.unconfirmed, ps.committed = g.FirstCheckpoint, restored, nil, committed
+	// The group's committed offset is taken only on the job's first
+	// start: in generation 1, no process held the partition before, so
+	// offsets committed to the group are another consumer's. Later, they
+	// may be ahead of the checkpoint restored (a part committed after the
+	// listing of the generation's start is not restored).
+	ps.useKafkaOffset = len(parts) == 0 && g.Number == 1
+	if len(parts) > 0 {
+		s.c.restores.Add(1)
+		s.event(Event{Kind: EventRestored, PartitionInfo: ps.part.PartitionInfo, Offset: next, Generation: g.Number, Checkpoint: restored})
+	} else {
+		s.c.firstStarts.Add(1)
+		off := int64(0)
+		if ps.useKafkaOffset {
+			off = -1
+		}
+		s.event(Event{Kind: EventFirstStart, PartitionInfo: ps.part.PartitionInfo, Offset: off, Generation: g.Number})
+	}
+	return nil
+}
+
+// partOffset returns the input offset a part holds, checking that it is
+// the partition's.
+func partOffset(part *catalog.Part, topic string, p int32) (int64, error) {
+	if t := part.Metadata[metaTopic]; t != topic {
+		return 0, fmt.Errorf("kafkastate: part %s: topic %q, want %q", part.Name, t, topic)
+	}
+	if v := part.Metadata[metaPartition]; v != strconv.Itoa(int(p)) {
+		return 0, fmt.Errorf("kafkastate: part %s: partition %q, want %d", part.Name, v, p)
+	}
+	v := part.Metadata[metaOffset]
+	off, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || off < 0 {
+		return 0, fmt.Errorf("kafkastate: part %s: offset %q", part.Name, v)
+	}
+	return off, nil
+}
+
+// checkpointOne takes and commits a checkpoint of the partition when it
+// processed records since its last one (or when force is set and it has
+// an offset). It returns catalog.ErrFenced or errStalled for a member that
+// must join again; other errors are counted and reported, and the next
+// interval tries again.
+func (s *Service[S]) checkpointOne(ctx context.Context, ps *partState[S], force bool) (err error) {
+	if ps.next < 0 || (ps.next == ps.committedOffset && !force) || ps.member == nil {
+		return nil
+	}
+	if ps.next == ps.committedOffset && len(ps.unconfirmed) == 0 {
+		return nil // nothing new, nothing to confirm
+	}
+	n, offset := ps.nextCP, ps.next
+	ps.nextCP++
+	defer func() {
+		if err != nil && !errors.Is(err, catalog.ErrFenced) && !errors.Is(err, errStalled) {
+			s.c.checkpointFailures.Add(1)
+			s.event(Event{Kind: EventCheckpointFailed, PartitionInfo: ps.part.PartitionInfo, Offset: offset,
+				Generation: ps.generation(), Checkpoint: n, Err: err})
+			s.log.Warn("kafkastate: checkpoint", "partition", ps.part.Partition, "checkpoint", n, "err", err)
+		}
+	}()
+	h, err := ps.cp.SnapshotState(ctx, statestore.CheckpointInfo{OperatorID: s.cfg.Topic, TaskID: int(ps.part.Partition),
+		CheckpointID: n, LastCompletedCheckpointID: ps.notified})
+	if err != nil {
+		return fmt.Errorf("kafkastate: partition %s: snapshot of checkpoint %d: %w", ps.part.PartitionInfo, n, err)
+	}
+	objects := h.Objects()
+	if stale := s.stale(ps, objects, time.Now()); len(stale) > 0 {
+		// Not committed, so nothing refers to the checkpoint: aborting it
+		// is safe; the state may need objects that are gone, so it is
+		// restored again.
+		_ = ps.cp.NotifyCheckpointAborted(ctx, n)
+		return fmt.Errorf("%w: partition %s: checkpoint %d names %q", errStalled, ps.part.PartitionInfo, n, stale)
+	}
+	state, err := h.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	meta := map[string]string{
+		metaTopic: s.cfg.Topic, metaPartition: strconv.Itoa(int(ps.part.Partition)),
+		metaOffset: strconv.FormatInt(offset, 10),
+	}
+	st, err := ps.member.Commit(ctx, n, state, objects, meta)
+	if errors.Is(err, catalog.ErrFenced) {
+		// The part may or may not be restored by the newer generation: it
+		// is neither confirmed nor aborted.
+		return err
+	}
+	if err != nil {
+		// The part may have been written (a lost answer): it is then
+		// restorable, so the checkpoint is not aborted either.
+		return fmt.Errorf("kafkastate: partition %s: commit of checkpoint %d: %w", ps.part.PartitionInfo, n, err)
+	}
+	ps.committedOffset = offset
+	ps.committed = map[string]bool{}
+	for _, o := range objects {
+		ps.committed[o] = true
+	}
+	ps.unconfirmed = append(ps.unconfirmed, n)
+	for len(ps.unconfirmed) > 0 && ps.unconfirmed[0] <= st.Complete {
+		if err := ps.cp.NotifyCheckpointComplete(ctx, ps.unconfirmed[0]); err != nil {
+			return fmt.Errorf("kafkastate: partition %s: confirming checkpoint %d: %w", ps.part.PartitionInfo, ps.unconfirmed[0], err)
+		}
+		ps.notified = ps.unconfirmed[0]
+		ps.unconfirmed = ps.unconfirmed[1:]
+	}
+	s.c.checkpoints.Add(1)
+	s.event(Event{Kind: EventCheckpoint, PartitionInfo: ps.part.PartitionInfo, Offset: offset, Generation: ps.generation(), Checkpoint: n})
+	return nil
+}
+
+// stale returns the objects that no committed part named and whose names
+// are more than half the grace old: the deletion rule may have deleted
+// them, since no part kept them.
+func (s *Service[S]) stale(ps *partState[S], objects []string, now time.Time) []string {
+	prefix := objname.JobPrefix(s.jobID)
+	var stale []string
+	for _, obj := range objects {
+		if t := objname.Parse(prefix, obj).Time(); !ps.committed[obj] && !t.IsZero() && now.Sub(t) > s.cfg.Grace/2 {
+			stale = append(stale, obj)
+		}
+	}
+	return stale
+}
