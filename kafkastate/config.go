@@ -20,6 +20,7 @@ const (
 	DefaultGrace               = 10 * time.Minute
 	DefaultCollectInterval     = time.Minute
 	DefaultJoinAttempts        = 5
+	DefaultMaxPollRecords      = 10000
 )
 
 // ErrConfig is wrapped by every error of Config.Validate; the error names
@@ -74,6 +75,10 @@ type Config[S any] struct {
 	// deletion rule, by the process that owns partition 0; negative: never.
 	// Default DefaultCollectInterval.
 	CollectInterval time.Duration
+	// MaxPollRecords bounds the records processed between two looks at
+	// the checkpoint clock (and two chances of a rebalance). Default
+	// DefaultMaxPollRecords.
+	MaxPollRecords int
 	// JoinAttempts is how often joining the catalog for a partition is
 	// tried before the service stops with the error. Default
 	// DefaultJoinAttempts.
@@ -102,6 +107,9 @@ func (c Config[S]) withDefaults() Config[S] {
 	}
 	if c.CollectInterval == 0 {
 		c.CollectInterval = DefaultCollectInterval
+	}
+	if c.MaxPollRecords == 0 {
+		c.MaxPollRecords = DefaultMaxPollRecords
 	}
 	if c.JoinAttempts == 0 {
 		c.JoinAttempts = DefaultJoinAttempts
@@ -136,6 +144,8 @@ func (c Config[S]) Validate() error {
 		return bad("MaterializeInterval", "%v is negative", c.MaterializeInterval)
 	case c.Grace < 4*c.CheckpointInterval:
 		return bad("Grace", "%v is below four checkpoint intervals (%v)", c.Grace, 4*c.CheckpointInterval)
+	case c.MaxPollRecords < 0:
+		return bad("MaxPollRecords", "%d is negative", c.MaxPollRecords)
 	case c.JoinAttempts < 0:
 		return bad("JoinAttempts", "%d is negative", c.JoinAttempts)
 	}

@@ -220,6 +220,25 @@ func (r *running) crash(t testing.TB) {
 	}
 }
 
+// waitFor waits until cond holds of the service's stats; it fails if the
+// service stops or a minute passes.
+func (r *running) waitFor(t testing.TB, cond func(Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond(r.svc.Stats()) {
+		select {
+		case err := <-r.done:
+			r.done <- err
+			t.Fatalf("the service stopped: %v (stats %+v)", err, r.svc.Stats())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out; stats %+v", r.svc.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (r *running) eventsOf(kind EventKind) []Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -196,9 +196,21 @@ func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, err
 // *RecordError, a catalog it cannot join, or a catalog whose generation
 // has another partition count, catalog.ErrMismatch).
 func (s *Service[S]) Run(ctx context.Context) (err error) {
+	// The partition count first, with a client of no group: the group's
+	// client may be assigned partitions before any call returns.
+	mdcl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, s.cfg.ClientOptions...)...)
+	if err != nil {
+		return fmt.Errorf("kafkastate: client: %w", err)
+	}
+	n, err := partitionCount(ctx, mdcl, s.cfg.Topic)
+	mdcl.Close()
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	s.parts = map[int32]*partState[S]{}
 	s.fatal = nil
+	s.partitions = n
 	s.mu.Unlock()
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(s.cfg.Brokers...),
@@ -223,14 +235,6 @@ func (s *Service[S]) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("kafkastate: client: %w", err)
 	}
-	n, err := partitionCount(ctx, cl, s.cfg.Topic)
-	if err != nil {
-		cl.Close()
-		return err
-	}
-	s.mu.Lock()
-	s.partitions = n
-	s.mu.Unlock()
 	defer func() {
 		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -261,7 +265,7 @@ func (s *Service[S]) loop(ctx context.Context, cl *kgo.Client) error {
 			return nil
 		}
 		pctx, cancel := context.WithDeadline(ctx, next)
-		fetches := cl.PollFetches(pctx)
+		fetches := cl.PollRecords(pctx, s.cfg.MaxPollRecords)
 		cancel()
 		err := s.handle(ctx, cl, fetches)
 		if err == nil && !time.Now().Before(next) {
@@ -500,6 +504,13 @@ func (s *Service[S]) assigned(ctx context.Context, partitions []int32) {
 	defer s.mu.Unlock()
 	for _, p := range partitions {
 		s.c.assigned.Add(1)
+		if int(p) >= s.partitions {
+			if s.fatal == nil {
+				s.fatal = fmt.Errorf("kafkastate: partition %s assigned: the job has %d partitions (partitions added to the topic are not supported)",
+					PartitionInfo{s.cfg.Topic, p}, s.partitions)
+			}
+			continue
+		}
 		if old := s.parts[p]; old != nil {
 			old.close()
 		}
