@@ -38,8 +38,8 @@ example-disk:
 ## example-kafka: the word count of a Kafka topic on kafkastate: a kfake
 ## cluster on loopback, 3 processes killed (SIGKILL) and stopped (SIGSTOP)
 ## at random moments, scaled out to 4 during a rebalance, every partition's
-## checkpoint checked against an independent count of the input (about
-## 40 s; `go run ./examples/kafkawordcount verify -brokers HOST:PORT` for a
+## checkpoint checked against an independent count of the input, and the
+## output topic (in transactions) read with read_committed (about 40 s; `go run ./examples/kafkawordcount verify -brokers HOST:PORT` for a
 ## real broker)
 example-kafka:
 	$(GO) run ./examples/kafkawordcount verify

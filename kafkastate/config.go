@@ -83,6 +83,15 @@ type Config[S any] struct {
 	// tried before the service stops with the error. Default
 	// DefaultJoinAttempts.
 	JoinAttempts int
+	// TransactionalID, when set, makes the output (Partition.Produce)
+	// exactly-once: each partition's output is kept in its state and
+	// produced, after the checkpoint that holds it, in a Kafka
+	// transaction that also commits the partition's offset to the group,
+	// by a transactional producer of id TransactionalID-TOPIC-PARTITION;
+	// the group's committed offsets then mark which output Kafka has.
+	// Empty: output is produced at once and flushed before each
+	// checkpoint, at least once.
+	TransactionalID string
 	// Logger receives the service's logs. Default slog.Default().
 	Logger *slog.Logger
 	// OnEvent, when set, is called for every Event, from the goroutine

@@ -64,11 +64,40 @@
 //     offset stays before the record (a restart meets it again); with one,
 //     the record is skipped and its skip is part of the checkpointed
 //     offset.
+//   - Output (Partition.Produce) with Config.TransactionalID: exactly-once
+//     for readers with isolation read_committed, provided ProcessFunc is
+//     deterministic (see Output below). Without: at-least-once.
 //   - The group's committed offsets trail the checkpoints (they are written
 //     after them); they start a partition only while the job's catalog is
 //     in its first generation, where no process of the job held the
 //     partition before (offsets of a consumer the job replaces). Later, a
 //     partition with no checkpoint starts at the earliest offset.
+//
+// # Output
+//
+// Without transactions, Partition.Produce produces at once, and the
+// producer is flushed before each checkpoint commits: output of the
+// records a checkpoint covers is in Kafka before the checkpoint is, and
+// records read again after a failure produce theirs again (at least once).
+//
+// With Config.TransactionalID, a partition's output is kept in its state
+// (an internal store) until the checkpoint that covers it is committed to
+// the catalog; then a transaction of the partition's own transactional
+// producer (id TransactionalID-TOPIC-PARTITION) produces it and commits
+// the checkpoint's offset to the consumer group, and the output is
+// dropped from the state. The group's committed offset thus marks which
+// output Kafka has. On restore the partition's new producer fences the
+// previous owner's (aborting its open transaction), and the group's stable
+// committed offset c decides: when c is below the restored offset, the
+// restored output was not committed and is produced now, in a transaction
+// with that offset; otherwise it was and is dropped; and as records before
+// c are read again, their output is dropped (a committed transaction has
+// it: the restored state is the one that produced it, so a deterministic
+// ProcessFunc produces the same). A transaction that fails is tried again
+// after the next checkpoint; one whose outcome is unknown is settled by
+// the same comparison. A checkpoint with no pending output commits no
+// offset, which the rule allows (nothing to produce or drop). In this
+// mode the service commits no other offsets to the group.
 //
 // The number of partitions of the topic is the job's: adding partitions
 // to the topic of a running job is not supported.

@@ -309,10 +309,11 @@ func endOffsets(t testing.TB, brokers []string) map[int32]int64 {
 
 // checkFinal loads the final checkpoints and checks that every partition
 // is checkpointed at its end offset and that the counts are want.
-func checkFinal(t testing.TB, b backends.Backend, brokers []string, want map[string]int64) {
+func checkFinal(t testing.TB, b backends.Backend, cfg Config[counts], want map[string]int64) {
 	t.Helper()
+	brokers := cfg.Brokers
 	storage := newStorage(t, b)
-	states, release, err := Load(context.Background(), storage, testConfig(brokers), testPartitions)
+	states, release, err := Load(context.Background(), storage, cfg, testPartitions)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ func Load[S any](ctx context.Context, storage *dstl.Storage, cfg Config[S], part
 		return nil, nil, err
 	}
 	s.partitions = partitions
+	s.loadOnly = true
 	var parts []*partState[S]
 	close = func() {
 		for _, ps := range parts {
@@ -35,7 +36,7 @@ func Load[S any](ctx context.Context, storage *dstl.Storage, cfg Config[S], part
 		}
 	}
 	for p := range int32(partitions) {
-		ps := &partState[S]{s: s, part: Partition[S]{PartitionInfo: PartitionInfo{Topic: cfg.Topic, Partition: p}}}
+		ps := newPartState(s, p)
 		if err := s.join(ctx, ps); err != nil {
 			close()
 			return nil, nil, fmt.Errorf("kafkastate: load: %w", err)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/dstlgo/dstl/catalog"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/statestore"
@@ -41,7 +43,26 @@ type partState[S any] struct {
 	notified        int64 // latest checkpoint confirmed
 	unconfirmed     []int64
 	committed       map[string]bool // objects the latest committed (or restored) part names
+
+	// output
+	current       int64       // offset of the record being processed; -1 between records
+	out           outputs     // pending output (transactional mode)
+	outSeq        uint64      // key of the next pending output record
+	outErr        error       // a failure to keep output
+	suppressBelow int64       // output of records before it is in a committed transaction
+	txcl          *kgo.Client // the partition's transactional producer
+	unsettled     *unsettled  // a transaction whose outcome is unknown
 }
+
+func newPartState[S any](s *Service[S], p int32) *partState[S] {
+	ps := &partState[S]{s: s, current: -1, suppressBelow: -1}
+	ps.part = Partition[S]{PartitionInfo: PartitionInfo{Topic: s.cfg.Topic, Partition: p}, ps: ps}
+	return ps
+}
+
+// errOutput wraps a failure of the output's producer, which stops the
+// service: records whose output is lost are checkpointed otherwise.
+var errOutput = errors.New("kafkastate: output")
 
 func (ps *partState[S]) generation() int64 {
 	if ps.member == nil {
@@ -57,6 +78,10 @@ func (ps *partState[S]) close() {
 			ps.s.log.Info("kafkastate: closing a partition's checkpointer", "partition", ps.part.Partition, "err", err)
 		}
 		ps.cp = nil
+	}
+	if ps.txcl != nil {
+		ps.txcl.Close()
+		ps.txcl = nil
 	}
 	ps.member = nil
 }
@@ -143,6 +168,12 @@ func (s *Service[S]) restore(ctx context.Context, ps *partState[S], m *catalog.M
 		return err
 	}
 	st, stores, err := s.cfg.NewState(ps.part.PartitionInfo, cp.Log())
+	var out outputs
+	if err == nil && s.cfg.TransactionalID != "" {
+		if out, err = newOutputStore(cp); err == nil {
+			stores = append(stores, out)
+		}
+	}
 	if err == nil {
 		err = cp.Register(stores...)
 	}
@@ -175,7 +206,12 @@ func (s *Service[S]) restore(ctx context.Context, ps *partState[S], m *catalog.M
 		cp.Close()
 		return fmt.Errorf("kafkastate: partition %s: restore: %w", ps.part.PartitionInfo, err)
 	}
-	ps.member, ps.cp, ps.part.State = m, cp, st
+	ps.member, ps.cp, ps.part.State, ps.out, ps.outSeq, ps.outErr, ps.unsettled = m, cp, st, out, 0, nil, nil
+	if out != nil {
+		for k := range out.All() {
+			ps.outSeq = k + 1
+		}
+	}
 	ps.next, ps.committedOffset, ps.kafkaOffset = next, next, -1
 	ps.nextCP, ps.notified, ps.unconfirmed, ps.committed = g.FirstCheckpoint, restored, nil, committed
 	// The group's committed offset is taken only on the job's first
@@ -184,6 +220,12 @@ func (s *Service[S]) restore(ctx context.Context, ps *partState[S], m *catalog.M
 	// may be ahead of the checkpoint restored (a part committed after the
 	// listing of the generation's start is not restored).
 	ps.useKafkaOffset = len(parts) == 0 && g.Number == 1
+	if s.cfg.TransactionalID != "" && !s.loadOnly {
+		if err := s.startOutput(ctx, ps); err != nil {
+			ps.close()
+			return err
+		}
+	}
 	if len(parts) > 0 {
 		s.c.restores.Add(1)
 		s.event(Event{Kind: EventRestored, PartitionInfo: ps.part.PartitionInfo, Offset: next, Generation: g.Number, Checkpoint: restored})
@@ -221,11 +263,32 @@ func partOffset(part *catalog.Part, topic string, p int32) (int64, error) {
 // must join again; other errors are counted and reported, and the next
 // interval tries again.
 func (s *Service[S]) checkpointOne(ctx context.Context, ps *partState[S], force bool) (err error) {
-	if ps.next < 0 || (ps.next == ps.committedOffset && !force) || ps.member == nil {
+	if ps.member == nil || ps.next < 0 {
 		return nil
 	}
-	if ps.next == ps.committedOffset && len(ps.unconfirmed) == 0 {
-		return nil // nothing new, nothing to confirm
+	if ps.next == ps.committedOffset {
+		// Nothing new since the last checkpoint; output that its
+		// transaction failed to produce is tried again.
+		if ps.out != nil && (ps.out.Len() > 0 || ps.unsettled != nil) {
+			if err := s.transact(ctx, ps, ps.committedOffset); err != nil {
+				s.c.transactionFailures.Add(1)
+				s.log.Warn("kafkastate: output transaction", "partition", ps.part.Partition, "err", err)
+			}
+		}
+		return nil
+	}
+	if s.out != nil {
+		// The output of the records checkpointed is in Kafka before the
+		// checkpoint commits.
+		if err := s.out.Flush(ctx); err != nil {
+			return fmt.Errorf("%w: flush: %w", errOutput, err)
+		}
+		s.outMu.Lock()
+		err := s.outErr
+		s.outMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("%w: %w", errOutput, err)
+		}
 	}
 	n, offset := ps.nextCP, ps.next
 	ps.nextCP++
@@ -284,6 +347,15 @@ func (s *Service[S]) checkpointOne(ctx context.Context, ps *partState[S], force 
 	}
 	s.c.checkpoints.Add(1)
 	s.event(Event{Kind: EventCheckpoint, PartitionInfo: ps.part.PartitionInfo, Offset: offset, Generation: ps.generation(), Checkpoint: n})
+	if s.cfg.TransactionalID != "" {
+		// The checkpoint holds the pending output: a transaction produces
+		// it now; one that fails is tried again after the next checkpoint
+		// (or by the next owner's restore).
+		if err := s.transact(ctx, ps, offset); err != nil {
+			s.c.transactionFailures.Add(1)
+			s.log.Warn("kafkastate: output transaction", "partition", ps.part.Partition, "checkpoint", n, "err", err)
+		}
+	}
 	return nil
 }
 

@@ -35,6 +35,8 @@ type Partition[S any] struct {
 	// State is the partition's state, made by Config.NewState and
 	// restored from the partition's latest checkpoint.
 	State S
+
+	ps *partState[S]
 }
 
 // RecordError is the error of a record that ProcessFunc rejected while no
@@ -112,11 +114,14 @@ type Stats struct {
 	Assigned           int64 // partitions assigned
 	Revoked            int64 // partitions revoked
 	Lost               int64 // partitions lost
+	// TransactionFailures counts output transactions that failed (tried
+	// again after the next checkpoint).
+	TransactionFailures int64
 }
 
 type counters struct {
 	records, skipped, checkpoints, checkpointFailures, restores, firstStarts, fenced,
-	assigned, revoked, lost atomic.Int64
+	assigned, revoked, lost, transactionFailures atomic.Int64
 }
 
 // Service consumes a topic as a member of a consumer group and keeps the
@@ -136,10 +141,16 @@ type Service[S any] struct {
 
 	mu         sync.Mutex // guards what follows, taken by the polling goroutine and the callbacks
 	partitions int
+	topicID    [16]byte
 	parts      map[int32]*partState[S]
 	fatal      error
 	collecting sync.WaitGroup
 	collectOn  atomic.Bool
+	loadOnly   bool // Load: no Kafka
+
+	out    *kgo.Client // the output's producer, without transactions
+	outMu  sync.Mutex
+	outErr error // the first failure of the output's producer
 }
 
 // New returns a service that keeps its partitions' state in storage (one
@@ -165,7 +176,7 @@ func (s *Service[S]) Stats() Stats {
 		Records: s.c.records.Load(), Skipped: s.c.skipped.Load(), Checkpoints: s.c.checkpoints.Load(),
 		CheckpointFailures: s.c.checkpointFailures.Load(), Restores: s.c.restores.Load(),
 		FirstStarts: s.c.firstStarts.Load(), Fenced: s.c.fenced.Load(), Assigned: s.c.assigned.Load(),
-		Revoked: s.c.revoked.Load(), Lost: s.c.lost.Load(),
+		Revoked: s.c.revoked.Load(), Lost: s.c.lost.Load(), TransactionFailures: s.c.transactionFailures.Load(),
 	}
 }
 
@@ -177,17 +188,17 @@ func (s *Service[S]) event(e Event) {
 
 // Partitions returns the number of partitions of the topic in a client's
 // metadata.
-func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
+func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, [16]byte, error) {
 	adm := kadm.NewClient(cl)
 	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
-		return 0, fmt.Errorf("kafkastate: metadata of topic %q: %w", topic, err)
+		return 0, [16]byte{}, fmt.Errorf("kafkastate: metadata of topic %q: %w", topic, err)
 	}
 	td, ok := md.Topics[topic]
 	if !ok || td.Err != nil {
-		return 0, fmt.Errorf("kafkastate: topic %q: %v", topic, td.Err)
+		return 0, [16]byte{}, fmt.Errorf("kafkastate: topic %q: %v", topic, td.Err)
 	}
-	return len(td.Partitions), nil
+	return len(td.Partitions), td.ID, nil
 }
 
 // Run joins the consumer group and processes the topic until ctx ends
@@ -202,7 +213,7 @@ func (s *Service[S]) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("kafkastate: client: %w", err)
 	}
-	n, err := partitionCount(ctx, mdcl, s.cfg.Topic)
+	n, topicID, err := partitionCount(ctx, mdcl, s.cfg.Topic)
 	mdcl.Close()
 	if err != nil {
 		return err
@@ -210,7 +221,7 @@ func (s *Service[S]) Run(ctx context.Context) (err error) {
 	s.mu.Lock()
 	s.parts = map[int32]*partState[S]{}
 	s.fatal = nil
-	s.partitions = n
+	s.partitions, s.topicID = n, topicID
 	s.mu.Unlock()
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(s.cfg.Brokers...),
@@ -235,6 +246,12 @@ func (s *Service[S]) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("kafkastate: client: %w", err)
 	}
+	if s.cfg.TransactionalID == "" {
+		if s.out, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, s.cfg.ClientOptions...)...); err != nil {
+			cl.Close()
+			return fmt.Errorf("kafkastate: output client: %w", err)
+		}
+	}
 	defer func() {
 		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -251,6 +268,9 @@ func (s *Service[S]) Run(ctx context.Context) (err error) {
 		}
 		s.mu.Unlock()
 		cl.Close()
+		if s.out != nil {
+			s.out.Close()
+		}
 		s.collecting.Wait()
 	}()
 	return s.loop(ctx, cl)
@@ -278,10 +298,10 @@ func (s *Service[S]) loop(ctx context.Context, cl *kgo.Client) error {
 		}
 		cl.AllowRebalance()
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped: whatever failed was cut short by it
+			}
 			return err
-		}
-		if errors.Is(err, kgo.ErrClientClosed) {
-			return nil
 		}
 	}
 }
@@ -330,6 +350,8 @@ func (s *Service[S]) handle(ctx context.Context, cl *kgo.Client, fetches kgo.Fet
 
 // process processes one record into its partition's state.
 func (s *Service[S]) process(ctx context.Context, ps *partState[S], r *kgo.Record) error {
+	ps.current = r.Offset
+	defer func() { ps.current = -1 }()
 	if perr := s.cfg.Process(ctx, r, &ps.part); perr != nil {
 		if s.cfg.DeadLetter == nil {
 			return &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: perr}
@@ -341,6 +363,9 @@ func (s *Service[S]) process(ctx context.Context, ps *partState[S], r *kgo.Recor
 		s.event(Event{Kind: EventSkipped, PartitionInfo: ps.part.PartitionInfo, Offset: r.Offset, Generation: ps.generation(), Err: perr})
 	} else {
 		s.c.records.Add(1)
+	}
+	if ps.outErr != nil {
+		return ps.outErr
 	}
 	ps.next = r.Offset + 1
 	return nil
@@ -381,6 +406,8 @@ func (s *Service[S]) checkpointAll(ctx context.Context, cl *kgo.Client) error {
 	for p, err := range results {
 		ps := s.parts[p]
 		switch {
+		case errors.Is(err, errOutput):
+			return err
 		case err == nil:
 			done = append(done, ps)
 		case errors.Is(err, catalog.ErrFenced), errors.Is(err, errStalled):
@@ -422,6 +449,9 @@ func setSeek[S any](seek map[string]map[int32]kgo.EpochOffset, topic string, ps 
 // consumer group, for the group's tools (lag); the service itself resumes
 // from its checkpoints.
 func (s *Service[S]) commitKafka(ctx context.Context, cl *kgo.Client, parts []*partState[S]) {
+	if s.cfg.TransactionalID != "" {
+		return // the transactions commit them, to mark the output Kafka has
+	}
 	offsets := map[int32]kgo.EpochOffset{}
 	for _, ps := range parts {
 		if ps.committedOffset >= 0 && ps.committedOffset > ps.kafkaOffset {
@@ -514,7 +544,7 @@ func (s *Service[S]) assigned(ctx context.Context, partitions []int32) {
 		if old := s.parts[p]; old != nil {
 			old.close()
 		}
-		ps := &partState[S]{s: s, part: Partition[S]{PartitionInfo: PartitionInfo{Topic: s.cfg.Topic, Partition: p}}}
+		ps := newPartState(s, p)
 		s.parts[p] = ps
 		if err := s.join(ctx, ps); err != nil && s.fatal == nil && ctx.Err() == nil {
 			s.fatal = err

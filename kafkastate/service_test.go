@@ -93,7 +93,7 @@ func TestExactAcrossRebalances(t *testing.T) {
 		t.Error("no partition was restored from a checkpoint")
 	}
 	t.Logf("restores %d, stats a %+v, d %+v", restores, a.svc.Stats(), d.svc.Stats())
-	checkFinal(t, b, brokers, prod.want)
+	checkFinal(t, b, cfg, prod.want)
 }
 
 // TestResumeFromCheckpoint stops a service gracefully and starts another:
@@ -134,7 +134,7 @@ func TestResumeFromCheckpoint(t *testing.T) {
 	if n := second.svc.Stats().Records; n != 120 {
 		t.Errorf("second service processed %d records, want the 120 after the checkpoint", n)
 	}
-	checkFinal(t, b, brokers, prod.want)
+	checkFinal(t, b, cfg, prod.want)
 }
 
 // TestRejectedRecordStops: with no dead-letter function, a rejected record
@@ -199,7 +199,7 @@ func TestDeadLetter(t *testing.T) {
 	if dead.Load() != testPartitions {
 		t.Errorf("dead-letter function called %d times, want %d", dead.Load(), testPartitions)
 	}
-	checkFinal(t, b, brokers, prod.want)
+	checkFinal(t, b, cfg, prod.want)
 }
 
 // TestCheckpointFailures: the object store fails every put for a while;
@@ -240,7 +240,7 @@ func TestCheckpointFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("stats %+v", r.svc.Stats())
-	checkFinal(t, b, brokers, prod.want)
+	checkFinal(t, b, cfg, prod.want)
 }
 
 // TestBrokerRestart closes the cluster (its data on disk) while the
@@ -272,7 +272,7 @@ func TestBrokerRestart(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	checkFinal(t, b, brokers, prod.want)
+	checkFinal(t, b, cfg, prod.want)
 }
 
 // TestFencedByTakeover: another process takes partition 0 in the catalog
@@ -308,5 +308,5 @@ func TestFencedByTakeover(t *testing.T) {
 	if len(r.eventsOf(EventFenced)) == 0 || len(r.eventsOf(EventReplaced)) == 0 {
 		t.Errorf("fenced %d, replaced %d: want both", len(r.eventsOf(EventFenced)), len(r.eventsOf(EventReplaced)))
 	}
-	checkFinal(t, b, brokers, prod.want)
+	checkFinal(t, b, cfg, prod.want)
 }

@@ -19,6 +19,17 @@
 //	                      an independent count of the input (exit 1 if
 //	                      anything is off)
 //
+// # Output
+//
+// With -output TOPIC the service also produces, for each word of each input
+// record, one record to TOPIC, the word as key and its new count as value.
+// With -transactional the output goes in Kafka transactions that follow the
+// checkpoints holding it (exactly-once; read it with isolation
+// read_committed); without, it is produced at once and flushed before each
+// checkpoint (at least once). verify runs with both, and also checks that
+// the output topic, read with read_committed, has exactly one record per
+// word of the input.
+//
 // # Against a real broker
 //
 //	go run ./examples/kafkawordcount verify -brokers localhost:9092
@@ -38,6 +49,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -80,6 +92,8 @@ type options struct {
 	interval       time.Duration
 	grace          time.Duration
 	sessionTimeout time.Duration
+	output         string
+	transactional  bool
 }
 
 func (o *options) flags(fs *flag.FlagSet) {
@@ -91,6 +105,8 @@ func (o *options) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.interval, "checkpoint-interval", time.Second, "time between checkpoints")
 	fs.DurationVar(&o.grace, "grace", time.Minute, "age before an object no retained checkpoint names is deleted")
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "the group's session timeout")
+	fs.StringVar(&o.output, "output", "", "produce each word's new count to this topic")
+	fs.BoolVar(&o.transactional, "transactional", false, "produce the output in transactions that follow the checkpoints (exactly-once)")
 }
 
 func (o *options) check() error {
@@ -99,6 +115,8 @@ func (o *options) check() error {
 		return errors.New("-brokers is required")
 	case o.basePath == "":
 		return errors.New("-base-path is required")
+	case o.transactional && o.output == "":
+		return errors.New("-transactional needs -output")
 	}
 	return nil
 }
@@ -129,15 +147,22 @@ func serviceConfig(o options, log *slog.Logger) kafkastate.Config[counts] {
 				if err := p.State.Put(w, n+1); err != nil {
 					return err
 				}
+				if o.output != "" {
+					p.Produce(&kgo.Record{Topic: o.output, Key: []byte(w), Value: strconv.AppendInt(nil, n+1, 10)})
+				}
 			}
 			return nil
 		},
 		CheckpointInterval: o.interval, Grace: o.grace, CollectInterval: 5 * o.interval,
 		MaterializeInterval: 10 * o.interval, Logger: log,
 		ClientOptions: []kgo.Opt{
+			kgo.TransactionTimeout(max(10*time.Second, 4*o.sessionTimeout)),
 			kgo.SessionTimeout(o.sessionTimeout), kgo.HeartbeatInterval(o.sessionTimeout / 6),
 			kgo.RebalanceTimeout(4 * o.sessionTimeout), kgo.FetchMaxWait(200 * time.Millisecond),
 		},
+	}
+	if o.transactional {
+		cfg.TransactionalID = o.group
 	}
 	return cfg
 }

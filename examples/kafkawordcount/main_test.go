@@ -36,9 +36,10 @@ func testCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
 // (SIGKILL) and stopped (SIGSTOP) at random moments (seeded; the seed is
 // logged), restarted, and scaled out to 4 during a rebalance, then every
 // partition's latest checkpoint restored and compared with an independent
-// count of the input. It fails if a count differs, a partition is not
-// checkpointed at its end, no restore happened, or there were fewer than
-// 10 kills, stops and scale-outs.
+// count of the input, and the output topic, produced in transactions,
+// read with read_committed and compared with the input's words. It fails if
+// a count differs, a partition is not checkpointed at its end, no restore
+// happened, or there were fewer than 10 kills, stops and scale-outs.
 func TestVerify(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("fault seed %d", seed)
@@ -66,5 +67,8 @@ func TestVerify(t *testing.T) {
 	}
 	if !regexp.MustCompile(`OK: \d+ words`).MatchString(out.String()) {
 		t.Error("verify did not report OK")
+	}
+	if !regexp.MustCompile(`OK: the output topic \S+, read with read_committed, has [1-9]\d* records`).MatchString(out.String()) {
+		t.Error("verify did not check the transactional output")
 	}
 }

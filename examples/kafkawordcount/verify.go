@@ -90,6 +90,12 @@ func verifyMain(ctx context.Context, args []string, cmd command, stdout, stderr 
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the input and the faults (default: from the clock)")
 	fs.DurationVar(&o.timeout, "timeout", 4*time.Minute, "give up (and fail) after this long")
 	fs.BoolVar(&o.verbose, "v", false, "print the processes' event lines")
+	// verify produces output in transactions by default, to TOPIC-counts,
+	// and reads it with read_committed: one record per word of the input.
+	tf := fs.Lookup("transactional")
+	_ = tf.Value.Set("true")
+	tf.DefValue = "true"
+	tf.Usage = "the processes produce their output (default to TOPIC-counts) in transactions, and verify reads it with read_committed: one record per word of the input"
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -110,12 +116,18 @@ func verifyMain(ctx context.Context, args []string, cmd command, stdout, stderr 
 		o.basePath = filepath.Join(tmp, "store")
 	}
 	suffix := strings.ToLower(uuid.NewString()[:8])
+	if !set["topic"] && o.brokers != "" {
+		o.topic = "kafkawordcount-" + suffix
+	}
+	if o.transactional && o.output == "" {
+		o.output = o.topic + "-counts"
+	}
 	if !set["job-id"] {
 		o.jobID = "kafkawordcount-" + suffix
 	}
 	where := "kfake on "
 	if o.brokers == "" {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(o.partitions), o.topic),
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(o.partitions), o.topic, o.output),
 			kfake.GroupMinSessionTimeout(100*time.Millisecond))
 		if err != nil {
 			fmt.Fprintf(stderr, "kafkawordcount verify: kfake: %v\n", err)
@@ -128,18 +140,20 @@ func verifyMain(ctx context.Context, args []string, cmd command, stdout, stderr 
 		}
 	} else {
 		where = "the brokers "
-		if !set["topic"] {
-			o.topic = "kafkawordcount-" + suffix
-		}
 		if !set["group"] {
 			o.group = "kafkawordcount-" + suffix
 		}
 		if !set["fault-every"] {
 			o.faultEvery = 2 * o.sessionTimeout
 		}
-		if err := createTopic(ctx, o.brokers, o.topic, o.partitions); err != nil {
-			fmt.Fprintf(stderr, "kafkawordcount verify: %v\n", err)
-			return 3
+		for _, t := range []string{o.topic, o.output} {
+			if t == "" {
+				continue
+			}
+			if err := createTopic(ctx, o.brokers, t, o.partitions); err != nil {
+				fmt.Fprintf(stderr, "kafkawordcount verify: %v\n", err)
+				return 3
+			}
 		}
 	}
 	if o.maxStop == 0 {
@@ -223,9 +237,16 @@ var eventLine = regexp.MustCompile(`^` + eventPrefix + `(\S+) partition (\d+) of
 // start starts a process.
 func (v *verifier) start(ctx context.Context) error {
 	o := v.o
-	c, err := v.cmd(ctx, "-brokers", o.brokers, "-topic", o.topic, "-group", o.group, "-base-path", o.basePath,
+	args := []string{"-brokers", o.brokers, "-topic", o.topic, "-group", o.group, "-base-path", o.basePath,
 		"-job-id", o.jobID, "-checkpoint-interval", o.interval.String(), "-grace", o.grace.String(),
-		"-session-timeout", o.sessionTimeout.String())
+		"-session-timeout", o.sessionTimeout.String()}
+	if o.output != "" {
+		args = append(args, "-output", o.output)
+	}
+	if o.transactional {
+		args = append(args, "-transactional")
+	}
+	c, err := v.cmd(ctx, args...)
 	if err != nil {
 		return err
 	}
@@ -593,6 +614,19 @@ func (v *verifier) run(ctx context.Context) int {
 		}
 	}
 	problems = append(problems, compare(v.want, got)...)
+	outRecords := int64(0)
+	if v.o.transactional {
+		out, err := v.readOutput(ctx)
+		if err != nil {
+			return fail("reading the output: %v", err)
+		}
+		for _, n := range out {
+			outRecords += n
+		}
+		for _, p := range compare(v.want, out) {
+			problems = append(problems, "output topic "+v.o.output+": "+p)
+		}
+	}
 	v.mu.Lock()
 	restores := v.events[string(kafkastate.EventRestored)]
 	v.say("faults: %d kills, %d stops, %d scale-out (each a rebalance: %d), %d restarts, %d unasked exits",
@@ -617,7 +651,54 @@ func (v *verifier) run(ctx context.Context) int {
 		return 1
 	}
 	v.say("OK: %d words, %d records: every partition checkpointed at its end, the counts equal the input's", len(got), v.produced)
+	if v.o.transactional {
+		v.say("OK: the output topic %s, read with read_committed, has %d records: one per word of the input", v.o.output, outRecords)
+	}
 	return 0
+}
+
+// readOutput reads the output topic to its end with isolation
+// read_committed, and counts its records by key (word).
+func (v *verifier) readOutput(ctx context.Context) (map[string]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(v.o.brokers, ",")...), kgo.ConsumeTopics(v.o.output),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, v.o.output)
+	if err != nil {
+		return nil, err
+	}
+	// The last stable offsets: with no transaction open, the ends.
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { want[o.Partition] = o.Offset })
+	got := map[string]int64{}
+	at := map[int32]int64{}
+	done := func() bool {
+		for p, end := range want {
+			if at[p] < end-1 { // the last offset is a transaction's marker
+				return false
+			}
+		}
+		return true
+	}
+	for idle := 0; !done() && idle < 10; {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			idle++
+			continue
+		}
+		idle = 0
+		fs.EachRecord(func(r *kgo.Record) {
+			got[string(r.Key)]++
+			at[r.Partition] = r.Offset
+		})
+	}
+	return got, ctx.Err()
 }
 
 // compare lists the differences of two counts.
