@@ -26,6 +26,7 @@ type PartitionInfo struct {
 	Partition int32
 }
 
+// String returns "TOPIC/PARTITION".
 func (p PartitionInfo) String() string { return fmt.Sprintf("%s/%d", p.Topic, p.Partition) }
 
 // Partition is an input partition as ProcessFunc sees it: its name and its
@@ -48,6 +49,7 @@ type RecordError struct {
 	Err       error
 }
 
+// Error names the record and says why it was rejected.
 func (e *RecordError) Error() string {
 	return fmt.Sprintf("kafkastate: record %s/%d at offset %d: %v", e.Topic, e.Partition, e.Offset, e.Err)
 }
@@ -186,8 +188,8 @@ func (s *Service[S]) event(e Event) {
 	}
 }
 
-// Partitions returns the number of partitions of the topic in a client's
-// metadata.
+// partitionCount returns the number of partitions of the topic and its
+// id, from the brokers' metadata.
 func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, [16]byte, error) {
 	adm := kadm.NewClient(cl)
 	md, err := adm.Metadata(ctx, topic)
