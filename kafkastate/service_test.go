@@ -3,6 +3,7 @@ package kafkastate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -309,4 +310,23 @@ func TestFencedByTakeover(t *testing.T) {
 		t.Errorf("fenced %d, replaced %d: want both", len(r.eventsOf(EventFenced)), len(r.eventsOf(EventReplaced)))
 	}
 	checkFinal(t, b, cfg, prod.want)
+}
+
+// TestStartRestoresEveryPartition starts services one after the other, each
+// in a new group: each must restore (here: first-start) every partition.
+// The group's client may be assigned partitions before any other call of
+// the service returns, so the partition count must be known first.
+func TestStartRestoresEveryPartition(t *testing.T) {
+	c := newCluster(t)
+	brokers := c.ListenAddrs()
+	b := dstltest.NewBackend()
+	for i := range 12 {
+		cfg := testConfig(brokers)
+		cfg.Group = fmt.Sprintf("start-%d", i)
+		r := start(t, newStorage(t, b), cfg)
+		r.waitFor(t, func(st Stats) bool { return st.FirstStarts+st.Restores >= testPartitions })
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
