@@ -236,11 +236,11 @@ func (s *Service[S]) Run(ctx context.Context) (err error) {
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			s.assigned(ctx, m[s.cfg.Topic])
 		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			s.revoked(ctx, m[s.cfg.Topic], false)
+		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			s.revoked(ctx, cl, m[s.cfg.Topic], false)
 		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			s.revoked(ctx, m[s.cfg.Topic], true)
+		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			s.revoked(ctx, cl, m[s.cfg.Topic], true)
 		}),
 		kgo.AdjustFetchOffsetsFn(s.adjustOffsets),
 	}, s.cfg.ClientOptions...)
@@ -555,7 +555,7 @@ func (s *Service[S]) assigned(ctx context.Context, partitions []int32) {
 }
 
 // revoked checkpoints (unless lost) and releases partitions.
-func (s *Service[S]) revoked(ctx context.Context, partitions []int32, lost bool) {
+func (s *Service[S]) revoked(ctx context.Context, cl *kgo.Client, partitions []int32, lost bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range partitions {
@@ -572,6 +572,8 @@ func (s *Service[S]) revoked(ctx context.Context, partitions []int32, lost bool)
 			if ps.member != nil && ctx.Err() == nil && !s.crash.Load() {
 				if err := s.checkpointOne(ctx, ps, true); err != nil {
 					s.log.Info("kafkastate: checkpoint of a revoked partition", "partition", p, "err", err)
+				} else {
+					s.commitKafka(ctx, cl, []*partState[S]{ps})
 				}
 			}
 		}
