@@ -20,6 +20,10 @@ const outputStore = "_kafkastate_output"
 
 // outRecord is a record of pending output, as the output store keeps it.
 type outRecord struct {
+	// Input is the offset of the input record whose processing produced
+	// it: a committed transaction of offset c holds the output of every
+	// input record below c.
+	Input     int64             `json:"input"`
 	Topic     string            `json:"topic"`
 	Partition int32             `json:"partition,omitempty"`
 	Key       []byte            `json:"key,omitempty"`
@@ -36,9 +40,8 @@ func (o outRecord) record() *kgo.Record {
 }
 
 // unsettled is a transaction whose outcome is unknown: it held the
-// pending output up to key upTo and the offset.
+// output pending then and the offset.
 type unsettled struct {
-	upTo   uint64
 	offset int64
 }
 
@@ -84,7 +87,7 @@ func (ps *partState[S]) produce(r *kgo.Record) {
 	if ps.current < ps.suppressBelow {
 		return // a committed transaction holds it already
 	}
-	o := outRecord{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value}
+	o := outRecord{Input: ps.current, Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value}
 	if len(r.Headers) > 0 {
 		o.Headers = map[string][]byte{}
 		for _, h := range r.Headers {
@@ -110,11 +113,10 @@ func (s *Service[S]) transactionalID(p int32) string {
 
 // startOutput, in the transactional mode, makes the partition's
 // transactional producer (which fences and aborts the previous owner's),
-// then settles the restored pending output: it was produced if the group's
-// committed offset reached the restored offset (the transaction that
-// followed the checkpoint committed), and is produced now otherwise.
-// Output of the records before the committed offset is dropped as they
-// are read again.
+// then settles the restored pending output: the output of the input records
+// below the group's committed offset is in Kafka and is dropped, the rest
+// is produced now. Output of the records before the committed offset is
+// dropped too as they are read again.
 func (s *Service[S]) startOutput(ctx context.Context, ps *partState[S]) error {
 	if err := s.startOutputClient(ctx, ps); err != nil {
 		return err
@@ -123,9 +125,10 @@ func (s *Service[S]) startOutput(ctx context.Context, ps *partState[S]) error {
 }
 
 // settleOutput learns the group's stable committed offset c of the
-// partition: pending output up to key upTo was committed if c ≥ offset,
-// and is dropped then; when the restored pending output was not, it is
-// produced now in a transaction with offset.
+// partition: the pending output of input records below c is in a committed
+// transaction (each transaction carries the output of every input record
+// below its offset) and is dropped; the rest is produced now in a
+// transaction with offset.
 func (s *Service[S]) settleOutput(ctx context.Context, ps *partState[S], offset int64) error {
 	c, err := s.committedOffset(ctx, ps)
 	if err != nil {
@@ -135,8 +138,8 @@ func (s *Service[S]) settleOutput(ctx context.Context, ps *partState[S], offset 
 	if offset < 0 {
 		return nil
 	}
-	if c >= offset {
-		return ps.dropOutput(^uint64(0))
+	if err := ps.dropOutputBelow(c); err != nil {
+		return err
 	}
 	return s.transact(ctx, ps, offset)
 }
@@ -160,15 +163,25 @@ func (s *Service[S]) committedOffset(ctx context.Context, ps *partState[S]) (int
 
 // dropOutput deletes the pending output up to key upTo.
 func (ps *partState[S]) dropOutput(upTo uint64) error {
+	return ps.dropOutputIf(func(k uint64, _ outRecord) bool { return k <= upTo })
+}
+
+// dropOutputBelow deletes the pending output of the input records below
+// offset c, which a committed transaction holds.
+func (ps *partState[S]) dropOutputBelow(c int64) error {
+	return ps.dropOutputIf(func(_ uint64, o outRecord) bool { return o.Input < c })
+}
+
+func (ps *partState[S]) dropOutputIf(drop func(uint64, outRecord) bool) error {
 	var keys []uint64
-	for k := range ps.out.All() {
-		if k <= upTo {
+	for k, o := range ps.out.All() {
+		if drop(k, o) {
 			keys = append(keys, k)
 		}
 	}
 	for _, k := range keys {
 		if err := ps.out.Delete(k); err != nil {
-			return err
+			return fmt.Errorf("kafkastate: partition %s: dropping output %d: %w", ps.part.PartitionInfo, k, err)
 		}
 	}
 	return nil
@@ -184,15 +197,15 @@ func (s *Service[S]) transact(ctx context.Context, ps *partState[S], offset int6
 		if err := s.startOutputClient(ctx, ps); err != nil {
 			return err
 		}
-		if u := ps.unsettled; u != nil {
+		if ps.unsettled != nil {
 			c, err := s.committedOffset(ctx, ps)
 			if err != nil {
 				return err
 			}
-			if c >= u.offset {
-				if err := ps.dropOutput(u.upTo); err != nil {
-					return err
-				}
+			// The output of the input below c is in Kafka, whichever
+			// transaction committed it.
+			if err := ps.dropOutputBelow(c); err != nil {
+				return err
 			}
 			ps.unsettled = nil
 		}
@@ -213,7 +226,7 @@ func (s *Service[S]) transact(ctx context.Context, ps *partState[S], offset int6
 	// Settle: a new producer of the same id fences the old and aborts
 	// its open transaction; the committed offset tells whether it
 	// committed. Unless Kafka answers, the next checkpoint settles it.
-	ps.unsettled = &unsettled{upTo: upTo, offset: offset}
+	ps.unsettled = &unsettled{offset: offset}
 	if serr := s.startOutputClient(ctx, ps); serr != nil {
 		return errors.Join(err, serr)
 	}
@@ -223,7 +236,7 @@ func (s *Service[S]) transact(ctx context.Context, ps *partState[S], offset int6
 	}
 	ps.unsettled = nil
 	if c >= offset {
-		return ps.dropOutput(upTo)
+		return ps.dropOutputBelow(c)
 	}
 	return fmt.Errorf("kafkastate: partition %s: transaction of the output up to offset %d: %w", ps.part.PartitionInfo, offset, err)
 }

@@ -1,0 +1,146 @@
+package kafkastate
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+// TestUnsettledOutputNotDuplicated: a transaction whose outcome the
+// client does not learn (its EndTxn is committed by the broker after the
+// client gave up) and whose settle cannot reach Kafka leaves its output in
+// the state; the next checkpoint commits to the catalog and the process
+// dies before settling. The next owner restores that checkpoint and
+// compares the group's committed offset with each pending record's input
+// offset: it produces only the output of the input from that offset on.
+func TestUnsettledOutputNotDuplicated(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(1, outTopic))
+	brokers := c.ListenAddrs()
+	b := dstltest.NewBackend()
+	cfg := testConfig(brokers)
+	cfg.Process = countAndEmit
+	cfg.TransactionalID = "tx"
+	ctx := context.Background()
+
+	newMember := func() (*Service[counts], *partState[counts]) {
+		s, err := New(newStorage(t, b), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mdcl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, id, err := partitionCount(ctx, mdcl, testTopic)
+		mdcl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.partitions, s.topicID, s.parts = n, id, map[int32]*partState[counts]{}
+		ps := newPartState(s, 0)
+		if err := s.join(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		return s, ps
+	}
+	// The group exists (its members would have joined it).
+	gcl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var create kadm.Offsets
+	create.Add(kadm.Offset{Topic: testTopic, Partition: 5, At: 0, LeaderEpoch: -1})
+	if _, err := kadm.NewClient(gcl).CommitOffsets(ctx, testGroup, create); err != nil {
+		t.Fatal(err)
+	}
+	gcl.Close()
+	s, ps := newMember()
+	feed := func(from, to int64) {
+		for o := from; o < to; o++ {
+			if err := s.process(ctx, ps, &kgo.Record{Topic: testTopic, Partition: 0, Offset: o, Value: []byte("w")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// Checkpoint at offset 10: the broker holds its EndTxn until the client
+	// gave up, then commits it.
+	feed(0, 10)
+	release := make(chan struct{})
+	var held atomic.Bool
+	c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		held.Store(true)
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	var failInit atomic.Bool
+	c.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !failInit.Load() {
+			return nil, nil, false
+		}
+		c.KeepControl()
+		r := kmsg.NewPtrInitProducerIDResponse()
+		r.ErrorCode = 15 // COORDINATOR_NOT_AVAILABLE: Kafka unreachable for the settle
+		return r, nil, true
+	})
+	failInit.Store(true) // the settle's new producer
+	// ... but the transaction's own producer exists already (made on join).
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if err := s.checkpointOne(cctx, ps, false); err != nil {
+		t.Fatalf("checkpoint 1: %v", err)
+	}
+	cancel()
+	if !held.Load() {
+		t.Fatal("EndTxn was not held")
+	}
+	close(release)
+	time.Sleep(500 * time.Millisecond)
+	if ps.unsettled == nil {
+		t.Fatalf("want an unsettled transaction; committedOffset %d, out %d", ps.committedOffset, ps.out.Len())
+	}
+	committed := func() int64 {
+		cl, _ := kgo.NewClient(kgo.SeedBrokers(brokers...))
+		defer cl.Close()
+		offs, err := kadm.NewClient(cl).FetchOffsets(kadm.RequireStable(ctx), testGroup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := offs.Lookup(testTopic, 0)
+		return o.At
+	}
+	if c := committed(); c != 10 {
+		t.Fatalf("group offset %d, want 10 (the held EndTxn committed)", c)
+	}
+
+	// Checkpoint at offset 20 commits to the catalog; Kafka is still
+	// unreachable for the settle; the process dies.
+	feed(10, 20)
+	cctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+	if err := s.checkpointOne(cctx, ps, false); err != nil {
+		t.Fatalf("checkpoint 2: %v", err)
+	}
+	cancel()
+	if ps.committedOffset != 20 {
+		t.Fatalf("checkpoint 2 not committed: %d", ps.committedOffset)
+	}
+	ps.close() // killed
+	failInit.Store(false)
+
+	// The next owner restores checkpoint 2.
+	_, ps2 := newMember()
+	defer ps2.close()
+	got := readOutput(t, brokers)["w"]
+	t.Logf("group offset now %d; output records of \"w\": %d", committed(), got)
+	if got != 20 {
+		t.Errorf("read_committed output has %d records of the 20 input records' words, want exactly 20", got)
+	}
+}
+
