@@ -257,12 +257,12 @@ func partOffset(part *catalog.Part, topic string, p int32) (int64, error) {
 	return off, nil
 }
 
-// checkpointOne takes and commits a checkpoint of the partition when it
-// processed records since its last one (or when force is set and it has
-// an offset). It returns catalog.ErrFenced or errStalled for a member that
-// must join again; other errors are counted and reported, and the next
-// interval tries again.
-func (s *Service[S]) checkpointOne(ctx context.Context, ps *partState[S], force bool) (err error) {
+// checkpointOne takes and commits a checkpoint of the partition when its
+// next offset moved since its last one (records processed, or the group's
+// committed offset taken on the job's first start). It returns
+// catalog.ErrFenced or errStalled for a member that must join again; other
+// errors are counted and reported, and the next interval tries again.
+func (s *Service[S]) checkpointOne(ctx context.Context, ps *partState[S]) (err error) {
 	if ps.member == nil || ps.next < 0 {
 		return nil
 	}

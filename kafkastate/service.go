@@ -261,7 +261,7 @@ func (s *Service[S]) Run(ctx context.Context) (err error) {
 		for p, ps := range s.parts {
 			if !s.crash.Load() {
 				if ps.member != nil {
-					s.checkpointOne(stop, ps, true)
+					s.checkpointOne(stop, ps)
 				}
 				s.commitKafka(stop, cl, []*partState[S]{ps})
 			}
@@ -395,7 +395,7 @@ func (s *Service[S]) checkpointAll(ctx context.Context, cl *kgo.Client) error {
 			continue
 		}
 		g.Go(func() error {
-			err := s.checkpointOne(ctx, ps, false)
+			err := s.checkpointOne(ctx, ps)
 			rmu.Lock()
 			results[p] = err
 			rmu.Unlock()
@@ -511,11 +511,16 @@ func (s *Service[S]) maybeCollect(ctx context.Context) {
 }
 
 // adjustOffsets starts each newly assigned partition at its restored
-// checkpoint's offset.
+// checkpoint's offset. A partition starting at the group's committed
+// offset (the job's first start) takes it as its next offset, so that its
+// next checkpoint (the next interval's, or its revocation's) keeps it even
+// if no record follows: a later generation, which starts a partition with
+// no checkpoint at the earliest offset, does not read the replaced
+// consumer's records again.
 func (s *Service[S]) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for p := range offsets[s.cfg.Topic] {
+	for p, o := range offsets[s.cfg.Topic] {
 		ps := s.parts[p]
 		if ps == nil || ps.member == nil {
 			continue
@@ -525,6 +530,10 @@ func (s *Service[S]) adjustOffsets(_ context.Context, offsets map[string]map[int
 			offsets[s.cfg.Topic][p] = kgo.NewOffset().At(ps.next).WithEpoch(-1)
 		case !ps.useKafkaOffset:
 			offsets[s.cfg.Topic][p] = kgo.NewOffset().AtStart()
+		default:
+			if eo := o.EpochOffset(); eo.Offset >= 0 {
+				ps.next = eo.Offset // the group's committed offset
+			}
 		}
 	}
 	return offsets, nil
@@ -570,7 +579,7 @@ func (s *Service[S]) revoked(ctx context.Context, cl *kgo.Client, partitions []i
 		} else {
 			s.c.revoked.Add(1)
 			if ps.member != nil && ctx.Err() == nil && !s.crash.Load() {
-				if err := s.checkpointOne(ctx, ps, true); err != nil {
+				if err := s.checkpointOne(ctx, ps); err != nil {
 					s.log.Info("kafkastate: checkpoint of a revoked partition", "partition", p, "err", err)
 				} else {
 					s.commitKafka(ctx, cl, []*partState[S]{ps})

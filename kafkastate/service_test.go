@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
@@ -328,5 +329,49 @@ func TestStartRestoresEveryPartition(t *testing.T) {
 		if err := r.stop(t); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestFirstStartOffsetKept: the job replaces a consumer whose
+// offsets are committed to the group. Its partitions start there in
+// generation 1; a partition that has no new record has nothing to
+// checkpoint but its offset: when a second process joins (generation 2)
+// the partition it takes over resumes there, and the replaced consumer's
+// records are not counted.
+func TestFirstStartOffsetKept(t *testing.T) {
+	c := newCluster(t)
+	brokers := c.ListenAddrs()
+	b := dstltest.NewBackend()
+	prod := newProducer(t, brokers)
+	cfg := testConfig(brokers)
+	prod.produce(t, 60) // consumed by the replaced consumer
+	ends := endOffsets(t, brokers)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := kadm.Offsets{}
+	for p, e := range ends {
+		offs.Add(kadm.Offset{Topic: testTopic, Partition: p, At: e, LeaderEpoch: -1})
+	}
+	if _, err := kadm.NewClient(cl).CommitOffsets(context.Background(), testGroup, offs); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+
+	a := start(t, newStorage(t, b), cfg)
+	a.waitFor(t, func(st Stats) bool { return st.FirstStarts >= testPartitions })
+	time.Sleep(500 * time.Millisecond)
+	bb := start(t, newStorage(t, b), cfg)
+	bb.waitFor(t, func(st Stats) bool { return st.FirstStarts+st.Restores > 0 })
+	time.Sleep(2 * time.Second)
+	for _, r := range []*running{a, bb} {
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("a %+v\nb %+v\nb first starts %+v", a.svc.Stats(), bb.svc.Stats(), bb.eventsOf(EventFirstStart))
+	if n := a.svc.Stats().Records + bb.svc.Stats().Records; n != 0 {
+		t.Errorf("%d records processed, want 0: every partition was at the replaced consumer's offsets with nothing new", n)
 	}
 }

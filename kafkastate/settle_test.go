@@ -94,7 +94,7 @@ func TestUnsettledOutputNotDuplicated(t *testing.T) {
 	failInit.Store(true) // the settle's new producer
 	// ... but the transaction's own producer exists already (made on join).
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	if err := s.checkpointOne(cctx, ps, false); err != nil {
+	if err := s.checkpointOne(cctx, ps); err != nil {
 		t.Fatalf("checkpoint 1: %v", err)
 	}
 	cancel()
@@ -124,7 +124,7 @@ func TestUnsettledOutputNotDuplicated(t *testing.T) {
 	// unreachable for the settle; the process dies.
 	feed(10, 20)
 	cctx, cancel = context.WithTimeout(ctx, 2*time.Second)
-	if err := s.checkpointOne(cctx, ps, false); err != nil {
+	if err := s.checkpointOne(cctx, ps); err != nil {
 		t.Fatalf("checkpoint 2: %v", err)
 	}
 	cancel()
