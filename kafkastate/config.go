@@ -94,8 +94,11 @@ type Config[S any] struct {
 	TransactionalID string
 	// Logger receives the service's logs. Default slog.Default().
 	Logger *slog.Logger
-	// OnEvent, when set, is called for every Event, from the goroutine
-	// that runs the service; it must return quickly.
+	// OnEvent, when set, is called for every Event, from the service's
+	// goroutines (the polling one, the Kafka client's rebalance callbacks,
+	// the checkpoints'), one call at a time: never concurrently, so it
+	// needs no lock of its own for what only it touches. It must return
+	// quickly.
 	OnEvent func(Event)
 	// ClientOptions are added to the Kafka clients' options (TLS, SASL,
 	// timeouts); the service sets the group, the topic, the balancer and

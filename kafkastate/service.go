@@ -136,6 +136,7 @@ type Service[S any] struct {
 	owner   string
 	log     *slog.Logger
 	c       counters
+	eventMu sync.Mutex // serializes the calls of OnEvent
 
 	// crash, for tests: on the end of Run, release nothing and checkpoint
 	// nothing, as a killed process would.
@@ -182,8 +183,13 @@ func (s *Service[S]) Stats() Stats {
 	}
 }
 
+// event calls OnEvent, one call at a time: events are reported by the
+// polling goroutine, the client's rebalance callbacks and the checkpoints'
+// goroutines.
 func (s *Service[S]) event(e Event) {
 	if s.cfg.OnEvent != nil {
+		s.eventMu.Lock()
+		defer s.eventMu.Unlock()
 		s.cfg.OnEvent(e)
 	}
 }

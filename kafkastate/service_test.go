@@ -375,3 +375,28 @@ func TestFirstStartOffsetKept(t *testing.T) {
 		t.Errorf("%d records processed, want 0: every partition was at the replaced consumer's offsets with nothing new", n)
 	}
 }
+
+// TestOnEventNeverConcurrent: Config.OnEvent is documented as never called
+// concurrently; a callback that relies on it (no lock) must not race,
+// though checkpointAll's goroutines report checkpoints.
+func TestOnEventNeverConcurrent(t *testing.T) {
+	c := newCluster(t)
+	brokers := c.ListenAddrs()
+	prod := newProducer(t, brokers)
+	cfg := testConfig(brokers)
+	seen := map[EventKind]int{} // no lock: one goroutine, per the godoc
+	cfg.OnEvent = func(e Event) { seen[e.Kind]++ }
+	s, err := New(newStorage(t, dstltest.NewBackend()), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod.produce(t, 120)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	waitCommitted(t, brokers, 20*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

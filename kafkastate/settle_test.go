@@ -143,4 +143,3 @@ func TestUnsettledOutputNotDuplicated(t *testing.T) {
 		t.Errorf("read_committed output has %d records of the 20 input records' words, want exactly 20", got)
 	}
 }
-
