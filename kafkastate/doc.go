@@ -45,9 +45,11 @@
 // latest generation (Member.Rejoin), restores the part that generation
 // restores and seeks its consumer there: records it processed since are
 // processed again, into the restored state. A member whose slot another
-// process holds (catalog.ErrReplaced) releases the partition until Kafka
+// process holds (catalog.ErrReplaced), or whose output's transactional
+// producer another process fenced, releases the partition until Kafka
 // assigns it again (after a few checkpoint intervals it joins again, which
-// fences the other, should Kafka still assign the partition here).
+// fences the other, if the group's current assignment, asked of the
+// group's coordinator, gives the partition to this member).
 //
 // # Guarantees
 //

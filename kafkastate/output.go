@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -223,6 +222,12 @@ func (s *Service[S]) transact(ctx context.Context, ps *partState[S], offset int6
 	if err == nil {
 		return ps.dropOutput(upTo)
 	}
+	if producerFenced(err) {
+		// Another process made the partition's producer: it owns the
+		// partition and settles the pending output from the catalog. A
+		// new producer here would fence it in turn.
+		return fmt.Errorf("%w: partition %s: transaction of the output up to offset %d: %w", errProducerFenced, ps.part.PartitionInfo, offset, err)
+	}
 	// Settle: a new producer of the same id fences the old and aborts
 	// its open transaction; the committed offset tells whether it
 	// committed. Unless Kafka answers, the next checkpoint settles it.
@@ -239,6 +244,16 @@ func (s *Service[S]) transact(ctx context.Context, ps *partState[S], offset int6
 		return ps.dropOutputBelow(c)
 	}
 	return fmt.Errorf("kafkastate: partition %s: transaction of the output up to offset %d: %w", ps.part.PartitionInfo, offset, err)
+}
+
+// errProducerFenced is the error of a transaction whose producer another
+// process fenced: the partition is released, its producer not made again.
+var errProducerFenced = errors.New("kafkastate: output producer fenced")
+
+// producerFenced reports whether err says that a newer producer of the
+// transactional id exists.
+func producerFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
 }
 
 // startOutputClient makes the partition's transactional producer, which
@@ -309,16 +324,16 @@ func (s *Service[S]) addOffsets(ctx context.Context, ps *partState[S], offset in
 	if err != nil {
 		return fmt.Errorf("commit offsets in the transaction: %w", err)
 	}
-	var errs []string
+	var errs []error
 	for _, t := range cresp.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				errs = append(errs, fmt.Sprintf("%s/%d: %v", t.Topic, p.Partition, err))
+				errs = append(errs, fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, err))
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("commit offsets in the transaction: %s", strings.Join(errs, "; "))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("commit offsets in the transaction: %w", err)
 	}
 	return nil
 }

@@ -139,8 +139,7 @@ func (s *Service[S]) rejoin(ctx context.Context, ps *partState[S], stalled bool)
 	m, err := old.Rejoin(ctx)
 	switch {
 	case errors.Is(err, catalog.ErrReplaced):
-		s.event(Event{Kind: EventReplaced, PartitionInfo: ps.part.PartitionInfo, Offset: ps.next})
-		ps.releasedAt = time.Now()
+		s.release(ps, err)
 		return nil // released until Kafka assigns it again
 	case err != nil:
 		// Starting over as a new member restores all the same.
@@ -150,6 +149,17 @@ func (s *Service[S]) rejoin(ctx context.Context, ps *partState[S], stalled bool)
 		return s.join(ctx, ps)
 	}
 	return nil
+}
+
+// release releases a partition that another process holds (its slot in
+// the catalog, or its output's producer): its stores are closed and it
+// processes nothing until Kafka assigns it again, or until the group
+// shows it still assigned here (see checkpointAll).
+func (s *Service[S]) release(ps *partState[S], why error) {
+	s.event(Event{Kind: EventReplaced, PartitionInfo: ps.part.PartitionInfo, Offset: ps.next, Generation: ps.generation(), Err: why})
+	s.log.Info("kafkastate: partition released: another process holds it", "partition", ps.part.Partition, "err", why)
+	ps.close()
+	ps.releasedAt = time.Now()
 }
 
 // restore makes the partition's stores and restores them from the part
@@ -266,15 +276,11 @@ func (s *Service[S]) checkpointOne(ctx context.Context, ps *partState[S]) (err e
 	if ps.member == nil || ps.next < 0 {
 		return nil
 	}
-	if ps.next == ps.committedOffset {
-		// Nothing new since the last checkpoint; output that its
-		// transaction failed to produce is tried again.
-		if ps.out != nil && (ps.out.Len() > 0 || ps.unsettled != nil) {
-			if err := s.transact(ctx, ps, ps.committedOffset); err != nil {
-				s.c.transactionFailures.Add(1)
-				s.log.Warn("kafkastate: output transaction", "partition", ps.part.Partition, "err", err)
-			}
-		}
+	if ps.next == ps.committedOffset && (ps.out == nil || (ps.out.Len() == 0 && ps.unsettled == nil)) {
+		// Nothing new since the last checkpoint. (Output that its
+		// transaction failed to produce is tried again after a checkpoint
+		// of the same offset: its commit shows that no newer generation
+		// took the partition, before the producer is made again.)
 		return nil
 	}
 	if s.out != nil {
@@ -293,7 +299,7 @@ func (s *Service[S]) checkpointOne(ctx context.Context, ps *partState[S]) (err e
 	n, offset := ps.nextCP, ps.next
 	ps.nextCP++
 	defer func() {
-		if err != nil && !errors.Is(err, catalog.ErrFenced) && !errors.Is(err, errStalled) {
+		if err != nil && !errors.Is(err, catalog.ErrFenced) && !errors.Is(err, errStalled) && !errors.Is(err, errProducerFenced) {
 			s.c.checkpointFailures.Add(1)
 			s.event(Event{Kind: EventCheckpointFailed, PartitionInfo: ps.part.PartitionInfo, Offset: offset,
 				Generation: ps.generation(), Checkpoint: n, Err: err})
@@ -354,6 +360,9 @@ func (s *Service[S]) checkpointOne(ctx context.Context, ps *partState[S]) (err e
 		if err := s.transact(ctx, ps, offset); err != nil {
 			s.c.transactionFailures.Add(1)
 			s.log.Warn("kafkastate: output transaction", "partition", ps.part.Partition, "checkpoint", n, "err", err)
+			if errors.Is(err, errProducerFenced) {
+				return err
+			}
 		}
 	}
 	return nil

@@ -83,8 +83,9 @@ const (
 	// EventLost: a partition was lost (the member left the group) and
 	// released without a checkpoint.
 	EventLost EventKind = "lost"
-	// EventReplaced: another process holds the partition in the catalog:
-	// it is released until Kafka assigns it again.
+	// EventReplaced: another process holds the partition (in the
+	// catalog, or it fenced the partition's output producer; Err says
+	// which): it is released until Kafka assigns it again.
 	EventReplaced EventKind = "replaced"
 	// EventSkipped: the DeadLetterFunc took a rejected record (Offset,
 	// Err).
@@ -391,10 +392,11 @@ func (s *Service[S]) checkpointAll(ctx context.Context, cl *kgo.Client) error {
 	var retry []*partState[S]
 	for p, ps := range s.parts {
 		if ps.member == nil {
-			// Released because another process held it in the catalog,
-			// while Kafka still assigns it here: after a while (the other
-			// may have been a process the group has since dropped), take it
-			// back, which fences the other.
+			// Released because another process held it (in the catalog,
+			// or its output's producer), while the client still has it:
+			// after a while, if the group's current assignment gives it to
+			// this member (the other is then a process the group has
+			// dropped), take it back, which fences the other.
 			if time.Since(ps.releasedAt) > 3*s.cfg.CheckpointInterval {
 				retry = append(retry, ps)
 			}
@@ -418,6 +420,8 @@ func (s *Service[S]) checkpointAll(ctx context.Context, cl *kgo.Client) error {
 			return err
 		case err == nil:
 			done = append(done, ps)
+		case errors.Is(err, errProducerFenced):
+			s.release(ps, err)
 		case errors.Is(err, catalog.ErrFenced), errors.Is(err, errStalled):
 			if rerr := s.rejoin(ctx, ps, errors.Is(err, errStalled)); rerr != nil {
 				return rerr
@@ -425,17 +429,65 @@ func (s *Service[S]) checkpointAll(ctx context.Context, cl *kgo.Client) error {
 			setSeek(seek, s.cfg.Topic, ps)
 		}
 	}
-	for _, ps := range retry {
-		if err := s.join(ctx, ps); err != nil {
-			return err
+	if len(retry) > 0 {
+		owned, err := s.assignedHere(ctx, cl)
+		if err != nil {
+			s.log.Info("kafkastate: the group's assignment of released partitions", "err", err)
 		}
-		setSeek(seek, s.cfg.Topic, ps)
+		for _, ps := range retry {
+			if !owned[ps.part.Partition] {
+				ps.releasedAt = time.Now() // looked at again later
+				continue
+			}
+			if err := s.join(ctx, ps); err != nil {
+				return err
+			}
+			setSeek(seek, s.cfg.Topic, ps)
+		}
 	}
 	if len(seek) > 0 {
 		cl.SetOffsets(seek)
 	}
 	s.commitKafka(ctx, cl, done)
 	return nil
+}
+
+// assignedHere returns the partitions of the topic that the group's
+// current assignment gives to this member, as the group's coordinator
+// describes it.
+func (s *Service[S]) assignedHere(ctx context.Context, cl *kgo.Client) (map[int32]bool, error) {
+	member, _ := cl.GroupMetadata()
+	if member == "" {
+		return nil, fmt.Errorf("kafkastate: not a member of group %s", s.cfg.Group)
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.CheckpointInterval+5*time.Second)
+	defer cancel()
+	groups, err := kadm.NewClient(cl).DescribeGroups(dctx, s.cfg.Group)
+	if err != nil {
+		return nil, fmt.Errorf("kafkastate: describing group %s: %w", s.cfg.Group, err)
+	}
+	g, ok := groups[s.cfg.Group]
+	if !ok || g.Err != nil {
+		return nil, fmt.Errorf("kafkastate: describing group %s: %w", s.cfg.Group, g.Err)
+	}
+	owned := map[int32]bool{}
+	for _, m := range g.Members {
+		if m.MemberID != member {
+			continue
+		}
+		a, ok := m.Assigned.AsConsumer()
+		if !ok {
+			return nil, fmt.Errorf("kafkastate: group %s: member %s has no consumer assignment", s.cfg.Group, member)
+		}
+		for _, t := range a.Topics {
+			if t.Topic == s.cfg.Topic {
+				for _, p := range t.Partitions {
+					owned[p] = true
+				}
+			}
+		}
+	}
+	return owned, nil
 }
 
 // setSeek adds to seek the offset a partition restored as a member

@@ -2,6 +2,7 @@ package kafkastate
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,47 @@ import (
 
 	"github.com/dstlgo/dstl/dstltest"
 )
+
+// newMember makes a service that holds partition 0 of the test topic,
+// joined and restored, outside of any group.
+func newMember(t *testing.T, b *dstltest.Backend, cfg Config[counts]) (*Service[counts], *partState[counts]) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := New(newStorage(t, b), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mdcl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, id, err := partitionCount(ctx, mdcl, testTopic)
+	mdcl.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.partitions, s.topicID, s.parts = n, id, map[int32]*partState[counts]{}
+	ps := newPartState(s, 0)
+	if err := s.join(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	return s, ps
+}
+
+// createGroup makes the test group exist, as its members would have.
+func createGroup(t *testing.T, brokers []string) {
+	t.Helper()
+	gcl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gcl.Close()
+	var create kadm.Offsets
+	create.Add(kadm.Offset{Topic: testTopic, Partition: 5, At: 0, LeaderEpoch: -1})
+	if _, err := kadm.NewClient(gcl).CommitOffsets(context.Background(), testGroup, create); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestUnsettledOutputNotDuplicated: a transaction whose outcome the
 // client does not learn (its EndTxn is committed by the broker after the
@@ -30,38 +72,8 @@ func TestUnsettledOutputNotDuplicated(t *testing.T) {
 	cfg.TransactionalID = "tx"
 	ctx := context.Background()
 
-	newMember := func() (*Service[counts], *partState[counts]) {
-		s, err := New(newStorage(t, b), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mdcl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, id, err := partitionCount(ctx, mdcl, testTopic)
-		mdcl.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.partitions, s.topicID, s.parts = n, id, map[int32]*partState[counts]{}
-		ps := newPartState(s, 0)
-		if err := s.join(ctx, ps); err != nil {
-			t.Fatal(err)
-		}
-		return s, ps
-	}
-	// The group exists (its members would have joined it).
-	gcl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var create kadm.Offsets
-	create.Add(kadm.Offset{Topic: testTopic, Partition: 5, At: 0, LeaderEpoch: -1})
-	if _, err := kadm.NewClient(gcl).CommitOffsets(ctx, testGroup, create); err != nil {
-		t.Fatal(err)
-	}
-	gcl.Close()
+	newMember := func() (*Service[counts], *partState[counts]) { return newMember(t, b, cfg) }
+	createGroup(t, brokers)
 	s, ps := newMember()
 	feed := func(from, to int64) {
 		for o := from; o < to; o++ {
@@ -141,5 +153,54 @@ func TestUnsettledOutputNotDuplicated(t *testing.T) {
 	t.Logf("group offset now %d; output records of \"w\": %d", committed(), got)
 	if got != 20 {
 		t.Errorf("read_committed output has %d records of the 20 input records' words, want exactly 20", got)
+	}
+}
+
+// TestFencedProducerReleases: another process made the partition's
+// transactional producer (it took the partition over). The partition's
+// next transaction fails as fenced: the checkpoint reports
+// errProducerFenced (the service releases the partition) and the producer
+// is not made again, which would fence the other process in turn.
+func TestFencedProducerReleases(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(1, outTopic))
+	brokers := c.ListenAddrs()
+	b := dstltest.NewBackend()
+	cfg := testConfig(brokers)
+	cfg.Process = countAndEmit
+	cfg.TransactionalID = "tx"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	createGroup(t, brokers)
+	s, ps := newMember(t, b, cfg)
+	defer ps.close()
+	for o := range int64(5) {
+		if err := s.process(ctx, ps, &kgo.Record{Topic: testTopic, Partition: 0, Offset: o, Value: []byte("w")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID(s.transactionalID(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, _, err := other.ProducerID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = s.checkpointOne(ctx, ps)
+	if !errors.Is(err, errProducerFenced) {
+		t.Errorf("checkpoint: %v, want errProducerFenced", err)
+	}
+	// The other's producer is still the partition's.
+	if err := other.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.ProduceSync(ctx, &kgo.Record{Topic: outTopic, Key: []byte("other")}).FirstErr(); err != nil {
+		t.Fatalf("the other producer, fenced in turn: %v", err)
+	}
+	if err := other.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("the other producer's commit: %v", err)
+	}
+	if got := readOutput(t, brokers); got["w"] != 0 || got["other"] != 1 {
+		t.Errorf("output %v, want only the other's record", got)
 	}
 }
