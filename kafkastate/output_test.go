@@ -3,11 +3,14 @@ package kafkastate
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dstlgo/dstl/dstltest"
 )
@@ -114,5 +117,52 @@ func TestAtLeastOnceOutput(t *testing.T) {
 		if got[w] < n {
 			t.Errorf("output of %q: %d records, want at least %d", w, got[w], n)
 		}
+	}
+}
+
+// TestCrashBeforeTransaction: the checkpoints commit to the catalog but
+// their transactions fail (EndTxn refused), and the process dies before any
+// succeeds: the next owner restores the pending output with the state and
+// must produce it; the output read with read_committed is complete and
+// exact.
+func TestCrashBeforeTransaction(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(3, outTopic))
+	brokers := c.ListenAddrs()
+	b := dstltest.NewBackend()
+	prod := newProducer(t, brokers)
+	cfg := testConfig(brokers)
+	cfg.Process = countAndEmit
+	cfg.TransactionalID = "tx"
+	var refuse atomic.Bool
+	refuse.Store(true)
+	c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refuse.Load() || !req.(*kmsg.EndTxnRequest).Commit {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp, nil, true
+	})
+	prod.produce(t, 200)
+	r := start(t, newStorage(t, b), cfg)
+	r.waitFor(t, func(st Stats) bool { return st.Records >= 200 && st.TransactionFailures >= testPartitions })
+	r.crash(t)
+	if n := r.svc.Stats().Checkpoints; n == 0 {
+		t.Fatal("no checkpoint committed to the catalog")
+	}
+	if got := readOutput(t, brokers); len(got) != 0 {
+		t.Fatalf("output before the restore: %v, want none (every transaction refused)", got)
+	}
+	refuse.Store(false)
+	prod.produce(t, 100)
+	r2 := start(t, newStorage(t, b), cfg)
+	waitCommitted(t, brokers, 30*time.Second)
+	if err := r2.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	checkFinal(t, b, cfg, prod.want)
+	if diff := compareCounts(prod.want, readOutput(t, brokers)); diff != "" {
+		t.Errorf("output (read_committed) differs from the input's words:\n%s", diff)
 	}
 }
