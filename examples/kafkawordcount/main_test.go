@@ -39,7 +39,8 @@ func testCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
 // count of the input, and the output topic, produced in transactions,
 // read with read_committed and compared with the input's words. It fails if
 // a count differs, a partition is not checkpointed at its end, no restore
-// happened, or there were fewer than 10 kills, stops and scale-outs.
+// happened, a process exited unasked, no stop made a process lose its
+// partitions, or there were fewer than 10 kills, stops and scale-outs.
 func TestVerify(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("fault seed %d", seed)
@@ -51,10 +52,19 @@ func TestVerify(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("verify exited %d", code)
 	}
-	faults := regexp.MustCompile(`faults: (\d+) kills, (\d+) stops, (\d+) scale-out \(each a rebalance: (\d+)\)`).FindStringSubmatch(out.String())
-	restores := regexp.MustCompile(`partitions: (\d+) restored from a checkpoint`).FindStringSubmatch(out.String())
+	faults := regexp.MustCompile(`faults: (\d+) kills, (\d+) stops, (\d+) scale-out \(each a rebalance: (\d+)\), \d+ restarts, (\d+) unasked exits`).FindStringSubmatch(out.String())
+	restores := regexp.MustCompile(`partitions: (\d+) restored from a checkpoint, .*, (\d+) lost`).FindStringSubmatch(out.String())
 	if faults == nil || restores == nil {
 		t.Fatal("verify printed no summary")
+	}
+	if n, _ := strconv.Atoi(faults[5]); n != 0 {
+		t.Errorf("%d processes exited unasked, want none", n)
+	}
+	if n, _ := strconv.Atoi(faults[2]); n == 0 {
+		t.Error("no stop (SIGSTOP)")
+	}
+	if n, _ := strconv.Atoi(restores[2]); n == 0 {
+		t.Error("no partition lost")
 	}
 	if n, _ := strconv.Atoi(faults[4]); n < 10 {
 		t.Errorf("%d rebalances by faults, want at least 10", n)

@@ -355,10 +355,12 @@ func (v *verifier) kill(ctx context.Context, p *proc, restart bool) error {
 	return v.start(ctx)
 }
 
-// stop stops a process with SIGSTOP, past the session timeout, and
-// continues it: the group drops it meanwhile, and it wakes as a zombie.
+// stop stops a process with SIGSTOP, past the session timeout (at least
+// 1.2 session timeouts, at most -max-stop), and continues it: the group
+// drops it meanwhile, and it wakes as a zombie whose partitions are lost.
 func (v *verifier) stop(p *proc) {
-	d := v.o.maxStop/2 + time.Duration(v.rng.Int64N(int64(v.o.maxStop/2)))
+	lo := min(v.o.sessionTimeout*6/5, v.o.maxStop)
+	d := lo + time.Duration(v.rng.Int64N(int64(v.o.maxStop-lo)+1))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -472,8 +474,21 @@ func (v *verifier) produce(ctx context.Context, end time.Time) error {
 	return nil
 }
 
+// stoppedNow reports whether a process is SIGSTOPped.
+func (v *verifier) stoppedNow() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, p := range v.procs {
+		if p.stopped {
+			return true
+		}
+	}
+	return false
+}
+
 // faults kills, stops and scales out until the input ends and there were
-// enough faults.
+// enough faults, among them the scale-out and a stop that made a process
+// lose its partitions.
 func (v *verifier) faults(ctx context.Context, inputDone <-chan struct{}) error {
 	for {
 		gap := v.o.faultEvery/2 + time.Duration(v.rng.Int64N(int64(v.o.faultEvery)))
@@ -486,9 +501,9 @@ func (v *verifier) faults(ctx context.Context, inputDone <-chan struct{}) error 
 			return err
 		}
 		v.mu.Lock()
-		n, scaled := v.kills+v.stops+v.scaleOuts, v.scaleOuts > 0
+		n, scaled, lost := v.kills+v.stops+v.scaleOuts, v.scaleOuts > 0, v.events[string(kafkastate.EventLost)] > 0
 		v.mu.Unlock()
-		if isClosed(inputDone) && n >= v.o.minFaults && scaled {
+		if isClosed(inputDone) && n >= v.o.minFaults && scaled && lost && !v.stoppedNow() {
 			return nil
 		}
 		live := v.live()
@@ -510,7 +525,9 @@ func (v *verifier) faults(ctx context.Context, inputDone <-chan struct{}) error 
 			if err := v.start(ctx); err != nil {
 				return err
 			}
-		case v.rng.IntN(4) == 0 && len(live) > 1:
+		case len(live) > 1 && (v.rng.IntN(4) == 0 || (!lost && half && !v.stoppedNow())):
+			// Until a process lost its partitions, one is stopped at a
+			// time past half the input.
 			v.stop(p)
 		default:
 			if err := v.kill(ctx, p, true); err != nil {
@@ -639,6 +656,12 @@ func (v *verifier) run(ctx context.Context) int {
 	}
 	if restores == 0 {
 		problems = append(problems, "no partition was restored from a checkpoint")
+	}
+	if v.crashes > 0 {
+		problems = append(problems, fmt.Sprintf("%d processes exited unasked (the service's Run returned an error)", v.crashes))
+	}
+	if v.stops == 0 || v.events[string(kafkastate.EventLost)] == 0 {
+		problems = append(problems, fmt.Sprintf("%d stops, %d partitions lost: want at least one of each", v.stops, v.events[string(kafkastate.EventLost)]))
 	}
 	if v.scaleOuts == 0 {
 		problems = append(problems, "no scale-out")
