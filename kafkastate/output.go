@@ -266,7 +266,7 @@ func (s *Service[S]) startOutputClient(ctx context.Context, ps *partState[S]) er
 	txcl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.TransactionalID(s.transactionalID(ps.part.Partition))}, s.cfg.ClientOptions...)...)
 	if err != nil {
-		return err
+		return fmt.Errorf("kafkastate: partition %s: transactional producer %s: %w", ps.part.PartitionInfo, s.transactionalID(ps.part.Partition), err)
 	}
 	if _, _, err = txcl.ProducerID(ctx); err != nil {
 		txcl.Close()

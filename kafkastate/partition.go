@@ -175,7 +175,7 @@ func (s *Service[S]) restore(ctx context.Context, ps *partState[S], m *catalog.M
 		MaterializeInterval: s.cfg.MaterializeInterval, Logger: s.log, KeepSnapshots: true,
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("kafkastate: partition %s: checkpointer: %w", ps.part.PartitionInfo, err)
 	}
 	st, stores, err := s.cfg.NewState(ps.part.PartitionInfo, cp.Log())
 	var out outputs
@@ -276,6 +276,11 @@ func (s *Service[S]) checkpointOne(ctx context.Context, ps *partState[S]) (err e
 	if ps.member == nil || ps.next < 0 {
 		return nil
 	}
+	if ps.outErr != nil {
+		// The state holds changes of the record whose output was not kept,
+		// while the offset is before it: a checkpoint would count it twice.
+		return fmt.Errorf("kafkastate: partition %s: not checkpointed after a failure to keep output: %w", ps.part.PartitionInfo, ps.outErr)
+	}
 	if ps.next == ps.committedOffset && (ps.out == nil || (ps.out.Len() == 0 && ps.unsettled == nil)) {
 		// Nothing new since the last checkpoint. (Output that its
 		// transaction failed to produce is tried again after a checkpoint
@@ -321,7 +326,7 @@ func (s *Service[S]) checkpointOne(ctx context.Context, ps *partState[S]) (err e
 	}
 	state, err := h.MarshalBinary()
 	if err != nil {
-		return err
+		return fmt.Errorf("kafkastate: partition %s: encoding checkpoint %d: %w", ps.part.PartitionInfo, n, err)
 	}
 	meta := map[string]string{
 		metaTopic: s.cfg.Topic, metaPartition: strconv.Itoa(int(ps.part.Partition)),

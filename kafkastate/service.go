@@ -204,8 +204,13 @@ func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, [16
 		return 0, [16]byte{}, fmt.Errorf("kafkastate: metadata of topic %q: %w", topic, err)
 	}
 	td, ok := md.Topics[topic]
-	if !ok || td.Err != nil {
-		return 0, [16]byte{}, fmt.Errorf("kafkastate: topic %q: %v", topic, td.Err)
+	switch {
+	case !ok:
+		return 0, [16]byte{}, fmt.Errorf("kafkastate: topic %q: not in the brokers' metadata", topic)
+	case td.Err != nil:
+		return 0, [16]byte{}, fmt.Errorf("kafkastate: topic %q: %w", topic, td.Err)
+	case len(td.Partitions) == 0:
+		return 0, [16]byte{}, fmt.Errorf("kafkastate: topic %q: no partitions", topic)
 	}
 	return len(td.Partitions), td.ID, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
@@ -398,5 +399,23 @@ func TestOnEventNeverConcurrent(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMissingTopic: Run stops with an error that names the topic and keeps
+// the brokers' cause.
+func TestMissingTopic(t *testing.T) {
+	c := newCluster(t)
+	cfg := testConfig(c.ListenAddrs())
+	cfg.Topic = "absent"
+	s, err := New(newStorage(t, dstltest.NewBackend()), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = s.Run(ctx)
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) || !strings.Contains(fmt.Sprint(err), `"absent"`) {
+		t.Errorf("Run: %v, want UNKNOWN_TOPIC_OR_PARTITION naming the topic", err)
 	}
 }

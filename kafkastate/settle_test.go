@@ -204,3 +204,42 @@ func TestFencedProducerReleases(t *testing.T) {
 		t.Errorf("output %v, want only the other's record", got)
 	}
 }
+
+// TestOutputFailureNotCheckpointed: when the output of a record cannot be
+// kept in the state, the record's other changes are in the state while the
+// offset is before it: no checkpoint may commit that state (a restore would
+// count the record twice).
+func TestOutputFailureNotCheckpointed(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(1, outTopic))
+	brokers := c.ListenAddrs()
+	b := dstltest.NewBackend()
+	cfg := testConfig(brokers)
+	failAt := int64(3)
+	cfg.Process = func(ctx context.Context, r *kgo.Record, p *Partition[counts]) error {
+		if err := countAndEmit(ctx, r, p); err != nil {
+			return err
+		}
+		if r.Offset == failAt {
+			p.ps.outErr = errors.New("output store failed")
+		}
+		return nil
+	}
+	cfg.TransactionalID = "tx"
+	ctx := context.Background()
+	createGroup(t, brokers)
+	s, ps := newMember(t, b, cfg)
+	defer ps.close()
+	var err error
+	for o := int64(0); o < 5 && err == nil; o++ {
+		err = s.process(ctx, ps, &kgo.Record{Topic: testTopic, Partition: 0, Offset: o, Value: []byte("w")})
+	}
+	if err == nil || ps.next != failAt {
+		t.Fatalf("process: %v, next offset %d; want the output's failure at offset %d", err, ps.next, failAt)
+	}
+	if err := s.checkpointOne(ctx, ps); err == nil {
+		t.Errorf("checkpoint committed at offset %d with the changes of record %d", ps.committedOffset, failAt)
+	}
+	if ps.committedOffset >= 0 {
+		t.Errorf("committed offset %d, want none", ps.committedOffset)
+	}
+}
