@@ -25,10 +25,12 @@
 // consumer is positioned at the offset that part holds (Part.Metadata) —
 // never at the group's committed offset, except on the job's first start
 // (generation 1, see below). Every Config.CheckpointInterval, each
-// partition that processed records takes a checkpoint (SnapshotState) and
+// partition that processed records (or took the group's offset on the
+// job's first start) takes a checkpoint (SnapshotState) and
 // commits its part, with its offset, to the catalog (Member.Commit); the
 // checkpoints of all partitions run at once. The offsets are then also
-// committed to the consumer group, for the group's tools (lag): the
+// committed to the consumer group (in the transactional mode, by the
+// output's transactions), for the group's tools (lag): the
 // service itself never reads them back once the job has a checkpoint. On
 // revocation a partition checkpoints and is released; a lost partition
 // (the member left the group) is released without a checkpoint.
@@ -90,14 +92,17 @@
 // dropped from the state. The group's committed offset thus marks which
 // output Kafka has. On restore the partition's new producer fences the
 // previous owner's (aborting its open transaction), and the group's stable
-// committed offset c decides: when c is below the restored offset, the
-// restored output was not committed and is produced now, in a transaction
-// with that offset; otherwise it was and is dropped; and as records before
-// c are read again, their output is dropped (a committed transaction has
-// it: the restored state is the one that produced it, so a deterministic
-// ProcessFunc produces the same). A transaction that fails is tried again
-// after the next checkpoint; one whose outcome is unknown is settled by
-// the same comparison. A checkpoint with no pending output commits no
+// committed offset c decides, record by record (each pending output record
+// keeps the offset of the input record that produced it; the pending
+// output may span several transactions): the output of the input below c
+// is in a committed transaction and is dropped, the rest is produced now,
+// in a transaction with the restored offset; and as records before c are
+// read again, their output is dropped (the restored state is the one that
+// produced it, so a deterministic ProcessFunc produces the same). A
+// transaction that fails is tried again after the next checkpoint; one
+// whose outcome is unknown is settled by the same comparison; one whose
+// producer another process fenced releases the partition, whose producer
+// is not made again. A checkpoint with no pending output commits no
 // offset, which the rule allows (nothing to produce or drop). In this
 // mode the service commits no other offsets to the group.
 //
