@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -143,9 +144,32 @@ func (s *Service[S]) settleOutput(ctx context.Context, ps *partState[S], offset 
 	return s.transact(ctx, ps, offset)
 }
 
+// stableWait bounds how long committedOffset waits for the group's
+// offsets to be stable (no transaction holding them pending).
+const stableWait = 30 * time.Second
+
 // committedOffset returns the group's committed offset of the partition,
-// once no transaction holds it pending; -1 for none.
+// once no transaction holds it pending (UNSTABLE_OFFSET_COMMIT is waited
+// out, up to stableWait: a pending transaction ends by its commit, its
+// abort, or its timeout); -1 for none.
 func (s *Service[S]) committedOffset(ctx context.Context, ps *partState[S]) (int64, error) {
+	deadline := time.Now().Add(stableWait)
+	wait := 20 * time.Millisecond
+	for {
+		at, err := s.fetchCommitted(ctx, ps)
+		if !errors.Is(err, kerr.UnstableOffsetCommit) || time.Now().After(deadline) {
+			return at, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%w (%w)", err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+func (s *Service[S]) fetchCommitted(ctx context.Context, ps *partState[S]) (int64, error) {
 	offs, err := kadm.NewClient(ps.txcl).FetchOffsets(kadm.RequireStable(ctx), s.cfg.Group)
 	if err != nil {
 		return 0, fmt.Errorf("kafkastate: partition %s: committed offset of group %s: %w", ps.part.PartitionInfo, s.cfg.Group, err)

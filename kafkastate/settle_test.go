@@ -243,3 +243,63 @@ func TestOutputFailureNotCheckpointed(t *testing.T) {
 		t.Errorf("committed offset %d, want none", ps.committedOffset)
 	}
 }
+
+// TestUnstableOffsetsWaited: a transaction holds offsets of the group
+// pending (here another partition's, which kfake counts for the whole
+// group) for longer than the catalog join's retries: the restore's settle
+// waits until the offsets are stable instead of failing the join.
+func TestUnstableOffsetsWaited(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(1, outTopic))
+	brokers := c.ListenAddrs()
+	b := dstltest.NewBackend()
+	cfg := testConfig(brokers)
+	cfg.Process = countAndEmit
+	cfg.TransactionalID = "tx"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	createGroup(t, brokers)
+	s, ps := newMember(t, b, cfg) // partition 0
+	ps.close()
+	// Partition 0 has a committed offset (the stable check is of those).
+	acl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: testTopic, Partition: 0, At: 0, LeaderEpoch: -1})
+	_, err = kadm.NewClient(acl).CommitOffsets(ctx, testGroup, offs)
+	acl.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Partition 5's producer: a transaction that commits its offset to the
+	// group, left open for 5 s.
+	other := newPartState(s, 5)
+	if err := s.startOutputClient(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	defer other.close()
+	if err := other.txcl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.txcl.ProduceSync(ctx, &kgo.Record{Topic: outTopic, Key: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.addOffsets(ctx, other, 7); err != nil {
+		t.Fatal(err)
+	}
+	held := time.Now()
+	txcl, ended := other.txcl, make(chan error, 1)
+	go func() {
+		time.Sleep(5 * time.Second)
+		ended <- txcl.EndTransaction(ctx, kgo.TryCommit)
+	}()
+	_, ps2 := newMember(t, b, cfg) // partition 0 again, settled on restore
+	defer ps2.close()
+	if d := time.Since(held); d < 4*time.Second {
+		t.Errorf("restored after %v, while the group's offsets were unstable", d)
+	}
+	if err := <-ended; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -204,8 +204,9 @@ type proc struct {
 	err    error // the exit's, once exited is closed
 
 	// guarded by the verifier's mu
-	ended   bool // verify killed or terminated it
-	stopped bool // SIGSTOPped
+	ended   bool      // verify killed or terminated it
+	stopped bool      // SIGSTOPped
+	woke    time.Time // when it was last continued
 	cont    *time.Timer
 }
 
@@ -376,6 +377,7 @@ func (v *verifier) stop(p *proc) {
 		if p.stopped {
 			_ = p.cmd.Process.Signal(syscall.SIGCONT)
 			p.stopped = false
+			p.woke = time.Now()
 		}
 	})
 }
@@ -474,12 +476,14 @@ func (v *verifier) produce(ctx context.Context, end time.Time) error {
 	return nil
 }
 
-// stoppedNow reports whether a process is SIGSTOPped.
+// stoppedNow reports whether a process is SIGSTOPped, or was continued
+// less than a session timeout ago (it learns then that it lost its
+// partitions).
 func (v *verifier) stoppedNow() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, p := range v.procs {
-		if p.stopped {
+		if !p.ended && (p.stopped || time.Since(p.woke) < v.o.sessionTimeout) {
 			return true
 		}
 	}
@@ -505,6 +509,13 @@ func (v *verifier) faults(ctx context.Context, inputDone <-chan struct{}) error 
 		v.mu.Unlock()
 		if isClosed(inputDone) && n >= v.o.minFaults && scaled && lost && !v.stoppedNow() {
 			return nil
+		}
+		if !lost && v.stoppedNow() {
+			// No other fault while a stopped process is dropped by the
+			// group and wakes: it then learns that its partitions are lost
+			// (with a rebalance in progress it may learn of a revocation
+			// only, or be killed first).
+			continue
 		}
 		live := v.live()
 		if len(live) == 0 {
