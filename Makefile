@@ -8,7 +8,7 @@ BENCHTIME ?= 1s
 BENCH_ARGS ?=
 FUZZTIME  ?= 30s
 
-.PHONY: all build demo example example-disk test test-unit vet race fuzz bench bench-go bench-kv bench-restore bench-state sim clean \
+.PHONY: all build demo example example-disk example-kafka test test-unit vet race fuzz bench bench-go bench-kv bench-restore bench-state sim clean \
 	emulators-install emulators-up emulators-down chromium
 
 all: build test
@@ -34,6 +34,15 @@ example:
 ## database of its own, incremental snapshots of SST files)
 example-disk:
 	$(GO) run ./examples/wordcount verify -disk
+
+## example-kafka: the word count of a Kafka topic on kafkastate: a kfake
+## cluster on loopback, 3 processes killed (SIGKILL) and stopped (SIGSTOP)
+## at random moments, scaled out to 4 during a rebalance, every partition's
+## checkpoint checked against an independent count of the input, and the
+## output topic (in transactions) read with read_committed (about 40 s; `go run ./examples/kafkawordcount verify -brokers HOST:PORT` for a
+## real broker)
+example-kafka:
+	$(GO) run ./examples/kafkawordcount verify
 
 ## test: go vet, then every test with the race detector, with the emulators
 ## started first and stopped afterwards (even when a test fails), and

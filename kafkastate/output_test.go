@@ -1,0 +1,168 @@
+package kafkastate
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+const outTopic = "out"
+
+// countAndEmit counts the words and emits one output record per word.
+func countAndEmit(ctx context.Context, r *kgo.Record, p *Partition[counts]) error {
+	if err := countWords(ctx, r, p); err != nil {
+		return err
+	}
+	for _, w := range strings.Fields(string(r.Value)) {
+		p.Produce(&kgo.Record{Topic: outTopic, Key: []byte(w)})
+	}
+	return nil
+}
+
+// readOutput reads the output topic to its end, with isolation
+// read_committed, and counts its records by key.
+func readOutput(t *testing.T, brokers []string) map[string]int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(outTopic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := map[string]int64{}
+	for idle := 0; idle < 3; {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			idle++
+			continue
+		}
+		idle = 0
+		fs.EachRecord(func(r *kgo.Record) { got[string(r.Key)]++ })
+	}
+	return got
+}
+
+// TestTransactionalOutput: with transactions, the output read with
+// isolation read_committed holds every word of the input exactly once,
+// through a crash (whose open transaction is aborted by the next owner), a
+// graceful stop and a second member joining.
+func TestTransactionalOutput(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(3, outTopic))
+	brokers := c.ListenAddrs()
+	b := dstltest.NewBackend()
+	prod := newProducer(t, brokers)
+	cfg := testConfig(brokers)
+	cfg.Process = countAndEmit
+	cfg.TransactionalID = "tx"
+
+	prod.produce(t, 200)
+	r := start(t, newStorage(t, b), cfg)
+	waitCommitted(t, brokers, 20*time.Second)
+	prod.produce(t, 200)
+	time.Sleep(150 * time.Millisecond)
+	r.crash(t)
+	prod.produce(t, 200)
+	r2 := start(t, newStorage(t, b), cfg)
+	time.Sleep(300 * time.Millisecond)
+	r3 := start(t, newStorage(t, b), cfg)
+	prod.produce(t, 200)
+	waitCommitted(t, brokers, 30*time.Second)
+	for _, x := range []*running{r2, r3} {
+		if err := x.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := r.svc.Stats().TransactionFailures + r2.svc.Stats().TransactionFailures + r3.svc.Stats().TransactionFailures; n > 0 {
+		t.Logf("%d transactions failed (and were tried again)", n)
+	}
+	checkFinal(t, b, cfg, prod.want)
+	if diff := compareCounts(prod.want, readOutput(t, brokers)); diff != "" {
+		t.Errorf("output (read_committed) differs from the input's words:\n%s", diff)
+	}
+}
+
+// TestAtLeastOnceOutput: without transactions, no output is lost through
+// a crash (some may be produced twice).
+func TestAtLeastOnceOutput(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(3, outTopic))
+	brokers := c.ListenAddrs()
+	b := dstltest.NewBackend()
+	prod := newProducer(t, brokers)
+	cfg := testConfig(brokers)
+	cfg.Process = countAndEmit
+	prod.produce(t, 200)
+	r := start(t, newStorage(t, b), cfg)
+	time.Sleep(200 * time.Millisecond)
+	r.crash(t)
+	prod.produce(t, 200)
+	r2 := start(t, newStorage(t, b), cfg)
+	waitCommitted(t, brokers, 20*time.Second)
+	if err := r2.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	checkFinal(t, b, cfg, prod.want)
+	got := readOutput(t, brokers)
+	for w, n := range prod.want {
+		if got[w] < n {
+			t.Errorf("output of %q: %d records, want at least %d", w, got[w], n)
+		}
+	}
+}
+
+// TestCrashBeforeTransaction: the checkpoints commit to the catalog but
+// their transactions fail (EndTxn refused), and the process dies before any
+// succeeds: the next owner restores the pending output with the state and
+// must produce it; the output read with read_committed is complete and
+// exact.
+func TestCrashBeforeTransaction(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(3, outTopic))
+	brokers := c.ListenAddrs()
+	b := dstltest.NewBackend()
+	prod := newProducer(t, brokers)
+	cfg := testConfig(brokers)
+	cfg.Process = countAndEmit
+	cfg.TransactionalID = "tx"
+	var refuse atomic.Bool
+	refuse.Store(true)
+	c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refuse.Load() || !req.(*kmsg.EndTxnRequest).Commit {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp, nil, true
+	})
+	prod.produce(t, 200)
+	r := start(t, newStorage(t, b), cfg)
+	r.waitFor(t, func(st Stats) bool { return st.Records >= 200 && st.TransactionFailures >= testPartitions })
+	r.crash(t)
+	if n := r.svc.Stats().Checkpoints; n == 0 {
+		t.Fatal("no checkpoint committed to the catalog")
+	}
+	if got := readOutput(t, brokers); len(got) != 0 {
+		t.Fatalf("output before the restore: %v, want none (every transaction refused)", got)
+	}
+	refuse.Store(false)
+	prod.produce(t, 100)
+	r2 := start(t, newStorage(t, b), cfg)
+	waitCommitted(t, brokers, 30*time.Second)
+	if err := r2.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	checkFinal(t, b, cfg, prod.want)
+	if diff := compareCounts(prod.want, readOutput(t, brokers)); diff != "" {
+		t.Errorf("output (read_committed) differs from the input's words:\n%s", diff)
+	}
+}
