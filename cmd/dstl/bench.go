@@ -445,24 +445,31 @@ func randomBytes(n int, seed uint64) []byte {
 	return b[:n]
 }
 
-func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, error) {
-	opts := map[string]string{"base-path": o.basePath}
-	if o.storage != "" {
-		opts["storage"] = o.storage
+// runConfig is the engine configuration of a measuring command's run: the
+// base path, the storage and the --option KEY=VALUE settings, under a job
+// of its own, named prefix and a UUIDv7.
+func runConfig(basePath, storage string, options []string, prefix string) (dstl.Config, error) {
+	opts := map[string]string{"base-path": basePath}
+	if storage != "" {
+		opts["storage"] = storage
 	}
-	for _, kv := range o.options {
+	for _, kv := range options {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return nil, fmt.Errorf("%w: --option %q: want KEY=VALUE", dstl.ErrInvalidConfig, kv)
+			return dstl.Config{}, fmt.Errorf("%w: --option %q: want KEY=VALUE", dstl.ErrInvalidConfig, kv)
 		}
 		opts[k] = v
 	}
 	run, err := uuid.NewV7()
 	if err != nil {
-		return nil, err
+		return dstl.Config{}, err
 	}
-	opts["job-id"] = "dstl-bench-" + run.String()
-	cfg, err := dstl.ParseConfig(opts)
+	opts["job-id"] = prefix + run.String()
+	return dstl.ParseConfig(opts)
+}
+
+func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, error) {
+	cfg, err := runConfig(o.basePath, o.storage, o.options, "dstl-bench-")
 	if err != nil {
 		return nil, err
 	}

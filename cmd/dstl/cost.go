@@ -14,8 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
-
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/dstl"
@@ -319,23 +317,7 @@ type costBill struct {
 }
 
 func cost(ctx context.Context, o costOptions) (*costReport, error) {
-	opts := map[string]string{"base-path": o.basePath}
-	if o.storage != "" {
-		opts["storage"] = o.storage
-	}
-	for _, kv := range o.options {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return nil, fmt.Errorf("%w: --option %q: want KEY=VALUE", dstl.ErrInvalidConfig, kv)
-		}
-		opts[k] = v
-	}
-	run, err := uuid.NewV7()
-	if err != nil {
-		return nil, err
-	}
-	opts["job-id"] = "dstl-cost-" + run.String()
-	cfg, err := dstl.ParseConfig(opts)
+	cfg, err := runConfig(o.basePath, o.storage, o.options, "dstl-cost-")
 	if err != nil {
 		return nil, err
 	}

@@ -58,6 +58,7 @@ import (
 
 	_ "github.com/dstlgo/dstl/backends/all" // every backend: local, s3, gcs, azure, gocloud
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/examples/internal/child"
 	"github.com/dstlgo/dstl/kafkastate"
 	"github.com/dstlgo/dstl/statestore"
 )
@@ -74,7 +75,7 @@ func main() {
 	case "run":
 		code = runMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "verify":
-		code = verifyMain(ctx, os.Args[2:], selfCommand, os.Stdout, os.Stderr)
+		code = verifyMain(ctx, os.Args[2:], child.Self, os.Stdout, os.Stderr)
 	default:
 		fmt.Fprintf(os.Stderr, "kafkawordcount: unknown command %q (run, verify)\n", os.Args[1])
 		code = 2

@@ -26,33 +26,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/examples/internal/child"
 	"github.com/dstlgo/dstl/kafkastate"
 )
-
-// command returns the command that runs the service with args.
-type command func(ctx context.Context, args ...string) (*exec.Cmd, error)
-
-// selfCommand runs this program's "run".
-func selfCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	return exec.CommandContext(ctx, exe, append([]string{"run"}, args...)...), nil
-}
-
-// lockedWriter serialises the writes of verify and of the processes'
-// output copiers.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
 
 // verifyOptions are verify's flags beyond the service's.
 type verifyOptions struct {
@@ -73,9 +49,9 @@ type verifyOptions struct {
 var vocabulary = strings.Fields(`the of and to in is was he for it with as his on be at by had are but from or
 	have an they which one you were her all she there would their we him been has when who will more no`)
 
-func verifyMain(ctx context.Context, args []string, cmd command, stdout, stderr io.Writer) int {
+func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, stderr io.Writer) int {
 	var mu sync.Mutex
-	stdout, stderr = lockedWriter{&mu, stdout}, lockedWriter{&mu, stderr}
+	stdout, stderr = child.LockedWriter{Mu: &mu, W: stdout}, child.LockedWriter{Mu: &mu, W: stderr}
 	var o verifyOptions
 	fs := flag.NewFlagSet("kafkawordcount verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -213,7 +189,7 @@ type proc struct {
 // verifier runs the processes through faults and a scale-out.
 type verifier struct {
 	o              verifyOptions
-	cmd            command
+	cmd            child.Command
 	stdout, stderr io.Writer
 	rng            *rand.Rand
 	started        time.Time
@@ -260,7 +236,7 @@ func (v *verifier) start(ctx context.Context) error {
 	v.nextID++
 	v.mu.Unlock()
 	c.Stderr = prefixWriter{prefix: fmt.Sprintf("[process %d] ", pr.id), w: v.stderr}
-	dieWithParent(c)
+	child.DieWithParent(c)
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("start process %d: %w", pr.id, err)
 	}

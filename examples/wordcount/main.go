@@ -138,6 +138,7 @@ import (
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/duplicating"
+	"github.com/dstlgo/dstl/examples/internal/child"
 	"github.com/dstlgo/dstl/statestore"
 )
 
@@ -153,7 +154,7 @@ func main() {
 	case "run":
 		code = runMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "verify":
-		code = verifyMain(ctx, os.Args[2:], selfCommand, os.Stdout, os.Stderr)
+		code = verifyMain(ctx, os.Args[2:], child.Self, os.Stdout, os.Stderr)
 	default:
 		fmt.Fprintf(os.Stderr, "wordcount: unknown command %q (run, verify)\n", os.Args[1])
 		code = 2

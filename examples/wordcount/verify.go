@@ -26,33 +26,9 @@ import (
 	"github.com/dstlgo/dstl/catalog"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/examples/internal/child"
 	"github.com/dstlgo/dstl/statestore"
 )
-
-// command returns the command that runs the service with args.
-type command func(ctx context.Context, args ...string) (*exec.Cmd, error)
-
-// selfCommand runs this program's "run".
-func selfCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	return exec.CommandContext(ctx, exe, append([]string{"run"}, args...)...), nil
-}
-
-// lockedWriter serialises the writes of verify and of the instances'
-// output copiers.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
 
 // verifyOptions are verify's flags beyond the service's.
 type verifyOptions struct {
@@ -69,9 +45,9 @@ type verifyOptions struct {
 	disk       bool
 }
 
-func verifyMain(ctx context.Context, args []string, cmd command, stdout, stderr io.Writer) int {
+func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, stderr io.Writer) int {
 	var mu sync.Mutex
-	stdout, stderr = lockedWriter{&mu, stdout}, lockedWriter{&mu, stderr}
+	stdout, stderr = child.LockedWriter{Mu: &mu, W: stdout}, child.LockedWriter{Mu: &mu, W: stderr}
 	var o verifyOptions
 	var scales string
 	fs := flag.NewFlagSet("wordcount verify", flag.ContinueOnError)
@@ -181,7 +157,7 @@ type proc struct {
 // verifier runs the job's instances through faults and rescales.
 type verifier struct {
 	o              verifyOptions
-	cmd            command
+	cmd            child.Command
 	stdout, stderr io.Writer
 	outDir         string
 	stateDir       string // with -disk: the instances' state directories are under it
@@ -255,7 +231,7 @@ func (v *verifier) start(ctx context.Context, i, p int) error {
 		return err
 	}
 	c.Stderr = prefixWriter{prefix: fmt.Sprintf("[instance %d of %d] ", i, p), w: v.stderr}
-	dieWithParent(c)
+	child.DieWithParent(c)
 	v.mu.Lock()
 	pr := &proc{index: i, of: p, cmd: c, exited: make(chan struct{}), sawComplete: v.complete}
 	v.mu.Unlock()

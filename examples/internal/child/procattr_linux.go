@@ -1,16 +1,16 @@
 //go:build linux
 
-package main
+package child
 
 import (
 	"os/exec"
 	"syscall"
 )
 
-// dieWithParent has the kernel kill the instance when verify dies without
-// stopping it (SIGKILL, a crash): an instance of several runs until it is
+// DieWithParent has the kernel kill the child when verify dies without
+// stopping it (SIGKILL, a crash): a child runs until it is
 // stopped, and would otherwise run on with nobody to stop it.
-func dieWithParent(c *exec.Cmd) {
+func DieWithParent(c *exec.Cmd) {
 	if c.SysProcAttr == nil {
 		c.SysProcAttr = &syscall.SysProcAttr{}
 	}
