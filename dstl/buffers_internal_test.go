@@ -1,6 +1,12 @@
 package dstl
 
-import "testing"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+)
 
 // TestFreeList: the value put last comes out first, and no more than the
 // limit are kept.
@@ -22,9 +28,9 @@ func TestFreeList(t *testing.T) {
 	}
 }
 
-// TestPooledArenas: enough arenas for a full in-flight window of sets at
+// TestPooledSets: enough sets' lists for a full in-flight window of sets at
 // the pre-emptive threshold, two per upload thread at least, 64 at most.
-func TestPooledArenas(t *testing.T) {
+func TestPooledSets(t *testing.T) {
 	for _, tc := range []struct {
 		threads          int
 		maxInFlight, pre int64
@@ -37,8 +43,123 @@ func TestPooledArenas(t *testing.T) {
 	} {
 		cfg := DefaultConfig("x")
 		cfg.UploadNumThreads, cfg.UploadMaxInFlight, cfg.PreemptivePersistThreshold = tc.threads, tc.maxInFlight, tc.pre
-		if got := pooledArenas(cfg); got != tc.want {
-			t.Errorf("%+v: %d arenas, want %d", tc, got, tc.want)
+		if got := pooledSets(cfg); got != tc.want {
+			t.Errorf("%+v: %d sets, want %d", tc, got, tc.want)
+		}
+	}
+}
+
+// TestChunkClass: the smallest pooled chunk that holds n bytes.
+func TestChunkClass(t *testing.T) {
+	for _, tc := range []struct{ n, class int }{
+		{0, 0}, {1, 0}, {minChunk, 0}, {minChunk + 1, 1}, {2 * minChunk, 1},
+		{2*minChunk + 1, 2}, {maxChunk/2 + 1, chunkClasses - 1}, {maxChunk, chunkClasses - 1},
+	} {
+		if got := chunkClass(tc.n); got != tc.class {
+			t.Errorf("chunkClass(%d) = %d, want %d", tc.n, got, tc.class)
+		}
+		if size := minChunk << chunkClass(tc.n); size < tc.n {
+			t.Errorf("class of %d bytes holds %d", tc.n, size)
+		}
+	}
+}
+
+// TestChunkPool: chunks come back by size class, up to the pool's bytes;
+// sizes that are not a class are never kept.
+func TestChunkPool(t *testing.T) {
+	p := &chunkPool{limit: 3 * minChunk}
+	a := p.get(0)
+	b := p.get(1)
+	if cap(a) != minChunk || cap(b) != 2*minChunk || len(a) != 0 || p.allocs != 2 {
+		t.Fatalf("got chunks of %d and %d bytes, %d allocations", cap(a), cap(b), p.allocs)
+	}
+	p.put(append(a, 1, 2, 3))
+	p.put(b)
+	p.put(make([]byte, 0, minChunk)) // over the limit: dropped
+	p.put(make([]byte, 0, 3*minChunk))
+	p.put(make([]byte, 0, 2*maxChunk))
+	if p.held != 3*minChunk {
+		t.Fatalf("pool holds %d bytes, want %d", p.held, 3*minChunk)
+	}
+	if c := p.get(0); cap(c) != minChunk || len(c) != 0 || p.allocs != 2 {
+		t.Fatalf("recycled chunk: len %d cap %d, %d allocations", len(c), cap(c), p.allocs)
+	}
+	if c := p.get(0); cap(c) != minChunk || p.allocs != 3 {
+		t.Fatalf("empty class: cap %d, %d allocations; want a new chunk", cap(c), p.allocs)
+	}
+}
+
+// TestSteadyAppendAllocatesNoChunks: once a storage's pool holds the chunks
+// of uploaded sets, a writer that appends, persists, confirms and
+// truncates in rounds appends into recycled chunks only.
+func TestSteadyAppendAllocatesNoChunks(t *testing.T) {
+	b := &gatedBackend{gate: make(chan struct{}), objects: map[string][]byte{}}
+	close(b.gate)
+	cfg := DefaultConfig("mem://job")
+	cfg.JobID = "job"
+	cfg.BatchPersistDelay = 0
+	s, err := New(cfg, b, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ws := make([]*Writer, 4)
+	for i := range ws {
+		if ws[i], err = s.NewWriter(fmt.Sprint(i), KeyGroupRange{Start: i, End: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	change := make([]byte, 100)
+	from := make([]SequenceNumber, len(ws))
+	var warm int64
+	for round := 1; round <= 30; round++ {
+		for i, w := range ws {
+			for range 20000 + round*100 { // sets a little larger every round
+				if err := w.Append(ctx, i, change); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		fs := make([]*Future, len(ws))
+		for i, w := range ws { // every set rolls over before any is recycled
+			if fs[i], err = w.Persist(ctx, from[i], int64(round)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, w := range ws {
+			res, err := fs[i].Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Confirm(res.From, res.To, int64(round)); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Truncate(res.To); err != nil {
+				t.Fatal(err)
+			}
+			from[i] = res.To
+		}
+		// The sets go back to the pool just after their futures resolve.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			s.buffers.free.mu.Lock()
+			back := len(s.buffers.free.items)
+			s.buffers.free.mu.Unlock()
+			if back == len(ws) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d of %d sets recycled", round, back, len(ws))
+			}
+		}
+		s.buffers.chunks.mu.Lock()
+		allocs := s.buffers.chunks.allocs
+		s.buffers.chunks.mu.Unlock()
+		switch {
+		case round == 10:
+			warm = allocs
+		case round > 10 && allocs != warm:
+			t.Fatalf("round %d: %d chunks allocated, %d after round 10", round, allocs, warm)
 		}
 	}
 }

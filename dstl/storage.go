@@ -157,23 +157,31 @@ func newStorage(ctx context.Context, cfg Config, backend backends.Backend, opts 
 		m:           m,
 		log:         o.logger,
 		readerCache: newRangeCache(cfg.CacheIdleTimeout, defaultCacheLimit),
-		buffers:     newBufferPool(pooledArenas(cfg)),
+		buffers:     newBufferPool(pooledSets(cfg), pooledChunkBytes(cfg)),
 		writers:     map[*Writer]struct{}{},
 	}, nil
 }
 
-// pooledArenas is how many change sets' arenas a storage keeps for reuse:
-// as many as can be in flight, full, at once (upload.max-in-flight over
-// the pre-emptive persist threshold), and two more, so that a writer
-// appending flat out finds a recycled arena at each roll-over instead of
-// allocating (and zeroing) a new one. At least two per upload thread, at
+// pooledSets is how many change sets' lists of changes a storage keeps for
+// reuse: as many as can be in flight, full, at once (upload.max-in-flight
+// over the pre-emptive persist threshold), and two more, so that a writer
+// appending flat out finds recycled lists at each roll-over instead of
+// allocating (and zeroing) new ones. At least two per upload thread, at
 // most 64.
-func pooledArenas(cfg Config) int {
+func pooledSets(cfg Config) int {
 	n := 2 * cfg.UploadNumThreads
 	if t := cfg.PreemptivePersistThreshold; t > 0 {
 		n = max(n, int(min(cfg.UploadMaxInFlight/t, 62))+2)
 	}
 	return min(n, 64)
+}
+
+// pooledChunkBytes bounds the bytes of arena chunks a storage keeps for
+// reuse: twice upload.max-in-flight (which bounds the changes waiting for
+// or in an upload; the writers' open sets hold more), but at least 16 MiB
+// and at most 512 MiB.
+func pooledChunkBytes(cfg Config) int64 {
+	return min(max(2*cfg.UploadMaxInFlight, 16<<20), 512<<20)
 }
 
 // buildUploader returns the storage's uploader: the default one, or the

@@ -56,15 +56,22 @@ type Writer struct {
 	latestConfirmed int64
 }
 
-// changeSet is one sequence number's changes. Appends go to an arena (data)
-// plus an index (refs), so that appending allocates nothing once the arena
-// has grown.
+// changeSet is one sequence number's changes. Appends go to an arena of
+// chunks plus an index (refs), so that appending allocates nothing once
+// the storage's pool holds recycled chunks, and never moves a change.
 type changeSet struct {
-	sqn    SequenceNumber
-	data   []byte
+	sqn SequenceNumber
+	// chunks are the arena: changes, each in one chunk, in append order.
+	// Only tail, the last chunk, has its length kept: the changes of the
+	// others are found by their refs, within the chunks' capacity.
+	chunks [][]byte
+	tail   []byte
 	refs   []changeRef
-	size   int64 // logical bytes
-	framed int64 // bytes of the frame payload: changes with their length prefixes
+	// firstChunk sizes the set's first chunk: what the writer's previous
+	// set held.
+	firstChunk int
+	size       int64 // logical bytes
+	framed     int64 // bytes of the frame payload: changes with their length prefixes
 
 	scratch [][]byte // the changes grouped by key group, built for uploads
 
@@ -80,13 +87,14 @@ type changeSet struct {
 	truncated bool
 }
 
-// changeRef locates one change in its set's arena. A set's arena holds at
-// most a frame's payload ([format.MaxPayloadSize], 1 GiB), so 32-bit
-// offsets do.
+// changeRef locates one change in its set's arena: its chunk, and its
+// offset there. A set holds at most a frame's payload
+// ([format.MaxPayloadSize], 1 GiB), so 32-bit numbers do.
 type changeRef struct {
-	kg  int32
-	n   uint32
-	off uint32
+	kg    int32
+	n     uint32
+	off   uint32
+	chunk uint32
 }
 
 type setState uint8
@@ -182,8 +190,15 @@ func (w *Writer) append(ctx context.Context, kg int32, change []byte) error {
 		cs = w.active
 	}
 	cs.framed += framed
-	cs.refs = append(cs.refs, changeRef{kg: kg, n: uint32(n), off: uint32(len(cs.data))})
-	cs.data = append(cs.data, change...)
+	off := len(cs.tail)
+	end := off + len(change)
+	if end > cap(cs.tail) || len(cs.chunks) == 0 {
+		w.storage.buffers.grow(cs, len(change))
+		off, end = 0, len(change)
+	}
+	cs.tail = cs.tail[:end]
+	copy(cs.tail[off:], change)
+	cs.refs = append(cs.refs, changeRef{kg: kg, n: uint32(n), off: uint32(off), chunk: uint32(len(cs.chunks) - 1)})
 	cs.size += n
 	w.unpersisted += n
 	due := w.unpersisted >= w.threshold
@@ -396,7 +411,7 @@ func (cs *changeSet) group(id LogID, kgr KeyGroupRange) *format.ChangeSet {
 		for _, r := range cs.refs {
 			k := slot(r.kg)
 			off := int(r.off)
-			changes[counts[k]] = cs.data[off : off+int(r.n) : off+int(r.n)]
+			changes[counts[k]] = cs.chunks[r.chunk][off : off+int(r.n) : off+int(r.n)]
 			counts[k]++
 		}
 		return out
@@ -408,7 +423,7 @@ func (cs *changeSet) group(id LogID, kgr KeyGroupRange) *format.ChangeSet {
 	slices.SortStableFunc(refs, func(a, b changeRef) int { return cmp.Compare(a.kg, b.kg) })
 	for i, r := range refs {
 		off := int(r.off)
-		changes[i] = cs.data[off : off+int(r.n) : off+int(r.n)]
+		changes[i] = cs.chunks[r.chunk][off : off+int(r.n) : off+int(r.n)]
 		if n := len(out.Groups); n == 0 || out.Groups[n-1].KeyGroup != r.kg {
 			out.Groups = append(out.Groups, format.Group{KeyGroup: r.kg, Changes: changes[i : i+1 : i+1]})
 		} else {

@@ -373,3 +373,78 @@ func TestOpenStorageByURL(t *testing.T) {
 		t.Fatalf("read back %q", got)
 	}
 }
+
+// TestChangesAcrossChunks: changes of sizes around the arena's chunk sizes
+// (4 KiB to 1 MiB, and larger than a chunk) come back whole and in order,
+// whatever chunk each landed in, in sets that start with a recycled arena
+// and in sets that do not.
+func TestChangesAcrossChunks(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sizes []int
+	}{
+		{"small", []int{0, 1, 100, 4095, 4096, 4097}},
+		{"around a full chunk", []int{1 << 20, 1<<20 - 1, 1<<20 + 1, 3, 0}},
+		{"larger than a chunk", []int{3 << 20, 10, 2<<20 + 7, 0, 1 << 20}},
+		{"doubling chunks", []int{5000, 9000, 17000, 33000, 65000, 130000, 260000, 520000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dstltest.NewBackend()
+			cfg := testConfig()
+			cfg.PreemptivePersistThreshold = 1 << 30 // sets end where the test says
+			cfg.UploadMaxInFlight = 2 << 30
+			s := newStorage(t, b, cfg)
+			kgr := dstl.KeyGroupRange{Start: 0, End: 2}
+			w := newWriter(t, s, "op", kgr)
+			ctx := context.Background()
+			var want []string
+			var from dstl.SequenceNumber
+			for set := range 4 {
+				// Within a set, changes are read back by key group.
+				byGroup := make([][]string, 3)
+				for i, n := range tc.sizes {
+					for rep := range 3 {
+						kg := (i + rep) % 3
+						c := make([]byte, n)
+						for j := range c {
+							c[j] = byte(set*31 + i*7 + rep*3 + j)
+						}
+						if err := w.Append(ctx, kg, c); err != nil {
+							t.Fatal(err)
+						}
+						byGroup[kg] = append(byGroup[kg], fmt.Sprintf("%d:%s", kg, c))
+					}
+				}
+				for _, g := range byGroup {
+					want = append(want, g...)
+				}
+				w.NextSequenceNumber()
+				if set%2 == 1 { // recycle the arenas of the sets so far
+					f, err := w.Persist(ctx, from, int64(set))
+					if err != nil {
+						t.Fatal(err)
+					}
+					res, err := f.Wait(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := readAll(t, b, res.Remote, kgr); !slices.Equal(got, want) {
+						for i := range min(len(got), len(want)) {
+							if got[i] != want[i] {
+								t.Fatalf("set %d: change %d of %d read back differs: got %.40q..., want %.40q...", set, i, len(want), got[i], want[i])
+							}
+						}
+						t.Fatalf("set %d: read back %d changes, want %d", set, len(got), len(want))
+					}
+					if err := w.Confirm(res.From, res.To, int64(set)); err != nil {
+						t.Fatal(err)
+					}
+					if err := w.Truncate(res.To); err != nil {
+						t.Fatal(err)
+					}
+					from, want = res.To, nil
+				}
+			}
+		})
+	}
+}
