@@ -137,7 +137,8 @@ func (r *uploadRun) start() {
 	r.progress = append(r.progress, p)
 	r.ended = append(r.ended, false)
 	r.s.m.uploadRequests.Add(r.s.ctx, 1)
-	go r.attempt(withProgress(ctx, p), r.started)
+	actx, n := withProgress(ctx, p), r.started
+	r.s.runAttempt(func() { r.attempt(actx, n) })
 	r.watch(time.Now())
 }
 

@@ -34,7 +34,10 @@ type scheduler struct {
 	preparer uploader.Preparer
 	ahead    chan struct{}
 	handoff  chan struct{} // an ending upload hands its slot to the batch encoded ahead
-	wg       sync.WaitGroup
+	// work hands an upload attempt to an idle attempt goroutine (see
+	// runAttempt).
+	work chan func()
+	wg   sync.WaitGroup
 
 	mu         sync.Mutex
 	closed     bool
@@ -60,6 +63,7 @@ func newScheduler(cfg Config, backend string, up uploader.Uploader, prep uploade
 		slots:     make(chan struct{}, cfg.UploadNumThreads),
 		ahead:     make(chan struct{}, 1),
 		handoff:   make(chan struct{}),
+		work:      make(chan func()),
 		freed:     make(chan struct{}),
 		available: make(chan struct{}),
 	}
@@ -497,4 +501,32 @@ func (s *scheduler) close() {
 		s.failQueue()
 	}
 	s.wg.Wait()
+}
+
+// runAttempt runs an upload attempt on an idle attempt goroutine, or on a
+// new one, which then stays for later attempts until the storage closes.
+// An attempt goes deep into a backend's SDK (the AWS SDK's middleware
+// stack alone is over a hundred frames): a goroutine started for each
+// attempt would grow its stack by copying it, a few times, at every
+// attempt, on the persist's path. The goroutines are at most as many as
+// attempts ever ran at once. It is called from a drain goroutine, which
+// s.wg counts, so adding to s.wg is safe while close waits.
+func (s *scheduler) runAttempt(f func()) {
+	select {
+	case s.work <- f:
+		return
+	default:
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			f()
+			select {
+			case f = <-s.work:
+			case <-s.ctx.Done():
+				return
+			}
+		}
+	}()
 }

@@ -2,7 +2,11 @@ package dstl
 
 import (
 	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/dstlgo/dstl/dstl/format"
 	"github.com/dstlgo/dstl/uploader"
@@ -68,5 +72,49 @@ func TestCheckOutputJudgesByTheWritersSets(t *testing.T) {
 	out.Tasks[0].Results[0].SequenceNumber = 7
 	if err := checkOutput([]*uploadTask{task}, out); err != nil {
 		t.Fatalf("checkOutput = %v for a result matching the writer's set", err)
+	}
+}
+
+// TestAttemptGoroutinesStay: an upload attempt runs on a goroutine that
+// stays, idle, for the next attempt (whose stack is then grown already);
+// attempts at once run on goroutines of their own; closing ends them.
+func TestAttemptGoroutinesStay(t *testing.T) {
+	s := newScheduler(DefaultConfig("x"), "x", nil, nil, nil, nil, slog.New(slog.DiscardHandler))
+	goroutine := func() string {
+		b := make([]byte, 64)
+		return strings.Fields(string(b[:runtime.Stack(b, false)]))[1] // "goroutine N [running]:"
+	}
+	s.wg.Add(1) // runAttempt is called from a drain goroutine, which s.wg counts
+	ids := make(chan string, 1)
+	s.runAttempt(func() { ids <- goroutine() })
+	first := <-ids
+	select {
+	case s.work <- func() { ids <- goroutine() }: // only an idle attempt goroutine takes it
+	case <-time.After(10 * time.Second):
+		t.Fatal("no attempt goroutine waits for the next attempt")
+	}
+	if second := <-ids; second != first {
+		t.Fatalf("the second attempt ran on goroutine %s, the first on %s", second, first)
+	}
+
+	release := make(chan struct{})
+	s.runAttempt(func() { <-release })
+	done := make(chan string, 1)
+	s.runAttempt(func() { done <- goroutine() }) // must not wait for the first
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an attempt waited for another to end")
+	}
+	close(release)
+
+	s.cancel()
+	s.wg.Done()
+	ended := make(chan struct{})
+	go func() { s.wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("attempt goroutines still run after the scheduler closed")
 	}
 }
