@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -78,6 +79,17 @@ func (b *Body) Section(off, n int64) *io.SectionReader {
 	return io.NewSectionReader(b, off, n)
 }
 
+// Reader is Section, but over the caller's own bytes when the body is in
+// memory (see SliceAt): a [bytes.Reader], which hands them to whoever
+// reads it (a hash, the connection) without copying them through a
+// buffer, as io.Copy does with a reader that has no WriteTo.
+func (b *Body) Reader(off, n int64) io.ReadSeeker {
+	if p, ok := b.SliceAt(off, n); ok {
+		return bytes.NewReader(p)
+	}
+	return b.Section(off, n)
+}
+
 // sliceAt is a caller's body whose bytes are in memory (such as
 // backends.MemoryBody): it hands them out without a copy.
 type sliceAt interface {
@@ -101,8 +113,13 @@ func (b *Body) SliceAt(off, n int64) ([]byte, bool) {
 	return p, true
 }
 
-// Bytes reads n bytes of the body from off on into memory.
+// Bytes returns n bytes of the body from off on, in memory: the caller's
+// own bytes when the body is in memory (see SliceAt), without a copy;
+// otherwise a copy read with ReadAt. The driver does not change them.
 func (b *Body) Bytes(off, n int64) ([]byte, error) {
+	if p, ok := b.SliceAt(off, n); ok {
+		return p, nil
+	}
 	p := make([]byte, n)
 	if _, err := b.ReadAt(p, off); err != nil {
 		return nil, err
