@@ -35,6 +35,47 @@ func BenchmarkWriteChangeSet(b *testing.B) {
 	}
 }
 
+// BenchmarkEncodeObject builds an object in memory, as the engine's
+// uploader does: change sets of 100-byte changes, two key groups each,
+// of about 64 KiB, 1 MiB and 4 MiB, one per object.
+func BenchmarkEncodeObject(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20, 4 << 20} {
+		b.Run(fmt.Sprintf("set=%dKiB", size>>10), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(23, 24))
+			n := size / 101
+			cs := &ChangeSet{LogID: logID(1), SequenceNumber: 1}
+			arena := make([]byte, n*100)
+			for i := range arena {
+				arena[i] = byte(r.Uint32())
+			}
+			for g := range 2 {
+				grp := Group{KeyGroup: int32(g)}
+				for i := g; i < n; i += 2 { // interleaved, as appended
+					grp.Changes = append(grp.Changes, arena[i*100:(i+1)*100])
+				}
+				cs.Groups = append(cs.Groups, grp)
+			}
+			total, err := EncodedSize(cs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var enc Encoder
+			dst := make([]byte, 0, total)
+			b.SetBytes(int64(n * 100))
+			b.ReportAllocs()
+			for b.Loop() {
+				enc.ResetBuffer(dst, EncoderOptions{})
+				if _, err := enc.WriteChangeSet(cs); err != nil {
+					b.Fatal(err)
+				}
+				if err := enc.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkDecodeFrame(b *testing.B) {
 	cs := benchChangeSet()
 	for _, compression := range []bool{false, true} {
