@@ -53,9 +53,9 @@ type Config struct {
 	DiscardNumThreads int
 	// UploadMaxInFlight bounds the bytes queued or uploading (plus one
 	// upload): at it, Append and Persist wait. Key "upload.max-in-flight".
-	// After a burst, a storage keeps about as many bytes of change-set
-	// arenas (this over the pre-emptive threshold, plus two, at most 64)
-	// for its writers to reuse, until it is closed.
+	// After a burst, a storage keeps up to twice this many bytes of
+	// change-set arenas (at least 16 MiB, at most 512 MiB) for its
+	// writers to reuse, until it is closed.
 	UploadMaxInFlight int64
 	// RetryPolicy is [RetryFixed] or [RetryNone]. Key "upload.retry-policy".
 	RetryPolicy string
