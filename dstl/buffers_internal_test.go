@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestFreeList: the value put last comes out first, and no more than the
@@ -161,5 +162,48 @@ func TestSteadyAppendAllocatesNoChunks(t *testing.T) {
 		case round > 10 && allocs != warm:
 			t.Fatalf("round %d: %d chunks allocated, %d after round 10", round, allocs, warm)
 		}
+	}
+}
+
+// TestAppendNeverMovesAChange: a change stays where Append copied it while
+// its set grows by many times its first chunk.
+func TestAppendNeverMovesAChange(t *testing.T) {
+	b := &gatedBackend{gate: make(chan struct{}), objects: map[string][]byte{}}
+	close(b.gate)
+	cfg := DefaultConfig("mem://job")
+	cfg.JobID = "job"
+	cfg.PreemptivePersistThreshold = 1 << 30 // the set grows unpersisted
+	cfg.UploadMaxInFlight = 2 << 30
+	s, err := New(cfg, b, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w, err := s.NewWriter("op", KeyGroupRange{Start: 0, End: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.Append(ctx, 0, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	where := func() *byte {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		r := w.active.refs[0]
+		return &w.active.chunks[r.chunk][:cap(w.active.chunks[r.chunk])][r.off]
+	}
+	at := where()
+	change := make([]byte, 100)
+	for range 40000 { // 4 MB: 1 000 times the first chunk
+		if err := w.Append(ctx, 0, change); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if now := where(); now != at {
+		t.Fatalf("the first change moved in memory as its set grew")
+	}
+	if got := unsafe.String(at, 5); got != "first" {
+		t.Fatalf("the first change reads %q", got)
 	}
 }

@@ -508,9 +508,11 @@ func (s *scheduler) close() {
 // An attempt goes deep into a backend's SDK (the AWS SDK's middleware
 // stack alone is over a hundred frames): a goroutine started for each
 // attempt would grow its stack by copying it, a few times, at every
-// attempt, on the persist's path. The goroutines are at most as many as
-// attempts ever ran at once. It is called from a drain goroutine, which
-// s.wg counts, so adding to s.wg is safe while close waits.
+// attempt, on the persist's path. The goroutines are about as many as
+// attempts ever ran at once (an attempt that starts while the last one's
+// goroutine is not back yet gets one more). It is called from a drain
+// goroutine, which s.wg counts, so adding to s.wg is safe while close
+// waits.
 func (s *scheduler) runAttempt(f func()) {
 	select {
 	case s.work <- f:
@@ -522,6 +524,7 @@ func (s *scheduler) runAttempt(f func()) {
 		defer s.wg.Done()
 		for {
 			f()
+			f = nil // an idle goroutine keeps nothing of its last attempt
 			select {
 			case f = <-s.work:
 			case <-s.ctx.Done():

@@ -1,12 +1,14 @@
 package dstl
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/dstlgo/dstl/dstl/format"
 	"github.com/dstlgo/dstl/uploader"
@@ -116,5 +118,73 @@ func TestAttemptGoroutinesStay(t *testing.T) {
 	case <-ended:
 	case <-time.After(10 * time.Second):
 		t.Fatal("attempt goroutines still run after the scheduler closed")
+	}
+}
+
+// TestIdleAttemptGoroutineKeepsNothing: once a writer's set was uploaded,
+// truncated and the writer closed, nothing of the engine keeps the set's
+// arena nor the writer, though the goroutine of its last upload attempt
+// stays for the next one.
+func TestIdleAttemptGoroutineKeepsNothing(t *testing.T) {
+	b := &gatedBackend{gate: make(chan struct{}), objects: map[string][]byte{}}
+	close(b.gate)
+	cfg := DefaultConfig("mem://job")
+	cfg.JobID = "job"
+	cfg.BatchPersistDelay = 0
+	cfg.PreemptivePersistThreshold = 1 << 30
+	cfg.UploadMaxInFlight = 2 << 30
+	s, err := New(cfg, b, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w, err := s.NewWriter("op", KeyGroupRange{Start: 0, End: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.Append(ctx, 0, make([]byte, 8<<20)); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	chunks := w.active.chunks
+	w.mu.Unlock()
+	if len(chunks) != 1 {
+		t.Fatalf("%d chunks", len(chunks))
+	}
+	chunk := chunks[0]
+	wp := weak.Make(&chunk[:1][0])
+	chunk = nil
+	f, err := w.Persist(ctx, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Confirm(res.From, res.To, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Truncate(res.To); err != nil {
+		t.Fatal(err)
+	}
+	ww := weak.Make(w)
+	w.Close()
+	w = nil
+	// The set's buffers go back just after its future resolves.
+	for deadline := time.Now().Add(10 * time.Second); wp.Value() != nil || ww.Value() != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("while the storage is open, still reachable: the 8 MiB chunk of a truncated set of a closed writer: %v; the writer (and its last upload): %v",
+				wp.Value() != nil, ww.Value() != nil)
+		}
+		runtime.GC()
+	}
+	s.Close()
+	for range 5 {
+		runtime.GC()
+	}
+	if wp.Value() != nil {
+		t.Errorf("still reachable after Storage.Close")
 	}
 }

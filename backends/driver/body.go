@@ -9,8 +9,9 @@ import (
 )
 
 // Body is the body of a Put: the caller's bytes, replayable, which
-// remembers how they failed. A driver reads it with ReadAt or through a
-// Section per request; when the caller's body fails or ends before its
+// remembers how they failed. A driver reads it with ReadAt, through a
+// Section or a Reader per request, or into memory with Bytes or View;
+// when the caller's body fails or ends before its
 // size, the Put fails with that error and its requests are not retried,
 // whatever the transport made of it.
 type Body struct {
@@ -79,10 +80,28 @@ func (b *Body) Section(off, n int64) *io.SectionReader {
 	return io.NewSectionReader(b, off, n)
 }
 
+// View returns n bytes of the body from off on: the caller's own bytes,
+// without a copy, when the body is in memory (see SliceAt); otherwise a
+// copy read with ReadAt. The driver does not change them, and is done
+// with them when its Put returns: it hands them to no one who may still
+// read them after, such as net/http as a request's body (a transport may
+// go on reading a body for a moment after its round trip ended, on an
+// early answer or a cancelled request), but it may to a writer whose
+// Write consumes them before it returns.
+func (b *Body) View(off, n int64) ([]byte, error) {
+	if p, ok := b.SliceAt(off, n); ok {
+		return p, nil
+	}
+	return b.Bytes(off, n)
+}
+
 // Reader is Section, but over the caller's own bytes when the body is in
 // memory (see SliceAt): a [bytes.Reader], which hands them to whoever
-// reads it (a hash, the connection) without copying them through a
-// buffer, as io.Copy does with a reader that has no WriteTo.
+// reads it with WriteTo (a hash of the payload) without copying them
+// through a buffer, as io.Copy does with a reader that has no WriteTo.
+// Like a Section, it reads the caller's bytes as they are read: a
+// transport that reads on after its round trip ended (see View) sends
+// them on a request already answered or cut, never into a stored object.
 func (b *Body) Reader(off, n int64) io.ReadSeeker {
 	if p, ok := b.SliceAt(off, n); ok {
 		return bytes.NewReader(p)
@@ -113,13 +132,9 @@ func (b *Body) SliceAt(off, n int64) ([]byte, bool) {
 	return p, true
 }
 
-// Bytes returns n bytes of the body from off on, in memory: the caller's
-// own bytes when the body is in memory (see SliceAt), without a copy;
-// otherwise a copy read with ReadAt. The driver does not change them.
+// Bytes reads n bytes of the body from off on into memory: a copy, which
+// the driver may hand to anything, for as long as it likes.
 func (b *Body) Bytes(off, n int64) ([]byte, error) {
-	if p, ok := b.SliceAt(off, n); ok {
-		return p, nil
-	}
 	p := make([]byte, n)
 	if _, err := b.ReadAt(p, off); err != nil {
 		return nil, err

@@ -88,9 +88,10 @@ func (m memBody) SliceAt(off, n int64) ([]byte, bool) {
 	return m.b[off : off+n], true
 }
 
-// TestBodyInMemory: a body in memory gives its own bytes to Bytes and to
-// Reader (a bytes.Reader, which hands them on without a copy); another
-// body is copied (Bytes) or read through a section (Reader).
+// TestBodyInMemory: a body in memory gives its own bytes to View and to
+// Reader (a bytes.Reader, which hands them on without a copy), and a copy
+// to Bytes; another body is copied (View, Bytes) or read through a
+// section (Reader).
 func TestBodyInMemory(t *testing.T) {
 	data := []byte("abcdef")
 	for _, tc := range []struct {
@@ -103,12 +104,21 @@ func TestBodyInMemory(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := NewBody(tc.r, int64(len(data)))
-			got, err := b.Bytes(1, 4)
-			if err != nil || string(got) != "bcde" {
-				t.Fatalf("Bytes(1, 4) = %q, %v", got, err)
-			}
-			if aliased := &got[0] == &data[1]; aliased != tc.inMemory {
-				t.Fatalf("Bytes aliases the caller's bytes: %v, want %v", aliased, tc.inMemory)
+			for _, read := range []struct {
+				name    string
+				f       func(off, n int64) ([]byte, error)
+				aliases bool
+			}{
+				{"View", b.View, tc.inMemory},
+				{"Bytes", b.Bytes, false},
+			} {
+				got, err := read.f(1, 4)
+				if err != nil || string(got) != "bcde" {
+					t.Fatalf("%s(1, 4) = %q, %v", read.name, got, err)
+				}
+				if aliased := &got[0] == &data[1]; aliased != read.aliases {
+					t.Fatalf("%s aliases the caller's bytes: %v, want %v", read.name, aliased, read.aliases)
+				}
 			}
 			r := b.Reader(1, 4)
 			if _, isBytes := r.(*bytes.Reader); isBytes != tc.inMemory {

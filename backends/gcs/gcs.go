@@ -272,8 +272,10 @@ func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *d
 	}
 	// A small object is read whole first, so that a short or failing body
 	// is found before anything is sent, and its CRC32C goes with it: the
-	// service refuses an upload whose bytes do not match.
-	data, err := body.Bytes(0, size)
+	// service refuses an upload whose bytes do not match. The client's
+	// Writer consumes what it is given before its Write returns, so the
+	// caller's own bytes do (View), without a copy.
+	data, err := body.View(0, size)
 	if err != nil {
 		return err
 	}
