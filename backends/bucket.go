@@ -147,6 +147,7 @@ func (b *Bucket) Put(ctx context.Context, name string, body io.ReaderAt, size in
 	start := time.Now()
 	bd := driver.NewBody(body, size)
 	err = b.d.Put(ctx, &runner{b: b, op: op, body: bd}, name, bd, size)
+	bd.Close() // a transport that reads on gets an error, not the caller's bytes
 	if berr := bd.Err(); err != nil && berr != nil {
 		if be := (*bodyError)(nil); !errors.As(err, &be) {
 			err = &bodyError{berr}

@@ -683,3 +683,34 @@ func TestCloseWaitsForCalls(t *testing.T) {
 		t.Fatalf("reader after Close: %q, %v", got, err)
 	}
 }
+
+// lingering keeps the body of its last Put, as a transport that reads on
+// after its round trip ended would.
+type lingering struct {
+	*naive
+	body *driver.Body
+}
+
+func (l *lingering) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	l.body = body
+	return l.naive.Put(ctx, rt, name, body, size)
+}
+
+// TestPutBodyUnreadableAfterPut: once Put returned, the driver's body no
+// longer reads the caller's bytes (the caller may reuse them at once).
+func TestPutBodyUnreadableAfterPut(t *testing.T) {
+	d := &lingering{naive: newNaive()}
+	b := backends.New("naive", d, backends.NoRetries)
+	defer b.Close()
+	data := []byte("abcdef")
+	if err := b.Put(context.Background(), "o", backends.NewMemoryBody(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, 3)
+	if n, err := d.body.ReadAt(p, 0); n != 0 || !errors.Is(err, driver.ErrBodyClosed) {
+		t.Fatalf("a read of the body after Put: %d bytes, %v; want driver.ErrBodyClosed", n, err)
+	}
+	if _, err := io.ReadAll(d.body.Section(0, 6)); !errors.Is(err, driver.ErrBodyClosed) {
+		t.Fatalf("a section read after Put: %v; want driver.ErrBodyClosed", err)
+	}
+}

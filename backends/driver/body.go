@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,16 +9,39 @@ import (
 
 // Body is the body of a Put: the caller's bytes, replayable, which
 // remembers how they failed. A driver reads it with ReadAt, through a
-// Section or a Reader per request, or into memory with Bytes or View;
-// when the caller's body fails or ends before its
-// size, the Put fails with that error and its requests are not retried,
-// whatever the transport made of it.
+// Section per request, or into memory with Bytes or View; when the
+// caller's body fails or ends before its size, the Put fails with that
+// error and its requests are not retried, whatever the transport made of
+// it. The portable layer closes the body when the driver's Put returns:
+// from then on ReadAt (and so a Section) fails with [ErrBodyClosed], so
+// that a transport still reading a request's body after its round trip
+// ended (net/http may, for a moment, on an early answer or a cancelled
+// request) gets an error, never the caller's bytes, which the caller may
+// be filling with its next object.
 type Body struct {
 	r    io.ReaderAt
 	size int64
 
 	mu  sync.Mutex
 	err error
+
+	// closing is held for reading by every read of the caller's body and
+	// for writing by Close, which so waits for reads in progress.
+	closing sync.RWMutex
+	closed  bool
+}
+
+// ErrBodyClosed is the error of a read of a [Body] after its Put returned.
+var ErrBodyClosed = errors.New("driver: read of a Put's body after the Put returned")
+
+// Close ends the body's reads: it waits for those in progress (each a
+// copy of at most the reader's buffer), and every later ReadAt fails with
+// [ErrBodyClosed], recording nothing. The portable layer calls it when the
+// driver's Put returns.
+func (b *Body) Close() {
+	b.closing.Lock()
+	b.closed = true
+	b.closing.Unlock()
 }
 
 // NewBody returns the body of a Put of size bytes read from r.
@@ -42,7 +64,13 @@ func (b *Body) ReadAt(p []byte, off int64) (int, error) {
 	if rest := b.size - off; int64(len(want)) > rest {
 		want = want[:rest]
 	}
+	b.closing.RLock()
+	if b.closed {
+		b.closing.RUnlock()
+		return 0, ErrBodyClosed
+	}
 	n, err := b.r.ReadAt(want, off)
+	b.closing.RUnlock()
 	switch {
 	case n == len(want):
 		if len(want) < len(p) {
@@ -95,20 +123,6 @@ func (b *Body) View(off, n int64) ([]byte, error) {
 	return b.Bytes(off, n)
 }
 
-// Reader is Section, but over the caller's own bytes when the body is in
-// memory (see SliceAt): a [bytes.Reader], which hands them to whoever
-// reads it with WriteTo (a hash of the payload) without copying them
-// through a buffer, as io.Copy does with a reader that has no WriteTo.
-// Like a Section, it reads the caller's bytes as they are read: a
-// transport that reads on after its round trip ended (see View) sends
-// them on a request already answered or cut, never into a stored object.
-func (b *Body) Reader(off, n int64) io.ReadSeeker {
-	if p, ok := b.SliceAt(off, n); ok {
-		return bytes.NewReader(p)
-	}
-	return b.Section(off, n)
-}
-
 // sliceAt is a caller's body whose bytes are in memory (such as
 // backends.MemoryBody): it hands them out without a copy.
 type sliceAt interface {
@@ -119,7 +133,7 @@ type sliceAt interface {
 // when the caller's body is in memory and has them all, and true;
 // otherwise false, and the driver reads them with ReadAt (which reports a
 // body that ends short as such). A driver does not change them, nor keeps
-// them past the Put.
+// them past the Put (see View; Close does not reach them).
 func (b *Body) SliceAt(off, n int64) ([]byte, bool) {
 	m, ok := b.r.(sliceAt)
 	if !ok || off < 0 || n < 0 || n > b.size-off {

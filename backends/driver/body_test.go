@@ -3,9 +3,14 @@ package driver
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 type failAt struct{ n int64 }
@@ -88,10 +93,8 @@ func (m memBody) SliceAt(off, n int64) ([]byte, bool) {
 	return m.b[off : off+n], true
 }
 
-// TestBodyInMemory: a body in memory gives its own bytes to View and to
-// Reader (a bytes.Reader, which hands them on without a copy), and a copy
-// to Bytes; another body is copied (View, Bytes) or read through a
-// section (Reader).
+// TestBodyInMemory: a body in memory gives its own bytes to View, and a
+// copy to Bytes; another body is copied by both.
 func TestBodyInMemory(t *testing.T) {
 	data := []byte("abcdef")
 	for _, tc := range []struct {
@@ -120,18 +123,111 @@ func TestBodyInMemory(t *testing.T) {
 					t.Fatalf("%s aliases the caller's bytes: %v, want %v", read.name, aliased, read.aliases)
 				}
 			}
-			r := b.Reader(1, 4)
-			if _, isBytes := r.(*bytes.Reader); isBytes != tc.inMemory {
-				t.Fatalf("Reader is a %T", r)
-			}
-			for range 2 { // it seeks, as signing over plain HTTP needs
-				if got, err := io.ReadAll(r); err != nil || string(got) != "bcde" {
-					t.Fatalf("Reader(1, 4) read %q, %v", got, err)
-				}
-				if _, err := r.Seek(0, io.SeekStart); err != nil {
-					t.Fatal(err)
-				}
-			}
 		})
 	}
+}
+
+// TestBodyClose: after Close, reads of the body fail with ErrBodyClosed
+// and record no failure of the caller's body; Close waits for a read in
+// progress.
+func TestBodyClose(t *testing.T) {
+	gate := &gatedReaderAt{r: strings.NewReader("abcdef"), entered: make(chan struct{}), release: make(chan struct{})}
+	b := NewBody(gate, 6)
+	read := make(chan string)
+	go func() {
+		p := make([]byte, 3)
+		n, err := b.ReadAt(p, 0)
+		read <- fmt.Sprintf("%q %v", p[:n], err)
+	}()
+	<-gate.entered // a read is copying the caller's bytes
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a read was in progress")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate.release)
+	if got := <-read; got != `"abc" <nil>` {
+		t.Fatalf("the read in progress got %s", got)
+	}
+	<-closed
+	if _, err := io.ReadAll(b.Section(0, 6)); !errors.Is(err, ErrBodyClosed) {
+		t.Fatalf("a read after Close: %v, want ErrBodyClosed", err)
+	}
+	if err := b.Err(); err != nil {
+		t.Fatalf("Err() = %v after reads past Close: want nil", err)
+	}
+}
+
+// gatedReaderAt signals each ReadAt on entered and waits for release.
+type gatedReaderAt struct {
+	r        io.ReaderAt
+	entered  chan struct{}
+	release  chan struct{}
+	signaled bool
+}
+
+func (g *gatedReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if !g.signaled {
+		g.signaled = true
+		close(g.entered)
+		<-g.release
+	}
+	return g.r.ReadAt(p, off)
+}
+
+// TestBodyNotReadAfterPut: net/http may go on reading a request's body
+// after the round trip returned (here the server answers 409 before it
+// reads the body, then drains it slowly); once the body is closed, as the
+// portable layer does when the driver's Put returns, no byte of the
+// caller's is read any more.
+func TestBodyNotReadAfterPut(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		_ = rc.EnableFullDuplex()
+		w.WriteHeader(http.StatusConflict) // an answer before the body is read,
+		_ = rc.Flush()
+		buf := make([]byte, 1<<20) // then the body, slowly
+		for {
+			time.Sleep(time.Millisecond)
+			if _, err := r.Body.Read(buf); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	data := make([]byte, 64<<20)
+	counted := &countingReaderAt{r: bytes.NewReader(data)}
+	b := NewBody(counted, int64(len(data)))
+	req, err := http.NewRequest(http.MethodPut, srv.URL, b.Section(0, b.Size()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = b.Size()
+	resp, err := srv.Client().Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	b.Close() // as Bucket.Put does when the driver's Put returns
+	atClose := counted.n.Load()
+	time.Sleep(200 * time.Millisecond) // the transport's write loop goes on
+	if late := counted.n.Load() - atClose; late > 0 {
+		t.Fatalf("%d bytes of the caller's body were read after Close", late)
+	}
+	if atClose >= int64(len(data)) {
+		t.Skipf("the transport read the whole body before the answer (%d bytes): nothing was left to read late", atClose)
+	}
+}
+
+// countingReaderAt counts the bytes read from r.
+type countingReaderAt struct {
+	r io.ReaderAt
+	n atomic.Int64
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.n.Add(int64(n))
+	return n, err
 }

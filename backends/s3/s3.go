@@ -293,7 +293,7 @@ func (d *bucket) putSingle(ctx context.Context, rt driver.Runner, name string, b
 		_, err := d.client.PutObject(ctx, &awss3.PutObjectInput{
 			Bucket:               &d.bucket,
 			Key:                  &key,
-			Body:                 body.Reader(0, size),
+			Body:                 body.Section(0, size),
 			ContentLength:        aws.Int64(size),
 			IfNoneMatch:          aws.String("*"),
 			Metadata:             map[string]string{metaUploadID: id},
@@ -353,7 +353,7 @@ func (d *bucket) putMultipart(ctx context.Context, rt driver.Runner, name string
 					Key:           &key,
 					UploadId:      uploadID,
 					PartNumber:    num,
-					Body:          body.Reader(off, length),
+					Body:          body.Section(off, length),
 					ContentLength: aws.Int64(length),
 				})
 				if err != nil {
