@@ -128,7 +128,10 @@ func (b *Bucket) Run(ctx context.Context, op, name string, fn func(ctx context.C
 }
 
 // Put stores size bytes of body under name, create-only and atomically;
-// see [Backend.Put].
+// see [Backend.Put]. Once Put returned, nothing reads body any more (a
+// transport that would, after its request ended, gets an error): the
+// caller may reuse it at once. For that, Put waits for a read of body in
+// progress, so body's ReadAt must not block indefinitely.
 func (b *Bucket) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
 	const op = "put"
 	switch {

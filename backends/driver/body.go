@@ -34,10 +34,13 @@ type Body struct {
 // ErrBodyClosed is the error of a read of a [Body] after its Put returned.
 var ErrBodyClosed = errors.New("driver: read of a Put's body after the Put returned")
 
-// Close ends the body's reads: it waits for those in progress (each a
-// copy of at most the reader's buffer), and every later ReadAt fails with
-// [ErrBodyClosed], recording nothing. The portable layer calls it when the
-// driver's Put returns.
+// Close ends the body's reads: it waits for those in progress (one call
+// of the caller's ReadAt each: a copy, for a body in memory), and every
+// later ReadAt fails with [ErrBodyClosed], and SliceAt with false, without
+// recording a failure of the caller's body. The portable layer calls it
+// when the driver's Put returns, so that a Put does not return while a
+// read of its body is in progress: a caller's ReadAt must not block
+// indefinitely.
 func (b *Body) Close() {
 	b.closing.Lock()
 	b.closed = true
@@ -64,13 +67,10 @@ func (b *Body) ReadAt(p []byte, off int64) (int, error) {
 	if rest := b.size - off; int64(len(want)) > rest {
 		want = want[:rest]
 	}
-	b.closing.RLock()
-	if b.closed {
-		b.closing.RUnlock()
+	n, closed, err := b.readAt(want, off)
+	if closed {
 		return 0, ErrBodyClosed
 	}
-	n, err := b.r.ReadAt(want, off)
-	b.closing.RUnlock()
 	switch {
 	case n == len(want):
 		if len(want) < len(p) {
@@ -84,6 +84,18 @@ func (b *Body) ReadAt(p []byte, off int64) (int, error) {
 	}
 	b.fail(err)
 	return n, err
+}
+
+// readAt reads from the caller's body unless the body is closed, under
+// the read lock that Close waits for.
+func (b *Body) readAt(p []byte, off int64) (n int, closed bool, err error) {
+	b.closing.RLock()
+	defer b.closing.RUnlock()
+	if b.closed {
+		return 0, true, nil
+	}
+	n, err = b.r.ReadAt(p, off)
+	return n, false, err
 }
 
 func (b *Body) fail(err error) {
@@ -133,10 +145,17 @@ type sliceAt interface {
 // when the caller's body is in memory and has them all, and true;
 // otherwise false, and the driver reads them with ReadAt (which reports a
 // body that ends short as such). A driver does not change them, nor keeps
-// them past the Put (see View; Close does not reach them).
+// them past the Put (see View): Close cannot take back bytes handed out
+// before it.
 func (b *Body) SliceAt(off, n int64) ([]byte, bool) {
 	m, ok := b.r.(sliceAt)
 	if !ok || off < 0 || n < 0 || n > b.size-off {
+		return nil, false
+	}
+	b.closing.RLock()
+	closed := b.closed
+	b.closing.RUnlock()
+	if closed {
 		return nil, false
 	}
 	p, ok := m.SliceAt(off, n)

@@ -158,6 +158,14 @@ func TestBodyClose(t *testing.T) {
 	if err := b.Err(); err != nil {
 		t.Fatalf("Err() = %v after reads past Close: want nil", err)
 	}
+	m := NewBody(memBody{[]byte("abcdef")}, 6)
+	m.Close()
+	if p, ok := m.SliceAt(0, 6); ok {
+		t.Fatalf("SliceAt after Close = %q", p)
+	}
+	if _, err := m.View(0, 6); !errors.Is(err, ErrBodyClosed) {
+		t.Fatalf("View after Close: %v, want ErrBodyClosed", err)
+	}
 }
 
 // gatedReaderAt signals each ReadAt on entered and waits for release.
@@ -207,7 +215,9 @@ func TestBodyNotReadAfterPut(t *testing.T) {
 	req.ContentLength = b.Size()
 	resp, err := srv.Client().Do(req)
 	if err == nil {
-		resp.Body.Close()
+		// Closed at the end: the connection stays up, and the
+		// transport's write loop with it, while the server drains.
+		defer resp.Body.Close()
 	}
 	b.Close() // as Bucket.Put does when the driver's Put returns
 	atClose := counted.n.Load()
