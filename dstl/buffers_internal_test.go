@@ -94,18 +94,10 @@ func TestChunkPool(t *testing.T) {
 // of uploaded sets, a writer that appends, persists, confirms and
 // truncates in rounds appends into recycled chunks only.
 func TestSteadyAppendAllocatesNoChunks(t *testing.T) {
-	b := &gatedBackend{gate: make(chan struct{}), objects: map[string][]byte{}}
-	close(b.gate)
-	cfg := DefaultConfig("mem://job")
-	cfg.JobID = "job"
-	cfg.BatchPersistDelay = 0
-	s, err := New(cfg, b, WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newStoringStorage(t, func(cfg *Config) { cfg.BatchPersistDelay = 0 })
 	ws := make([]*Writer, 4)
 	for i := range ws {
+		var err error
 		if ws[i], err = s.NewWriter(fmt.Sprint(i), KeyGroupRange{Start: i, End: i}); err != nil {
 			t.Fatal(err)
 		}
@@ -122,24 +114,11 @@ func TestSteadyAppendAllocatesNoChunks(t *testing.T) {
 				}
 			}
 		}
-		fs := make([]*Future, len(ws))
-		for i, w := range ws { // every set rolls over before any is recycled
-			if fs[i], err = w.Persist(ctx, from[i], int64(round)); err != nil {
-				t.Fatal(err)
-			}
+		for _, w := range ws { // every set rolls over before any is recycled
+			w.NextSequenceNumber()
 		}
 		for i, w := range ws {
-			res, err := fs[i].Wait(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Confirm(res.From, res.To, int64(round)); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Truncate(res.To); err != nil {
-				t.Fatal(err)
-			}
-			from[i] = res.To
+			from[i] = checkpointWriter(t, w, from[i], int64(round))
 		}
 		// The sets go back to the pool just after their futures resolve.
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -168,17 +147,10 @@ func TestSteadyAppendAllocatesNoChunks(t *testing.T) {
 // TestAppendNeverMovesAChange: a change stays where Append copied it while
 // its set grows by many times its first chunk.
 func TestAppendNeverMovesAChange(t *testing.T) {
-	b := &gatedBackend{gate: make(chan struct{}), objects: map[string][]byte{}}
-	close(b.gate)
-	cfg := DefaultConfig("mem://job")
-	cfg.JobID = "job"
-	cfg.PreemptivePersistThreshold = 1 << 30 // the set grows unpersisted
-	cfg.UploadMaxInFlight = 2 << 30
-	s, err := New(cfg, b, WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newStoringStorage(t, func(cfg *Config) {
+		cfg.PreemptivePersistThreshold = 1 << 30 // the set grows unpersisted
+		cfg.UploadMaxInFlight = 2 << 30
+	})
 	w, err := s.NewWriter("op", KeyGroupRange{Start: 0, End: 0})
 	if err != nil {
 		t.Fatal(err)
@@ -206,4 +178,45 @@ func TestAppendNeverMovesAChange(t *testing.T) {
 	if got := unsafe.String(at, 5); got != "first" {
 		t.Fatalf("the first change reads %q", got)
 	}
+}
+
+// newStoringStorage returns a storage over an in-memory backend that
+// stores every put at once, with the default configuration changed by
+// tune; the test's end closes it.
+func newStoringStorage(t *testing.T, tune func(*Config)) *Storage {
+	t.Helper()
+	b := &gatedBackend{gate: make(chan struct{}), objects: map[string][]byte{}}
+	close(b.gate)
+	cfg := DefaultConfig("mem://job")
+	cfg.JobID = "job"
+	tune(&cfg)
+	s, err := New(cfg, b, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// checkpointWriter persists w's log from from as checkpoint cp, waits for
+// it, confirms it and truncates the log up to it; it returns where the next
+// checkpoint starts.
+func checkpointWriter(t *testing.T, w *Writer, from SequenceNumber, cp int64) SequenceNumber {
+	t.Helper()
+	ctx := context.Background()
+	f, err := w.Persist(ctx, from, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Confirm(res.From, res.To, cp); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Truncate(res.To); err != nil {
+		t.Fatal(err)
+	}
+	return res.To
 }

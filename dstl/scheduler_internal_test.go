@@ -126,18 +126,11 @@ func TestAttemptGoroutinesStay(t *testing.T) {
 // arena nor the writer, though the goroutine of its last upload attempt
 // stays for the next one.
 func TestIdleAttemptGoroutineKeepsNothing(t *testing.T) {
-	b := &gatedBackend{gate: make(chan struct{}), objects: map[string][]byte{}}
-	close(b.gate)
-	cfg := DefaultConfig("mem://job")
-	cfg.JobID = "job"
-	cfg.BatchPersistDelay = 0
-	cfg.PreemptivePersistThreshold = 1 << 30
-	cfg.UploadMaxInFlight = 2 << 30
-	s, err := New(cfg, b, WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newStoringStorage(t, func(cfg *Config) {
+		cfg.BatchPersistDelay = 0
+		cfg.PreemptivePersistThreshold = 1 << 30
+		cfg.UploadMaxInFlight = 2 << 30
+	})
 	w, err := s.NewWriter("op", KeyGroupRange{Start: 0, End: 0})
 	if err != nil {
 		t.Fatal(err)
@@ -155,20 +148,7 @@ func TestIdleAttemptGoroutineKeepsNothing(t *testing.T) {
 	chunk := chunks[0]
 	wp := weak.Make(&chunk[:1][0])
 	chunk = nil
-	f, err := w.Persist(ctx, 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := f.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Confirm(res.From, res.To, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Truncate(res.To); err != nil {
-		t.Fatal(err)
-	}
+	checkpointWriter(t, w, 0, 1)
 	ww := weak.Make(w)
 	w.Close()
 	w = nil
