@@ -7,3 +7,6 @@ import "github.com/dstlgo/dstl/uploader"
 func WithPreparingUploader(wrap func(uploader.Uploader) uploader.Uploader) Option {
 	return func(o *options) { o.wrapUploader, o.wrapPrepares = wrap, true }
 }
+
+// SetsAhead is how many change sets a reader decodes ahead of its caller.
+const SetsAhead = setsAhead

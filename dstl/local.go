@@ -132,7 +132,7 @@ func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Hand
 			return rep, err
 		}
 		le := local.Entries[i]
-		cs, err := locals.changeSet(ctx, *local, le)
+		cs, err := locals.changeSet(ctx, &locals.dec, *local, le)
 		if err == nil {
 			rep.LocalSets++
 			rep.LocalBytes += le.Length
@@ -145,7 +145,8 @@ func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Hand
 			r.log.Warn("dstl: local copy unusable, reading the change set from the backend", "log", remote.LogID,
 				"sequence_number", le.SequenceNumber, "local_object", le.Object, "object", e.Object, "err", err)
 			localErr := err
-			if cs, err = remoteLoader(e, le).changeSet(ctx, remote, e); err != nil {
+			rl := remoteLoader(e, le)
+			if cs, err = rl.changeSet(ctx, &rl.dec, remote, e); err != nil {
 				return rep, fmt.Errorf("%w (the local copy %q failed first: %v)", err, le.Object, localErr)
 			}
 			rep.RemoteSets++

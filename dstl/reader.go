@@ -202,17 +202,82 @@ func (r *Reader) eachSet(ctx context.Context, h Handle, fn func(*format.ChangeSe
 	}
 	remote := r.newLoader(r.backend, false, h.Entries)
 	defer remote.close()
+	if len(h.Entries) > 1 {
+		return r.eachSetAhead(ctx, h, remote, fn)
+	}
 	for _, e := range h.Entries {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		cs, err := remote.changeSet(ctx, h, e)
+		cs, err := remote.changeSet(ctx, &remote.dec, h, e)
 		if err != nil {
 			return err
 		}
 		if err := fn(cs, e); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// setsAhead is how many change sets [Reader.eachSetAhead] fetches and
+// decodes ahead of the one the caller is given.
+const setsAhead = 4
+
+// eachSetAhead is eachSet for a handle of several change sets: a
+// goroutine fetches, verifies and decodes the sets, up to setsAhead ahead
+// of fn, which runs on the caller's goroutine. Restoring a store thus
+// applies one set while the next ranges are fetched and checked. Each set
+// is decoded by its own decoder of a ring of setsAhead+2, so the set fn
+// holds is not overwritten while the goroutine works ahead (the sets
+// between them wait in the channel). The goroutine has ended when
+// eachSetAhead returns.
+func (r *Reader) eachSetAhead(ctx context.Context, h Handle, l *loader, fn func(*format.ChangeSet, HandleEntry) error) error {
+	type decoded struct {
+		cs  *format.ChangeSet
+		e   HandleEntry
+		err error
+	}
+	aheadCtx, cancel := context.WithCancel(ctx)
+	sets := make(chan decoded, setsAhead)
+	go func() {
+		defer close(sets)
+		var decs [setsAhead + 2]format.FrameDecoder
+		for i, e := range h.Entries {
+			d := decoded{e: e, err: aheadCtx.Err()}
+			if d.err == nil {
+				d.cs, d.err = l.changeSet(aheadCtx, &decs[i%len(decs)], h, e)
+			}
+			select {
+			case sets <- d:
+			case <-aheadCtx.Done():
+				return
+			}
+			if d.err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		for range sets { // until the goroutine ended
+		}
+	}()
+	n := 0
+	for d := range sets {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.err != nil {
+			return d.err
+		}
+		if err := fn(d.cs, d.e); err != nil {
+			return err
+		}
+		n++
+	}
+	if n < len(h.Entries) {
+		return ctx.Err() // the goroutine saw ctx end before it could send
 	}
 	return nil
 }
@@ -255,7 +320,7 @@ type loader struct {
 	ranges  []fetchRange
 	loaded  map[int]rangeData // by index in ranges
 	failed  map[int]error
-	dec     format.FrameDecoder
+	dec     format.FrameDecoder // for callers that decode one set at a time
 }
 
 func (r *Reader) newLoader(b backends.Backend, local bool, entries []HandleEntry) *loader {
@@ -272,9 +337,9 @@ func (l *loader) close() {
 	}
 }
 
-// changeSet fetches and decodes the change set of entry e of handle h. The
-// result is valid until the next call, and not after close.
-func (l *loader) changeSet(ctx context.Context, h Handle, e HandleEntry) (*format.ChangeSet, error) {
+// changeSet fetches the change set of entry e of handle h and decodes it
+// with dec. The result is valid until dec's next use, and not after close.
+func (l *loader) changeSet(ctx context.Context, dec *format.FrameDecoder, h Handle, e HandleEntry) (*format.ChangeSet, error) {
 	i := findRange(l.ranges, e)
 	if err := l.failed[i]; err != nil {
 		return nil, err
@@ -298,9 +363,9 @@ func (l *loader) changeSet(ctx context.Context, h Handle, e HandleEntry) (*forma
 	// The changes alias the fetched range, which no one changes; its
 	// frames' checksums were verified as it was fetched (the others'
 	// are verified now).
-	decode := l.dec.Decode
+	decode := dec.Decode
 	if rd.verified.has(e.Offset, e.Length) {
-		decode = l.dec.DecodeVerified
+		decode = dec.DecodeVerified
 	}
 	cs, err := decode(e.Object, e.Offset, frame)
 	if err != nil {

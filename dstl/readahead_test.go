@@ -1,0 +1,206 @@
+package dstl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstltest"
+)
+
+// setsInObjects has one writer persist sets change sets, each into an
+// object of its own, each of perSet changes "set-i-j" in key group 0,
+// and returns the backend and the handle of them all.
+func setsInObjects(t *testing.T, sets, perSet int) (*dstltest.Backend, dstl.Handle) {
+	t.Helper()
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.BatchPersistDelay = 0
+	s := newStorage(t, b, cfg)
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	var h dstl.Handle
+	for i := range sets {
+		for j := range perSet {
+			mustAppend(t, w, 0, fmt.Sprintf("set-%d-%d", i, j))
+		}
+		h = persist(t, w, 0, int64(i+1))
+	}
+	if len(h.Entries) != sets || b.Len() != sets {
+		t.Fatalf("%d entries in %d objects, want %d in %d", len(h.Entries), b.Len(), sets, sets)
+	}
+	return b, h
+}
+
+// countGets counts the Gets that began on b.
+func countGets(b *dstltest.Backend) *atomic.Int64 {
+	var gets atomic.Int64
+	b.SetFault(func(op dstltest.Op, _ string) dstltest.Fault {
+		if op == dstltest.OpGet {
+			gets.Add(1)
+		}
+		return dstltest.Fault{}
+	})
+	return &gets
+}
+
+// TestReadFetchesAheadOfTheCaller: while the caller still holds the first
+// change set, the reader already fetches the next: a restore applies one
+// set while the next is fetched and checked. A reader that fetches a set
+// only when the caller is done with the last fails it.
+func TestReadFetchesAheadOfTheCaller(t *testing.T) {
+	b, h := setsInObjects(t, 4, 3)
+	gets := countGets(b)
+	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	err = r.Read(context.Background(), h, func(c dstl.Change) error {
+		if n == 0 {
+			// Fails on a reader that fetches the next set only
+			// once the caller is done with this one.
+			waitFor(t, "the Get of the second change set while the caller holds the first", func() bool { return gets.Load() >= 2 })
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 12 {
+		t.Fatalf("read %d changes, want 12", n)
+	}
+}
+
+// TestReadAheadKeepsTheSetHeld: a change set the caller is given stays
+// whole while the reader decodes as far ahead as it may: the caller holds
+// the first change of each set until the reader fetched every set it can
+// ahead, then reads the set's other changes, which must still be the
+// set's own.
+func TestReadAheadKeepsTheSetHeld(t *testing.T) {
+	const sets, perSet = 12, 5
+	b, h := setsInObjects(t, sets, perSet)
+	gets := countGets(b)
+	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	err = r.Read(context.Background(), h, func(c dstl.Change) error {
+		set := len(got) / perSet
+		if len(got)%perSet == 0 {
+			// One set decoded before each of those in the channel,
+			// and one more waiting to be sent: the most the reader
+			// holds ahead of this one.
+			want := int64(min(set+1+dstl.SetsAhead+1, sets))
+			waitFor(t, fmt.Sprintf("%d Gets while the caller holds set %d", want, set), func() bool { return gets.Load() >= want })
+			time.Sleep(20 * time.Millisecond) // the last fetched set decoded too
+		}
+		got = append(got, string(c.Data))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != sets*perSet {
+		t.Fatalf("read %d changes, want %d", len(got), sets*perSet)
+	}
+	for i, g := range got {
+		if want := fmt.Sprintf("set-%d-%d", i/perSet, i%perSet); g != want {
+			t.Fatalf("change %d is %q, want %q: the set the caller held was overwritten", i, g, want)
+		}
+	}
+}
+
+// TestReadAheadStops: however a read of many change sets ends early (the
+// caller stops iterating, its function fails, its context ends), it
+// returns what ended it, and the goroutine reading ahead has ended.
+func TestReadAheadStops(t *testing.T) {
+	b, h := setsInObjects(t, 10, 3)
+	fnErr := errors.New("the caller's error")
+	for _, tc := range []struct {
+		name string
+		read func(context.Context, context.CancelFunc, *dstl.Reader) error
+		want error
+	}{
+		{"iteration stopped", func(ctx context.Context, _ context.CancelFunc, r *dstl.Reader) error {
+			next, stop := iter.Pull2(r.Changes(ctx, h))
+			defer stop()
+			if _, err, ok := next(); !ok || err != nil {
+				return fmt.Errorf("first change: ok %v, err %v", ok, err)
+			}
+			return nil
+		}, nil},
+		{"function failed", func(ctx context.Context, _ context.CancelFunc, r *dstl.Reader) error {
+			n := 0
+			return r.Read(ctx, h, func(dstl.Change) error {
+				if n++; n == 4 {
+					return fnErr
+				}
+				return nil
+			})
+		}, fnErr},
+		{"context ended", func(ctx context.Context, cancel context.CancelFunc, r *dstl.Reader) error {
+			n := 0
+			return r.Read(ctx, h, func(dstl.Change) error {
+				if n++; n == 4 {
+					cancel()
+				}
+				if n > 6 {
+					return fmt.Errorf("change %d read after the context ended", n)
+				}
+				return nil
+			})
+		}, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if err := tc.read(ctx, cancel, r); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestReadAheadDamagedSet: a damaged change set among many ends the read
+// with its error after the sets before it, and none after it.
+func TestReadAheadDamagedSet(t *testing.T) {
+	b, h := setsInObjects(t, 8, 3)
+	damaged := h.Entries[5]
+	data, _ := b.ObjectBytes(damaged.Object)
+	data[damaged.Offset+damaged.Length-1] ^= 0xff
+	b.SetObjectBytes(damaged.Object, data)
+	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	err = r.Read(context.Background(), h, func(c dstl.Change) error {
+		got = append(got, string(c.Data))
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), damaged.Object) {
+		t.Fatalf("err = %v, want one naming %q", err, damaged.Object)
+	}
+	if len(got) != 15 || got[14] != "set-4-2" {
+		t.Fatalf("read %d changes before the error (last %q), want the 15 of the 5 sets before the damaged one", len(got), got[len(got)-1])
+	}
+}
