@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/dstl/format"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/uploader"
 )
@@ -127,36 +128,48 @@ func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Hand
 		fallbacks[k] = r.newLoader(r.backend, false, entries)
 		return fallbacks[k]
 	}
-	for i, e := range remote.Entries {
-		if err := ctx.Err(); err != nil {
-			return rep, err
-		}
-		le := local.Entries[i]
-		cs, err := locals.changeSet(ctx, &locals.dec, *local, le)
-		if err == nil {
-			rep.LocalSets++
-			rep.LocalBytes += le.Length
-		} else {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return rep, ctxErr
-			}
-			rep.Fallbacks = append(rep.Fallbacks, Fallback{SequenceNumber: le.SequenceNumber, LocalObject: le.Object, Offset: le.Offset, Err: err})
-			r.fallbacks.Add(1)
-			r.log.Warn("dstl: local copy unusable, reading the change set from the backend", "log", remote.LogID,
-				"sequence_number", le.SequenceNumber, "local_object", le.Object, "object", e.Object, "err", err)
-			localErr := err
-			rl := remoteLoader(e, le)
-			if cs, err = rl.changeSet(ctx, &rl.dec, remote, e); err != nil {
-				return rep, fmt.Errorf("%w (the local copy %q failed first: %v)", err, le.Object, localErr)
-			}
-			rep.RemoteSets++
-			rep.RemoteBytes += e.Length
-		}
-		if err := r.emit(cs, e, fn); err != nil {
-			return rep, err
-		}
+	// A set, where it came from, and the fallback that took it from the
+	// backend, if one did: the report counts the sets fn was given.
+	type read struct {
+		cs       *format.ChangeSet
+		local    bool
+		fallback *Fallback
 	}
-	return rep, nil
+	err := readAhead(ctx, len(remote.Entries), func(ctx context.Context, i int, dec *format.FrameDecoder) (read, error) {
+		e, le := remote.Entries[i], local.Entries[i]
+		cs, err := locals.changeSet(ctx, dec, *local, le)
+		if err == nil {
+			return read{cs: cs, local: true}, nil
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return read{}, ctxErr
+		}
+		fb := &Fallback{SequenceNumber: le.SequenceNumber, LocalObject: le.Object, Offset: le.Offset, Err: err}
+		r.fallbacks.Add(1)
+		r.log.Warn("dstl: local copy unusable, reading the change set from the backend", "log", remote.LogID,
+			"sequence_number", le.SequenceNumber, "local_object", le.Object, "object", e.Object, "err", err)
+		localErr := err
+		if cs, err = remoteLoader(e, le).changeSet(ctx, dec, remote, e); err != nil {
+			return read{fallback: fb}, fmt.Errorf("%w (the local copy %q failed first: %v)", err, le.Object, localErr)
+		}
+		return read{cs: cs, fallback: fb}, nil
+	}, func(i int, rd read, err error) error {
+		if rd.fallback != nil {
+			rep.Fallbacks = append(rep.Fallbacks, *rd.fallback)
+		}
+		if err != nil {
+			return err
+		}
+		if rd.local {
+			rep.LocalSets++
+			rep.LocalBytes += local.Entries[i].Length
+		} else {
+			rep.RemoteSets++
+			rep.RemoteBytes += remote.Entries[i].Length
+		}
+		return r.emit(rd.cs, remote.Entries[i], fn)
+	})
+	return rep, err
 }
 
 // checkMirror checks that local points to the change sets of remote at the

@@ -220,63 +220,78 @@ func (r *Reader) eachSet(ctx context.Context, h Handle, fn func(*format.ChangeSe
 	return nil
 }
 
-// setsAhead is how many change sets [Reader.eachSetAhead] fetches and
-// decodes ahead of the one the caller is given.
+// setsAhead is how many change sets [readAhead] fetches and decodes ahead
+// of the one the caller is given.
 const setsAhead = 4
 
-// eachSetAhead is eachSet for a handle of several change sets: a
-// goroutine fetches, verifies and decodes the sets, up to setsAhead ahead
-// of fn, which runs on the caller's goroutine. Restoring a store thus
-// applies one set while the next ranges are fetched and checked. Each set
-// is decoded by its own decoder of a ring of setsAhead+2, so the set fn
-// holds is not overwritten while the goroutine works ahead (the sets
-// between them wait in the channel). The goroutine has ended when
-// eachSetAhead returns.
+// eachSetAhead is eachSet for a handle of several change sets, read ahead
+// of fn ([readAhead]): restoring a store applies one set while the next
+// ranges are fetched and checked.
 func (r *Reader) eachSetAhead(ctx context.Context, h Handle, l *loader, fn func(*format.ChangeSet, HandleEntry) error) error {
-	type decoded struct {
-		cs  *format.ChangeSet
-		e   HandleEntry
+	return readAhead(ctx, len(h.Entries), func(ctx context.Context, i int, dec *format.FrameDecoder) (*format.ChangeSet, error) {
+		return l.changeSet(ctx, dec, h, h.Entries[i])
+	}, func(i int, cs *format.ChangeSet, err error) error {
+		if err != nil {
+			return err
+		}
+		return fn(cs, h.Entries[i])
+	})
+}
+
+// readAhead calls next for i from 0 to n-1, in order, on a goroutine of its
+// own, and consume with each result, in order, on the caller's goroutine:
+// next works up to setsAhead results ahead of consume. Each call of next
+// decodes with its own decoder of a ring of setsAhead+2, so the result
+// consume holds is not overwritten while next works ahead (the results
+// between them wait in the channel). consume gets a failed result too;
+// the read ends with consume's error, else the result's. The goroutine has
+// ended when readAhead returns, however it returns (an error, the end of
+// ctx, consume's panic or runtime.Goexit), so what next loaded may be
+// released then.
+func readAhead[T any](ctx context.Context, n int, next func(ctx context.Context, i int, dec *format.FrameDecoder) (T, error), consume func(i int, v T, err error) error) error {
+	type result struct {
+		v   T
 		err error
 	}
 	aheadCtx, cancel := context.WithCancel(ctx)
-	sets := make(chan decoded, setsAhead)
+	results := make(chan result, setsAhead)
 	go func() {
-		defer close(sets)
+		defer close(results)
 		var decs [setsAhead + 2]format.FrameDecoder
-		for i, e := range h.Entries {
-			d := decoded{e: e, err: aheadCtx.Err()}
-			if d.err == nil {
-				d.cs, d.err = l.changeSet(aheadCtx, &decs[i%len(decs)], h, e)
+		for i := range n {
+			res := result{err: aheadCtx.Err()}
+			if res.err == nil {
+				res.v, res.err = next(aheadCtx, i, &decs[i%len(decs)])
 			}
 			select {
-			case sets <- d:
+			case results <- res:
 			case <-aheadCtx.Done():
 				return
 			}
-			if d.err != nil {
+			if res.err != nil {
 				return
 			}
 		}
 	}()
 	defer func() {
 		cancel()
-		for range sets { // until the goroutine ended
+		for range results { // until the goroutine ended
 		}
 	}()
-	n := 0
-	for d := range sets {
+	i := 0
+	for res := range results {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if d.err != nil {
-			return d.err
-		}
-		if err := fn(d.cs, d.e); err != nil {
+		if err := consume(i, res.v, res.err); err != nil {
 			return err
 		}
-		n++
+		if res.err != nil {
+			return res.err
+		}
+		i++
 	}
-	if n < len(h.Entries) {
+	if i < n {
 		return ctx.Err() // the goroutine saw ctx end before it could send
 	}
 	return nil

@@ -887,3 +887,48 @@ func TestPrepareWritesBothCopies(t *testing.T) {
 		t.Fatalf("both attempts wrote %s", names[0])
 	}
 }
+
+// TestReadPreferLocalReadsAhead: recovering from local copies reads the
+// next change set's copy while the caller still holds the first, and the
+// report counts every set read.
+func TestReadPreferLocalReadsAhead(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.BatchPersistDelay = 0
+	s := openStorage(t, cfg, localRemote(t))
+	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 3})
+	var res dstl.PersistResult
+	for cp := int64(1); cp <= 4; cp++ {
+		appendAll(t, w, 0, fmt.Sprintf("set-%d", cp))
+		res = persist(t, w, 0, cp)
+	}
+	if res.Local == nil || len(objectsOf(*res.Local)) != 4 {
+		t.Fatalf("want the 4 sets in 4 local copies, got %+v", res.Local)
+	}
+	r, err := s.NewReader(res.Remote.KeyGroups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	rep, err := r.ReadPreferLocal(ctx(t), res.Remote, res.Local, func(c dstl.Change) error {
+		if len(got) == 0 {
+			// Fails on a reader that reads the next copy only once
+			// the caller is done with this set.
+			for deadline := time.Now().Add(10 * time.Second); r.Stats().LocalRequests < 2; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("the caller holds the first set and the reader read %d local copies, want the next one too", r.Stats().LocalRequests)
+				}
+			}
+		}
+		got = append(got, string(c.Data))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"set-1", "set-2", "set-3", "set-4"}; !slices.Equal(got, want) {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+	if rep.LocalSets != 4 || rep.RemoteSets != 0 || rep.LocalBytes != res.Remote.StoredSize {
+		t.Fatalf("report %+v, want the 4 sets local", rep)
+	}
+}
