@@ -134,10 +134,11 @@ func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Hand
 		cs       *format.ChangeSet
 		local    bool
 		fallback *Fallback
+		needed   int64 // from the backend
 	}
 	err := readAhead(ctx, len(remote.Entries), func(ctx context.Context, i int, dec *format.FrameDecoder) (read, error) {
 		e, le := remote.Entries[i], local.Entries[i]
-		cs, err := locals.changeSet(ctx, dec, *local, le)
+		cs, _, err := locals.changeSet(ctx, dec, *local, le)
 		if err == nil {
 			return read{cs: cs, local: true}, nil
 		}
@@ -149,11 +150,13 @@ func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Hand
 		r.log.Warn("dstl: local copy unusable, reading the change set from the backend", "log", remote.LogID,
 			"sequence_number", le.SequenceNumber, "local_object", le.Object, "object", e.Object, "err", err)
 		localErr := err
-		if cs, err = remoteLoader(e, le).changeSet(ctx, dec, remote, e); err != nil {
-			return read{fallback: fb}, fmt.Errorf("%w (the local copy %q failed first: %v)", err, le.Object, localErr)
+		cs, needed, err := remoteLoader(e, le).changeSet(ctx, dec, remote, e)
+		if err != nil {
+			return read{fallback: fb, needed: needed}, fmt.Errorf("%w (the local copy %q failed first: %v)", err, le.Object, localErr)
 		}
-		return read{cs: cs, fallback: fb}, nil
+		return read{cs: cs, fallback: fb, needed: needed}, nil
 	}, func(i int, rd read, err error) error {
+		r.needed.Add(rd.needed)
 		if rd.fallback != nil {
 			rep.Fallbacks = append(rep.Fallbacks, *rd.fallback)
 		}

@@ -124,7 +124,9 @@ func TestReadAheadKeepsTheSetHeld(t *testing.T) {
 
 // TestReadAheadStops: however a read of many change sets ends early (the
 // caller stops iterating, its function fails, its context ends), it
-// returns what ended it, and the goroutine reading ahead has ended.
+// returns what ended it, the goroutine reading ahead has ended, and the
+// bytes needed count only the sets the caller was given, not those read
+// ahead.
 func TestReadAheadStops(t *testing.T) {
 	b, h := setsInObjects(t, 10, 3)
 	fnErr := errors.New("the caller's error")
@@ -132,6 +134,7 @@ func TestReadAheadStops(t *testing.T) {
 		name string
 		read func(context.Context, context.CancelFunc, *dstl.Reader) error
 		want error
+		sets int // given to the caller
 	}{
 		{"iteration stopped", func(ctx context.Context, _ context.CancelFunc, r *dstl.Reader) error {
 			next, stop := iter.Pull2(r.Changes(ctx, h))
@@ -140,7 +143,7 @@ func TestReadAheadStops(t *testing.T) {
 				return fmt.Errorf("first change: ok %v, err %v", ok, err)
 			}
 			return nil
-		}, nil},
+		}, nil, 1},
 		{"function failed", func(ctx context.Context, _ context.CancelFunc, r *dstl.Reader) error {
 			n := 0
 			return r.Read(ctx, h, func(dstl.Change) error {
@@ -149,7 +152,7 @@ func TestReadAheadStops(t *testing.T) {
 				}
 				return nil
 			})
-		}, fnErr},
+		}, fnErr, 2},
 		{"context ended", func(ctx context.Context, cancel context.CancelFunc, r *dstl.Reader) error {
 			n := 0
 			return r.Read(ctx, h, func(dstl.Change) error {
@@ -161,7 +164,7 @@ func TestReadAheadStops(t *testing.T) {
 				}
 				return nil
 			})
-		}, context.Canceled},
+		}, context.Canceled, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -174,6 +177,13 @@ func TestReadAheadStops(t *testing.T) {
 			defer cancel()
 			if err := tc.read(ctx, cancel, r); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			var want int64
+			for _, e := range h.Entries[:tc.sets] {
+				want += e.Length
+			}
+			if got := r.Stats().BytesNeeded; got != want {
+				t.Fatalf("%d bytes needed, want %d: those of the %d sets given", got, want, tc.sets)
 			}
 		})
 	}

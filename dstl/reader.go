@@ -22,8 +22,12 @@ import (
 // Reader reads handles back after a crash. It fetches only the byte ranges
 // a handle points to, merging adjacent ranges of one object into one
 // request, and keeps what it fetched in a cache that drops idle ranges, so
-// that objects shared by many handles are fetched once. It is safe for
-// concurrent use.
+// that objects shared by many handles are fetched once. While the caller
+// takes the changes of one change set, a goroutine of the reader's
+// fetches, checks and decodes the next few; a read that ends early may
+// thus have fetched a few sets more than it gave (counted in BytesFetched,
+// not in BytesNeeded). A backend's Get must return once its context ends:
+// a read returns only when its fetches did. It is safe for concurrent use.
 type Reader struct {
 	backend   backends.Backend
 	local     backends.Backend // local copies, nil without local recovery
@@ -57,7 +61,8 @@ var ErrUnavailable = errors.New("dstl: backend unavailable")
 // SetUnansweredHold sets how long, after a read of the backend went
 // unanswered (timed out), the reader fails its further reads of the
 // backend at once with [ErrUnavailable], so that a restore of many handles
-// fails within the deadline of one read. After the hold one read goes
+// fails within the deadline of one read. A read ahead of the caller
+// ([Reader]) that times out starts the hold too. After the hold one read goes
 // through; an answer ends the hold. Cached ranges are still served. 0 (or
 // less) disables the hold.
 func (r *Reader) SetUnansweredHold(d time.Duration) {
@@ -209,7 +214,8 @@ func (r *Reader) eachSet(ctx context.Context, h Handle, fn func(*format.ChangeSe
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		cs, err := remote.changeSet(ctx, &remote.dec, h, e)
+		cs, needed, err := remote.changeSet(ctx, &remote.dec, h, e)
+		r.needed.Add(needed)
 		if err != nil {
 			return err
 		}
@@ -220,30 +226,38 @@ func (r *Reader) eachSet(ctx context.Context, h Handle, fn func(*format.ChangeSe
 	return nil
 }
 
-// setsAhead is how many change sets [readAhead] fetches and decodes ahead
-// of the one the caller is given.
+// setsAhead is how many results of [readAhead] wait for the caller, while
+// one more is made: a reader fetches and decodes up to setsAhead+1 change
+// sets ahead of the one the caller holds.
 const setsAhead = 4
 
 // eachSetAhead is eachSet for a handle of several change sets, read ahead
 // of fn ([readAhead]): restoring a store applies one set while the next
 // ranges are fetched and checked.
 func (r *Reader) eachSetAhead(ctx context.Context, h Handle, l *loader, fn func(*format.ChangeSet, HandleEntry) error) error {
-	return readAhead(ctx, len(h.Entries), func(ctx context.Context, i int, dec *format.FrameDecoder) (*format.ChangeSet, error) {
-		return l.changeSet(ctx, dec, h, h.Entries[i])
-	}, func(i int, cs *format.ChangeSet, err error) error {
+	type set struct {
+		cs     *format.ChangeSet
+		needed int64
+	}
+	return readAhead(ctx, len(h.Entries), func(ctx context.Context, i int, dec *format.FrameDecoder) (set, error) {
+		cs, needed, err := l.changeSet(ctx, dec, h, h.Entries[i])
+		return set{cs, needed}, err
+	}, func(i int, s set, err error) error {
+		r.needed.Add(s.needed)
 		if err != nil {
 			return err
 		}
-		return fn(cs, h.Entries[i])
+		return fn(s.cs, h.Entries[i])
 	})
 }
 
 // readAhead calls next for i from 0 to n-1, in order, on a goroutine of its
 // own, and consume with each result, in order, on the caller's goroutine:
-// next works up to setsAhead results ahead of consume. Each call of next
+// next works up to setsAhead+1 results ahead of the one consume holds
+// (setsAhead wait in a channel, one more is being made). Each call of next
 // decodes with its own decoder of a ring of setsAhead+2, so the result
-// consume holds is not overwritten while next works ahead (the results
-// between them wait in the channel). consume gets a failed result too;
+// consume holds is not overwritten while next works ahead. consume gets a
+// failed result too;
 // the read ends with consume's error, else the result's. The goroutine has
 // ended when readAhead returns, however it returns (an error, the end of
 // ctx, consume's panic or runtime.Goexit), so what next loaded may be
@@ -354,17 +368,21 @@ func (l *loader) close() {
 
 // changeSet fetches the change set of entry e of handle h and decodes it
 // with dec. The result is valid until dec's next use, and not after close.
-func (l *loader) changeSet(ctx context.Context, dec *format.FrameDecoder, h Handle, e HandleEntry) (*format.ChangeSet, error) {
+// needed is the bytes of the set read from the backend (0 from a local
+// copy, or when the fetch failed), which the caller adds to the reader's
+// BytesNeeded when it takes the set: a set read ahead and never taken was
+// not needed.
+func (l *loader) changeSet(ctx context.Context, dec *format.FrameDecoder, h Handle, e HandleEntry) (cs *format.ChangeSet, needed int64, err error) {
 	i := findRange(l.ranges, e)
 	if err := l.failed[i]; err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	rd, ok := l.loaded[i]
 	if !ok {
 		var err error
 		if rd, err = l.r.fetchRange(ctx, l.backend, l.local, l.ranges[i]); err != nil {
 			l.failed[i] = err
-			return nil, err
+			return nil, 0, err
 		}
 		l.loaded[i] = rd
 	} else if !l.local {
@@ -373,7 +391,7 @@ func (l *loader) changeSet(ctx context.Context, dec *format.FrameDecoder, h Hand
 	rg := l.ranges[i]
 	frame := rd.data[e.Offset-rg.off : e.Offset-rg.off+e.Length]
 	if !l.local {
-		l.r.needed.Add(e.Length)
+		needed = e.Length
 	}
 	// The changes alias the fetched range, which no one changes; its
 	// frames' checksums were verified as it was fetched (the others'
@@ -382,15 +400,15 @@ func (l *loader) changeSet(ctx context.Context, dec *format.FrameDecoder, h Hand
 	if rd.verified.has(e.Offset, e.Length) {
 		decode = dec.DecodeVerified
 	}
-	cs, err := decode(e.Object, e.Offset, frame)
+	cs, err = decode(e.Object, e.Offset, frame)
 	if err != nil {
-		return nil, fmt.Errorf("dstl: read change set %d of log %s: %w", e.SequenceNumber, h.LogID, err)
+		return nil, needed, fmt.Errorf("dstl: read change set %d of log %s: %w", e.SequenceNumber, h.LogID, err)
 	}
 	if cs.LogID != h.LogID || cs.SequenceNumber != uint64(e.SequenceNumber) {
-		return nil, fmt.Errorf("dstl: read %q at offset %d: found change set %d of log %s where the handle expects change set %d of log %s: %w",
+		return nil, needed, fmt.Errorf("dstl: read %q at offset %d: found change set %d of log %s where the handle expects change set %d of log %s: %w",
 			e.Object, e.Offset, cs.SequenceNumber, LogID(cs.LogID), e.SequenceNumber, h.LogID, format.ErrCorrupt)
 	}
-	return cs, nil
+	return cs, needed, nil
 }
 
 // localCacheKey prefixes the cache keys of local copies, which may carry
