@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -212,5 +213,98 @@ func TestReadAheadDamagedSet(t *testing.T) {
 	}
 	if len(got) != 15 || got[14] != "set-4-2" {
 		t.Fatalf("read %d changes before the error (last %q), want the 15 of the 5 sets before the damaged one", len(got), got[len(got)-1])
+	}
+}
+
+// TestReadAheadCallerPanics: a panic or runtime.Goexit in the caller's
+// function ends the read like an error does: the goroutine reading ahead
+// has ended, and the reader reads the handle whole afterwards.
+func TestReadAheadCallerPanics(t *testing.T) {
+	b, h := setsInObjects(t, 10, 3)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the caller's panic did not come up")
+			}
+		}()
+		r.Read(context.Background(), h, func(dstl.Change) error { panic("the caller's") })
+	}()
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		r.Read(context.Background(), h, func(dstl.Change) error { runtime.Goexit(); return nil })
+	}()
+	<-exited
+	n := 0
+	if err := r.Read(context.Background(), h, func(dstl.Change) error { n++; return nil }); err != nil || n != 30 {
+		t.Fatalf("read after: %d changes, %v; want 30", n, err)
+	}
+}
+
+// TestReadAheadStopSharedCache: a read that stops early while its read
+// ahead waits for a Get cancels that Get; another reader of the storage's
+// shared cache, waiting for the same range, fetches it itself, and the
+// cancel starts no hold.
+func TestReadAheadStopSharedCache(t *testing.T) {
+	b := dstltest.NewBackend()
+	cfg := testConfig()
+	cfg.BatchPersistDelay = 0
+	s := newStorage(t, b, cfg)
+	kgr := dstl.KeyGroupRange{Start: 0, End: 0}
+	w := newWriter(t, s, "op", kgr)
+	var h dstl.Handle
+	for i := range 4 {
+		mustAppend(t, w, 0, fmt.Sprint("set-", i))
+		h = persist(t, w, 0, int64(i+1))
+	}
+	stalled := h.Entries[1].Object
+	var gets atomic.Int64
+	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+		if op == dstltest.OpGet && name == stalled && gets.Add(1) == 1 {
+			return dstltest.Fault{Stall: true} // until its context ends
+		}
+		return dstltest.Fault{}
+	})
+	first, err := s.NewReader(kgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.NewReader(kgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("the caller stops")
+	secondDone := make(chan error, 1)
+	err = first.Read(context.Background(), h, func(dstl.Change) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.WaitStalled(ctx, 1); err != nil {
+			return err
+		}
+		go func() {
+			n := 0
+			err := second.Read(context.Background(), h, func(dstl.Change) error { n++; return nil })
+			if err == nil && n != 4 {
+				err = fmt.Errorf("%d changes, want 4", n)
+			}
+			secondDone <- err
+		}()
+		time.Sleep(50 * time.Millisecond) // the second reader waits for the stalled Get
+		return stop
+	})
+	if !errors.Is(err, stop) {
+		t.Fatalf("first read: %v, want %v", err, stop)
+	}
+	if err := <-secondDone; err != nil {
+		t.Fatalf("the second reader, after the first stopped: %v", err)
+	}
+	if err := first.Read(context.Background(), h, func(dstl.Change) error { return nil }); err != nil {
+		t.Fatalf("the first reader again (no hold): %v", err)
 	}
 }
