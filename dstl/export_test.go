@@ -10,3 +10,11 @@ func WithPreparingUploader(wrap func(uploader.Uploader) uploader.Uploader) Optio
 
 // SetsAhead is how many change sets a reader decodes ahead of its caller.
 const SetsAhead = setsAhead
+
+// AllCached reports whether the reader's cache holds every range h needs,
+// so that reading h only decodes (and reads no set ahead).
+func (r *Reader) AllCached(h Handle) bool {
+	l := r.newLoader(r.backend, false, h.Entries)
+	defer l.close()
+	return l.cached()
+}

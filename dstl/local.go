@@ -136,7 +136,7 @@ func (r *Reader) ReadPreferLocal(ctx context.Context, remote Handle, local *Hand
 		fallback *Fallback
 		needed   int64 // from the backend
 	}
-	err := readAhead(ctx, len(remote.Entries), func(ctx context.Context, i int, dec *format.FrameDecoder) (read, error) {
+	err := readAhead(ctx, len(remote.Entries), !locals.cached(), func(ctx context.Context, i int, dec *format.FrameDecoder) (read, error) {
 		e, le := remote.Entries[i], local.Entries[i]
 		cs, _, err := locals.changeSet(ctx, dec, *local, le)
 		if err == nil {

@@ -308,3 +308,48 @@ func TestReadAheadStopSharedCache(t *testing.T) {
 		t.Fatalf("the first reader again (no hold): %v", err)
 	}
 }
+
+// TestReadAheadOnlyWhatIsFetched: a handle whose ranges a prefetch cached
+// is read on the caller's goroutine (reading ahead would only decode, at
+// the cost of a goroutine and its decoders); one with a range to fetch is
+// read ahead.
+func TestReadAheadOnlyWhatIsFetched(t *testing.T) {
+	b, h := setsInObjects(t, 3, 2)
+	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	part := h
+	part.Entries = h.Entries[:2]
+	part.StoredSize, part.LogicalSize = 0, 0
+	for _, e := range part.Entries {
+		part.StoredSize += e.Length
+		part.LogicalSize += e.LogicalSize
+	}
+	for _, step := range []struct {
+		prefetch dstl.Handle
+		want     bool
+	}{
+		{dstl.Handle{}, false},
+		{part, false},
+		{h, true},
+	} {
+		if len(step.prefetch.Entries) > 0 {
+			if err := r.Prefetch(context.Background(), step.prefetch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := r.AllCached(h); got != step.want {
+			t.Fatalf("%d of %d sets prefetched: all cached = %v, want %v", len(step.prefetch.Entries), len(h.Entries), got, step.want)
+		}
+	}
+	n := 0
+	if err := r.Read(context.Background(), h, func(dstl.Change) error { n++; return nil }); err != nil || n != 6 {
+		t.Fatalf("read %d changes, %v; want 6", n, err)
+	}
+	// Hits: the second prefetch found 2 ranges cached, the read 3.
+	if st := r.Stats(); st.Requests != 3 || st.CacheHits != 5 || st.BytesNeeded != h.StoredSize {
+		t.Fatalf("stats %+v, want 3 requests (the prefetches), 5 hits and the handle's %d bytes needed", st, h.StoredSize)
+	}
+}

@@ -207,23 +207,7 @@ func (r *Reader) eachSet(ctx context.Context, h Handle, fn func(*format.ChangeSe
 	}
 	remote := r.newLoader(r.backend, false, h.Entries)
 	defer remote.close()
-	if len(h.Entries) > 1 {
-		return r.eachSetAhead(ctx, h, remote, fn)
-	}
-	for _, e := range h.Entries {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		cs, needed, err := remote.changeSet(ctx, &remote.dec, h, e)
-		r.needed.Add(needed)
-		if err != nil {
-			return err
-		}
-		if err := fn(cs, e); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.eachSetAhead(ctx, h, remote, fn)
 }
 
 // setsAhead is how many results of [readAhead] wait for the caller, while
@@ -231,15 +215,15 @@ func (r *Reader) eachSet(ctx context.Context, h Handle, fn func(*format.ChangeSe
 // sets ahead of the one the caller holds.
 const setsAhead = 4
 
-// eachSetAhead is eachSet for a handle of several change sets, read ahead
-// of fn ([readAhead]): restoring a store applies one set while the next
-// ranges are fetched and checked.
+// eachSetAhead reads the sets of h with l for eachSet, ahead of fn when
+// l has ranges to fetch ([readAhead]): restoring a store applies one set
+// while the next ranges are fetched and checked.
 func (r *Reader) eachSetAhead(ctx context.Context, h Handle, l *loader, fn func(*format.ChangeSet, HandleEntry) error) error {
 	type set struct {
 		cs     *format.ChangeSet
 		needed int64
 	}
-	return readAhead(ctx, len(h.Entries), func(ctx context.Context, i int, dec *format.FrameDecoder) (set, error) {
+	return readAhead(ctx, len(h.Entries), !l.cached(), func(ctx context.Context, i int, dec *format.FrameDecoder) (set, error) {
 		cs, needed, err := l.changeSet(ctx, dec, h, h.Entries[i])
 		return set{cs, needed}, err
 	}, func(i int, s set, err error) error {
@@ -251,27 +235,44 @@ func (r *Reader) eachSetAhead(ctx context.Context, h Handle, l *loader, fn func(
 	})
 }
 
-// readAhead calls next for i from 0 to n-1, in order, on a goroutine of its
-// own, and consume with each result, in order, on the caller's goroutine:
-// next works up to setsAhead+1 results ahead of the one consume holds
-// (setsAhead wait in a channel, one more is being made). Each call of next
-// decodes with its own decoder of a ring of setsAhead+2, so the result
-// consume holds is not overwritten while next works ahead. consume gets a
-// failed result too;
+// readAhead calls next for i from 0 to n-1, in order, and consume with
+// each result, in order, on the caller's goroutine. With ahead (and more
+// than one result to make), next runs on a goroutine of its own, up to
+// setsAhead+1 results ahead of the one consume holds (setsAhead wait in a
+// channel, one more is being made): worth it when next fetches, not when
+// it only decodes what is cached. Each call of next then decodes with its
+// own decoder of a ring of setsAhead+2, so the result consume holds is not
+// overwritten while next works ahead. consume gets a failed result too;
 // the read ends with consume's error, else the result's. The goroutine has
 // ended when readAhead returns, however it returns (an error, the end of
 // ctx, consume's panic or runtime.Goexit), so what next loaded may be
 // released then.
-func readAhead[T any](ctx context.Context, n int, next func(ctx context.Context, i int, dec *format.FrameDecoder) (T, error), consume func(i int, v T, err error) error) error {
+func readAhead[T any](ctx context.Context, n int, ahead bool, next func(ctx context.Context, i int, dec *format.FrameDecoder) (T, error), consume func(i int, v T, err error) error) error {
+	if !ahead || n < 2 {
+		var dec format.FrameDecoder
+		for i := range n {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			v, err := next(ctx, i, &dec)
+			if err := consume(i, v, err); err != nil {
+				return err
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	type result struct {
 		v   T
 		err error
 	}
 	aheadCtx, cancel := context.WithCancel(ctx)
 	results := make(chan result, setsAhead)
+	decs := decoderRings.Get().(*decoderRing)
 	go func() {
 		defer close(results)
-		var decs [setsAhead + 2]format.FrameDecoder
 		for i := range n {
 			res := result{err: aheadCtx.Err()}
 			if res.err == nil {
@@ -291,6 +292,7 @@ func readAhead[T any](ctx context.Context, n int, next func(ctx context.Context,
 		cancel()
 		for range results { // until the goroutine ended
 		}
+		decoderRings.Put(decs)
 	}()
 	i := 0
 	for res := range results {
@@ -310,6 +312,12 @@ func readAhead[T any](ctx context.Context, n int, next func(ctx context.Context,
 	}
 	return nil
 }
+
+// decoderRing is the decoders of a [readAhead]. A pool keeps them, and
+// the memory they grew, from one read to the next.
+type decoderRing [setsAhead + 2]format.FrameDecoder
+
+var decoderRings = sync.Pool{New: func() any { return new(decoderRing) }}
 
 // checkHandle checks that h is valid and of the reader's storage.
 func (r *Reader) checkHandle(h Handle) error {
@@ -349,12 +357,33 @@ type loader struct {
 	ranges  []fetchRange
 	loaded  map[int]rangeData // by index in ranges
 	failed  map[int]error
-	dec     format.FrameDecoder // for callers that decode one set at a time
 }
 
 func (r *Reader) newLoader(b backends.Backend, local bool, entries []HandleEntry) *loader {
 	ranges := planRanges(entries)
 	return &loader{r: r, backend: b, local: local, ranges: ranges, loaded: make(map[int]rangeData, len(ranges)), failed: map[int]error{}}
+}
+
+// cached takes the loader's ranges that the reader's cache holds (a
+// prefetch's), and reports whether it holds them all: then reading the
+// sets only decodes.
+func (l *loader) cached() bool {
+	all := true
+	for i, rg := range l.ranges {
+		if _, ok := l.loaded[i]; ok {
+			continue
+		}
+		key := rg.object
+		if l.local {
+			key = localCacheKey + rg.object
+		}
+		if rd, ok := l.r.cache.get(key, rg.off, rg.len); ok {
+			l.loaded[i] = rd // each set read from it counts as a hit
+			continue
+		}
+		all = false
+	}
+	return all
 }
 
 // close releases the loaded ranges; the change sets decoded from them must
