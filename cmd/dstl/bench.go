@@ -21,6 +21,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/backends/discard"
@@ -48,9 +50,11 @@ sets targets for, each beside the same SDK used directly:
       pairs of one set and one put, of the engine's throughput over the
       SDK's (batch.persist-delay is 0 here: a lone writer has nobody to
       wait for). The engine's time is the whole append -> persist ->
-      confirm -> truncate; its truncation deletes the last set's object in
-      the background, and the SDK side deletes its last object so too. Changes are random bytes (from a fixed seed, no two alike
-      in an object), so that compression, if enabled, gains nothing and the
+      confirm -> truncate. After each pair both sides' objects are deleted,
+      untimed (the engine's belong to the bench once their checkpoint is
+      confirmed), so that no delete runs beside a timed put and the store
+      does not fill. Changes are random bytes (from a fixed seed, no two
+      alike in an object), so that compression, if enabled, gains nothing and the
       changes' bytes are about the bytes stored (the report shows stored per
       logical); the SDK puts random bytes of the engine's average object size.
       Beside it, informative, the same writer pipelined: it appends the next
@@ -752,16 +756,16 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	res := uploadResult{ChangesPerSet: n}
 	var latencies []time.Duration
 	cp := int64(0)
-	checkpoint := func() error {
+	checkpoint := func() (dstl.Handle, error) {
 		cp++
-		d, _, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp)
+		d, h, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp)
 		latencies = append(latencies, d)
-		return err
+		return h, err
 	}
 	// Warm up, and learn the objects' size.
 	before := e.backend.Stats()
 	for range 2 {
-		if err := checkpoint(); err != nil {
+		if _, err := checkpoint(); err != nil {
 			return res, err
 		}
 	}
@@ -779,12 +783,11 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 		// both sides of a pair alike.
 		var names []string
 		var engineTime, rawTime time.Duration
-		deleted := make(chan error, 1)
-		deleted <- nil
 		put0 := e.backend.Stats().BytesPut
 		for t0 := time.Now(); time.Since(t0) < e.o.roundTime || len(names) == 0; {
 			t1 := time.Now()
-			if err := checkpoint(); err != nil {
+			h, err := checkpoint()
+			if err != nil {
 				return res, err
 			}
 			d := time.Since(t1) // appends, persist, confirm and truncate
@@ -796,16 +799,13 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 			rd := time.Since(t1)
 			rawLatencies = append(rawLatencies, rd)
 			names = append(names, name)
-			// The engine's truncation deletes the set's object of the last
-			// checkpoint in the background: the SDK side deletes its last
-			// object so too, one delete at a time.
-			if err := <-deleted; err != nil {
-				return res, fmt.Errorf("raw delete: %w", err)
-			}
-			if len(names) > 1 {
-				go func(name string) { deleted <- e.raw.delete(ctx, name) }(names[len(names)-2])
-			} else {
-				deleted <- nil
+			// Both sides' objects are deleted now, untimed, so that the
+			// store holds as few as it did (an emulator may slow down as it
+			// fills) and no delete runs beside a timed put, which would
+			// slow that side alone. The confirmed checkpoint's objects are
+			// its owner's, here the bench's, to delete.
+			if err := e.deletePair(ctx, h, name); err != nil {
+				return res, err
 			}
 			engineTime += d
 			rawTime += rd
@@ -817,9 +817,6 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 		logical += int64(len(names) * n * e.o.changeSize)
 		res.EngineRounds = append(res.EngineRounds, float64(len(names)*n*e.o.changeSize)/engineTime.Seconds())
 		res.RawRounds = append(res.RawRounds, float64(len(names))*float64(len(body))/rawTime.Seconds())
-		if err := errors.Join(<-deleted, e.raw.delete(ctx, names[len(names)-1])); err != nil {
-			return res, fmt.Errorf("raw delete: %w", err)
-		}
 		// The engine, appending the next set while the last is persisted.
 		t0 := time.Now()
 		sets, err := pipelinedPersists(ctx, w, n, e.changes, &cp, e.o.roundTime)
@@ -842,6 +839,28 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	res.PersistSamples = len(latencies)
 	res.RawPutP50Ms, res.RawPutSamples = ms(percentile(rawLatencies, 50)), len(rawLatencies)
 	return res, nil
+}
+
+// deletePair deletes the objects of one pair of (b): those of the
+// engine's handle h, and the SDK side's object named raw.
+func (e *benchEnv) deletePair(ctx context.Context, h dstl.Handle, raw string) error {
+	g, ctx := errgroup.WithContext(ctx)
+	var objects []string
+	for _, en := range h.Entries {
+		if !slices.Contains(objects, en.Object) {
+			objects = append(objects, en.Object)
+		}
+	}
+	for _, o := range objects {
+		g.Go(func() error { return e.backend.Delete(ctx, o) })
+	}
+	g.Go(func() error {
+		if err := e.raw.delete(ctx, raw); err != nil {
+			return fmt.Errorf("raw delete of %s: %w", raw, err)
+		}
+		return nil
+	})
+	return g.Wait()
 }
 
 // pipelinedPersists appends sets of n changes to w for d (at least two
@@ -893,30 +912,30 @@ func pipelinedPersists(ctx context.Context, w *dstl.Writer, n int, changes *chan
 // persistChanges appends n changes from changes to w (change i to key
 // group kg(i)), persists them as checkpoint cp, waits for the handle,
 // confirms the checkpoint and truncates the log. It returns the time from
-// Persist to the handle, and the changes' bytes the handle covers.
-func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int, changes *changeSource, cp int64) (time.Duration, int64, error) {
+// Persist to the handle, and the handle.
+func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int, changes *changeSource, cp int64) (time.Duration, dstl.Handle, error) {
 	// From the set the appends start (a set past the pre-emptive threshold
 	// is split: the handle covers every piece).
 	from := w.NextSequenceNumber()
 	for i := range n {
 		if err := w.Append(ctx, kg(i), changes.change()); err != nil {
-			return 0, 0, err
+			return 0, dstl.Handle{}, err
 		}
 	}
 	t0 := time.Now()
 	f, err := w.Persist(ctx, from, cp)
 	if err != nil {
-		return 0, 0, err
+		return 0, dstl.Handle{}, err
 	}
 	r, err := f.Wait(ctx)
 	if err != nil {
-		return 0, 0, err
+		return 0, dstl.Handle{}, err
 	}
 	d := time.Since(t0)
 	if err := w.Confirm(r.From, r.To, cp); err != nil {
-		return 0, 0, err
+		return 0, dstl.Handle{}, err
 	}
-	return d, r.Remote.LogicalSize, w.Truncate(r.To)
+	return d, r.Remote, w.Truncate(r.To)
 }
 
 // uvarintLen is the length of n's unsigned varint, the length prefix of a

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -548,11 +549,11 @@ func TestPersistChangesCoversSplitSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	for cp := int64(1); cp <= 2; cp++ {
-		_, covered, err := persistChanges(t.Context(), w, 100, func(i int) int { return i & 127 }, e.changes, cp)
+		_, h, err := persistChanges(t.Context(), w, 100, func(i int) int { return i & 127 }, e.changes, cp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if covered != 100*100 {
+		if covered := h.LogicalSize; covered != 100*100 {
 			t.Errorf("checkpoint %d: the handle covers %d bytes of 10000", cp, covered)
 		}
 	}
@@ -594,4 +595,65 @@ func TestBenchUpload(t *testing.T) {
 	if len(names) != 0 {
 		t.Errorf("left under the prefix: %v", names)
 	}
+}
+
+// TestBenchUploadDeletesEachPair: in (b), both sides' objects are deleted
+// after each pair, untimed, so that every timed put finds the store as
+// the last one did (no object of an earlier pair left, bar the warm-up's),
+// rather than the engine's objects piling up while the SDK side deletes
+// its own beside the engine's next set.
+func TestBenchUploadDeletesEachPair(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes a second")
+	}
+	e := newBenchEnv(t)
+	e.o.rounds = 1
+	e.o.roundTime = 300 * time.Millisecond
+	seen := &storedAtPut{Backend: e.backend.Unwrap(), prefix: e.prefix}
+	e.backend = counting.New(seen)
+	u, err := e.upload(t.Context(), 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Pairs < 5 {
+		t.Skipf("only %d pairs: too few to tell", u.Pairs)
+	}
+	// The engine's puts: the warm-up's 2, one per pair, then those of the
+	// pipelined writer (which keeps its objects until the round ends).
+	const warmUp = 2
+	found := seen.found()
+	if len(found) < warmUp+u.Pairs {
+		t.Fatalf("%d engine puts for %d pairs", len(found), u.Pairs)
+	}
+	for i, n := range found[warmUp : warmUp+u.Pairs] {
+		if n > warmUp {
+			t.Fatalf("the engine's put of pair %d found %d objects in the store, want at most the %d of the warm-up (%d pairs)", i, n, warmUp, u.Pairs)
+		}
+	}
+}
+
+// storedAtPut records, for each Put in turn, how many objects under prefix
+// the store held.
+type storedAtPut struct {
+	backends.Backend
+	prefix string
+	mu     sync.Mutex
+	counts []int
+}
+
+func (b *storedAtPut) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+	n := 0
+	if err := b.List(ctx, b.prefix, func(backends.ObjectInfo) error { n++; return nil }); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.counts = append(b.counts, n)
+	b.mu.Unlock()
+	return b.Backend.Put(ctx, name, body, size)
+}
+
+func (b *storedAtPut) found() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.counts)
 }
