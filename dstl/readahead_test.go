@@ -353,3 +353,30 @@ func TestReadAheadOnlyWhatIsFetched(t *testing.T) {
 		t.Fatalf("stats %+v, want 3 requests (the prefetches), 5 hits and the handle's %d bytes needed", st, h.StoredSize)
 	}
 }
+
+// TestReadCachedOnTheCallersGoroutine: a handle whose ranges are all
+// cached is decoded on the caller's goroutine: no goroutine runs beside
+// the caller while it takes the changes (a read-ahead would block, with
+// more sets than it buffers, until the caller takes them).
+func TestReadCachedOnTheCallersGoroutine(t *testing.T) {
+	sets := dstl.SetsAhead + 3
+	b, h := setsInObjects(t, sets, 1)
+	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Prefetch(t.Context(), h); err != nil {
+		t.Fatal(err)
+	}
+	before, n := runtime.NumGoroutine(), 0
+	if err := r.Read(t.Context(), h, func(dstl.Change) error {
+		if now := runtime.NumGoroutine(); now > before {
+			return fmt.Errorf("change %d: %d goroutines while the caller takes it, %d before the read: the reader reads a cached handle ahead", n, now, before)
+		}
+		n++
+		return nil
+	}); err != nil || n != sets {
+		t.Fatalf("read %d changes, %v; want %d", n, err, sets)
+	}
+}

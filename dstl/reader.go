@@ -292,6 +292,9 @@ func readAhead[T any](ctx context.Context, n int, ahead bool, next func(ctx cont
 		cancel()
 		for range results { // until the goroutine ended
 		}
+		for i := range decs {
+			decs[i].Reset() // the pool keeps the memory, not the frames
+		}
 		decoderRings.Put(decs)
 	}()
 	i := 0

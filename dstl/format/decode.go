@@ -200,6 +200,19 @@ func DecodeFrame(object string, offset int64, frame []byte) (*ChangeSet, error) 
 type FrameDecoder struct {
 	cs      ChangeSet
 	changes [][]byte
+	used    int // changes[:used] may alias frames decoded since the last Reset
+}
+
+// Reset drops the decoder's references to the frames it decoded (its
+// change set aliases them, or a buffer it decompressed into), so that a
+// decoder kept for later, as in a pool, does not keep them alive. The
+// memory it grew is kept for the next Decode. The last change set
+// returned is no longer valid.
+func (d *FrameDecoder) Reset() {
+	clear(d.changes[:d.used])
+	clear(d.cs.Groups[:cap(d.cs.Groups)])
+	d.cs = ChangeSet{Groups: d.cs.Groups[:0]}
+	d.used = 0
 }
 
 // Decode decodes one frame (see [DecodeFrame]). The change set returned is
@@ -270,6 +283,7 @@ func (d *FrameDecoder) decode(object string, offset int64, frame []byte, copyPay
 		d.changes = make([][]byte, total)
 	}
 	changes := d.changes[:total]
+	d.used = max(d.used, total)
 	cs.Groups = groups
 	for i := range cs.Groups {
 		d := v.dir[i*DirEntrySize:]

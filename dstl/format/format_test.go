@@ -661,3 +661,42 @@ func TestResetBufferGrowsGeometrically(t *testing.T) {
 		t.Errorf("%v allocations for 2000 frames", allocs)
 	}
 }
+
+// TestFrameDecoderReset: after Reset, a decoder holds no reference to any
+// frame it decoded since the last Reset (the larger one before a smaller
+// one included), compressed or not, and decodes the next frame as before.
+func TestFrameDecoderReset(t *testing.T) {
+	for _, compression := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compression=%v", compression), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(31, 32))
+			large := sampleChangeSet(r, 1, 1, 8, 16, 40, true)
+			small := sampleChangeSet(r, 1, 2, 2, 3, 40, true)
+			obj, frames := encode(t, EncoderOptions{Compression: compression}, large, small)
+			frame := func(i int) []byte { return obj[frames[i].Offset : frames[i].Offset+frames[i].Length] }
+			var d FrameDecoder
+			for i := range frames {
+				if _, err := d.Decode("obj", frames[i].Offset, frame(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d.Reset()
+			for i, c := range d.changes[:cap(d.changes)] {
+				if c != nil {
+					t.Fatalf("after Reset, change %d of %d still refers to a frame", i, cap(d.changes))
+				}
+			}
+			for i, g := range d.cs.Groups[:cap(d.cs.Groups)] {
+				if g.Changes != nil {
+					t.Fatalf("after Reset, group %d still refers to changes", i)
+				}
+			}
+			got, err := d.Decode("obj", frames[0].Offset, frame(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := equalChangeSet(got, large); err != nil {
+				t.Fatalf("after Reset: %v", err)
+			}
+		})
+	}
+}
