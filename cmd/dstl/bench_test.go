@@ -611,6 +611,7 @@ func TestBenchUploadDeletesEachPair(t *testing.T) {
 	e.o.roundTime = 300 * time.Millisecond
 	seen := &storedAtPut{Backend: e.backend.Unwrap(), prefix: e.prefix}
 	e.backend = counting.New(seen)
+	e.raw = &rawOrder{rawStore: e.raw, seen: seen}
 	u, err := e.upload(t.Context(), 64<<10)
 	if err != nil {
 		t.Fatal(err)
@@ -626,10 +627,37 @@ func TestBenchUploadDeletesEachPair(t *testing.T) {
 		t.Fatalf("%d engine puts for %d pairs", len(found), u.Pairs)
 	}
 	for i, n := range found[warmUp : warmUp+u.Pairs] {
-		if n > warmUp {
-			t.Fatalf("the engine's put of pair %d found %d objects in the store, want at most the %d of the warm-up (%d pairs)", i, n, warmUp, u.Pairs)
+		// The SDK side goes first in odd pairs: its object is there too.
+		if n > warmUp+i%2 {
+			t.Fatalf("the engine's put of pair %d found %d objects in the store, want at most the %d of the warm-up and that of the pair's SDK side (%d pairs)", i, n, warmUp, u.Pairs)
 		}
 	}
+	// Which side goes first alternates: the first put after a pair's
+	// deletes may pay for them.
+	order := seen.order()
+	for i := range u.Pairs {
+		want := []string{"engine", "sdk"}
+		if i%2 == 1 {
+			want = []string{"sdk", "engine"}
+		}
+		if got := order[warmUp+2*i : warmUp+2*i+2]; !slices.Equal(got, want) {
+			t.Fatalf("pair %d put %q, want %q (the first pairs' puts: %q)", i, got, want, order[warmUp:min(len(order), warmUp+8)])
+		}
+	}
+}
+
+// rawOrder records the SDK side's puts among the engine's puts that seen
+// records.
+type rawOrder struct {
+	rawStore
+	seen *storedAtPut
+}
+
+func (r *rawOrder) put(ctx context.Context, name string, body []byte) error {
+	r.seen.mu.Lock()
+	r.seen.puts = append(r.seen.puts, "sdk")
+	r.seen.mu.Unlock()
+	return r.rawStore.put(ctx, name, body)
 }
 
 // storedAtPut records, for each Put in turn, how many objects under prefix
@@ -639,6 +667,7 @@ type storedAtPut struct {
 	prefix string
 	mu     sync.Mutex
 	counts []int
+	puts   []string // "engine" for each Put, in turn, and "sdk" for each raw put (rawOrder)
 }
 
 func (b *storedAtPut) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
@@ -648,8 +677,15 @@ func (b *storedAtPut) Put(ctx context.Context, name string, body io.ReaderAt, si
 	}
 	b.mu.Lock()
 	b.counts = append(b.counts, n)
+	b.puts = append(b.puts, "engine")
 	b.mu.Unlock()
 	return b.Backend.Put(ctx, name, body, size)
+}
+
+func (b *storedAtPut) order() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.puts)
 }
 
 func (b *storedAtPut) found() []int {
