@@ -3,6 +3,8 @@ package dstl
 import (
 	"math/bits"
 	"sync"
+
+	"github.com/dstlgo/dstl/dstl/format"
 )
 
 // freeList keeps up to its capacity of values for reuse, and hands out the
@@ -118,7 +120,7 @@ type bufferPool struct {
 type setBuffers struct {
 	chunks  [][]byte
 	refs    []changeRef
-	scratch [][]byte
+	scratch []format.KeyedChange
 }
 
 func newBufferPool(sets int, chunkBytes int64) bufferPool {

@@ -1,7 +1,6 @@
 package dstl
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -73,7 +72,7 @@ type changeSet struct {
 	size       int64 // logical bytes
 	framed     int64 // bytes of the frame payload: changes with their length prefixes
 
-	scratch [][]byte // the changes grouped by key group, built for uploads
+	scratch []format.KeyedChange // the changes with their key groups, built for uploads
 
 	state     setState
 	task      *uploadTask     // the upload in progress, if any
@@ -365,71 +364,31 @@ func (w *Writer) newTaskLocked(sets []*changeSet) *uploadTask {
 func (w *Writer) group(t *uploadTask) []*format.ChangeSet {
 	out := make([]*format.ChangeSet, len(t.sets))
 	for i, cs := range t.sets {
-		out[i] = cs.group(w.logID, w.groups)
+		out[i] = cs.keyed(w.logID)
 	}
 	return out
 }
 
-// group orders the set's changes by key group, metadata first, each group
-// in append order, with a counting sort over the writer's range (or a
-// comparison sort when the range is much larger than the set). The changes
-// alias the arena, which no one writes once the set is closed.
-func (cs *changeSet) group(id LogID, kgr KeyGroupRange) *format.ChangeSet {
-	out := &format.ChangeSet{LogID: id, SequenceNumber: uint64(cs.sqn)}
+// keyed gives the set's changes to the encoder in append order, each with
+// its key group (format.ChangeSet.Appended): the encoder reads them in the
+// order of the arena's memory and places each in its key group's part of
+// the frame as it goes. (Ordering them by key group here would cost a pass
+// over the set on the goroutine that builds the task, and leave the
+// encoder to gather each group's changes from all over the arena.) The
+// changes alias the arena, which no one writes once the set is closed.
+func (cs *changeSet) keyed(id LogID) *format.ChangeSet {
 	changes := cs.scratch[:0]
 	if cap(changes) < len(cs.refs) {
-		changes = make([][]byte, 0, len(cs.refs))
+		changes = make([]format.KeyedChange, 0, len(cs.refs))
 	}
-	changes = changes[:len(cs.refs)]
-	cs.scratch = changes
-	// Slot 0 holds metadata, slot k > 0 key group kgr.Start+k-1.
-	slot := func(kg int32) int {
-		if kg == MetaKeyGroup {
-			return 0
-		}
-		return int(kg) - kgr.Start + 1
-	}
-	keyGroup := func(k int) int32 {
-		if k == 0 {
-			return MetaKeyGroup
-		}
-		return int32(kgr.Start + k - 1)
-	}
-	if span := kgr.End - kgr.Start + 2; span <= 4*len(cs.refs)+1024 {
-		counts := make([]int32, span+1)
-		for _, r := range cs.refs {
-			counts[slot(r.kg)+1]++
-		}
-		for i := 1; i < len(counts); i++ {
-			counts[i] += counts[i-1]
-		}
-		for k := 0; k < span; k++ {
-			if n := counts[k+1] - counts[k]; n > 0 {
-				out.Groups = append(out.Groups, format.Group{KeyGroup: keyGroup(k), Changes: changes[counts[k]:counts[k+1]:counts[k+1]]})
-			}
-		}
-		for _, r := range cs.refs {
-			k := slot(r.kg)
-			off := int(r.off)
-			changes[counts[k]] = cs.chunks[r.chunk][off : off+int(r.n) : off+int(r.n)]
-			counts[k]++
-		}
-		return out
-	}
-	// A stable sort by key group keeps append order within a group: the
-	// arena offset cannot break ties, since a zero-length change shares
-	// its offset with the next change.
-	refs := slices.Clone(cs.refs)
-	slices.SortStableFunc(refs, func(a, b changeRef) int { return cmp.Compare(a.kg, b.kg) })
-	for i, r := range refs {
+	for _, r := range cs.refs {
 		off := int(r.off)
-		changes[i] = cs.chunks[r.chunk][off : off+int(r.n) : off+int(r.n)]
-		if n := len(out.Groups); n == 0 || out.Groups[n-1].KeyGroup != r.kg {
-			out.Groups = append(out.Groups, format.Group{KeyGroup: r.kg, Changes: changes[i : i+1 : i+1]})
-		} else {
-			g := &out.Groups[n-1]
-			g.Changes = changes[i-len(g.Changes) : i+1 : i+1]
-		}
+		changes = append(changes, format.KeyedChange{KeyGroup: r.kg, Data: cs.chunks[r.chunk][off : off+int(r.n) : off+int(r.n)]})
+	}
+	cs.scratch = changes
+	out := &format.ChangeSet{LogID: id, SequenceNumber: uint64(cs.sqn)}
+	if len(changes) > 0 {
+		out.Appended = changes
 	}
 	return out
 }

@@ -67,6 +67,10 @@ type Task struct {
 	// LogID is the writer's log (a dstl.LogID).
 	LogID [16]byte
 	// ChangeSets are the change sets to store, in sequence-number order.
+	// The engine gives each change set's changes in append order
+	// (format.ChangeSet.Appended), which format.Encoder stores by key
+	// group; an uploader that reads the changes itself takes them by
+	// group with format.ChangeSet.ByGroup.
 	ChangeSets []*format.ChangeSet
 	// LogicalSize is the size of the change sets' changes, in bytes.
 	LogicalSize int64

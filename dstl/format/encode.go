@@ -33,6 +33,7 @@ type Encoder struct {
 
 	buf   []byte // the frame being built; reused across frames
 	zbuf  []byte // compressed payload scratch; reused across frames
+	slots []groupSlot
 	index []IndexEntry
 
 	// inBuffer: the object is built in out, not written to w (see
@@ -50,7 +51,7 @@ func NewEncoder(w io.Writer, opts EncoderOptions) *Encoder {
 // Reset makes the encoder write a new object to w with opts, keeping its
 // scratch buffers, so that a pooled encoder encodes without allocating.
 func (e *Encoder) Reset(w io.Writer, opts EncoderOptions) {
-	*e = Encoder{w: w, opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], index: e.index[:0]}
+	*e = Encoder{w: w, opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], slots: e.slots[:0], index: e.index[:0]}
 }
 
 // ResetBuffer makes the encoder build a new object in memory, appended to
@@ -59,7 +60,7 @@ func (e *Encoder) Reset(w io.Writer, opts EncoderOptions) {
 // the capacity of [EncodedSize] and the object never grows (never copies
 // itself); a smaller dst grows as a slice does.
 func (e *Encoder) ResetBuffer(dst []byte, opts EncoderOptions) {
-	*e = Encoder{opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], index: e.index[:0], inBuffer: true, out: dst[:0]}
+	*e = Encoder{opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], slots: e.slots[:0], index: e.index[:0], inBuffer: true, out: dst[:0]}
 }
 
 // Bytes returns the object built so far by an encoder reset with
@@ -88,14 +89,18 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 	if cs == nil {
 		return FrameInfo{}, fmt.Errorf("dstl/format: nil change set: %w", ErrInvalidChangeSet)
 	}
-	payloadSize, logical, err := measure(cs)
+	cs, lay, err := plan(cs, e.slots)
 	if err != nil {
 		return FrameInfo{}, err
 	}
-	dirEnd := FrameHeaderSize + len(cs.Groups)*DirEntrySize
+	if lay.slots != nil && cap(lay.slots) <= maxRetainedSlots {
+		e.slots = lay.slots[:0]
+	}
+	payloadSize, logical := lay.payload, lay.logical
+	dirEnd := FrameHeaderSize + lay.groups*DirEntrySize
 	if int64(dirEnd)+payloadSize+FrameCRCSize > MaxFrameSize {
 		return FrameInfo{}, fmt.Errorf("dstl/format: change set %x/%d: frame of %d groups and %d payload bytes exceeds %d bytes: %w",
-			cs.LogID, cs.SequenceNumber, len(cs.Groups), payloadSize, MaxFrameSize, ErrInvalidChangeSet)
+			cs.LogID, cs.SequenceNumber, lay.groups, payloadSize, MaxFrameSize, ErrInvalidChangeSet)
 	}
 	var offset int64
 	var frameLen int
@@ -105,13 +110,13 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 			return FrameInfo{}, err
 		}
 		offset = e.size
-		out, n, err := e.appendFrame(e.out, cs, dirEnd, payloadSize)
+		out, n, err := e.appendFrame(e.out, cs, &lay)
 		if err != nil {
 			return FrameInfo{}, err
 		}
 		e.out, frameLen, e.size = out, n, int64(len(out))
 	} else {
-		buf, n, err := e.appendFrame(e.buf[:0], cs, dirEnd, payloadSize)
+		buf, n, err := e.appendFrame(e.buf[:0], cs, &lay)
 		if err != nil {
 			return FrameInfo{}, err
 		}
@@ -139,11 +144,12 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 }
 
 // appendFrame appends cs as one frame to dst (whose capacity it grows as
-// needed) and returns it with the frame's length. cs is measured and
-// valid: dirEnd is where its directory ends, payloadSize its uncompressed
-// payload.
-func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, dirEnd int, payloadSize int64) ([]byte, int, error) {
+// needed) and returns it with the frame's length. cs is planned and valid:
+// lay is its layout.
+func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, lay *layout) ([]byte, int, error) {
 	base := len(dst)
+	dirEnd := FrameHeaderSize + lay.groups*DirEntrySize
+	payloadSize := lay.payload
 	need := dirEnd + int(payloadSize) + FrameCRCSize
 	if cap(dst)-base < need {
 		// Headroom: the next frame is often a little larger; and an
@@ -154,25 +160,25 @@ func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, dirEnd int, payloadSize
 	}
 	buf := dst[:base+dirEnd]
 	clear(buf[base : base+FrameHeaderSize])
-	var off uint32
-	for i := range cs.Groups {
-		g := &cs.Groups[i]
-		start := len(buf)
-		for _, c := range g.Changes {
-			if len(c) < 0x80 {
-				buf = append(buf, byte(len(c)))
-			} else {
-				buf = binary.AppendUvarint(buf, uint64(len(c)))
+	if len(cs.Appended) > 0 {
+		buf = appendScattered(buf, base, cs.Appended, lay)
+	} else {
+		var off uint32
+		for i := range cs.Groups {
+			g := &cs.Groups[i]
+			start := len(buf)
+			for _, c := range g.Changes {
+				if len(c) < 0x80 {
+					buf = append(buf, byte(len(c)))
+				} else {
+					buf = binary.AppendUvarint(buf, uint64(len(c)))
+				}
+				buf = append(buf, c...)
 			}
-			buf = append(buf, c...)
+			n := uint32(len(buf) - start)
+			putDirEntry(buf[base+FrameHeaderSize+i*DirEntrySize:], g.KeyGroup, uint32(len(g.Changes)), off, n)
+			off += n
 		}
-		n := uint32(len(buf) - start)
-		d := buf[base+FrameHeaderSize+i*DirEntrySize:]
-		binary.LittleEndian.PutUint32(d[0:], uint32(g.KeyGroup))
-		binary.LittleEndian.PutUint32(d[4:], uint32(len(g.Changes)))
-		binary.LittleEndian.PutUint32(d[8:], off)
-		binary.LittleEndian.PutUint32(d[12:], n)
-		off += n
 	}
 
 	codec := CodecNone
@@ -199,9 +205,53 @@ func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, dirEnd int, payloadSize
 	copy(frame[frameOffLogID:], cs.LogID[:])
 	binary.LittleEndian.PutUint64(frame[frameOffSQN:], cs.SequenceNumber)
 	binary.LittleEndian.PutUint32(frame[frameOffPayloadSize:], uint32(payloadSize))
-	binary.LittleEndian.PutUint32(frame[frameOffGroups:], uint32(len(cs.Groups)))
+	binary.LittleEndian.PutUint32(frame[frameOffGroups:], uint32(lay.groups))
 	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(frame, castagnoli))
 	return buf, frameLen, nil
+}
+
+// appendScattered lays out the payload of a change set given as
+// Appended, and its directory, after the frame header at buf[base:]: it
+// reads the changes in append order and writes each at the end of its
+// group so far. buf ends at the directory, and its capacity holds the
+// payload.
+func appendScattered(buf []byte, base int, appended []KeyedChange, lay *layout) []byte {
+	dirEnd := len(buf)
+	buf = buf[:dirEnd+int(lay.payload)]
+	dir := buf[base+FrameHeaderSize:]
+	var off int64
+	i := 0
+	for k := range lay.slots {
+		sl := &lay.slots[k]
+		if sl.count == 0 {
+			continue
+		}
+		putDirEntry(dir[i*DirEntrySize:], lay.base+int32(k), uint32(sl.count), uint32(off), uint32(sl.size))
+		sl.pos = dirEnd + int(off)
+		off += sl.size
+		i++
+	}
+	for _, c := range appended {
+		sl := &lay.slots[c.KeyGroup-lay.base]
+		p := sl.pos
+		if len(c.Data) < 0x80 {
+			buf[p] = byte(len(c.Data))
+			p++
+		} else {
+			p += binary.PutUvarint(buf[p:], uint64(len(c.Data)))
+		}
+		sl.pos = p + copy(buf[p:], c.Data)
+	}
+	return buf
+}
+
+// putDirEntry writes the directory entry of a group of key group kg, of
+// count changes in n payload bytes at off in the frame's payload.
+func putDirEntry(d []byte, kg int32, count, off, n uint32) {
+	binary.LittleEndian.PutUint32(d[0:], uint32(kg))
+	binary.LittleEndian.PutUint32(d[4:], count)
+	binary.LittleEndian.PutUint32(d[8:], off)
+	binary.LittleEndian.PutUint32(d[12:], n)
 }
 
 // EncodedSize returns the size of the object that an encoder without
@@ -211,17 +261,90 @@ func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, dirEnd int, payloadSize
 // object without growing.
 func EncodedSize(css ...*ChangeSet) (int64, error) {
 	size := int64(HeaderSize + TrailerSize)
+	var slots []groupSlot
 	for _, cs := range css {
 		if cs == nil {
 			return 0, fmt.Errorf("dstl/format: nil change set: %w", ErrInvalidChangeSet)
 		}
-		payload, _, err := measure(cs)
+		_, lay, err := plan(cs, slots)
 		if err != nil {
 			return 0, err
 		}
-		size += FrameHeaderSize + int64(len(cs.Groups))*DirEntrySize + payload + FrameCRCSize + IndexEntrySize
+		slots = lay.slots
+		size += FrameHeaderSize + int64(lay.groups)*DirEntrySize + lay.payload + FrameCRCSize + IndexEntrySize
 	}
 	return size, nil
+}
+
+// layout is the frame of a change set, as plan finds it.
+type layout struct {
+	payload int64 // uncompressed payload bytes
+	logical int64 // the sum of the changes' lengths
+	groups  int   // directory entries
+	// Of a change set given as Appended: slot k is key group base+k.
+	base  int32
+	slots []groupSlot
+}
+
+// groupSlot is one key group of a change set given as Appended.
+type groupSlot struct {
+	count, size int64 // changes, payload bytes
+	pos         int   // where its next change goes, while encoding
+}
+
+// maxRetainedSlots bounds the slots an Encoder keeps between frames.
+const maxRetainedSlots = 1 << 16
+
+// plan validates cs and returns its layout, with the change set to encode:
+// cs, or, for Appended changes over a range of key groups much wider than
+// their number, the same changes by group. slots is scratch that the
+// layout may reuse.
+func plan(cs *ChangeSet, slots []groupSlot) (*ChangeSet, layout, error) {
+	if len(cs.Appended) == 0 {
+		payload, logical, err := measure(cs)
+		return cs, layout{payload: payload, logical: logical, groups: len(cs.Groups)}, err
+	}
+	if len(cs.Groups) > 0 {
+		return nil, layout{}, fmt.Errorf("dstl/format: change set %x/%d has both Groups and Appended changes: %w",
+			cs.LogID, cs.SequenceNumber, ErrInvalidChangeSet)
+	}
+	lo, hi := cs.Appended[0].KeyGroup, cs.Appended[0].KeyGroup
+	for i, c := range cs.Appended {
+		if c.KeyGroup < MetaKeyGroup {
+			return nil, layout{}, fmt.Errorf("dstl/format: change set %x/%d: appended change %d has key group %d: %w",
+				cs.LogID, cs.SequenceNumber, i, c.KeyGroup, ErrInvalidChangeSet)
+		}
+		lo, hi = min(lo, c.KeyGroup), max(hi, c.KeyGroup)
+	}
+	if span := int64(hi) - int64(lo) + 1; span > 4*int64(len(cs.Appended))+1024 {
+		// Sparse: a slot per key group would cost more than sorting.
+		byGroup := &ChangeSet{LogID: cs.LogID, SequenceNumber: cs.SequenceNumber, Groups: cs.ByGroup()}
+		return plan(byGroup, slots)
+	}
+	span := int(hi-lo) + 1
+	if cap(slots) < span {
+		slots = make([]groupSlot, span)
+	}
+	slots = slots[:span]
+	clear(slots)
+	lay := layout{base: lo, slots: slots}
+	for _, c := range cs.Appended {
+		sl := &slots[c.KeyGroup-lo]
+		sl.count++
+		sl.size += int64(uvarintLen(uint64(len(c.Data))) + len(c.Data))
+		lay.logical += int64(len(c.Data))
+	}
+	for k := range slots {
+		if slots[k].count > 0 {
+			lay.groups++
+			lay.payload += slots[k].size
+		}
+		if slots[k].size > MaxPayloadSize || lay.payload > MaxPayloadSize {
+			return nil, layout{}, fmt.Errorf("dstl/format: change set %x/%d: payload exceeds %d bytes: %w",
+				cs.LogID, cs.SequenceNumber, MaxPayloadSize, ErrInvalidChangeSet)
+		}
+	}
+	return cs, lay, nil
 }
 
 // measure validates the group order of cs and returns its uncompressed

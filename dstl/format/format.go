@@ -7,24 +7,68 @@
 package format
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 )
 
-// ChangeSet is one writer's changes under one sequence number.
+// ChangeSet is one writer's changes under one sequence number, given in
+// one of two forms: by key group (Groups) or in the order they were
+// appended (Appended). Both are stored alike: a frame holds the changes
+// by key group. A change set has one form or the other, not both; one
+// with neither is empty. [ChangeSet.ByGroup] gives the groups of either.
 type ChangeSet struct {
 	LogID          [16]byte
 	SequenceNumber uint64
 	// Groups hold the changes per key group: the metadata group (key group
 	// -1) first when present, then key groups in ascending order, each
-	// group's changes in append order.
+	// group's changes in append order. A decoder gives this form.
 	Groups []Group
+	// Appended holds the changes in the order they were appended, each
+	// with its key group (the metadata group, -1, or a key group of 0 or
+	// more): each key group's changes are stored in this order. An
+	// encoder reads them in this order, which for a writer's arena is the
+	// order of memory, and places each in its group as it goes, rather
+	// than gathering each group's changes from all over the arena.
+	Appended []KeyedChange
 }
 
 // Group is the changes of one key group, in append order.
 type Group struct {
 	KeyGroup int32
 	Changes  [][]byte
+}
+
+// KeyedChange is one change of [ChangeSet.Appended]: its key group and
+// its bytes.
+type KeyedChange struct {
+	KeyGroup int32
+	Data     []byte
+}
+
+// ByGroup returns the change set's changes by key group: its Groups, or
+// the groups that its Appended changes make, in ascending order of key
+// group, each in append order (a new slice, whose changes alias
+// Appended's bytes). It does not validate the key groups.
+func (cs *ChangeSet) ByGroup() []Group {
+	if len(cs.Appended) == 0 {
+		return cs.Groups
+	}
+	sorted := slices.Clone(cs.Appended)
+	slices.SortStableFunc(sorted, func(a, b KeyedChange) int { return cmp.Compare(a.KeyGroup, b.KeyGroup) })
+	changes := make([][]byte, len(sorted))
+	var groups []Group
+	for i, c := range sorted {
+		changes[i] = c.Data
+		if n := len(groups); n == 0 || groups[n-1].KeyGroup != c.KeyGroup {
+			groups = append(groups, Group{KeyGroup: c.KeyGroup, Changes: changes[i : i+1 : i+1]})
+		} else {
+			g := &groups[n-1]
+			g.Changes = changes[i-len(g.Changes) : i+1 : i+1]
+		}
+	}
+	return groups
 }
 
 // Layout constants of format version 1. See docs/FORMAT.md.

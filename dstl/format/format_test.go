@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -696,6 +697,79 @@ func TestFrameDecoderReset(t *testing.T) {
 			}
 			if err := equalChangeSet(got, large); err != nil {
 				t.Fatalf("after Reset: %v", err)
+			}
+		})
+	}
+}
+
+// TestAppendedChangeSets: a change set given in append order (Appended)
+// encodes to the bytes of the same changes given by group, compressed or
+// not, whatever the order of its key groups; ByGroup gives those groups.
+func TestAppendedChangeSets(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	long := randomBytes(r, 300) // a two-byte length prefix
+	kc := func(kg int32, data string) KeyedChange { return KeyedChange{KeyGroup: kg, Data: []byte(data)} }
+	for _, tc := range []struct {
+		name     string
+		appended []KeyedChange
+		want     []Group
+	}{
+		{"one change", []KeyedChange{kc(3, "a")}, []Group{{3, [][]byte{[]byte("a")}}}},
+		{"metadata first", []KeyedChange{kc(2, "b"), kc(MetaKeyGroup, "m"), kc(0, "c")},
+			[]Group{{MetaKeyGroup, [][]byte{[]byte("m")}}, {0, [][]byte{[]byte("c")}}, {2, [][]byte{[]byte("b")}}}},
+		{"interleaved, append order kept in a group", []KeyedChange{kc(1, "x1"), kc(0, "y1"), kc(1, "x2"), kc(0, "y2"), kc(1, "x3")},
+			[]Group{{0, [][]byte{[]byte("y1"), []byte("y2")}}, {1, [][]byte{[]byte("x1"), []byte("x2"), []byte("x3")}}}},
+		{"empty and long changes", []KeyedChange{kc(7, ""), {KeyGroup: 5, Data: long}, kc(7, "z")},
+			[]Group{{5, [][]byte{long}}, {7, [][]byte{{}, []byte("z")}}}},
+		{"sparse key groups", []KeyedChange{kc(1<<30, "far"), kc(0, "near"), kc(MetaKeyGroup, "m")},
+			[]Group{{MetaKeyGroup, [][]byte{[]byte("m")}}, {0, [][]byte{[]byte("near")}}, {1 << 30, [][]byte{[]byte("far")}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := &ChangeSet{LogID: logID(4), SequenceNumber: 9, Appended: tc.appended}
+			if err := equalChangeSet(&ChangeSet{LogID: app.LogID, SequenceNumber: 9, Groups: app.ByGroup()},
+				&ChangeSet{LogID: app.LogID, SequenceNumber: 9, Groups: tc.want}); err != nil {
+				t.Fatalf("ByGroup: %v", err)
+			}
+			byGroup := &ChangeSet{LogID: app.LogID, SequenceNumber: 9, Groups: tc.want}
+			for _, compression := range []bool{false, true} {
+				opts := EncoderOptions{Compression: compression}
+				want, wantInfo := encode(t, opts, byGroup, byGroup)
+				got, gotInfo := encode(t, opts, app, app) // twice: the encoder's scratch reused
+				if !bytes.Equal(got, want) || !slices.Equal(gotInfo, wantInfo) {
+					t.Fatalf("compression=%v: appended form encodes to %x %+v, want %x %+v", compression, got, gotInfo, want, wantInfo)
+				}
+			}
+			size, err := EncodedSize(app)
+			if wantSize, _ := EncodedSize(byGroup); err != nil || size != wantSize {
+				t.Fatalf("EncodedSize = %d, %v; want %d", size, err, wantSize)
+			}
+		})
+	}
+}
+
+// TestAppendedChangeSetsRejected: an appended change of a key group below
+// the metadata group's, or a change set in both forms, is rejected, naming
+// it, and the encoder stays usable.
+func TestAppendedChangeSetsRejected(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cs   *ChangeSet
+		want string
+	}{
+		{"key group below metadata", &ChangeSet{Appended: []KeyedChange{{KeyGroup: 0}, {KeyGroup: -2}}}, "appended change 1 has key group -2"},
+		{"both forms", &ChangeSet{Groups: []Group{{KeyGroup: 0}}, Appended: []KeyedChange{{KeyGroup: 0}}}, "both Groups and Appended"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			enc := NewEncoder(&buf, EncoderOptions{})
+			if _, err := enc.WriteChangeSet(tc.cs); !errors.Is(err, ErrInvalidChangeSet) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("WriteChangeSet: %v; want ErrInvalidChangeSet saying %q", err, tc.want)
+			}
+			if _, err := EncodedSize(tc.cs); !errors.Is(err, ErrInvalidChangeSet) {
+				t.Fatalf("EncodedSize: %v; want ErrInvalidChangeSet", err)
+			}
+			if _, err := enc.WriteChangeSet(&ChangeSet{Appended: []KeyedChange{{KeyGroup: 1, Data: []byte("ok")}}}); err != nil {
+				t.Fatalf("after the rejection: %v", err)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,6 +47,36 @@ func reencode(t *testing.T, sets []*ChangeSet) {
 	for i := range sets {
 		if err := equalChangeSet(sets[i], got[i]); err != nil {
 			t.Fatalf("re-encoded set %d: %v", i, err)
+		}
+	}
+	// Given in append order, the same sets (with no empty group, which
+	// append order cannot express) make the same bytes.
+	appended := make([]*ChangeSet, len(sets))
+	for i, cs := range sets {
+		if slices.ContainsFunc(cs.Groups, func(g Group) bool { return len(g.Changes) == 0 }) {
+			return
+		}
+		appended[i] = interleaved(cs)
+	}
+	if again, _ := encode(t, EncoderOptions{}, appended...); !bytes.Equal(again, data) {
+		t.Fatalf("the sets in append order encode to %d bytes unlike the %d of the sets by group", len(again), len(data))
+	}
+}
+
+// interleaved returns cs in append order: a change of each group in turn,
+// as a writer over several key groups appends them.
+func interleaved(cs *ChangeSet) *ChangeSet {
+	out := &ChangeSet{LogID: cs.LogID, SequenceNumber: cs.SequenceNumber}
+	for j := 0; ; j++ {
+		more := false
+		for _, g := range cs.Groups {
+			if j < len(g.Changes) {
+				out.Appended = append(out.Appended, KeyedChange{KeyGroup: g.KeyGroup, Data: g.Changes[j]})
+				more = true
+			}
+		}
+		if !more {
+			return out
 		}
 	}
 }
