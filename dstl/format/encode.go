@@ -75,10 +75,13 @@ func (e *Encoder) Size() int64 { return e.size }
 // WriteChangeSet appends cs to the object as one frame and returns where the
 // frame is. The groups of cs must have strictly ascending key groups, the
 // metadata group ([MetaKeyGroup]) first if present; other negative key
-// groups and duplicates are rejected with [ErrInvalidChangeSet], as are change
-// sets whose payload exceeds [MaxPayloadSize]. Such a rejection writes
-// nothing and leaves the encoder usable; a write error is returned by every
-// later call. The encoder does not retain cs.
+// groups and duplicates are rejected with [ErrInvalidChangeSet]. A change
+// set given in append order ([ChangeSet.Appended]) is stored by key group,
+// as the same changes by group would be; a key group below the metadata
+// group's is rejected, as is a change set in both forms. So are change sets
+// whose payload exceeds [MaxPayloadSize]. Such a rejection writes nothing
+// and leaves the encoder usable; a write error is returned by every later
+// call. The encoder does not retain cs.
 func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 	if e.closed {
 		return FrameInfo{}, fmt.Errorf("dstl/format: write change set: %w", ErrClosed)
@@ -292,8 +295,13 @@ type groupSlot struct {
 	pos         int   // where its next change goes, while encoding
 }
 
-// maxRetainedSlots bounds the slots an Encoder keeps between frames.
-const maxRetainedSlots = 1 << 16
+// maxRetainedSlots bounds the slots an Encoder keeps between frames, and
+// maxSlots those it makes for one change set: wider ranges of key groups
+// are sorted instead.
+const (
+	maxRetainedSlots = 1 << 16
+	maxSlots         = 1 << 20
+)
 
 // plan validates cs and returns its layout, with the change set to encode:
 // cs, or, for Appended changes over a range of key groups much wider than
@@ -316,12 +324,12 @@ func plan(cs *ChangeSet, slots []groupSlot) (*ChangeSet, layout, error) {
 		}
 		lo, hi = min(lo, c.KeyGroup), max(hi, c.KeyGroup)
 	}
-	if span := int64(hi) - int64(lo) + 1; span > 4*int64(len(cs.Appended))+1024 {
+	if span := int64(hi) - int64(lo) + 1; span > min(4*int64(len(cs.Appended))+1024, maxSlots) {
 		// Sparse: a slot per key group would cost more than sorting.
 		byGroup := &ChangeSet{LogID: cs.LogID, SequenceNumber: cs.SequenceNumber, Groups: cs.ByGroup()}
 		return plan(byGroup, slots)
 	}
-	span := int(hi-lo) + 1
+	span := int(int64(hi)-int64(lo)) + 1
 	if cap(slots) < span {
 		slots = make([]groupSlot, span)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -723,6 +724,11 @@ func TestAppendedChangeSets(t *testing.T) {
 			[]Group{{5, [][]byte{long}}, {7, [][]byte{{}, []byte("z")}}}},
 		{"sparse key groups", []KeyedChange{kc(1<<30, "far"), kc(0, "near"), kc(MetaKeyGroup, "m")},
 			[]Group{{MetaKeyGroup, [][]byte{[]byte("m")}}, {0, [][]byte{[]byte("near")}}, {1 << 30, [][]byte{[]byte("far")}}}},
+		{"length prefixes of one, two and three bytes", []KeyedChange{{KeyGroup: 2, Data: make([]byte, 16384)}, {KeyGroup: 1, Data: make([]byte, 128)},
+			{KeyGroup: 2, Data: make([]byte, 127)}, {KeyGroup: 1, Data: make([]byte, 16383)}},
+			[]Group{{1, [][]byte{make([]byte, 128), make([]byte, 16383)}}, {2, [][]byte{make([]byte, 16384), make([]byte, 127)}}}},
+		{"the widest range", []KeyedChange{kc(math.MaxInt32, "last"), kc(MetaKeyGroup, "m")},
+			[]Group{{MetaKeyGroup, [][]byte{[]byte("m")}}, {math.MaxInt32, [][]byte{[]byte("last")}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			app := &ChangeSet{LogID: logID(4), SequenceNumber: 9, Appended: tc.appended}
@@ -772,5 +778,27 @@ func TestAppendedChangeSetsRejected(t *testing.T) {
 				t.Fatalf("after the rejection: %v", err)
 			}
 		})
+	}
+}
+
+// TestByGroupKeepsAppendOrder: ByGroup keeps each group's changes in
+// append order, over a range of key groups too wide for a slot each (the
+// encoder sorts those) and with more changes than an insertion sort takes.
+func TestByGroupKeepsAppendOrder(t *testing.T) {
+	cs := &ChangeSet{LogID: logID(5), SequenceNumber: 1}
+	want := []Group{{KeyGroup: 0}, {KeyGroup: 1 << 20}}
+	for i := range 40 {
+		g := &want[i%2]
+		data := []byte(strconv.Itoa(i))
+		cs.Appended = append(cs.Appended, KeyedChange{KeyGroup: g.KeyGroup, Data: data})
+		g.Changes = append(g.Changes, data)
+	}
+	if err := equalChangeSet(&ChangeSet{LogID: cs.LogID, SequenceNumber: 1, Groups: cs.ByGroup()},
+		&ChangeSet{LogID: cs.LogID, SequenceNumber: 1, Groups: want}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := encode(t, EncoderOptions{}, cs)
+	if wantBytes, _ := encode(t, EncoderOptions{}, &ChangeSet{LogID: cs.LogID, SequenceNumber: 1, Groups: want}); !bytes.Equal(got, wantBytes) {
+		t.Fatal("the appended form over a sparse range encodes unlike the same changes by group")
 	}
 }
