@@ -59,13 +59,9 @@ func countGets(b *dstltest.Backend) *atomic.Int64 {
 func TestReadFetchesAheadOfTheCaller(t *testing.T) {
 	b, h := setsInObjects(t, 4, 3)
 	gets := countGets(b)
-	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := groupZeroReader(t, b)
 	n := 0
-	err = r.Read(context.Background(), h, func(c dstl.Change) error {
+	err := r.Read(context.Background(), h, func(c dstl.Change) error {
 		if n == 0 {
 			// Fails on a reader that fetches the next set only
 			// once the caller is done with this one.
@@ -91,13 +87,9 @@ func TestReadAheadKeepsTheSetHeld(t *testing.T) {
 	const sets, perSet = 12, 5
 	b, h := setsInObjects(t, sets, perSet)
 	gets := countGets(b)
-	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := groupZeroReader(t, b)
 	var got []string
-	err = r.Read(context.Background(), h, func(c dstl.Change) error {
+	err := r.Read(context.Background(), h, func(c dstl.Change) error {
 		set := len(got) / perSet
 		if len(got)%perSet == 0 {
 			// One set decoded before each of those in the channel,
@@ -198,13 +190,9 @@ func TestReadAheadDamagedSet(t *testing.T) {
 	data, _ := b.ObjectBytes(damaged.Object)
 	data[damaged.Offset+damaged.Length-1] ^= 0xff
 	b.SetObjectBytes(damaged.Object, data)
-	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := groupZeroReader(t, b)
 	var got []string
-	err = r.Read(context.Background(), h, func(c dstl.Change) error {
+	err := r.Read(context.Background(), h, func(c dstl.Change) error {
 		got = append(got, string(c.Data))
 		return nil
 	})
@@ -226,7 +214,7 @@ func TestReadAheadCallerPanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer r.Close() // before the leak check
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -315,11 +303,7 @@ func TestReadAheadStopSharedCache(t *testing.T) {
 // read ahead.
 func TestReadAheadOnlyWhatIsFetched(t *testing.T) {
 	b, h := setsInObjects(t, 3, 2)
-	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := groupZeroReader(t, b)
 	part := h
 	part.Entries = h.Entries[:2]
 	part.StoredSize, part.LogicalSize = 0, 0
@@ -361,11 +345,7 @@ func TestReadAheadOnlyWhatIsFetched(t *testing.T) {
 func TestReadCachedOnTheCallersGoroutine(t *testing.T) {
 	sets := dstl.SetsAhead + 3
 	b, h := setsInObjects(t, sets, 1)
-	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := groupZeroReader(t, b)
 	if err := r.Prefetch(t.Context(), h); err != nil {
 		t.Fatal(err)
 	}
@@ -379,4 +359,16 @@ func TestReadCachedOnTheCallersGoroutine(t *testing.T) {
 	}); err != nil || n != sets {
 		t.Fatalf("read %d changes, %v; want %d", n, err, sets)
 	}
+}
+
+// groupZeroReader returns a reader of key group 0 of b (the group of
+// setsInObjects), closed when the test ends.
+func groupZeroReader(t *testing.T, b *dstltest.Backend) *dstl.Reader {
+	t.Helper()
+	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }
