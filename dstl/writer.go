@@ -340,7 +340,7 @@ func (w *Writer) newTaskLocked(sets []*changeSet) *uploadTask {
 		return nil
 	}
 	t := &uploadTask{Task: uploader.Task{LogID: w.logID}, sets: sets}
-	t.build = func() []*format.ChangeSet { return w.group(t) }
+	t.build = func() []*format.ChangeSet { return w.changeSets(t) }
 	t.done = func(results []uploader.Result, err error) {
 		if err != nil {
 			w.uploadFailed(t, err)
@@ -358,10 +358,10 @@ func (w *Writer) newTaskLocked(sets []*changeSet) *uploadTask {
 	return t
 }
 
-// group builds the task's change sets for the uploader. It runs off the
+// changeSets builds the task's change sets for the uploader. It runs off the
 // writer's lock: while a set is uploading, its task owns its buffers
 // (Truncate and Close leave them alone).
-func (w *Writer) group(t *uploadTask) []*format.ChangeSet {
+func (w *Writer) changeSets(t *uploadTask) []*format.ChangeSet {
 	out := make([]*format.ChangeSet, len(t.sets))
 	for i, cs := range t.sets {
 		out[i] = cs.keyed(w.logID)
