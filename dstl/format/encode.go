@@ -347,10 +347,10 @@ func plan(cs *ChangeSet, slots []groupSlot) (*ChangeSet, layout, error) {
 			lay.groups++
 			lay.payload += slots[k].size
 		}
-		if slots[k].size > MaxPayloadSize || lay.payload > MaxPayloadSize {
-			return nil, layout{}, fmt.Errorf("dstl/format: change set %x/%d: payload exceeds %d bytes: %w",
-				cs.LogID, cs.SequenceNumber, MaxPayloadSize, ErrInvalidChangeSet)
-		}
+	}
+	if lay.payload > MaxPayloadSize {
+		return nil, layout{}, fmt.Errorf("dstl/format: change set %x/%d: payload of %d bytes exceeds %d bytes: %w",
+			cs.LogID, cs.SequenceNumber, lay.payload, MaxPayloadSize, ErrInvalidChangeSet)
 	}
 	return cs, lay, nil
 }

@@ -764,6 +764,14 @@ func TestAppendedChangeSetsRejected(t *testing.T) {
 	}{
 		{"key group below metadata", &ChangeSet{Appended: []KeyedChange{{KeyGroup: 0}, {KeyGroup: -2}}}, "appended change 1 has key group -2"},
 		{"both forms", &ChangeSet{Groups: []Group{{KeyGroup: 0}}, Appended: []KeyedChange{{KeyGroup: 0}}}, "both Groups and Appended"},
+		{"payload over the limit", func() *ChangeSet {
+			mib := make([]byte, 1<<20) // one array, shared by every change
+			cs := &ChangeSet{}
+			for i := range MaxPayloadSize >> 20 {
+				cs.Appended = append(cs.Appended, KeyedChange{KeyGroup: int32(i % 3), Data: mib})
+			}
+			return cs
+		}(), "exceeds 1073741824 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
