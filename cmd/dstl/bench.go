@@ -58,6 +58,10 @@ sets targets for, each beside the same SDK used directly:
       alike in an object), so that compression, if enabled, gains nothing and the
       changes' bytes are about the bytes stored (the report shows stored per
       logical); the SDK puts random bytes of the engine's average object size.
+      Informative: the median time of a set's appends, and the ceiling they
+      put on the ratio: the median of the pairs' ratio had the persist cost
+      exactly the SDK's put (the SDK puts bytes that are ready; the engine
+      first appends them, and stores a little more than the changes' bytes).
       Beside it, informative, the same writer pipelined: it appends the next
       set while the last one is persisted, one persist at a time, as a task
       whose checkpoints run asynchronously does;
@@ -304,8 +308,14 @@ type uploadResult struct {
 	// Ratio is the median, over pairs of one set appended and persisted
 	// and one SDK put of the same size run one after the other, of the
 	// engine's throughput over the SDK's; Pairs is how many pairs.
-	Ratio          float64   `json:"ratio"`
-	Pairs          int       `json:"pairs"`
+	Ratio float64 `json:"ratio"`
+	Pairs int     `json:"pairs"`
+	// AppendP50Ms is the median time of a set's appends, and Ceiling
+	// the median over the pairs of the ratio that an engine would reach
+	// whose persist, confirm and truncate together cost no more than the
+	// SDK's put: the bound that appending the set puts on Ratio.
+	AppendP50Ms    float64   `json:"append_p50_ms"`
+	Ceiling        float64   `json:"ceiling"`
 	EngineRounds   []float64 `json:"engine_rounds"`
 	RawRounds      []float64 `json:"raw_rounds"`
 	PersistP50Ms   float64   `json:"persist_p50_ms"`
@@ -756,11 +766,12 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	n := max(1, int((size-2300)/int64(e.o.changeSize+uvarintLen(e.o.changeSize))))
 	res := uploadResult{ChangesPerSet: n}
 	var latencies []time.Duration
+	var appendTime time.Duration // of the last checkpoint
 	cp := int64(0)
 	checkpoint := func() (dstl.Handle, error) {
 		cp++
-		d, h, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp)
-		latencies = append(latencies, d)
+		a, d, h, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp)
+		latencies, appendTime = append(latencies, d), a
 		return h, err
 	}
 	// Warm up, and learn the objects' size.
@@ -775,8 +786,8 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	body := randomBytes(int(res.ObjectSize), 3)
 	latencies = latencies[:0]
 	var stored, logical int64
-	var rawLatencies []time.Duration
-	var pairRatios []float64
+	var rawLatencies, appendTimes []time.Duration
+	var pairRatios, ceilings []float64
 	for r := range e.o.rounds {
 		// The engine and the SDK alternate, one set and one put at a time,
 		// so that both see the same store: a store whose speed drifts (a
@@ -832,7 +843,12 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 			rawTime += rd
 			// The engine stores n changes in the time d; the SDK puts an
 			// object of the engine's size in rd.
-			pairRatios = append(pairRatios, (float64(n*e.o.changeSize)/d.Seconds())/(float64(len(body))/rd.Seconds()))
+			logicalPerStored := float64(n*e.o.changeSize) / float64(len(body))
+			pairRatios = append(pairRatios, logicalPerStored*rd.Seconds()/d.Seconds())
+			// An engine whose persist cost no more than the SDK's put
+			// would store them in appendTime+rd.
+			ceilings = append(ceilings, logicalPerStored*rd.Seconds()/(appendTime+rd).Seconds())
+			appendTimes = append(appendTimes, appendTime)
 		}
 		stored += e.backend.Stats().BytesPut - put0
 		logical += int64(len(names) * n * e.o.changeSize)
@@ -853,6 +869,8 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	res.Pairs = len(pairRatios)
 	res.EngineBPS, res.RawBPS = median(res.EngineRounds), median(res.RawRounds)
 	res.Ratio = median(pairRatios)
+	res.Ceiling = median(ceilings)
+	res.AppendP50Ms = ms(percentile(appendTimes, 50))
 	res.PipelinedBPS = median(res.PipelinedRounds)
 	res.PipelinedRatio = res.PipelinedBPS / res.RawBPS
 	res.StoredPerLogical = float64(stored) / float64(max(logical, 1))
@@ -937,31 +955,32 @@ func pipelinedPersists(ctx context.Context, w *dstl.Writer, n int, changes *chan
 
 // persistChanges appends n changes from changes to w (change i to key
 // group kg(i)), persists them as checkpoint cp, waits for the handle,
-// confirms the checkpoint and truncates the log. It returns the time from
-// Persist to the handle, and the handle.
-func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int, changes *changeSource, cp int64) (time.Duration, dstl.Handle, error) {
+// confirms the checkpoint and truncates the log. It returns the time the
+// appends took, the time from Persist to the handle, and the handle.
+func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int, changes *changeSource, cp int64) (appended, persisted time.Duration, h dstl.Handle, err error) {
 	// From the set the appends start (a set past the pre-emptive threshold
 	// is split: the handle covers every piece).
 	from := w.NextSequenceNumber()
+	t0 := time.Now()
 	for i := range n {
 		if err := w.Append(ctx, kg(i), changes.change()); err != nil {
-			return 0, dstl.Handle{}, err
+			return 0, 0, dstl.Handle{}, err
 		}
 	}
-	t0 := time.Now()
+	t1 := time.Now()
 	f, err := w.Persist(ctx, from, cp)
 	if err != nil {
-		return 0, dstl.Handle{}, err
+		return 0, 0, dstl.Handle{}, err
 	}
 	r, err := f.Wait(ctx)
 	if err != nil {
-		return 0, dstl.Handle{}, err
+		return 0, 0, dstl.Handle{}, err
 	}
-	d := time.Since(t0)
+	t2 := time.Now()
 	if err := w.Confirm(r.From, r.To, cp); err != nil {
-		return 0, dstl.Handle{}, err
+		return 0, 0, dstl.Handle{}, err
 	}
-	return d, r.Remote, w.Truncate(r.To)
+	return t1.Sub(t0), t2.Sub(t1), r.Remote, w.Truncate(r.To)
 }
 
 // uvarintLen is the length of n's unsigned varint, the length prefix of a
@@ -1009,7 +1028,7 @@ func (e *benchEnv) batching(ctx context.Context, n int) (batchRow, error) {
 			mu.Unlock()
 			wg.Go(func() {
 				time.Sleep(time.Duration(rand.Int64N(int64(2 * time.Millisecond))))
-				d, _, err := persistChanges(ctx, w, changes, func(int) int { return i }, e.changes, cp)
+				_, d, _, err := persistChanges(ctx, w, changes, func(int) int { return i }, e.changes, cp)
 				mu.Lock()
 				defer mu.Unlock()
 				busy[i] = false
@@ -1501,11 +1520,12 @@ func (r *benchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "  DSTL, SDK PUT: medians of %d rounds; RATIO: the median of the pairs' ratios (pairs: %s)\n", len(firstOr(r.Upload).EngineRounds), joinInts(r.Upload, func(u uploadResult) int { return u.Pairs }))
 	fmt.Fprintf(w, "  random changes: bytes stored per changes' byte in STORED/LOGICAL; SDK put: %s\n", r.RawPut)
 	fmt.Fprintf(w, "  PIPELINED: the writer appends the next set while the last is persisted, one persist at a time (informative; the target is RATIO)\n")
-	fmt.Fprintln(tw, "  OBJECT\tCHANGES\tSTORED/LOGICAL\tDSTL\tSDK PUT\tRATIO\tPIPELINED\tRATIO\tPERSIST P50\tP99\t(N)\tSDK PUT P50\t(N)")
+	fmt.Fprintf(w, "  APPENDS: the median time of a set's appends; CEILING: the median of the pairs' RATIO had the persist cost exactly the SDK's put (informative)\n")
+	fmt.Fprintln(tw, "  OBJECT\tCHANGES\tSTORED/LOGICAL\tDSTL\tSDK PUT\tRATIO\tPIPELINED\tRATIO\tAPPENDS\tCEILING\tPERSIST P50\tP99\t(N)\tSDK PUT P50\t(N)")
 	for _, u := range r.Upload {
-		fmt.Fprintf(tw, "  %s\t%d\t%.3f\t%s\t%s\t%.2f\t%s\t%.2f\t%.1f ms\t%.1f ms\t(%d)\t%.1f ms\t(%d)\n", formatBytes(u.ObjectSize), u.ChangesPerSet,
+		fmt.Fprintf(tw, "  %s\t%d\t%.3f\t%s\t%s\t%.2f\t%s\t%.2f\t%.2f ms\t%.2f\t%.1f ms\t%.1f ms\t(%d)\t%.1f ms\t(%d)\n", formatBytes(u.ObjectSize), u.ChangesPerSet,
 			u.StoredPerLogical, formatRate(u.EngineBPS), formatRate(u.RawBPS), u.Ratio, formatRate(u.PipelinedBPS), u.PipelinedRatio,
-			u.PersistP50Ms, u.PersistP99Ms, u.PersistSamples, u.RawPutP50Ms, u.RawPutSamples)
+			u.AppendP50Ms, u.Ceiling, u.PersistP50Ms, u.PersistP99Ms, u.PersistSamples, u.RawPutP50Ms, u.RawPutSamples)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n(c) batching: writers persisting together every %s, batch.persist-delay %s\n", r.Batching.PersistEvery, r.Batching.Delay)

@@ -134,7 +134,7 @@ func BenchmarkUpload(b *testing.B) {
 		b.SetBytes(n * 100)
 		b.ReportAllocs()
 		for cp := int64(1); b.Loop(); cp++ {
-			if _, _, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp); err != nil {
+			if _, _, _, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -549,7 +549,7 @@ func TestPersistChangesCoversSplitSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	for cp := int64(1); cp <= 2; cp++ {
-		_, h, err := persistChanges(t.Context(), w, 100, func(i int) int { return i & 127 }, e.changes, cp)
+		_, _, h, err := persistChanges(t.Context(), w, 100, func(i int) int { return i & 127 }, e.changes, cp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -562,7 +562,8 @@ func TestPersistChangesCoversSplitSets(t *testing.T) {
 // TestBenchUpload runs a short (b) at 64 KiB: the engine and the SDK
 // alternate, one set and one put per pair, so both sides have as many
 // samples as there are pairs; the ratio is the median of the pairs' and
-// lies between the smallest and the largest round's; and nothing is left
+// lies between the smallest and the largest round's; the ceiling, what
+// the appends alone leave of the SDK's speed, is below 1; and nothing is left
 // under the prefix, neither the engine's objects nor the SDK's.
 func TestBenchUpload(t *testing.T) {
 	if testing.Short() {
@@ -584,6 +585,12 @@ func TestBenchUpload(t *testing.T) {
 	}
 	if u.Ratio <= 0 || u.EngineBPS <= 0 || u.RawBPS <= 0 || u.ObjectSize < 60<<10 || u.ObjectSize > 70<<10 {
 		t.Errorf("result %+v", u)
+	}
+	// The ceiling counts the appends and the SDK's put, and the object's
+	// bytes past the changes' own (length prefixes, directory, index):
+	// below 1, always.
+	if u.AppendP50Ms <= 0 || u.Ceiling <= 0 || u.Ceiling >= 1/u.StoredPerLogical {
+		t.Errorf("appends %.3f ms, ceiling %.3f (stored per logical %.3f)", u.AppendP50Ms, u.Ceiling, u.StoredPerLogical)
 	}
 	var names []string
 	if err := e.backend.List(ctx, e.prefix, func(oi backends.ObjectInfo) error {
