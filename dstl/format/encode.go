@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 )
 
 // EncoderOptions configures an [Encoder].
@@ -34,6 +35,7 @@ type Encoder struct {
 	buf   []byte // the frame being built; reused across frames
 	zbuf  []byte // compressed payload scratch; reused across frames
 	slots []groupSlot
+	batch []KeyedChange // changes read from a ChangeSet's AppendedFrom; cleared after each
 	index []IndexEntry
 
 	// inBuffer: the object is built in out, not written to w (see
@@ -51,7 +53,7 @@ func NewEncoder(w io.Writer, opts EncoderOptions) *Encoder {
 // Reset makes the encoder write a new object to w with opts, keeping its
 // scratch buffers, so that a pooled encoder encodes without allocating.
 func (e *Encoder) Reset(w io.Writer, opts EncoderOptions) {
-	*e = Encoder{w: w, opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], slots: e.slots[:0], index: e.index[:0]}
+	*e = Encoder{w: w, opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], slots: e.slots[:0], batch: e.batch, index: e.index[:0]}
 }
 
 // ResetBuffer makes the encoder build a new object in memory, appended to
@@ -60,7 +62,7 @@ func (e *Encoder) Reset(w io.Writer, opts EncoderOptions) {
 // the capacity of [EncodedSize] and the object never grows (never copies
 // itself); a smaller dst grows as a slice does.
 func (e *Encoder) ResetBuffer(dst []byte, opts EncoderOptions) {
-	*e = Encoder{opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], slots: e.slots[:0], index: e.index[:0], inBuffer: true, out: dst[:0]}
+	*e = Encoder{opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], slots: e.slots[:0], batch: e.batch, index: e.index[:0], inBuffer: true, out: dst[:0]}
 }
 
 // Bytes returns the object built so far by an encoder reset with
@@ -76,12 +78,13 @@ func (e *Encoder) Size() int64 { return e.size }
 // frame is. The groups of cs must have strictly ascending key groups, the
 // metadata group ([MetaKeyGroup]) first if present; other negative key
 // groups and duplicates are rejected with [ErrInvalidChangeSet]. A change
-// set given in append order ([ChangeSet.Appended]) is stored by key group,
-// as the same changes by group would be; a key group below the metadata
-// group's is rejected, as is a change set in both forms. So are change sets
-// whose payload exceeds [MaxPayloadSize]. Such a rejection writes nothing
-// and leaves the encoder usable; a write error is returned by every later
-// call. The encoder does not retain cs.
+// set given in append order ([ChangeSet.Appended] or
+// [ChangeSet.AppendedFrom]) is stored by key group, as the same changes by
+// group would be; a key group below the metadata group's is rejected, as
+// is a change set in more than one form. So are change sets whose payload
+// exceeds [MaxPayloadSize]. Such a rejection writes nothing and leaves the
+// encoder usable; a write error is returned by every later call. The
+// encoder does not retain cs, nor anything AppendedFrom gave it.
 func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 	if e.closed {
 		return FrameInfo{}, fmt.Errorf("dstl/format: write change set: %w", ErrClosed)
@@ -92,7 +95,14 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 	if cs == nil {
 		return FrameInfo{}, fmt.Errorf("dstl/format: nil change set: %w", ErrInvalidChangeSet)
 	}
-	cs, lay, err := plan(cs, e.slots)
+	if cs.AppendedFrom != nil {
+		if e.batch == nil {
+			e.batch = make([]KeyedChange, appendedBatchSize)
+		}
+		// The batch must not keep the caller's bytes reachable.
+		defer clear(e.batch)
+	}
+	cs, lay, err := plan(cs, e.slots, e.batch)
 	if err != nil {
 		return FrameInfo{}, err
 	}
@@ -163,8 +173,8 @@ func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, lay *layout) ([]byte, i
 	}
 	buf := dst[:base+dirEnd]
 	clear(buf[base : base+FrameHeaderSize])
-	if len(cs.Appended) > 0 {
-		buf = appendScattered(buf, base, cs.Appended, lay)
+	if cs.appendOrder() {
+		buf = appendScattered(buf, base, cs, e.batch, lay)
 	} else {
 		var off uint32
 		for i := range cs.Groups {
@@ -213,12 +223,12 @@ func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, lay *layout) ([]byte, i
 	return buf, frameLen, nil
 }
 
-// appendScattered lays out the payload of a change set given as
-// Appended, and its directory, after the frame header at buf[base:]: it
-// reads the changes in append order and writes each at the end of its
-// group so far. buf ends at the directory, and its capacity holds the
-// payload.
-func appendScattered(buf []byte, base int, appended []KeyedChange, lay *layout) []byte {
+// appendScattered lays out the payload of a change set given in append
+// order, and its directory, after the frame header at buf[base:]: it reads
+// the changes in append order (AppendedFrom's a batch at a time, into
+// batch) and writes each at the end of its group so far. buf ends at the
+// directory, and its capacity holds the payload.
+func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, lay *layout) []byte {
 	dirEnd := len(buf)
 	buf = buf[:dirEnd+int(lay.payload)]
 	dir := buf[base+FrameHeaderSize:]
@@ -234,18 +244,24 @@ func appendScattered(buf []byte, base int, appended []KeyedChange, lay *layout) 
 		off += sl.size
 		i++
 	}
-	for _, c := range appended {
-		sl := &lay.slots[c.KeyGroup-lay.base]
-		p := sl.pos
-		if len(c.Data) < 0x80 {
-			buf[p] = byte(len(c.Data))
-			p++
-		} else {
-			p += binary.PutUvarint(buf[p:], uint64(len(c.Data)))
+	for n := 0; ; {
+		changes := cs.appendedBatch(n, batch)
+		if len(changes) == 0 {
+			return buf
 		}
-		sl.pos = p + copy(buf[p:], c.Data)
+		n += len(changes)
+		for _, c := range changes {
+			sl := &lay.slots[c.KeyGroup-lay.base]
+			p := sl.pos
+			if len(c.Data) < 0x80 {
+				buf[p] = byte(len(c.Data))
+				p++
+			} else {
+				p += binary.PutUvarint(buf[p:], uint64(len(c.Data)))
+			}
+			sl.pos = p + copy(buf[p:], c.Data)
+		}
 	}
-	return buf
 }
 
 // putDirEntry writes the directory entry of a group of key group kg, of
@@ -265,11 +281,15 @@ func putDirEntry(d []byte, kg int32, count, off, n uint32) {
 func EncodedSize(css ...*ChangeSet) (int64, error) {
 	size := int64(HeaderSize + TrailerSize)
 	var slots []groupSlot
+	var batch []KeyedChange
 	for _, cs := range css {
 		if cs == nil {
 			return 0, fmt.Errorf("dstl/format: nil change set: %w", ErrInvalidChangeSet)
 		}
-		_, lay, err := plan(cs, slots)
+		if cs.AppendedFrom != nil && batch == nil {
+			batch = make([]KeyedChange, appendedBatchSize)
+		}
+		_, lay, err := plan(cs, slots, batch)
 		if err != nil {
 			return 0, err
 		}
@@ -284,12 +304,12 @@ type layout struct {
 	payload int64 // uncompressed payload bytes
 	logical int64 // the sum of the changes' lengths
 	groups  int   // directory entries
-	// Of a change set given as Appended: slot k is key group base+k.
+	// Of a change set in append order: slot k is key group base+k.
 	base  int32
 	slots []groupSlot
 }
 
-// groupSlot is one key group of a change set given as Appended.
+// groupSlot is one key group of a change set in append order.
 type groupSlot struct {
 	count, size int64 // changes, payload bytes
 	pos         int   // where its next change goes, while encoding
@@ -304,44 +324,52 @@ const (
 )
 
 // plan validates cs and returns its layout, with the change set to encode:
-// cs, or, for Appended changes over a range of key groups much wider than
-// their number, the same changes by group. slots is scratch that the
-// layout may reuse.
-func plan(cs *ChangeSet, slots []groupSlot) (*ChangeSet, layout, error) {
-	if len(cs.Appended) == 0 {
+// cs, or, for changes in append order over a range of key groups much
+// wider than their number, the same changes by group. slots is scratch
+// that the layout may reuse, and batch the buffer that AppendedFrom's
+// changes are read into.
+func plan(cs *ChangeSet, slots []groupSlot, batch []KeyedChange) (*ChangeSet, layout, error) {
+	if !cs.appendOrder() {
 		payload, logical, err := measure(cs)
 		return cs, layout{payload: payload, logical: logical, groups: len(cs.Groups)}, err
 	}
-	if len(cs.Groups) > 0 {
-		return nil, layout{}, fmt.Errorf("dstl/format: change set %x/%d has both Groups and Appended changes: %w",
+	if len(cs.Groups) > 0 || (len(cs.Appended) > 0 && cs.AppendedFrom != nil) {
+		return nil, layout{}, fmt.Errorf("dstl/format: change set %x/%d is in more than one form (Groups, Appended, AppendedFrom): %w",
 			cs.LogID, cs.SequenceNumber, ErrInvalidChangeSet)
 	}
-	lo, hi := cs.Appended[0].KeyGroup, cs.Appended[0].KeyGroup
-	for i, c := range cs.Appended {
-		if c.KeyGroup < MetaKeyGroup {
-			return nil, layout{}, fmt.Errorf("dstl/format: change set %x/%d: appended change %d has key group %d: %w",
-				cs.LogID, cs.SequenceNumber, i, c.KeyGroup, ErrInvalidChangeSet)
+	// One pass: count each key group's changes and bytes, in slots that
+	// widen as key groups outside them come, so long as they stay within
+	// a few times the changes seen; past that the key groups are sparse,
+	// and sorting costs less than a slot per key group.
+	slots = slots[:0]
+	lay := layout{}
+	n := 0
+	for changes := cs.appendedBatch(0, batch); len(changes) > 0; changes = cs.appendedBatch(n, batch) {
+		for i, c := range changes {
+			k := int64(c.KeyGroup) - int64(lay.base)
+			if k < 0 || k >= int64(len(slots)) {
+				if c.KeyGroup < MetaKeyGroup {
+					return nil, layout{}, fmt.Errorf("dstl/format: change set %x/%d: appended change %d has key group %d: %w",
+						cs.LogID, cs.SequenceNumber, n+i, c.KeyGroup, ErrInvalidChangeSet)
+				}
+				var ok bool
+				if slots, lay.base, ok = widen(slots, lay.base, c.KeyGroup, n+i+1); !ok {
+					byGroup := &ChangeSet{LogID: cs.LogID, SequenceNumber: cs.SequenceNumber, Groups: cs.ByGroup()}
+					return plan(byGroup, slots[:0], batch)
+				}
+				k = int64(c.KeyGroup) - int64(lay.base)
+			}
+			sl := &slots[k]
+			sl.count++
+			sl.size += int64(uvarintLen(uint64(len(c.Data))) + len(c.Data))
+			lay.logical += int64(len(c.Data))
 		}
-		lo, hi = min(lo, c.KeyGroup), max(hi, c.KeyGroup)
+		n += len(changes)
 	}
-	if span := int64(hi) - int64(lo) + 1; span > min(4*int64(len(cs.Appended))+1024, maxSlots) {
-		// Sparse: a slot per key group would cost more than sorting.
-		byGroup := &ChangeSet{LogID: cs.LogID, SequenceNumber: cs.SequenceNumber, Groups: cs.ByGroup()}
-		return plan(byGroup, slots)
+	if n == 0 {
+		return cs, layout{}, nil // an empty change set
 	}
-	span := int(int64(hi)-int64(lo)) + 1
-	if cap(slots) < span {
-		slots = make([]groupSlot, span)
-	}
-	slots = slots[:span]
-	clear(slots)
-	lay := layout{base: lo, slots: slots}
-	for _, c := range cs.Appended {
-		sl := &slots[c.KeyGroup-lo]
-		sl.count++
-		sl.size += int64(uvarintLen(uint64(len(c.Data))) + len(c.Data))
-		lay.logical += int64(len(c.Data))
-	}
+	lay.slots = slots
 	for k := range slots {
 		if slots[k].count > 0 {
 			lay.groups++
@@ -353,6 +381,45 @@ func plan(cs *ChangeSet, slots []groupSlot) (*ChangeSet, layout, error) {
 			cs.LogID, cs.SequenceNumber, lay.payload, MaxPayloadSize, ErrInvalidChangeSet)
 	}
 	return cs, lay, nil
+}
+
+// widen returns slots (slot k for key group base+k) widened to hold key
+// group kg, with room to grow (twice as many, toward kg), or false if
+// that takes more than min(4*seen+1024, maxSlots) slots, seen being the
+// changes counted so far, this one included. kg is at least MetaKeyGroup.
+func widen(slots []groupSlot, base, kg int32, seen int) ([]groupSlot, int32, bool) {
+	lo, hi := int64(kg), int64(kg)
+	if len(slots) > 0 {
+		lo, hi = min(int64(base), lo), max(int64(base)+int64(len(slots))-1, hi)
+	}
+	limit := min(4*int64(seen)+1024, maxSlots)
+	if hi-lo+1 > limit {
+		return slots, base, false
+	}
+	size := min(max(hi-lo+1, 2*int64(len(slots))), limit)
+	if len(slots) > 0 && int64(kg) < int64(base) {
+		lo = max(hi-size+1, MetaKeyGroup)
+	} else {
+		hi = min(lo+size-1, math.MaxInt32)
+	}
+	size = hi - lo + 1
+	old := len(slots)
+	if int64(cap(slots)) < size {
+		grown := make([]groupSlot, size)
+		if old > 0 {
+			copy(grown[int64(base)-lo:], slots)
+		}
+		return grown, int32(lo), true
+	}
+	slots = slots[:size]
+	if shift := int(int64(base) - lo); old > 0 && shift > 0 {
+		copy(slots[shift:], slots[:old])
+		clear(slots[:shift])
+		clear(slots[shift+old:])
+	} else {
+		clear(slots[old:])
+	}
+	return slots, int32(lo), true
 }
 
 // measure validates the group order of cs and returns its uncompressed

@@ -15,9 +15,10 @@ import (
 
 // ChangeSet is one writer's changes under one sequence number, given in
 // one of two forms: by key group (Groups) or in the order they were
-// appended (Appended). Both are stored alike: a frame holds the changes
-// by key group. A change set has one form or the other, not both; one
-// with neither is empty. [ChangeSet.ByGroup] gives the groups of either.
+// appended (Appended, or AppendedFrom). Both are stored alike: a frame
+// holds the changes by key group. A change set has one form or the other,
+// not both; one with neither is empty. [ChangeSet.ByGroup] gives the
+// groups of either.
 type ChangeSet struct {
 	LogID          [16]byte
 	SequenceNumber uint64
@@ -32,7 +33,40 @@ type ChangeSet struct {
 	// order of memory, and places each in its group as it goes, rather
 	// than gathering each group's changes from all over the arena.
 	Appended []KeyedChange
+	// AppendedFrom, instead of Appended, gives the changes in append order
+	// through a reader, a batch at a time: an encoder reads a few hundred
+	// changes into a buffer of its own, passes over them, and reads the
+	// next, rather than taking a list of all the changes that someone
+	// built (and wrote to memory) first.
+	AppendedFrom ChangeReader
 }
+
+// ChangeReader gives the changes of a change set in append order, a batch
+// at a time (see [ChangeSet.AppendedFrom]).
+type ChangeReader interface {
+	// ReadChanges fills dst with the changes from the i-th on (the first
+	// is 0) and returns how many it filled: fewer than len(dst) only at
+	// the end. Reading from the same i again gives the same changes.
+	ReadChanges(i int, dst []KeyedChange) int
+}
+
+// appendedBatch returns the changes of an append-order change set from
+// the i-th on: all of Appended (from i), or those AppendedFrom fills buf
+// with. It is empty at the end.
+func (cs *ChangeSet) appendedBatch(i int, buf []KeyedChange) []KeyedChange {
+	if cs.AppendedFrom == nil {
+		return cs.Appended[min(i, len(cs.Appended)):]
+	}
+	return buf[:cs.AppendedFrom.ReadChanges(i, buf)]
+}
+
+// appendOrder reports whether the change set is given in append order.
+func (cs *ChangeSet) appendOrder() bool { return len(cs.Appended) > 0 || cs.AppendedFrom != nil }
+
+// appendedBatchSize is the changes an encoder reads from a ChangeReader
+// at a time: 8 KiB of KeyedChange, which stays in the CPU's first-level
+// cache while the encoder passes over them.
+const appendedBatchSize = 256
 
 // Group is the changes of one key group, in append order.
 type Group struct {
@@ -50,12 +84,21 @@ type KeyedChange struct {
 // ByGroup returns the change set's changes by key group: its Groups, or
 // the groups that its Appended changes make, in ascending order of key
 // group, each in append order (a new slice, whose changes alias
-// Appended's bytes). It does not validate the key groups.
+// Appended's bytes, or those AppendedFrom gives). It does not validate the
+// key groups.
 func (cs *ChangeSet) ByGroup() []Group {
-	if len(cs.Appended) == 0 {
+	if !cs.appendOrder() {
 		return cs.Groups
 	}
-	sorted := slices.Clone(cs.Appended)
+	var sorted []KeyedChange
+	if cs.AppendedFrom == nil {
+		sorted = slices.Clone(cs.Appended)
+	} else {
+		buf := make([]KeyedChange, appendedBatchSize)
+		for b := cs.appendedBatch(0, buf); len(b) > 0; b = cs.appendedBatch(len(sorted), buf) {
+			sorted = append(sorted, b...)
+		}
+	}
 	slices.SortStableFunc(sorted, func(a, b KeyedChange) int { return cmp.Compare(a.KeyGroup, b.KeyGroup) })
 	changes := make([][]byte, len(sorted))
 	var groups []Group

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"weak"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -729,27 +730,72 @@ func TestAppendedChangeSets(t *testing.T) {
 			[]Group{{1, [][]byte{make([]byte, 128), make([]byte, 16383)}}, {2, [][]byte{make([]byte, 16384), make([]byte, 127)}}}},
 		{"the widest range", []KeyedChange{kc(math.MaxInt32, "last"), kc(MetaKeyGroup, "m")},
 			[]Group{{MetaKeyGroup, [][]byte{[]byte("m")}}, {math.MaxInt32, [][]byte{[]byte("last")}}}},
+		{"batches of a reader, and one more change", manyAppended(2*appendedBatchSize+1, 7), manyByGroup(2*appendedBatchSize+1, 7)},
+		{"sparse, over batches", manyAppended(appendedBatchSize+3, 1<<25), manyByGroup(appendedBatchSize+3, 1<<25)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			app := &ChangeSet{LogID: logID(4), SequenceNumber: 9, Appended: tc.appended}
-			if err := equalChangeSet(&ChangeSet{LogID: app.LogID, SequenceNumber: 9, Groups: app.ByGroup()},
-				&ChangeSet{LogID: app.LogID, SequenceNumber: 9, Groups: tc.want}); err != nil {
-				t.Fatalf("ByGroup: %v", err)
+			from := &ChangeSet{LogID: logID(4), SequenceNumber: 9, AppendedFrom: changeList(tc.appended)}
+			for _, cs := range []*ChangeSet{app, from} {
+				if err := equalChangeSet(&ChangeSet{LogID: app.LogID, SequenceNumber: 9, Groups: cs.ByGroup()},
+					&ChangeSet{LogID: app.LogID, SequenceNumber: 9, Groups: tc.want}); err != nil {
+					t.Fatalf("ByGroup: %v", err)
+				}
 			}
 			byGroup := &ChangeSet{LogID: app.LogID, SequenceNumber: 9, Groups: tc.want}
 			for _, compression := range []bool{false, true} {
 				opts := EncoderOptions{Compression: compression}
 				want, wantInfo := encode(t, opts, byGroup, byGroup)
-				got, gotInfo := encode(t, opts, app, app) // twice: the encoder's scratch reused
-				if !bytes.Equal(got, want) || !slices.Equal(gotInfo, wantInfo) {
-					t.Fatalf("compression=%v: appended form encodes to %x %+v, want %x %+v", compression, got, gotInfo, want, wantInfo)
+				for _, cs := range []*ChangeSet{app, from} {
+					got, gotInfo := encode(t, opts, cs, cs) // twice: the encoder's scratch reused
+					if !bytes.Equal(got, want) || !slices.Equal(gotInfo, wantInfo) {
+						t.Fatalf("compression=%v, reader %v: append order encodes to %x %+v, want %x %+v", compression, cs.AppendedFrom != nil, got, gotInfo, want, wantInfo)
+					}
 				}
 			}
-			size, err := EncodedSize(app)
-			if wantSize, _ := EncodedSize(byGroup); err != nil || size != wantSize {
-				t.Fatalf("EncodedSize = %d, %v; want %d", size, err, wantSize)
+			wantSize, _ := EncodedSize(byGroup)
+			for _, cs := range []*ChangeSet{app, from} {
+				if size, err := EncodedSize(cs); err != nil || size != wantSize {
+					t.Fatalf("EncodedSize = %d, %v; want %d", size, err, wantSize)
+				}
 			}
 		})
+	}
+}
+
+// changeList gives its changes through ReadChanges, as a change set in
+// append order whose changes an engine reads from its own index.
+type changeList []KeyedChange
+
+func (l changeList) ReadChanges(i int, dst []KeyedChange) int { return copy(dst, l[min(i, len(l)):]) }
+
+// manyAppended returns n changes over three key groups stride apart,
+// each naming its place, in append order; manyByGroup the same by group.
+func manyAppended(n int, stride int32) []KeyedChange {
+	out := make([]KeyedChange, n)
+	for i := range out {
+		out[i] = KeyedChange{KeyGroup: int32(i%3) * stride, Data: []byte(fmt.Sprint(i))}
+	}
+	return out
+}
+
+func manyByGroup(n int, stride int32) []Group {
+	groups := make([]Group, 3)
+	for i := range n {
+		g := &groups[i%3]
+		g.KeyGroup = int32(i%3) * stride
+		g.Changes = append(g.Changes, []byte(fmt.Sprint(i)))
+	}
+	return groups
+}
+
+// TestAppendedFromEmpty: a reader that gives no change makes an empty
+// frame, as a change set with no groups does.
+func TestAppendedFromEmpty(t *testing.T) {
+	want, wantInfo := encode(t, EncoderOptions{}, &ChangeSet{LogID: logID(1), SequenceNumber: 2})
+	got, gotInfo := encode(t, EncoderOptions{}, &ChangeSet{LogID: logID(1), SequenceNumber: 2, AppendedFrom: changeList(nil)})
+	if !bytes.Equal(got, want) || !slices.Equal(gotInfo, wantInfo) {
+		t.Fatalf("empty reader encodes to %x %+v, want %x %+v", got, gotInfo, want, wantInfo)
 	}
 }
 
@@ -763,7 +809,11 @@ func TestAppendedChangeSetsRejected(t *testing.T) {
 		want string
 	}{
 		{"key group below metadata", &ChangeSet{Appended: []KeyedChange{{KeyGroup: 0}, {KeyGroup: -2}}}, "appended change 1 has key group -2"},
-		{"both forms", &ChangeSet{Groups: []Group{{KeyGroup: 0}}, Appended: []KeyedChange{{KeyGroup: 0}}}, "both Groups and Appended"},
+		{"both forms", &ChangeSet{Groups: []Group{{KeyGroup: 0}}, Appended: []KeyedChange{{KeyGroup: 0}}}, "in more than one form"},
+		{"groups and a reader", &ChangeSet{Groups: []Group{{KeyGroup: 0}}, AppendedFrom: changeList{{KeyGroup: 0}}}, "in more than one form"},
+		{"appended and a reader", &ChangeSet{Appended: []KeyedChange{{KeyGroup: 0}}, AppendedFrom: changeList{{KeyGroup: 0}}}, "in more than one form"},
+		{"key group below metadata, read in the second batch", &ChangeSet{AppendedFrom: append(changeList(manyAppended(appendedBatchSize+1, 1)), KeyedChange{KeyGroup: -5})},
+			fmt.Sprintf("appended change %d has key group -5", appendedBatchSize+1)},
 		{"payload over the limit", func() *ChangeSet {
 			mib := make([]byte, 1<<20) // one array, shared by every change
 			cs := &ChangeSet{}
@@ -808,5 +858,124 @@ func TestByGroupKeepsAppendOrder(t *testing.T) {
 	got, _ := encode(t, EncoderOptions{}, cs)
 	if wantBytes, _ := encode(t, EncoderOptions{}, &ChangeSet{LogID: cs.LogID, SequenceNumber: 1, Groups: want}); !bytes.Equal(got, wantBytes) {
 		t.Fatal("the appended form over a sparse range encodes unlike the same changes by group")
+	}
+}
+
+// TestEncoderKeepsNoAppendedBytes: once WriteChangeSet returns, the
+// encoder holds nothing of a change set it read through AppendedFrom (its
+// batch of changes is cleared), so a pooled encoder does not keep a
+// writer's memory reachable.
+func TestEncoderKeepsNoAppendedBytes(t *testing.T) {
+	enc := NewEncoder(io.Discard, EncoderOptions{})
+	data := make([]byte, 1<<20)
+	wp := weak.Make(&data[0])
+	if _, err := enc.WriteChangeSet(&ChangeSet{AppendedFrom: changeList{{KeyGroup: 0, Data: data}}}); err != nil {
+		t.Fatal(err)
+	}
+	data = nil
+	runtime.GC()
+	if wp.Value() != nil {
+		t.Fatal("the encoder keeps the change's bytes reachable")
+	}
+	runtime.KeepAlive(enc)
+}
+
+// TestWiden: the slots of a change set in append order widen to hold each
+// new key group, with room toward it, keeping the counts of the key
+// groups they held, up to the limit of a few slots per change seen.
+func TestWiden(t *testing.T) {
+	counted := func(base int32, kgs ...int32) []groupSlot {
+		var s []groupSlot
+		for _, kg := range kgs {
+			for int(kg-base) >= len(s) {
+				s = append(s, groupSlot{})
+			}
+			s[kg-base].count = int64(kg) + 100 // a count that names its key group
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name     string
+		slots    []groupSlot
+		base, kg int32
+		seen     int
+		wantBase int32
+		wantLen  int
+		ok       bool
+		reuseCap bool
+	}{
+		{"first", nil, 0, 7, 1, 7, 1, true, false},
+		{"up, doubling", counted(10, 10, 11), 10, 12, 3, 10, 4, true, false},
+		{"up, far", counted(10, 10, 11), 10, 500, 3, 10, 491, true, false},
+		{"down, room below", counted(10, 10, 11), 10, 9, 3, 8, 4, true, false},
+		{"down to metadata", counted(0, 0, 1), 0, MetaKeyGroup, 3, MetaKeyGroup, 3, true, false},
+		{"down, in place", counted(10, 10, 11), 10, 9, 3, 8, 4, true, true},
+		{"up, in place", counted(10, 10, 11), 10, 12, 3, 10, 4, true, true},
+		{"over the limit", counted(0, 0), 0, 1030, 1, 0, 1, false, false},
+		{"at the limit", counted(0, 0), 0, 1027, 1, 0, 1028, true, false},
+		{"the widest key group", counted(math.MaxInt32-1, math.MaxInt32-1), math.MaxInt32 - 1, math.MaxInt32, 2, math.MaxInt32 - 1, 2, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slots := tc.slots
+			if tc.reuseCap {
+				slots = append(make([]groupSlot, 0, 64), slots...)
+			}
+			before := slices.Clone(slots)
+			got, base, ok := widen(slots, tc.base, tc.kg, tc.seen)
+			if ok != tc.ok {
+				t.Fatalf("ok = %v, want %v", ok, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			if base != tc.wantBase || len(got) != tc.wantLen {
+				t.Fatalf("base %d, %d slots; want %d, %d", base, len(got), tc.wantBase, tc.wantLen)
+			}
+			if tc.reuseCap && &got[:1][0] != &slots[:1][0] {
+				t.Errorf("a new array, though the slots had the capacity")
+			}
+			for k, sl := range got {
+				kg := int64(base) + int64(k)
+				var want int64
+				if i := kg - int64(tc.base); len(before) > 0 && i >= 0 && i < int64(len(before)) {
+					want = before[i].count
+				}
+				if sl.count != want || sl.size != 0 {
+					t.Fatalf("slot of key group %d: %+v, want count %d", kg, sl, want)
+				}
+			}
+			if k := int64(tc.kg) - int64(base); k < 0 || k >= int64(len(got)) {
+				t.Fatalf("key group %d outside the slots [%d, %d]", tc.kg, base, int64(base)+int64(len(got))-1)
+			}
+		})
+	}
+}
+
+// TestAppendedAnyOrder: changes in append order, their key groups in any
+// order (rising, falling, scattered, sparse), encode to the bytes of the
+// same changes by group, given as a list or through a reader.
+func TestAppendedAnyOrder(t *testing.T) {
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		n := 1 + r.IntN(3*appendedBatchSize)
+		span := int32(1 + r.IntN(1<<uint(r.IntN(22))))
+		var app []KeyedChange
+		for i := range n {
+			kg := MetaKeyGroup + r.Int32N(span+1)
+			switch seed % 3 {
+			case 1: // falling
+				kg = span - int32(i)*span/int32(n)
+			case 2: // rising
+				kg = int32(i) * span / int32(n)
+			}
+			app = append(app, KeyedChange{KeyGroup: max(kg, MetaKeyGroup), Data: randomBytes(r, r.IntN(200))})
+		}
+		cs := &ChangeSet{LogID: logID(5), SequenceNumber: seed, Appended: app}
+		want, _ := encode(t, EncoderOptions{}, &ChangeSet{LogID: cs.LogID, SequenceNumber: seed, Groups: cs.ByGroup()})
+		got, _ := encode(t, EncoderOptions{}, cs)
+		from, _ := encode(t, EncoderOptions{}, &ChangeSet{LogID: cs.LogID, SequenceNumber: seed, AppendedFrom: changeList(app)})
+		if !bytes.Equal(got, want) || !bytes.Equal(from, want) {
+			t.Fatalf("seed %d (%d changes over %d key groups): append order encodes unlike by group", seed, n, span)
+		}
 	}
 }

@@ -61,6 +61,14 @@ func reencode(t *testing.T, sets []*ChangeSet) {
 	if again, _ := encode(t, EncoderOptions{}, appended...); !bytes.Equal(again, data) {
 		t.Fatalf("the sets in append order encode to %d bytes unlike the %d of the sets by group", len(again), len(data))
 	}
+	// And so do they given through a reader.
+	from := make([]*ChangeSet, len(appended))
+	for i, cs := range appended {
+		from[i] = &ChangeSet{LogID: cs.LogID, SequenceNumber: cs.SequenceNumber, AppendedFrom: changeList(cs.Appended)}
+	}
+	if again, _ := encode(t, EncoderOptions{}, from...); !bytes.Equal(again, data) {
+		t.Fatalf("the sets in append order, read through a reader, encode to %d bytes unlike the %d of the sets by group", len(again), len(data))
+	}
 }
 
 // interleaved returns cs in append order: a change of each group in turn,
