@@ -3,8 +3,6 @@ package dstl
 import (
 	"math/bits"
 	"sync"
-
-	"github.com/dstlgo/dstl/dstl/format"
 )
 
 // freeList keeps up to its capacity of values for reuse, and hands out the
@@ -118,9 +116,8 @@ type bufferPool struct {
 }
 
 type setBuffers struct {
-	chunks  [][]byte
-	refs    []changeRef
-	scratch []format.KeyedChange
+	chunks [][]byte
+	refs   []changeRef
 }
 
 func newBufferPool(sets int, chunkBytes int64) bufferPool {
@@ -139,7 +136,7 @@ func (p *bufferPool) get(next, prev *changeSet, limit int64) {
 	}
 	next.firstChunk = min(size+size/8, maxChunk)
 	if b, ok := p.free.get(); ok {
-		next.chunks, next.refs, next.scratch = b.chunks, b.refs, b.scratch
+		next.chunks, next.refs = b.chunks, b.refs
 		return
 	}
 	next.refs = make([]changeRef, 0, refs+refs/8)
@@ -169,8 +166,7 @@ func (p *bufferPool) put(cs *changeSet) {
 			p.chunks.put(c)
 			cs.chunks[i] = nil
 		}
-		clear(cs.scratch) // drop the references into the chunks
-		p.free.put(&setBuffers{chunks: cs.chunks[:0], refs: cs.refs[:0], scratch: cs.scratch[:0]})
+		p.free.put(&setBuffers{chunks: cs.chunks[:0], refs: cs.refs[:0]})
 	}
-	cs.chunks, cs.tail, cs.refs, cs.scratch = nil, nil, nil, nil
+	cs.chunks, cs.tail, cs.refs = nil, nil, nil
 }

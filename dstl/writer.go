@@ -72,8 +72,6 @@ type changeSet struct {
 	size       int64 // logical bytes
 	framed     int64 // bytes of the frame payload: changes with their length prefixes
 
-	scratch []format.KeyedChange // the changes with their key groups, built for uploads
-
 	state     setState
 	task      *uploadTask     // the upload in progress, if any
 	result    uploader.Result // where it was stored, once uploaded
@@ -364,33 +362,32 @@ func (w *Writer) newTaskLocked(sets []*changeSet) *uploadTask {
 func (w *Writer) changeSets(t *uploadTask) []*format.ChangeSet {
 	out := make([]*format.ChangeSet, len(t.sets))
 	for i, cs := range t.sets {
-		out[i] = cs.keyed(w.logID)
+		out[i] = &format.ChangeSet{LogID: w.logID, SequenceNumber: uint64(cs.sqn)}
+		if len(cs.refs) > 0 {
+			out[i].AppendedFrom = cs
+		}
 	}
 	return out
 }
 
-// keyed gives the set's changes to the encoder in append order, each with
-// its key group (format.ChangeSet.Appended): the encoder reads them in the
-// order of the arena's memory and places each in its key group's part of
-// the frame as it goes. (Ordering them by key group here would cost a pass
-// over the set on the goroutine that builds the task, and leave the
-// encoder to gather each group's changes from all over the arena.) The
-// changes alias the arena, which no one writes once the set is closed.
-func (cs *changeSet) keyed(id LogID) *format.ChangeSet {
-	changes := cs.scratch[:0]
-	if cap(changes) < len(cs.refs) {
-		changes = make([]format.KeyedChange, 0, len(cs.refs))
-	}
-	for _, r := range cs.refs {
+// ReadChanges gives the set's changes to the encoder in append order, each
+// with its key group (format.ChangeSet.AppendedFrom), straight from the
+// set's index, a batch at a time: the encoder reads them in the order of
+// the arena's memory and places each in its key group's part of the frame
+// as it goes. No list of all the changes is built: written at each upload
+// into memory that had gone cold (or was new), such a list cost more than
+// the encoder's own passes. (Ordering the changes by key group here would
+// cost a pass over the set, and leave the encoder to gather each group's
+// changes from all over the arena.) The changes alias the arena, which no
+// one writes once the set is closed.
+func (cs *changeSet) ReadChanges(i int, dst []format.KeyedChange) int {
+	refs := cs.refs[min(i, len(cs.refs)):]
+	refs = refs[:min(len(refs), len(dst))]
+	for j, r := range refs {
 		off := int(r.off)
-		changes = append(changes, format.KeyedChange{KeyGroup: r.kg, Data: cs.chunks[r.chunk][off : off+int(r.n) : off+int(r.n)]})
+		dst[j] = format.KeyedChange{KeyGroup: r.kg, Data: cs.chunks[r.chunk][off : off+int(r.n) : off+int(r.n)]}
 	}
-	cs.scratch = changes
-	out := &format.ChangeSet{LogID: id, SequenceNumber: uint64(cs.sqn)}
-	if len(changes) > 0 {
-		out.Appended = changes
-	}
-	return out
+	return len(refs)
 }
 
 // recycle returns the buffers of the task's sets that no upload will read

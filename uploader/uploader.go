@@ -67,10 +67,13 @@ type Task struct {
 	// LogID is the writer's log (a dstl.LogID).
 	LogID [16]byte
 	// ChangeSets are the change sets to store, in sequence-number order.
-	// The engine gives each change set's changes in append order
-	// (format.ChangeSet.Appended), which format.Encoder stores by key
+	// The engine gives each change set's changes in append order,
+	// through a reader over the writer's memory
+	// (format.ChangeSet.AppendedFrom), which format.Encoder stores by key
 	// group; an uploader that reads the changes itself takes them by
-	// group with format.ChangeSet.ByGroup.
+	// group with format.ChangeSet.ByGroup. Either way, nothing of them may
+	// be kept once the upload's attempts have ended: the writer reuses
+	// its memory.
 	ChangeSets []*format.ChangeSet
 	// LogicalSize is the size of the change sets' changes, in bytes.
 	LogicalSize int64
