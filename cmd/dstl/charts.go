@@ -35,7 +35,7 @@ The charts: (b) the engine's upload throughput over the SDK's put, per
 backend and object size; (c) objects written per second against the
 writers persisting together; (d) recovery read throughput over the SDK's
 get; (e) persist latency, p50 with a whisker to p99, per backend, in (b)
-and (c); (f) sustained logging over the SDK's parallel put, per backend and
+and (c); (f) sustained logging over the backend's parallel Put, per backend and
 writer count (when the report has that section).`
 
 // runBenchReport is "dstl bench report".
@@ -154,8 +154,8 @@ func writeBenchCharts(runs []benchRun, in, dir string) ([]benchChart, error) {
 			"A full recovery's read throughput over the SDK's get of the same objects (target ≥ 0.9; 0.5 on local disk).", recoveryChart},
 		{"e-persist-latency.svg", "(e) persist latency",
 			"Persist to handle: the bar is p50, the whisker reaches p99; in (b) one writer with the middle object size, in (c) the most writers.", latencyChart},
-		{"f-sustained-ratio.svg", "(f) sustained logging: engine ÷ SDK parallel put",
-			"Changes' bytes of confirmed checkpoints per second over the SDK's parallel put of objects of the same size (target ≥ 0.95).", sustainedChart},
+		{"f-sustained-ratio.svg", "(f) sustained logging: engine ÷ the backend's parallel Put",
+			"Changes' bytes of confirmed checkpoints per second over the backend's parallel Put of objects of the same size (target ≥ 0.95).", sustainedChart},
 	} {
 		p, err := c.make(runs)
 		if err != nil {
@@ -562,5 +562,5 @@ func sustainedChart(runs []benchRun) (*plot.Plot, error) {
 		}
 		names, values = append(names, r.Name), append(values, vs)
 	}
-	return groupedBars(groups, names, values, "engine ÷ SDK parallel put", 0.95)
+	return groupedBars(groups, names, values, "engine ÷ the backend's parallel Put", 0.95)
 }

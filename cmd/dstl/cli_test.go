@@ -112,7 +112,8 @@ func TestBench(t *testing.T) {
 			t.Errorf("%s: sustained %+v", option, su)
 		} else {
 			for i, row := range su.Rows {
-				if row.Writers != []int{2, 3}[i] || row.EngineBPS <= 0 || row.RawBPS <= 0 || row.Ratio != row.EngineBPS/row.RawBPS ||
+				if row.Writers != []int{2, 3}[i] || row.EngineBPS <= 0 || row.RawBPS <= 0 || row.Ratio != row.EngineBPS/row.BackendBPS ||
+					row.SDKRatio != row.EngineBPS/row.RawBPS ||
 					row.ObjectsPerSec <= 0 || row.ObjectSize <= 0 || row.CheckpointsPerSec <= 0 || row.PersistSamples == 0 {
 					t.Errorf("%s: sustained row %+v", option, row)
 				}
