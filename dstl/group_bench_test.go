@@ -9,7 +9,7 @@ import (
 
 // BenchmarkGroup measures one pass of the encoder over a closed set's
 // changes, read through the set's ReadChanges a batch of 256 at a time (it
-// makes three): a set of 100-byte changes round-robin over 128 key groups.
+// makes two): a set of 100-byte changes round-robin over 128 key groups.
 func BenchmarkGroup(b *testing.B) {
 	for _, n := range []int{626, 10359, 41504} {
 		b.Run(fmt.Sprintf("changes=%d", n), func(b *testing.B) {

@@ -370,6 +370,9 @@ func (w *Writer) changeSets(t *uploadTask) []*format.ChangeSet {
 	return out
 }
 
+// Len is the set's number of changes (format.ChangeReader).
+func (cs *changeSet) Len() int { return len(cs.refs) }
+
 // ReadChanges gives the set's changes to the encoder in append order, each
 // with its key group (format.ChangeSet.AppendedFrom), straight from the
 // set's index, a batch at a time: the encoder reads them in the order of

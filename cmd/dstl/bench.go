@@ -315,8 +315,8 @@ type uploadResult struct {
 	Pairs int     `json:"pairs"`
 	// AppendP50Ms is the median time of a set's appends, and Ceiling
 	// the median over the pairs of the ratio that an engine would reach
-	// whose persist, confirm and truncate together cost no more than the
-	// SDK's put: the bound that appending the set puts on Ratio.
+	// whose persist, confirm and truncate together cost exactly the SDK's
+	// put (uploadCeiling): the bound that appending the set puts on Ratio.
 	AppendP50Ms    float64   `json:"append_p50_ms"`
 	Ceiling        float64   `json:"ceiling"`
 	EngineRounds   []float64 `json:"engine_rounds"`
@@ -855,13 +855,9 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 			}
 			engineTime += d
 			rawTime += rd
-			// The engine stores n changes in the time d; the SDK puts an
-			// object of the engine's size in rd.
-			logicalPerStored := float64(n*e.o.changeSize) / float64(len(body))
-			pairRatios = append(pairRatios, logicalPerStored*rd.Seconds()/d.Seconds())
-			// An engine whose persist cost no more than the SDK's put
-			// would store them in appendTime+rd.
-			ceilings = append(ceilings, logicalPerStored*rd.Seconds()/(appendTime+rd).Seconds())
+			setBytes, objectBytes := int64(n*e.o.changeSize), int64(len(body))
+			pairRatios = append(pairRatios, uploadRatio(setBytes, objectBytes, d, rd))
+			ceilings = append(ceilings, uploadCeiling(setBytes, objectBytes, appendTime, rd))
 			appendTimes = append(appendTimes, appendTime)
 		}
 		stored += e.backend.Stats().BytesPut - put0
@@ -892,6 +888,20 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	res.PersistSamples = len(latencies)
 	res.RawPutP50Ms, res.RawPutSamples = ms(percentile(rawLatencies, 50)), len(rawLatencies)
 	return res, nil
+}
+
+// uploadRatio is a pair's ratio in (b): the engine stores logical bytes
+// of changes in engine (appends, persist, confirm and truncate); the SDK
+// puts an object of the engine's size, stored bytes, in sdk.
+func uploadRatio(logical, stored int64, engine, sdk time.Duration) float64 {
+	return (float64(logical) / engine.Seconds()) / (float64(stored) / sdk.Seconds())
+}
+
+// uploadCeiling is the ratio of a pair had the engine's persist, confirm
+// and truncate cost exactly the SDK's put: the engine's time would be its
+// appends and the put.
+func uploadCeiling(logical, stored int64, appends, sdk time.Duration) float64 {
+	return uploadRatio(logical, stored, appends+sdk, sdk)
 }
 
 // deletePair deletes the objects of one pair of (b): those of the

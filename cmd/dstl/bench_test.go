@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -627,6 +628,27 @@ func TestBenchUpload(t *testing.T) {
 	}
 	if len(names) != 0 {
 		t.Errorf("left under the prefix: %v", names)
+	}
+}
+
+// TestUploadRatioAndCeiling: a pair's ratio is the engine's throughput of
+// changes' bytes over the SDK's of stored bytes; the ceiling is that ratio
+// had the engine taken its appends plus the SDK's put.
+func TestUploadRatioAndCeiling(t *testing.T) {
+	for _, tc := range []struct {
+		logical, stored     int64
+		engine, appends, rd time.Duration
+		ratio, ceiling      float64
+	}{
+		{900, 1000, 4 * time.Millisecond, time.Millisecond, 3 * time.Millisecond, 0.675, 0.675},
+		{900, 1000, 3 * time.Millisecond, 0, 3 * time.Millisecond, 0.9, 0.9},
+		{1000, 1000, 8 * time.Millisecond, time.Millisecond, 4 * time.Millisecond, 0.5, 0.8},
+	} {
+		ratio := uploadRatio(tc.logical, tc.stored, tc.engine, tc.rd)
+		ceiling := uploadCeiling(tc.logical, tc.stored, tc.appends, tc.rd)
+		if math.Abs(ratio-tc.ratio) > 1e-9 || math.Abs(ceiling-tc.ceiling) > 1e-9 {
+			t.Errorf("%+v: ratio %v, ceiling %v", tc, ratio, ceiling)
+		}
 	}
 }
 

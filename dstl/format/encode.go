@@ -174,7 +174,10 @@ func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, lay *layout) ([]byte, i
 	buf := dst[:base+dirEnd]
 	clear(buf[base : base+FrameHeaderSize])
 	if cs.appendOrder() {
-		buf = appendScattered(buf, base, cs, e.batch, lay)
+		var err error
+		if buf, err = appendScattered(buf, base, cs, e.batch, lay); err != nil {
+			return dst[:base], 0, err
+		}
 	} else {
 		var off uint32
 		for i := range cs.Groups {
@@ -228,7 +231,7 @@ func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, lay *layout) ([]byte, i
 // the changes in append order (AppendedFrom's a batch at a time, into
 // batch) and writes each at the end of its group so far. buf ends at the
 // directory, and its capacity holds the payload.
-func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, lay *layout) []byte {
+func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, lay *layout) ([]byte, error) {
 	dirEnd := len(buf)
 	buf = buf[:dirEnd+int(lay.payload)]
 	dir := buf[base+FrameHeaderSize:]
@@ -242,17 +245,37 @@ func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, l
 		putDirEntry(dir[i*DirEntrySize:], lay.base+int32(k), uint32(sl.count), uint32(off), uint32(sl.size))
 		sl.pos = dirEnd + int(off)
 		off += sl.size
+		sl.end = dirEnd + int(off)
 		i++
 	}
-	for n := 0; ; {
+	// The changes are read a second time: a reader must give the same
+	// ones, or the frame would hold other bytes than its directory says.
+	changed := func(n int) error {
+		return fmt.Errorf("dstl/format: change set %x/%d: its reader gave other changes the second time, from change %d on: %w",
+			cs.LogID, cs.SequenceNumber, n, ErrInvalidChangeSet)
+	}
+	n := 0
+	for {
 		changes := cs.appendedBatch(n, batch)
 		if len(changes) == 0 {
-			return buf
+			break
 		}
-		n += len(changes)
-		for _, c := range changes {
-			sl := &lay.slots[c.KeyGroup-lay.base]
-			p := sl.pos
+		if n+len(changes) > lay.changes {
+			return buf, changed(lay.changes)
+		}
+		for j, c := range changes {
+			k := int64(c.KeyGroup) - int64(lay.base)
+			if k < 0 || k >= int64(len(lay.slots)) {
+				return buf, changed(n + j)
+			}
+			sl := &lay.slots[k]
+			p, need := sl.pos, len(c.Data)+1
+			if len(c.Data) >= 0x80 {
+				need = len(c.Data) + uvarintLen(uint64(len(c.Data)))
+			}
+			if sl.end-p < need {
+				return buf, changed(n + j)
+			}
 			if len(c.Data) < 0x80 {
 				buf[p] = byte(len(c.Data))
 				p++
@@ -261,7 +284,14 @@ func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, l
 			}
 			sl.pos = p + copy(buf[p:], c.Data)
 		}
+		n += len(changes)
 	}
+	for k := range lay.slots {
+		if sl := &lay.slots[k]; sl.pos != sl.end {
+			return buf, changed(n)
+		}
+	}
+	return buf, nil
 }
 
 // putDirEntry writes the directory entry of a group of key group kg, of
@@ -304,15 +334,17 @@ type layout struct {
 	payload int64 // uncompressed payload bytes
 	logical int64 // the sum of the changes' lengths
 	groups  int   // directory entries
-	// Of a change set in append order: slot k is key group base+k.
-	base  int32
-	slots []groupSlot
+	// Of a change set in append order: slot k is key group base+k, and
+	// changes their number.
+	base    int32
+	slots   []groupSlot
+	changes int
 }
 
 // groupSlot is one key group of a change set in append order.
 type groupSlot struct {
 	count, size int64 // changes, payload bytes
-	pos         int   // where its next change goes, while encoding
+	pos, end    int   // where its next change goes, and where its part ends, while encoding
 }
 
 // maxRetainedSlots bounds the slots an Encoder keeps between frames, and
@@ -339,23 +371,32 @@ func plan(cs *ChangeSet, slots []groupSlot, batch []KeyedChange) (*ChangeSet, la
 	}
 	// One pass: count each key group's changes and bytes, in slots that
 	// widen as key groups outside them come, so long as they stay within
-	// a few times the changes seen; past that the key groups are sparse,
+	// a few times the set's changes; past that the key groups are sparse,
 	// and sorting costs less than a slot per key group.
+	total := len(cs.Appended)
+	if cs.AppendedFrom != nil {
+		total = cs.AppendedFrom.Len()
+	}
+	limit := min(4*int64(total)+1024, maxSlots)
 	slots = slots[:0]
 	lay := layout{}
+	sparse := false
 	n := 0
 	for changes := cs.appendedBatch(0, batch); len(changes) > 0; changes = cs.appendedBatch(n, batch) {
 		for i, c := range changes {
 			k := int64(c.KeyGroup) - int64(lay.base)
-			if k < 0 || k >= int64(len(slots)) {
+			if k < 0 || k >= int64(len(slots)) || sparse {
 				if c.KeyGroup < MetaKeyGroup {
 					return nil, layout{}, fmt.Errorf("dstl/format: change set %x/%d: appended change %d has key group %d: %w",
 						cs.LogID, cs.SequenceNumber, n+i, c.KeyGroup, ErrInvalidChangeSet)
 				}
+				if sparse {
+					continue // only checked: the changes are sorted below
+				}
 				var ok bool
-				if slots, lay.base, ok = widen(slots, lay.base, c.KeyGroup, n+i+1); !ok {
-					byGroup := &ChangeSet{LogID: cs.LogID, SequenceNumber: cs.SequenceNumber, Groups: cs.ByGroup()}
-					return plan(byGroup, slots[:0], batch)
+				if slots, lay.base, ok = widen(slots, lay.base, c.KeyGroup, limit); !ok {
+					sparse = true
+					continue
 				}
 				k = int64(c.KeyGroup) - int64(lay.base)
 			}
@@ -366,9 +407,18 @@ func plan(cs *ChangeSet, slots []groupSlot, batch []KeyedChange) (*ChangeSet, la
 		}
 		n += len(changes)
 	}
+	if n != total {
+		return nil, layout{}, fmt.Errorf("dstl/format: change set %x/%d: its reader gave %d changes, not the %d of its Len: %w",
+			cs.LogID, cs.SequenceNumber, n, total, ErrInvalidChangeSet)
+	}
 	if n == 0 {
 		return cs, layout{}, nil // an empty change set
 	}
+	if sparse {
+		byGroup := &ChangeSet{LogID: cs.LogID, SequenceNumber: cs.SequenceNumber, Groups: cs.ByGroup()}
+		return plan(byGroup, slots[:0], batch)
+	}
+	lay.changes = n
 	lay.slots = slots
 	for k := range slots {
 		if slots[k].count > 0 {
@@ -385,14 +435,12 @@ func plan(cs *ChangeSet, slots []groupSlot, batch []KeyedChange) (*ChangeSet, la
 
 // widen returns slots (slot k for key group base+k) widened to hold key
 // group kg, with room to grow (twice as many, toward kg), or false if
-// that takes more than min(4*seen+1024, maxSlots) slots, seen being the
-// changes counted so far, this one included. kg is at least MetaKeyGroup.
-func widen(slots []groupSlot, base, kg int32, seen int) ([]groupSlot, int32, bool) {
+// that takes more than limit slots. kg is at least MetaKeyGroup.
+func widen(slots []groupSlot, base, kg int32, limit int64) ([]groupSlot, int32, bool) {
 	lo, hi := int64(kg), int64(kg)
 	if len(slots) > 0 {
 		lo, hi = min(int64(base), lo), max(int64(base)+int64(len(slots))-1, hi)
 	}
-	limit := min(4*int64(seen)+1024, maxSlots)
 	if hi-lo+1 > limit {
 		return slots, base, false
 	}
@@ -510,6 +558,13 @@ func (e *Encoder) writeHeader() error {
 		return nil
 	}
 	e.header = true
+	if e.inBuffer {
+		// Straight into the object: an array handed to write would
+		// escape, through the io.Writer, and cost an allocation.
+		e.out = append(append(e.out, Magic...), Version, 0, 0, 0)
+		e.size += HeaderSize
+		return nil
+	}
 	var h [HeaderSize]byte
 	copy(h[:], Magic)
 	h[4] = Version

@@ -44,9 +44,13 @@ type ChangeSet struct {
 // ChangeReader gives the changes of a change set in append order, a batch
 // at a time (see [ChangeSet.AppendedFrom]).
 type ChangeReader interface {
+	// Len returns the number of changes.
+	Len() int
 	// ReadChanges fills dst with the changes from the i-th on (the first
 	// is 0) and returns how many it filled: fewer than len(dst) only at
-	// the end. Reading from the same i again gives the same changes.
+	// the end. Reading from the same i again gives the same changes; an
+	// encoder reads them twice, and rejects a change set whose changes
+	// differ between its reads.
 	ReadChanges(i int, dst []KeyedChange) int
 }
 

@@ -769,6 +769,127 @@ type changeList []KeyedChange
 
 func (l changeList) ReadChanges(i int, dst []KeyedChange) int { return copy(dst, l[min(i, len(l)):]) }
 
+func (l changeList) Len() int { return len(l) }
+
+// lyingLen is a reader whose Len is not its number of changes.
+type lyingLen struct {
+	changeList
+	n int
+}
+
+func (l lyingLen) Len() int { return l.n }
+
+// fickle is a reader whose changes differ from its first read to the next:
+// from the second read on, it gives then's changes instead.
+type fickle struct {
+	first, then changeList
+	reads       *int // reads from change 0
+}
+
+func (f fickle) Len() int { return len(f.first) }
+
+func (f fickle) ReadChanges(i int, dst []KeyedChange) int {
+	if i == 0 {
+		*f.reads++
+	}
+	if *f.reads == 1 {
+		return f.first.ReadChanges(i, dst)
+	}
+	return f.then.ReadChanges(i, dst)
+}
+
+// TestAppendedFromChangesBetweenReads: a reader that gives other changes
+// on the encoder's second read (fewer, more, of another key group, or
+// longer) is rejected, naming the set, and nothing is written: the frame
+// would hold other bytes than its directory says.
+func TestAppendedFromChangesBetweenReads(t *testing.T) {
+	kc := func(kg int32, data string) KeyedChange { return KeyedChange{KeyGroup: kg, Data: []byte(data)} }
+	first := changeList{kc(0, "a"), kc(1, "b"), kc(0, "c")}
+	for _, tc := range []struct {
+		name string
+		then changeList
+	}{
+		{"fewer", changeList{kc(0, "a"), kc(1, "b")}},
+		{"none", nil},
+		{"more", changeList{kc(0, "a"), kc(1, "b"), kc(0, "c"), kc(1, "d")}},
+		{"another key group", changeList{kc(0, "a"), kc(7, "b"), kc(0, "c")}},
+		{"moved to the other key group", changeList{kc(0, "a"), kc(0, "b"), kc(0, "c")}},
+		{"longer", changeList{kc(0, "a"), kc(1, "b"), kc(0, "cc")}},
+		{"shorter", changeList{kc(0, "a"), kc(1, ""), kc(0, "c")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, inBuffer := range []bool{false, true} {
+				var buf bytes.Buffer
+				enc := NewEncoder(&buf, EncoderOptions{})
+				if inBuffer {
+					enc.ResetBuffer(nil, EncoderOptions{})
+				}
+				reads := 0
+				_, err := enc.WriteChangeSet(&ChangeSet{LogID: logID(3), SequenceNumber: 4, AppendedFrom: fickle{first, tc.then, &reads}})
+				if !errors.Is(err, ErrInvalidChangeSet) || !strings.Contains(err.Error(), "gave other changes the second time") {
+					t.Fatalf("in buffer %v: %v; want ErrInvalidChangeSet saying the changes differ", inBuffer, err)
+				}
+				if buf.Len() != 0 || enc.Size() > HeaderSize || len(enc.Bytes()) > HeaderSize {
+					t.Fatalf("in buffer %v: %d bytes written, %d in the object", inBuffer, buf.Len(), len(enc.Bytes()))
+				}
+				if _, err := enc.WriteChangeSet(&ChangeSet{AppendedFrom: first}); err != nil {
+					t.Fatalf("in buffer %v: after the rejection: %v", inBuffer, err)
+				}
+			}
+		})
+	}
+}
+
+// TestAppendedAllocatesNothing: an encoder reused for change sets in
+// append order, read through a reader, allocates nothing once warm: not
+// for sets over several batches, nor for a set whose key groups span
+// thousands (metadata first, then 4096 key groups; or scattered over
+// them), which are counted in slots, not sorted.
+func TestAppendedAllocatesNothing(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	data := make([]byte, 100)
+	for _, tc := range []struct {
+		name string
+		kg   func(i int) int32
+	}{
+		{"round-robin over 128", func(i int) int32 { return int32(i % 128) }},
+		{"metadata first, then 4096 far up", func(i int) int32 {
+			if i == 0 {
+				return MetaKeyGroup
+			}
+			return 20000 + int32(i%4096)
+		}},
+		{"scattered over 4096", func(int) int32 { return r.Int32N(4096) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			list := make(changeList, 10000)
+			for i := range list {
+				list[i] = KeyedChange{KeyGroup: tc.kg(i), Data: data}
+			}
+			cs := &ChangeSet{LogID: logID(1), AppendedFrom: list}
+			size, err := EncodedSize(cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc := NewEncoder(nil, EncoderOptions{})
+			obj := make([]byte, 0, size)
+			encodeOnce := func() {
+				enc.ResetBuffer(obj, EncoderOptions{})
+				if _, err := enc.WriteChangeSet(cs); err != nil {
+					t.Fatal(err)
+				}
+				if err := enc.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			encodeOnce() // warm: the encoder's batch, slots and index
+			if allocs := testing.AllocsPerRun(5, encodeOnce); allocs != 0 {
+				t.Errorf("%.1f allocations per object", allocs)
+			}
+		})
+	}
+}
+
 // manyAppended returns n changes over three key groups stride apart,
 // each naming its place, in append order; manyByGroup the same by group.
 func manyAppended(n int, stride int32) []KeyedChange {
@@ -814,6 +935,12 @@ func TestAppendedChangeSetsRejected(t *testing.T) {
 		{"appended and a reader", &ChangeSet{Appended: []KeyedChange{{KeyGroup: 0}}, AppendedFrom: changeList{{KeyGroup: 0}}}, "in more than one form"},
 		{"key group below metadata, read in the second batch", &ChangeSet{AppendedFrom: append(changeList(manyAppended(appendedBatchSize+1, 1)), KeyedChange{KeyGroup: -5})},
 			fmt.Sprintf("appended change %d has key group -5", appendedBatchSize+1)},
+		{"key group below metadata, after sparse ones", &ChangeSet{Appended: []KeyedChange{{KeyGroup: 0}, {KeyGroup: 5000}, {KeyGroup: -7}}},
+			"appended change 2 has key group -7"},
+		{"key group below metadata, after sparse ones, from a reader", &ChangeSet{AppendedFrom: changeList{{KeyGroup: 0}, {KeyGroup: 5000}, {KeyGroup: -7}}},
+			"appended change 2 has key group -7"},
+		{"a reader whose Len is not its changes", &ChangeSet{AppendedFrom: lyingLen{changeList{{KeyGroup: 0}, {KeyGroup: 1}}, 3}},
+			"its reader gave 2 changes, not the 3 of its Len"},
 		{"payload over the limit", func() *ChangeSet {
 			mib := make([]byte, 1<<20) // one array, shared by every change
 			cs := &ChangeSet{}
@@ -882,7 +1009,7 @@ func TestEncoderKeepsNoAppendedBytes(t *testing.T) {
 
 // TestWiden: the slots of a change set in append order widen to hold each
 // new key group, with room toward it, keeping the counts of the key
-// groups they held, up to the limit of a few slots per change seen.
+// groups they held, up to a limit.
 func TestWiden(t *testing.T) {
 	counted := func(base int32, kgs ...int32) []groupSlot {
 		var s []groupSlot
@@ -898,22 +1025,22 @@ func TestWiden(t *testing.T) {
 		name     string
 		slots    []groupSlot
 		base, kg int32
-		seen     int
+		limit    int64
 		wantBase int32
 		wantLen  int
 		ok       bool
 		reuseCap bool
 	}{
-		{"first", nil, 0, 7, 1, 7, 1, true, false},
-		{"up, doubling", counted(10, 10, 11), 10, 12, 3, 10, 4, true, false},
-		{"up, far", counted(10, 10, 11), 10, 500, 3, 10, 491, true, false},
-		{"down, room below", counted(10, 10, 11), 10, 9, 3, 8, 4, true, false},
-		{"down to metadata", counted(0, 0, 1), 0, MetaKeyGroup, 3, MetaKeyGroup, 3, true, false},
-		{"down, in place", counted(10, 10, 11), 10, 9, 3, 8, 4, true, true},
-		{"up, in place", counted(10, 10, 11), 10, 12, 3, 10, 4, true, true},
-		{"over the limit", counted(0, 0), 0, 1030, 1, 0, 1, false, false},
-		{"at the limit", counted(0, 0), 0, 1027, 1, 0, 1028, true, false},
-		{"the widest key group", counted(math.MaxInt32-1, math.MaxInt32-1), math.MaxInt32 - 1, math.MaxInt32, 2, math.MaxInt32 - 1, 2, true, false},
+		{"first", nil, 0, 7, 1028, 7, 1, true, false},
+		{"up, doubling", counted(10, 10, 11), 10, 12, 1036, 10, 4, true, false},
+		{"up, far", counted(10, 10, 11), 10, 500, 1036, 10, 491, true, false},
+		{"down, room below", counted(10, 10, 11), 10, 9, 1036, 8, 4, true, false},
+		{"down to metadata", counted(0, 0, 1), 0, MetaKeyGroup, 1036, MetaKeyGroup, 3, true, false},
+		{"down, in place", counted(10, 10, 11), 10, 9, 1036, 8, 4, true, true},
+		{"up, in place", counted(10, 10, 11), 10, 12, 1036, 10, 4, true, true},
+		{"over the limit", counted(0, 0), 0, 1028, 1028, 0, 1, false, false},
+		{"at the limit", counted(0, 0), 0, 1027, 1028, 0, 1028, true, false},
+		{"the widest key group", counted(math.MaxInt32-1, math.MaxInt32-1), math.MaxInt32 - 1, math.MaxInt32, 1032, math.MaxInt32 - 1, 2, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			slots := tc.slots
@@ -921,7 +1048,7 @@ func TestWiden(t *testing.T) {
 				slots = append(make([]groupSlot, 0, 64), slots...)
 			}
 			before := slices.Clone(slots)
-			got, base, ok := widen(slots, tc.base, tc.kg, tc.seen)
+			got, base, ok := widen(slots, tc.base, tc.kg, tc.limit)
 			if ok != tc.ok {
 				t.Fatalf("ok = %v, want %v", ok, tc.ok)
 			}
