@@ -245,13 +245,13 @@ func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, l
 		putDirEntry(dir[i*DirEntrySize:], lay.base+int32(k), uint32(sl.count), uint32(off), uint32(sl.size))
 		sl.pos = dirEnd + int(off)
 		off += sl.size
-		sl.end = dirEnd + int(off)
+		sl.end, sl.left = dirEnd+int(off), sl.count
 		i++
 	}
 	// The changes are read a second time: a reader must give the same
 	// ones, or the frame would hold other bytes than its directory says.
 	changed := func(n int) error {
-		return fmt.Errorf("dstl/format: change set %x/%d: its reader gave other changes the second time, from change %d on: %w",
+		return fmt.Errorf("dstl/format: change set %x/%d: its reader gave other changes the second time (seen at change %d): %w",
 			cs.LogID, cs.SequenceNumber, n, ErrInvalidChangeSet)
 	}
 	n := 0
@@ -273,9 +273,10 @@ func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, l
 			if len(c.Data) >= 0x80 {
 				need = len(c.Data) + uvarintLen(uint64(len(c.Data)))
 			}
-			if sl.end-p < need {
+			if sl.end-p < need || sl.left == 0 {
 				return buf, changed(n + j)
 			}
+			sl.left--
 			if len(c.Data) < 0x80 {
 				buf[p] = byte(len(c.Data))
 				p++
@@ -287,7 +288,7 @@ func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, l
 		n += len(changes)
 	}
 	for k := range lay.slots {
-		if sl := &lay.slots[k]; sl.pos != sl.end {
+		if sl := &lay.slots[k]; sl.pos != sl.end || sl.left != 0 {
 			return buf, changed(n)
 		}
 	}
@@ -344,7 +345,10 @@ type layout struct {
 // groupSlot is one key group of a change set in append order.
 type groupSlot struct {
 	count, size int64 // changes, payload bytes
-	pos, end    int   // where its next change goes, and where its part ends, while encoding
+	// While encoding: where its next change goes, where its part ends,
+	// and how many of its changes are still to come.
+	pos, end int
+	left     int64
 }
 
 // maxRetainedSlots bounds the slots an Encoder keeps between frames, and
@@ -416,6 +420,14 @@ func plan(cs *ChangeSet, slots []groupSlot, batch []KeyedChange) (*ChangeSet, la
 	}
 	if sparse {
 		byGroup := &ChangeSet{LogID: cs.LogID, SequenceNumber: cs.SequenceNumber, Groups: cs.ByGroup()}
+		sorted := 0
+		for _, g := range byGroup.Groups {
+			sorted += len(g.Changes)
+		}
+		if sorted != total {
+			return nil, layout{}, fmt.Errorf("dstl/format: change set %x/%d: its reader gave %d changes the second time, %d the first: %w",
+				cs.LogID, cs.SequenceNumber, sorted, total, ErrInvalidChangeSet)
+		}
 		return plan(byGroup, slots[:0], batch)
 	}
 	lay.changes = n

@@ -48,9 +48,10 @@ type ChangeReader interface {
 	Len() int
 	// ReadChanges fills dst with the changes from the i-th on (the first
 	// is 0) and returns how many it filled: fewer than len(dst) only at
-	// the end. Reading from the same i again gives the same changes; an
-	// encoder reads them twice, and rejects a change set whose changes
-	// differ between its reads.
+	// the end. Reading from the same i again gives the same changes: an
+	// encoder reads them twice, and rejects a change set whose second
+	// read gives another number of changes or other counts or sizes per
+	// key group.
 	ReadChanges(i int, dst []KeyedChange) int
 }
 

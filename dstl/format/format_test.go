@@ -816,6 +816,8 @@ func TestAppendedFromChangesBetweenReads(t *testing.T) {
 		{"moved to the other key group", changeList{kc(0, "a"), kc(0, "b"), kc(0, "c")}},
 		{"longer", changeList{kc(0, "a"), kc(1, "b"), kc(0, "cc")}},
 		{"shorter", changeList{kc(0, "a"), kc(1, ""), kc(0, "c")}},
+		{"fewer, of the same bytes", changeList{kc(0, "aba"), kc(1, "b")}},
+		{"counts moved between groups, the same bytes", changeList{kc(0, "a"), kc(1, "b"), kc(1, "c")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, inBuffer := range []bool{false, true} {
@@ -826,7 +828,7 @@ func TestAppendedFromChangesBetweenReads(t *testing.T) {
 				}
 				reads := 0
 				_, err := enc.WriteChangeSet(&ChangeSet{LogID: logID(3), SequenceNumber: 4, AppendedFrom: fickle{first, tc.then, &reads}})
-				if !errors.Is(err, ErrInvalidChangeSet) || !strings.Contains(err.Error(), "gave other changes the second time") {
+				if !errors.Is(err, ErrInvalidChangeSet) || !strings.Contains(err.Error(), "the second time") {
 					t.Fatalf("in buffer %v: %v; want ErrInvalidChangeSet saying the changes differ", inBuffer, err)
 				}
 				if buf.Len() != 0 || enc.Size() > HeaderSize || len(enc.Bytes()) > HeaderSize {
@@ -837,6 +839,57 @@ func TestAppendedFromChangesBetweenReads(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAppendedFromChangesBetweenReadsSparse: a reader of sparse key
+// groups, whose changes are sorted on a second read, is rejected if that
+// read gives another number of changes.
+func TestAppendedFromChangesBetweenReadsSparse(t *testing.T) {
+	reads := 0
+	first := changeList{{KeyGroup: 0, Data: []byte("a")}, {KeyGroup: 5000, Data: []byte("b")}}
+	_, err := NewEncoder(io.Discard, EncoderOptions{}).WriteChangeSet(&ChangeSet{AppendedFrom: fickle{first, first[:1], &reads}})
+	if !errors.Is(err, ErrInvalidChangeSet) || !strings.Contains(err.Error(), "gave 1 changes the second time, 2 the first") {
+		t.Fatalf("%v; want ErrInvalidChangeSet saying the second read gave 1 change", err)
+	}
+}
+
+// TestAppendedFromChangesBetweenReadsPrefixes: the bound on each change
+// counts its length prefix of one, two or three bytes: a second read
+// whose one change fills what two took the first time is rejected.
+func TestAppendedFromChangesBetweenReadsPrefixes(t *testing.T) {
+	for _, tc := range []struct{ first, then []int }{
+		{[]int{126, 0}, []int{127}},        // 127+1 and 1: one byte of prefix each; then 128 bytes with 1 of prefix
+		{[]int{16382, 0}, []int{16383}},    // 16382+2 and 1; then 16385 with 2
+		{[]int{16383, 0}, []int{16384}},    // 16383+2 and 1; then 16387 with 3
+		{[]int{200, 200}, []int{401}},      // 202+202; then 403 with 2
+		{[]int{16384, 1}, []int{16385, 0}}, // same count, same bytes: a valid frame of the second read
+	} {
+		list := func(sizes []int) changeList {
+			var l changeList
+			for _, n := range sizes {
+				l = append(l, KeyedChange{KeyGroup: 0, Data: make([]byte, n)})
+			}
+			return l
+		}
+		reads := 0
+		var buf bytes.Buffer
+		enc := NewEncoder(&buf, EncoderOptions{})
+		_, err := enc.WriteChangeSet(&ChangeSet{AppendedFrom: fickle{list(tc.first), list(tc.then), &reads}})
+		same := len(tc.first) == len(tc.then)
+		if same {
+			if err != nil {
+				t.Errorf("%v then %v: %v", tc.first, tc.then, err)
+			} else if err := enc.Close(); err != nil {
+				t.Errorf("%v then %v: close: %v", tc.first, tc.then, err)
+			} else if _, _, err := DecodeObject("o", buf.Bytes()); err != nil {
+				t.Errorf("%v then %v: the frame does not decode: %v", tc.first, tc.then, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrInvalidChangeSet) || buf.Len() != 0 {
+			t.Errorf("%v then %v: %v, %d bytes written; want ErrInvalidChangeSet and nothing", tc.first, tc.then, err, buf.Len())
+		}
 	}
 }
 
