@@ -96,7 +96,7 @@ fuzz:
 ## with an index.html into bench/results/DATE-MACHINE/ (`dstl bench
 ## report`); BENCH_ARGS go to every run
 bench:
-	GO="$(GO)" bash minio-test/with-emulators.sh bash bench/run.sh $(BENCH_ARGS)
+	DSTL_AZURITE_ON_DISK=1 GO="$(GO)" bash minio-test/with-emulators.sh bash bench/run.sh $(BENCH_ARGS)
 
 ## bench-go: the engine's and the backends' go benchmarks, with the emulators
 ## up, six runs each into bench.txt (compare runs with benchstat)

@@ -136,8 +136,17 @@ start_gcs() {
 
 start_azurite() {
 	azurite_port=$(free_port)
+	# In memory, unless DSTL_AZURITE_ON_DISK is set (make bench sets it):
+	# Azurite frees a deleted blob's memory only at its garbage collection,
+	# every 10 minutes, and refuses writes past half the machine's memory
+	# (MemoryExtentStoreAtSizeLimit); a bench run writes more than that.
+	local persistence=(--inMemoryPersistence)
+	if [ -n "${DSTL_AZURITE_ON_DISK:-}" ]; then
+		mkdir -p "$state/data/azurite"
+		persistence=(--location "$state/data/azurite")
+	fi
 	start azurite "$AZURITE_BIN" --blobHost 127.0.0.1 --blobPort "$azurite_port" \
-		--inMemoryPersistence --skipApiVersionCheck --disableProductStyleUrl --disableTelemetry --silent
+		"${persistence[@]}" --skipApiVersionCheck --disableProductStyleUrl --disableTelemetry --silent
 	# Azurite has no health endpoint: ready when it answers HTTP at all.
 	ready azurite "$pid" azurite_answers
 }
