@@ -43,6 +43,20 @@ func newBenchEnv(b testing.TB) *benchEnv {
 	return e
 }
 
+// objectNames returns the names of the objects under prefix in e's
+// backend.
+func objectNames(t testing.TB, e *benchEnv, prefix string) []string {
+	t.Helper()
+	var names []string
+	if err := e.backend.List(t.Context(), prefix, func(oi backends.ObjectInfo) error {
+		names = append(names, oi.Name)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
 // BenchmarkRecoveryRead reads back what 16 writers wrote into 8 shared
 // objects of 1 MiB (phase (d) of dstl bench), each time with a new reader,
 // beside whole gets of the same objects with the plain file API.
@@ -303,16 +317,7 @@ func TestBenchSustained(t *testing.T) {
 	e.o.sustainedTime = 300 * time.Millisecond
 	e.o.checkpointEvery = 50 * time.Millisecond
 	ctx := t.Context()
-	left := func() []string {
-		var names []string
-		if err := e.backend.List(ctx, e.prefix, func(oi backends.ObjectInfo) error {
-			names = append(names, oi.Name)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return names
-	}
+	left := func() []string { return objectNames(t, e, e.prefix) }
 	for _, n := range []int{2, 3} {
 		before := e.backend.Stats()
 		r, err := e.sustainedEngine(ctx, n, func(float64) {})
@@ -374,12 +379,7 @@ func TestRawParallelPut(t *testing.T) {
 	if s := e.backend.Stats(); s.Puts != before.Puts {
 		t.Errorf("the SDK's puts went through the backend: %d puts", s.Puts-before.Puts)
 	}
-	var left []string
-	e.backend.List(ctx, "", func(oi backends.ObjectInfo) error {
-		left = append(left, oi.Name)
-		return nil
-	})
-	if len(left) != 0 {
+	if left := objectNames(t, e, ""); len(left) != 0 {
 		t.Errorf("left %v", left)
 	}
 }
@@ -399,12 +399,7 @@ func TestBackendParallelPut(t *testing.T) {
 	if puts < 3 || bps <= 0 || s.Puts-before.Puts != int64(puts) || s.BytesPut-before.BytesPut != int64(puts)*3000 {
 		t.Errorf("%d puts, %v bytes/s; the backend saw %d puts of %d bytes", puts, bps, s.Puts-before.Puts, s.BytesPut-before.BytesPut)
 	}
-	var left []string
-	e.backend.List(ctx, "", func(oi backends.ObjectInfo) error {
-		left = append(left, oi.Name)
-		return nil
-	})
-	if len(left) != 0 {
+	if left := objectNames(t, e, ""); len(left) != 0 {
 		t.Errorf("left %v", left)
 	}
 }
@@ -627,14 +622,7 @@ func TestBenchUpload(t *testing.T) {
 	if u.AppendP50Ms <= 0 || u.Ceiling <= 0 || u.Ceiling >= 1/u.StoredPerLogical {
 		t.Errorf("appends %.3f ms, ceiling %.3f (stored per logical %.3f)", u.AppendP50Ms, u.Ceiling, u.StoredPerLogical)
 	}
-	var names []string
-	if err := e.backend.List(ctx, e.prefix, func(oi backends.ObjectInfo) error {
-		names = append(names, oi.Name)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if len(names) != 0 {
+	if names := objectNames(t, e, e.prefix); len(names) != 0 {
 		t.Errorf("left under the prefix: %v", names)
 	}
 }

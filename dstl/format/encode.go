@@ -260,9 +260,6 @@ func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, l
 		if len(changes) == 0 {
 			break
 		}
-		if n+len(changes) > lay.changes {
-			return buf, changed(lay.changes)
-		}
 		for j, c := range changes {
 			k := int64(c.KeyGroup) - int64(lay.base)
 			if k < 0 || k >= int64(len(lay.slots)) {
@@ -335,11 +332,9 @@ type layout struct {
 	payload int64 // uncompressed payload bytes
 	logical int64 // the sum of the changes' lengths
 	groups  int   // directory entries
-	// Of a change set in append order: slot k is key group base+k, and
-	// changes their number.
-	base    int32
-	slots   []groupSlot
-	changes int
+	// Of a change set in append order: slot k is key group base+k.
+	base  int32
+	slots []groupSlot
 }
 
 // groupSlot is one key group of a change set in append order.
@@ -430,7 +425,6 @@ func plan(cs *ChangeSet, slots []groupSlot, batch []KeyedChange) (*ChangeSet, la
 		}
 		return plan(byGroup, slots[:0], batch)
 	}
-	lay.changes = n
 	lay.slots = slots
 	for k := range slots {
 		if slots[k].count > 0 {
