@@ -194,3 +194,18 @@ func (c Code) String() string {
 	}
 	return "code(" + strconv.Itoa(int(c)) + ")"
 }
+
+// MultipartPutter is a [Bucket] whose Puts above some size take a second
+// path: an upload in parts that a last request completes (an S3
+// CompleteMultipartUpload, the last chunk of a GCS resumable upload, an
+// Azure block list commit). Services differ in which of those requests
+// honour a create-only condition, so the portable layer's check of
+// create-only (backends.VerifyCreateOnly) tests both paths.
+//
+// PutMultipart stores size bytes of body under name on the multipart path
+// whatever the size, in one part (the last part of an upload may be of any
+// size, so one part is allowed at any size): create-only and atomic, with
+// the same errors and the same handling of a lost answer as Put.
+type MultipartPutter interface {
+	PutMultipart(ctx context.Context, rt Runner, name string, body *Body, size int64) error
+}
