@@ -31,6 +31,8 @@ type Bucket struct {
 	mu     sync.Mutex
 	closed bool
 	calls  sync.WaitGroup
+
+	createOnly createOnly // the verdict of VerifyCreateOnly
 }
 
 var _ Backend = (*Bucket)(nil)
@@ -133,6 +135,13 @@ func (b *Bucket) Run(ctx context.Context, op, name string, fn func(ctx context.C
 // caller may reuse it at once. For that, Put waits for a read of body in
 // progress, so body's ReadAt must not block indefinitely.
 func (b *Bucket) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+	return b.put(ctx, name, body, size, b.d.Put)
+}
+
+// put runs a Put of the driver's, the checks and the body's handling
+// around it.
+func (b *Bucket) put(ctx context.Context, name string, body io.ReaderAt, size int64,
+	putFn func(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error) error {
 	const op = "put"
 	switch {
 	case CheckObjectName(name) != nil:
@@ -149,7 +158,7 @@ func (b *Bucket) Put(ctx context.Context, name string, body io.ReaderAt, size in
 	defer done()
 	start := time.Now()
 	bd := driver.NewBody(body, size)
-	err = b.d.Put(ctx, &runner{b: b, op: op, body: bd}, name, bd, size)
+	err = putFn(ctx, &runner{b: b, op: op, body: bd}, name, bd, size)
 	bd.Close() // a transport that reads on gets an error, not the caller's bytes
 	if berr := bd.Err(); err != nil && berr != nil {
 		if be := (*bodyError)(nil); !errors.As(err, &be) {

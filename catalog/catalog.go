@@ -156,6 +156,12 @@ type Member struct {
 // generation restores the latest complete checkpoint (or cfg.RestoreFrom)
 // and fences every older one. The member's Restore then names the parts to
 // restore.
+//
+// Before it reads or writes the catalog, Join checks that b refuses a Put
+// of an existing name on every path its Puts take, since the fencing
+// rests on it ([backends.VerifyCreateOnly], once per backends.Bucket in a
+// process): a store that ignores conditional writes fails Join with an
+// error that wraps [backends.ErrCreateOnlyIgnored].
 func Join(ctx context.Context, b backends.Backend, cfg Config) (*Member, error) {
 	return join(ctx, b, cfg, true)
 }
@@ -177,6 +183,16 @@ func join(ctx context.Context, b backends.Backend, cfg Config, mayStart bool) (*
 		return nil, err
 	}
 	c := &reader{b: b, prefix: objname.JobPrefix(cfg.JobID)}
+	// The fencing rests on create-only puts: a store that ignores them
+	// on any path is refused before anything is written (once per
+	// backends.Bucket and process; see backends.VerifyCreateOnly).
+	probe, err := objname.NewCreateOnlyProbe(c.prefix)
+	if err != nil {
+		return nil, err
+	}
+	if err := backends.VerifyCreateOnly(ctx, b, probe); err != nil {
+		return nil, fmt.Errorf("catalog: job %q: %w", cfg.JobID, err)
+	}
 	for range maxJoinRounds {
 		v, err := c.list(ctx)
 		if err != nil {

@@ -335,11 +335,12 @@ func Run(ctx context.Context, b backends.Backend, o Options) (*Report, error) {
 		case o.Keep.Has(oi.Name):
 			obj.Reason = Referenced
 			rep.Referenced.add(oi.Size)
-		case n.Kind == objname.ClockProbe:
-			// Another collection's probe: a running one's, or one left
-			// behind by a collection killed between its put and its
-			// delete. Deleted once old by both clocks (a random-UUID
-			// probe of an older version by its modification time).
+		case n.Kind == objname.ClockProbe || n.Kind == objname.CreateOnlyProbe:
+			// Another collection's clock probe, or a catalog's check of
+			// create-only puts: a running one's, or one left behind by a
+			// process killed between its put and its delete. Deleted once
+			// old by both clocks (a random-UUID clock probe of an older
+			// version by its modification time).
 			if young(oi.ModTime) || !obj.NameTime.IsZero() && young(obj.NameTime) {
 				obj.Reason = Young
 				rep.Young.add(oi.Size)

@@ -95,6 +95,9 @@ func (d *ConditionStore) PutMultipart(ctx context.Context, rt driver.Runner, nam
 	return d.put(ctx, rt, "multipart", d.conditions != HonourConditions, name, body, size)
 }
 
+// MinMultipartSize is 1: any size may go up as a multipart upload.
+func (d *ConditionStore) MinMultipartSize() int64 { return 1 }
+
 func (d *ConditionStore) put(ctx context.Context, rt driver.Runner, path string, ignore bool, name string, body *driver.Body, size int64) error {
 	return rt.Do(ctx, size, func(ctx context.Context) error {
 		data, err := body.Bytes(0, size)

@@ -471,3 +471,8 @@ func (st *memStore) names() []string {
 	sort.Strings(out)
 	return out
 }
+
+// VerifyCreateOnly returns nil: the simulated store refuses a Put of an
+// existing name by construction, so the catalog's check of create-only
+// puts (backends.VerifyCreateOnly) sends it nothing and draws no fault.
+func (b *backend) VerifyCreateOnly(context.Context, string) error { return nil }

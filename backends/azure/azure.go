@@ -243,6 +243,22 @@ func (d *bucket) Location(name string) string {
 // Put stores size bytes of body under name, never replacing a blob; see the
 // package documentation for how.
 func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	return d.put(ctx, rt, name, body, size, size > d.partSize)
+}
+
+// PutMultipart stores body as staged blocks and a block list committed,
+// in one block up to the part size: the path of the Puts above it, for the
+// check of create-only (backends.VerifyCreateOnly).
+func (d *bucket) PutMultipart(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	return d.put(ctx, rt, name, body, size, true)
+}
+
+// MinMultipartSize is 1: a block may be of any size.
+func (d *bucket) MinMultipartSize() int64 { return 1 }
+
+// put stores body in one Put Blob request, or as staged blocks and a
+// committed block list.
+func (d *bucket) put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64, staged bool) error {
 	if size > d.partSize*MaxBlocks {
 		return fmt.Errorf("size %d is over %d blocks of the part size %d", size, MaxBlocks, d.partSize)
 	}
@@ -256,7 +272,7 @@ func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *d
 			return d.explain(err)
 		}
 	}
-	if size <= d.partSize {
+	if !staged {
 		data, err := body.Bytes(0, size)
 		if err != nil {
 			return err

@@ -202,10 +202,15 @@ func (c Code) String() string {
 // honour a create-only condition, so the portable layer's check of
 // create-only (backends.VerifyCreateOnly) tests both paths.
 //
-// PutMultipart stores size bytes of body under name on the multipart path
-// whatever the size, in one part (the last part of an upload may be of any
-// size, so one part is allowed at any size): create-only and atomic, with
-// the same errors and the same handling of a lost answer as Put.
+// PutMultipart stores size bytes of body under name on the multipart path,
+// in as few parts as the service allows (the last part of an S3 upload or
+// an Azure block may be of any size, so one part of a few bytes is
+// allowed): create-only and atomic, with the same errors and the same
+// handling of a lost answer as Put. MinMultipartSize is the smallest size
+// that PutMultipart sends on that path: 1 where any size goes, more where
+// a client sends smaller bodies in one request whatever it is asked (the
+// GCS client does so up to its smallest chunk).
 type MultipartPutter interface {
 	PutMultipart(ctx context.Context, rt Runner, name string, body *Body, size int64) error
+	MinMultipartSize() int64
 }

@@ -268,7 +268,7 @@ func (d *bucket) object(name string) *storage.ObjectHandle {
 // than the part size; see the package documentation.
 func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
 	if size > d.cfg.PartSize {
-		return d.missing(ctx, d.putResumable(ctx, name, body, size))
+		return d.missing(ctx, d.putResumable(ctx, name, body, size, d.cfg.PartSize))
 	}
 	// A small object is read whole first, so that a short or failing body
 	// is found before anything is sent, and its CRC32C goes with it: the
@@ -292,10 +292,21 @@ func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *d
 	return d.missing(ctx, err)
 }
 
-// putResumable uploads in chunks of the part size; the client retries the
+// PutMultipart stores body as a resumable upload in chunks of the
+// smallest chunk size: the path of the Puts above the part size, for the
+// check of create-only (backends.VerifyCreateOnly).
+func (d *bucket) PutMultipart(ctx context.Context, _ driver.Runner, name string, body *driver.Body, size int64) error {
+	return d.missing(ctx, d.putResumable(ctx, name, body, size, MinPartSize))
+}
+
+// MinMultipartSize is one byte more than [MinPartSize]: the client sends
+// a body of at most one chunk in one request, whatever its chunk size.
+func (d *bucket) MinMultipartSize() int64 { return MinPartSize + 1 }
+
+// putResumable uploads in chunks of chunkSize bytes; the client retries the
 // session's start and each chunk (see the package documentation), so the
 // upload is not sent through the portable layer's runner.
-func (d *bucket) putResumable(ctx context.Context, name string, body *driver.Body, size int64) error {
+func (d *bucket) putResumable(ctx context.Context, name string, body *driver.Body, size, chunkSize int64) error {
 	p := d.cfg.Request
 	// The client retries an upload's requests until the chunk's retry
 	// deadline, whatever its maximum of attempts: the failures in a row
@@ -317,12 +328,12 @@ func (d *bucket) putResumable(ctx context.Context, name string, body *driver.Bod
 		// for an endpoint also bounds each answer's wait by the response
 		// timeout; a client built for Application Default Credentials
 		// relies on this bound for the start of the session.)
-		chunks := (size + d.cfg.PartSize - 1) / d.cfg.PartSize
+		chunks := (size + chunkSize - 1) / chunkSize
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(chunks+1)*d.chunkRetryDeadline())
 		defer cancel()
 	}
-	return d.write(ctx, o, body.Section(0, size), int(d.cfg.PartSize), nil, func(int64) { failed.Store(0) })
+	return d.write(ctx, o, body.Section(0, size), int(chunkSize), nil, func(int64) { failed.Store(0) })
 }
 
 // chunkRetryDeadline is the time one chunk may take, all its attempts

@@ -305,6 +305,17 @@ func (d *bucket) putSingle(ctx context.Context, rt driver.Runner, name string, b
 	return d.settle(ctx, rt, key, id, body, attempts, err)
 }
 
+// PutMultipart stores body as a multipart upload, in one part up to the
+// part size: the path of the Puts above it, for the check of create-only
+// (backends.VerifyCreateOnly).
+func (d *bucket) PutMultipart(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	return d.putMultipart(ctx, rt, name, body, size)
+}
+
+// MinMultipartSize is 1: S3's last part, and so a single one, may be of
+// any size.
+func (d *bucket) MinMultipartSize() int64 { return 1 }
+
 func (d *bucket) putMultipart(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) (err error) {
 	key := d.key(name)
 	partSize := max(d.partSize, (size+maxParts-1)/maxParts)

@@ -44,6 +44,11 @@ const (
 	// with a dot, so it is no log or snapshot name, and every backend's
 	// name rules allow it.
 	ClockProbePrefix = ".gc-clock-"
+	// CreateOnlyProbePrefix starts the base name of the object of the
+	// check of create-only puts (backends.VerifyCreateOnly) that the
+	// catalog runs before it trusts a store. Like gc's clock probe, it
+	// is no log or snapshot name.
+	CreateOnlyProbePrefix = ".create-only-"
 )
 
 // uuidLen is the length of a UUID's canonical form.
@@ -59,6 +64,7 @@ const (
 	Snapshot                 // PREFIX/statestore/OPERATOR/UUIDv7.snap
 	ClockProbe               // PREFIX/.gc-clock-UUIDv7 (or a random UUID, as written before)
 	SnapshotFile             // PREFIX/statestore/OPERATOR/UUIDv7.sst
+	CreateOnlyProbe          // PREFIX/.create-only-UUIDv7
 )
 
 // String returns "log", "snapshot", "clock probe", "snapshot file" or
@@ -73,6 +79,8 @@ func (k Kind) String() string {
 		return "clock probe"
 	case SnapshotFile:
 		return "snapshot file"
+	case CreateOnlyProbe:
+		return "create-only probe"
 	default:
 		return "other"
 	}
@@ -153,6 +161,18 @@ func NewClockProbe(prefix string) (string, error) {
 	return Format(prefix, Name{Kind: ClockProbe, ID: id})
 }
 
+// NewCreateOnlyProbe returns a new name of the create-only check's object
+// under prefix: a UUIDv7, whose random bits keep the probes of concurrent
+// processes apart and whose time lets a collection tell a probe left
+// behind (by a process killed during its check) from a running one's.
+func NewCreateOnlyProbe(prefix string) (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("objname: new create-only probe name: %w", err)
+	}
+	return Format(prefix, Name{Kind: CreateOnlyProbe, ID: id})
+}
+
 // Format returns n's object name under prefix; [Parse] reads it back. It
 // fails for the kind Other, for a log or snapshot ID that is no UUIDv7,
 // and for a snapshot's operator that is empty or holds a "/".
@@ -175,6 +195,11 @@ func Format(prefix string, n Name) (string, error) {
 		return SnapshotPrefix(prefix, n.Operator) + n.ID.String() + suffix, nil
 	case ClockProbe:
 		return prefix + ClockProbePrefix + n.ID.String(), nil
+	case CreateOnlyProbe:
+		if v := n.ID.Version(); v != 7 {
+			return "", fmt.Errorf("objname: a %s name needs a UUIDv7, %s is version %d", n.Kind, n.ID, v)
+		}
+		return prefix + CreateOnlyProbePrefix + n.ID.String(), nil
 	default:
 		return "", fmt.Errorf("objname: no name of the kind %s", n.Kind)
 	}
@@ -200,6 +225,12 @@ func Parse(prefix, name string) Name {
 	if base, ok := strings.CutPrefix(rest, ClockProbePrefix); ok {
 		if id, ok := parseID(base); ok {
 			return Name{Kind: ClockProbe, ID: id}
+		}
+		return Name{}
+	}
+	if base, ok := strings.CutPrefix(rest, CreateOnlyProbePrefix); ok {
+		if id, ok := parseID(base); ok && id.Version() == 7 {
+			return Name{Kind: CreateOnlyProbe, ID: id}
 		}
 		return Name{}
 	}

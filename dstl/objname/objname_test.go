@@ -41,6 +41,8 @@ func TestParse(t *testing.T) {
 		{"job/", "job/statestore/" + v7 + ".sst", Name{}},
 		{"job/", "job/.gc-clock-" + v4, Name{Kind: ClockProbe, ID: id4}},
 		{"job/", "job/.gc-clock-" + v7, Name{Kind: ClockProbe, ID: id7}},
+		{"job/", "job/.create-only-" + v7, Name{Kind: CreateOnlyProbe, ID: id7}},
+		{"job/", "job/.create-only-" + v4, Name{}}, // a create-only probe is named by a UUIDv7
 
 		{"job/", "other/" + v7 + ".dstl", Name{}},        // outside the prefix
 		{"job/", "jobs/" + v7 + ".dstl", Name{}},         // outside the prefix
@@ -107,6 +109,7 @@ func TestNew(t *testing.T) {
 		{Snapshot, func() (string, error) { return NewSnapshot("job/", "op-1") }, "op-1", "job/statestore/op-1/"},
 		{SnapshotFile, func() (string, error) { return NewSnapshotFile("job/", "op-1") }, "op-1", "job/statestore/op-1/"},
 		{ClockProbe, func() (string, error) { return NewClockProbe("job/") }, "", "job/"},
+		{CreateOnlyProbe, func() (string, error) { return NewCreateOnlyProbe("job/") }, "", "job/"},
 	}
 	for _, tt := range tests {
 		before := time.Now().Truncate(time.Millisecond)
@@ -172,7 +175,7 @@ func TestFormatRefuses(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
-	for k, want := range map[Kind]string{Other: "other", Log: "log", Snapshot: "snapshot", ClockProbe: "clock probe", SnapshotFile: "snapshot file", 42: "other"} {
+	for k, want := range map[Kind]string{Other: "other", Log: "log", Snapshot: "snapshot", ClockProbe: "clock probe", SnapshotFile: "snapshot file", CreateOnlyProbe: "create-only probe", 42: "other"} {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, want)
 		}

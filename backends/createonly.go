@@ -1,0 +1,194 @@
+package backends
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dstlgo/dstl/backends/driver"
+)
+
+// ErrCreateOnlyIgnored is wrapped by the error of [VerifyCreateOnly] for
+// a store that let a Put replace an existing object: a store that ignores
+// conditional writes (If-None-Match: * on S3 and Azure, the DoesNotExist
+// precondition on GCS) on one of the paths its Puts take. Code that
+// relies on create-only Puts, such as the checkpoint catalog's fencing,
+// must not use such a store.
+var ErrCreateOnlyIgnored = errors.New("store ignores create-only puts")
+
+// CreateOnlyVerifier is a [Backend] that checks by itself that it refuses
+// a Put of an existing name; [VerifyCreateOnly] calls it. [Bucket] is one.
+// A backend of another kind may implement it, to probe its own paths or
+// to say that it needs no probe (an in-memory store that refuses existing
+// names by construction).
+type CreateOnlyVerifier interface {
+	// VerifyCreateOnly checks create-only with name as the probe's
+	// object; see [VerifyCreateOnly].
+	VerifyCreateOnly(ctx context.Context, name string) error
+}
+
+// ProbeRequests is the most requests one probe of [VerifyCreateOnly]
+// sends to a store that honours create-only: a Put that creates the probe
+// object, a single-request Put of the same name that must fail, for a
+// driver with a multipart path a one-part multipart upload of the same
+// name that must fail too (on S3 three requests: create, upload of the
+// part, completion; on Azure two: a block staged and the block list
+// committed; on GCS the start of a resumable session and two chunks), and
+// the Delete of the probe object.
+const ProbeRequests = 7
+
+// VerifyCreateOnly checks that b refuses a Put of an existing name on
+// every path its Puts take: it puts name, then puts name again in one
+// request and, where b is a [Bucket] whose driver has a multipart path
+// ([driver.MultipartPutter]), as a one-part multipart upload, each of
+// which must fail with [ErrExists]; then it deletes name. The name must
+// be one that nothing else writes (a random one under the caller's
+// prefix): a process killed during the probe leaves the object behind.
+//
+// A store that let either Put through fails the check with an error that
+// wraps [ErrCreateOnlyIgnored], names the store and the path that ignored
+// the condition, and says what to do. Other errors (a store that cannot
+// be reached) are returned as they are.
+//
+// A Backend that implements [CreateOnlyVerifier] checks itself. Otherwise,
+// when b is a Bucket or wraps one (through an Unwrap() Backend method,
+// such as the request-counting wrapper's), the probe's Puts of one request
+// and its Delete go through b, its multipart upload to the Bucket (which
+// has the path), and the verdict is kept in that Bucket: a process probes each
+// Bucket once, however many times it is asked, and asks again only after
+// an error that is no verdict (a store that did not answer). A backend of
+// another kind is probed on every call, on its one path.
+func VerifyCreateOnly(ctx context.Context, b Backend, name string) error {
+	if v, ok := b.(CreateOnlyVerifier); ok {
+		return v.VerifyCreateOnly(ctx, name)
+	}
+	if bk := bucketOf(b); bk != nil {
+		return bk.verifyCreateOnly(ctx, b, name)
+	}
+	return probeCreateOnly(ctx, b, nil, "backend", name)
+}
+
+// VerifyCreateOnly checks that the bucket refuses a Put of an existing
+// name on every path its Puts take, once per Bucket; see the function
+// [VerifyCreateOnly].
+func (b *Bucket) VerifyCreateOnly(ctx context.Context, name string) error {
+	return b.verifyCreateOnly(ctx, b, name)
+}
+
+// createOnly is a Bucket's verdict of [VerifyCreateOnly].
+type createOnly struct {
+	mu      sync.Mutex // held during a probe: one probe at a time
+	checked bool
+	err     error // the verdict: nil, or an error wrapping ErrCreateOnlyIgnored
+}
+
+func (b *Bucket) verifyCreateOnly(ctx context.Context, via Backend, name string) error {
+	c := &b.createOnly
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.checked {
+		return c.err
+	}
+	err := probeCreateOnly(ctx, via, b, b.id, name)
+	if err == nil || errors.Is(err, ErrCreateOnlyIgnored) {
+		c.checked, c.err = true, err
+	}
+	return err
+}
+
+// bucketOf returns the Bucket that b is or wraps, or nil.
+func bucketOf(b Backend) *Bucket {
+	for range 16 {
+		switch t := b.(type) {
+		case *Bucket:
+			return t
+		case interface{ Unwrap() Backend }:
+			b = t.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// probeCreateOnly runs the probe of VerifyCreateOnly through b; parts,
+// when not nil, is the Bucket whose multipart path is tried too.
+func probeCreateOnly(ctx context.Context, b Backend, parts *Bucket, id, name string) (err error) {
+	first := []byte("dstl create-only probe: the first put of this name\n")
+	if err := b.Put(ctx, name, bytes.NewReader(first), int64(len(first))); err != nil {
+		return fmt.Errorf("%s: check create-only puts: put the probe object: %w", id, err)
+	}
+	defer func() {
+		// The probe object goes, whatever the verdict; a failed delete
+		// leaves it for the garbage collector and fails the check only
+		// when nothing else did.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if derr := b.Delete(dctx, name); derr != nil && err == nil {
+			err = fmt.Errorf("%s: check create-only puts: delete the probe object: %w", id, derr)
+		}
+	}()
+	where := ""
+	if parts != nil {
+		where = parts.d.Location(name)
+	}
+	ignored := func(path string) error {
+		return fmt.Errorf("%w: %s at %s let %s replace the existing object %q; "+
+			"the catalog's fencing needs conditional writes (If-None-Match: * on S3 and Azure, a DoesNotExist precondition on GCS): "+
+			"use a release of the store that honours them on every path (see docs/STORES.md)",
+			ErrCreateOnlyIgnored, id, cmp.Or(where, "the backend"), path, name)
+	}
+	second := []byte("dstl create-only probe: a second put, which the store must refuse\n")
+	switch err := b.Put(ctx, name, bytes.NewReader(second), int64(len(second))); {
+	case err == nil:
+		return ignored("a single-request put")
+	case !errors.Is(err, ErrExists):
+		return fmt.Errorf("%s: check create-only puts: a put over the probe object failed with another error than %v: %w", id, ErrExists, err)
+	}
+	if parts == nil {
+		return nil
+	}
+	mp, ok := parts.d.(driver.MultipartPutter)
+	if !ok {
+		return nil
+	}
+	size := max(mp.MinMultipartSize(), 1)
+	third := probeBody(size)
+	switch err := parts.PutMultipart(ctx, name, third, size); {
+	case err == nil:
+		return ignored("the completion of a multipart upload")
+	case !errors.Is(err, ErrExists):
+		return fmt.Errorf("%s: check create-only puts: a multipart upload over the probe object failed with another error than %v: %w", id, ErrExists, err)
+	}
+	return nil
+}
+
+// probeBody returns size bytes of a repeated line.
+func probeBody(size int64) io.ReaderAt {
+	const line = "dstl create-only probe: a multipart upload, which the store must refuse\n"
+	return strings.NewReader(strings.Repeat(line, int(size)/len(line)+1)[:size])
+}
+
+// PutMultipart stores size bytes of body under name as a multipart upload
+// in as few parts as the service allows, whatever its size, where the
+// driver has a multipart path ([driver.MultipartPutter]); it fails with
+// [errors.ErrUnsupported] where it has none. Otherwise it is [Bucket.Put]:
+// create-only and atomic, with the same checks and errors. Its size must
+// be at least the driver's MinMultipartSize. It serves
+// [VerifyCreateOnly] and tests of that path.
+func (b *Bucket) PutMultipart(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+	mp, ok := b.d.(driver.MultipartPutter)
+	if !ok {
+		return NewError("put", b.id, name, fmt.Errorf("a multipart put: %w", errors.ErrUnsupported))
+	}
+	if min := mp.MinMultipartSize(); size < min {
+		return NewError("put", b.id, name, fmt.Errorf("a multipart put of %d bytes: the driver's multipart path takes at least %d", size, min))
+	}
+	return b.put(ctx, name, body, size, mp.PutMultipart)
+}
