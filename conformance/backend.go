@@ -30,7 +30,8 @@ type Option func(*suite)
 // WithPartSize tells the suite the backend's part size: the size above
 // which a Put goes up in parts (S3 multipart parts, GCS resumable chunks,
 // Azure staged blocks). The large-object case puts an object of three and a
-// half parts. The default is [DefaultPartSize].
+// half parts; PutExistingMultipart and ConcurrentMultipart put bodies of
+// one part and a half. The default is [DefaultPartSize].
 func WithPartSize(n int64) Option { return func(s *suite) { s.partSize = n } }
 
 // WithLocalRecovery runs the storages of [TestEngine] with the local
@@ -69,6 +70,7 @@ func TestBackend(t *testing.T, open Harness, opts ...Option) {
 		{"GetHugeLength", (*suite).testGetHugeLength},
 		{"PutUsesSize", (*suite).testPutUsesSize},
 		{"PutExisting", (*suite).testPutExisting},
+		{"PutExistingMultipart", (*suite).testPutExistingMultipart},
 		{"PutFailureLeavesNothing", (*suite).testPutFailureLeavesNothing},
 		{"PutInvalidArguments", (*suite).testPutInvalidArguments},
 		{"InvalidNames", (*suite).testInvalidNames},
@@ -81,6 +83,7 @@ func TestBackend(t *testing.T, open Harness, opts ...Option) {
 		{"CancelledContext", (*suite).testCancelledContext},
 		{"ReaderHonoursContext", (*suite).testReaderHonoursContext},
 		{"Concurrent", (*suite).testConcurrent},
+		{"ConcurrentMultipart", (*suite).testConcurrentMultipart},
 		{"Closed", (*suite).testClosed},
 	}, opts...)
 }
@@ -263,6 +266,111 @@ func (s *suite) testPutExisting(t *testing.T) {
 	if got := listInfo(t, b, ""); len(got) != 1 || got[0].Name != "a/obj" || got[0].Size != int64(len("original")) {
 		t.Fatalf("List = %+v, want the original a/obj only", got)
 	}
+}
+
+// multipartSize is the size of the bodies of the cases that put existing
+// names, or race for one, above the part size: one part and a half, so
+// that a backend uploads them in parts.
+func (s *suite) multipartSize() int64 { return s.partSize + s.partSize/2 }
+
+// body returns size bytes that differ from those of every other seed at
+// the first byte, and from those of a shift of any seed's bytes.
+func body(seed int, size int64) []byte {
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(seed*17 + i*7 + i>>13)
+	}
+	return data
+}
+
+// checkObject checks that name reads back as want, whole, and is listed
+// with its size.
+func checkObject(t *testing.T, b backends.Backend, name string, want []byte) {
+	t.Helper()
+	got, err := Read(t.Context(), b, name, 0, -1)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", name, err)
+	}
+	if !bytes.Equal([]byte(got), want) {
+		t.Fatalf("Get(%q) read back %d bytes that differ from the %d of the Put that created it", name, len(got), len(want))
+	}
+	if infos := listInfo(t, b, name); len(infos) != 1 || infos[0].Name != name || infos[0].Size != int64(len(want)) {
+		t.Fatalf("List(%q) = %+v, want %q of %d bytes only", name, infos, name, len(want))
+	}
+}
+
+// testPutExistingMultipart: a Put of an existing name fails with
+// ErrExists and leaves the object whole on every path a Put takes: a
+// body above the part size over a small object and over a large one,
+// and a small body over a large object.
+func (s *suite) testPutExistingMultipart(t *testing.T) {
+	large := s.multipartSize()
+	for _, tc := range []struct {
+		name          string
+		first, second int64
+	}{
+		{"large over small", 100, large},
+		{"large over large", large, large},
+		{"small over large", large, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := s.backend(t)
+			const name = "big/obj"
+			first, second := body(1, tc.first), body(2, tc.second)
+			if err := b.Put(t.Context(), name, bytes.NewReader(first), tc.first); err != nil {
+				t.Fatalf("Put of %d bytes: %v", tc.first, err)
+			}
+			err := b.Put(t.Context(), name, bytes.NewReader(second), tc.second)
+			s.checkErr(t, err, "put", name, backends.ErrExists)
+			checkObject(t, b, name, first)
+		})
+	}
+}
+
+// concurrentPuts is how many Puts above the part size race for one name
+// in testConcurrentMultipart.
+const concurrentPuts = 6
+
+// testConcurrentMultipart: of Puts above the part size racing for one
+// name, each with a body of its own, exactly one succeeds, the others
+// fail with ErrExists, and the object holds the winner's body.
+func (s *suite) testConcurrentMultipart(t *testing.T) {
+	b := s.backend(t)
+	const name = "race/large"
+	size := s.multipartSize()
+	bodies := make([][]byte, concurrentPuts)
+	for i := range bodies {
+		bodies[i] = body(i+1, size)
+	}
+	errs := make([]error, concurrentPuts)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range concurrentPuts {
+		wg.Go(func() {
+			<-start
+			errs[i] = b.Put(t.Context(), name, bytes.NewReader(bodies[i]), size)
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	var won []int
+	for i, err := range errs {
+		if err == nil {
+			winner = i
+			won = append(won, i)
+			continue
+		}
+		if !errors.Is(err, backends.ErrExists) {
+			t.Errorf("Put %d: %v, want success or %v", i, err, backends.ErrExists)
+			continue
+		}
+		s.checkErr(t, err, "put", name, backends.ErrExists)
+	}
+	if len(won) != 1 {
+		t.Fatalf("%d of %d Puts of %d bytes to one name succeeded (%v), want exactly one", len(won), concurrentPuts, size, won)
+	}
+	checkObject(t, b, name, bodies[winner])
 }
 
 // cancellingBody cancels a context once a read reaches past offset at.

@@ -9,7 +9,17 @@
 // concurrent use, and errors that are *[backends.Error] values naming
 // the operation, the backend and the object, and a large object of three
 // and a half parts read back whole and across every part boundary (give the
-// backend's part size with [WithPartSize]). With [WithRawPut], it also
+// backend's part size with [WithPartSize]). The refusal of an existing
+// name is checked on every path a Put takes: PutExistingMultipart puts a
+// body of one part and a half over a small object and over a large one,
+// and a small body over a large object, and each Put fails with
+// [backends.ErrExists] and leaves the first object whole (read back and
+// listed with its size); ConcurrentMultipart races six Puts of one part
+// and a half, each with a body of its own, for one name, and exactly one
+// succeeds, the others fail with [backends.ErrExists], and the object
+// holds the winner's body. These catch a store that honours If-None-Match
+// on a single-request upload but not on the completion of a multipart one
+// (dstltest.NewConditionStore makes such a store). With [WithRawPut], it also
 // checks that List skips objects whose names no Put can write ("dir/",
 // "a//b", written by other tools). Each case runs as a subtest on a backend
 // of its own.
@@ -93,8 +103,9 @@
 //     segment that starts with a dot, and they never store both a name and
 //     a name below it ("a" and "a/b"), which a filesystem cannot hold. The
 //     engine names its objects "<UUIDv7>.dstl".
-//   - The largest body is 3 MiB, sent by Puts that are made to fail; the
-//     engine's objects are smaller.
+//   - The largest bodies are the large object's three and a half parts and
+//     the 3 MiB of the Puts that are made to fail; six Puts of one part and
+//     a half each run at once. The engine's objects are smaller.
 //   - The modification times a List reports lie within a few seconds of the
 //     clock of the machine that runs the tests.
 //   - A Delete, or a Put, is seen by the Gets and Lists that follow it. To
