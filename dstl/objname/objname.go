@@ -59,12 +59,12 @@ type Kind uint8
 
 // The kinds of object names.
 const (
-	Other        Kind = iota // not a name of this scheme
-	Log                      // PREFIX/UUIDv7.dstl
-	Snapshot                 // PREFIX/statestore/OPERATOR/UUIDv7.snap
-	ClockProbe               // PREFIX/.gc-clock-UUIDv7 (or a random UUID, as written before)
-	SnapshotFile             // PREFIX/statestore/OPERATOR/UUIDv7.sst
-	CreateOnlyProbe          // PREFIX/.create-only-UUIDv7
+	Other           Kind = iota // not a name of this scheme
+	Log                         // PREFIX/UUIDv7.dstl
+	Snapshot                    // PREFIX/statestore/OPERATOR/UUIDv7.snap
+	ClockProbe                  // PREFIX/.gc-clock-UUIDv7 (or a random UUID, as written before)
+	SnapshotFile                // PREFIX/statestore/OPERATOR/UUIDv7.sst
+	CreateOnlyProbe             // PREFIX/.create-only-UUIDv7
 )
 
 // String returns "log", "snapshot", "clock probe", "snapshot file" or
