@@ -33,14 +33,15 @@ type CreateOnlyVerifier interface {
 	VerifyCreateOnly(ctx context.Context, name string) error
 }
 
-// ProbeRequests is the most requests one probe of [VerifyCreateOnly]
+// ProbeRequests is the most requests one check of [VerifyCreateOnly]
 // sends to a store that honours create-only: a Put that creates the probe
-// object, a single-request Put of the same name that must fail, for a
-// driver with a multipart path a one-part multipart upload of the same
-// name that must fail too (on S3 three requests: create, upload of the
-// part, completion; on Azure two: a block staged and the block list
-// committed; on GCS the start of a resumable session and two chunks), and
-// the Delete of the probe object.
+// object, a single-request Put of the same name that the store refuses,
+// for a driver with a multipart path a multipart upload of the same name
+// whose completion the store refuses (on S3 four requests: the upload's
+// creation, its one part, the refused completion and the abort; on Azure
+// two: a staged block and the refused block list; on GCS the start of a
+// resumable session and its chunks), and the Delete of the probe object.
+// Retries of requests that failed come on top.
 const ProbeRequests = 7
 
 // VerifyCreateOnly checks that b refuses a Put of an existing name on
@@ -102,12 +103,14 @@ func (b *Bucket) verifyCreateOnly(ctx context.Context, via Backend, name string)
 	return err
 }
 
+func (b *Bucket) portable() *Bucket { return b }
+
 // bucketOf returns the Bucket that b is or wraps, or nil.
 func bucketOf(b Backend) *Bucket {
 	for range 16 {
 		switch t := b.(type) {
-		case *Bucket:
-			return t
+		case interface{ portable() *Bucket }: // a Bucket, or a type that embeds one
+			return t.portable()
 		case interface{ Unwrap() Backend }:
 			b = t.Unwrap()
 		default:

@@ -122,3 +122,20 @@ func listNames(t *testing.T, b backends.Backend) []string {
 	}
 	return names
 }
+
+// TestVerifyCreateOnlyEmbedded: a backend package's type that embeds the
+// Bucket, wrapped by counting, keeps its verdict in the Bucket.
+func TestVerifyCreateOnlyEmbedded(t *testing.T) {
+	type pkgBackend struct{ *backends.Bucket }
+	b := dstltest.NewConditionStore(dstltest.HonourConditions, 1<<20)
+	defer b.Close()
+	c := counting.New(pkgBackend{b})
+	for range 3 {
+		if err := backends.VerifyCreateOnly(t.Context(), c, "probe"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.Stats().Puts; got != 2 {
+		t.Fatalf("three checks sent %d Puts through the wrapper, want one check's 2", got)
+	}
+}
