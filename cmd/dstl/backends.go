@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/dstlgo/dstl/backends/gocloud"
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/backends/s3"
+	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 // backendDoc is what "dstl backends" says of a backend beyond the
@@ -70,15 +72,32 @@ type backendReport struct {
 	backendDoc
 }
 
-func runBackends(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("backends", "[--json]", `Lists the registered backends: the identifier that the storage option (or
+func runBackends(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("backends", "[--json] [--check BASE_PATH [--storage ID]]", `Lists the registered backends: the identifier that the storage option (or
 --storage) names, the URL schemes of the base paths each serves, the form of
 its base path, where its credentials come from, and the query parameters its
 base path URL takes. Unknown or repeated query parameters are rejected;
-sizes take KiB/MiB/GiB or bytes, durations Go's syntax (30s, 1m).`, stderr)
+sizes take KiB/MiB/GiB or bytes, durations Go's syntax (30s, 1m).
+
+With --check, it checks instead that the store at BASE_PATH refuses a put of
+an existing name on every path its puts take, as the checkpoint catalog does
+before it trusts a store: it puts a probe object (BASE_PATH/.create-only-UUID),
+puts it again in one request and as a one-part multipart upload, both of which
+the store must refuse, and deletes it (at most 7 requests; docs/STORES.md).
+Exit status 0 when the store honours create-only, 1 when it ignores it, 3 when
+the check could not run.`, stderr)
 	jsonOut := fs.Bool("json", false, "print a JSON report on stdout")
+	check := fs.String("check", "", "check that the store at `BASE_PATH` honours create-only puts")
+	storage := fs.String("storage", "", "backend `ID` for --check (default: chosen by the base path's scheme)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	if *check != "" {
+		return checkCreateOnly(ctx, *storage, *check, *jsonOut, stdout, stderr)
+	}
+	if *storage != "" {
+		fmt.Fprintln(stderr, "dstl backends: --storage is for --check")
+		return exitUsage
 	}
 	var reps []backendReport
 	for _, b := range backends.Backends() {
@@ -114,5 +133,53 @@ sizes take KiB/MiB/GiB or bytes, durations Go's syntax (30s, 1m).`, stderr)
 		}
 		tw.Flush()
 	}
+	return exitOK
+}
+
+// createOnlyReport is the outcome of "dstl backends --check".
+type createOnlyReport struct {
+	BasePath   string `json:"base_path"`
+	Backend    string `json:"backend"`
+	CreateOnly bool   `json:"create_only"`
+	Error      string `json:"error,omitempty"`
+}
+
+// checkCreateOnly runs backends.VerifyCreateOnly on the store at base.
+func checkCreateOnly(ctx context.Context, storage, base string, jsonOut bool, stdout, stderr io.Writer) int {
+	b, id, err := backends.Open(ctx, storage, base)
+	if err != nil {
+		fmt.Fprintf(stderr, "dstl backends: %v\n", err)
+		if errors.Is(err, backends.ErrInvalidConfig) || errors.Is(err, backends.ErrUnknownBackend) {
+			return exitUsage
+		}
+		return exitRuntime
+	}
+	defer b.Close()
+	name, err := objname.NewCreateOnlyProbe("")
+	if err == nil {
+		err = backends.VerifyCreateOnly(ctx, b, name)
+	}
+	rep := createOnlyReport{BasePath: backends.RedactURL(base), Backend: id, CreateOnly: err == nil}
+	code := exitOK
+	switch {
+	case errors.Is(err, backends.ErrCreateOnlyIgnored):
+		code = exitFailed
+	case err != nil:
+		code = exitRuntime
+	}
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	if jsonOut {
+		if c := writeJSON(stdout, stderr, rep); c != exitOK {
+			return c
+		}
+		return code
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dstl backends --check: %v\n", err)
+		return code
+	}
+	fmt.Fprintf(stdout, "%s (%s): honours create-only puts on every path its puts take\n", rep.BasePath, id)
 	return exitOK
 }

@@ -139,3 +139,27 @@ func TestBench(t *testing.T) {
 		}
 	}
 }
+
+// TestBackendsCheck: "dstl backends --check" runs the create-only check
+// on a store, leaving nothing, and says so; --storage goes with --check.
+func TestBackendsCheck(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, "backends", "--check", dir)
+	if code != exitOK || !strings.Contains(out, "honours create-only puts") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, "backends", "--check", dir, "--json")
+	var rep createOnlyReport
+	if err := json.Unmarshal([]byte(out), &rep); code != exitOK || err != nil || !rep.CreateOnly || rep.Backend != "local" {
+		t.Fatalf("exit %d, %v: %s", code, err, out)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("the check left %d entries in %s", len(left), dir)
+	}
+	if code, _, errOut := runCLI(t, "backends", "--storage", "s3"); code != exitUsage || !strings.Contains(errOut, "--storage is for --check") {
+		t.Fatalf("--storage alone: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "backends", "--check", "nosuch://x"); code != exitUsage {
+		t.Fatalf("unknown scheme: exit %d: %s", code, errOut)
+	}
+}
