@@ -1,6 +1,7 @@
 package collect_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -594,8 +595,8 @@ func TestRunOptions(t *testing.T) {
 func TestRunDeletesLeftoverProbes(t *testing.T) {
 	now := time.Now()
 	old, recent := now.Add(-3*time.Hour), now.Add(-time.Minute)
-	probe := func(id uuid.UUID) string {
-		name, err := objname.Format("job/", objname.Name{Kind: objname.ClockProbe, ID: id})
+	probe := func(kind objname.Kind, id uuid.UUID) string {
+		name, err := objname.Format("job/", objname.Name{Kind: kind, ID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -607,18 +608,22 @@ func TestRunDeletesLeftoverProbes(t *testing.T) {
 		mod     time.Time
 		dryRun  bool
 		deleted bool
+		kind    objname.Kind // default ClockProbe
 	}{
-		{"old", v7(t, old), old, false, true},
-		{"old, dry run", v7(t, old), old, true, false},
-		{"old random name", uuid.New(), old, false, true},
-		{"modified recently", v7(t, old), recent, false, false},
-		{"named recently", v7(t, recent), old, false, false},
-		{"random name modified recently", uuid.New(), recent, false, false},
-		{"no modification time", v7(t, old), time.Time{}, false, false},
+		{"old", v7(t, old), old, false, true, 0},
+		{"old create-only probe", v7(t, old), old, false, true, objname.CreateOnlyProbe},
+		{"create-only probe named recently", v7(t, recent), old, false, false, objname.CreateOnlyProbe},
+		{"create-only probe modified recently", v7(t, old), recent, false, false, objname.CreateOnlyProbe},
+		{"old, dry run", v7(t, old), old, true, false, 0},
+		{"old random name", uuid.New(), old, false, true, 0},
+		{"modified recently", v7(t, old), recent, false, false, 0},
+		{"named recently", v7(t, recent), old, false, false, 0},
+		{"random name modified recently", uuid.New(), recent, false, false, 0},
+		{"no modification time", v7(t, old), time.Time{}, false, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newTimedBackend()
-			left := probe(tc.id)
+			left := probe(cmp.Or(tc.kind, objname.ClockProbe), tc.id)
 			b.put(t, left, tc.mod)
 			rep, err := collect.Run(t.Context(), b, collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, DryRun: tc.dryRun})
 			if err != nil {
