@@ -57,20 +57,30 @@ const ProbeRequests = 7
 // the condition, and says what to do. Other errors (a store that cannot
 // be reached) are returned as they are.
 //
-// A Backend that implements [CreateOnlyVerifier] checks itself. Otherwise,
-// when b is a Bucket or wraps one (through an Unwrap() Backend method,
-// such as the request-counting wrapper's), the probe's Puts of one request
+// VerifyCreateOnly follows b's Unwrap() Backend methods (such as the
+// request-counting wrapper's) to the backend it wraps. When it reaches a
+// Bucket (or a backend package's type that embeds one), the probe's Puts of one request
 // and its Delete go through b, its multipart upload to the Bucket (which
 // has the path), and the verdict is kept in that Bucket: a process probes each
 // Bucket once, however many times it is asked, and asks again only after
-// an error that is no verdict (a store that did not answer). A backend of
-// another kind is probed on every call, on its one path.
+// an error that is no verdict (a store that did not answer). When it
+// reaches a backend of another kind that implements [CreateOnlyVerifier],
+// that backend checks itself. Any other backend is probed through b on
+// every call, on its one path.
 func VerifyCreateOnly(ctx context.Context, b Backend, name string) error {
-	if v, ok := b.(CreateOnlyVerifier); ok {
-		return v.VerifyCreateOnly(ctx, name)
-	}
-	if bk := bucketOf(b); bk != nil {
-		return bk.verifyCreateOnly(ctx, b, name)
+	inner := b
+walk:
+	for range 16 {
+		switch t := inner.(type) {
+		case interface{ portable() *Bucket }: // a Bucket, or a type that embeds one
+			return t.portable().verifyCreateOnly(ctx, b, name)
+		case CreateOnlyVerifier:
+			return t.VerifyCreateOnly(ctx, name)
+		case interface{ Unwrap() Backend }:
+			inner = t.Unwrap()
+		default:
+			break walk
+		}
 	}
 	return probeCreateOnly(ctx, b, nil, "backend", name)
 }
@@ -104,21 +114,6 @@ func (b *Bucket) verifyCreateOnly(ctx context.Context, via Backend, name string)
 }
 
 func (b *Bucket) portable() *Bucket { return b }
-
-// bucketOf returns the Bucket that b is or wraps, or nil.
-func bucketOf(b Backend) *Bucket {
-	for range 16 {
-		switch t := b.(type) {
-		case interface{ portable() *Bucket }: // a Bucket, or a type that embeds one
-			return t.portable()
-		case interface{ Unwrap() Backend }:
-			b = t.Unwrap()
-		default:
-			return nil
-		}
-	}
-	return nil
-}
 
 // probeCreateOnly runs the probe of VerifyCreateOnly through b; parts,
 // when not nil, is the Bucket whose multipart path is tried too.

@@ -25,6 +25,9 @@ type lossy struct {
 	puts atomic.Int64
 }
 
+// Unwrap returns the backend the calls go to.
+func (l *lossy) Unwrap() backends.Backend { return l.Backend }
+
 var errLost = errors.New("connection reset after the request was sent")
 
 func (l *lossy) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
@@ -46,6 +49,9 @@ type hooked struct {
 	put    atomic.Bool
 	done   atomic.Bool
 }
+
+// Unwrap returns the backend the calls go to.
+func (h *hooked) Unwrap() backends.Backend { return h.Backend }
 
 func (h *hooked) hook(op dstltest.Op, name string) {
 	want := h.op
