@@ -914,7 +914,11 @@ func TestUnansweredHoldNotStarted(t *testing.T) {
 		{"hold off", holdPolicy(0), gateSilent, nil, holdCalls[0].call, context.DeadlineExceeded},
 		{"caller cancels a get", holdPolicy(time.Minute), gateSilent, cancelSoon, holdCalls[0].call, context.Canceled},
 		{"caller cancels a list", holdPolicy(time.Minute), gateSilent, cancelSoon, holdCalls[2].call, context.Canceled},
-		{"caller's deadline", func() backends.Policy { p := holdPolicy(time.Minute); p.Timeout, p.ResponseTimeout = time.Minute, time.Minute; return p }(),
+		{"caller's deadline", func() backends.Policy {
+			p := holdPolicy(time.Minute)
+			p.Timeout, p.ResponseTimeout = time.Minute, time.Minute
+			return p
+		}(),
 			gateSilent, func(t *testing.T) context.Context {
 				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 				t.Cleanup(cancel)
