@@ -96,6 +96,11 @@ var (
 	// credentials, a TLS handshake with a plain-HTTP endpoint, a missing
 	// bucket, ...): the engine neither retries nor hedges it.
 	ErrPermanent = errors.New("permanent failure")
+	// ErrUnavailable: the call was not tried, since an earlier Get or
+	// List of the same bucket went unanswered (see
+	// [Policy.UnansweredHold]); the error quotes that call's error. It is
+	// no timeout: it does not match context.DeadlineExceeded.
+	ErrUnavailable = errors.New("backend unavailable")
 	// ErrInvalidConfig: a base path, URL parameter or option is not
 	// valid; the error names it.
 	ErrInvalidConfig = errors.New("dstl: invalid config")

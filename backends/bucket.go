@@ -21,7 +21,9 @@ import (
 // each request under its [Policy], makes readers fail once their context
 // is done, wraps every error in an *[Error] with the sentinel of its
 // [driver.Code] and the object's location (secrets redacted), and records
-// metrics. It is safe for concurrent use.
+// metrics. After a Get or List went unanswered, it fails its further Gets
+// and Lists at once for the policy's [Policy.UnansweredHold]. It is safe
+// for concurrent use.
 type Bucket struct {
 	id      string
 	d       driver.Bucket
@@ -33,6 +35,18 @@ type Bucket struct {
 	calls  sync.WaitGroup
 
 	createOnly createOnly // the verdict of VerifyCreateOnly
+	unanswered unanswered
+}
+
+// unanswered is the last Get or List of a Bucket that went unanswered
+// (its attempts timed out while its caller's context was alive), until an
+// answer; see [Policy.UnansweredHold].
+type unanswered struct {
+	mu      sync.Mutex
+	op      string    // "get" or "list"
+	err     error     // the call's error, as the caller got it; nil: no hold
+	at      time.Time // when it failed
+	probing bool      // the one call after the hold is under way
 }
 
 var _ Backend = (*Bucket)(nil)
@@ -185,12 +199,18 @@ func (b *Bucket) Get(ctx context.Context, name string, offset, length int64) (io
 		return nil, err
 	}
 	defer done()
+	probe, err := b.admit(ctx, op, name)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	r, err := b.open(ctx, name, offset, length)
 	err = ended(ctx, err)
 	b.metrics.record(ctx, op, start, err)
+	werr := b.wrap(op, name, err)
+	b.noteAnswer(ctx, op, probe, err, werr)
 	if err != nil {
-		return nil, b.wrap(op, name, err)
+		return nil, werr
 	}
 	return r, nil
 }
@@ -351,6 +371,10 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(ObjectInfo) er
 	if !canMatch(prefix) {
 		return nil
 	}
+	probe, err := b.admit(ctx, op, prefix)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	var fnErr error
 	err = b.d.List(ctx, &runner{b: b, op: op}, prefix, func(o ObjectInfo) error {
@@ -370,11 +394,69 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(ObjectInfo) er
 		return nil
 	})
 	if fnErr != nil && err != nil {
-		b.metrics.record(ctx, op, start, nil) // stopped by the caller, no failure of the backend
+		b.metrics.record(ctx, op, start, nil)  // stopped by the caller, no failure of the backend
+		b.noteAnswer(ctx, op, probe, nil, nil) // the backend answered with a page
 		return fnErr
 	}
 	b.metrics.record(ctx, op, start, err)
-	return b.wrap(op, prefix, ended(ctx, err))
+	err = ended(ctx, err)
+	werr := b.wrap(op, prefix, err)
+	b.noteAnswer(ctx, op, probe, err, werr)
+	return werr
+}
+
+// admit decides whether a Get or List (op) of name goes to the driver: it
+// fails with an *[Error] wrapping [ErrUnavailable] during the hold after
+// an unanswered call ([Policy.UnansweredHold]), and while the one call
+// after the hold (the probe, for which it returns true) is under way.
+func (b *Bucket) admit(ctx context.Context, op, name string) (probe bool, err error) {
+	hold := b.policy.UnansweredHold
+	if hold <= 0 {
+		return false, nil
+	}
+	u := &b.unanswered
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.err == nil {
+		return false, nil
+	}
+	since := time.Since(u.at)
+	if since >= hold && !u.probing {
+		u.probing = true
+		return true, nil
+	}
+	b.metrics.held(ctx, op)
+	// The unanswered call's error is quoted, not wrapped: this call did
+	// not time out, and callers that retry timeouts should not retry it.
+	return false, NewError(op, b.id, name, fmt.Errorf("%w: not tried, since a %s of this bucket went unanswered %v ago (%v); one call is tried %v after it",
+		ErrUnavailable, u.op, since.Round(time.Millisecond), u.err, hold))
+}
+
+// noteAnswer records the outcome of a Get or List (op) that admit let
+// through: err is its error (nil: it succeeded), werr the error its
+// caller got. A timeout while ctx is alive starts the hold, any answer
+// ends it, and the caller's cancellation tells nothing. probe says
+// whether the call was the one after a hold.
+func (b *Bucket) noteAnswer(ctx context.Context, op string, probe bool, err, werr error) {
+	if b.policy.UnansweredHold <= 0 {
+		return
+	}
+	u := &b.unanswered
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if probe {
+		u.probing = false
+	}
+	switch {
+	case err == nil:
+		u.err = nil
+	case ctx.Err() != nil:
+		// The caller gave up: no news of the backend.
+	case isTimeout(err):
+		u.op, u.err, u.at = op, werr, time.Now()
+	default:
+		u.err = nil // an answer, if an error
+	}
 }
 
 // ended returns err, the error of a call, wrapping the error of ctx once
@@ -426,7 +508,7 @@ func (b *Bucket) wrap(op, name string, err error) error {
 
 // classified reports whether err wraps a sentinel already.
 func classified(err error) bool {
-	for _, s := range []error{ErrNotFound, ErrExists, ErrPermission, ErrPrecondition, ErrInvalidName, ErrInvalidRange, ErrClosed} {
+	for _, s := range []error{ErrNotFound, ErrExists, ErrPermission, ErrPrecondition, ErrInvalidName, ErrInvalidRange, ErrClosed, ErrUnavailable} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -714,3 +714,319 @@ func TestPutBodyUnreadableAfterPut(t *testing.T) {
 		t.Fatalf("a section read after Put: %v; want driver.ErrBodyClosed", err)
 	}
 }
+
+// gate is a driver whose Opens, Sizes and List requests answer (as naive
+// does), go unanswered until their context ends (silent), or wait until
+// released (stall), and counts them: the driver double of the tests of
+// the hold after an unanswered call.
+type gate struct {
+	*naive
+	mode    atomic.Int32 // gateAnswer, gateSilent or gateStall
+	calls   atomic.Int64
+	stalled chan struct{} // a stalled request began
+	release chan struct{} // closed: stalled requests go on
+}
+
+const (
+	gateAnswer = iota
+	gateSilent
+	gateStall
+)
+
+func newGate() *gate {
+	g := &gate{naive: newNaive(), stalled: make(chan struct{}, 16), release: make(chan struct{})}
+	g.objects["x"] = []byte("data")
+	return g
+}
+
+// wait is the request's fate under the gate's mode: nil goes on to naive.
+func (g *gate) wait(ctx context.Context, what string) error {
+	g.calls.Add(1)
+	switch g.mode.Load() {
+	case gateSilent:
+		<-ctx.Done()
+		return fmt.Errorf(`%s "http://10.0.0.1:9000/b": %w`, what, ctx.Err())
+	case gateStall:
+		g.stalled <- struct{}{}
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (g *gate) Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	if err := g.wait(ctx, "Get"); err != nil {
+		return nil, err
+	}
+	return g.naive.Open(ctx, name, offset, length)
+}
+
+func (g *gate) Size(ctx context.Context, name string) (int64, error) {
+	if err := g.wait(ctx, "Head"); err != nil {
+		return 0, err
+	}
+	return g.naive.Size(ctx, name)
+}
+
+func (g *gate) List(ctx context.Context, rt driver.Runner, prefix string, fn func(driver.ObjectInfo) error) error {
+	if err := rt.Do(ctx, 0, func(ctx context.Context) error { return g.wait(ctx, "List") }); err != nil {
+		return err
+	}
+	return g.naive.List(ctx, noRetries{}, prefix, fn)
+}
+
+// holdPolicy times each attempt out after 50 ms, gives up at the first
+// attempt that timed out, and holds Gets and Lists for hold after one
+// went unanswered.
+func holdPolicy(hold time.Duration) backends.Policy {
+	return backends.Policy{Timeout: 50 * time.Millisecond, ResponseTimeout: 50 * time.Millisecond, MaxAttempts: 3,
+		InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, TimeoutAttempts: 1, UnansweredHold: hold}
+}
+
+// holdCalls are the calls a hold covers, by name.
+var holdCalls = []struct {
+	name string
+	call func(ctx context.Context, b *backends.Bucket) error
+}{
+	{"get", func(ctx context.Context, b *backends.Bucket) error {
+		rc, err := b.Get(ctx, "x", 0, -1)
+		if err == nil {
+			_, err = io.ReadAll(rc)
+			rc.Close()
+		}
+		return err
+	}},
+	{"get of no bytes", func(ctx context.Context, b *backends.Bucket) error { // its check of the size
+		rc, err := b.Get(ctx, "x", 1, 0)
+		if err == nil {
+			rc.Close()
+		}
+		return err
+	}},
+	{"list", func(ctx context.Context, b *backends.Bucket) error {
+		return b.List(ctx, "", func(backends.ObjectInfo) error { return nil })
+	}},
+}
+
+// heldCount returns the bucket's dstl.backend.held count.
+func heldCount(t *testing.T, reader *sdkmetric.ManualReader) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if d, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "dstl.backend.held" {
+				for _, p := range d.DataPoints {
+					n += p.Value
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestUnansweredHold: a Get (its check of the size too) or List whose
+// attempts went unanswered starts the hold: every later Get and List of
+// the bucket fails at once with ErrUnavailable, no timeout, quoting the
+// unanswered call's error (which names the endpoint), without a request;
+// a body that Get returned before stays readable; the held calls are
+// counted.
+func TestUnansweredHold(t *testing.T) {
+	for _, first := range holdCalls {
+		t.Run(first.name, func(t *testing.T) {
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			defer mp.Shutdown(context.Background())
+			g := newGate()
+			b := backends.New("gate", g, holdPolicy(time.Minute), backends.WithMeterProvider(mp))
+			open, err := b.Get(t.Context(), "x", 0, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer open.Close()
+			g.mode.Store(gateSilent)
+			err = first.call(t.Context(), b)
+			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, backends.ErrUnavailable) || !strings.Contains(err.Error(), "10.0.0.1:9000") {
+				t.Fatalf("unanswered call = %v, want a timeout naming the endpoint", err)
+			}
+			quoted := err.Error()
+			n := g.calls.Load()
+			g.mode.Store(gateAnswer)
+			for _, c := range holdCalls {
+				start := time.Now()
+				err := c.call(t.Context(), b)
+				if !errors.Is(err, backends.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), quoted) {
+					t.Errorf("%s during the hold = %v, want ErrUnavailable (no deadline) quoting %q", c.name, err, quoted)
+				}
+				if be, ok := errors.AsType[*backends.Error](err); !ok || be.Backend != "gate" {
+					t.Errorf("%s during the hold = %#v, want a *backends.Error", c.name, err)
+				}
+				if took := time.Since(start); took > 40*time.Millisecond {
+					t.Logf("%s during the hold took %v", c.name, took) // a busy machine; the count below is the check
+				}
+			}
+			if got := g.calls.Load() - n; got != 0 {
+				t.Errorf("%d requests sent during the hold, want none", got)
+			}
+			if got := heldCount(t, reader); got != int64(len(holdCalls)) {
+				t.Errorf("dstl.backend.held = %d, want %d", got, len(holdCalls))
+			}
+			if data, err := io.ReadAll(open); err != nil || string(data) != "data" {
+				t.Errorf("read of a body opened before the hold: %q, %v", data, err)
+			}
+			// Puts and Deletes are not held.
+			if err := b.Put(t.Context(), "y", strings.NewReader("y"), 1); err != nil {
+				t.Errorf("put during the hold: %v", err)
+			}
+			if err := b.Delete(t.Context(), "y"); err != nil {
+				t.Errorf("delete during the hold: %v", err)
+			}
+		})
+	}
+}
+
+// TestUnansweredHoldNotStarted: answers, error answers included, and the
+// caller's giving up start no hold; nor does a timeout with the hold
+// turned off (0, as in NoRetries): every later call sends its request.
+func TestUnansweredHoldNotStarted(t *testing.T) {
+	if backends.NoRetries.UnansweredHold != 0 || backends.DefaultPolicy.UnansweredHold != backends.DefaultUnansweredHold {
+		t.Fatalf("NoRetries holds %v, DefaultPolicy %v", backends.NoRetries.UnansweredHold, backends.DefaultPolicy.UnansweredHold)
+	}
+	for _, tc := range []struct {
+		name   string
+		policy backends.Policy
+		mode   int32
+		ctx    func(t *testing.T) context.Context
+		call   func(ctx context.Context, b *backends.Bucket) error
+		want   error
+	}{
+		{"success", holdPolicy(time.Minute), gateAnswer, nil, holdCalls[0].call, nil},
+		{"not found", holdPolicy(time.Minute), gateAnswer, nil, func(ctx context.Context, b *backends.Bucket) error {
+			_, err := b.Get(ctx, "missing", 0, -1)
+			return err
+		}, backends.ErrNotFound},
+		{"hold off", holdPolicy(0), gateSilent, nil, holdCalls[0].call, context.DeadlineExceeded},
+		{"caller cancels a get", holdPolicy(time.Minute), gateSilent, cancelSoon, holdCalls[0].call, context.Canceled},
+		{"caller cancels a list", holdPolicy(time.Minute), gateSilent, cancelSoon, holdCalls[2].call, context.Canceled},
+		{"caller's deadline", func() backends.Policy {
+			p := holdPolicy(time.Minute)
+			p.Timeout, p.ResponseTimeout = time.Minute, time.Minute
+			return p
+		}(),
+			gateSilent, func(t *testing.T) context.Context {
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+				t.Cleanup(cancel)
+				return ctx
+			}, holdCalls[0].call, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGate()
+			b := backends.New("gate", g, tc.policy)
+			g.mode.Store(tc.mode)
+			ctx := t.Context()
+			if tc.ctx != nil {
+				ctx = tc.ctx(t)
+			}
+			for i := range 2 {
+				if err := tc.call(ctx, b); !errors.Is(err, tc.want) || errors.Is(err, backends.ErrUnavailable) {
+					t.Fatalf("call %d = %v, want %v", i, err, tc.want)
+				}
+				ctx = t.Context()
+				if tc.ctx != nil {
+					ctx = tc.ctx(t)
+				}
+			}
+			g.mode.Store(gateAnswer)
+			for _, c := range holdCalls {
+				if err := c.call(t.Context(), b); err != nil {
+					t.Errorf("%s after: %v", c.name, err)
+				}
+			}
+			if got := g.calls.Load(); got != 2+int64(len(holdCalls)) {
+				t.Errorf("%d requests, want %d (none held)", got, 2+len(holdCalls))
+			}
+		})
+	}
+}
+
+// cancelSoon returns a context that is cancelled 20 ms from now.
+func cancelSoon(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestUnansweredHoldProbe: after the hold, one call (the probe) goes
+// through while the others still fail at once; the probe's timeout starts
+// the hold again, its answer (an error answer too) ends it.
+func TestUnansweredHoldProbe(t *testing.T) {
+	for _, answer := range []struct {
+		name string
+		obj  string
+		want error
+	}{
+		{"success", "x", nil},
+		{"not found", "missing", backends.ErrNotFound},
+	} {
+		t.Run(answer.name, func(t *testing.T) {
+			const hold = 150 * time.Millisecond
+			g := newGate()
+			b := backends.New("gate", g, holdPolicy(hold))
+			get := func(name string) error {
+				rc, err := b.Get(t.Context(), name, 0, -1)
+				if err == nil {
+					rc.Close()
+				}
+				return err
+			}
+			list := holdCalls[2].call
+			g.mode.Store(gateSilent)
+			if err := get("x"); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("first get: %v", err)
+			}
+			n := g.calls.Load()
+			if err := get("x"); !errors.Is(err, backends.ErrUnavailable) || g.calls.Load() != n {
+				t.Fatalf("get during the hold: err %v, %d requests, want ErrUnavailable and none", err, g.calls.Load()-n)
+			}
+			time.Sleep(hold)
+			// The probe meets no answer either: the hold starts again.
+			if err := list(t.Context(), b); !errors.Is(err, context.DeadlineExceeded) || g.calls.Load() != n+1 {
+				t.Fatalf("probe: err %v, %d requests, want the timeout of 1", err, g.calls.Load()-n)
+			}
+			if err := get("x"); !errors.Is(err, backends.ErrUnavailable) || g.calls.Load() != n+1 {
+				t.Fatalf("get after a failed probe: err %v, want ErrUnavailable without a request", err)
+			}
+			// While a probe is under way, the other calls fail at once.
+			time.Sleep(hold)
+			g.mode.Store(gateStall)
+			probe := make(chan error, 1)
+			go func() { probe <- get(answer.obj) }()
+			<-g.stalled
+			for _, c := range holdCalls {
+				if err := c.call(t.Context(), b); !errors.Is(err, backends.ErrUnavailable) {
+					t.Errorf("%s while the probe runs: err %v, want ErrUnavailable", c.name, err)
+				}
+			}
+			if got := g.calls.Load(); got != n+2 {
+				t.Errorf("%d requests while the probe ran, want only the probe's", got-n-1)
+			}
+			g.mode.Store(gateAnswer)
+			close(g.release)
+			if err := <-probe; !errors.Is(err, answer.want) || answer.want == nil && err != nil {
+				t.Fatalf("probe = %v, want %v", err, answer.want)
+			}
+			for _, c := range holdCalls {
+				if err := c.call(t.Context(), b); err != nil {
+					t.Errorf("%s after the answered probe: %v", c.name, err)
+				}
+			}
+		})
+	}
+}

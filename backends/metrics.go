@@ -18,12 +18,17 @@ import (
 //     5 ms to 2 min): their latency, retries included (a Get's until its
 //     body is ready);
 //   - dstl.backend.retries (counter): attempts after the first of each
-//     request, by backend and op.
+//     request, by backend and op;
+//   - dstl.backend.held (counter): Gets and Lists that failed at once,
+//     without a request, during the hold after an unanswered call
+//     ([Policy.UnansweredHold]), by backend and op; they are not counted
+//     in dstl.backend.operations.
 type metrics struct {
 	backend  attribute.KeyValue
 	ops      metric.Int64Counter
 	duration metric.Float64Histogram
 	retries  metric.Int64Counter
+	holds    metric.Int64Counter
 }
 
 func newMetrics(mp metric.MeterProvider, id string) *metrics {
@@ -40,6 +45,7 @@ func newMetrics(mp metric.MeterProvider, id string) *metrics {
 		metric.WithDescription("Latency of backend operations, retries included."),
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 120))
 	ms.retries, _ = m.Int64Counter("dstl.backend.retries", metric.WithDescription("Request attempts after the first."))
+	ms.holds, _ = m.Int64Counter("dstl.backend.held", metric.WithDescription("Gets and Lists failed without a request after an unanswered one."))
 	return ms
 }
 
@@ -55,4 +61,8 @@ func (m *metrics) record(ctx context.Context, op string, start time.Time, err er
 
 func (m *metrics) retry(ctx context.Context, op string) {
 	m.retries.Add(ctx, 1, metric.WithAttributes(m.backend, attribute.String("op", op)))
+}
+
+func (m *metrics) held(ctx context.Context, op string) {
+	m.holds.Add(ctx, 1, metric.WithAttributes(m.backend, attribute.String("op", op)))
 }

@@ -15,7 +15,7 @@ import (
 // Policy says how the portable layer times and retries each request of a
 // backend. The backends' Configs carry it as their Request field, set by
 // the URL parameters request_timeout (called timeout by gcs and azure),
-// max_attempts, response_timeout and timeout_attempts.
+// max_attempts, response_timeout, timeout_attempts and unanswered_hold.
 type Policy struct {
 	// Timeout bounds each attempt of a request; 0 means none (the
 	// caller's context only). A request with a body gets more: see
@@ -39,6 +39,19 @@ type Policy struct {
 	// since an endpoint that did not answer twice rarely answers the third
 	// time. 0 means MaxAttempts.
 	TimeoutAttempts int
+	// UnansweredHold is how long, after a Get or List of the bucket went
+	// unanswered (its attempts timed out while the caller's context was
+	// alive), the bucket fails its further Gets and Lists at once, without
+	// a request, with an error that wraps [ErrUnavailable] and quotes the
+	// unanswered call's error. So a restore of many objects from an
+	// endpoint that never answers fails within the deadlines of one read.
+	// After the hold one call (the probe) goes through while the others
+	// still fail at once; any answer, an error answer such as a missing
+	// object included, ends the hold, and the probe's timeout starts it
+	// again. Puts and Deletes are not held: they have their retries of
+	// their own. Reads of a body that Get returned are not held either.
+	// 0 means no hold; [DefaultPolicy] has [DefaultUnansweredHold].
+	UnansweredHold time.Duration
 }
 
 // Defaults of the deadlines of every request. With them, a request to an
@@ -49,16 +62,20 @@ const (
 	DefaultResponseTimeout = 10 * time.Second
 	// DefaultTimeoutAttempts is the default of Policy.TimeoutAttempts.
 	DefaultTimeoutAttempts = 2
+	// DefaultUnansweredHold is the default of Policy.UnansweredHold.
+	DefaultUnansweredHold = 5 * time.Second
 )
 
 // DefaultPolicy is what the backends use unless configured otherwise.
 var DefaultPolicy = Policy{
 	Timeout: 30 * time.Second, MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second,
 	ResponseTimeout: DefaultResponseTimeout, TimeoutAttempts: DefaultTimeoutAttempts,
+	UnansweredHold: DefaultUnansweredHold,
 }
 
 // NoRetries is the policy of a backend whose requests are not worth
-// retrying, such as local files: one attempt, no timeout.
+// retrying, such as local files: one attempt, no timeout, no hold after
+// an unanswered call.
 var NoRetries = Policy{MaxAttempts: 1}
 
 // Validate checks the policy.
@@ -74,6 +91,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("response timeout %v is negative", p.ResponseTimeout)
 	case p.TimeoutAttempts < 0:
 		return fmt.Errorf("timeout attempts %d is negative", p.TimeoutAttempts)
+	case p.UnansweredHold < 0:
+		return fmt.Errorf("unanswered hold %v is negative", p.UnansweredHold)
 	}
 	return nil
 }

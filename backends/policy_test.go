@@ -211,6 +211,8 @@ func TestPolicyValidate(t *testing.T) {
 		{"backoff reversed", Policy{MaxAttempts: 1, InitialBackoff: 2, MaxBackoff: 1}, "backoff"},
 		{"negative response timeout", Policy{MaxAttempts: 1, ResponseTimeout: -1}, "response timeout"},
 		{"negative timeout attempts", Policy{MaxAttempts: 1, TimeoutAttempts: -1}, "timeout attempts"},
+		{"no unanswered hold", Policy{MaxAttempts: 1, UnansweredHold: 0}, ""},
+		{"negative unanswered hold", Policy{MaxAttempts: 1, UnansweredHold: -1}, "unanswered hold"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.p.Validate()

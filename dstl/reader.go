@@ -39,40 +39,12 @@ type Reader struct {
 
 	requests, fetched, needed, hits        atomic.Int64
 	localRequests, localFetched, fallbacks atomic.Int64
-
-	// unanswered is the last read of the backend that timed out, while
-	// the caller's context was alive; see [DefaultUnansweredHold].
-	unanswered struct {
-		sync.Mutex
-		hold    time.Duration
-		err     error
-		at      time.Time
-		probing bool // a read after the hold is under way
-	}
 }
 
-// DefaultUnansweredHold is the default of [Reader.SetUnansweredHold].
-const DefaultUnansweredHold = 5 * time.Second
-
-// ErrUnavailable is wrapped by the error of a read that a [Reader] did not
-// try, since an earlier read went unanswered ([Reader.SetUnansweredHold]).
-var ErrUnavailable = errors.New("dstl: backend unavailable")
-
-// SetUnansweredHold sets how long, after a read of the backend went
-// unanswered (timed out), the reader fails its further reads of the
-// backend at once with [ErrUnavailable], so that a restore of many handles
-// fails within the deadline of one read. A read ahead of the caller
-// ([Reader]) that times out starts the hold too. After the hold one read goes
-// through; an answer ends the hold. Cached ranges are still served. 0 (or
-// less) disables the hold.
-func (r *Reader) SetUnansweredHold(d time.Duration) {
-	r.unanswered.Lock()
-	defer r.unanswered.Unlock()
-	r.unanswered.hold = max(d, 0)
-	if d <= 0 {
-		r.unanswered.err = nil
-	}
-}
+// ErrUnavailable is wrapped by the error of a read that the backend did
+// not try, since an earlier read of the same bucket went unanswered; it is
+// [backends.ErrUnavailable] (see [backends.Policy.UnansweredHold]).
+var ErrUnavailable = backends.ErrUnavailable
 
 // ReadStats counts a reader's work.
 type ReadStats struct {
@@ -95,9 +67,7 @@ func (s *Storage) NewReader(groups KeyGroupRange) (*Reader, error) {
 	if err := groups.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Reader{backend: s.backend, local: s.local, log: s.log, storageID: s.id, groups: groups, cache: s.readerCache}
-	r.unanswered.hold = DefaultUnansweredHold
-	return r, nil
+	return &Reader{backend: s.backend, local: s.local, log: s.log, storageID: s.id, groups: groups, cache: s.readerCache}, nil
 }
 
 // NewReader returns a reader over backend, with a cache of its own whose
@@ -106,9 +76,7 @@ func NewReader(backend backends.Backend, groups KeyGroupRange, idle time.Duratio
 	if err := groups.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Reader{backend: backend, log: slog.Default(), groups: groups, cache: newRangeCache(idle, defaultCacheLimit), ownCache: true}
-	r.unanswered.hold = DefaultUnansweredHold
-	return r, nil
+	return &Reader{backend: backend, log: slog.Default(), groups: groups, cache: newRangeCache(idle, defaultCacheLimit), ownCache: true}, nil
 }
 
 // Close drops the reader's own cache. A reader made by [Storage.NewReader]
@@ -460,17 +428,9 @@ func (r *Reader) fetchRange(ctx context.Context, b backends.Backend, local bool,
 		requests, fetched = &r.localRequests, &r.localFetched
 	}
 	data, wasFetched, err := r.cache.fetch(ctx, key, rg.off, rg.len, func(ctx context.Context) (rangeData, error) {
-		probe := false
-		if !local {
-			var err error
-			if probe, err = r.admit(rg.object); err != nil {
-				return rangeData{}, err
-			}
-		}
-		requests.Add(1)
 		rc, err := b.Get(ctx, rg.object, rg.off, rg.len)
-		if !local {
-			r.noteAnswer(ctx, probe, err)
+		if !errors.Is(err, backends.ErrUnavailable) { // a Get held by the backend sent no request
+			requests.Add(1)
 		}
 		if errors.Is(err, backends.ErrInvalidRange) {
 			return rangeData{}, fmt.Errorf("dstl: read %q: the handle needs %d bytes at offset %d, the object ends before: %w",
@@ -500,50 +460,6 @@ func (r *Reader) fetchRange(ctx context.Context, b backends.Backend, local bool,
 		r.hits.Add(1)
 	}
 	return data, err
-}
-
-// admit decides whether a read of object goes to the backend: it fails
-// with [ErrUnavailable] during the hold after an unanswered read, and
-// while the one read after the hold (the probe, for which it returns true)
-// is under way.
-func (r *Reader) admit(object string) (probe bool, err error) {
-	r.unanswered.Lock()
-	defer r.unanswered.Unlock()
-	u := &r.unanswered
-	if u.err == nil || u.hold <= 0 {
-		return false, nil
-	}
-	if since := time.Since(u.at); since >= u.hold && !u.probing {
-		u.probing = true
-		return true, nil
-	}
-	return false, fmt.Errorf("dstl: read %q: not tried, since a read of this reader went unanswered %v ago (%s); one read is tried again %v after it: %w",
-		object, time.Since(u.at).Round(time.Millisecond), u.err, u.hold, ErrUnavailable)
-}
-
-// noteAnswer records the outcome of a Get of the backend: a timeout while
-// ctx is alive starts the hold, any answer ends it. probe says whether the
-// Get was the one read after a hold.
-func (r *Reader) noteAnswer(ctx context.Context, probe bool, err error) {
-	r.unanswered.Lock()
-	defer r.unanswered.Unlock()
-	u := &r.unanswered
-	if probe {
-		u.probing = false
-	}
-	var t interface{ Timeout() bool }
-	switch {
-	case err == nil:
-		u.err = nil
-	case ctx.Err() != nil:
-		// The caller gave up: no news of the backend.
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout():
-		if u.hold > 0 {
-			u.err, u.at = err, time.Now()
-		}
-	default:
-		u.err = nil // an answer, if an error
-	}
 }
 
 // fetchRange is one request's worth of an object.

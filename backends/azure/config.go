@@ -108,7 +108,8 @@ type Config struct {
 	// response timeout and 2 attempts that may time out, so that an
 	// endpoint that takes connections and never answers fails a request
 	// after about 20 s. The URL parameters timeout, max_attempts,
-	// response_timeout and timeout_attempts set it (see [ParseURL]).
+	// response_timeout, timeout_attempts and unanswered_hold set it (see
+	// [ParseURL]).
 	Request backends.Policy
 }
 
@@ -183,7 +184,8 @@ var knownParams = driver.URLParameterNames(URLParameters)
 //	part_size=BYTES    staged block size, e.g. 8388608, 8MiB, 512KiB (default 8MiB)
 //	concurrency=N      blocks of one Put staged in parallel (default 4)
 //	timeout=DURATION, max_attempts=N, response_timeout=DURATION,
-//	timeout_attempts=N [Config.Request] (see [URLParameters])
+//	timeout_attempts=N, unanswered_hold=DURATION
+//	                   [Config.Request] (see [URLParameters])
 //
 // Secrets never go into the URL: a connection string is read from
 // $AZURE_STORAGE_CONNECTION_STRING and a shared key from $AZURE_STORAGE_KEY

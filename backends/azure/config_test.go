@@ -39,9 +39,9 @@ func TestParseURL(t *testing.T) {
 				t.Fatalf("got %+v", c)
 			}
 		}, ""},
-		{"deadlines", "azblob://cont?account=a&timeout=0&response_timeout=0&timeout_attempts=1", noEnv, func(t *testing.T, c Config) {
+		{"deadlines", "azblob://cont?account=a&timeout=0&response_timeout=0&timeout_attempts=1&unanswered_hold=0", noEnv, func(t *testing.T, c Config) {
 			want := backends.DefaultPolicy
-			want.Timeout, want.ResponseTimeout, want.TimeoutAttempts = 0, 0, 1
+			want.Timeout, want.ResponseTimeout, want.TimeoutAttempts, want.UnansweredHold = 0, 0, 1, 0
 			if c.Request != want {
 				t.Fatalf("Request %+v, want %+v", c.Request, want)
 			}
@@ -79,6 +79,7 @@ func TestParseURL(t *testing.T) {
 		{"bad attempts", "azblob://cont?account=a&max_attempts=0", noEnv, nil, `"max_attempts"`},
 		{"negative response timeout", "azblob://cont?account=a&response_timeout=-1s", noEnv, nil, `"response_timeout"`},
 		{"bad timeout attempts", "azblob://cont?account=a&timeout_attempts=many", noEnv, nil, `"timeout_attempts"`},
+		{"negative unanswered hold", "azblob://cont?account=a&unanswered_hold=-1s", noEnv, nil, `"unanswered_hold"`},
 		{"timeout, s3's name", "azblob://cont?account=a&request_timeout=1s", noEnv, nil, `unknown query parameter(s) "request_timeout"`},
 		{"bad endpoint", "azblob://cont?endpoint=ftp://x", noEnv, nil, "account URL"},
 		{"no account at all", "azblob://cont", noEnv, nil, "account URL, an account name, a connection string or a client is required"},

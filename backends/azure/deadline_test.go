@@ -17,7 +17,8 @@ import (
 )
 
 // TestSilentEndpoint: against an endpoint that takes connections and
-// never answers, each call fails within TimeoutAttempts × the response
+// never answers, the first call (each, without the hold after an
+// unanswered call) fails within TimeoutAttempts × the response
 // timeout (plus backoff), naming the endpoint, as a timeout (not as
 // "context canceled").
 func TestSilentEndpoint(t *testing.T) {
@@ -27,6 +28,9 @@ func TestSilentEndpoint(t *testing.T) {
 		bound time.Duration
 	}{
 		{"short deadlines", func(c *Config) { c.Request.ResponseTimeout, c.Request.TimeoutAttempts = 300*time.Millisecond, 2 }, 3 * time.Second},
+		{"short deadlines, no hold", func(c *Config) {
+			c.Request.ResponseTimeout, c.Request.TimeoutAttempts, c.Request.UnansweredHold = 300*time.Millisecond, 2, 0
+		}, 3 * time.Second},
 		{"timeout below the response timeout", func(c *Config) { c.Request.Timeout, c.Request.TimeoutAttempts = 300*time.Millisecond, 2 }, 3 * time.Second},
 		{"defaults", nil, 30 * time.Second},
 	} {

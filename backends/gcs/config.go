@@ -78,7 +78,8 @@ type Config struct {
 	// body, not for uploads). Default [backends.DefaultPolicy], with which
 	// an endpoint that takes connections and never answers fails a read
 	// after about 20 s. The URL parameters timeout, max_attempts,
-	// response_timeout and timeout_attempts set it (see [ParseURL]); the
+	// response_timeout, timeout_attempts and unanswered_hold set it (see
+	// [ParseURL]); the
 	// backoff is not settable by URL.
 	Request backends.Policy
 	// PageSize is the number of objects a List asks for per request.
@@ -197,7 +198,8 @@ var knownParams = driver.URLParameterNames(URLParameters)
 //	                       it; a multiple of 256KiB, in bytes or with a
 //	                       KiB/MiB/GiB suffix (default 16MiB)
 //	timeout=DURATION, max_attempts=N, response_timeout=DURATION,
-//	timeout_attempts=N     [Config.Request] (see [URLParameters])
+//	timeout_attempts=N, unanswered_hold=DURATION
+//	                       [Config.Request] (see [URLParameters])
 //
 // For example "gs://my-bucket/jobs/dstl?part_size=8MiB".
 //

@@ -66,8 +66,8 @@ type Config struct {
 	// the answer's headers; its TimeoutAttempts the attempts that may time
 	// out. The drivers' transports keep their own settings. Default
 	// [backends.DefaultPolicy]. The URL parameters request_timeout,
-	// max_attempts, response_timeout and timeout_attempts set it (see
-	// [ParseURL]).
+	// max_attempts, response_timeout, timeout_attempts and unanswered_hold
+	// set it (see [ParseURL]).
 	Request backends.Policy
 }
 
@@ -247,7 +247,8 @@ var knownParams = driver.URLParameterNames(URLParameters)
 //	concurrency=N          parts of one object uploaded at once (default 4;
 //	                       0: the driver's default)
 //	request_timeout=DUR, max_attempts=N, response_timeout=DUR,
-//	timeout_attempts=N     [Config.Request] (see [URLParameters]);
+//	timeout_attempts=N, unanswered_hold=DUR
+//	                       [Config.Request] (see [URLParameters]);
 //	                       response_timeout bounds the opening of a get's
 //	                       reader
 //

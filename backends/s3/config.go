@@ -93,8 +93,8 @@ type Config struct {
 	// answer is awaited while its body may still be queued. Default
 	// [backends.DefaultPolicy], with which an endpoint that takes
 	// connections and never answers fails a request after about 20 s. The
-	// URL parameters request_timeout, max_attempts, response_timeout and
-	// timeout_attempts set it (see [ParseURL]).
+	// URL parameters request_timeout, max_attempts, response_timeout,
+	// timeout_attempts and unanswered_hold set it (see [ParseURL]).
 	Request backends.Policy
 }
 
@@ -195,8 +195,8 @@ var knownParams = driver.URLParameterNames(URLParameters)
 //	sse=MODE              server-side encryption: none, AES256 or aws:kms
 //	                      (default none)
 //	sse_kms_key_id=ID     the KMS key of sse=aws:kms (default: the account's)
-//	request_timeout=DUR, max_attempts=N, response_timeout=DUR, timeout_attempts=N
-//	                      [Config.Request] (see [URLParameters])
+//	request_timeout=DUR, max_attempts=N, response_timeout=DUR, timeout_attempts=N,
+//	unanswered_hold=DUR   [Config.Request] (see [URLParameters])
 //
 // For example "s3://my-bucket/dstl/job-1?region=eu-west-1&sse=AES256", or
 // "s3://dstl/demo?endpoint=http://127.0.0.1:9000&use_path_style=true" for

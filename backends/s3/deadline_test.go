@@ -43,7 +43,8 @@ func silentBackend(t *testing.T, tune func(*Config)) (*Backend, *faultproxy.Sile
 }
 
 // TestSilentEndpoint: against an endpoint that takes connections and
-// never answers, each call fails within TimeoutAttempts ×
+// never answers, the first call (each, without the hold after an
+// unanswered call) fails within TimeoutAttempts ×
 // ResponseTimeout (plus backoff), naming the endpoint, as a timeout.
 func TestSilentEndpoint(t *testing.T) {
 	short := func(c *Config) { c.Request.ResponseTimeout, c.Request.TimeoutAttempts = 300*time.Millisecond, 2 }
@@ -53,6 +54,9 @@ func TestSilentEndpoint(t *testing.T) {
 		bound time.Duration
 	}{
 		{"short deadlines", short, 3 * time.Second},
+		{"short deadlines, no hold", func(c *Config) {
+			c.Request.ResponseTimeout, c.Request.TimeoutAttempts, c.Request.UnansweredHold = 300*time.Millisecond, 2, 0
+		}, 3 * time.Second},
 		{"request timeout below the response timeout", func(c *Config) { c.Request.Timeout, c.Request.TimeoutAttempts = 300*time.Millisecond, 2 }, 3 * time.Second},
 		{"defaults", nil, 30 * time.Second},
 	} {

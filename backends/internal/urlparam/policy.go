@@ -17,12 +17,14 @@ const (
 	MaxAttempts     = "max_attempts"
 	ResponseTimeout = "response_timeout"
 	TimeoutAttempts = "timeout_attempts"
+	UnansweredHold  = "unanswered_hold"
 )
 
 // PolicyParameters documents the query parameters of a request policy
 // ([backends.Policy]) that [Policy] parses: the request timeout, named
 // timeoutName ("request_timeout" or "timeout", as the backend has always
-// called it), [MaxAttempts], [ResponseTimeout] and [TimeoutAttempts], with
+// called it), [MaxAttempts], [ResponseTimeout], [TimeoutAttempts] and
+// [UnansweredHold], with
 // the defaults of [backends.DefaultPolicy].
 func PolicyParameters(timeoutName string) []driver.URLParameter {
 	d := backends.DefaultPolicy
@@ -31,13 +33,15 @@ func PolicyParameters(timeoutName string) []driver.URLParameter {
 		{Name: MaxAttempts, Value: "N", Default: strconv.Itoa(d.MaxAttempts), Description: "attempts per request, the first included", Example: "3"},
 		{Name: ResponseTimeout, Value: "DURATION", Default: d.ResponseTimeout.String(), Description: "bound of the wait for an answer's headers; 0 for none but " + timeoutName, Example: "5s"},
 		{Name: TimeoutAttempts, Value: "N", Default: strconv.Itoa(d.TimeoutAttempts), Description: "attempts of a request that may time out before it fails; 0 for " + MaxAttempts, Example: "1"},
+		{Name: UnansweredHold, Value: "DURATION", Default: d.UnansweredHold.String(), Description: "how long gets and lists fail at once after one went unanswered; 0 for no hold", Example: "1s"},
 	}
 }
 
 // Policy parses the request policy's query parameters that q holds (see
 // [PolicyParameters]) into p, leaving the settings of those absent as
 // they are. Durations are Go's (30s, 1m); the request timeout, the response
-// timeout and the timeout attempts may be 0, the attempts are at least 1.
+// timeout, the timeout attempts and the unanswered hold may be 0, the
+// attempts are at least 1.
 // The error names the first parameter that is given more than once or
 // whose value is not accepted, and its value.
 func Policy(q url.Values, timeoutName string, p *backends.Policy) error {
@@ -50,6 +54,7 @@ func Policy(q url.Values, timeoutName string, p *backends.Policy) error {
 		{MaxAttempts, "a whole number of at least 1", intAtLeast(1, &p.MaxAttempts)},
 		{ResponseTimeout, "a duration such as 10s, or 0", durationAtLeast0(&p.ResponseTimeout)},
 		{TimeoutAttempts, "a whole number, or 0", intAtLeast(0, &p.TimeoutAttempts)},
+		{UnansweredHold, "a duration such as 5s, or 0 for none", durationAtLeast0(&p.UnansweredHold)},
 	} {
 		vs, ok := q[f.name]
 		switch {

@@ -23,10 +23,14 @@ func TestPolicy(t *testing.T) {
 	}{
 		{"none", "timeout", "", def, ""},
 		{"others left alone", "timeout", "part_size=8MiB&request_timeout=x", def, ""},
-		{"all", "request_timeout", "request_timeout=10s&max_attempts=3&response_timeout=5s&timeout_attempts=1",
+		{"all", "request_timeout", "request_timeout=10s&max_attempts=3&response_timeout=5s&timeout_attempts=1&unanswered_hold=2s",
 			with(func(p *backends.Policy) {
 				p.Timeout, p.MaxAttempts, p.ResponseTimeout, p.TimeoutAttempts = 10*time.Second, 3, 5*time.Second, 1
+				p.UnansweredHold = 2 * time.Second
 			}), ""},
+		{"no unanswered hold", "timeout", "unanswered_hold=0", with(func(p *backends.Policy) { p.UnansweredHold = 0 }), ""},
+		{"negative unanswered hold", "timeout", "unanswered_hold=-1s", def, `query parameter "unanswered_hold": want a duration such as 5s, or 0 for none, got "-1s"`},
+		{"bad unanswered hold", "timeout", "unanswered_hold=5", def, `query parameter "unanswered_hold": want a duration`},
 		{"timeout named timeout", "timeout", "timeout=1m", with(func(p *backends.Policy) { p.Timeout = time.Minute }), ""},
 		{"no request timeout", "request_timeout", "request_timeout=0", with(func(p *backends.Policy) { p.Timeout = 0 }), ""},
 		{"no response timeout", "timeout", "response_timeout=0s", with(func(p *backends.Policy) { p.ResponseTimeout = 0 }), ""},
@@ -70,8 +74,8 @@ func TestPolicyParameters(t *testing.T) {
 		timeoutName string
 		wantNames   []string
 	}{
-		{"request_timeout", []string{"request_timeout", "max_attempts", "response_timeout", "timeout_attempts"}},
-		{"timeout", []string{"timeout", "max_attempts", "response_timeout", "timeout_attempts"}},
+		{"request_timeout", []string{"request_timeout", "max_attempts", "response_timeout", "timeout_attempts", "unanswered_hold"}},
+		{"timeout", []string{"timeout", "max_attempts", "response_timeout", "timeout_attempts", "unanswered_hold"}},
 	} {
 		t.Run(tc.timeoutName, func(t *testing.T) {
 			params := PolicyParameters(tc.timeoutName)
@@ -85,7 +89,7 @@ func TestPolicyParameters(t *testing.T) {
 				t.Errorf("names %q, want %q", names, tc.wantNames)
 			}
 			d := backends.DefaultPolicy
-			for name, want := range map[string]string{tc.timeoutName: "30s", MaxAttempts: "5", ResponseTimeout: "10s", TimeoutAttempts: "2"} {
+			for name, want := range map[string]string{tc.timeoutName: "30s", MaxAttempts: "5", ResponseTimeout: "10s", TimeoutAttempts: "2", UnansweredHold: "5s"} {
 				if defaults[name] != want {
 					t.Errorf("%s: default %q, want %q (DefaultPolicy %+v)", name, defaults[name], want, d)
 				}
