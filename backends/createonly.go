@@ -34,14 +34,16 @@ type CreateOnlyVerifier interface {
 }
 
 // ProbeRequests is the most requests one check of [VerifyCreateOnly]
-// sends to a store that honours create-only: a Put that creates the probe
-// object, a single-request Put of the same name that the store refuses,
-// for a driver with a multipart path a multipart upload of the same name
-// whose completion the store refuses (on S3 four requests: the upload's
-// creation, its one part, the refused completion and the abort; on Azure
-// two: a staged block and the refused block list; on GCS the start of a
-// resumable session and its chunks), and the Delete of the probe object.
-// Retries of requests that failed come on top.
+// sends to a store that honours create-only, retries of failed requests
+// not counted: a Put that creates the probe object, a single-request Put
+// of the same name that the store refuses, for a driver with a multipart
+// path a multipart upload of the same name whose completion the store
+// refuses, and the Delete of the probe object. On S3 that is 7 requests
+// (the multipart upload's creation, its one part, the refused completion
+// and its abort), on GCS 6 (the start of a resumable session and its two
+// chunks), on Azure 6 (the refused Put Blob is followed by a HEAD of the
+// blob, the multipart path is one staged block and the refused block
+// list).
 const ProbeRequests = 7
 
 // VerifyCreateOnly checks that b refuses a Put of an existing name on
@@ -59,21 +61,22 @@ const ProbeRequests = 7
 //
 // VerifyCreateOnly follows b's Unwrap() Backend methods (such as the
 // request-counting wrapper's) to the backend it wraps. When it reaches a
-// Bucket (or a backend package's type that embeds one), the probe's Puts of one request
-// and its Delete go through b, its multipart upload to the Bucket (which
-// has the path), and the verdict is kept in that Bucket: a process probes each
-// Bucket once, however many times it is asked, and asks again only after
-// an error that is no verdict (a store that did not answer). When it
-// reaches a backend of another kind that implements [CreateOnlyVerifier],
-// that backend checks itself. Any other backend is probed through b on
-// every call, on its one path.
+// Bucket (or a backend package's type that embeds one), the Bucket
+// checks itself, with requests of its own that no wrapper sees, and keeps
+// its verdict: a process probes each Bucket once, however many times and
+// through whatever wrappers it is asked, and asks again only after an
+// error that is no verdict (a store that did not answer). Concurrent
+// checks of one Bucket share one probe, and a check whose ctx ends stops
+// waiting for it. When it reaches a backend of another kind that
+// implements [CreateOnlyVerifier], that backend checks itself. Any other
+// backend is probed through b on every call, on its one path.
 func VerifyCreateOnly(ctx context.Context, b Backend, name string) error {
 	inner := b
 walk:
 	for range 16 {
 		switch t := inner.(type) {
 		case interface{ portable() *Bucket }: // a Bucket, or a type that embeds one
-			return t.portable().verifyCreateOnly(ctx, b, name)
+			return t.portable().VerifyCreateOnly(ctx, name)
 		case CreateOnlyVerifier:
 			return t.VerifyCreateOnly(ctx, name)
 		case interface{ Unwrap() Backend }:
@@ -89,31 +92,61 @@ walk:
 // name on every path its Puts take, once per Bucket; see the function
 // [VerifyCreateOnly].
 func (b *Bucket) VerifyCreateOnly(ctx context.Context, name string) error {
-	return b.verifyCreateOnly(ctx, b, name)
-}
-
-// createOnly is a Bucket's verdict of [VerifyCreateOnly].
-type createOnly struct {
-	mu      sync.Mutex // held during a probe: one probe at a time
-	checked bool
-	err     error // the verdict: nil, or an error wrapping ErrCreateOnlyIgnored
-}
-
-func (b *Bucket) verifyCreateOnly(ctx context.Context, via Backend, name string) error {
+	if err := ctx.Err(); err != nil {
+		return NewError("put", b.id, name, fmt.Errorf("check create-only puts: %w", err))
+	}
 	c := &b.createOnly
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.checked {
+		c.mu.Unlock()
 		return c.err
 	}
-	err := probeCreateOnly(ctx, via, b, b.id, name)
-	if err == nil || errors.Is(err, ErrCreateOnlyIgnored) {
-		c.checked, c.err = true, err
+	p := c.running
+	if p == nil {
+		// The probe runs on a context of its own, bounded, so that a
+		// caller that gives up does not fail the others that wait for it.
+		p = &createOnlyProbe{done: make(chan struct{})}
+		c.running = p
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+		go func() {
+			defer cancel()
+			err := probeCreateOnly(pctx, b, b, b.id, name)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if err == nil || errors.Is(err, ErrCreateOnlyIgnored) {
+				c.checked, c.err = true, err
+			}
+			c.running = nil
+			p.err = err
+			close(p.done)
+		}()
 	}
-	return err
+	c.mu.Unlock()
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return NewError("put", b.id, name, fmt.Errorf("check create-only puts: %w", ctx.Err()))
+	}
 }
 
-func (b *Bucket) portable() *Bucket { return b }
+// probeTimeout bounds one probe of a Bucket's create-only check.
+const probeTimeout = 5 * time.Minute
+
+// createOnly is a Bucket's verdict of [VerifyCreateOnly], and the probe
+// under way, which concurrent checks share.
+type createOnly struct {
+	mu      sync.Mutex
+	checked bool
+	err     error            // the verdict: nil, or an error wrapping ErrCreateOnlyIgnored
+	running *createOnlyProbe // the probe under way, or nil
+}
+
+// createOnlyProbe is one probe of a Bucket: done is closed once err is set.
+type createOnlyProbe struct {
+	done chan struct{}
+	err  error
+}
 
 // probeCreateOnly runs the probe of VerifyCreateOnly through b; parts,
 // when not nil, is the Bucket whose multipart path is tried too.
@@ -142,8 +175,12 @@ func probeCreateOnly(ctx context.Context, b Backend, parts *Bucket, id, name str
 			"use a release of the store that honours them on every path (see docs/STORES.md)",
 			ErrCreateOnlyIgnored, id, cmp.Or(where, "the backend"), path, name)
 	}
-	second := []byte("dstl create-only probe: a second put, which the store must refuse\n")
+	// One byte, so that it takes the single-request path whatever the
+	// backend's part size.
+	second := []byte("2")
 	switch err := b.Put(ctx, name, bytes.NewReader(second), int64(len(second))); {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("%s: check create-only puts: %w", id, err)
 	case err == nil:
 		return ignored("a single-request put")
 	case !errors.Is(err, ErrExists):
@@ -159,6 +196,8 @@ func probeCreateOnly(ctx context.Context, b Backend, parts *Bucket, id, name str
 	size := max(mp.MinMultipartSize(), 1)
 	third := probeBody(size)
 	switch err := parts.PutMultipart(ctx, name, third, size); {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("%s: check create-only puts: %w", id, err)
 	case err == nil:
 		return ignored("the completion of a multipart upload")
 	case !errors.Is(err, ErrExists):

@@ -3,11 +3,14 @@ package backends_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/dstltest"
 )
 
@@ -50,27 +53,27 @@ func TestVerifyCreateOnly(t *testing.T) {
 }
 
 // TestVerifyCreateOnlyOncePerBucket: the verdict is kept in the Bucket,
-// also when asked through a wrapper, whose requests the probe goes
-// through; an error that is no verdict is asked again.
+// also when asked through a wrapper, which sees none of the probe's
+// requests; an error that is no verdict is asked again.
 func TestVerifyCreateOnlyOncePerBucket(t *testing.T) {
 	for _, conditions := range []dstltest.Conditions{dstltest.HonourConditions, dstltest.IgnoreConditions} {
 		b := dstltest.NewConditionStore(conditions, 1<<20)
+		var d *dstltest.ConditionStore
+		b.As(&d)
 		c := counting.New(b)
 		first := backends.VerifyCreateOnly(t.Context(), c, "p1")
-		puts := c.Stats().Puts
-		if puts != 2 { // the multipart put goes to the Bucket, which has the path
-			t.Errorf("conditions %d: the probe sent %d Puts through the wrapper, want 2", conditions, puts)
-		}
+		sent := d.Puts()
 		for range 3 {
-			if err := backends.VerifyCreateOnly(t.Context(), c, "p2"); !errors.Is(err, first) && err != first {
+			if err := backends.VerifyCreateOnly(t.Context(), c, "p2"); err != first {
 				t.Errorf("conditions %d: second check %v, first %v", conditions, err, first)
 			}
 			if err := b.VerifyCreateOnly(t.Context(), "p3"); err != first {
 				t.Errorf("conditions %d: the Bucket's own check %v, first %v", conditions, err, first)
 			}
 		}
-		if got := c.Stats().Puts; got != puts {
-			t.Errorf("conditions %d: later checks sent %d more Puts", conditions, got-puts)
+		if got := d.Puts(); !maps.Equal(got, sent) || c.Stats().Requests() != 0 {
+			t.Errorf("conditions %d: Puts by path %v after the first check, %v after the later ones; %d through the wrapper",
+				conditions, sent, got, c.Stats().Requests())
 		}
 		b.Close()
 	}
@@ -87,6 +90,54 @@ func TestVerifyCreateOnlyOncePerBucket(t *testing.T) {
 		t.Fatalf("check after a cancelled one: %v", err)
 	}
 }
+
+// TestVerifyCreateOnlyShared: concurrent checks of one Bucket share one
+// probe, and a check whose context ends stops waiting without failing the
+// others.
+func TestVerifyCreateOnlyShared(t *testing.T) {
+	slow := &slowPuts{naive: newNaive(), release: make(chan struct{})}
+	b := backends.New("slow", slow, backends.NoRetries)
+	defer b.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- b.VerifyCreateOnly(ctx, "probe") }()
+	results := make(chan error, 4)
+	for range 4 {
+		go func() { results <- b.VerifyCreateOnly(t.Context(), "probe") }()
+	}
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("check whose context ended: %v", err)
+	}
+	close(slow.release)
+	for range 4 {
+		if err := <-results; err != nil {
+			t.Fatalf("a waiting check: %v", err)
+		}
+	}
+	if n := slow.puts.Load(); n != 3 {
+		t.Fatalf("five checks sent %d Puts, want one probe's 3", n)
+	}
+}
+
+// slowPuts is a naive driver whose Puts wait for release.
+type slowPuts struct {
+	*naive
+	release chan struct{}
+	puts    atomic.Int64
+}
+
+func (s *slowPuts) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	s.puts.Add(1)
+	<-s.release
+	return s.naive.Put(ctx, rt, name, body, size)
+}
+
+func (s *slowPuts) PutMultipart(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	return s.Put(ctx, rt, name, body, size)
+}
+
+func (s *slowPuts) MinMultipartSize() int64 { return 1 }
 
 // TestPutMultipart: the multipart path of a driver that has one, checked
 // like Put; a driver without one says so.
@@ -129,13 +180,15 @@ func TestVerifyCreateOnlyEmbedded(t *testing.T) {
 	type pkgBackend struct{ *backends.Bucket }
 	b := dstltest.NewConditionStore(dstltest.HonourConditions, 1<<20)
 	defer b.Close()
+	var d *dstltest.ConditionStore
+	b.As(&d)
 	c := counting.New(pkgBackend{b})
 	for range 3 {
 		if err := backends.VerifyCreateOnly(t.Context(), c, "probe"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := c.Stats().Puts; got != 2 {
-		t.Fatalf("three checks sent %d Puts through the wrapper, want one check's 2", got)
+	if got := d.Puts(); got["single"] != 2 || got["multipart"] != 1 {
+		t.Fatalf("three checks sent Puts %v, want one check's", got)
 	}
 }

@@ -315,7 +315,8 @@ func Run(ctx context.Context, b backends.Backend, o Options) (*Report, error) {
 		// younger one may still be running.
 		n := objname.Parse(prefix, u.Name)
 		nameTime := n.Time()
-		if !o.collects(n) || young(u.Initiated) || young(nameTime) {
+		probe := n.Kind == objname.CreateOnlyProbe // an upload of the catalog's check, left by a process killed during it
+		if !o.collects(n) && !probe || young(u.Initiated) || young(nameTime) {
 			rep.UploadsKept++
 			continue
 		}

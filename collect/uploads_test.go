@@ -10,6 +10,7 @@ import (
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/s3"
 	"github.com/dstlgo/dstl/collect"
+	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 func s3IncompleteUpload(name, id string, initiated time.Time) s3.IncompleteUpload {
@@ -164,4 +165,34 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestRunAbortsLeftoverProbeUploads: an incomplete multipart upload of the
+// catalog's create-only check (its process killed during the check) is
+// aborted once old by both clocks, whatever kinds the collection collects;
+// a young one may be a running check's and is kept.
+func TestRunAbortsLeftoverProbeUploads(t *testing.T) {
+	now := time.Now()
+	old, young := now.Add(-3*time.Hour), now.Add(-10*time.Minute)
+	probeName := func(at time.Time) string {
+		name, err := objname.Format("job/", objname.Name{Kind: objname.CreateOnlyProbe, ID: v7(t, at)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+	for _, kinds := range []collect.Kinds{collect.Logs, collect.Snapshots} {
+		ub := &uploadsBackend{timedBackend: newTimedBackend()}
+		ub.uploads = append(ub.uploads,
+			s3IncompleteUpload(probeName(old), "old-probe", old),
+			s3IncompleteUpload(probeName(young), "young-probe", old),
+			s3IncompleteUpload(probeName(old), "young-initiated-probe", young))
+		rep, err := collect.Run(t.Context(), ub, collect.Options{JobID: "job", Grace: time.Hour, Kinds: kinds, Keep: new(collect.Keep), AllOperators: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left := ub.left(); rep.UploadsAborted != 1 || slices.Contains(left, "old-probe") || len(left) != 2 {
+			t.Errorf("kinds %v: %d aborted, uploads left %q; want the old probe's aborted", kinds, rep.UploadsAborted, left)
+		}
+	}
 }
