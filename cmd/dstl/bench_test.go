@@ -419,10 +419,20 @@ func TestRawParallelPutKeeps(t *testing.T) {
 		if tc.basePath != "" {
 			e.o.basePath = tc.basePath
 		}
-		rec := &recordingRaw{rawStore: e.raw}
-		e.raw = rec
-		if _, puts, err := e.rawParallelPut(t.Context(), "raw", 3000, 2, 20*time.Millisecond); err != nil || puts < 2 {
-			t.Fatalf("%q: %d puts, %v", tc.basePath, puts, err)
+		raw := e.raw
+		var rec *recordingRaw
+		// Two goroutines must put at least twice each for a delete to
+		// come between puts; a busy machine may need a longer run.
+		for _, d := range []time.Duration{20 * time.Millisecond, 200 * time.Millisecond, 2 * time.Second} {
+			rec = &recordingRaw{rawStore: raw}
+			e.raw = rec
+			_, puts, err := e.rawParallelPut(t.Context(), "raw", 3000, 2, d)
+			if err != nil || puts < 2 {
+				t.Fatalf("%q: %d puts, %v", tc.basePath, puts, err)
+			}
+			if puts >= 4 {
+				break
+			}
 		}
 		lastPut, firstDelete := -1, -1
 		for i, op := range rec.ops {
