@@ -203,6 +203,7 @@ func (b *Bucket) Get(ctx context.Context, name string, offset, length int64) (io
 	if err != nil {
 		return nil, err
 	}
+	defer b.endProbe(probe)
 	start := time.Now()
 	r, err := b.open(ctx, name, offset, length)
 	err = ended(ctx, err)
@@ -375,6 +376,7 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(ObjectInfo) er
 	if err != nil {
 		return err
 	}
+	defer b.endProbe(probe) // also when fn panics
 	start := time.Now()
 	var fnErr error
 	err = b.d.List(ctx, &runner{b: b, op: op}, prefix, func(o ObjectInfo) error {
@@ -430,6 +432,19 @@ func (b *Bucket) admit(ctx context.Context, op, name string) (probe bool, err er
 	// not time out, and callers that retry timeouts should not retry it.
 	return false, NewError(op, b.id, name, fmt.Errorf("%w: not tried, since a %s of this bucket went unanswered %v ago (%v); one call is tried %v after it",
 		ErrUnavailable, u.op, since.Round(time.Millisecond), u.err, hold))
+}
+
+// endProbe ends the probe that admit let through, if noteAnswer did not
+// (a panic of the driver or of List's callback), so that the hold does
+// not fail every later call.
+func (b *Bucket) endProbe(probe bool) {
+	if !probe {
+		return
+	}
+	u := &b.unanswered
+	u.mu.Lock()
+	u.probing = false
+	u.mu.Unlock()
 }
 
 // noteAnswer records the outcome of a Get or List (op) that admit let

@@ -1030,3 +1030,27 @@ func TestUnansweredHoldProbe(t *testing.T) {
 		})
 	}
 }
+
+// TestUnansweredHoldProbePanics: a probe whose List callback panics ends
+// the probe, so that the next call after the hold is let through again.
+func TestUnansweredHoldProbePanics(t *testing.T) {
+	const hold = 50 * time.Millisecond
+	g := newGate()
+	b := backends.New("gate", g, holdPolicy(hold))
+	g.mode.Store(gateSilent)
+	if err := holdCalls[2].call(t.Context(), b); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first list: %v", err)
+	}
+	g.mode.Store(gateAnswer)
+	time.Sleep(hold)
+	func() {
+		defer func() { recover() }()
+		b.List(t.Context(), "", func(backends.ObjectInfo) error { panic("callback") })
+	}()
+	// The panicking probe got no answer recorded: the hold goes on, and
+	// the next call after it is the probe again.
+	time.Sleep(hold)
+	if err := holdCalls[2].call(t.Context(), b); err != nil {
+		t.Fatalf("list after a probe that panicked: %v, want the probe let through", err)
+	}
+}
