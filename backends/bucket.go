@@ -22,13 +22,15 @@ import (
 // is done, wraps every error in an *[Error] with the sentinel of its
 // [driver.Code] and the object's location (secrets redacted), and records
 // metrics. After a Get or List went unanswered, it fails its further Gets
-// and Lists at once for the policy's [Policy.UnansweredHold]. It is safe
-// for concurrent use.
+// and Lists at once for the policy's [Policy.UnansweredHold]. It keeps
+// the objects under a key prefix ([WithPrefix]), so that its driver sees
+// keys and its callers names. It is safe for concurrent use.
 type Bucket struct {
 	id      string
 	d       driver.Bucket
 	policy  Policy
 	metrics *metrics
+	prefix  string // put before every name the driver sees
 
 	mu     sync.Mutex
 	closed bool
@@ -55,13 +57,23 @@ var _ Backend = (*Bucket)(nil)
 type Option func(*bucketOptions)
 
 type bucketOptions struct {
-	mp metric.MeterProvider
+	mp     metric.MeterProvider
+	prefix string
 }
 
 // WithMeterProvider records the bucket's metrics with mp rather than the
 // global OpenTelemetry meter provider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(o *bucketOptions) { o.mp = mp }
+}
+
+// WithPrefix keeps the bucket's objects under the key prefix p: the
+// driver stores the object name "x" as the key p+"x", and lists, from the
+// keys that start with p, the names that follow it. p is used as it is;
+// a backend whose prefixes end in a slash adds the slash before. Default
+// "": keys are names.
+func WithPrefix(p string) Option {
+	return func(o *bucketOptions) { o.prefix = p }
 }
 
 // New returns the portable backend over the driver d. id names the
@@ -73,11 +85,18 @@ func New(id string, d driver.Bucket, p Policy, opts ...Option) *Bucket {
 		opt(&o)
 	}
 	p.MaxAttempts = max(p.MaxAttempts, 1)
-	return &Bucket{id: id, d: d, policy: p, metrics: newMetrics(o.mp, id)}
+	return &Bucket{id: id, d: d, policy: p, metrics: newMetrics(o.mp, id), prefix: o.prefix}
 }
 
 // ID returns the backend's identifier.
 func (b *Bucket) ID() string { return b.id }
+
+// Prefix returns the key prefix of the bucket's objects (see
+// [WithPrefix]): the key of the object name "x" is Prefix()+"x".
+func (b *Bucket) Prefix() string { return b.prefix }
+
+// key returns the key of the object name: what the driver sees.
+func (b *Bucket) key(name string) string { return b.prefix + name }
 
 // Policy returns how the bucket times and retries requests.
 func (b *Bucket) Policy() Policy { return b.policy }
@@ -88,7 +107,17 @@ func (b *Bucket) Policy() Policy { return b.policy }
 //
 //	var client *s3.Client
 //	if b.As(&client) { ... }
-func (b *Bucket) As(target any) bool { return b.d.As(target) }
+//
+// A *[driver.Root] gets the bucket's key prefix after the driver's own.
+func (b *Bucket) As(target any) bool {
+	if !b.d.As(target) {
+		return false
+	}
+	if r, ok := target.(*driver.Root); ok {
+		r.Prefix += b.prefix
+	}
+	return true
+}
 
 // Close waits for the calls in progress to return and closes the driver.
 // Later calls fail with [ErrClosed]; readers returned by Get stay usable
@@ -130,7 +159,8 @@ func (b *Bucket) enter(ctx context.Context, op, name string) (func(), error) {
 // does not know (such as listing a service's incomplete uploads), the way
 // it runs its own: it fails once the bucket is closed or ctx is done,
 // gives fn a [driver.Runner] for its requests, and wraps fn's error as the
-// error of op on name.
+// error of op on name. Names stay names in fn: where fn sends one to the
+// service, it puts [Bucket.Prefix] before it.
 func (b *Bucket) Run(ctx context.Context, op, name string, fn func(ctx context.Context, rt driver.Runner) error) error {
 	done, err := b.enter(ctx, op, name)
 	if err != nil {
@@ -172,7 +202,7 @@ func (b *Bucket) put(ctx context.Context, name string, body io.ReaderAt, size in
 	defer done()
 	start := time.Now()
 	bd := driver.NewBody(body, size)
-	err = putFn(ctx, &runner{b: b, op: op, body: bd}, name, bd, size)
+	err = putFn(ctx, &runner{b: b, op: op, body: bd}, b.key(name), bd, size)
 	bd.Close() // a transport that reads on gets an error, not the caller's bytes
 	if berr := bd.Err(); err != nil && berr != nil {
 		if be := (*bodyError)(nil); !errors.As(err, &be) {
@@ -241,7 +271,7 @@ func (b *Bucket) open(ctx context.Context, name string, offset, length int64) (i
 		}
 		cctx, ccancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(actx, ccancel)
-		r, err := b.d.Open(cctx, name, offset, length)
+		r, err := b.d.Open(cctx, b.key(name), offset, length)
 		if !stop() {
 			if err == nil {
 				r.Close()
@@ -289,7 +319,7 @@ func (b *Bucket) checkOffset(ctx context.Context, rt driver.Runner, name string,
 	var size int64
 	err := rt.Do(ctx, 0, func(ctx context.Context) error {
 		var err error
-		size, err = b.d.Size(ctx, name)
+		size, err = b.d.Size(ctx, b.key(name))
 		return err
 	})
 	if err != nil {
@@ -347,7 +377,7 @@ func (b *Bucket) Delete(ctx context.Context, name string) error {
 	}
 	defer done()
 	start := time.Now()
-	err = (&runner{b: b, op: op}).Do(ctx, 0, func(ctx context.Context) error { return b.d.Delete(ctx, name) })
+	err = (&runner{b: b, op: op}).Do(ctx, 0, func(ctx context.Context) error { return b.d.Delete(ctx, b.key(name)) })
 	if err != nil && ctx.Err() == nil && b.d.Classify(err) == driver.NotFound {
 		err = nil
 	}
@@ -379,10 +409,12 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(ObjectInfo) er
 	defer b.endProbe(probe) // also when fn panics
 	start := time.Now()
 	var fnErr error
-	err = b.d.List(ctx, &runner{b: b, op: op}, prefix, func(o ObjectInfo) error {
-		if !strings.HasPrefix(o.Name, prefix) || CheckObjectName(o.Name) != nil {
+	err = b.d.List(ctx, &runner{b: b, op: op}, b.key(prefix), func(o ObjectInfo) error {
+		name, ok := strings.CutPrefix(o.Name, b.prefix)
+		if !ok || !strings.HasPrefix(name, prefix) || CheckObjectName(name) != nil {
 			return nil
 		}
+		o.Name = name
 		if fnErr != nil {
 			return &callbackError{fnErr} // the listing stopped
 		}
@@ -512,7 +544,7 @@ func (b *Bucket) wrap(op, name string, err error) error {
 			err = permanent(err)
 		}
 	}
-	if loc := b.d.Location(name); loc != "" {
+	if loc := b.d.Location(b.key(name)); loc != "" {
 		err = fmt.Errorf("%s: %w", loc, err)
 	}
 	if sentinel != nil {

@@ -167,7 +167,7 @@ func probeCreateOnly(ctx context.Context, b Backend, parts *Bucket, id, name str
 	}()
 	where := ""
 	if parts != nil {
-		where = parts.d.Location(name)
+		where = parts.d.Location(parts.key(name))
 	}
 	ignored := func(path string) error {
 		return fmt.Errorf("%w: %s at %s let %s replace the existing object %q; "+

@@ -95,11 +95,10 @@ type Backend struct {
 	d *bucket
 }
 
-// bucket is the driver: blobs under a prefix of a container.
+// bucket is the driver: the blobs of a container.
 type bucket struct {
 	client      *container.Client
 	container   string
-	prefix      string
 	partSize    int64
 	concurrency int
 	endpoint    string          // the account's Blob service URL, which errors name
@@ -126,12 +125,12 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	d := &bucket{
 		client:      cfg.Client,
 		container:   cfg.Container,
-		prefix:      cfg.Prefix,
 		partSize:    cfg.PartSize,
 		concurrency: cfg.Concurrency,
 	}
-	if d.prefix != "" && !strings.HasSuffix(d.prefix, "/") {
-		d.prefix += "/"
+	prefix := cfg.Prefix
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
 	}
 	if d.client == nil {
 		if err := d.makeClient(cfg); err != nil {
@@ -142,7 +141,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		}
 	}
 	d.endpoint = endpointName(cfg, d.client)
-	return &Backend{Bucket: backends.New(ID, d, cfg.Request), d: d}, nil
+	return &Backend{Bucket: backends.New(ID, d, cfg.Request, backends.WithPrefix(prefix)), d: d}, nil
 }
 
 // makeClient makes the container client of cfg, on cfg.HTTPClient or on a
@@ -210,9 +209,6 @@ func containerURL(cfg Config) string {
 // Container returns the name of the backend's container.
 func (b *Backend) Container() string { return b.d.container }
 
-// Prefix returns the prefix of the backend's blob names.
-func (b *Backend) Prefix() string { return b.d.prefix }
-
 // Close closes the idle connections of the HTTP client the backend made.
 func (d *bucket) Close() error {
 	if d.transport != nil {
@@ -222,13 +218,13 @@ func (d *bucket) Close() error {
 }
 
 // As sets a **container.Client target to the container client and a
-// *driver.Root to the container and the prefix.
+// *driver.Root to the container.
 func (d *bucket) As(target any) bool {
 	switch p := target.(type) {
 	case **container.Client:
 		*p = d.client
 	case *driver.Root:
-		*p = driver.Root{Bucket: d.container, Prefix: d.prefix}
+		*p = driver.Root{Bucket: d.container}
 	default:
 		return false
 	}
@@ -237,7 +233,7 @@ func (d *bucket) As(target any) bool {
 
 // Location names the container, the endpoint and the blob.
 func (d *bucket) Location(name string) string {
-	return fmt.Sprintf("container %q at %s, blob %q", d.container, d.endpoint, d.prefix+name)
+	return fmt.Sprintf("container %q at %s, blob %q", d.container, d.endpoint, name)
 }
 
 // Put stores size bytes of body under name, never replacing a blob; see the
@@ -265,7 +261,7 @@ func (d *bucket) put(ctx context.Context, rt driver.Runner, name string, body *d
 	uploadID := newID()
 	meta := map[string]*string{metaUploadID: to.Ptr(uploadID)}
 	ifNone := &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}}
-	bb := d.client.NewBlockBlobClient(d.prefix + name)
+	bb := d.client.NewBlockBlobClient(name)
 	commit := func(ids []string) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
 			_, err := bb.CommitBlockList(ctx, ids, &blockblob.CommitBlockListOptions{Metadata: meta, AccessConditions: ifNone})

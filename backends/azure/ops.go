@@ -26,7 +26,7 @@ func (d *bucket) Open(ctx context.Context, name string, offset, length int64) (i
 	if length > 0 {
 		opts.Range.Count = length
 	}
-	resp, err := d.client.NewBlobClient(d.prefix+name).DownloadStream(ctx, opts)
+	resp, err := d.client.NewBlobClient(name).DownloadStream(ctx, opts)
 	if err != nil {
 		return nil, d.explain(err)
 	}
@@ -35,7 +35,7 @@ func (d *bucket) Open(ctx context.Context, name string, offset, length int64) (i
 
 // Size returns the blob's size, from its properties.
 func (d *bucket) Size(ctx context.Context, name string) (int64, error) {
-	props, err := d.client.NewBlobClient(d.prefix+name).GetProperties(ctx, nil)
+	props, err := d.client.NewBlobClient(name).GetProperties(ctx, nil)
 	if err != nil {
 		return 0, d.explain(err)
 	}
@@ -44,14 +44,14 @@ func (d *bucket) Size(ctx context.Context, name string) (int64, error) {
 
 // Delete deletes the blob.
 func (d *bucket) Delete(ctx context.Context, name string) error {
-	_, err := d.client.NewBlobClient(d.prefix+name).Delete(ctx, nil)
+	_, err := d.client.NewBlobClient(name).Delete(ctx, nil)
 	return d.explain(err)
 }
 
-// List calls fn for every blob under the backend's prefix plus prefix, in
-// lexical order, a page of up to 5000 names per request.
+// List calls fn for every blob under prefix, in lexical order, a page of
+// up to 5000 names per request.
 func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn func(driver.ObjectInfo) error) error {
-	pager := d.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: to.Ptr(d.prefix + prefix)})
+	pager := d.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: to.Ptr(prefix)})
 	for pager.More() {
 		var page container.ListBlobsFlatResponse
 		err := rt.Do(ctx, 0, func(ctx context.Context) error {
@@ -66,11 +66,10 @@ func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn f
 			continue
 		}
 		for _, item := range page.Segment.BlobItems {
-			name, ok := strings.CutPrefix(deref(item.Name), d.prefix)
-			if !ok || deref(item.Deleted) {
-				continue // not ours, or a deleted blob
+			if deref(item.Deleted) {
+				continue // a deleted blob
 			}
-			info := driver.ObjectInfo{Name: name}
+			info := driver.ObjectInfo{Name: deref(item.Name)}
 			if p := item.Properties; p != nil {
 				info.Size = deref(p.ContentLength)
 				info.ModTime = deref(p.LastModified)

@@ -41,17 +41,20 @@
 //  5. In the backend's package, give it a Config with documented defaults
 //     (among them a backends.Policy for its requests), a Validate, an
 //     Open(ctx, Config) that returns the portable type made by
-//     backends.New (embed it in the package's Backend type to add calls of
-//     its own, run through backends.Bucket.Run), a URL form whose
+//     backends.New, given the Config's key prefix with backends.WithPrefix
+//     (embed it in the package's Backend type to add calls of its own,
+//     run through backends.Bucket.Run), a URL form whose
 //     parameters are listed as []URLParameter, and register it in init
 //     with backends.RegisterURL(ID, ParseURL, Open, scheme).
 //  6. Run conformance.TestBackend against an emulator of the service.
 //
 // The Example of this package is a whole driver, over a directory.
 //
-// Names given to a driver are valid object names, relative to the
-// backend's root: a driver adds its own prefix (a bucket's key prefix, a
-// root directory) and removes it again in List.
+// Names given to a driver are keys relative to its root (a bucket, a
+// container, a directory): the backend's key prefix, which the portable
+// layer adds (backends.WithPrefix), followed by a valid object name. A
+// driver uses them as they are, and its List reports keys, from which the
+// portable layer takes the prefix off again.
 package driver
 
 import (
@@ -101,9 +104,10 @@ type Bucket interface {
 	// layer reports success then.
 	Delete(ctx context.Context, name string) error
 
-	// List calls fn for every object whose name starts with prefix, in
-	// lexical (byte) order of names, with its name relative to the
-	// backend's root. It may report names that are no valid object names
+	// List calls fn for every object whose key starts with prefix, in
+	// lexical (byte) order of keys, with its key (relative to the
+	// driver's root) as its name. It may report names that are no valid
+	// object names
 	// (written by other tools): the portable layer skips them. It sends
 	// each request (a page) through rt. An error of fn is returned as it
 	// is; rt makes no other attempt of a request within which fn failed.
@@ -141,8 +145,10 @@ type Runner interface {
 	Do(ctx context.Context, bodySize int64, fn func(ctx context.Context) error) error
 }
 
-// Root is where a driver keeps its objects, as [Bucket.As] reports it to a
-// *Root: an object's key is Prefix followed by its name, in Bucket.
+// Root is where a backend keeps its objects, as [Bucket.As] reports it to
+// a *Root: an object's key is Prefix followed by its name, in Bucket. A
+// driver sets Bucket (and a prefix of its own, if it keeps one); the
+// portable layer adds the backend's key prefix.
 type Root struct {
 	// Bucket names the bucket, container or directory (without secrets).
 	Bucket string
@@ -152,7 +158,7 @@ type Root struct {
 
 // ObjectInfo describes one stored object, as List reports it.
 type ObjectInfo struct {
-	Name    string    // name relative to the backend's root
+	Name    string    // name relative to the backend's root (a driver reports its key)
 	Size    int64     // size in bytes
 	ModTime time.Time // time of the last modification
 }

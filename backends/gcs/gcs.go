@@ -97,8 +97,7 @@ type Backend struct {
 	d *bucket
 }
 
-// bucket is the driver: the storage client's calls on one bucket, under a
-// prefix.
+// bucket is the driver: the storage client's calls on one bucket.
 type bucket struct {
 	cfg       Config
 	client    *storage.Client
@@ -155,7 +154,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		d.client, d.ownClient = c, true
 	}
 	d.bucket = d.client.Bucket(cfg.Bucket)
-	return &Backend{Bucket: backends.New(ID, d, cfg.Request), d: d}, nil
+	return &Backend{Bucket: backends.New(ID, d, cfg.Request, backends.WithPrefix(cfg.Prefix)), d: d}, nil
 }
 
 // Config returns the backend's configuration (with the prefix as used).
@@ -179,7 +178,7 @@ func (d *bucket) closeTransport() {
 
 // As sets a **storage.Client target to the client, a
 // **storage.BucketHandle target to the bucket's handle and a *driver.Root
-// to the bucket and the prefix.
+// to the bucket.
 func (d *bucket) As(target any) bool {
 	switch p := target.(type) {
 	case **storage.Client:
@@ -187,7 +186,7 @@ func (d *bucket) As(target any) bool {
 	case **storage.BucketHandle:
 		*p = d.bucket
 	case *driver.Root:
-		*p = driver.Root{Bucket: d.cfg.Bucket, Prefix: d.cfg.Prefix}
+		*p = driver.Root{Bucket: d.cfg.Bucket}
 	default:
 		return false
 	}
@@ -196,7 +195,7 @@ func (d *bucket) As(target any) bool {
 
 // Location names the object's URL and the endpoint.
 func (d *bucket) Location(name string) string {
-	return fmt.Sprintf("gs://%s/%s at %s", d.cfg.Bucket, d.cfg.Prefix+name, d.cfg.endpointName())
+	return fmt.Sprintf("gs://%s/%s at %s", d.cfg.Bucket, name, d.cfg.endpointName())
 }
 
 // Classify maps the client's errors: its sentinels of missing objects and
@@ -261,7 +260,7 @@ func tokenCode(status int) driver.Code {
 // object returns the handle of name under the prefix, without the client's
 // own retries.
 func (d *bucket) object(name string) *storage.ObjectHandle {
-	return d.bucket.Object(d.cfg.Prefix + name).Retryer(storage.WithPolicy(storage.RetryNever))
+	return d.bucket.Object(name).Retryer(storage.WithPolicy(storage.RetryNever))
 }
 
 // Put stores the object in one request, or resumably when it is larger
@@ -316,7 +315,7 @@ func (d *bucket) putResumable(ctx context.Context, name string, body *driver.Bod
 	retry := func(err error) bool {
 		return body.Err() == nil && d.Classify(err) == driver.Transient && failed.Add(1) < int64(p.MaxAttempts)
 	}
-	o := d.bucket.Object(d.cfg.Prefix+name).Retryer(
+	o := d.bucket.Object(name).Retryer(
 		storage.WithPolicy(storage.RetryAlways), // create-only, so idempotent
 		storage.WithMaxAttempts(p.MaxAttempts),
 		storage.WithBackoff(gax.Backoff{Initial: max(p.InitialBackoff, time.Millisecond), Max: max(p.MaxBackoff, time.Millisecond), Multiplier: 2}),
@@ -421,10 +420,10 @@ func (d *bucket) Delete(ctx context.Context, name string) error {
 }
 
 // List lists the objects under the prefix a page at a time, in lexical
-// order of names (the service's order), with names relative to the
-// backend's prefix. Each page is one request, sent through rt.
+// order of names (the service's order). Each page is one request, sent
+// through rt.
 func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn func(driver.ObjectInfo) error) error {
-	q := &storage.Query{Prefix: d.cfg.Prefix + prefix}
+	q := &storage.Query{Prefix: prefix}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
 		return err
 	}
@@ -442,7 +441,7 @@ func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn f
 			return d.missing(ctx, err)
 		}
 		for _, a := range page {
-			if err := fn(driver.ObjectInfo{Name: strings.TrimPrefix(a.Name, d.cfg.Prefix), Size: a.Size, ModTime: a.Updated}); err != nil {
+			if err := fn(driver.ObjectInfo{Name: a.Name, Size: a.Size, ModTime: a.Updated}); err != nil {
 				return err
 			}
 		}

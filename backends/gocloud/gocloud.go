@@ -120,7 +120,7 @@ type Backend struct {
 	d *bucket
 }
 
-// bucket is the driver: a blob.Bucket under a key prefix.
+// bucket is the driver: the keys of a blob.Bucket.
 type bucket struct {
 	bucket *blob.Bucket
 	owned  bool   // opened from the URL, so closed by Close
@@ -158,7 +158,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if d.bucket.As(&client) && client != nil {
 		d.s3 = client
 	}
-	return &Backend{Bucket: backends.New(ID, d, cfg.Request), d: d}, nil
+	return &Backend{Bucket: backends.New(ID, d, cfg.Request, backends.WithPrefix(cfg.Prefix)), d: d}, nil
 }
 
 // Close closes the bucket when the backend opened it itself (and, where
@@ -180,14 +180,14 @@ func (d *bucket) Close() error {
 }
 
 // As sets a **blob.Bucket target to the bucket and a *driver.Root to the
-// bucket's URL (without secrets) and the prefix, and hands other targets
-// to the bucket's As.
+// bucket's URL (without secrets), and hands other targets to the bucket's
+// As.
 func (d *bucket) As(target any) bool {
 	switch p := target.(type) {
 	case **blob.Bucket:
 		*p = d.bucket
 	case *driver.Root:
-		*p = driver.Root{Bucket: d.where, Prefix: d.cfg.Prefix}
+		*p = driver.Root{Bucket: d.where}
 	default:
 		return d.bucket.As(target)
 	}
@@ -196,10 +196,8 @@ func (d *bucket) As(target any) bool {
 
 // Location names the bucket, without secrets, and the object's key.
 func (d *bucket) Location(name string) string {
-	return fmt.Sprintf("%s object %q", d.where, d.key(name))
+	return fmt.Sprintf("%s object %q", d.where, name)
 }
-
-func (d *bucket) key(name string) string { return d.cfg.Prefix + name }
 
 // metaID is the metadata key under which every Put marks its object with
 // a random id of its own.
@@ -237,7 +235,7 @@ func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *d
 // no id (a driver that keeps no metadata, such as fileblob with
 // metadata=skip), by its size and bytes, which reads the whole object.
 func (d *bucket) mine(ctx context.Context, name, id string, body *driver.Body, size int64) (bool, error) {
-	attrs, err := d.bucket.Attributes(ctx, d.key(name))
+	attrs, err := d.bucket.Attributes(ctx, name)
 	if err != nil {
 		return false, err
 	}
@@ -289,7 +287,7 @@ func (d *bucket) write(ctx context.Context, rt driver.Runner, name, id string, b
 	defer cancel()
 	var seen written
 	src := &source{r: body.Section(0, size), cancel: cancel, seen: &seen}
-	err := d.bucket.Upload(wctx, d.key(name), src, &blob.WriterOptions{
+	err := d.bucket.Upload(wctx, name, src, &blob.WriterOptions{
 		ContentType:    "application/octet-stream",
 		IfNotExist:     true,
 		BufferSize:     d.cfg.PartSize,
@@ -410,7 +408,7 @@ func (d *bucket) beforeWrite(as func(any) bool, w *written) error {
 
 // holds reports whether the stored object name holds exactly body.
 func (d *bucket) holds(ctx context.Context, name string, body *driver.Body, size int64) (bool, error) {
-	r, err := d.bucket.NewReader(ctx, d.key(name), nil)
+	r, err := d.bucket.NewReader(ctx, name, nil)
 	if err != nil {
 		return false, err
 	}
@@ -442,7 +440,7 @@ func (d *bucket) holds(ctx context.Context, name string, body *driver.Body, size
 // An offset past the end fails with [backends.ErrInvalidRange] where the
 // driver does not refuse the range itself (memblob).
 func (d *bucket) Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
-	r, err := d.bucket.NewRangeReader(ctx, d.key(name), offset, length, nil)
+	r, err := d.bucket.NewRangeReader(ctx, name, offset, length, nil)
 	if err == nil && offset > r.Size() {
 		_ = r.Close()
 		err = fmt.Errorf("%w: offset %d past the end of the %d-byte object", backends.ErrInvalidRange, offset, r.Size())
@@ -455,7 +453,7 @@ func (d *bucket) Open(ctx context.Context, name string, offset, length int64) (i
 
 // Size returns the object's size, from its attributes.
 func (d *bucket) Size(ctx context.Context, name string) (int64, error) {
-	attrs, err := d.bucket.Attributes(ctx, d.key(name))
+	attrs, err := d.bucket.Attributes(ctx, name)
 	if err != nil {
 		return 0, err
 	}
@@ -464,14 +462,14 @@ func (d *bucket) Size(ctx context.Context, name string) (int64, error) {
 
 // Delete deletes the object.
 func (d *bucket) Delete(ctx context.Context, name string) error {
-	return d.bucket.Delete(ctx, d.key(name))
+	return d.bucket.Delete(ctx, name)
 }
 
 // List reads the whole listing under prefix, a page per request of rt,
 // sorts it, and calls fn for each object.
 func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn func(driver.ObjectInfo) error) error {
 	var objs []driver.ObjectInfo
-	opts := &blob.ListOptions{Prefix: d.key(prefix)}
+	opts := &blob.ListOptions{Prefix: prefix}
 	for token := blob.FirstPageToken; len(token) > 0; {
 		var (
 			page []*blob.ListObject
@@ -486,7 +484,7 @@ func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn f
 			return err
 		}
 		for _, o := range page {
-			objs = append(objs, driver.ObjectInfo{Name: strings.TrimPrefix(o.Key, d.cfg.Prefix), Size: o.Size, ModTime: o.ModTime})
+			objs = append(objs, driver.ObjectInfo{Name: o.Key, Size: o.Size, ModTime: o.ModTime})
 		}
 		token = next
 	}

@@ -79,7 +79,7 @@ func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
 	if !gb.As(&bk) {
 		t.Fatal("As(**blob.Bucket) = false")
 	}
-	key := gb.d.key(name)
+	key := gb.Prefix() + name
 	if err := bk.WriteAll(t.Context(), key, data, nil); err != nil {
 		return err
 	}
@@ -890,7 +890,7 @@ func TestLostAnswer(t *testing.T) {
 func checkLostAnswer(t *testing.T, b *Backend) {
 	put := func(rt driver.Runner, name, data string) error {
 		body := driver.NewBody(strings.NewReader(data), int64(len(data)))
-		return b.d.Put(t.Context(), rt, name, body, int64(len(data)))
+		return b.d.Put(t.Context(), rt, b.Prefix()+name, body, int64(len(data)))
 	}
 	if err := put(lostAnswer{}, "obj", "data"); err != nil {
 		t.Fatalf("Put whose first answer was lost: %v", err)
@@ -922,7 +922,7 @@ func TestLostAnswerNoMetadata(t *testing.T) {
 	defer b.Close()
 	put := func(name, data string) error {
 		body := driver.NewBody(strings.NewReader(data), int64(len(data)))
-		return b.d.Put(t.Context(), lostAnswer{}, name, body, int64(len(data)))
+		return b.d.Put(t.Context(), lostAnswer{}, b.Prefix()+name, body, int64(len(data)))
 	}
 	if err := put("obj", "data"); err != nil {
 		t.Fatalf("Put whose first answer was lost: %v", err)

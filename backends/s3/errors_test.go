@@ -63,7 +63,7 @@ func (*timeoutError) Temporary() bool { return true }
 // errors mean, and so which sentinel an error wraps and whether it is
 // retried (Transient) or permanent.
 func TestClassify(t *testing.T) {
-	d := &bucket{bucket: "bkt", prefix: "p/"}
+	d := &bucket{bucket: "bkt"}
 	tests := []struct {
 		name string
 		err  error
@@ -123,7 +123,7 @@ func TestClassify(t *testing.T) {
 // transport's cause where the SDK says "StatusCode: 0"; a missing bucket
 // is named; the cause is kept.
 func TestExplain(t *testing.T) {
-	d := &bucket{bucket: "bkt", prefix: "p/", endpoint: "http://127.0.0.1:9"}
+	d := &bucket{bucket: "bkt", endpoint: "http://127.0.0.1:9"}
 	for _, tc := range []struct {
 		name  string
 		err   error

@@ -121,7 +121,7 @@ func TestFaults(t *testing.T) {
 		if !strings.Contains(err.Error(), b.d.bucket) {
 			t.Errorf("error %q does not name the bucket", err)
 		}
-		if ids := uploads(t, b, b.d.key("doomed")); len(ids) != 0 {
+		if ids := uploads(t, b, b.Prefix()+"doomed"); len(ids) != 0 {
 			t.Fatalf("incomplete uploads left: %v", ids)
 		}
 		_, err = b.Get(t.Context(), "doomed", 0, -1)
@@ -186,7 +186,7 @@ func TestBodyFailureIsNotRetried(t *testing.T) {
 			conformance.CheckError(t, err, "get", ID, tt.name, backends.ErrNotFound)
 		})
 	}
-	if ids := uploads(t, b, b.d.key("failing part")); len(ids) != 0 {
+	if ids := uploads(t, b, b.Prefix()+"failing part"); len(ids) != 0 {
 		t.Fatalf("incomplete uploads left: %v", ids)
 	}
 }

@@ -103,12 +103,11 @@ type Backend struct {
 	d *bucket
 }
 
-// bucket is the driver: SDK calls on the keys under a prefix of a bucket.
+// bucket is the driver: SDK calls on the keys of a bucket.
 type bucket struct {
 	client    *awss3.Client
 	transport *http.Transport // ours to close, or nil for a given client
 	bucket    string
-	prefix    string
 	partSize  int64
 	conc      int
 	sse       types.ServerSideEncryption
@@ -138,7 +137,6 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	d := &bucket{
 		client:   cfg.Client,
 		bucket:   cfg.Bucket,
-		prefix:   cfg.prefix(),
 		partSize: cfg.PartSize,
 		conc:     cfg.Concurrency,
 		sse:      types.ServerSideEncryption(cfg.SSE),
@@ -154,7 +152,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		}
 		d.client, d.transport = client, tr
 	}
-	return &Backend{Bucket: backends.New(ID, d, cfg.Request), d: d}, nil
+	return &Backend{Bucket: backends.New(ID, d, cfg.Request, backends.WithPrefix(cfg.prefix())), d: d}, nil
 }
 
 // newClient builds a client from the default chain. The HTTP client is set
@@ -246,13 +244,13 @@ func endpointOf(cfg Config) string {
 func (b *Backend) Client() *awss3.Client { return b.d.client }
 
 // As sets a **s3.Client target to the client and a *driver.Root target
-// to the bucket and the prefix.
+// to the bucket.
 func (d *bucket) As(target any) bool {
 	switch p := target.(type) {
 	case **awss3.Client:
 		*p = d.client
 	case *driver.Root:
-		*p = driver.Root{Bucket: d.bucket, Prefix: d.prefix}
+		*p = driver.Root{Bucket: d.bucket}
 	default:
 		return false
 	}
@@ -270,10 +268,8 @@ func (d *bucket) Close() error {
 
 // Location names the bucket, the key and the endpoint.
 func (d *bucket) Location(name string) string {
-	return fmt.Sprintf("s3://%s/%s at %s", d.bucket, d.key(name), d.endpoint)
+	return fmt.Sprintf("s3://%s/%s at %s", d.bucket, name, d.endpoint)
 }
-
-func (d *bucket) key(name string) string { return d.prefix + name }
 
 // Put stores the object create-only: up to the part size with one
 // PutObject, above with a multipart upload that is aborted when it fails.
@@ -284,8 +280,7 @@ func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *d
 	return d.putMultipart(ctx, rt, name, body, size)
 }
 
-func (d *bucket) putSingle(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
-	key := d.key(name)
+func (d *bucket) putSingle(ctx context.Context, rt driver.Runner, key string, body *driver.Body, size int64) error {
 	id := rand.Text()
 	attempts := 0
 	err := rt.Do(ctx, size, func(ctx context.Context) error {
@@ -316,8 +311,7 @@ func (d *bucket) PutMultipart(ctx context.Context, rt driver.Runner, name string
 // any size.
 func (d *bucket) MinMultipartSize() int64 { return 1 }
 
-func (d *bucket) putMultipart(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) (err error) {
-	key := d.key(name)
+func (d *bucket) putMultipart(ctx context.Context, rt driver.Runner, key string, body *driver.Body, size int64) (err error) {
 	partSize := max(d.partSize, (size+maxParts-1)/maxParts)
 	n := int((size + partSize - 1) / partSize)
 
@@ -500,7 +494,7 @@ func (d *bucket) abortUpload(ctx context.Context, rt driver.Runner, key string, 
 
 // Open makes one GetObject of the range.
 func (d *bucket) Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
-	in := &awss3.GetObjectInput{Bucket: &d.bucket, Key: aws.String(d.key(name))}
+	in := &awss3.GetObjectInput{Bucket: &d.bucket, Key: aws.String(name)}
 	switch {
 	case length > 0:
 		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", offset, offset+length-1))
@@ -516,7 +510,7 @@ func (d *bucket) Open(ctx context.Context, name string, offset, length int64) (i
 
 // Size makes one HeadObject.
 func (d *bucket) Size(ctx context.Context, name string) (int64, error) {
-	out, err := d.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &d.bucket, Key: aws.String(d.key(name))})
+	out, err := d.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &d.bucket, Key: aws.String(name)})
 	if err != nil {
 		return 0, d.explain(err)
 	}
@@ -525,14 +519,14 @@ func (d *bucket) Size(ctx context.Context, name string) (int64, error) {
 
 // Delete makes one DeleteObject.
 func (d *bucket) Delete(ctx context.Context, name string) error {
-	_, err := d.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &d.bucket, Key: aws.String(d.key(name))})
+	_, err := d.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &d.bucket, Key: aws.String(name)})
 	return d.explain(err)
 }
 
 // List lists the keys under the prefix page by page (S3 lists keys in
 // UTF-8 binary order), each page a request.
 func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn func(driver.ObjectInfo) error) error {
-	in := &awss3.ListObjectsV2Input{Bucket: &d.bucket, Prefix: aws.String(d.key(prefix))}
+	in := &awss3.ListObjectsV2Input{Bucket: &d.bucket, Prefix: aws.String(prefix)}
 	for {
 		var page *awss3.ListObjectsV2Output
 		err := rt.Do(ctx, 0, func(ctx context.Context) error {
@@ -544,8 +538,7 @@ func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn f
 			return err
 		}
 		for _, o := range page.Contents {
-			name := strings.TrimPrefix(aws.ToString(o.Key), d.prefix)
-			if err := fn(driver.ObjectInfo{Name: name, Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)}); err != nil {
+			if err := fn(driver.ObjectInfo{Name: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)}); err != nil {
 				return err
 			}
 		}

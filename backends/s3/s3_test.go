@@ -178,7 +178,7 @@ func TestCancelledMultipartLeavesNothing(t *testing.T) {
 	r := &cancelAt{r: bytes.NewReader(data), at: testPartSize + 10, cancel: cancel}
 	err := b.Put(ctx, "big", r, int64(len(data)))
 	conformance.CheckError(t, err, "put", ID, "big", context.Canceled)
-	if ids := uploads(t, b, b.d.key("big")); len(ids) != 0 {
+	if ids := uploads(t, b, b.Prefix()+"big"); len(ids) != 0 {
 		t.Fatalf("incomplete uploads left: %v", ids)
 	}
 	if _, err := b.Get(t.Context(), "big", 0, -1); err == nil {
@@ -302,7 +302,7 @@ func TestPossiblePrefixes(t *testing.T) {
 // another tool would.
 func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
 	sb := b.(*Backend)
-	key := sb.d.prefix + name
+	key := sb.Prefix() + name
 	if _, err := sb.d.client.PutObject(t.Context(), &awss3.PutObjectInput{Bucket: &sb.d.bucket, Key: &key, Body: bytes.NewReader(data)}); err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func (b *Backend) ListIncompleteUploads(ctx context.Context, prefix string, fn f
 		if backends.CheckObjectName(prefix+"x") != nil {
 			return nil // a complete segment of prefix is invalid: no valid name starts with it
 		}
-		return b.d.listIncompleteUploads(ctx, rt, prefix, call, page)
+		return b.d.listIncompleteUploads(ctx, rt, b.Prefix(), prefix, call, page)
 	})
 	if fnErr != nil {
 		return fnErr // as it is
@@ -67,9 +67,11 @@ func (b *Backend) ListIncompleteUploads(ctx context.Context, prefix string, fn f
 	return err
 }
 
-func (d *bucket) listIncompleteUploads(ctx context.Context, rt driver.Runner, prefix string, fn func(IncompleteUpload) error, page func()) error {
-	full := d.key(prefix)
-	found, err := d.listUploads(ctx, rt, full, full, fn, page)
+// listIncompleteUploads lists the uploads of the names that start with
+// prefix, under the backend's key prefix root.
+func (d *bucket) listIncompleteUploads(ctx context.Context, rt driver.Runner, root, prefix string, fn func(IncompleteUpload) error, page func()) error {
+	full := root + prefix
+	found, err := d.listUploads(ctx, rt, root, full, full, fn, page)
 	if err != nil || found > 0 || full == "" {
 		return err
 	}
@@ -77,7 +79,7 @@ func (d *bucket) listIncompleteUploads(ctx context.Context, rt driver.Runner, pr
 	if err != nil || !ignored {
 		return err
 	}
-	_, err = d.listUploads(ctx, rt, "", full, fn, page)
+	_, err = d.listUploads(ctx, rt, root, "", full, fn, page)
 	return err
 }
 
@@ -119,9 +121,9 @@ func (d *bucket) ignoresUploadPrefix(ctx context.Context, rt driver.Runner, full
 }
 
 // listUploads lists the uploads whose keys start with listPrefix, calls
-// page for every page and fn for those whose keys start with full, and
-// returns how many it listed.
-func (d *bucket) listUploads(ctx context.Context, rt driver.Runner, listPrefix, full string, fn func(IncompleteUpload) error, page func()) (int, error) {
+// page for every page and fn for those whose keys start with full (with
+// their names: their keys without root), and returns how many it listed.
+func (d *bucket) listUploads(ctx context.Context, rt driver.Runner, root, listPrefix, full string, fn func(IncompleteUpload) error, page func()) (int, error) {
 	in := &awss3.ListMultipartUploadsInput{Bucket: &d.bucket}
 	if listPrefix != "" {
 		in.Prefix = &listPrefix
@@ -139,7 +141,7 @@ func (d *bucket) listUploads(ctx context.Context, rt driver.Runner, listPrefix, 
 				continue
 			}
 			listed++
-			name := strings.TrimPrefix(key, d.prefix)
+			name := strings.TrimPrefix(key, root)
 			if backends.CheckObjectName(name) != nil {
 				continue
 			}
@@ -174,7 +176,7 @@ func (b *Backend) AbortIncompleteUpload(ctx context.Context, u IncompleteUpload)
 		return backends.NewError(op, ID, u.Name, err)
 	}
 	return b.Run(ctx, op, u.Name, func(ctx context.Context, rt driver.Runner) error {
-		if err := b.d.abortUpload(ctx, rt, b.d.key(u.Name), &u.UploadID); err != nil {
+		if err := b.d.abortUpload(ctx, rt, b.Prefix()+u.Name, &u.UploadID); err != nil {
 			return fmt.Errorf("upload %s: %w", u.UploadID, err)
 		}
 		return nil
