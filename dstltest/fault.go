@@ -2,34 +2,26 @@ package dstltest
 
 import (
 	"sync/atomic"
-	"time"
+
+	"github.com/dstlgo/dstl/backends/faulty"
 )
 
 // Op names a backend operation, for fault injection and counting.
-type Op string
+type Op = faulty.Op
 
 // The operations of a [backends.Backend].
 const (
-	OpPut    Op = "put"
-	OpGet    Op = "get"
-	OpDelete Op = "delete"
-	OpList   Op = "list"
+	OpPut    = faulty.OpPut
+	OpGet    = faulty.OpGet
+	OpDelete = faulty.OpDelete
+	OpList   = faulty.OpList
 )
 
-// Fault is what a [FaultFunc] makes of one call. The zero Fault lets the call
-// through. Its parts apply in this order: Delay, then Stall, then Err.
-type Fault struct {
-	// Err, when not nil, fails the call with an error that wraps it (a
-	// failed Put stores nothing).
-	Err error
-	// Delay is slept before the call does anything, as by a slow service;
-	// the sleep ends early when the call's context is done or the backend
-	// is closed.
-	Delay time.Duration
-	// Stall blocks the call until its context is done, the backend is
-	// closed, or [Backend.ReleaseStalls] is called.
-	Stall bool
-}
+// Fault is what a [FaultFunc] makes of one call; see [faulty.Fault]. The
+// zero Fault lets the call through. Its parts apply in this order: Delay,
+// then Stall, then Err. A Delay or Stall ends early when the backend is
+// closed; Stall lasts until [Backend.ReleaseStalls].
+type Fault = faulty.Fault
 
 // FaultFunc decides the fault of one call of op on name (the prefix, for
 // OpList). It is called once per call, from the calling goroutine, without
@@ -72,8 +64,9 @@ func StallFirst(op Op) FaultFunc {
 }
 
 // Combine returns a FaultFunc that asks every one of fs (each is called, so
-// their counters advance) and merges the answers: the first non-nil Err, the
-// sum of the delays, and a stall if any of them stalls.
+// their counters advance) and merges the answers: the first non-nil Err
+// (with its Lost), the sum of the delays, a stall if any of them stalls,
+// and the first OnCancel other than Abort (with its LateBy).
 func Combine(fs ...FaultFunc) FaultFunc {
 	return func(op Op, name string) Fault {
 		var out Fault
@@ -83,7 +76,10 @@ func Combine(fs ...FaultFunc) FaultFunc {
 			}
 			ft := f(op, name)
 			if out.Err == nil {
-				out.Err = ft.Err
+				out.Err, out.Lost = ft.Err, ft.Lost
+			}
+			if out.OnCancel == faulty.Abort {
+				out.OnCancel, out.LateBy = ft.OnCancel, ft.LateBy
 			}
 			out.Delay += ft.Delay
 			out.Stall = out.Stall || ft.Stall

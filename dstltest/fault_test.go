@@ -137,37 +137,6 @@ func TestCombine(t *testing.T) {
 	}
 }
 
-func TestDelay(t *testing.T) {
-	b := NewBackend()
-	defer b.Close()
-	const delay = 50 * time.Millisecond
-	b.SetFault(func(op Op, _ string) Fault {
-		if op == OpPut {
-			return Fault{Delay: delay}
-		}
-		return Fault{}
-	})
-	start := time.Now()
-	conformance.Put(t, b, "a", "x")
-	if d := time.Since(start); d < delay {
-		t.Fatalf("put took %v, want at least %v", d, delay)
-	}
-
-	b.SetFault(func(Op, string) Fault { return Fault{Delay: time.Hour} })
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel()
-	checkBackendError(t, b.Put(ctx, "b", strings.NewReader("x"), 1), OpPut, "b", context.DeadlineExceeded)
-	if _, ok := b.ObjectBytes("b"); ok {
-		t.Fatal("a put cancelled during its delay stored the object")
-	}
-
-	done := make(chan error)
-	go func() { done <- b.Delete(context.Background(), "a") }()
-	time.Sleep(10 * time.Millisecond)
-	b.Close()
-	checkBackendError(t, <-done, OpDelete, "a", dstl.ErrClosed)
-}
-
 func TestStall(t *testing.T) {
 	tests := []struct {
 		name string
@@ -217,54 +186,4 @@ func TestStall(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestReleaseStallsReleasesOnlyCurrentStalls(t *testing.T) {
-	b := NewBackend()
-	defer b.Close()
-	b.SetFault(func(op Op, _ string) Fault { return Fault{Stall: op == OpGet} })
-	conformance.Put(t, b, "a", "x")
-	done := make(chan error, 3)
-	for range 2 {
-		go func() { done <- call(t.Context(), b, OpGet, "a") }()
-	}
-	if err := b.WaitStalled(t.Context(), 2); err != nil {
-		t.Fatal(err)
-	}
-	b.ReleaseStalls()
-	for range 2 {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	go func() { done <- call(t.Context(), b, OpGet, "a") }()
-	if err := b.WaitStalled(t.Context(), 1); err != nil {
-		t.Fatal(err)
-	}
-	b.ReleaseStalls()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestWaitStalledTimesOut(t *testing.T) {
-	b := NewBackend()
-	defer b.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
-	defer cancel()
-	if err := b.WaitStalled(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitStalled = %v", err)
-	}
-	if err := b.WaitStalled(ctx, 0); err != nil {
-		t.Fatalf("WaitStalled(0) = %v", err)
-	}
-}
-
-func TestFaultsDoNotApplyToInvalidCalls(t *testing.T) {
-	b := NewBackend()
-	defer b.Close()
-	b.SetFault(func(Op, string) Fault { t.Error("fault func called"); return Fault{} })
-	checkBackendError(t, b.Put(t.Context(), "", strings.NewReader(""), 0), OpPut, "", backends.ErrInvalidName)
-	b.Close()
-	checkBackendError(t, b.Put(t.Context(), "a", strings.NewReader(""), 0), OpPut, "a", dstl.ErrClosed)
 }

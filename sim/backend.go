@@ -6,14 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/faulty"
+	"github.com/dstlgo/dstl/backends/mem"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/format"
 )
@@ -99,29 +99,71 @@ func (p faultProfile) String() string {
 	return b.String()
 }
 
-// memStore is the content shared by the faulty and the clean view of the
-// simulated backend.
+// memStore is the in-memory store shared by the faulty and the clean
+// view of the simulated backend, with the counts of the faults injected.
 type memStore struct {
-	mu      sync.Mutex
-	objects map[string][]byte
-	mtime   map[string]time.Time
-	// explained names objects that a fault may have left behind: stored
-	// although the put reported an error, or kept by a failed delete.
-	explained map[string]faultKind
-	counts    [numFaultKinds]int
-	late      sync.WaitGroup // background stores of putLateStore
+	*mem.Store
+	mu     sync.Mutex // guards counts
+	counts [numFaultKinds]int
 	// now, when set, is the clock of the objects' modification times
 	// (default time.Now).
 	now func() time.Time
-	// onChange, when set, is called with mu held after each object stored
-	// (data) or deleted (deleted true).
+	// onChange, when set, is called with the store locked after each
+	// object stored (data) or deleted (deleted true).
 	onChange func(name string, data []byte, deleted bool)
+}
+
+func newMemStore() *memStore {
+	st := &memStore{Store: mem.NewStore()}
+	st.SetClock(func() time.Time {
+		if st.now != nil {
+			return st.now()
+		}
+		return time.Now()
+	})
+	st.OnChange(func(name string, data []byte, deleted bool) {
+		if st.onChange != nil {
+			st.onChange(name, data, deleted)
+		}
+	})
+	return st
+}
+
+// bucket returns a backend of its own over the store's objects.
+func (st *memStore) bucket() backends.Backend {
+	b, err := mem.Open(context.Background(), mem.Config{Store: st.Store})
+	if err != nil {
+		panic(fmt.Sprintf("sim: open an in-memory backend: %v", err)) // its Config is valid
+	}
+	return b
+}
+
+// has reports whether an object is stored under name.
+func (st *memStore) has(name string) bool {
+	_, ok := st.Object(name)
+	return ok
+}
+
+func (st *memStore) count(k faultKind) {
+	st.mu.Lock()
+	st.counts[k]++
+	st.mu.Unlock()
+}
+
+// names returns every stored object's name.
+func (st *memStore) names() []string {
+	var out []string
+	for _, o := range st.Objects("") {
+		out = append(out, o.Name)
+	}
+	return out
 }
 
 var _ backends.Backend = (*backend)(nil)
 
-// backend implements backends.Backend over a memStore, injecting faults when
-// faults is set. It is written for this simulation alone.
+// backend is a view of the simulated store: the in-memory backend under
+// the fault-injecting wrapper, whose faults it draws, or the in-memory
+// backend alone (the clean view, for the checks).
 //
 // The fault of a call does not depend on the order in which concurrent
 // calls arrive: it is drawn from a generator of its own, derived from the
@@ -129,12 +171,14 @@ var _ backends.Backend = (*backend)(nil)
 // by sequence number; object names are random) and how many calls of that
 // operation on such an object came before.
 type backend struct {
-	st     *memStore
+	backends.Backend
+	st *memStore
+	f  *faulty.Backend // nil in the clean view
+
 	seed   uint64
 	mu     sync.Mutex // guards everything below
 	prof   faultProfile
 	faults bool
-	closed bool
 	logs   map[[16]byte]int // the writer index of each log, for the call keys
 	calls  map[string]int   // calls so far per call key
 	// nameKeys keys the faults by the object's name rather than its
@@ -147,14 +191,26 @@ type backend struct {
 }
 
 func newBackend(seed uint64, prof faultProfile) *backend {
-	st := &memStore{objects: map[string][]byte{}, mtime: map[string]time.Time{}, explained: map[string]faultKind{}}
-	return &backend{st: st, seed: seed, prof: prof, faults: !prof.faultFree(), logs: map[[16]byte]int{}, calls: map[string]int{}}
+	b := &backend{st: newMemStore(), seed: seed, prof: prof, faults: !prof.faultFree(), logs: map[[16]byte]int{}, calls: map[string]int{}}
+	b.f = faulty.New(b.st.bucket(), b.fault)
+	b.Backend = b.f
+	return b
 }
 
 // clean returns a view of the same objects that injects no fault, for the
 // checks.
 func (b *backend) clean() *backend {
-	return &backend{st: b.st}
+	return &backend{Backend: b.st.bucket(), st: b.st}
+}
+
+// explained reports whether a fault may have left the object name behind:
+// stored although the put reported an error, or kept by a failed delete.
+func (b *backend) explained() map[string]bool {
+	out := map[string]bool{}
+	for _, name := range b.f.Leftovers() {
+		out[name] = true
+	}
+	return out
 }
 
 // registerLog names the log's writer in the call keys of its objects.
@@ -231,246 +287,51 @@ func (b *backend) draw(op, name string, data []byte, kinds ...faultKind) (faultK
 	return faultNone, 0
 }
 
-func (b *backend) isClosed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.closed
+// fault draws the fault of a call, for the fault-injecting wrapper.
+func (b *backend) fault(c faulty.Call) faulty.Fault {
+	var (
+		k faultKind
+		d time.Duration
+	)
+	switch c.Op {
+	case faulty.OpPut:
+		data := make([]byte, c.Size)
+		if n, _ := c.Body.ReadAt(data, 0); int64(n) < c.Size {
+			return faulty.Fault{} // the backend fails the put on its body
+		}
+		k, d = b.draw("put", c.Name, data, putErrBefore, putLostAnswer, putStallHonour, putStallIgnore, putStoreAfterCancel, putLateStore)
+	case faulty.OpGet:
+		var data []byte
+		if b.contentKeys {
+			data, _ = b.st.Object(c.Name)
+		}
+		k, _ = b.draw("get", c.Name, data, getErr)
+	case faulty.OpDelete:
+		data, _ := b.st.Object(c.Name)
+		k, _ = b.draw("delete", c.Name, data, deleteFail)
+	case faulty.OpList:
+		k, _ = b.draw("list", c.Name, nil, listErr)
+	}
+	if k == faultNone {
+		return faulty.Fault{}
+	}
+	b.st.count(k)
+	switch k {
+	case putLostAnswer:
+		return faulty.Fault{Err: errInjected, Lost: true}
+	case putStallHonour:
+		return faulty.Fault{Delay: d}
+	case putStallIgnore:
+		return faulty.Fault{Delay: d, OnCancel: faulty.Ignore}
+	case putStoreAfterCancel:
+		return faulty.Fault{Delay: d, OnCancel: faulty.Complete}
+	case putLateStore:
+		return faulty.Fault{Delay: d, OnCancel: faulty.Late, LateBy: d / 4}
+	}
+	return faulty.Fault{Err: errInjected} // putErrBefore, getErr, deleteFail, listErr
 }
 
 func opErr(op, name string, err error) error { return backends.NewError(op, "sim", name, err) }
-
-// store writes the object unless it exists.
-func (st *memStore) store(name string, data []byte, explain faultKind) error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if _, ok := st.objects[name]; ok {
-		return backends.ErrExists
-	}
-	st.objects[name] = data
-	st.mtime[name] = st.clock()
-	if explain != faultNone {
-		st.explained[name] = explain
-	}
-	if st.onChange != nil {
-		st.onChange(name, data, false)
-	}
-	return nil
-}
-
-func (st *memStore) clock() time.Time {
-	if st.now != nil {
-		return st.now()
-	}
-	return time.Now()
-}
-
-func (st *memStore) count(k faultKind) {
-	st.mu.Lock()
-	st.counts[k]++
-	st.mu.Unlock()
-}
-
-// Put stores size bytes of body under name.
-func (b *backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
-	if err := backends.CheckObjectName(name); err != nil {
-		return opErr("put", name, err)
-	}
-	if b.isClosed() {
-		return opErr("put", name, dstl.ErrClosed)
-	}
-	if size < 0 || body == nil {
-		return opErr("put", name, errors.New("negative size or nil body"))
-	}
-	if err := ctx.Err(); err != nil {
-		return opErr("put", name, err)
-	}
-	data := make([]byte, size)
-	if n, err := body.ReadAt(data, 0); int64(n) < size {
-		if err == nil || errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return opErr("put", name, fmt.Errorf("reading the body: %w", err))
-	}
-	k, d := b.draw("put", name, data, putErrBefore, putLostAnswer, putStallHonour, putStallIgnore, putStoreAfterCancel, putLateStore)
-	if k != faultNone {
-		b.st.count(k)
-	}
-	switch k {
-	case putErrBefore:
-		return opErr("put", name, errInjected)
-	case putLostAnswer:
-		if err := b.st.store(name, data, k); err != nil {
-			return opErr("put", name, err)
-		}
-		return opErr("put", name, fmt.Errorf("answer lost: %w", errInjected))
-	case putStallHonour:
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return opErr("put", name, ctx.Err())
-		case <-t.C:
-		}
-	case putStallIgnore:
-		time.Sleep(d)
-		if err := b.st.store(name, data, faultNone); err != nil {
-			return opErr("put", name, err)
-		}
-		return nil
-	case putStoreAfterCancel:
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			if err := b.st.store(name, data, k); err != nil {
-				return opErr("put", name, err)
-			}
-			return opErr("put", name, ctx.Err())
-		case <-t.C:
-		}
-	case putLateStore:
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			b.st.late.Add(1)
-			go func() {
-				defer b.st.late.Done()
-				time.Sleep(d / 4)
-				b.st.store(name, data, k)
-			}()
-			return opErr("put", name, ctx.Err())
-		case <-t.C:
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return opErr("put", name, err)
-	}
-	if err := b.st.store(name, data, faultNone); err != nil {
-		return opErr("put", name, err)
-	}
-	return nil
-}
-
-// Get returns length bytes of the object from offset on (-1: to the end).
-func (b *backend) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
-	if err := backends.CheckObjectName(name); err != nil {
-		return nil, opErr("get", name, err)
-	}
-	if b.isClosed() {
-		return nil, opErr("get", name, dstl.ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, opErr("get", name, err)
-	}
-	var data []byte
-	if b.contentKeys {
-		b.st.mu.Lock()
-		data = b.st.objects[name]
-		b.st.mu.Unlock()
-	}
-	if k, _ := b.draw("get", name, data, getErr); k == getErr {
-		b.st.count(k)
-		return nil, opErr("get", name, errInjected)
-	}
-	b.st.mu.Lock()
-	data, ok := b.st.objects[name]
-	b.st.mu.Unlock()
-	if !ok {
-		return nil, opErr("get", name, backends.ErrNotFound)
-	}
-	n := int64(len(data))
-	if offset < 0 || length < -1 || offset > n {
-		return nil, opErr("get", name, fmt.Errorf("%w: offset %d, length %d of %d bytes", backends.ErrInvalidRange, offset, length, n))
-	}
-	end := n
-	if length >= 0 && offset+length < n {
-		end = offset + length
-	}
-	return io.NopCloser(bytes.NewReader(data[offset:end])), nil
-}
-
-// Delete removes the object; a missing object is not an error.
-func (b *backend) Delete(ctx context.Context, name string) error {
-	if err := backends.CheckObjectName(name); err != nil {
-		return opErr("delete", name, err)
-	}
-	if b.isClosed() {
-		return opErr("delete", name, dstl.ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return opErr("delete", name, err)
-	}
-	b.st.mu.Lock()
-	data := b.st.objects[name]
-	b.st.mu.Unlock()
-	if k, _ := b.draw("delete", name, data, deleteFail); k == deleteFail {
-		b.st.mu.Lock()
-		b.st.counts[k]++
-		if _, ok := b.st.objects[name]; ok {
-			b.st.explained[name] = k
-		}
-		b.st.mu.Unlock()
-		return opErr("delete", name, errInjected)
-	}
-	b.st.mu.Lock()
-	if _, ok := b.st.objects[name]; ok && b.st.onChange != nil {
-		b.st.onChange(name, nil, true)
-	}
-	delete(b.st.objects, name)
-	delete(b.st.mtime, name)
-	b.st.mu.Unlock()
-	return nil
-}
-
-// List calls fn for every object whose name starts with prefix, in order.
-func (b *backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
-	if b.isClosed() {
-		return opErr("list", prefix, dstl.ErrClosed)
-	}
-	if k, _ := b.draw("list", prefix, nil, listErr); k == listErr {
-		b.st.count(k)
-		return opErr("list", prefix, errInjected)
-	}
-	b.st.mu.Lock()
-	var infos []backends.ObjectInfo
-	for name, data := range b.st.objects {
-		if len(name) >= len(prefix) && name[:len(prefix)] == prefix {
-			infos = append(infos, backends.ObjectInfo{Name: name, Size: int64(len(data)), ModTime: b.st.mtime[name]})
-		}
-	}
-	b.st.mu.Unlock()
-	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
-	for _, info := range infos {
-		if err := ctx.Err(); err != nil {
-			return opErr("list", prefix, err)
-		}
-		if err := fn(info); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Close makes later calls fail with ErrClosed.
-func (b *backend) Close() error {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
-	return nil
-}
-
-// names returns every stored object's name.
-func (st *memStore) names() []string {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out := make([]string, 0, len(st.objects))
-	for n := range st.objects {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // VerifyCreateOnly returns nil: the simulated store refuses a Put of an
 // existing name by construction, so the catalog's check of create-only

@@ -98,7 +98,7 @@ func TestFaultsFollowContent(t *testing.T) {
 		for _, i := range order {
 			name := fmt.Sprintf("%s%02d", prefix, i)
 			err := b.Put(context.Background(), name, bytes.NewReader(objs[i]), int64(len(objs[i])))
-			_, stored := b.st.objects[name]
+			stored := b.st.has(name)
 			out[i] = fmt.Sprintf("injected=%v stored=%v", errors.Is(err, errInjected), stored)
 		}
 		return out
@@ -132,16 +132,13 @@ func TestPendingHandlesReadAtEnd(t *testing.T) {
 					}
 				}
 			}
-			s.be.st.mu.Lock()
-			defer s.be.st.mu.Unlock()
 			for _, w := range s.writers {
 				for _, rc := range w.recs {
 					if !rc.pendingAtClose() {
 						continue
 					}
 					for _, e := range rc.res.Remote.Entries {
-						if _, ok := s.be.st.objects[e.Object]; ok && !keep[e.Object] {
-							delete(s.be.st.objects, e.Object)
+						if !keep[e.Object] && s.be.st.DeleteObject(e.Object) {
 							removed++
 						}
 					}

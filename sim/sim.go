@@ -280,7 +280,7 @@ func (s *schedule) run() {
 			}
 		}
 	}
-	s.be.st.late.Wait()
+	s.be.f.Wait()
 	s.be.stopFaults()
 	s.be.st.mu.Lock()
 	s.stats.Injected = s.be.st.counts
@@ -380,14 +380,12 @@ func (s *schedule) checkLeftovers() {
 	}
 	names := s.be.st.names()
 	s.stats.Objects = len(names)
+	explained := s.be.explained()
 	for _, name := range names {
 		if _, ok := owned[name]; ok {
 			continue
 		}
-		s.be.st.mu.Lock()
-		_, explained := s.be.st.explained[name]
-		s.be.st.mu.Unlock()
-		if explained {
+		if explained[name] {
 			s.stats.Explained++
 			continue
 		}

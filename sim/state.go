@@ -393,7 +393,7 @@ func (s *stateSchedule) run() {
 		s.finish(s.stepRand(stTagEnd, 0))
 	}
 	s.closeInstances()
-	s.be.st.late.Wait()
+	s.be.f.Wait()
 	s.be.st.mu.Lock()
 	s.stats.Injected = s.be.st.counts
 	s.be.st.mu.Unlock()
@@ -656,11 +656,9 @@ func (s *stateSchedule) checkLastStored(what string) {
 	if s.last == nil {
 		return
 	}
-	s.be.st.mu.Lock()
-	defer s.be.st.mu.Unlock()
 	for _, p := range s.last.parts {
 		for _, o := range p.h.Objects() {
-			if _, ok := s.be.st.objects[o]; !ok {
+			if !s.be.st.has(o) {
 				s.failf("%s: object %s of the last completed checkpoint %d (%s) is not on the backend", what, o, s.last.id, p.name)
 			}
 		}
@@ -1210,10 +1208,8 @@ func (s *stateSchedule) damaged(v *stInst, r *rand.Rand, handles []*statestore.C
 	}
 	name := objs[r.IntN(len(objs))]
 	st := s.be.st
-	st.mu.Lock()
-	orig, ok := st.objects[name]
+	orig, ok := st.Object(name)
 	if !ok {
-		st.mu.Unlock()
 		s.failf("%s: object %s that the handle names is not on the backend", what, name)
 		return false
 	}
@@ -1228,15 +1224,12 @@ func (s *stateSchedule) damaged(v *stInst, r *rand.Rand, handles []*statestore.C
 			bad[r.IntN(len(bad))] ^= byte(1 + r.IntN(255))
 			how = "damaged"
 		}
-		st.objects[name] = bad
+		st.SetObject(name, bad)
 	} else {
-		delete(st.objects, name)
+		st.DeleteObject(name)
 	}
-	st.mu.Unlock()
 	err := v.cp.InitializeState(context.Background(), info, handles...)
-	st.mu.Lock()
-	st.objects[name] = orig
-	st.mu.Unlock()
+	st.SetObject(name, orig)
 	s.count(func(st *StateStats) { st.Damaged++ })
 	what = fmt.Sprintf("%s, object %s %s", what, name, how)
 	if err == nil {
@@ -1261,7 +1254,7 @@ func (s *stateSchedule) damaged(v *stInst, r *rand.Rand, handles []*statestore.C
 func (s *stateSchedule) finish(r *rand.Rand) {
 	s.waitSnapshots()
 	s.be.stopFaults()
-	s.be.st.late.Wait()
+	s.be.f.Wait()
 	if r.IntN(2) == 0 {
 		s.finalMaterialize()
 	}
@@ -1368,17 +1361,12 @@ func (s *stateSchedule) checkObjects() {
 		if strings.HasPrefix(o, stSnapshots) && !present[o] {
 			s.failf("object %s that %s names was deleted%s", o, need[o], s.history(o))
 		} else if !strings.HasPrefix(o, stSnapshots) {
-			s.cl.st.mu.Lock()
-			_, ok := s.cl.st.objects[o]
-			s.cl.st.mu.Unlock()
-			if !ok {
+			if !s.cl.st.has(o) {
 				s.failf("log object %s that %s names was deleted%s", o, need[o], s.history(o))
 			}
 		}
 	}
-	s.be.st.mu.Lock()
-	explained := maps.Clone(s.be.st.explained)
-	s.be.st.mu.Unlock()
+	explained := s.be.explained()
 	if s.keep {
 		// The checkpointers delete no snapshot object: only the files
 		// of a materialisation that failed, which no handle names.

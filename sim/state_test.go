@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -116,14 +117,12 @@ func TestStateChecks(t *testing.T) {
 		{"named object deleted", Options{stateBeforeObjects: func(s *stateSchedule) {
 			for _, p := range s.last.parts {
 				for _, sn := range p.h.Snapshots {
-					s.be.st.mu.Lock()
-					delete(s.be.st.objects, sn.Object)
-					s.be.st.mu.Unlock()
+					s.be.st.DeleteObject(sn.Object)
 				}
 			}
 		}}, "names was deleted"},
 		{"unreferenced object left", Options{stateBeforeObjects: func(s *stateSchedule) {
-			if err := s.be.st.store(stSnapshots+"op-x/01a22c38-0000-7000-8000-000000000000.snap", []byte("DSSO"), faultNone); err != nil {
+			if err := s.cl.Put(context.Background(), stSnapshots+"op-x/01a22c38-0000-7000-8000-000000000000.snap", strings.NewReader("DSSO"), 4); err != nil {
 				panic(err)
 			}
 		}}, "left behind"},

@@ -287,3 +287,35 @@ func TestCloseWaitsForLateCalls(t *testing.T) {
 		t.Fatalf("the wrapped backend is open after Close: %v", err)
 	}
 }
+
+// TestReleaseStallsReleasesOnlyCurrentStalls: a call that stalls after
+// ReleaseStalls waits for the next one.
+func TestReleaseStallsReleasesOnlyCurrentStalls(t *testing.T) {
+	b, _ := open(t, on(faulty.OpGet, faulty.Fault{Stall: true}))
+	done := make(chan error, 3)
+	for range 2 {
+		go func() { _, err := call(t.Context(), b, faulty.OpGet, "obj"); done <- err }()
+	}
+	if err := b.WaitStalled(t.Context(), 2); err != nil {
+		t.Fatal(err)
+	}
+	b.ReleaseStalls()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() { _, err := call(t.Context(), b, faulty.OpGet, "obj"); done <- err }()
+	if err := b.WaitStalled(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a call stalled after ReleaseStalls returned: %v", err)
+	default:
+	}
+	b.ReleaseStalls()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

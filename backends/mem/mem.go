@@ -78,11 +78,13 @@ func (s *Store) SetClock(now func() time.Time) {
 	s.now = now
 }
 
-// OnChange makes fn see every later change of the store: an object
-// stored (data holds its bytes, which fn does not change) or deleted
-// (deleted is true). fn is called with the store locked, in the order
-// of the changes, so that a test can keep a history in the store's own
-// order; it must not call the store. nil removes it.
+// OnChange makes fn see every later change that a backend on the store
+// makes: an object stored by a Put (data holds its bytes, which fn does
+// not change) or removed by a Delete (deleted is true). fn is called
+// with the store locked, in the order of the changes, so that a test can
+// keep a history in the store's own order; it must not call the store.
+// The store's own SetObject and DeleteObject, which tests call, are not
+// reported. nil removes it.
 func (s *Store) OnChange(fn func(key string, data []byte, deleted bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -129,7 +131,7 @@ func (s *Store) Len() int {
 func (s *Store) SetObject(key string, data []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.store(key, bytes.Clone(data))
+	s.store(key, bytes.Clone(data), false)
 }
 
 // DeleteObject removes the object under key, and reports whether there
@@ -137,7 +139,7 @@ func (s *Store) SetObject(key string, data []byte) {
 func (s *Store) DeleteObject(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.delete(key)
+	return s.delete(key, false)
 }
 
 // create stores data under key unless an object is there; data is the
@@ -148,29 +150,38 @@ func (s *Store) create(key string, data []byte) error {
 	if _, ok := s.objects[key]; ok {
 		return errExists
 	}
-	s.store(key, data)
+	s.store(key, data, true)
 	return nil
 }
 
-// store stores data under key; s.mu is held.
-func (s *Store) store(key string, data []byte) {
+// remove removes the object under key, for a backend.
+func (s *Store) remove(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delete(key, true)
+}
+
+// store stores data under key, and tells onChange when notify is set;
+// s.mu is held.
+func (s *Store) store(key string, data []byte, notify bool) {
 	now := time.Now
 	if s.now != nil {
 		now = s.now
 	}
 	s.objects[key] = object{data: data, modTime: now()}
-	if s.onChange != nil {
+	if notify && s.onChange != nil {
 		s.onChange(key, data, false)
 	}
 }
 
-// delete removes the object under key; s.mu is held.
-func (s *Store) delete(key string) bool {
+// delete removes the object under key, and tells onChange when notify is
+// set; s.mu is held.
+func (s *Store) delete(key string, notify bool) bool {
 	if _, ok := s.objects[key]; !ok {
 		return false
 	}
 	delete(s.objects, key)
-	if s.onChange != nil {
+	if notify && s.onChange != nil {
 		s.onChange(key, nil, true)
 	}
 	return true
@@ -246,7 +257,7 @@ func (d *bucket) Size(_ context.Context, key string) (int64, error) {
 
 // Delete removes the object; a missing one is no error.
 func (d *bucket) Delete(_ context.Context, key string) error {
-	d.s.DeleteObject(key)
+	d.s.remove(key)
 	return nil
 }
 

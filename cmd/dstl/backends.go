@@ -14,6 +14,7 @@ import (
 	"github.com/dstlgo/dstl/backends/gcs"
 	"github.com/dstlgo/dstl/backends/gocloud"
 	"github.com/dstlgo/dstl/backends/local"
+	"github.com/dstlgo/dstl/backends/mem"
 	"github.com/dstlgo/dstl/backends/s3"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
@@ -52,6 +53,10 @@ var backendDocs = map[string]backendDoc{
 		Credentials: "the driver's",
 		Others:      "go to the driver, which rejects those it does not know: e.g. s3blob's endpoint, region, use_path_style, disable_https",
 	},
+	mem.ID: {
+		BasePath:    "memory://NAME/PREFIX (a new, empty store in the process's memory: for tests and demonstrations)",
+		Credentials: "none",
+	},
 }
 
 // backendParameters are the URL parameters each backend package of this
@@ -62,6 +67,7 @@ var backendParameters = map[string][]driver.URLParameter{
 	gcs.ID:     gcs.URLParameters,
 	azure.ID:   azure.URLParameters,
 	gocloud.ID: gocloud.URLParameters,
+	mem.ID:     mem.URLParameters,
 }
 
 // backendReport is one backend in the output of "dstl backends".
@@ -117,6 +123,9 @@ the check could not run.`, stderr)
 		}
 		fmt.Fprintf(stdout, "  base path:    %s\n  credentials:  %s\n  options:\n", r.BasePath, r.Credentials)
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		if len(r.Options) == 0 && r.Others == "" {
+			fmt.Fprintln(tw, "    none")
+		}
 		for _, o := range r.Options {
 			name := o.Name
 			if o.Value != "" {
