@@ -17,7 +17,7 @@ import (
 // BenchmarkAppend appends 100-byte changes over 128 key groups, with the
 // default configuration: pre-emptive persists upload every 5 MiB.
 func BenchmarkAppend(b *testing.B) {
-	s := newStorage(b, discard.Backend{}, dstl.DefaultConfig(discard.ID))
+	s := newStorage(b, discard.New(), dstl.DefaultConfig(discard.ID))
 	w := newWriter(b, s, "op", dstl.KeyGroupRange{Start: 0, End: 127})
 	change := bytes.Repeat([]byte("x"), 100)
 	ctx := context.Background()
@@ -37,7 +37,7 @@ func BenchmarkAppend(b *testing.B) {
 func BenchmarkAppendAlone(b *testing.B) {
 	for _, writers := range []int{1, 2} {
 		b.Run(fmt.Sprintf("goroutines=%d", writers), func(b *testing.B) {
-			s := newStorage(b, discard.Backend{}, dstl.DefaultConfig(discard.ID),
+			s := newStorage(b, discard.New(), dstl.DefaultConfig(discard.ID),
 				dstl.WithUploader(func(uploader.Uploader) uploader.Uploader { return dstltest.NoUploader{} }))
 			ws := make([]*dstl.Writer, writers)
 			for i := range ws {
@@ -70,7 +70,7 @@ func BenchmarkAppendAlone(b *testing.B) {
 
 // BenchmarkAppendParallel appends from one goroutine per writer.
 func BenchmarkAppendParallel(b *testing.B) {
-	s := newStorage(b, discard.Backend{}, dstl.DefaultConfig(discard.ID))
+	s := newStorage(b, discard.New(), dstl.DefaultConfig(discard.ID))
 	change := bytes.Repeat([]byte("x"), 100)
 	var mu sync.Mutex
 	n := 0
@@ -175,7 +175,7 @@ func BenchmarkCycle(b *testing.B) {
 		b.Run(fmt.Sprintf("changes=%d", changes), func(b *testing.B) {
 			cfg := dstl.DefaultConfig(discard.ID)
 			cfg.BatchPersistDelay = 0
-			s := newStorage(b, discard.Backend{}, cfg)
+			s := newStorage(b, discard.New(), cfg)
 			w := newWriter(b, s, "op", dstl.KeyGroupRange{Start: 0, End: 127})
 			change := bytes.Repeat([]byte("x"), 100)
 			ctx := context.Background()

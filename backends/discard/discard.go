@@ -2,40 +2,73 @@
 // measures the engine's write path without any I/O, as the CLI's bench
 // and the benchmarks of Append do.
 //
-// It breaks the contract of a backend on purpose (what was put cannot be
-// read), so it registers no identifier and serves no reader.
+// It is the portable layer ([backends.Bucket]) over a driver that keeps
+// nothing, so that its calls are checked like any backend's. It breaks
+// the contract of a backend on purpose (what was put cannot be read), so
+// it registers no identifier and serves no reader.
 package discard
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/driver"
 )
 
 // ID names the backend in its errors; give it to [dstl.DefaultConfig].
 const ID = "discard"
 
-// Backend accepts every Put and stores nothing: Get fails with
-// [backends.ErrNotFound], List lists nothing, Delete and Close do nothing. The
-// zero value is ready to use and safe for concurrent use.
-type Backend struct{}
+// New returns a backend that accepts every valid Put and stores nothing:
+// Get fails with [backends.ErrNotFound], List lists nothing, Delete
+// succeeds. It is safe for concurrent use.
+func New() *backends.Bucket { return backends.New(ID, bucket{}, backends.NoRetries) }
 
-var _ backends.Backend = Backend{}
+// errNotFound is the error of every read: nothing is stored.
+var errNotFound = errors.New("discard: nothing is stored")
 
-// Put does nothing and succeeds.
-func (Backend) Put(context.Context, string, io.ReaderAt, int64) error { return nil }
+// bucket is the driver that keeps nothing.
+type bucket struct{}
 
-// Get fails with an error wrapping [backends.ErrNotFound].
-func (Backend) Get(_ context.Context, name string, _, _ int64) (io.ReadCloser, error) {
-	return nil, backends.NewError("get", ID, name, backends.ErrNotFound)
+// Put keeps nothing and succeeds.
+func (bucket) Put(context.Context, driver.Runner, string, *driver.Body, int64) error { return nil }
+
+// Open finds nothing.
+func (bucket) Open(context.Context, string, int64, int64) (io.ReadCloser, error) {
+	return nil, errNotFound
 }
 
-// Delete does nothing and succeeds.
-func (Backend) Delete(context.Context, string) error { return nil }
+// Size finds nothing.
+func (bucket) Size(context.Context, string) (int64, error) { return 0, errNotFound }
 
-// List calls fn for no object.
-func (Backend) List(context.Context, string, func(backends.ObjectInfo) error) error { return nil }
+// Delete has nothing to delete, and succeeds.
+func (bucket) Delete(context.Context, string) error { return nil }
+
+// List lists nothing.
+func (bucket) List(context.Context, driver.Runner, string, func(driver.ObjectInfo) error) error {
+	return nil
+}
+
+// Classify maps the error of reads to NotFound.
+func (bucket) Classify(err error) driver.Code {
+	if errors.Is(err, errNotFound) {
+		return driver.NotFound
+	}
+	return driver.Unknown
+}
+
+// Location names nothing.
+func (bucket) Location(string) string { return "" }
+
+// As sets a *driver.Root to the backend's identifier.
+func (bucket) As(target any) bool {
+	if r, ok := target.(*driver.Root); ok {
+		*r = driver.Root{Bucket: ID}
+		return true
+	}
+	return false
+}
 
 // Close does nothing.
-func (Backend) Close() error { return nil }
+func (bucket) Close() error { return nil }

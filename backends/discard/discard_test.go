@@ -13,7 +13,7 @@ import (
 
 func TestBackend(t *testing.T) {
 	ctx := context.Background()
-	var b discard.Backend
+	b := discard.New()
 	for _, tc := range []struct {
 		name    string
 		call    func() error
@@ -41,7 +41,7 @@ func TestBackend(t *testing.T) {
 // and succeed without I/O.
 func TestStorage(t *testing.T) {
 	ctx := context.Background()
-	s, err := dstl.New(dstl.DefaultConfig(discard.ID), discard.Backend{})
+	s, err := dstl.New(dstl.DefaultConfig(discard.ID), discard.New())
 	if err != nil {
 		t.Fatal(err)
 	}

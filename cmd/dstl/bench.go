@@ -640,7 +640,7 @@ func benchAppend(ctx context.Context, changeSize, runs int, prog *progress) (app
 		if alone {
 			opts = append(opts, dstl.WithUploader(func(uploader.Uploader) uploader.Uploader { return dstltest.NoUploader{} }))
 		}
-		s, err := dstl.New(dstl.DefaultConfig(discard.ID), discard.Backend{}, opts...)
+		s, err := dstl.New(dstl.DefaultConfig(discard.ID), discard.New(), opts...)
 		if err != nil {
 			panic(err) // the default configuration is valid
 		}
