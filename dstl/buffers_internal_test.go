@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/dstlgo/dstl/backends/mem"
 )
 
 // TestFreeList: the value put last comes out first, and no more than the
@@ -185,8 +187,10 @@ func TestAppendNeverMovesAChange(t *testing.T) {
 // tune; the test's end closes it.
 func newStoringStorage(t *testing.T, tune func(*Config)) *Storage {
 	t.Helper()
-	b := &gatedBackend{gate: make(chan struct{}), objects: map[string][]byte{}}
-	close(b.gate)
+	b, err := mem.Open(t.Context(), mem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := DefaultConfig("mem://job")
 	cfg.JobID = "job"
 	tune(&cfg)

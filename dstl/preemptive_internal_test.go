@@ -3,65 +3,27 @@ package dstl
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/backends/faulty"
+	"github.com/dstlgo/dstl/backends/mem"
 )
 
-// gatedBackend stores puts in memory once its gate opens; until then every
-// put waits (or ends with its context).
-type gatedBackend struct {
-	gate    chan struct{}
-	mu      sync.Mutex
-	objects map[string][]byte
-}
-
-func (b *gatedBackend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
-	select {
-	case <-b.gate:
-	case <-ctx.Done():
-		return ctx.Err()
+// newGatedBackend returns an in-memory backend whose Puts wait (or end
+// with their context) until open is called; from then on none waits.
+func newGatedBackend(t *testing.T) (b backends.Backend, open func()) {
+	t.Helper()
+	m, err := mem.Open(t.Context(), mem.Config{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	data := make([]byte, size)
-	if _, err := body.ReadAt(data, 0); err != nil && err != io.EOF {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.objects[name] = data
-	return nil
+	f := faulty.New(m, func(c faulty.Call) faulty.Fault { return faulty.Fault{Stall: c.Op == faulty.OpPut} })
+	return f, func() { f.SetFunc(nil); f.ReleaseStalls() }
 }
-
-func (b *gatedBackend) Get(_ context.Context, name string, offset, length int64) (io.ReadCloser, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	data, ok := b.objects[name]
-	if !ok {
-		return nil, backends.ErrNotFound
-	}
-	data = data[offset:]
-	if length >= 0 {
-		data = data[:length]
-	}
-	return io.NopCloser(bytes.NewReader(data)), nil
-}
-
-func (b *gatedBackend) Delete(_ context.Context, name string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.objects, name)
-	return nil
-}
-
-func (b *gatedBackend) List(context.Context, string, func(backends.ObjectInfo) error) error {
-	return nil
-}
-func (b *gatedBackend) Close() error { return nil }
 
 // TestPreemptivePersistWaitsWithoutMarking: a preemptive persist that meets
 // a full storage and whose appender's context ends fails nothing and warns
@@ -70,7 +32,7 @@ func (b *gatedBackend) Close() error { return nil }
 // and the next persist uploads them.
 func TestPreemptivePersistWaitsWithoutMarking(t *testing.T) {
 	var logs bytes.Buffer
-	b := &gatedBackend{gate: make(chan struct{}), objects: map[string][]byte{}}
+	b, open := newGatedBackend(t)
 	cfg := DefaultConfig("mem://job")
 	cfg.JobID = "job"
 	cfg.UploadMaxInFlight = 100
@@ -103,7 +65,7 @@ func TestPreemptivePersistWaitsWithoutMarking(t *testing.T) {
 	if strings.Contains(logs.String(), "upload failed") {
 		t.Fatalf("an abandoned preemptive persist was logged as a failed upload:\n%s", logs.String())
 	}
-	close(b.gate)
+	open()
 	f, err := w2.Persist(ctx, 0, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
+	"github.com/dstlgo/dstl/backends/faulty"
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/conformance"
 	"github.com/dstlgo/dstl/dstl"
@@ -334,35 +334,25 @@ func TestRemoteFailureLeavesNoLocalCopy(t *testing.T) {
 	}
 }
 
-// lateBackend stores the first Put late, ignoring its cancellation, as a
-// request already on the wire does.
-type lateBackend struct {
-	backends.Backend
-	puts    atomic.Int64
-	release chan struct{}
-}
-
-func (b *lateBackend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
-	if b.puts.Add(1) == 1 {
-		<-b.release
-		return b.Backend.Put(context.WithoutCancel(ctx), name, body, size)
-	}
-	return b.Backend.Put(ctx, name, body, size)
-}
-
 // TestLosingAttemptLeavesNoLocalCopy: a hedged upload whose first attempt
 // stores late, after the second won: the loser's object and its local copy
 // are both deleted.
 func TestLosingAttemptLeavesNoLocalCopy(t *testing.T) {
 	dir := t.TempDir()
-	remote := &lateBackend{Backend: dstltest.NewBackend(), release: make(chan struct{})}
+	remote := dstltest.NewBackend()
+	var puts atomic.Int64
+	remote.SetFault(func(op dstltest.Op, _ string) dstltest.Fault {
+		// The first Put stores late, ignoring its cancellation, as a
+		// request already on the wire does.
+		return dstltest.Fault{Stall: op == dstltest.OpPut && puts.Add(1) == 1, OnCancel: faulty.Ignore}
+	})
 	cfg := testConfig(dir)
 	cfg.UploadTimeout = 20 * time.Millisecond
 	s := openStorage(t, cfg, remote)
 	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 0})
 	appendAll(t, w, 0, "a")
 	res := persist(t, w, 0, 1) // won by the hedged second attempt
-	close(remote.release)      // the first one stores now
+	remote.ReleaseStalls()     // the first one stores now
 	w.Confirm(res.From, res.To, 1)
 	if err := s.Close(); err != nil { // waits for the loser and its discard
 		t.Fatal(err)
@@ -372,7 +362,7 @@ func TestLosingAttemptLeavesNoLocalCopy(t *testing.T) {
 		t.Errorf("local files %q, want the winner's %q only", got, want)
 	}
 	var stored []string
-	for _, o := range remote.Backend.(*dstltest.Backend).Objects() {
+	for _, o := range remote.Objects() {
 		stored = append(stored, o.Name)
 	}
 	if !slices.Equal(stored, want) {
