@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,20 +201,29 @@ func (c *cancelAt) ReadAt(p []byte, off int64) (int, error) {
 	return c.r.ReadAt(p, off)
 }
 
-// TestPrefixAndSSE: objects live under the URL's prefix, and sse=AES256 is
-// sent (MinIO without KMS may refuse it; then the test only checks the
-// prefix).
-func TestPrefix(t *testing.T) {
-	u, prefix := testURL(t, "", nil)
+// TestStoredNames fixes the keys of the objects in the bucket: the URL's
+// prefix, with a slash added, then the object's name, on both paths of a
+// Put.
+func TestStoredNames(t *testing.T) {
+	u, root := testURL(t, "", nil)
+	u = strings.Replace(u, "/"+root+"?", "/"+root+"p?", 1) // a slash is added
 	b := openURL(t, u)
-	conformance.Put(t, b, "a/b", "xyz")
-	key := prefix + "a/b"
-	out, err := b.d.client.HeadObject(t.Context(), &awss3.HeadObjectInput{Bucket: &b.d.bucket, Key: &key})
-	if err != nil {
-		t.Fatalf("HeadObject %s: %v", key, err)
+	for name, data := range map[string]string{"a/b": "1", "c": "2", "big": strings.Repeat("x", testPartSize+1)} {
+		conformance.Put(t, b, name, data)
 	}
-	if aws.ToInt64(out.ContentLength) != 3 {
-		t.Fatalf("size %d", aws.ToInt64(out.ContentLength))
+	out, err := b.d.client.ListObjectsV2(t.Context(), &awss3.ListObjectsV2Input{Bucket: &b.d.bucket, Prefix: &root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, aws.ToString(o.Key))
+	}
+	if want := []string{root + "p/a/b", root + "p/big", root + "p/c"}; !slices.Equal(keys, want) {
+		t.Fatalf("keys %q, want %q", keys, want)
+	}
+	if b.Prefix() != root+"p/" {
+		t.Fatalf("Prefix() = %q", b.Prefix())
 	}
 }
 
