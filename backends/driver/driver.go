@@ -41,11 +41,11 @@
 //  5. In the backend's package, give it a Config with documented defaults
 //     (among them a backends.Policy for its requests), a Validate, an
 //     Open(ctx, Config) that returns the portable type made by
-//     backends.New, given the Config's key prefix with backends.WithPrefix
-//     (embed it in the package's Backend type to add calls of its own,
-//     run through backends.Bucket.Run), a URL form whose
-//     parameters are listed as []URLParameter, and register it in init
-//     with backends.RegisterURL(ID, ParseURL, Open, scheme).
+//     backends.New, given the Config's key prefix with
+//     backends.WithPrefix (embed it in the package's Backend type to add
+//     calls of its own, run through backends.Bucket.Run), a URL form
+//     whose parameters are listed as []URLParameter, and register it in
+//     init with backends.RegisterURL(ID, ParseURL, Open, scheme).
 //  6. Run conformance.TestBackend against an emulator of the service.
 //
 // The Example of this package is a whole driver, over a directory.
@@ -106,11 +106,11 @@ type Bucket interface {
 
 	// List calls fn for every object whose key starts with prefix, in
 	// lexical (byte) order of keys, with its key (relative to the
-	// driver's root) as its name. It may report names that are no valid
-	// object names
-	// (written by other tools): the portable layer skips them. It sends
-	// each request (a page) through rt. An error of fn is returned as it
-	// is; rt makes no other attempt of a request within which fn failed.
+	// driver's root) as its name. It may report keys that hold no valid
+	// object name (written by other tools): the portable layer skips
+	// them. It sends each request (a page) through rt. An error of fn is
+	// returned as it is; rt makes no other attempt of a request within
+	// which fn failed.
 	List(ctx context.Context, rt Runner, prefix string, fn func(ObjectInfo) error) error
 
 	// Classify says what an error of the driver means: which sentinel it

@@ -230,7 +230,7 @@ func (b *Backend) Close() error {
 // fault.
 func (b *Backend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
 	ft, ok := b.fault(ctx, Call{Op: OpPut, Name: name, Body: body, Size: size})
-	if !ok || size < 0 || body == nil {
+	if !ok {
 		return b.b.Put(ctx, name, body, size)
 	}
 	put := func(ctx context.Context) error { return b.b.Put(ctx, name, body, size) }
@@ -288,8 +288,11 @@ func (b *Backend) Delete(ctx context.Context, name string) error {
 // List lists the objects through the wrapped backend, with the call's
 // fault.
 func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
+	if fn == nil {
+		return b.b.List(ctx, prefix, fn)
+	}
 	ft, ok := b.fault(ctx, Call{Op: OpList, Name: prefix})
-	if !ok || fn == nil {
+	if !ok {
 		return b.b.List(ctx, prefix, fn)
 	}
 	if ft.Lost && ft.Err != nil {
@@ -300,8 +303,9 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(backends.Obje
 }
 
 // fault returns the fault of a call, or false when the call goes to the
-// wrapped backend as it is: no Func, the wrapper closed, ctx done, or a
-// name that no service would see.
+// wrapped backend as it is: no Func, the wrapper closed, ctx done, a
+// name that no service would see, or a Put of a negative size or a nil
+// body.
 func (b *Backend) fault(ctx context.Context, c Call) (Fault, bool) {
 	b.mu.Lock()
 	f, closed := b.f, b.closed
