@@ -52,7 +52,7 @@ func TestOpenBackend(t *testing.T) {
 		{"file URL", "", "file://" + dir, "local", ""},
 		{"by identifier", "registry-test", "anything", "registry-test", ""},
 		{"by scheme", "", "regtest://bucket/prefix", "registry-test", ""},
-		{"unknown identifier lists the known", "nope", dir, "", `unknown backend "nope" (known: local, registry-test`},
+		{"unknown identifier lists the known", "nope", dir, "", `unknown backend "nope" (known: local, memory, registry-test`},
 		{"unknown scheme lists the known", "", "nope://x", "", `no backend serves URL scheme "nope"`},
 		{"empty base path", "", "", "", `"base-path" is required`},
 	} {

@@ -157,7 +157,7 @@ func TestExplain(t *testing.T) {
 	if d.explain(nil) != nil {
 		t.Error("explain(nil) != nil")
 	}
-	if got, want := d.Location("obj"), "s3://bkt/p/obj at http://127.0.0.1:9"; got != want {
+	if got, want := d.Location("p/obj"), "s3://bkt/p/obj at http://127.0.0.1:9"; got != want { // the key: the prefix, then the name
 		t.Errorf("Location = %q, want %q", got, want)
 	}
 }
