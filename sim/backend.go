@@ -109,7 +109,7 @@ type memStore struct {
 	// (default time.Now).
 	now func() time.Time
 	// onChange, when set, is called with the store locked after each
-	// object stored (data) or deleted (deleted true).
+	// object a backend stored (data) or deleted (deleted true).
 	onChange func(name string, data []byte, deleted bool)
 }
 

@@ -1,9 +1,10 @@
 // Package sim is a seeded simulation of the engine (package dstl), driven
-// only through its public API over an in-memory backend of its own that
-// injects faults, of the checkpoint catalog (package catalog) over the
-// same backend (see The catalog simulation, below), and of the state
-// stores' checkpointer (package statestore), disk-backed and in memory
-// (see The state-store simulation).
+// only through its public API over the in-memory backend (package
+// backends/mem) under the fault-injecting wrapper (package
+// backends/faulty), whose faults it draws, of the checkpoint catalog
+// (package catalog) over the same backend (see The catalog simulation,
+// below), and of the state stores' checkpointer (package statestore),
+// disk-backed and in memory (see The state-store simulation).
 //
 // A schedule is derived from one seed (math/rand/v2, PCG): the storage's
 // configuration (tiny upload.max-in-flight, upload.timeout, max attempts,
