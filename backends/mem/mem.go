@@ -51,9 +51,10 @@ func init() { backends.RegisterURL(ID, ParseURL, Open, Scheme) }
 // Store holds objects in memory, by key. Backends opened on one Store
 // ([Config.Store]) share its objects, each under its own key prefix.
 // Besides serving drivers, it lets tests inspect its objects, plant or
-// replace them, watch every change and set the clock of modification
-// times; none of those goes through a backend, so no fault injected
-// into one applies to them. It is safe for concurrent use.
+// replace them, watch the puts and deletes of its backends and set the
+// clock of modification times; none of those goes through a backend, so
+// no fault injected into one applies to them. It is safe for concurrent
+// use.
 type Store struct {
 	mu       sync.Mutex
 	objects  map[string]object
