@@ -29,7 +29,6 @@ import (
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
-	"github.com/dstlgo/dstl/dstltest"
 	"github.com/dstlgo/dstl/uploader"
 )
 
@@ -628,7 +627,7 @@ func (o benchOptions) section(name string, fn func() error) error {
 
 // benchAppend measures Append with the default configuration, runs times
 // each way; the medians count. Alone: the pre-emptive persists go to an
-// uploader that encodes and stores nothing (dstltest.NoUploader), so that
+// uploader that encodes and stores nothing (discard.Uploader), so that
 // the time is the appender's; encoded: they are encoded into a backend
 // that discards them, on the other cores; two writers: two goroutines
 // append at once, each to its own writer, alone.
@@ -638,7 +637,7 @@ func benchAppend(ctx context.Context, changeSize, runs int, prog *progress) (app
 	measure := func(writers int, alone bool) (opCost, error) {
 		var opts []dstl.Option
 		if alone {
-			opts = append(opts, dstl.WithUploader(func(uploader.Uploader) uploader.Uploader { return dstltest.NoUploader{} }))
+			opts = append(opts, dstl.WithUploader(func(uploader.Uploader) uploader.Uploader { return discard.Uploader{} }))
 		}
 		s, err := dstl.New(dstl.DefaultConfig(discard.ID), discard.Backend{}, opts...)
 		if err != nil {
