@@ -156,12 +156,12 @@ var (
 	// conformance suites.
 	theLog = m("dstl", "backends", "uploader", "duplicating", "conformance")
 	// aboveTheLog is what is built on the log: state stores, the catalog
-	// and its collector, job and Kafka code, simulations, test doubles,
+	// and its collector, Kafka code, simulations, test doubles,
 	// commands and examples.
-	aboveTheLog = m("statestore", "catalog", "collect", "job", "kafkastate", "sim", "dstltest", "cmd", "examples")
-	// stateAndJobs is what the catalog and the collector must not
+	aboveTheLog = m("statestore", "catalog", "collect", "kafkastate", "sim", "dstltest", "cmd", "examples")
+	// stateAndAbove is what the catalog and the collector must not
 	// depend on: the state stores and what is built on them.
-	stateAndJobs = m("statestore", "job", "kafkastate", "sim", "dstltest", "cmd", "examples")
+	stateAndAbove = m("statestore", "kafkastate", "sim", "dstltest", "cmd", "examples")
 	// forTests are the packages meant for tests only.
 	forTests = append(m("dstltest", "conformance", "statestore/storetest", "sim", "backends/internal/faultproxy"), "testing")
 )
@@ -187,7 +187,7 @@ type rule struct {
 var rules = []rule{
 	{
 		name: "log",
-		says: "the log (dstl, backends, uploader, duplicating, conformance) depends on no state store, catalog, collector, job or Kafka code, simulation, test double, command or example, and not on Pebble or franz-go",
+		says: "the log (dstl, backends, uploader, duplicating, conformance) depends on no state store, catalog, collector, Kafka code, simulation, test double, command or example, and not on Pebble or franz-go",
 		from: func(p string) bool { return under(p, theLog...) },
 		deps: true,
 		forbid: func(p string) bool {
@@ -200,7 +200,7 @@ var rules = []rule{
 		from: func(p string) bool { return under(p, m("catalog", "collect")...) },
 		deps: true,
 		forbid: func(p string) bool {
-			return under(p, stateAndJobs...) || under(p, pebble, franzGo)
+			return under(p, stateAndAbove...) || under(p, pebble, franzGo)
 		},
 	},
 	{
