@@ -4,17 +4,23 @@
 
 GO        ?= go
 PKGS      ?= ./...
+# TOOLS are the repository's tools in Go modules of their own, outside
+# ./... (bench/report draws the bench charts with gonum/plot and tests them
+# in Chromium, so that the dstl module requires neither): build, vet, test
+# and race cover them too; TOOLS= leaves them out.
+TOOLS     ?= bench/report
 BENCHTIME ?= 1s
 BENCH_ARGS ?=
 FUZZTIME  ?= 30s
 
-.PHONY: all build demo example example-disk example-kafka test test-unit vet race fuzz bench bench-go bench-kv bench-restore bench-state sim clean \
+.PHONY: all build demo example example-disk example-kafka test test-unit vet race fuzz bench bench-report bench-go bench-kv bench-restore bench-state sim clean \
 	emulators-install emulators-up emulators-down chromium
 
 all: build test
 
 build:
 	$(GO) build $(PKGS)
+	for m in $(TOOLS); do (cd $$m && $(GO) build -o /dev/null ./...) || exit 1; done
 
 ## demo: write, checkpoint, crash, recover and verify, on a temporary local directory
 demo:
@@ -45,16 +51,32 @@ example-kafka:
 	$(GO) run ./examples/kafkawordcount verify
 
 ## test: go vet, then every test with the race detector, with the emulators
-## started first and stopped afterwards (even when a test fails), and
-## Chromium (installed first when missing and possible) named by
+## started first and stopped afterwards (even when a test fails), then the
+## tests of the TOOLS' modules (bench/report's browser test among them),
+## with Chromium (installed first when missing and possible) named by
 ## DSTL_CHROMIUM for the charts' browser test, which skips without it; the
-## exit status is the tests'
+## exit status is the tests' (the TOOLS' tests run even when the others
+## fail)
 test: vet chromium
-	DSTL_CHROMIUM="$$( [ -x "$(CHROMIUM)" ] && echo "$(CHROMIUM)" )" GO="$(GO)" bash minio-test/with-emulators.sh $(GO) test -race -count=1 -timeout 15m $(PKGS)
+	status=0; \
+	GO="$(GO)" bash minio-test/with-emulators.sh $(GO) test -race -count=1 -timeout 15m $(PKGS) || status=$$?; \
+	$(TEST_TOOLS) || status=1; \
+	exit $$status
+
+# CHROMIUM_IF_THERE is $(CHROMIUM) when it is an executable, otherwise
+# empty (for DSTL_CHROMIUM).
+CHROMIUM_IF_THERE = $$( [ -x "$(abspath $(CHROMIUM))" ] && echo "$(abspath $(CHROMIUM))" )
+
+# TEST_TOOLS runs the tests of each of the TOOLS' modules with the race
+# detector, Chromium named by DSTL_CHROMIUM when it is there; it fails
+# when one of them fails.
+TEST_TOOLS = ( failed=0; for m in $(TOOLS); do \
+	(cd $$m && DSTL_CHROMIUM="$(CHROMIUM_IF_THERE)" $(GO) test -race -count=1 -timeout 15m ./...) || failed=1; \
+	done; exit $$failed )
 
 ## chromium: install Debian's Chromium (apt-get, quietly) when $(CHROMIUM)
 ## is missing and this is a Debian machine where we are root; otherwise, or
-## when the installation fails (no network), a warning: cmd/dstl's
+## when the installation fails (no network), a warning: bench/report's
 ## TestBrowserCharts drives it headless and skips, saying why, without it
 CHROMIUM ?= /usr/bin/chromium
 chromium:
@@ -66,16 +88,21 @@ chromium:
 		echo "warning: apt-get could not install chromium: the browser test will skip"; fi; \
 	if [ ! -x "$(CHROMIUM)" ]; then echo "warning: $(CHROMIUM) is still missing: the browser test will skip"; fi
 
-## test-unit: go vet and every test, without emulators (their tests skip)
+## test-unit: go vet and every test, the TOOLS' too, without emulators
+## (their tests skip)
 test-unit: vet race
 
 vet:
 	$(GO) vet $(PKGS)
+	for m in $(TOOLS); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 
 race:
-	DSTL_CHROMIUM="$$( [ -x "$(CHROMIUM)" ] && echo "$(CHROMIUM)" )" $(GO) test -race -count=1 -timeout 15m $(PKGS)
+	status=0; \
+	$(GO) test -race -count=1 -timeout 15m $(PKGS) || status=$$?; \
+	$(TEST_TOOLS) || status=1; \
+	exit $$status
 
 ## fuzz: run each decoder's fuzzer for FUZZTIME
 fuzz:
@@ -93,10 +120,22 @@ fuzz:
 ## bench: `dstl bench` on local disk, MinIO, fake-gcs-server, Azurite and
 ## mem://, with the emulators started first; tables and JSON into
 ## bench/results/DATE-MACHINE.{txt,json}, and an SVG chart of each section
-## with an index.html into bench/results/DATE-MACHINE/ (`dstl bench
-## report`); BENCH_ARGS go to every run
+## with an index.html into bench/results/DATE-MACHINE/ (by the tool
+## bench/report, as bench-report does); BENCH_ARGS go to every run
 bench:
 	DSTL_AZURITE_ON_DISK=1 GO="$(GO)" bash minio-test/with-emulators.sh bash bench/run.sh $(BENCH_ARGS)
+
+## bench-report: draw the charts of a bench JSON report, REPORT (by
+## default the last bench/results/*.json by name, the newest date), into
+## CHARTS (by default REPORT's path without .json): an SVG per section and
+## an index.html, with the tool bench/report (a Go module of its own, so
+## that the dstl module requires no chart package); REPORT is one `dstl
+## bench --save` file or make bench's object of them
+REPORT ?= $(lastword $(sort $(wildcard bench/results/*.json)))
+CHARTS ?= $(basename $(REPORT))
+bench-report:
+	@if [ -z "$(REPORT)" ]; then echo "bench-report: no REPORT=FILE.json given and none in bench/results/"; exit 2; fi
+	cd bench/report && $(GO) run . --in "$(abspath $(REPORT))" --out "$(abspath $(CHARTS))"
 
 ## bench-go: the engine's and the backends' go benchmarks, with the emulators
 ## up, six runs each into bench.txt (compare runs with benchstat)

@@ -3,8 +3,8 @@
 # Azurite and gocloud's mem://, one after another, and writes the tables to
 # bench/results/DATE-MACHINE.txt and the JSON reports to
 # bench/results/DATE-MACHINE.json, each headed by the machine's description,
-# then draws the JSON's charts (dstl bench report) into
-# bench/results/DATE-MACHINE/ (an SVG per section and index.html).
+# then draws the JSON's charts (the tool bench/report, a Go module of its
+# own) into bench/results/DATE-MACHINE/ (an SVG per section and index.html).
 # Run it with the emulators' settings in the environment: "make bench" runs
 # it under minio-test/with-emulators.sh. Extra arguments go to every
 # "dstl bench" (e.g. --rounds 5).
@@ -16,6 +16,7 @@ GO=${GO:-go}
 work=$(mktemp -d "${TMPDIR:-/tmp}/dstl-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$GO" build -o "$work/dstl" ./cmd/dstl
+(cd bench/report && "$GO" build -o "$work/report" .)
 
 cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo 2>/dev/null | head -1)
 slug=$(printf '%s-%sc' "${cpu:-unknown-cpu}" "$(getconf _NPROCESSORS_ONLN)" |
@@ -63,5 +64,5 @@ run gocloud-mem "mem://bench/run"
 	done
 	echo "}"
 } >"$out.json"
-"$work/dstl" bench report --in "$out.json" --out "$out" >/dev/null
+"$work/report" --in "$out.json" --out "$out" >/dev/null
 echo "wrote $out.txt, $out.json and the charts in $out/index.html" >&2

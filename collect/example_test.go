@@ -12,7 +12,6 @@ import (
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl/objname"
-	"github.com/dstlgo/dstl/statestore"
 )
 
 // A checkpoint catalog collects what its retained checkpoints no longer
@@ -48,9 +47,11 @@ func Example() {
 	put(objname.NewSnapshot(prefix, "counter"))
 	put(objname.NewLog(prefix))
 
+	// The retained checkpoint's objects (a state store's checkpoint
+	// handle names them: CheckpointHandle.Objects) and its operator.
 	keep := new(collect.Keep)
-	keep.AddCheckpoint(statestore.CheckpointHandle{CheckpointID: 7, Operator: "counter",
-		Snapshots: []statestore.SnapshotRef{{Object: snapshot, Size: 5}}})
+	keep.AddOperator("counter")
+	keep.AddObject(snapshot)
 	opts := collect.Options{
 		JobID:        "job-1",
 		Grace:        24 * time.Hour,

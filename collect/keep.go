@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/statestore"
 )
 
 // Keep is what a collection must never delete: the objects that kept
@@ -13,6 +12,15 @@ import (
 // operators whose snapshots those handles account for. The zero Keep
 // references nothing and is ready to use; a Keep is not safe for
 // concurrent changes, and must not change while [Run] reads it.
+//
+// A Keep takes object names, so that this package depends on no state
+// store. A state store's checkpoint handle is kept by its objects and its
+// operator:
+//
+//	keep.AddOperator(cp.Operator)
+//	keep.AddObject(cp.Objects()...)
+//
+// (see [github.com/dstlgo/dstl/statestore.CheckpointHandle.Objects]).
 type Keep struct {
 	objects   map[string]struct{}
 	operators map[string]struct{}
@@ -37,16 +45,6 @@ func (k *Keep) AddHandle(h dstl.Handle) {
 	}
 }
 
-// AddCheckpoint keeps what a state store's checkpoint handle references
-// on the storage ([statestore.CheckpointHandle.Objects]): its snapshot
-// objects, the files they name, and the objects of its logs' remote handles (a log's local handle names copies on local disk, not
-// the storage's objects). It also adds the handle's operator (see
-// [Keep.AddOperator]).
-func (k *Keep) AddCheckpoint(cp statestore.CheckpointHandle) {
-	k.AddOperator(cp.Operator)
-	k.AddObject(cp.Objects()...)
-}
-
 // AddOperator says that the kept objects account for every snapshot of
 // operator that may still be restored, so that a collection with
 // [Snapshots] among its kinds may delete the operator's other snapshots
@@ -69,8 +67,7 @@ func (k *Keep) Has(name string) bool {
 	return ok
 }
 
-// HasOperator reports whether operator was added by [Keep.AddOperator]
-// or [Keep.AddCheckpoint].
+// HasOperator reports whether operator was added by [Keep.AddOperator].
 func (k *Keep) HasOperator(operator string) bool {
 	if k == nil {
 		return false
@@ -95,8 +92,7 @@ func (k *Keep) Objects() []string {
 	return slices.Sorted(maps.Keys(k.objects))
 }
 
-// Operators returns the operators added by [Keep.AddOperator] or
-// [Keep.AddCheckpoint], sorted.
+// Operators returns the operators added by [Keep.AddOperator], sorted.
 func (k *Keep) Operators() []string {
 	if k == nil {
 		return nil

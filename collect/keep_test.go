@@ -6,13 +6,10 @@ import (
 
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/statestore"
 )
 
-// TestKeep: a Keep holds the objects of log handles (each entry's), of
-// checkpoint handles (their snapshots and their logs' remote handles, not
-// the local copies) and of names given, and the operators of the
-// checkpoint handles and of those given; the zero and the nil Keep hold
+// TestKeep: a Keep holds the objects of log handles (each entry's) and of
+// names given, and the operators given; the zero and the nil Keep hold
 // nothing.
 func TestKeep(t *testing.T) {
 	logHandle := func(objects ...string) dstl.Handle {
@@ -22,7 +19,6 @@ func TestKeep(t *testing.T) {
 		}
 		return h
 	}
-	local := logHandle("local/copy.dstl")
 	for _, tc := range []struct {
 		name      string
 		add       func(k *collect.Keep)
@@ -33,15 +29,10 @@ func TestKeep(t *testing.T) {
 		{"names", func(k *collect.Keep) { k.AddObject("job/b", "job/a", "job/b") }, []string{"job/a", "job/b"}, nil},
 		{"log handle", func(k *collect.Keep) { k.AddHandle(logHandle("job/1.dstl", "job/2.dstl", "job/1.dstl")) },
 			[]string{"job/1.dstl", "job/2.dstl"}, nil},
-		{"checkpoint handle", func(k *collect.Keep) {
-			k.AddCheckpoint(statestore.CheckpointHandle{Operator: "op-1",
-				Snapshots: []statestore.SnapshotRef{{Object: "job/statestore/op-1/s.snap"}},
-				Logs:      []statestore.LogRef{{Remote: logHandle("job/3.dstl"), Local: &local}}})
-		}, []string{"job/3.dstl", "job/statestore/op-1/s.snap"}, []string{"op-1"}},
-		{"checkpoint handle of a disk-backed snapshot", func(k *collect.Keep) {
-			k.AddCheckpoint(statestore.CheckpointHandle{Operator: "op-1",
-				Snapshots: []statestore.SnapshotRef{{Object: "job/statestore/op-1/s.snap", Files: []string{"job/statestore/op-0/f.sst", "job/statestore/op-1/g.sst"}}}})
-		}, []string{"job/statestore/op-0/f.sst", "job/statestore/op-1/g.sst", "job/statestore/op-1/s.snap"}, []string{"op-1"}},
+		{"a checkpoint's objects and operator", func(k *collect.Keep) {
+			k.AddOperator("op-1")
+			k.AddObject("job/statestore/op-1/s.snap", "job/statestore/op-0/f.sst", "job/3.dstl")
+		}, []string{"job/3.dstl", "job/statestore/op-0/f.sst", "job/statestore/op-1/s.snap"}, []string{"op-1"}},
 		{"operators", func(k *collect.Keep) { k.AddOperator("op-2"); k.AddOperator("op-0") }, nil, []string{"op-0", "op-2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

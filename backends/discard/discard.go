@@ -1,11 +1,12 @@
-// Package discard provides a [backends.Backend] that stores nothing: it
-// measures the engine's write path without any I/O, as the CLI's bench
-// and the benchmarks of Append do.
+// Package discard provides a [backends.Backend] that stores nothing and an
+// [uploader.Uploader] that encodes nothing: they measure the engine's
+// write path without any I/O, as the CLI's bench and the benchmarks of
+// Append do.
 //
-// It is the portable layer ([backends.Bucket]) over a driver that keeps
-// nothing, so that its calls are checked like any backend's. It breaks
-// the contract of a backend on purpose (what was put cannot be read), so
-// it registers no identifier and serves no reader.
+// The backend is the portable layer ([backends.Bucket]) over a driver
+// that keeps nothing, so that its calls are checked like any backend's.
+// Both break a contract on purpose (what was put cannot be read), so the
+// backend registers no identifier and serves no reader.
 package discard
 
 import (

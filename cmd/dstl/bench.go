@@ -29,7 +29,7 @@ import (
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
-	"github.com/dstlgo/dstl/dstltest"
+	"github.com/dstlgo/dstl/internal/benchreport"
 	"github.com/dstlgo/dstl/uploader"
 )
 
@@ -117,8 +117,20 @@ go tool pprof -top).
 Exits 0 when the measurements ran (targets met or not), or 1 with --check
 when a target is missed.
 
-dstl bench report --in FILE --out DIR draws the charts of a saved report
-(an SVG per section and an index.html; see dstl bench report --help).`
+The charts of a saved report (an SVG per section and an index.html) are
+drawn by the repository's tool bench/report, a Go module of its own, so
+that the library requires no chart or browser package: in a checkout of
+the repository, make bench draws them after its runs, and
+make bench-report REPORT=FILE.json draws them for any report.`
+
+// benchReportMoved is what "dstl bench report" says: the charts are the
+// repository's tool now.
+const benchReportMoved = `dstl bench report: the charts are drawn by the repository's tool
+bench/report (a Go module of its own); in a checkout of the repository run
+  make bench-report REPORT=FILE.json [CHARTS=DIR]
+or
+  cd bench/report && go run . --in FILE --out DIR
+`
 
 // benchOptions are the flags of a bench run.
 type benchOptions struct {
@@ -146,7 +158,8 @@ type benchOptions struct {
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "report" {
-		return runBenchReport(ctx, args[1:], stdout, stderr)
+		fmt.Fprint(stderr, benchReportMoved)
+		return exitUsage
 	}
 	o := benchOptions{}
 	fs := newFlagSet("bench", "--base-path URL [flags]", benchAbout, stderr)
@@ -268,156 +281,21 @@ func parseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// benchReport is the result of a bench run.
-type benchReport struct {
-	Machine  machine           `json:"machine"`
-	Backend  string            `json:"backend"`
-	BasePath string            `json:"base_path"`
-	Start    time.Time         `json:"start"`
-	Seconds  float64           `json:"seconds"`
-	Config   map[string]string `json:"config"`
-	RawPut   string            `json:"raw_put"` // what the SDK baseline does to put an object
-	RawGet   string            `json:"raw_get"`
-	Append   *appendResult     `json:"append,omitempty"`
-	Upload   []uploadResult    `json:"upload"`
-	Batching batchingResult    `json:"batching"`
-	Recovery recoveryResult    `json:"recovery"`
-	// Sustained is nil when (f) was skipped.
-	Sustained *sustainedResult `json:"sustained,omitempty"`
-	Targets   []targetResult   `json:"targets"`
-}
+// benchReport is the result of a bench run. Its types are package
+// benchreport's, which the repository's chart tool (bench/report) reads.
+type benchReport struct{ benchreport.Report }
 
-type appendResult struct {
-	ChangeSize  int       `json:"change_size"`
-	NsPerOp     float64   `json:"ns_per_op"` // median of the runs, the appender alone
-	MinNsPerOp  float64   `json:"min_ns_per_op"`
-	AllocsPerOp int64     `json:"allocs_per_op"`
-	Runs        []float64 `json:"runs_ns_per_op"`
-	// EncodedNsPerOp is the median with the pre-emptive persists encoded
-	// (into a backend that discards them) beside the appender.
-	EncodedNsPerOp float64 `json:"encoded_ns_per_op"`
-	// TwoWritersNsPerOp is the median time per change of two goroutines
-	// appending at once, each to its own writer (alone); Speedup is the
-	// changes per second of the two over those of one.
-	TwoWritersNsPerOp float64 `json:"two_writers_ns_per_op"`
-	Speedup           float64 `json:"two_writers_speedup"`
-}
-
-type uploadResult struct {
-	ObjectSize       int64   `json:"object_size"` // average stored size of the engine's objects
-	ChangesPerSet    int     `json:"changes_per_object"`
-	StoredPerLogical float64 `json:"stored_per_logical"`      // bytes stored per changes' byte: about 1, the changes being random
-	EngineBPS        float64 `json:"engine_bytes_per_second"` // changes' bytes appended and persisted per second
-	RawBPS           float64 `json:"raw_bytes_per_second"`    // bytes put per second by the SDK
-	// Ratio is the median, over pairs of one set appended and persisted
-	// and one SDK put of the same size run one after the other, of the
-	// engine's throughput over the SDK's; Pairs is how many pairs.
-	Ratio float64 `json:"ratio"`
-	Pairs int     `json:"pairs"`
-	// AppendP50Ms is the median time of a set's appends, and Ceiling
-	// the median over the pairs of the ratio that an engine would reach
-	// whose persist, confirm and truncate together cost exactly the SDK's
-	// put (uploadCeiling): the bound that appending the set puts on Ratio.
-	AppendP50Ms    float64   `json:"append_p50_ms"`
-	Ceiling        float64   `json:"ceiling"`
-	EngineRounds   []float64 `json:"engine_rounds"`
-	RawRounds      []float64 `json:"raw_rounds"`
-	PersistP50Ms   float64   `json:"persist_p50_ms"`
-	PersistP99Ms   float64   `json:"persist_p99_ms"`
-	PersistSamples int       `json:"persist_samples"` // persists the percentiles come from
-	RawPutP50Ms    float64   `json:"raw_put_p50_ms"`
-	RawPutSamples  int       `json:"raw_put_samples"`
-	// PipelinedBPS is the writer's throughput when it appends the next
-	// set while the last one is persisted (one persist at a time, as a
-	// task whose checkpoints are asynchronous does), and PipelinedRatio
-	// its ratio to the SDK's put.
-	PipelinedBPS    float64   `json:"pipelined_bytes_per_second"`
-	PipelinedRatio  float64   `json:"pipelined_ratio"`
-	PipelinedRounds []float64 `json:"pipelined_rounds"`
-}
-
-type batchingResult struct {
-	PersistEvery string     `json:"persist_every"`
-	Delay        string     `json:"batch_persist_delay"`
-	Rows         []batchRow `json:"rows"`
-}
-
-type batchRow struct {
-	Writers        int     `json:"writers"`
-	Checkpoints    int     `json:"checkpoints"`
-	PersistsPerSec float64 `json:"persists_per_second"`
-	ObjectsPerSec  float64 `json:"objects_per_second"`
-	ObjectsPerCP   float64 `json:"objects_per_checkpoint"`
-	Skipped        int     `json:"skipped_ticks"` // ticks a writer missed, its last persist still running
-	PersistP50Ms   float64 `json:"persist_p50_ms"`
-	PersistP99Ms   float64 `json:"persist_p99_ms"`
-	PersistSamples int     `json:"persist_samples"` // persists the percentiles come from
-}
-
-type recoveryResult struct {
-	Writers        int       `json:"writers"`
-	Objects        int       `json:"objects"`
-	ObjectBytes    int64     `json:"object_bytes"`
-	PartFetched    int64     `json:"one_writer_bytes_fetched"`
-	PartNeeded     int64     `json:"one_writer_bytes_needed"`
-	PartRequests   int64     `json:"one_writer_requests"`
-	FetchedPerNeed float64   `json:"fetched_per_needed"`
-	FullRequests   int64     `json:"full_requests"`
-	FullNeeded     int64     `json:"full_bytes_needed"`
-	FullFetched    int64     `json:"full_bytes_fetched"`
-	EngineBPS      float64   `json:"engine_bytes_per_second"` // change sets' bytes read and decoded per second
-	RawBPS         float64   `json:"raw_bytes_per_second"`    // bytes got per second by the SDK
-	Ratio          float64   `json:"ratio"`
-	EngineRounds   []float64 `json:"engine_rounds"`
-	RawRounds      []float64 `json:"raw_rounds"`
-	EngineReads    int       `json:"engine_full_reads"` // full recoveries, over all rounds
-	RawReads       int       `json:"raw_full_reads"`    // passes of the SDK over every object, over all rounds
-}
-
-type sustainedResult struct {
-	CheckpointEvery string         `json:"checkpoint_every"`
-	Delay           string         `json:"batch_persist_delay"`
-	RoundTime       string         `json:"round_time"`
-	RawThreads      int            `json:"raw_parallel_puts"` // the SDK's puts at once: upload.num-threads
-	Rows            []sustainedRow `json:"rows"`
-}
-
-type sustainedRow struct {
-	Writers           int     `json:"writers"`
-	Checkpoints       int     `json:"checkpoints"` // completed, over all rounds
-	CheckpointsPerSec float64 `json:"checkpoints_per_second"`
-	Objects           int64   `json:"objects"` // objects the engine put, over all rounds
-	ObjectsPerSec     float64 `json:"objects_per_second"`
-	ObjectSize        int64   `json:"object_size"`             // average stored size of the engine's objects
-	EngineBPS         float64 `json:"engine_bytes_per_second"` // changes' bytes of confirmed checkpoints per second
-	// BackendBPS is the bytes put per second by the backend's own Put
-	// (what the engine stores with), RawThreads puts at once, and Ratio
-	// the engine's over it: the target's ratio.
-	BackendBPS    float64   `json:"backend_put_bytes_per_second"`
-	Ratio         float64   `json:"ratio"`
-	BackendRounds []float64 `json:"backend_put_rounds"`
-	BackendPuts   int       `json:"backend_puts"` // over all rounds
-	// RawBPS is the bytes put per second by the SDK used directly,
-	// RawThreads puts at once, and SDKRatio the engine's over it
-	// (informative: the SDK's put does not make the object appear whole or
-	// not at all, as the backend's Put does).
-	RawBPS         float64   `json:"raw_bytes_per_second"`
-	SDKRatio       float64   `json:"sdk_ratio"`
-	EngineRounds   []float64 `json:"engine_rounds"`
-	RawRounds      []float64 `json:"raw_rounds"`
-	RawPuts        int       `json:"raw_puts"` // over all rounds
-	PersistP50Ms   float64   `json:"persist_p50_ms"`
-	PersistP99Ms   float64   `json:"persist_p99_ms"`
-	PersistSamples int       `json:"persist_samples"` // checkpoints the percentiles come from
-}
-
-// targetResult is one target of the design, met or not.
-type targetResult struct {
-	Name   string `json:"name"`
-	Value  string `json:"value"`
-	Target string `json:"target"`
-	Met    bool   `json:"met"`
-}
+// The sections of a report.
+type (
+	appendResult    = benchreport.Append
+	uploadResult    = benchreport.Upload
+	batchingResult  = benchreport.Batching
+	batchRow        = benchreport.BatchRow
+	recoveryResult  = benchreport.Recovery
+	sustainedResult = benchreport.Sustained
+	sustainedRow    = benchreport.SustainedRow
+	targetResult    = benchreport.Target
+)
 
 // benchEnv is what the phases share.
 type benchEnv struct {
@@ -503,7 +381,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 	if err != nil {
 		return nil, err
 	}
-	rep := &benchReport{Machine: describeMachine(), BasePath: backends.RedactURL(o.basePath), Start: time.Now().UTC().Truncate(time.Second), Config: cfg.Options()}
+	rep := &benchReport{benchreport.Report{Machine: benchreport.Machine(describeMachine()), BasePath: backends.RedactURL(o.basePath), Start: time.Now().UTC().Truncate(time.Second), Config: cfg.Options()}}
 	delete(rep.Config, "job-id")
 	delete(rep.Config, "base-path")
 	t0 := time.Now()
@@ -628,7 +506,7 @@ func (o benchOptions) section(name string, fn func() error) error {
 
 // benchAppend measures Append with the default configuration, runs times
 // each way; the medians count. Alone: the pre-emptive persists go to an
-// uploader that encodes and stores nothing (dstltest.NoUploader), so that
+// uploader that encodes and stores nothing (discard.Uploader), so that
 // the time is the appender's; encoded: they are encoded into a backend
 // that discards them, on the other cores; two writers: two goroutines
 // append at once, each to its own writer, alone.
@@ -638,7 +516,7 @@ func benchAppend(ctx context.Context, changeSize, runs int, prog *progress) (app
 	measure := func(writers int, alone bool) (opCost, error) {
 		var opts []dstl.Option
 		if alone {
-			opts = append(opts, dstl.WithUploader(func(uploader.Uploader) uploader.Uploader { return dstltest.NoUploader{} }))
+			opts = append(opts, dstl.WithUploader(func(uploader.Uploader) uploader.Uploader { return discard.Uploader{} }))
 		}
 		s, err := dstl.New(dstl.DefaultConfig(discard.ID), discard.New(), opts...)
 		if err != nil {
@@ -1535,42 +1413,44 @@ const (
 // targets compares the results with the targets of the design.
 func (r *benchReport) targets() []targetResult {
 	var ts []targetResult
+	add := func(name, value, target string, met bool) {
+		ts = append(ts, targetResult{Name: name, Value: value, Target: target, Met: met})
+	}
 	if a := r.Append; a != nil {
-		ts = append(ts, targetResult{"append", fmt.Sprintf("%.1f ns/op, %d allocs/op", a.NsPerOp, a.AllocsPerOp),
-			fmt.Sprintf("<= %d ns/op, 0 allocs/op", targetAppendNs), a.NsPerOp <= targetAppendNs && a.AllocsPerOp == 0})
+		add("append", fmt.Sprintf("%.1f ns/op, %d allocs/op", a.NsPerOp, a.AllocsPerOp),
+			fmt.Sprintf("<= %d ns/op, 0 allocs/op", targetAppendNs), a.NsPerOp <= targetAppendNs && a.AllocsPerOp == 0)
 		if a.Speedup > 0 {
-			ts = append(ts, targetResult{"append, two writers", fmt.Sprintf("x%.2f the changes/s of one", a.Speedup),
-				fmt.Sprintf(">= x%.1f", targetAppendSpeedup), a.Speedup >= targetAppendSpeedup})
+			add("append, two writers", fmt.Sprintf("x%.2f the changes/s of one", a.Speedup),
+				fmt.Sprintf(">= x%.1f", targetAppendSpeedup), a.Speedup >= targetAppendSpeedup)
 		}
 	}
 	for _, u := range r.Upload {
-		ts = append(ts, targetResult{"upload " + formatBytes(u.ObjectSize), fmt.Sprintf("%.2f of the SDK's put", u.Ratio),
-			fmt.Sprintf(">= %.2f", targetUploadRatio), u.Ratio >= targetUploadRatio})
+		add("upload "+formatBytes(u.ObjectSize), fmt.Sprintf("%.2f of the SDK's put", u.Ratio),
+			fmt.Sprintf(">= %.2f", targetUploadRatio), u.Ratio >= targetUploadRatio)
 	}
 	if rows := r.Batching.Rows; len(rows) > 1 {
 		first, last := rows[0], rows[len(rows)-1]
 		growth := last.ObjectsPerSec / first.ObjectsPerSec
-		ts = append(ts, targetResult{fmt.Sprintf("batching %d -> %d writers", first.Writers, last.Writers),
+		add(fmt.Sprintf("batching %d -> %d writers", first.Writers, last.Writers),
 			fmt.Sprintf("objects/s x%.2f (%.1f -> %.1f) for x%d writers", growth, first.ObjectsPerSec, last.ObjectsPerSec, last.Writers/first.Writers),
-			fmt.Sprintf("flat: x%.1f at most", targetBatchingGrowth), growth <= targetBatchingGrowth})
+			fmt.Sprintf("flat: x%.1f at most", targetBatchingGrowth), growth <= targetBatchingGrowth)
 	}
 	rc := r.Recovery
 	read := targetRecoveryRemote
 	if r.Backend == local.ID {
 		read = targetRecoveryLocal
 	}
-	ts = append(ts,
-		targetResult{"recovery fetched/needed", fmt.Sprintf("%.3f", rc.FetchedPerNeed), "1.00", rc.FetchedPerNeed <= targetFetchedPerNeed})
+	add("recovery fetched/needed", fmt.Sprintf("%.3f", rc.FetchedPerNeed), "1.00", rc.FetchedPerNeed <= targetFetchedPerNeed)
 	// A bucket in this process's memory (mem://) is no store to read at
 	// the speed of: its get is a copy of memory, and the design sets no
 	// target there.
 	if !strings.HasPrefix(r.BasePath, "mem://") {
-		ts = append(ts, targetResult{"recovery read", fmt.Sprintf("%.2f of the SDK's get", rc.Ratio), fmt.Sprintf(">= %.2f on %s", read, r.Backend), rc.Ratio >= read})
+		add("recovery read", fmt.Sprintf("%.2f of the SDK's get", rc.Ratio), fmt.Sprintf(">= %.2f on %s", read, r.Backend), rc.Ratio >= read)
 	}
 	if su := r.Sustained; su != nil {
 		for _, row := range su.Rows {
-			ts = append(ts, targetResult{fmt.Sprintf("sustained logging, %d writers", row.Writers),
-				fmt.Sprintf("%.2f of the backend's parallel Put", row.Ratio), fmt.Sprintf(">= %.2f", targetSustainedRatio), row.Ratio >= targetSustainedRatio})
+			add(fmt.Sprintf("sustained logging, %d writers", row.Writers),
+				fmt.Sprintf("%.2f of the backend's parallel Put", row.Ratio), fmt.Sprintf(">= %.2f", targetSustainedRatio), row.Ratio >= targetSustainedRatio)
 		}
 	}
 	return ts
@@ -1579,7 +1459,7 @@ func (r *benchReport) targets() []targetResult {
 func (r *benchReport) print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "dstl bench on %s (%s), %s, %.0f s\n", r.Backend, r.BasePath, r.Start.Format(time.RFC3339), r.Seconds)
-	fmt.Fprintf(w, "machine: %s\n", r.Machine)
+	fmt.Fprintf(w, "machine: %s\n", machine(r.Machine))
 	if a := r.Append; a != nil {
 		fmt.Fprintf(w, "\n(a) append, %d-byte changes, the appender alone: %.1f ns/op (median; min %.1f), %d allocs/op, %d runs: %s\n",
 			a.ChangeSize, a.NsPerOp, a.MinNsPerOp, a.AllocsPerOp, len(a.Runs), joinFloats(a.Runs, "%.1f"))

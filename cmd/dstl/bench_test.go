@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/internal/benchreport"
 )
 
 // newBenchEnv returns the environment of "dstl bench" on a local backend
@@ -473,14 +475,14 @@ func (r *recordingRaw) delete(ctx context.Context, name string) error {
 // recovery read's that depends on the backend.
 func TestBenchTargets(t *testing.T) {
 	base := func() benchReport {
-		return benchReport{
+		return benchReport{benchreport.Report{
 			Backend:   "local",
 			Append:    &appendResult{NsPerOp: 25, Speedup: 1.9},
 			Upload:    []uploadResult{{ObjectSize: 1 << 20, Ratio: 0.96}},
 			Batching:  batchingResult{Rows: []batchRow{{Writers: 1, ObjectsPerSec: 10}, {Writers: 256, ObjectsPerSec: 12}}},
 			Recovery:  recoveryResult{FetchedPerNeed: 1, Ratio: 0.95},
 			Sustained: &sustainedResult{Rows: []sustainedRow{{Writers: 16, Ratio: 0.97}, {Writers: 64, Ratio: 0.96}}},
-		}
+		}}
 	}
 	tests := []struct {
 		name   string
@@ -549,6 +551,39 @@ func TestBenchTargets(t *testing.T) {
 	r.Backend, r.BasePath, r.Recovery.Ratio = "gocloud", "mem://bench/run", 0.05
 	if ts := r.targets(); len(ts) != 7 || slices.ContainsFunc(ts, func(tr targetResult) bool { return tr.Name == "recovery read" }) {
 		t.Errorf("targets on mem://: %+v", ts)
+	}
+}
+
+// TestBenchReportJSON: a report's JSON has the keys of package
+// benchreport at its top level (the chart tool reads them there), the
+// machine's among them.
+func TestBenchReportJSON(t *testing.T) {
+	rep := benchReport{benchreport.Report{Machine: benchreport.Machine(describeMachine()), Backend: "local"}}
+	data, err := json.Marshal(&rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"machine", "backend", "upload", "batching", "recovery", "targets"} {
+		if _, ok := top[k]; !ok {
+			t.Errorf("no key %q in %s", k, data)
+		}
+	}
+	var back benchreport.Report
+	if err := json.Unmarshal(data, &back); err != nil || back.Backend != "local" || back.Machine.Cores < 1 {
+		t.Errorf("decoded %+v, %v", back, err)
+	}
+}
+
+// TestBenchReportMoved: "dstl bench report" says where the charts are
+// drawn now.
+func TestBenchReportMoved(t *testing.T) {
+	code, _, errOut := runCLI(t, "bench", "report", "--in", "x.json", "--out", "charts")
+	if code != exitUsage || !strings.Contains(errOut, "bench/report") || !strings.Contains(errOut, "make bench-report") {
+		t.Errorf("exit %d, %q", code, errOut)
 	}
 }
 

@@ -332,7 +332,8 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			// which of its snapshots the job may still restore: it takes
 			// them as all of them. The snapshots of an operator none
 			// names are kept.
-			keep.AddCheckpoint(cp)
+			keep.AddOperator(cp.Operator)
+			keep.AddObject(cp.Objects()...)
 		}
 	}
 	b, id, err := o.open(ctx, o.storage, o.basePath)

@@ -7,16 +7,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/dstlgo/dstl/internal/benchreport"
 )
 
-// machine describes the computer a benchmark ran on.
-type machine struct {
-	CPU       string `json:"cpu"`
-	Cores     int    `json:"cores"`
-	Memory    int64  `json:"memory_bytes"`
-	GoVersion string `json:"go_version"`
-	OS        string `json:"os"`
-}
+// machine describes the computer a benchmark ran on, as a report
+// records it.
+type machine benchreport.Machine
 
 // describeMachine reads the machine's description (on Linux, from /proc
 // and /etc/os-release; elsewhere what the runtime knows).

@@ -5,7 +5,6 @@
 //
 //	dstl demo [flags]                              run a checkpoint-crash-recover cycle and verify it
 //	dstl bench --base-path URL [flags]             measure the engine beside the SDK on one backend
-//	dstl bench report --in FILE --out DIR          draw a bench report's charts (SVG) and an index.html
 //	dstl cost [flags]                              a job's requests and price a month, batched and not, from a measured run
 //	dstl inspect [flags] OBJECT-URL|FILE           list the change sets in an object, and check them
 //	dstl inspect [flags] --handle FILE [BASE-PATH] show what a handle points to (and check it)
@@ -51,7 +50,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"demo", "[flags]", "run writers through checkpoints, crash, recover and verify the state", runDemo},
-		{"bench", "--base-path URL [flags] | report --in FILE --out DIR", "measure append, upload, batching, recovery and persist latency beside the SDK; or draw a report's charts", runBench},
+		{"bench", "--base-path URL [flags]", "measure append, upload, batching, recovery and persist latency beside the SDK", runBench},
 		{"cost", "[flags]", "estimate a job's requests, stored bytes and price a month, batched and not, from a measured run", runCost},
 		{"inspect", "[flags] OBJECT-URL|FILE", "list an object's change sets and check them; or, with --handle, a handle's", runInspect},
 		{"gc", "--base-path URL --grace DUR --keep FILE...", "delete a job's objects older than the grace period that no kept handle references", runGC},

@@ -3,13 +3,11 @@ package main
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"image/color"
-	"io"
 	"maps"
 	"math"
 	"os"
@@ -22,64 +20,14 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/dstlgo/dstl/internal/benchreport"
 )
-
-const benchReportAbout = `Draws charts of a bench report: an SVG per section of dstl bench, made from
-the JSON that dstl bench --save writes or the one that make bench writes
-(an object of such reports by backend run name), and an index.html that
-shows them with links to the JSON and, when there is one beside it, the
-text report. Everything is written into --out, which is created; nothing
-is fetched and no browser is needed.
-
-The charts: (b) the engine's upload throughput over the SDK's put, per
-backend and object size; (c) objects written per second against the
-writers persisting together; (d) recovery read throughput over the SDK's
-get; (e) persist latency, p50 with a whisker to p99, per backend, in (b)
-and (c); (f) sustained logging over the backend's parallel Put, per backend and
-writer count (when the report has that section).`
-
-// runBenchReport is "dstl bench report".
-func runBenchReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("bench report", "--in FILE --out DIR", benchReportAbout, stderr)
-	in := fs.String("in", "", "the JSON report to draw (required)")
-	out := fs.String("out", "", "the `DIR`ectory to write the SVG charts and index.html into (required)")
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	switch {
-	case *in == "":
-		fmt.Fprintln(stderr, "dstl bench report: --in is required")
-		return exitUsage
-	case *out == "":
-		fmt.Fprintln(stderr, "dstl bench report: --out is required")
-		return exitUsage
-	}
-	data, err := os.ReadFile(*in)
-	if err != nil {
-		fmt.Fprintf(stderr, "dstl bench report: --in: %v\n", err)
-		return exitRuntime
-	}
-	runs, err := decodeBenchRuns(data)
-	if err != nil {
-		fmt.Fprintf(stderr, "dstl bench report: --in %s: %v\n", *in, err)
-		return exitFailed
-	}
-	charts, err := writeBenchCharts(runs, *in, *out)
-	if err != nil {
-		fmt.Fprintf(stderr, "dstl bench report: %v\n", err)
-		return exitRuntime
-	}
-	for _, c := range charts {
-		fmt.Fprintln(stdout, filepath.Join(*out, c.File))
-	}
-	fmt.Fprintln(stdout, filepath.Join(*out, "index.html"))
-	return exitOK
-}
 
 // benchRun is one backend's report in a bench results file.
 type benchRun struct {
 	Name   string
-	Report benchReport
+	Report benchreport.Report
 }
 
 // decodeBenchRuns decodes a bench JSON report: one report (dstl bench
@@ -91,7 +39,7 @@ func decodeBenchRuns(data []byte) ([]benchRun, error) {
 		return nil, fmt.Errorf("not a bench report: %w", err)
 	}
 	if _, ok := probe["machine"]; ok {
-		var r benchReport
+		var r benchreport.Report
 		if err := json.Unmarshal(data, &r); err != nil {
 			return nil, fmt.Errorf("not a bench report: %w", err)
 		}
@@ -109,7 +57,7 @@ func decodeBenchRuns(data []byte) ([]benchRun, error) {
 			return nil, err
 		}
 		name, _ := tok.(string)
-		var r benchReport
+		var r benchreport.Report
 		if err := dec.Decode(&r); err != nil {
 			return nil, fmt.Errorf("run %q: not a bench report: %w", name, err)
 		}
@@ -245,6 +193,7 @@ var chartColors = []color.Color{
 // other still show.
 var chartGlyphs = []draw.GlyphDrawer{draw.RingGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.CrossGlyph{}, draw.PlusGlyph{}, draw.CircleGlyph{}, draw.BoxGlyph{}, draw.PyramidGlyph{}}
 
+// chartColor is the colour of series i.
 func chartColor(i int) color.Color { return chartColors[i%len(chartColors)] }
 
 // groupedBars draws one bar per series in each group: values[s][g] is
@@ -563,4 +512,26 @@ func sustainedChart(runs []benchRun) (*plot.Plot, error) {
 		names, values = append(names, r.Name), append(values, vs)
 	}
 	return groupedBars(groups, names, values, "engine ÷ the backend's parallel Put", 0.95)
+}
+
+// formatBytes writes n bytes in the largest binary unit below it, with
+// three significant digits: "812 B", "1.50 KiB", "64.0 MiB", "2.00 GiB"
+// (as dstl's reports write them).
+func formatBytes(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 && n > -1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/1024, 0
+	for (v >= 1024 || v <= -1024) && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	switch {
+	case v >= 100 || v <= -100:
+		return fmt.Sprintf("%.0f %ciB", v, units[i])
+	case v >= 10 || v <= -10:
+		return fmt.Sprintf("%.1f %ciB", v, units[i])
+	}
+	return fmt.Sprintf("%.2f %ciB", v, units[i])
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -54,7 +53,7 @@ func TestReportCharts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "charts")
 			var stdout, stderr bytes.Buffer
-			if code := run(context.Background(), []string{"bench", "report", "--in", tc.in, "--out", out}, &stdout, &stderr); code != exitOK {
+			if code := run([]string{"--in", tc.in, "--out", out}, &stdout, &stderr); code != exitOK {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
 			entries, _ := os.ReadDir(out)
@@ -114,12 +113,13 @@ func TestReportErrors(t *testing.T) {
 	}{
 		{[]string{"--out", dir}, exitUsage, "--in is required"},
 		{[]string{"--in", chartFixture}, exitUsage, "--out is required"},
+		{[]string{"--in", chartFixture, "--out", dir, "more"}, exitUsage, `unexpected arguments ["more"]`},
 		{[]string{"--in", filepath.Join(dir, "missing.json"), "--out", dir}, exitRuntime, "--in"},
 		{[]string{"--in", notJSON, "--out", dir}, exitFailed, "not a bench report"},
 		{[]string{"--in", notReport, "--out", dir}, exitFailed, `run "a": not a bench report`},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), append([]string{"bench", "report"}, tc.args...), &stdout, &stderr)
+		code := run(tc.args, &stdout, &stderr)
 		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: exit %d, %q; want %d with %q", tc.args, code, stderr.String(), tc.code, tc.want)
 		}
