@@ -71,7 +71,7 @@ func TestStorage(t *testing.T) {
 // error.
 func TestUploader(t *testing.T) {
 	ctx := context.Background()
-	s, err := dstl.New(dstl.DefaultConfig(discard.ID), discard.Backend{},
+	s, err := dstl.New(dstl.DefaultConfig(discard.ID), discard.New(),
 		dstl.WithUploader(func(uploader.Uploader) uploader.Uploader { return discard.Uploader{} }))
 	if err != nil {
 		t.Fatal(err)
