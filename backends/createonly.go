@@ -75,9 +75,7 @@ func VerifyCreateOnly(ctx context.Context, b Backend, name string) error {
 walk:
 	for range 16 {
 		switch t := inner.(type) {
-		case interface{ portable() *Bucket }: // a Bucket, or a type that embeds one
-			return t.portable().VerifyCreateOnly(ctx, name)
-		case CreateOnlyVerifier:
+		case CreateOnlyVerifier: // a Bucket, a type that embeds one, or a backend that checks itself
 			return t.VerifyCreateOnly(ctx, name)
 		case interface{ Unwrap() Backend }:
 			inner = t.Unwrap()
