@@ -90,8 +90,9 @@ func (b *Bucket) Policy() Policy { return b.policy }
 //	if b.As(&client) { ... }
 func (b *Bucket) As(target any) bool { return b.d.As(target) }
 
-// Close waits for the calls in progress to return and closes the driver.
-// Later calls fail with [ErrClosed]; readers returned by Get stay usable
+// Close ends a probe of [Bucket.VerifyCreateOnly] under way, waits for
+// the calls in progress to return and closes the driver. Later calls fail
+// with [ErrClosed]; readers returned by Get stay usable
 // until closed. Close must not be called from a List callback. Closing
 // twice is not an error.
 func (b *Bucket) Close() error {
@@ -102,6 +103,7 @@ func (b *Bucket) Close() error {
 	}
 	b.closed = true
 	b.mu.Unlock()
+	b.createOnly.stop() // a probe whose callers gave up would run on
 	b.calls.Wait()
 	if err := b.d.Close(); err != nil {
 		return NewError("close", b.id, "", err)

@@ -83,7 +83,7 @@ walk:
 			break walk
 		}
 	}
-	return probeCreateOnly(ctx, b, nil, "backend", name)
+	return probeCreateOnly(ctx, context.WithoutCancel(ctx), b, nil, "backend", name)
 }
 
 // VerifyCreateOnly checks that the bucket refuses a Put of an existing
@@ -102,16 +102,23 @@ func (b *Bucket) VerifyCreateOnly(ctx context.Context, name string) error {
 	p := c.running
 	if p == nil {
 		// The probe runs on a context of its own, bounded, so that a
-		// caller that gives up does not fail the others that wait for it.
-		p = &createOnlyProbe{done: make(chan struct{})}
+		// caller that gives up does not fail the others that wait for it;
+		// Close ends it.
+		base, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+		p = &createOnlyProbe{done: make(chan struct{}), stop: stop}
 		c.running = p
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
 		go func() {
+			defer stop(nil)
+			pctx, cancel := context.WithTimeout(base, probeTimeout)
 			defer cancel()
-			err := probeCreateOnly(pctx, b, b, b.id, name)
+			err := probeCreateOnly(pctx, base, b, b, b.id, name)
+			verdict := err == nil || errors.Is(err, ErrCreateOnlyIgnored)
+			if cause := context.Cause(base); !verdict && errors.Is(cause, ErrClosed) && !errors.Is(err, ErrClosed) {
+				err = fmt.Errorf("%w (the bucket was closed: %w)", err, cause)
+			}
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			if err == nil || errors.Is(err, ErrCreateOnlyIgnored) {
+			if verdict {
 				c.checked, c.err = true, err
 			}
 			c.running = nil
@@ -128,6 +135,16 @@ func (b *Bucket) VerifyCreateOnly(ctx context.Context, name string) error {
 	}
 }
 
+// stop ends the probe under way, if any, for Close: its requests fail
+// with the bucket closed rather than run out their attempts.
+func (c *createOnly) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running != nil {
+		c.running.stop(ErrClosed)
+	}
+}
+
 // probeTimeout bounds one probe of a Bucket's create-only check.
 const probeTimeout = 5 * time.Minute
 
@@ -140,15 +157,19 @@ type createOnly struct {
 	running *createOnlyProbe // the probe under way, or nil
 }
 
-// createOnlyProbe is one probe of a Bucket: done is closed once err is set.
+// createOnlyProbe is one probe of a Bucket: done is closed once err is
+// set; stop ends the probe's context, and its Delete's.
 type createOnlyProbe struct {
 	done chan struct{}
 	err  error
+	stop context.CancelCauseFunc
 }
 
 // probeCreateOnly runs the probe of VerifyCreateOnly through b; parts,
-// when not nil, is the Bucket whose multipart path is tried too.
-func probeCreateOnly(ctx context.Context, b Backend, parts *Bucket, id, name string) (err error) {
+// when not nil, is the Bucket whose multipart path is tried too. The
+// Delete of the probe object runs on cleanup, bounded, so that it runs
+// also after ctx ended.
+func probeCreateOnly(ctx, cleanup context.Context, b Backend, parts *Bucket, id, name string) (err error) {
 	first := []byte("dstl create-only probe: the first put of this name\n")
 	if err := b.Put(ctx, name, bytes.NewReader(first), int64(len(first))); err != nil {
 		return fmt.Errorf("%s: check create-only puts: put the probe object: %w", id, err)
@@ -157,7 +178,7 @@ func probeCreateOnly(ctx context.Context, b Backend, parts *Bucket, id, name str
 		// The probe object goes, whatever the verdict; a failed delete
 		// leaves it for the garbage collector and fails the check only
 		// when nothing else did.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		dctx, cancel := context.WithTimeout(cleanup, time.Minute)
 		defer cancel()
 		if derr := b.Delete(dctx, name); derr != nil && err == nil {
 			err = fmt.Errorf("%s: check create-only puts: delete the probe object: %w", id, derr)

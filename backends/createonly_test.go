@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
@@ -191,4 +192,46 @@ func TestVerifyCreateOnlyEmbedded(t *testing.T) {
 	if got := d.Puts(); got["single"] != 2 || got["multipart"] != 1 {
 		t.Fatalf("three checks sent Puts %v, want one check's", got)
 	}
+}
+
+// TestCloseStopsCreateOnlyProbe: a check whose caller gave up leaves its
+// probe running for the others; Close stops it rather than waiting for
+// its attempts against a store that does not answer, a check still
+// waiting for it learns that the bucket was closed, and so does a check
+// after Close.
+func TestCloseStopsCreateOnlyProbe(t *testing.T) {
+	d := &hangingPuts{naive: newNaive()}
+	b := backends.New("hanging", d, backends.Policy{Timeout: 2 * time.Second, MaxAttempts: 2,
+		InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	waiting := make(chan error, 1)
+	go func() { waiting <- b.VerifyCreateOnly(context.Background(), "probe") }()
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if err := b.VerifyCreateOnly(ctx, "probe"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("check whose context ended: %v", err)
+	}
+	start := time.Now()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("Close took %v: it waited for the probe's attempts", took)
+	}
+	if err := <-waiting; !errors.Is(err, backends.ErrClosed) {
+		t.Fatalf("check waiting for the probe: %v, want ErrClosed", err)
+	}
+	if err := b.VerifyCreateOnly(t.Context(), "probe"); !errors.Is(err, backends.ErrClosed) {
+		t.Fatalf("check after Close: %v, want ErrClosed", err)
+	}
+}
+
+// hangingPuts is a naive driver whose Puts go unanswered until their
+// attempt's context ends.
+type hangingPuts struct{ *naive }
+
+func (h *hangingPuts) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	return rt.Do(ctx, size, func(ctx context.Context) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
 }
