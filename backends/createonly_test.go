@@ -1,9 +1,13 @@
 package backends_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -234,4 +238,39 @@ func (h *hangingPuts) Put(ctx context.Context, rt driver.Runner, name string, bo
 		<-ctx.Done()
 		return ctx.Err()
 	})
+}
+
+// TestVerifyCreateOnlyDeleteFails: a store that honours create-only but
+// fails the Delete of the probe object passes the check, and keeps its
+// verdict: a later check sends nothing (and leaves no second object).
+// The object left behind is logged; the garbage collector removes it.
+func TestVerifyCreateOnlyDeleteFails(t *testing.T) {
+	var logged bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	d := &failingDeletes{naive: newNaive()}
+	b := backends.New("nodelete", d, backends.NoRetries)
+	defer b.Close()
+	for i := range 3 {
+		if err := b.VerifyCreateOnly(t.Context(), fmt.Sprintf("probe%d", i)); err != nil {
+			t.Fatalf("check %d: %v", i, err)
+		}
+	}
+	if objs := listNames(t, b); !slices.Equal(objs, []string{"probe0"}) || d.deletes.Load() != 1 {
+		t.Errorf("objects after three checks %q, %d deletes; want the first probe's object left by its one delete", objs, d.deletes.Load())
+	}
+	if !strings.Contains(logged.String(), "probe0") || !strings.Contains(logged.String(), "delete refused") {
+		t.Errorf("log %q: want the object left and the error", logged.String())
+	}
+}
+
+// failingDeletes is a naive driver whose Deletes fail.
+type failingDeletes struct {
+	*naive
+	deletes atomic.Int64
+}
+
+func (f *failingDeletes) Delete(context.Context, string) error {
+	f.deletes.Add(1)
+	return errors.New("delete refused")
 }
