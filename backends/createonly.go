@@ -44,7 +44,7 @@ type CreateOnlyVerifier interface {
 // and its abort), on GCS 6 (the start of a resumable session and its two
 // chunks), on Azure 6 (the refused Put Blob is followed by a HEAD of the
 // blob, the multipart path is one staged block and the refused block
-// list).
+// list). A store that lets a Put through is sent that Put once more.
 const ProbeRequests = 7
 
 // VerifyCreateOnly checks that b refuses a Put of an existing name on
@@ -57,10 +57,13 @@ const ProbeRequests = 7
 // and so does a Delete that fails, which is logged with [slog.Default]
 // and changes no verdict.
 //
-// A store that let either Put through fails the check with an error that
-// wraps [ErrCreateOnlyIgnored], names the store and the path that ignored
-// the condition, and says what to do. Other errors (a store that cannot
-// be reached) are returned as they are.
+// A Put that goes through is sent once more: another process may have
+// deleted the probe object just before it (a collection with no grace,
+// a lifecycle rule), and the Put then wrote it anew. A store that lets
+// it through twice in a row fails the check with an error that wraps
+// [ErrCreateOnlyIgnored], names the store and the path that ignored the
+// condition, and says what to do. Other errors (a store that cannot be
+// reached) are returned as they are.
 //
 // VerifyCreateOnly follows b's Unwrap() Backend methods (such as the
 // request-counting wrapper's) to the backend it wraps. When it reaches a
@@ -193,8 +196,24 @@ func probeCreateOnly(ctx, cleanup context.Context, b Backend, parts *Bucket, id,
 	if parts != nil {
 		where = parts.d.Location(name)
 	}
-	ignored := func(path string) error {
-		return fmt.Errorf("%w: %s at %s let %s replace the existing object %q; "+
+	// refused runs put, a put over the existing probe object by path,
+	// which the store must refuse with ErrExists. A put that goes through
+	// is tried once more before the verdict: another process may have
+	// deleted the probe object just before it (a collection with no
+	// grace, a lifecycle rule), and the put that went through wrote it
+	// anew.
+	refused := func(path string, put func() error) error {
+		for range 2 {
+			switch err := put(); {
+			case err != nil && ctx.Err() != nil:
+				return fmt.Errorf("%s: check create-only puts: %w", id, err)
+			case errors.Is(err, ErrExists):
+				return nil
+			case err != nil:
+				return fmt.Errorf("%s: check create-only puts: %s over the probe object failed with another error than %v: %w", id, path, ErrExists, err)
+			}
+		}
+		return fmt.Errorf("%w: %s at %s let %s replace the existing object %q, twice in a row; "+
 			"the catalog's fencing needs conditional writes (If-None-Match: * on S3 and Azure, a DoesNotExist precondition on GCS): "+
 			"use a release of the store that honours them on every path (see docs/STORES.md)",
 			ErrCreateOnlyIgnored, id, cmp.Or(where, "the backend"), path, name)
@@ -202,13 +221,10 @@ func probeCreateOnly(ctx, cleanup context.Context, b Backend, parts *Bucket, id,
 	// One byte, so that it takes the single-request path whatever the
 	// backend's part size.
 	second := []byte("2")
-	switch err := b.Put(ctx, name, bytes.NewReader(second), int64(len(second))); {
-	case err != nil && ctx.Err() != nil:
-		return fmt.Errorf("%s: check create-only puts: %w", id, err)
-	case err == nil:
-		return ignored("a single-request put")
-	case !errors.Is(err, ErrExists):
-		return fmt.Errorf("%s: check create-only puts: a put over the probe object failed with another error than %v: %w", id, ErrExists, err)
+	if err := refused("a single-request put", func() error {
+		return b.Put(ctx, name, bytes.NewReader(second), int64(len(second)))
+	}); err != nil {
+		return err
 	}
 	if parts == nil {
 		return nil
@@ -219,15 +235,9 @@ func probeCreateOnly(ctx, cleanup context.Context, b Backend, parts *Bucket, id,
 	}
 	size := max(mp.MinMultipartSize(), 1)
 	third := probeBody(size)
-	switch err := parts.PutMultipart(ctx, name, third, size); {
-	case err != nil && ctx.Err() != nil:
-		return fmt.Errorf("%s: check create-only puts: %w", id, err)
-	case err == nil:
-		return ignored("the completion of a multipart upload")
-	case !errors.Is(err, ErrExists):
-		return fmt.Errorf("%s: check create-only puts: a multipart upload over the probe object failed with another error than %v: %w", id, ErrExists, err)
-	}
-	return nil
+	return refused("the completion of a multipart upload", func() error {
+		return parts.PutMultipart(ctx, name, third, size)
+	})
 }
 
 // probeBody returns size bytes of a repeated line.

@@ -20,17 +20,19 @@ import (
 )
 
 // TestVerifyCreateOnly: the check refuses a store that ignores create-only
-// on either path, naming the path, and passes one that honours it; the
-// probe object is gone afterwards.
+// on either path, naming the path, and passes one that honours it; a put
+// that went through is sent once more before the verdict; the probe object
+// is gone afterwards.
 func TestVerifyCreateOnly(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		conditions dstltest.Conditions
-		path       string // in the error, "" when the check passes
+		path       string         // in the error, "" when the check passes
+		puts       map[string]int // by path
 	}{
-		{"honoured", dstltest.HonourConditions, ""},
-		{"ignored on multipart", dstltest.IgnoreOnMultipart, "the completion of a multipart upload"},
-		{"ignored", dstltest.IgnoreConditions, "a single-request put"},
+		{"honoured", dstltest.HonourConditions, "", map[string]int{"single": 2, "multipart": 1}},
+		{"ignored on multipart", dstltest.IgnoreOnMultipart, "the completion of a multipart upload", map[string]int{"single": 2, "multipart": 2}},
+		{"ignored", dstltest.IgnoreConditions, "a single-request put", map[string]int{"single": 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := dstltest.NewConditionStore(tc.conditions, 1<<20)
@@ -47,8 +49,8 @@ func TestVerifyCreateOnly(t *testing.T) {
 			}
 			var d *dstltest.ConditionStore
 			b.As(&d)
-			if p := d.Puts(); p["single"] != 2 || p["multipart"] != map[bool]int{true: 0, false: 1}[tc.conditions == dstltest.IgnoreConditions] {
-				t.Errorf("Puts by path %v", p)
+			if p := d.Puts(); !maps.Equal(p, tc.puts) {
+				t.Errorf("Puts by path %v, want %v", p, tc.puts)
 			}
 			if objs := listNames(t, b); len(objs) != 0 {
 				t.Errorf("objects left after the check: %q", objs)
@@ -274,3 +276,54 @@ func (f *failingDeletes) Delete(context.Context, string) error {
 	f.deletes.Add(1)
 	return errors.New("delete refused")
 }
+
+// TestVerifyCreateOnlyObjectDeleted: a probe object deleted by someone
+// else between the probe's puts (a collection with no grace, a lifecycle
+// rule) lets the next put create it anew; that is no proof that the store
+// ignores create-only, and a store that honours it passes the check.
+func TestVerifyCreateOnlyObjectDeleted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before int64 // the put (1-based) before which the object vanishes
+	}{
+		{"before the single-request put", 2},
+		{"before the multipart put", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &vanishing{naive: newNaive(), before: tc.before}
+			b := backends.New("vanishing", d, backends.NoRetries)
+			defer b.Close()
+			if err := b.VerifyCreateOnly(t.Context(), "probe"); err != nil {
+				t.Fatalf("check of a store that honours create-only: %v", err)
+			}
+			if d.vanished.Load() != 1 {
+				t.Fatal("the object did not vanish")
+			}
+			if objs := listNames(t, b); len(objs) != 0 {
+				t.Errorf("objects left after the check: %q", objs)
+			}
+		})
+	}
+}
+
+// vanishing is a naive driver, with a multipart path, that deletes the
+// object before its Put number before, as another process could.
+type vanishing struct {
+	*naive
+	before   int64
+	puts     atomic.Int64
+	vanished atomic.Int64
+}
+
+func (v *vanishing) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	if v.puts.Add(1) == v.before && v.naive.Delete(ctx, name) == nil {
+		v.vanished.Add(1)
+	}
+	return v.naive.Put(ctx, rt, name, body, size)
+}
+
+func (v *vanishing) PutMultipart(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	return v.Put(ctx, rt, name, body, size)
+}
+
+func (v *vanishing) MinMultipartSize() int64 { return 1 }
