@@ -85,17 +85,36 @@ func TestVerifyCreateOnlyOncePerBucket(t *testing.T) {
 		b.Close()
 	}
 
-	// A check that fails for want of an answer is no verdict.
-	b := dstltest.NewConditionStore(dstltest.HonourConditions, 1<<20)
+	// A check that fails for want of an answer is no verdict: the next
+	// check probes again.
+	d := &flakyPuts{naive: newNaive()}
+	b := backends.New("flaky", d, backends.NoRetries)
 	defer b.Close()
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	if err := backends.VerifyCreateOnly(ctx, b, "p"); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled check: %v", err)
+	if err := backends.VerifyCreateOnly(t.Context(), b, "p1"); !errors.Is(err, errFlaky) || errors.Is(err, backends.ErrCreateOnlyIgnored) {
+		t.Fatalf("check whose first put failed: %v", err)
 	}
-	if err := backends.VerifyCreateOnly(t.Context(), b, "p"); err != nil {
-		t.Fatalf("check after a cancelled one: %v", err)
+	if err := backends.VerifyCreateOnly(t.Context(), b, "p2"); err != nil {
+		t.Fatalf("check after a failed one: %v", err)
 	}
+	if n := d.puts.Load(); n != 3 {
+		t.Fatalf("%d Puts, want the failed one and the second check's 2", n)
+	}
+}
+
+// flakyPuts is a naive driver whose first Put fails, as a store that did
+// not answer in time.
+type flakyPuts struct {
+	*naive
+	puts atomic.Int64
+}
+
+var errFlaky = errors.New("flaky: connection reset")
+
+func (f *flakyPuts) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	if f.puts.Add(1) == 1 {
+		return errFlaky
+	}
+	return f.naive.Put(ctx, rt, name, body, size)
 }
 
 // TestVerifyCreateOnlyShared: concurrent checks of one Bucket share one
