@@ -22,20 +22,26 @@ import (
 // TestVerifyCreateOnly: the check refuses a store that ignores create-only
 // on either path, naming the path, and passes one that honours it; a put
 // that went through is sent once more before the verdict; the probe object
-// is gone afterwards.
+// is gone afterwards. With a part size of 1 byte, the first put goes up
+// as a multipart upload and the second still takes the single-request
+// path (it is one byte).
 func TestVerifyCreateOnly(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		conditions dstltest.Conditions
+		partSize   int64
 		path       string         // in the error, "" when the check passes
 		puts       map[string]int // by path
 	}{
-		{"honoured", dstltest.HonourConditions, "", map[string]int{"single": 2, "multipart": 1}},
-		{"ignored on multipart", dstltest.IgnoreOnMultipart, "the completion of a multipart upload", map[string]int{"single": 2, "multipart": 2}},
-		{"ignored", dstltest.IgnoreConditions, "a single-request put", map[string]int{"single": 3}},
+		{"honoured", dstltest.HonourConditions, 1 << 20, "", map[string]int{"single": 2, "multipart": 1}},
+		{"ignored on multipart", dstltest.IgnoreOnMultipart, 1 << 20, "the completion of a multipart upload", map[string]int{"single": 2, "multipart": 2}},
+		{"ignored", dstltest.IgnoreConditions, 1 << 20, "a single-request put", map[string]int{"single": 3}},
+		{"honoured, part size 1", dstltest.HonourConditions, 1, "", map[string]int{"single": 1, "multipart": 2}},
+		{"ignored on multipart, part size 1", dstltest.IgnoreOnMultipart, 1, "the completion of a multipart upload", map[string]int{"single": 1, "multipart": 3}},
+		{"ignored, part size 1", dstltest.IgnoreConditions, 1, "a single-request put", map[string]int{"single": 2, "multipart": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := dstltest.NewConditionStore(tc.conditions, 1<<20)
+			b := dstltest.NewConditionStore(tc.conditions, tc.partSize)
 			defer b.Close()
 			err := backends.VerifyCreateOnly(t.Context(), b, "job/.create-only-probe")
 			switch {
