@@ -184,6 +184,9 @@ func (b *Bucket) put(ctx context.Context, name string, body io.ReaderAt, size in
 	}
 	err = ended(ctx, err)
 	b.metrics.record(ctx, op, start, err)
+	if err == nil {
+		b.noteAnswer(ctx, op, 0, nil, nil) // the store answers: a hold ends
+	}
 	return b.wrap(op, name, err)
 }
 
@@ -356,6 +359,9 @@ func (b *Bucket) Delete(ctx context.Context, name string) error {
 	}
 	err = ended(ctx, err)
 	b.metrics.record(ctx, op, start, err)
+	if err == nil {
+		b.noteAnswer(ctx, op, 0, nil, nil) // the store answers: a hold ends
+	}
 	return b.wrap(op, name, err)
 }
 
@@ -456,10 +462,11 @@ func (b *Bucket) endProbe(probe uint64) {
 }
 
 // noteAnswer records the outcome of a Get or List (op) that admit let
-// through: err is its error (nil: it succeeded), werr the error its
-// caller got. A timeout while ctx is alive starts the hold, any answer
-// ends it, and the caller's cancellation tells nothing. probe is the
-// call's probe number from admit (0: the call was no probe).
+// through, or of a Put or Delete that succeeded: err is its error (nil:
+// it succeeded), werr the error its caller got. A timeout while ctx is
+// alive starts the hold, any answer ends it, and the caller's
+// cancellation tells nothing. probe is the call's probe number from
+// admit (0: the call was no probe).
 func (b *Bucket) noteAnswer(ctx context.Context, op string, probe uint64, err, werr error) {
 	if b.policy.UnansweredHold <= 0 {
 		return
