@@ -27,7 +27,8 @@ var ErrCreateOnlyIgnored = errors.New("store ignores create-only puts")
 // a Put of an existing name; [VerifyCreateOnly] calls it. [Bucket] is one.
 // A backend of another kind may implement it, to probe its own paths or
 // to say that it needs no probe (an in-memory store that refuses existing
-// names by construction).
+// names by construction). A wrapper that renames objects implements it to
+// hand the probe's name on as it renames it (see [VerifyCreateOnly]).
 type CreateOnlyVerifier interface {
 	// VerifyCreateOnly checks create-only with name as the probe's
 	// object; see [VerifyCreateOnly].
@@ -66,16 +67,24 @@ const ProbeRequests = 7
 // reached) are returned as they are.
 //
 // VerifyCreateOnly follows b's Unwrap() Backend methods (such as the
-// request-counting wrapper's) to the backend it wraps. When it reaches a
-// Bucket (or a backend package's type that embeds one), the Bucket
-// checks itself, with requests of its own that no wrapper sees, and keeps
-// its verdict: a process probes each Bucket once, however many times and
-// through whatever wrappers it is asked, and asks again only after an
-// error that is no verdict (a store that did not answer). Concurrent
-// checks of one Bucket share one probe, and a check whose ctx ends stops
-// waiting for it. When it reaches a backend of another kind that
-// implements [CreateOnlyVerifier], that backend checks itself. Any other
-// backend is probed through b on every call, on its one path.
+// request-counting wrapper's) to the backend it wraps, and stops at the
+// first that implements [CreateOnlyVerifier], which checks itself. A
+// Bucket (or a backend package's type that embeds one) is one: it checks
+// itself under name as given, with requests of its own that no wrapper
+// sees, and keeps its verdict: a process probes each Bucket once, however
+// many times and through whatever wrappers it is asked, and asks again
+// only after an error that is no verdict (a store that did not answer).
+// Concurrent checks of one Bucket share one probe, a check whose ctx ends
+// stops waiting for it, and the Bucket's Close ends it. Any other backend
+// is probed through b on every call, on its one path.
+//
+// A wrapper that renames objects (one that keeps them under a prefix of
+// its own) must implement CreateOnlyVerifier and hand the probe's name on
+// as it renames it, calling VerifyCreateOnly with the backend it wraps
+// and the renamed name. A wrapper that only unwraps is passed by: the
+// probe object then lies under name as given, outside the wrapper's
+// names, where the wrapper's credentials may not reach and a collection
+// through the wrapper does not look.
 func VerifyCreateOnly(ctx context.Context, b Backend, name string) error {
 	inner := b
 walk:

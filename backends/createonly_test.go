@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -352,3 +354,91 @@ func (v *vanishing) PutMultipart(ctx context.Context, rt driver.Runner, name str
 }
 
 func (v *vanishing) MinMultipartSize() int64 { return 1 }
+
+// TestVerifyCreateOnlyRenamingWrapper: a wrapper that renames objects (a
+// tenant's prefix) hands its name for the probe on by implementing
+// CreateOnlyVerifier, so that the probe object lies under its prefix; one
+// that only unwraps lets the Bucket probe under the name as given.
+func TestVerifyCreateOnlyRenamingWrapper(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		wrap    func(b backends.Backend) backends.Backend
+		checked string // the name the store saw
+	}{
+		{"hands the name on", func(b backends.Backend) backends.Backend { return &verifyingTenant{tenant{b, "tenant/"}} }, "tenant/job/probe"},
+		{"only unwraps", func(b backends.Backend) backends.Backend { return &tenant{b, "tenant/"} }, "job/probe"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &recordingPuts{naive: newNaive()}
+			b := backends.New("naive", d, backends.NoRetries)
+			defer b.Close()
+			w := tc.wrap(b)
+			if err := backends.VerifyCreateOnly(t.Context(), w, "job/probe"); err != nil {
+				t.Fatal(err)
+			}
+			if names := d.names(); len(names) != 2 || names[0] != tc.checked || names[1] != tc.checked {
+				t.Fatalf("the probe's puts went to %q, want %q", names, tc.checked)
+			}
+			// The verdict is the Bucket's, whichever way it was asked.
+			if err := backends.VerifyCreateOnly(t.Context(), b, "other"); err != nil || len(d.names()) != 2 {
+				t.Fatalf("the Bucket's own check: %v after %d puts", err, len(d.names()))
+			}
+		})
+	}
+}
+
+// tenant is a wrapper that keeps every object under a prefix of its own.
+type tenant struct {
+	b      backends.Backend
+	prefix string
+}
+
+func (w *tenant) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+	return w.b.Put(ctx, w.prefix+name, body, size)
+}
+
+func (w *tenant) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	return w.b.Get(ctx, w.prefix+name, offset, length)
+}
+
+func (w *tenant) Delete(ctx context.Context, name string) error {
+	return w.b.Delete(ctx, w.prefix+name)
+}
+
+func (w *tenant) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
+	return w.b.List(ctx, w.prefix+prefix, func(o backends.ObjectInfo) error {
+		o.Name = strings.TrimPrefix(o.Name, w.prefix)
+		return fn(o)
+	})
+}
+
+func (w *tenant) Close() error { return w.b.Close() }
+
+func (w *tenant) Unwrap() backends.Backend { return w.b }
+
+// verifyingTenant is a tenant that hands its name for the probe on.
+type verifyingTenant struct{ tenant }
+
+func (w *verifyingTenant) VerifyCreateOnly(ctx context.Context, name string) error {
+	return backends.VerifyCreateOnly(ctx, w.b, w.prefix+name)
+}
+
+// recordingPuts is a naive driver that records the names of its Puts.
+type recordingPuts struct {
+	*naive
+	mu  sync.Mutex
+	put []string
+}
+
+func (r *recordingPuts) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	r.mu.Lock()
+	r.put = append(r.put, name)
+	r.mu.Unlock()
+	return r.naive.Put(ctx, rt, name, body, size)
+}
+
+func (r *recordingPuts) names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.put)
+}
