@@ -93,9 +93,9 @@ func (b *Bucket) As(target any) bool { return b.d.As(target) }
 
 // Close ends a probe of [Bucket.VerifyCreateOnly] under way, waits for
 // the calls in progress to return and closes the driver. Later calls fail
-// with [ErrClosed]; readers returned by Get stay usable
-// until closed. Close must not be called from a List callback. Closing
-// twice is not an error.
+// with [ErrClosed]; readers returned by Get stay usable until closed.
+// Close must not be called from a List callback. Closing twice is not an
+// error.
 func (b *Bucket) Close() error {
 	b.mu.Lock()
 	if b.closed {

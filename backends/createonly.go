@@ -129,7 +129,7 @@ func (b *Bucket) VerifyCreateOnly(ctx context.Context, name string) error {
 			err := probeCreateOnly(pctx, base, b, b, b.id, name)
 			verdict := err == nil || errors.Is(err, ErrCreateOnlyIgnored)
 			if cause := context.Cause(base); !verdict && errors.Is(cause, ErrClosed) && !errors.Is(err, ErrClosed) {
-				err = fmt.Errorf("%w (the bucket was closed: %w)", err, cause)
+				err = fmt.Errorf("%w; the bucket was %w", err, cause)
 			}
 			c.mu.Lock()
 			defer c.mu.Unlock()
