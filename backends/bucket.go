@@ -44,11 +44,12 @@ type Bucket struct {
 // (its attempts timed out while its caller's context was alive), until an
 // answer; see [Policy.UnansweredHold].
 type unanswered struct {
-	mu      sync.Mutex
-	op      string    // "get" or "list"
-	err     error     // the call's error, as the caller got it; nil: no hold
-	at      time.Time // when it failed
-	probing bool      // the one call after the hold is under way
+	mu     sync.Mutex
+	op     string    // "get" or "list"
+	err    error     // the call's error, as the caller got it; nil: no hold
+	at     time.Time // when it failed
+	probe  uint64    // the one call after the hold under way, by number; 0: none
+	probes uint64    // the number of the last probe
 }
 
 var _ Backend = (*Bucket)(nil)
@@ -119,10 +120,11 @@ func (b *Bucket) As(target any) bool {
 	return true
 }
 
-// Close waits for the calls in progress to return and closes the driver.
-// Later calls fail with [ErrClosed]; readers returned by Get stay usable
-// until closed. Close must not be called from a List callback. Closing
-// twice is not an error.
+// Close ends a probe of [Bucket.VerifyCreateOnly] under way, waits for
+// the calls in progress to return and closes the driver. Later calls fail
+// with [ErrClosed]; readers returned by Get stay usable until closed.
+// Close must not be called from a List callback. Closing twice is not an
+// error.
 func (b *Bucket) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -131,6 +133,7 @@ func (b *Bucket) Close() error {
 	}
 	b.closed = true
 	b.mu.Unlock()
+	b.createOnly.stop() // a probe whose callers gave up would run on
 	b.calls.Wait()
 	if err := b.d.Close(); err != nil {
 		return NewError("close", b.id, "", err)
@@ -211,6 +214,9 @@ func (b *Bucket) put(ctx context.Context, name string, body io.ReaderAt, size in
 	}
 	err = ended(ctx, err)
 	b.metrics.record(ctx, op, start, err)
+	if err == nil {
+		b.noteAnswer(ctx, op, 0, nil, nil) // the store answers: a hold ends
+	}
 	return b.wrap(op, name, err)
 }
 
@@ -383,6 +389,9 @@ func (b *Bucket) Delete(ctx context.Context, name string) error {
 	}
 	err = ended(ctx, err)
 	b.metrics.record(ctx, op, start, err)
+	if err == nil {
+		b.noteAnswer(ctx, op, 0, nil, nil) // the store answers: a hold ends
+	}
 	return b.wrap(op, name, err)
 }
 
@@ -442,57 +451,63 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(ObjectInfo) er
 // admit decides whether a Get or List (op) of name goes to the driver: it
 // fails with an *[Error] wrapping [ErrUnavailable] during the hold after
 // an unanswered call ([Policy.UnansweredHold]), and while the one call
-// after the hold (the probe, for which it returns true) is under way.
-func (b *Bucket) admit(ctx context.Context, op, name string) (probe bool, err error) {
+// after the hold (the probe) is under way. It returns the probe's number
+// for the probe, and 0 for any other call.
+func (b *Bucket) admit(ctx context.Context, op, name string) (probe uint64, err error) {
 	hold := b.policy.UnansweredHold
 	if hold <= 0 {
-		return false, nil
+		return 0, nil
 	}
 	u := &b.unanswered
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.err == nil {
-		return false, nil
+		return 0, nil
 	}
 	since := time.Since(u.at)
-	if since >= hold && !u.probing {
-		u.probing = true
-		return true, nil
+	if since >= hold && u.probe == 0 {
+		u.probes++
+		u.probe = u.probes
+		return u.probe, nil
 	}
 	b.metrics.held(ctx, op)
 	// The unanswered call's error is quoted, not wrapped: this call did
 	// not time out, and callers that retry timeouts should not retry it.
-	return false, NewError(op, b.id, name, fmt.Errorf("%w: not tried, since a %s of this bucket went unanswered %v ago (%v); one call is tried %v after it",
+	return 0, NewError(op, b.id, name, fmt.Errorf("%w: not tried, since a %s of this bucket went unanswered %v ago (%v); one call is tried %v after it",
 		ErrUnavailable, u.op, since.Round(time.Millisecond), u.err, hold))
 }
 
 // endProbe ends the probe that admit let through, if noteAnswer did not
 // (a panic of the driver or of List's callback), so that the hold does
-// not fail every later call.
-func (b *Bucket) endProbe(probe bool) {
-	if !probe {
+// not fail every later call. A probe that noteAnswer ended is not ended
+// again: another call may have become the probe since.
+func (b *Bucket) endProbe(probe uint64) {
+	if probe == 0 {
 		return
 	}
 	u := &b.unanswered
 	u.mu.Lock()
-	u.probing = false
+	if u.probe == probe {
+		u.probe = 0
+	}
 	u.mu.Unlock()
 }
 
 // noteAnswer records the outcome of a Get or List (op) that admit let
-// through: err is its error (nil: it succeeded), werr the error its
-// caller got. A timeout while ctx is alive starts the hold, any answer
-// ends it, and the caller's cancellation tells nothing. probe says
-// whether the call was the one after a hold.
-func (b *Bucket) noteAnswer(ctx context.Context, op string, probe bool, err, werr error) {
+// through, or of a Put or Delete that succeeded: err is its error (nil:
+// it succeeded), werr the error its caller got. A timeout while ctx is
+// alive starts the hold, any answer ends it, and the caller's
+// cancellation tells nothing. probe is the call's probe number from
+// admit (0: the call was no probe).
+func (b *Bucket) noteAnswer(ctx context.Context, op string, probe uint64, err, werr error) {
 	if b.policy.UnansweredHold <= 0 {
 		return
 	}
 	u := &b.unanswered
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if probe {
-		u.probing = false
+	if probe != 0 && u.probe == probe {
+		u.probe = 0
 	}
 	switch {
 	case err == nil:

@@ -1054,3 +1054,38 @@ func TestUnansweredHoldProbePanics(t *testing.T) {
 		t.Fatalf("list after a probe that panicked: %v, want the probe let through", err)
 	}
 }
+
+// TestUnansweredHoldEndsOnWrite: a Put or Delete that succeeds during the
+// hold shows that the store answers: it ends the hold, and the next Get
+// goes through. One that fails does not.
+func TestUnansweredHoldEndsOnWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(ctx context.Context, b *backends.Bucket) error
+		ends  bool
+	}{
+		{"put", func(ctx context.Context, b *backends.Bucket) error { return b.Put(ctx, "y", strings.NewReader("y"), 1) }, true},
+		{"delete", func(ctx context.Context, b *backends.Bucket) error { return b.Delete(ctx, "y") }, true},
+		{"put that fails", func(ctx context.Context, b *backends.Bucket) error { return b.Put(ctx, "x", strings.NewReader("x"), 1) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGate()
+			b := backends.New("gate", g, holdPolicy(time.Minute))
+			g.mode.Store(gateSilent)
+			if err := holdCalls[0].call(t.Context(), b); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("unanswered get: %v", err)
+			}
+			g.mode.Store(gateAnswer)
+			if err := tc.write(t.Context(), b); (err == nil) != tc.ends {
+				t.Fatalf("%s during the hold: %v", tc.name, err)
+			}
+			err := holdCalls[0].call(t.Context(), b)
+			switch {
+			case tc.ends && err != nil:
+				t.Fatalf("get after a %s that succeeded: %v, want the hold ended", tc.name, err)
+			case !tc.ends && !errors.Is(err, backends.ErrUnavailable):
+				t.Fatalf("get after a %s that failed: %v, want ErrUnavailable", tc.name, err)
+			}
+		})
+	}
+}

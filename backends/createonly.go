@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +27,8 @@ var ErrCreateOnlyIgnored = errors.New("store ignores create-only puts")
 // a Put of an existing name; [VerifyCreateOnly] calls it. [Bucket] is one.
 // A backend of another kind may implement it, to probe its own paths or
 // to say that it needs no probe (an in-memory store that refuses existing
-// names by construction).
+// names by construction). A wrapper that renames objects implements it to
+// hand the probe's name on as it renames it (see [VerifyCreateOnly]).
 type CreateOnlyVerifier interface {
 	// VerifyCreateOnly checks create-only with name as the probe's
 	// object; see [VerifyCreateOnly].
@@ -43,7 +45,7 @@ type CreateOnlyVerifier interface {
 // and its abort), on GCS 6 (the start of a resumable session and its two
 // chunks), on Azure 6 (the refused Put Blob is followed by a HEAD of the
 // blob, the multipart path is one staged block and the refused block
-// list).
+// list). A store that lets a Put through is sent that Put once more.
 const ProbeRequests = 7
 
 // VerifyCreateOnly checks that b refuses a Put of an existing name on
@@ -52,32 +54,43 @@ const ProbeRequests = 7
 // ([driver.MultipartPutter]), as a one-part multipart upload, each of
 // which must fail with [ErrExists]; then it deletes name. The name must
 // be one that nothing else writes (a random one under the caller's
-// prefix): a process killed during the probe leaves the object behind.
+// prefix): a process killed during the probe leaves the object behind,
+// and so does a Delete that fails, which is logged with [slog.Default]
+// and changes no verdict.
 //
-// A store that let either Put through fails the check with an error that
-// wraps [ErrCreateOnlyIgnored], names the store and the path that ignored
-// the condition, and says what to do. Other errors (a store that cannot
-// be reached) are returned as they are.
+// A Put that goes through is sent once more: another process may have
+// deleted the probe object just before it (a collection with no grace,
+// a lifecycle rule), and the Put then wrote it anew. A store that lets
+// it through twice in a row fails the check with an error that wraps
+// [ErrCreateOnlyIgnored], names the store and the path that ignored the
+// condition, and says what to do. Other errors (a store that cannot be
+// reached) are returned as they are.
 //
 // VerifyCreateOnly follows b's Unwrap() Backend methods (such as the
-// request-counting wrapper's) to the backend it wraps. When it reaches a
-// Bucket (or a backend package's type that embeds one), the Bucket
-// checks itself, with requests of its own that no wrapper sees, and keeps
-// its verdict: a process probes each Bucket once, however many times and
-// through whatever wrappers it is asked, and asks again only after an
-// error that is no verdict (a store that did not answer). Concurrent
-// checks of one Bucket share one probe, and a check whose ctx ends stops
-// waiting for it. When it reaches a backend of another kind that
-// implements [CreateOnlyVerifier], that backend checks itself. Any other
-// backend is probed through b on every call, on its one path.
+// request-counting wrapper's) to the backend it wraps, and stops at the
+// first that implements [CreateOnlyVerifier], which checks itself. A
+// Bucket (or a backend package's type that embeds one) is one: it checks
+// itself under name as given, with requests of its own that no wrapper
+// sees, and keeps its verdict: a process probes each Bucket once, however
+// many times and through whatever wrappers it is asked, and asks again
+// only after an error that is no verdict (a store that did not answer).
+// Concurrent checks of one Bucket share one probe, a check whose ctx ends
+// stops waiting for it, and the Bucket's Close ends it. Any other backend
+// is probed through b on every call, on its one path.
+//
+// A wrapper that renames objects (one that keeps them under a prefix of
+// its own) must implement CreateOnlyVerifier and hand the probe's name on
+// as it renames it, calling VerifyCreateOnly with the backend it wraps
+// and the renamed name. A wrapper that only unwraps is passed by: the
+// probe object then lies under name as given, outside the wrapper's
+// names, where the wrapper's credentials may not reach and a collection
+// through the wrapper does not look.
 func VerifyCreateOnly(ctx context.Context, b Backend, name string) error {
 	inner := b
 walk:
 	for range 16 {
 		switch t := inner.(type) {
-		case interface{ portable() *Bucket }: // a Bucket, or a type that embeds one
-			return t.portable().VerifyCreateOnly(ctx, name)
-		case CreateOnlyVerifier:
+		case CreateOnlyVerifier: // a Bucket, a type that embeds one, or a backend that checks itself
 			return t.VerifyCreateOnly(ctx, name)
 		case interface{ Unwrap() Backend }:
 			inner = t.Unwrap()
@@ -85,7 +98,7 @@ walk:
 			break walk
 		}
 	}
-	return probeCreateOnly(ctx, b, nil, "backend", name)
+	return probeCreateOnly(ctx, context.WithoutCancel(ctx), b, nil, "backend", name)
 }
 
 // VerifyCreateOnly checks that the bucket refuses a Put of an existing
@@ -104,16 +117,23 @@ func (b *Bucket) VerifyCreateOnly(ctx context.Context, name string) error {
 	p := c.running
 	if p == nil {
 		// The probe runs on a context of its own, bounded, so that a
-		// caller that gives up does not fail the others that wait for it.
-		p = &createOnlyProbe{done: make(chan struct{})}
+		// caller that gives up does not fail the others that wait for it;
+		// Close ends it.
+		base, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+		p = &createOnlyProbe{done: make(chan struct{}), stop: stop}
 		c.running = p
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
 		go func() {
+			defer stop(nil)
+			pctx, cancel := context.WithTimeout(base, probeTimeout)
 			defer cancel()
-			err := probeCreateOnly(pctx, b, b, b.id, name)
+			err := probeCreateOnly(pctx, base, b, b, b.id, name)
+			verdict := err == nil || errors.Is(err, ErrCreateOnlyIgnored)
+			if cause := context.Cause(base); !verdict && errors.Is(cause, ErrClosed) && !errors.Is(err, ErrClosed) {
+				err = fmt.Errorf("%w; the bucket was %w", err, cause)
+			}
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			if err == nil || errors.Is(err, ErrCreateOnlyIgnored) {
+			if verdict {
 				c.checked, c.err = true, err
 			}
 			c.running = nil
@@ -130,6 +150,16 @@ func (b *Bucket) VerifyCreateOnly(ctx context.Context, name string) error {
 	}
 }
 
+// stop ends the probe under way, if any, for Close: its requests fail
+// with the bucket closed rather than run out their attempts.
+func (c *createOnly) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running != nil {
+		c.running.stop(ErrClosed)
+	}
+}
+
 // probeTimeout bounds one probe of a Bucket's create-only check.
 const probeTimeout = 5 * time.Minute
 
@@ -142,35 +172,57 @@ type createOnly struct {
 	running *createOnlyProbe // the probe under way, or nil
 }
 
-// createOnlyProbe is one probe of a Bucket: done is closed once err is set.
+// createOnlyProbe is one probe of a Bucket: done is closed once err is
+// set; stop ends the probe's context, and its Delete's.
 type createOnlyProbe struct {
 	done chan struct{}
 	err  error
+	stop context.CancelCauseFunc
 }
 
 // probeCreateOnly runs the probe of VerifyCreateOnly through b; parts,
-// when not nil, is the Bucket whose multipart path is tried too.
-func probeCreateOnly(ctx context.Context, b Backend, parts *Bucket, id, name string) (err error) {
+// when not nil, is the Bucket whose multipart path is tried too. The
+// Delete of the probe object runs on cleanup, bounded, so that it runs
+// also after ctx ended.
+func probeCreateOnly(ctx, cleanup context.Context, b Backend, parts *Bucket, id, name string) (err error) {
 	first := []byte("dstl create-only probe: the first put of this name\n")
 	if err := b.Put(ctx, name, bytes.NewReader(first), int64(len(first))); err != nil {
 		return fmt.Errorf("%s: check create-only puts: put the probe object: %w", id, err)
 	}
 	defer func() {
-		// The probe object goes, whatever the verdict; a failed delete
-		// leaves it for the garbage collector and fails the check only
-		// when nothing else did.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		// The probe object goes, whatever the verdict. A failed delete
+		// leaves it for the garbage collector, which deletes probe
+		// objects, and changes no verdict: a check that failed here would
+		// probe again at the next call and might leave another object.
+		dctx, cancel := context.WithTimeout(cleanup, time.Minute)
 		defer cancel()
-		if derr := b.Delete(dctx, name); derr != nil && err == nil {
-			err = fmt.Errorf("%s: check create-only puts: delete the probe object: %w", id, derr)
+		if derr := b.Delete(dctx, name); derr != nil {
+			slog.Default().Warn("dstl: the create-only check could not delete its probe object; the garbage collector deletes it once it is older than the grace",
+				"backend", id, "object", name, "error", derr)
 		}
 	}()
 	where := ""
 	if parts != nil {
 		where = parts.d.Location(parts.key(name))
 	}
-	ignored := func(path string) error {
-		return fmt.Errorf("%w: %s at %s let %s replace the existing object %q; "+
+	// refused runs put, a put over the existing probe object by path,
+	// which the store must refuse with ErrExists. A put that goes through
+	// is tried once more before the verdict: another process may have
+	// deleted the probe object just before it (a collection with no
+	// grace, a lifecycle rule), and the put that went through wrote it
+	// anew.
+	refused := func(path string, put func() error) error {
+		for range 2 {
+			switch err := put(); {
+			case err != nil && ctx.Err() != nil:
+				return fmt.Errorf("%s: check create-only puts: %w", id, err)
+			case errors.Is(err, ErrExists):
+				return nil
+			case err != nil:
+				return fmt.Errorf("%s: check create-only puts: %s over the probe object failed with another error than %v: %w", id, path, ErrExists, err)
+			}
+		}
+		return fmt.Errorf("%w: %s at %s let %s replace the existing object %q, twice in a row; "+
 			"the catalog's fencing needs conditional writes (If-None-Match: * on S3 and Azure, a DoesNotExist precondition on GCS): "+
 			"use a release of the store that honours them on every path (see docs/STORES.md)",
 			ErrCreateOnlyIgnored, id, cmp.Or(where, "the backend"), path, name)
@@ -178,13 +230,10 @@ func probeCreateOnly(ctx context.Context, b Backend, parts *Bucket, id, name str
 	// One byte, so that it takes the single-request path whatever the
 	// backend's part size.
 	second := []byte("2")
-	switch err := b.Put(ctx, name, bytes.NewReader(second), int64(len(second))); {
-	case err != nil && ctx.Err() != nil:
-		return fmt.Errorf("%s: check create-only puts: %w", id, err)
-	case err == nil:
-		return ignored("a single-request put")
-	case !errors.Is(err, ErrExists):
-		return fmt.Errorf("%s: check create-only puts: a put over the probe object failed with another error than %v: %w", id, ErrExists, err)
+	if err := refused("a single-request put", func() error {
+		return b.Put(ctx, name, bytes.NewReader(second), int64(len(second)))
+	}); err != nil {
+		return err
 	}
 	if parts == nil {
 		return nil
@@ -195,15 +244,9 @@ func probeCreateOnly(ctx context.Context, b Backend, parts *Bucket, id, name str
 	}
 	size := max(mp.MinMultipartSize(), 1)
 	third := probeBody(size)
-	switch err := parts.PutMultipart(ctx, name, third, size); {
-	case err != nil && ctx.Err() != nil:
-		return fmt.Errorf("%s: check create-only puts: %w", id, err)
-	case err == nil:
-		return ignored("the completion of a multipart upload")
-	case !errors.Is(err, ErrExists):
-		return fmt.Errorf("%s: check create-only puts: a multipart upload over the probe object failed with another error than %v: %w", id, ErrExists, err)
-	}
-	return nil
+	return refused("the completion of a multipart upload", func() error {
+		return parts.PutMultipart(ctx, name, third, size)
+	})
 }
 
 // probeBody returns size bytes of a repeated line.

@@ -46,11 +46,12 @@ type Policy struct {
 	// unanswered call's error. So a restore of many objects from an
 	// endpoint that never answers fails within the deadlines of one read.
 	// After the hold one call (the probe) goes through while the others
-	// still fail at once; any answer, an error answer such as a missing
-	// object included, ends the hold, and the probe's timeout starts it
-	// again. Puts and Deletes are not held: they have their retries of
-	// their own. Reads of a body that Get returned are not held either.
-	// 0 means no hold; [DefaultPolicy] has [DefaultUnansweredHold].
+	// still fail at once; any answer to a Get or List, an error answer
+	// such as a missing object included, ends the hold, and the probe's
+	// timeout starts it again. Puts and Deletes are not held: they have
+	// their retries of their own; one that succeeds ends the hold, since
+	// the store answers. Reads of a body that Get returned are not held
+	// either. 0 means no hold; [DefaultPolicy] has [DefaultUnansweredHold].
 	UnansweredHold time.Duration
 }
 

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/format"
 	"github.com/dstlgo/dstl/dstltest"
@@ -261,4 +264,51 @@ func TestReaderPrefetchedDamagedFrame(t *testing.T) {
 	if st := r.Stats(); st.Requests != 1 {
 		t.Fatalf("%d requests, want 1 (the prefetch)", st.Requests)
 	}
+}
+
+// TestReaderHeldGetsAreNoRequests: reads held by the bucket after an
+// unanswered one (backends.Policy.UnansweredHold) send no request, and
+// the reader does not count them: the unanswered read is its one request.
+func TestReaderHeldGetsAreNoRequests(t *testing.T) {
+	var cs *dstltest.ConditionStore
+	dstltest.NewConditionStore(dstltest.HonourConditions, 1<<20).As(&cs)
+	d := &silentOpens{ConditionStore: cs}
+	b := backends.New("silent", d, backends.Policy{Timeout: 50 * time.Millisecond, ResponseTimeout: 50 * time.Millisecond,
+		MaxAttempts: 1, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, UnansweredHold: time.Minute})
+	s := newStorage(t, b, testConfig())
+	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
+	mustAppend(t, w, 0, "x")
+	h := persist(t, w, 0, 1)
+	r, err := dstl.NewReader(b, w.KeyGroups(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	d.silent.Store(true)
+	for i := range 3 {
+		err := r.Read(t.Context(), h, func(dstl.Change) error { return nil })
+		if held := errors.Is(err, dstl.ErrUnavailable); err == nil || held != (i > 0) {
+			t.Fatalf("read %d: %v; want the first unanswered, the others held", i, err)
+		}
+	}
+	if got, opens := r.Stats().Requests, d.opens.Load(); got != 1 || opens != 1 {
+		t.Fatalf("the reader counted %d requests, the store saw %d; want 1 (held reads send none)", got, opens)
+	}
+}
+
+// silentOpens is a ConditionStore whose reads, once silent, go unanswered
+// until their context ends.
+type silentOpens struct {
+	*dstltest.ConditionStore
+	silent atomic.Bool
+	opens  atomic.Int64
+}
+
+func (s *silentOpens) Open(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	s.opens.Add(1)
+	if s.silent.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.ConditionStore.Open(ctx, name, offset, length)
 }

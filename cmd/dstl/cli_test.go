@@ -2,9 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dstlgo/dstl/backends"
@@ -163,5 +168,56 @@ func TestBackendsCheck(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "backends", "--check", "nosuch://x"); code != exitUsage {
 		t.Fatalf("unknown scheme: exit %d: %s", code, errOut)
+	}
+}
+
+// TestBackendsCheckFails: "dstl backends --check" exits 1 on a store that
+// ignores create-only (an S3 endpoint that lets every PutObject through,
+// If-None-Match or not) and 3 on one it cannot reach.
+func TestBackendsCheckFails(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	var mu sync.Mutex
+	var seen []string
+	ignoring := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		switch {
+		case r.Method == http.MethodPut && !r.URL.Query().Has("uploadId"): // PutObject
+			w.Header().Set("ETag", `"probe"`)
+		case r.Method == http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.WriteHeader(http.StatusNotImplemented)
+		}
+	}))
+	defer ignoring.Close()
+	query := "?endpoint=" + ignoring.URL + "&region=us-east-1&use_path_style=true"
+	code, out, errOut := runCLI(t, "backends", "--check", "s3://bucket/prefix"+query)
+	if code != exitFailed || !strings.Contains(errOut, backends.ErrCreateOnlyIgnored.Error()) || !strings.Contains(errOut, "a single-request put") {
+		t.Fatalf("a store that ignores create-only: exit %d: %s%s", code, out, errOut)
+	}
+	mu.Lock()
+	t.Logf("requests: %q", seen)
+	if n := len(seen); n == 0 || seen[n-1] != "DELETE "+seen[0][len("PUT "):] {
+		t.Errorf("requests %q: want the probe object deleted last", seen)
+	}
+	mu.Unlock()
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close() // nothing listens there: every connection is refused
+	code, out, errOut = runCLI(t, "backends", "--check", "s3://bucket/prefix?endpoint="+closed+"&region=us-east-1&use_path_style=true", "--json")
+	var rep createOnlyReport
+	if err := json.Unmarshal([]byte(out), &rep); code != exitRuntime || err != nil || rep.CreateOnly || rep.Error == "" {
+		t.Fatalf("an unreachable store: exit %d, %v: %s%s", code, err, out, errOut)
 	}
 }
