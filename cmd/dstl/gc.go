@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -481,21 +480,7 @@ func readKeepFile(path string) ([]dstl.Handle, []statestore.CheckpointHandle, er
 	if err != nil {
 		return nil, nil, err
 	}
-	if bytes.HasPrefix(data, []byte(checkpointHandleMagic)) {
-		var h statestore.CheckpointHandle
-		if err := h.UnmarshalBinary(data); err != nil {
-			return nil, nil, fmt.Errorf("checkpoint handle file %s: %w: %w", path, dstl.ErrInvalidHandle, err)
-		}
-		return nil, []statestore.CheckpointHandle{h}, nil
-	}
-	hs, err := parseHandles(data)
-	if err != nil {
-		if !errors.Is(err, dstl.ErrInvalidHandle) {
-			err = fmt.Errorf("%w: %w", dstl.ErrInvalidHandle, err)
-		}
-		return nil, nil, fmt.Errorf("handle file %s: %w", path, err)
-	}
-	return hs, nil, nil
+	return parseKeepFile(path, data)
 }
 
 // status says what became of a deletable object or an abortable upload:
