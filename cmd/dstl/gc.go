@@ -61,9 +61,10 @@ reaches.
 
 Ages are measured from "now", the earlier of this machine's clock and the
 storage's: before listing, gc puts a small probe object (.gc-clock-UUIDv7
-under the job's prefix, not a dstl object's name; on a file system, a wrong
---job-id leaves its empty directory), reads its modification time back
-through the listing and deletes it; it does so in a dry run too. A probe
+under the job's prefix, not a dstl object's name), reads its modification
+time back through the listing and deletes it; it does so in a dry run too,
+which writes nothing else. On a file system, a base path or a job's
+directory that does not exist is an error: gc creates neither. A probe
 left behind by a gc that was killed is deleted by a later run once it is
 older than the grace by both clocks. So a
 clock of this machine that runs ahead cannot make objects look older than
@@ -157,7 +158,7 @@ func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return runGCWith(ctx, args, stdout, stderr, gcOptions{open: backends.Open, now: time.Now})
+	return runGCWith(ctx, args, stdout, stderr, gcOptions{open: openExisting, now: time.Now})
 }
 
 // runGCWith runs gc with the backend opener and clock of o.
@@ -297,7 +298,7 @@ type gcReport struct {
 // the listing is done: collect.ErrMissing, or the failures it lists.
 func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gcReport, error) {
 	if o.open == nil {
-		o.open = backends.Open
+		o.open = openExisting
 	}
 	if o.now == nil {
 		o.now = time.Now
@@ -339,6 +340,9 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		return nil, err
 	}
 	defer b.Close()
+	if err := checkJobDir(b, o.jobID); err != nil {
+		return nil, err
+	}
 	for _, s := range slices.Sorted(maps.Keys(storageIDs)) {
 		if s != "" && s != id {
 			prog.printf(stderr, "dstl gc: warning: a kept handle names storage %q, the base path is on %q; its objects are kept all the same\n", s, id)

@@ -149,7 +149,7 @@ func fetchObject(ctx context.Context, storage, arg string) (string, []byte, erro
 		data, err := os.ReadFile(arg)
 		return arg, data, err
 	}
-	b, _, err := backends.Open(ctx, storage, base)
+	b, _, err := openExisting(ctx, storage, base)
 	if err != nil {
 		return "", nil, err
 	}
@@ -445,7 +445,7 @@ func handlesReportOf(ctx context.Context, file string, hs []dstl.Handle, cps []s
 	var b backends.Backend
 	if base != "" {
 		var err error
-		if b, _, err = backends.Open(ctx, storage, base); err != nil {
+		if b, _, err = openExisting(ctx, storage, base); err != nil {
 			return nil, err
 		}
 		defer b.Close()
