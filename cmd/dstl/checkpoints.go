@@ -67,6 +67,10 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "dstl checkpoints: "+format+"\n", args...)
 		return code
 	}
+	failErr := func(code int, err error) int {
+		printFailure(stderr, "dstl checkpoints: ", err)
+		return code
+	}
 	var show int64
 	switch {
 	case len(pos) == 0:
@@ -100,7 +104,7 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	b, _, err := openExisting(ctx, o.storage, o.basePath)
 	if err != nil {
-		return fail(runtimeOrUsage(err), "%v", err)
+		return failErr(runtimeOrUsage(err), err)
 	}
 	defer b.Close()
 	opts := catalog.InspectOptions{Retain: o.retain, Grace: o.grace, Claims: show == 0, Parts: func(g, n int64) bool {
@@ -108,7 +112,7 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 	}}
 	l, err := catalog.Inspect(ctx, b, o.jobID, opts)
 	if l == nil {
-		return fail(runtimeOrUsage(err), "%v", err)
+		return failErr(runtimeOrUsage(err), err)
 	}
 	if show == 0 {
 		rep := listingReport(l, o)

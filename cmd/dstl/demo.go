@@ -92,7 +92,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.basePath == "" {
 		dir, err := os.MkdirTemp("", "dstl-demo-")
 		if err != nil {
-			fmt.Fprintf(stderr, "dstl demo: %v\n", err)
+			printFailure(stderr, "dstl demo: ", err)
 			return exitRuntime
 		}
 		if !o.keep {
@@ -103,7 +103,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.localRecovery && o.localDir == "" {
 		dir, err := os.MkdirTemp("", "dstl-demo-local-")
 		if err != nil {
-			fmt.Fprintf(stderr, "dstl demo: %v\n", err)
+			printFailure(stderr, "dstl demo: ", err)
 			return exitRuntime
 		}
 		if !o.keep {
@@ -113,7 +113,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	report, err := demo(ctx, o, stdout)
 	if err != nil {
-		fmt.Fprintf(stderr, "dstl demo: %v\n", err)
+		printFailure(stderr, "dstl demo: ", err)
 		switch {
 		case errors.Is(err, errVerification):
 			return exitFailed

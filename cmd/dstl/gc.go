@@ -201,7 +201,7 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "dstl gc: %v\n", err)
+		printFailure(stderr, "dstl gc: ", err)
 		switch {
 		case errors.Is(err, collect.ErrMissing), errors.Is(err, dstl.ErrInvalidHandle), errors.Is(err, catalog.ErrDamaged):
 			return exitFailed // a handle's object missing, a handle file or catalog object that does not decode

@@ -74,6 +74,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "dstl inspect: "+format+"\n", args...)
 		return code
 	}
+	failErr := func(code int, err error) int {
+		printFailure(stderr, "dstl inspect: ", err)
+		return code
+	}
 	if *handleFile != "" {
 		if len(pos) > 1 {
 			return fail(exitUsage, "with --handle, give at most one BASE-PATH (got %q)", pos)
@@ -84,10 +88,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		rep, err := inspectHandles(ctx, *handleFile, *storage, base)
 		if errors.Is(err, dstl.ErrInvalidHandle) {
-			return fail(exitFailed, "%v", err) // damaged data, found
+			return failErr(exitFailed, err) // damaged data, found
 		}
 		if err != nil {
-			return fail(runtimeOrUsage(err), "%v", err)
+			return failErr(runtimeOrUsage(err), err)
 		}
 		return emit(stdout, stderr, *jsonOut, rep, rep.OK)
 	}
@@ -96,7 +100,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	name, data, err := fetchObject(ctx, *storage, pos[0])
 	if err != nil {
-		return fail(runtimeOrUsage(err), "%v", err)
+		return failErr(runtimeOrUsage(err), err)
 	}
 	switch kind := objectKind(name, data); kind {
 	case "snapshot":
@@ -108,11 +112,11 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case "handle":
 		hs, cps, err := parseKeepFile(name, data)
 		if err != nil {
-			return fail(exitFailed, "%v", err)
+			return failErr(exitFailed, err)
 		}
 		rep, err := handlesReportOf(ctx, name, hs, cps, "", "")
 		if err != nil {
-			return fail(runtimeOrUsage(err), "%v", err)
+			return failErr(runtimeOrUsage(err), err)
 		}
 		return emit(stdout, stderr, *jsonOut, rep, rep.OK)
 	case "log":
