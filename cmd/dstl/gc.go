@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -368,6 +369,11 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		}
 		allOperators = true
 	}
+	// The collection's warnings are printed once it ended.
+	var (
+		warnMu   sync.Mutex
+		warnings []string
+	)
 	res, err := collect.Run(ctx, b, collect.Options{
 		JobID:        o.jobID,
 		Grace:        o.grace,
@@ -386,8 +392,13 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			}
 			prog.set(done)
 		},
-		Warn: func(msg string) { prog.printf(stderr, "dstl gc: warning: %s\n", msg) },
+		Warn: func(msg string) {
+			warnMu.Lock()
+			defer warnMu.Unlock()
+			warnings = append(warnings, msg)
+		},
 	})
+	printGCWarnings(prog, stderr, warnings, err)
 	if errors.Is(err, collect.ErrMissing) {
 		err = fmt.Errorf("%w (wrong --base-path or --job-id?)", err)
 	}
@@ -408,6 +419,18 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		}
 	}
 	return rep, err
+}
+
+// printGCWarnings prints the warnings of a collection that ended with err
+// (nil when it did not fail). A dry run's note that it goes on by this
+// machine's clock, since the clock probe failed, is left out once the run
+// failed: the failure's line says what went wrong.
+func printGCWarnings(prog *progress, stderr io.Writer, warnings []string, err error) {
+	for _, w := range warnings {
+		if err == nil || !strings.HasPrefix(w, "the clock probe failed") {
+			prog.printf(stderr, "dstl gc: warning: %s\n", w)
+		}
+	}
 }
 
 // newGCReport returns gc's report of a collection's.
