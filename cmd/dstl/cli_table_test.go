@@ -1,6 +1,8 @@
 package main
 
 import (
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -143,5 +145,15 @@ func TestDemoFlagStyle(t *testing.T) {
 	code, _, errOut := runCLI(t, "demo", "--help")
 	if code != exitOK || !strings.Contains(errOut, "  --writers int") || regexp.MustCompile(`(?m)(^|\s)-[a-z]`).MatchString(errOut) {
 		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+}
+
+// TestRunRestoresLoggers: run puts back slog's default logger and package
+// log's output and flags, which it sets for the command.
+func TestRunRestoresLoggers(t *testing.T) {
+	logger, out, flags := slog.Default(), log.Writer(), log.Flags()
+	runCLI(t, "backends")
+	if slog.Default() != logger || log.Writer() != out || log.Flags() != flags {
+		t.Fatal("run left slog's default logger or package log's output or flags changed")
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -76,7 +77,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	// What the library and the SDKs log goes to stderr, at level or above.
-	defer slog.SetDefault(slog.Default())
+	// Setting slog's default redirects package log's too: both are put
+	// back on return.
+	prevLogger, prevOut, prevFlags := slog.Default(), log.Writer(), log.Flags()
+	defer func() {
+		slog.SetDefault(prevLogger)
+		log.SetOutput(prevOut)
+		log.SetFlags(prevFlags)
+	}()
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
 		if len(args) == 0 {
