@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -128,8 +129,11 @@ func causeFirst(text string, err error) (string, string) {
 	var oe *net.OpError
 	var de *net.DNSError
 	switch {
-	case errors.As(err, &ue) && ue.Err != nil:
-		cause, whole = ue.Err.Error(), ue.Error() // without "Get URL": the context names the object
+	case errors.As(err, &ue) && ue.Err != nil && !errors.Is(ue.Err, context.Canceled) && !errors.Is(ue.Err, context.DeadlineExceeded):
+		// Without "Get URL": the context names the object. A request ended
+		// by its context has its cause in the context: a deadline that the
+		// message before says.
+		cause, whole = ue.Err.Error(), ue.Error()
 	case errors.As(err, &oe):
 		cause, whole = oe.Error(), oe.Error()
 	case errors.As(err, &de):
