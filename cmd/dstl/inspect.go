@@ -49,7 +49,8 @@ id, key groups and sizes of each, and its entries (object, offset, length,
 sequence number); of a state store's checkpoint handle, also its operator,
 key groups and snapshot objects. Given the BASE-PATH the handles' objects live
 under, it also fetches each entry's bytes and checks that they decode to the
-change set the handle expects, and reads and checks each snapshot object.
+change set the handle expects, and reads and checks each snapshot object (not
+the SST files that a disk-backed snapshot names).
 
 ` + handleFileHelp + `
 
@@ -57,7 +58,8 @@ A handle file may also hold a state store's checkpoint handle in its binary
 encoding (CheckpointHandle.MarshalBinary, starting with "DSCP"), as gc --keep
 takes it.
 
-Exits 1 when anything is damaged or missing (a handle
+Nothing is written: a BASE-PATH, or the directory of an object URL, that does
+not exist is an error. Exits 1 when anything is damaged or missing (a handle
 file that does not decode included), 3 when the object or file cannot be
 read.`
 
@@ -458,7 +460,7 @@ func handlesReportOf(ctx context.Context, file string, hs []dstl.Handle, cps []s
 		c := checkpointHandleOf(cp)
 		for i := range c.Snapshots {
 			if b == nil {
-				continue
+				break // nothing to check against
 			}
 			check, err := checkSnapshot(ctx, b, c.Snapshots[i])
 			if err != nil {

@@ -180,9 +180,14 @@ func TestInspectCheckpointHandle(t *testing.T) {
 	if code != exitOK || firstLine(out) != want || !strings.Contains(out, h.Snapshots[0].Object) || !strings.Contains(out, h.Logs[0].Remote.LogID.String()) {
 		t.Fatalf("exit %d, want 0 and a first line %q:\n%s%s", code, want, out, errOut)
 	}
-	// A handle file given as the object to inspect shows the same.
+	// A handle file given as the object to inspect shows the same, in
+	// binary or in JSON.
 	if code, out2, _ := runCLI(t, "inspect", file); code != exitOK || out2 != out {
 		t.Errorf("inspect FILE: exit %d:\n%s\nwant:\n%s", code, out2, out)
+	}
+	jsonFile := writeHandleFile(t, filepath.Join(t.TempDir(), "log.json"), false, h.Logs[0].Remote)
+	if code, out2, _ := runCLI(t, "inspect", jsonFile); code != exitOK || !strings.HasPrefix(out2, "handle 1 of "+jsonFile+": ") {
+		t.Errorf("inspect a JSON handle file: exit %d:\n%s", code, out2)
 	}
 
 	code, out, errOut = runCLI(t, "inspect", "--json", "--handle", file, dir)

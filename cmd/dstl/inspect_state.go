@@ -106,7 +106,8 @@ type snapshotRefReport struct {
 
 // The magics of the objects and handles that inspect tells apart by their
 // first bytes, beside the log objects' (format.Magic) and the checkpoint
-// handles' (checkpointHandleMagic).
+// handles' (checkpointHandleMagic): those of packages statestore, catalog
+// and dstl, whose decoders then read the object.
 const (
 	snapshotMagic         = "DSSO" // an in-memory snapshot, package statestore
 	snapshotManifestMagic = "DSSM" // a disk-backed snapshot's manifest
@@ -115,7 +116,8 @@ const (
 )
 
 // objectKind says what data, read from the object or file name, is: by
-// its magic, or, for the objects without one, by its name.
+// its magic, as handles in JSON, or, for the objects without a magic, by
+// its name.
 func objectKind(name string, data []byte) string {
 	switch {
 	case bytes.HasPrefix(data, []byte(snapshotMagic)), bytes.HasPrefix(data, []byte(snapshotManifestMagic)):
@@ -126,6 +128,11 @@ func objectKind(name string, data []byte) string {
 		return "handle"
 	case bytes.HasPrefix(data, []byte(format.Magic)):
 		return "log"
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		if _, err := parseHandles(data); err == nil {
+			return "handle" // handles in JSON
+		}
 	}
 	base := path.Base(filepath.ToSlash(name))
 	switch {
