@@ -64,7 +64,7 @@ func TestDecodeRecord(t *testing.T) {
 		t.Fatalf("part: %+v, %v", r, err)
 	}
 	// A copy under another name (a local file, say) is read by its content.
-	if r, err := catalog.DecodeRecord("/tmp/"+path.Base(partName), read(partName)); err != nil || r.Kind != catalog.PartRecord {
+	if r, err := catalog.DecodeRecord("copies/"+path.Base(partName), read(partName)); err != nil || r.Kind != catalog.PartRecord {
 		t.Fatalf("part under another name: %+v, %v", r, err)
 	}
 
