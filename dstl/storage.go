@@ -74,8 +74,8 @@ func WithUploader(wrap func(uploader.Uploader) uploader.Uploader) Option {
 func WithStorageID(id string) Option { return func(o *options) { o.storageID = id } }
 
 // Open validates cfg, opens the backend it names (by cfg.Storage or by the
-// URL scheme of cfg.BasePath, see [Register]) and returns a storage that
-// owns the backend: closing the storage closes it.
+// URL scheme of cfg.BasePath, see [backends.Register]) and returns a
+// storage that owns the backend: closing the storage closes it.
 func Open(ctx context.Context, cfg Config, opts ...Option) (*Storage, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -1,5 +1,7 @@
-// Package miniotest proves the emulator harness with raw SDK round trips,
-// until dstl's cloud backends exist to run the conformance suite instead.
+// Package miniotest checks the emulator harness with raw SDK round trips,
+// apart from dstl's backends: when a backend's conformance test fails on
+// an emulator, these tests tell a fault of the emulator or of its
+// settings from one of the backend.
 //
 // Each test talks to one emulator through its cloud SDK, with the settings
 // that emulator needs: MinIO through aws-sdk-go-v2, fake-gcs-server through

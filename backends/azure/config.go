@@ -107,7 +107,7 @@ type Config struct {
 	// 30 s timeout, 5 attempts, backoff from 100 ms to 5 s, a 10 s
 	// response timeout and 2 attempts that may time out, so that an
 	// endpoint that takes connections and never answers fails a request
-	// after about 20 s. The URL parameters timeout, max_attempts,
+	// after about 20 s. The URL parameters request_timeout, max_attempts,
 	// response_timeout, timeout_attempts and unanswered_hold set it (see
 	// [ParseURL]).
 	Request backends.Policy
@@ -154,12 +154,12 @@ func (c Config) Validate() error {
 
 // URL query parameters of the azblob:// form, see [ParseURL].
 const (
-	paramEndpoint    = "endpoint"
-	paramAccountURL  = "account_url"
-	paramAccount     = "account"
-	paramPartSize    = "part_size"
-	paramConcurrency = "concurrency"
-	paramTimeout     = "timeout"
+	paramEndpoint          = "endpoint"
+	paramAccountURL        = "account_url"
+	paramAccount           = "account"
+	paramPartSize          = "part_size"
+	paramConcurrency       = "concurrency"
+	paramDeprecatedTimeout = "timeout" // the old name of request_timeout
 )
 
 // URLParameters are the query parameters an azblob:// base path takes (see
@@ -170,7 +170,7 @@ var URLParameters = append([]driver.URLParameter{
 	{Name: paramAccount, Value: "NAME", Default: "$AZURE_STORAGE_ACCOUNT", Description: "storage account", Example: "devstoreaccount1"},
 	{Name: paramPartSize, Value: "SIZE", Default: "8MiB", Description: "staged blocks above it, of this size", Example: "4MiB"},
 	{Name: paramConcurrency, Value: "N", Default: "4", Description: "blocks of one put staged in parallel", Example: "8"},
-}, urlparam.PolicyParameters(paramTimeout)...)
+}, urlparam.PolicyParameters(paramDeprecatedTimeout)...)
 
 var knownParams = driver.URLParameterNames(URLParameters)
 
@@ -183,9 +183,11 @@ var knownParams = driver.URLParameterNames(URLParameters)
 //	account=NAME       the storage account; default $AZURE_STORAGE_ACCOUNT
 //	part_size=BYTES    staged block size, e.g. 8388608, 8MiB, 512KiB (default 8MiB)
 //	concurrency=N      blocks of one Put staged in parallel (default 4)
-//	timeout=DURATION, max_attempts=N, response_timeout=DURATION,
+//	request_timeout=DURATION, max_attempts=N, response_timeout=DURATION,
 //	timeout_attempts=N, unanswered_hold=DURATION
 //	                   [Config.Request] (see [URLParameters])
+//	timeout=DURATION   deprecated: the old name of request_timeout, still
+//	                   accepted (not with request_timeout)
 //
 // Secrets never go into the URL: a connection string is read from
 // $AZURE_STORAGE_CONNECTION_STRING and a shared key from $AZURE_STORAGE_KEY
@@ -251,7 +253,7 @@ func parseURL(basePath string, env func(string) string) (Config, error) {
 		}
 		cfg.Concurrency = n
 	}
-	if err := urlparam.Policy(q, paramTimeout, &cfg.Request); err != nil {
+	if err := urlparam.Policy(q, &cfg.Request, paramDeprecatedTimeout); err != nil {
 		return Config{}, fmt.Errorf("azure: base path %q: %w", shown, err)
 	}
 	if cfg.AccountURL == "" && cfg.Account == "" {

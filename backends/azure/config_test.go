@@ -80,7 +80,13 @@ func TestParseURL(t *testing.T) {
 		{"negative response timeout", "azblob://cont?account=a&response_timeout=-1s", noEnv, nil, `"response_timeout"`},
 		{"bad timeout attempts", "azblob://cont?account=a&timeout_attempts=many", noEnv, nil, `"timeout_attempts"`},
 		{"negative unanswered hold", "azblob://cont?account=a&unanswered_hold=-1s", noEnv, nil, `"unanswered_hold"`},
-		{"timeout, s3's name", "azblob://cont?account=a&request_timeout=1s", noEnv, nil, `unknown query parameter(s) "request_timeout"`},
+		{"request timeout", "azblob://cont?account=a&request_timeout=1s", noEnv, func(t *testing.T, c Config) {
+			if c.Request.Timeout != time.Second {
+				t.Fatalf("Request %+v", c.Request)
+			}
+		}, ""},
+		{"bad request timeout", "azblob://cont?account=a&request_timeout=soon", noEnv, nil, `"request_timeout"`},
+		{"both names of the request timeout", "azblob://cont?account=a&request_timeout=1s&timeout=2s", noEnv, nil, `"timeout" is the deprecated name of "request_timeout": give request_timeout alone`},
 		{"bad endpoint", "azblob://cont?endpoint=ftp://x", noEnv, nil, "account URL"},
 		{"no account at all", "azblob://cont", noEnv, nil, "account URL, an account name, a connection string or a client is required"},
 		{"missing container", "azblob:///prefix?account=a", noEnv, nil, "missing container"},

@@ -77,10 +77,9 @@ type Config struct {
 	// endpoint or anonymous access (there, for requests without a large
 	// body, not for uploads). Default [backends.DefaultPolicy], with which
 	// an endpoint that takes connections and never answers fails a read
-	// after about 20 s. The URL parameters timeout, max_attempts,
+	// after about 20 s. The URL parameters request_timeout, max_attempts,
 	// response_timeout, timeout_attempts and unanswered_hold set it (see
-	// [ParseURL]); the
-	// backoff is not settable by URL.
+	// [ParseURL]); the backoff is not settable by URL.
 	Request backends.Policy
 	// PageSize is the number of objects a List asks for per request.
 	// Default [DefaultPageSize].
@@ -164,11 +163,11 @@ func redact(u *url.URL) string {
 
 // URL query parameters of the gs:// form, see [ParseURL].
 const (
-	paramEndpoint    = "endpoint"
-	paramCredentials = "credentials_file"
-	paramAnonymous   = "anonymous"
-	paramPartSize    = "part_size"
-	paramTimeout     = "timeout"
+	paramEndpoint          = "endpoint"
+	paramCredentials       = "credentials_file"
+	paramAnonymous         = "anonymous"
+	paramPartSize          = "part_size"
+	paramDeprecatedTimeout = "timeout" // the old name of request_timeout
 )
 
 // URLParameters are the query parameters a gs:// base path takes (see
@@ -178,7 +177,7 @@ var URLParameters = append([]driver.URLParameter{
 	{Name: paramCredentials, Value: "PATH", Description: "service account or other credentials JSON file (default: Application Default Credentials)", Example: "/etc/dstl/gcs.json"},
 	{Name: paramAnonymous, Value: "BOOL", Default: "false (true in effect with endpoint)", Description: "send no credentials", Example: "true"},
 	{Name: paramPartSize, Value: "SIZE", Default: "16MiB", Description: "resumable upload above it, in chunks of it; a multiple of 256KiB", Example: "8MiB"},
-}, urlparam.PolicyParameters(paramTimeout)...)
+}, urlparam.PolicyParameters(paramDeprecatedTimeout)...)
 
 var knownParams = driver.URLParameterNames(URLParameters)
 
@@ -197,9 +196,11 @@ var knownParams = driver.URLParameterNames(URLParameters)
 //	part_size=SIZE         resumable upload above this size, in chunks of
 //	                       it; a multiple of 256KiB, in bytes or with a
 //	                       KiB/MiB/GiB suffix (default 16MiB)
-//	timeout=DURATION, max_attempts=N, response_timeout=DURATION,
+//	request_timeout=DURATION, max_attempts=N, response_timeout=DURATION,
 //	timeout_attempts=N, unanswered_hold=DURATION
 //	                       [Config.Request] (see [URLParameters])
+//	timeout=DURATION       deprecated: the old name of request_timeout,
+//	                       still accepted (not with request_timeout)
 //
 // For example "gs://my-bucket/jobs/dstl?part_size=8MiB".
 //
@@ -293,7 +294,7 @@ func ParseURL(basePath string) (Config, error) {
 		}
 		cfg.PartSize = n
 	}
-	if err := urlparam.Policy(q, paramTimeout, &cfg.Request); err != nil {
+	if err := urlparam.Policy(q, &cfg.Request, paramDeprecatedTimeout); err != nil {
 		return Config{}, fmt.Errorf("gcs: base path %q: %w", shown, err)
 	}
 	if err := cfg.Validate(); err != nil {

@@ -212,9 +212,8 @@ func urlError(err error) error {
 
 // This package's own URL query parameters, see [ParseURL].
 const (
-	paramPartSize       = "part_size"
-	paramConcurrency    = "concurrency"
-	paramRequestTimeout = "request_timeout"
+	paramPartSize    = "part_size"
+	paramConcurrency = "concurrency"
 )
 
 // URLParameters are the query parameters of a base path that this package
@@ -224,7 +223,7 @@ const (
 var URLParameters = append([]driver.URLParameter{
 	{Name: paramPartSize, Value: "SIZE", Default: "5MiB", Description: "objects above it go up in parts of it; 0: the driver's default", Example: "8MiB"},
 	{Name: paramConcurrency, Value: "N", Default: "4", Description: "parts of one object uploaded at once; 0: the driver's default", Example: "2"},
-}, urlparam.PolicyParameters(paramRequestTimeout)...)
+}, urlparam.PolicyParameters()...)
 
 var knownParams = driver.URLParameterNames(URLParameters)
 
@@ -334,7 +333,7 @@ func ParseURL(basePath string) (Config, error) {
 	if err := intParam(paramConcurrency, 0, &cfg.Concurrency); err != nil {
 		return Config{}, err
 	}
-	if err := urlparam.Policy(q, paramRequestTimeout, &cfg.Request); err != nil {
+	if err := urlparam.Policy(q, &cfg.Request); err != nil {
 		return Config{}, fmt.Errorf("gocloud: base path %q: %w", shown, err)
 	}
 	for _, name := range knownParams {

@@ -157,14 +157,13 @@ func (c Config) prefix() string {
 
 // URL query parameters of the s3:// form, see [ParseURL].
 const (
-	paramEndpoint       = "endpoint"
-	paramRegion         = "region"
-	paramUsePathStyle   = "use_path_style"
-	paramPartSize       = "part_size"
-	paramConcurrency    = "concurrency"
-	paramSSE            = "sse"
-	paramSSEKMSKeyID    = "sse_kms_key_id"
-	paramRequestTimeout = "request_timeout"
+	paramEndpoint     = "endpoint"
+	paramRegion       = "region"
+	paramUsePathStyle = "use_path_style"
+	paramPartSize     = "part_size"
+	paramConcurrency  = "concurrency"
+	paramSSE          = "sse"
+	paramSSEKMSKeyID  = "sse_kms_key_id"
 )
 
 // URLParameters are the query parameters an s3:// base path takes (see
@@ -177,7 +176,7 @@ var URLParameters = append([]driver.URLParameter{
 	{Name: paramConcurrency, Value: "N", Default: "4", Description: "parts of one put in flight, 1 to 64", Example: "8"},
 	{Name: paramSSE, Value: "MODE", Default: "none", Description: "server-side encryption: none, AES256 or aws:kms", Example: "AES256"},
 	{Name: paramSSEKMSKeyID, Value: "ID", Default: "the account's", Description: "KMS key of sse=aws:kms (only with it)", Example: "alias/dstl"},
-}, urlparam.PolicyParameters(paramRequestTimeout)...)
+}, urlparam.PolicyParameters()...)
 
 var knownParams = driver.URLParameterNames(URLParameters)
 
@@ -263,7 +262,7 @@ func ParseURL(basePath string) (Config, error) {
 			cfg.SSEKMSKeyID = v
 		}
 	}
-	if err := urlparam.Policy(q, paramRequestTimeout, &cfg.Request); err != nil {
+	if err := urlparam.Policy(q, &cfg.Request); err != nil {
 		return Config{}, fmt.Errorf("s3: base path %q: %w", basePath, err)
 	}
 	if err := cfg.Validate(); err != nil {

@@ -50,6 +50,10 @@
 // The Backend's As ([backends.Bucket.As]) gives the *s3.Client and the
 // [driver.Root] (bucket and prefix), for calls the backend does not make.
 //
+// What the SDK of a client the backend makes logs (such as its fallback
+// to IMDSv1) goes to [slog.Default], as a warning or a debug record whose
+// message starts with "s3: AWS SDK: ", never to standard error.
+//
 // Limits: [Config.Concurrency] bounds the parts of one Put, not of all
 // Puts together. A CreateMultipartUpload whose answer is lost leaves an
 // incomplete upload for the bucket's lifecycle rule
@@ -64,6 +68,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -76,6 +81,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"golang.org/x/sync/errgroup"
 
@@ -161,6 +167,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 // that Close can release the transport's idle connections.
 func newClient(ctx context.Context, cfg Config) (*awss3.Client, *http.Transport, error) {
 	opts := []func(*config.LoadOptions) error{
+		config.WithLogger(sdkLogger{}),
 		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
 		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
 	}
@@ -201,6 +208,20 @@ func newClient(ctx context.Context, cfg Config) (*awss3.Client, *http.Transport,
 		o.Retryer = aws.NopRetryer{} // the portable layer retries
 	})
 	return client, tr, nil
+}
+
+// sdkLogger is the SDK's logger of a client the backend makes: it passes
+// the SDK's messages on to slog's default logger, as warnings (the SDK's
+// Warn) or debug records.
+type sdkLogger struct{}
+
+// Logf logs a message of the SDK.
+func (sdkLogger) Logf(classification logging.Classification, format string, v ...any) {
+	level := slog.LevelDebug
+	if classification == logging.Warn {
+		level = slog.LevelWarn
+	}
+	slog.Log(context.Background(), level, "s3: AWS SDK: "+fmt.Sprintf(format, v...))
 }
 
 func addCABundle(tr *http.Transport, file string) error {

@@ -157,7 +157,7 @@ type createOnlyReport struct {
 func checkCreateOnly(ctx context.Context, storage, base string, jsonOut bool, stdout, stderr io.Writer) int {
 	b, id, err := backends.Open(ctx, storage, base)
 	if err != nil {
-		fmt.Fprintf(stderr, "dstl backends: %v\n", err)
+		printFailure(stderr, "dstl backends: ", err)
 		if errors.Is(err, backends.ErrInvalidConfig) || errors.Is(err, backends.ErrUnknownBackend) {
 			return exitUsage
 		}
@@ -186,7 +186,7 @@ func checkCreateOnly(ctx context.Context, storage, base string, jsonOut bool, st
 		return code
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "dstl backends --check: %v\n", err)
+		printFailure(stderr, "dstl backends --check: ", err)
 		return code
 	}
 	fmt.Fprintf(stdout, "%s (%s): honours create-only puts on every path its puts take\n", rep.BasePath, id)

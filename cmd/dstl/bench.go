@@ -230,7 +230,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	rep, err := bench(ctx, o, prog)
 	prog.close()
 	if err != nil {
-		fmt.Fprintf(stderr, "dstl bench: %v\n", err)
+		printFailure(stderr, "dstl bench: ", err)
 		if errors.Is(err, backends.ErrUnknownBackend) || errors.Is(err, dstl.ErrInvalidConfig) {
 			return exitUsage
 		}
@@ -240,7 +240,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		var buf bytes.Buffer
 		writeJSON(&buf, stderr, rep)
 		if err := os.WriteFile(*save, buf.Bytes(), 0o644); err != nil {
-			fmt.Fprintf(stderr, "dstl bench: %v\n", err)
+			printFailure(stderr, "dstl bench: ", err)
 			return exitRuntime
 		}
 	}

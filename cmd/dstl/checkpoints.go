@@ -35,7 +35,8 @@ one, or of --generation G): each instance's part with its key groups,
 metadata, state size and the objects it refers to.
 
 Every catalog object read is checked (magic, version, checksum, fields
-against its name). Nothing is written. Exits 1 when an object is damaged, when
+against its name). Nothing is written: a local base path that does not
+exist is an error. Exits 1 when an object is damaged, when
 a part the live generation restored from and still needs is gone, or when
 show finds no such checkpoint; 3 when the storage cannot be read.`
 
@@ -64,6 +65,10 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stderr, "dstl checkpoints: "+format+"\n", args...)
+		return code
+	}
+	failErr := func(code int, err error) int {
+		printFailure(stderr, "dstl checkpoints: ", err)
 		return code
 	}
 	var show int64
@@ -97,9 +102,9 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 			return fail(exitUsage, "--job-id %q: %v", o.jobID, err)
 		}
 	}
-	b, _, err := backends.Open(ctx, o.storage, o.basePath)
+	b, _, err := openExisting(ctx, o.storage, o.basePath)
 	if err != nil {
-		return fail(runtimeOrUsage(err), "%v", err)
+		return failErr(runtimeOrUsage(err), err)
 	}
 	defer b.Close()
 	opts := catalog.InspectOptions{Retain: o.retain, Grace: o.grace, Claims: show == 0, Parts: func(g, n int64) bool {
@@ -107,7 +112,7 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 	}}
 	l, err := catalog.Inspect(ctx, b, o.jobID, opts)
 	if l == nil {
-		return fail(runtimeOrUsage(err), "%v", err)
+		return failErr(runtimeOrUsage(err), err)
 	}
 	if show == 0 {
 		rep := listingReport(l, o)

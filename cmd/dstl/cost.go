@@ -180,7 +180,7 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	rep, err := cost(ctx, o)
 	if err != nil {
-		fmt.Fprintf(stderr, "dstl cost: %v\n", err)
+		printFailure(stderr, "dstl cost: ", err)
 		if errors.Is(err, backends.ErrUnknownBackend) || errors.Is(err, dstl.ErrInvalidConfig) {
 			return exitUsage
 		}

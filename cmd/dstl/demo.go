@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/gob"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,13 +50,14 @@ type demoOptions struct {
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o := demoOptions{}
-	fs := flag.NewFlagSet("dstl demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("demo", "[flags]", `Runs writers through checkpoints (some aborted, some confirmed), materialises and
+truncates, then crashes, recovers from the last confirmed checkpoint and verifies
+that the rebuilt state equals the expected state. Exits 1 if it does not.`, stderr)
 	fs.StringVar(&o.basePath, "base-path", "", "where objects go: a URL (file:///...) or a local path; each run writes under a prefix of its own (default: a new temporary directory, removed afterwards)")
 	fs.StringVar(&o.storage, "storage", "", "backend identifier (default: chosen by the base path's URL scheme)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory")
 	fs.IntVar(&o.writers, "writers", 8, "operator instances (writers), each owning a share of the key groups")
-	fs.IntVar(&o.recoverWriters, "recover-writers", 0, "writers after the crash (rescaling); 0 means the same as -writers")
+	fs.IntVar(&o.recoverWriters, "recover-writers", 0, "writers after the crash (rescaling); 0 means the same as --writers")
 	fs.IntVar(&o.keyGroups, "key-groups", 128, "key groups (maximum parallelism)")
 	fs.IntVar(&o.keysPerGroup, "keys", 32, "distinct keys per key group")
 	fs.IntVar(&o.checkpoints, "checkpoints", 20, "checkpoints to take before the crash")
@@ -67,13 +67,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.materialize, "materialize-every", 5, "materialise the state every N checkpoints and truncate the log (0: never)")
 	fs.BoolVar(&o.compression, "compression", false, "compress change sets")
 	fs.BoolVar(&o.localRecovery, "local-recovery", false, "mirror every object to a local directory and recover from the local copies (local recovery)")
-	fs.StringVar(&o.localDir, "local-dir", "", "directory of the local copies with -local-recovery (default: a new temporary directory, removed afterwards unless -keep)")
+	fs.StringVar(&o.localDir, "local-dir", "", "directory of the local copies with --local-recovery (default: a new temporary directory, removed afterwards unless --keep)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the storage's warnings (failed upload attempts, ...) on stderr; without it, only the error that ends the demo is printed")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: dstl demo [flags]\n\nRuns writers through checkpoints (some aborted, some confirmed), materialises and\ntruncates, then crashes, recovers from the last confirmed checkpoint and verifies\nthat the rebuilt state equals the expected state. Exits 1 if it does not.\n\nFlags:")
-		fs.PrintDefaults()
-	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -92,7 +88,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.basePath == "" {
 		dir, err := os.MkdirTemp("", "dstl-demo-")
 		if err != nil {
-			fmt.Fprintf(stderr, "dstl demo: %v\n", err)
+			printFailure(stderr, "dstl demo: ", err)
 			return exitRuntime
 		}
 		if !o.keep {
@@ -103,7 +99,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.localRecovery && o.localDir == "" {
 		dir, err := os.MkdirTemp("", "dstl-demo-local-")
 		if err != nil {
-			fmt.Fprintf(stderr, "dstl demo: %v\n", err)
+			printFailure(stderr, "dstl demo: ", err)
 			return exitRuntime
 		}
 		if !o.keep {
@@ -113,7 +109,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	report, err := demo(ctx, o, stdout)
 	if err != nil {
-		fmt.Fprintf(stderr, "dstl demo: %v\n", err)
+		printFailure(stderr, "dstl demo: ", err)
 		switch {
 		case errors.Is(err, errVerification):
 			return exitFailed
@@ -132,25 +128,25 @@ var errVerification = errors.New("verification failed")
 func (o demoOptions) check() string {
 	switch {
 	case o.writers < 1:
-		return "-writers must be at least 1"
+		return "--writers must be at least 1"
 	case o.recoverWriters < 1:
-		return "-recover-writers must be at least 1 (0 means as many as -writers)"
+		return "--recover-writers must be at least 1 (0 means as many as --writers)"
 	case o.keyGroups < 1 || o.keyGroups > dstl.MaxKeyGroup+1:
-		return fmt.Sprintf("-key-groups must be between 1 and %d", dstl.MaxKeyGroup+1)
+		return fmt.Sprintf("--key-groups must be between 1 and %d", dstl.MaxKeyGroup+1)
 	case o.keyGroups < o.writers:
-		return fmt.Sprintf("-key-groups (%d) must be at least -writers (%d): every writer owns one or more", o.keyGroups, o.writers)
+		return fmt.Sprintf("--key-groups (%d) must be at least --writers (%d): every writer owns one or more", o.keyGroups, o.writers)
 	case o.keyGroups < o.recoverWriters:
-		return fmt.Sprintf("-key-groups (%d) must be at least -recover-writers (%d)", o.keyGroups, o.recoverWriters)
+		return fmt.Sprintf("--key-groups (%d) must be at least --recover-writers (%d)", o.keyGroups, o.recoverWriters)
 	case o.keysPerGroup < 1:
-		return "-keys must be at least 1"
+		return "--keys must be at least 1"
 	case o.checkpoints < 1:
-		return "-checkpoints must be at least 1"
+		return "--checkpoints must be at least 1"
 	case o.changes < 0, o.changeSize < 0:
-		return "-changes and -change-size may not be negative"
+		return "--changes and --change-size may not be negative"
 	case o.abortEvery < 0 || o.abortEvery == 1:
-		return "-abort-every must be 0 (never) or at least 2: some checkpoint must complete"
+		return "--abort-every must be 0 (never) or at least 2: some checkpoint must complete"
 	case o.materialize < 0:
-		return "-materialize-every may not be negative"
+		return "--materialize-every may not be negative"
 	}
 	return ""
 }

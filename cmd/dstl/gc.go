@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -62,9 +62,10 @@ reaches.
 
 Ages are measured from "now", the earlier of this machine's clock and the
 storage's: before listing, gc puts a small probe object (.gc-clock-UUIDv7
-under the job's prefix, not a dstl object's name; on a file system, a wrong
---job-id leaves its empty directory), reads its modification time back
-through the listing and deletes it; it does so in a dry run too. A probe
+under the job's prefix, not a dstl object's name), reads its modification
+time back through the listing and deletes it; it does so in a dry run too,
+which writes nothing else. On a file system, a base path or a job's
+directory that does not exist is an error: gc creates neither. A probe
 left behind by a gc that was killed is deleted by a later run once it is
 older than the grace by both clocks. So a
 clock of this machine that runs ahead cannot make objects look older than
@@ -158,7 +159,7 @@ func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return runGCWith(ctx, args, stdout, stderr, gcOptions{open: backends.Open, now: time.Now})
+	return runGCWith(ctx, args, stdout, stderr, gcOptions{open: openExisting, now: time.Now})
 }
 
 // runGCWith runs gc with the backend opener and clock of o.
@@ -201,7 +202,7 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "dstl gc: %v\n", err)
+		printFailure(stderr, "dstl gc: ", err)
 		switch {
 		case errors.Is(err, collect.ErrMissing), errors.Is(err, dstl.ErrInvalidHandle), errors.Is(err, catalog.ErrDamaged):
 			return exitFailed // a handle's object missing, a handle file or catalog object that does not decode
@@ -298,7 +299,7 @@ type gcReport struct {
 // the listing is done: collect.ErrMissing, or the failures it lists.
 func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gcReport, error) {
 	if o.open == nil {
-		o.open = backends.Open
+		o.open = openExisting
 	}
 	if o.now == nil {
 		o.now = time.Now
@@ -341,6 +342,9 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		return nil, err
 	}
 	defer b.Close()
+	if err := checkJobDir(b, o.jobID); err != nil {
+		return nil, err
+	}
 	for _, s := range slices.Sorted(maps.Keys(storageIDs)) {
 		if s != "" && s != id {
 			prog.printf(stderr, "dstl gc: warning: a kept handle names storage %q, the base path is on %q; its objects are kept all the same\n", s, id)
@@ -366,6 +370,11 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		}
 		allOperators = true
 	}
+	// The collection's warnings are printed once it ended.
+	var (
+		warnMu   sync.Mutex
+		warnings []string
+	)
 	res, err := collect.Run(ctx, b, collect.Options{
 		JobID:        o.jobID,
 		Grace:        o.grace,
@@ -384,8 +393,13 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			}
 			prog.set(done)
 		},
-		Warn: func(msg string) { prog.printf(stderr, "dstl gc: warning: %s\n", msg) },
+		Warn: func(msg string) {
+			warnMu.Lock()
+			defer warnMu.Unlock()
+			warnings = append(warnings, msg)
+		},
 	})
+	printGCWarnings(prog, stderr, warnings, err)
 	if errors.Is(err, collect.ErrMissing) {
 		err = fmt.Errorf("%w (wrong --base-path or --job-id?)", err)
 	}
@@ -406,6 +420,18 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		}
 	}
 	return rep, err
+}
+
+// printGCWarnings prints the warnings of a collection that ended with err
+// (nil when it did not fail). A dry run's note that it goes on by this
+// machine's clock, since the clock probe failed, is left out once the run
+// failed: the failure's line says what went wrong.
+func printGCWarnings(prog *progress, stderr io.Writer, warnings []string, err error) {
+	for _, w := range warnings {
+		if err == nil || !strings.HasPrefix(w, "the clock probe failed") {
+			prog.printf(stderr, "dstl gc: warning: %s\n", w)
+		}
+	}
 }
 
 // newGCReport returns gc's report of a collection's.
@@ -482,21 +508,7 @@ func readKeepFile(path string) ([]dstl.Handle, []statestore.CheckpointHandle, er
 	if err != nil {
 		return nil, nil, err
 	}
-	if bytes.HasPrefix(data, []byte(checkpointHandleMagic)) {
-		var h statestore.CheckpointHandle
-		if err := h.UnmarshalBinary(data); err != nil {
-			return nil, nil, fmt.Errorf("checkpoint handle file %s: %w: %w", path, dstl.ErrInvalidHandle, err)
-		}
-		return nil, []statestore.CheckpointHandle{h}, nil
-	}
-	hs, err := parseHandles(data)
-	if err != nil {
-		if !errors.Is(err, dstl.ErrInvalidHandle) {
-			err = fmt.Errorf("%w: %w", dstl.ErrInvalidHandle, err)
-		}
-		return nil, nil, fmt.Errorf("handle file %s: %w", path, err)
-	}
-	return hs, nil, nil
+	return parseKeepFile(path, data)
 }
 
 // status says what became of a deletable object or an abortable upload:

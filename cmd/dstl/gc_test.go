@@ -178,6 +178,11 @@ func TestGCRefusesWhenReferencedMissing(t *testing.T) {
 	if err := os.Remove(objectPath(dir, hs[0].Entries[0].Object)); err != nil {
 		t.Fatal(err)
 	}
+	// Another job's directory, empty (of a job whose directory does not
+	// exist, gc says so: TestReadOnlyMissingPath).
+	if err := os.Mkdir(filepath.Join(dir, "other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, jobID string
 	}{

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/statestore"
 )
 
 // handleFileHelp describes the files that --keep and --handle read.
@@ -20,23 +20,24 @@ handle in the binary encoding (Handle.MarshalBinary, starting with "DSTH"),
 or handles in the JSON encoding (Handle.MarshalJSON): one object, an array
 of them, or several objects one after another (e.g. one per line).`
 
-// readHandleFile reads the handles in a handle file (see handleFileHelp).
-// Errors name the file and, for JSON, the handle's position in it; an
-// error of decoding wraps [dstl.ErrInvalidHandle], one of reading the
-// file does not.
-func readHandleFile(path string) ([]dstl.Handle, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
+// parseKeepFile decodes the contents of the file path that readKeepFile
+// reads.
+func parseKeepFile(path string, data []byte) ([]dstl.Handle, []statestore.CheckpointHandle, error) {
+	if bytes.HasPrefix(data, []byte(checkpointHandleMagic)) {
+		var h statestore.CheckpointHandle
+		if err := h.UnmarshalBinary(data); err != nil {
+			return nil, nil, fmt.Errorf("checkpoint handle file %s: %w: %w", path, dstl.ErrInvalidHandle, err)
+		}
+		return nil, []statestore.CheckpointHandle{h}, nil
 	}
 	hs, err := parseHandles(data)
 	if err != nil {
 		if !errors.Is(err, dstl.ErrInvalidHandle) {
 			err = fmt.Errorf("%w: %w", dstl.ErrInvalidHandle, err)
 		}
-		return nil, fmt.Errorf("handle file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("handle file %s: %w", path, err)
 	}
-	return hs, nil
+	return hs, nil, nil
 }
 
 // parseHandles decodes the contents of a handle file.

@@ -17,27 +17,51 @@ import (
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/format"
+	"github.com/dstlgo/dstl/statestore"
 )
 
-const inspectAbout = `Lists the change sets in a dstl object: for each, its offset and stored size,
-the writer's log id, the sequence number, the key groups with their number of
-changes, the logical (uncompressed) size and whether its CRC32C and structure
-check out. The object's footer index is read and checked too; when it is
-damaged, the change sets are found by walking the frames from the front. An
+const inspectAbout = `Describes an object or file that dstl writes, and checks it. What it is, inspect
+tells by its first bytes:
+
+  - a log object ("DSTL", UUIDv7.dstl): its change sets, each with its offset
+    and stored size, the writer's log id, the sequence number, the key groups
+    with their number of changes, the logical (uncompressed) size and whether
+    its CRC32C and structure check out. The object's footer index is read and
+    checked too; when it is damaged, the change sets are found by walking the
+    frames from the front;
+  - a state store's snapshot object ("DSSO", or a disk-backed snapshot's
+    manifest, "DSSM"; statestore/OPERATOR/UUIDv7.snap): its operator, key
+    groups, stores and, for a manifest, the SST files it names (which are not
+    read);
+  - a catalog object ("DSTC", under _catalog/): a generation's record, an
+    instance slot's claim or an instance's part of a checkpoint, checked
+    against its name;
+  - a handle file: as with --handle, below.
+
+An SST file of a disk-backed snapshot (.sst) and the probes of gc and of the
+create-only check are named as such. Anything else is no dstl object. An
 object is a local FILE or the URL of an object (e.g.
 s3://bucket/job/0190....dstl?endpoint=...; the query configures the backend as
 in a base path).
 
 With --handle, shows the handles in a handle file instead: the storage, log
 id, key groups and sizes of each, and its entries (object, offset, length,
-sequence number). Given the BASE-PATH the handles' objects live under, it also
-fetches each entry's bytes and checks that they decode to the change set the
-handle expects.
+sequence number); of a state store's checkpoint handle, also its operator,
+key groups and snapshot objects. Given the BASE-PATH the handles' objects live
+under, it also fetches each entry's bytes and checks that they decode to the
+change set the handle expects, and reads and checks each snapshot object (not
+the SST files that a disk-backed snapshot names).
 
 ` + handleFileHelp + `
 
-Exits 1 when anything is damaged or missing (a handle file that does not
-decode included), 3 when the object or file cannot be read.`
+A handle file may also hold a state store's checkpoint handle in its binary
+encoding (CheckpointHandle.MarshalBinary, starting with "DSCP"), as gc --keep
+takes it.
+
+Nothing is written: a BASE-PATH, or the directory of an object URL, that does
+not exist is an error. Exits 1 when anything is damaged or missing (a handle
+file that does not decode included), 3 when the object or file cannot be
+read.`
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("inspect", "[flags] OBJECT-URL|FILE\n       dstl inspect [flags] --handle FILE [BASE-PATH]", inspectAbout, stderr)
@@ -52,6 +76,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "dstl inspect: "+format+"\n", args...)
 		return code
 	}
+	failErr := func(code int, err error) int {
+		printFailure(stderr, "dstl inspect: ", err)
+		return code
+	}
 	if *handleFile != "" {
 		if len(pos) > 1 {
 			return fail(exitUsage, "with --handle, give at most one BASE-PATH (got %q)", pos)
@@ -62,10 +90,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		rep, err := inspectHandles(ctx, *handleFile, *storage, base)
 		if errors.Is(err, dstl.ErrInvalidHandle) {
-			return fail(exitFailed, "%v", err) // damaged data, found
+			return failErr(exitFailed, err) // damaged data, found
 		}
 		if err != nil {
-			return fail(runtimeOrUsage(err), "%v", err)
+			return failErr(runtimeOrUsage(err), err)
 		}
 		return emit(stdout, stderr, *jsonOut, rep, rep.OK)
 	}
@@ -74,10 +102,32 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	name, data, err := fetchObject(ctx, *storage, pos[0])
 	if err != nil {
-		return fail(runtimeOrUsage(err), "%v", err)
+		return failErr(runtimeOrUsage(err), err)
 	}
-	rep := inspectObject(name, data)
-	return emit(stdout, stderr, *jsonOut, rep, rep.OK)
+	switch kind := objectKind(name, data); kind {
+	case "snapshot":
+		rep := inspectSnapshot(name, data)
+		return emit(stdout, stderr, *jsonOut, rep, rep.OK)
+	case "catalog":
+		rep := inspectCatalog(name, data)
+		return emit(stdout, stderr, *jsonOut, rep, rep.OK)
+	case "handle":
+		hs, cps, err := parseKeepFile(name, data)
+		if err != nil {
+			return failErr(exitFailed, err)
+		}
+		rep, err := handlesReportOf(ctx, name, hs, cps, "", "")
+		if err != nil {
+			return failErr(runtimeOrUsage(err), err)
+		}
+		return emit(stdout, stderr, *jsonOut, rep, rep.OK)
+	case "log":
+		rep := inspectObject(name, data)
+		return emit(stdout, stderr, *jsonOut, rep, rep.OK)
+	default:
+		rep := inspectOther(kind, name, data)
+		return emit(stdout, stderr, *jsonOut, rep, rep.OK)
+	}
 }
 
 // runtimeOrUsage is the exit code of an error: a bad base path or backend
@@ -105,7 +155,7 @@ func fetchObject(ctx context.Context, storage, arg string) (string, []byte, erro
 		data, err := os.ReadFile(arg)
 		return arg, data, err
 	}
-	b, _, err := backends.Open(ctx, storage, base)
+	b, _, err := openExisting(ctx, storage, base)
 	if err != nil {
 		return "", nil, err
 	}
@@ -124,6 +174,7 @@ func fetchObject(ctx context.Context, storage, arg string) (string, []byte, erro
 
 // objectReport is what inspect finds in an object.
 type objectReport struct {
+	Kind       string      `json:"kind"` // "log"
 	Object     string      `json:"object"`
 	Size       int64       `json:"size"`
 	OK         bool        `json:"ok"`
@@ -181,7 +232,7 @@ func problemOf(err error) problem {
 
 // inspectObject decodes everything it can of an object's bytes.
 func inspectObject(name string, data []byte) *objectReport {
-	rep := &objectReport{Object: name, Size: int64(len(data)), Index: "ok"}
+	rep := &objectReport{Kind: "log", Object: name, Size: int64(len(data)), Index: "ok"}
 	index, err := format.ReadIndex(name, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		rep.Index = err.Error()
@@ -297,7 +348,7 @@ func (r *objectReport) print(w io.Writer) {
 	if !r.OK {
 		status = "DAMAGED"
 	}
-	fmt.Fprintf(w, "object %s: %s, %d change %s, %s\n", r.Object, formatBytes(r.Size), len(r.ChangeSets), plural(len(r.ChangeSets), "set"), status)
+	fmt.Fprintf(w, "log object %s: %s, %d change %s, %s\n", r.Object, formatBytes(r.Size), len(r.ChangeSets), plural(len(r.ChangeSets), "set"), status)
 	if r.Index != "ok" {
 		fmt.Fprintf(w, "index: %s\n", r.Index)
 	}
@@ -352,11 +403,14 @@ func dash(s string) string {
 
 // handlesReport is what inspect --handle finds.
 type handlesReport struct {
-	File     string         `json:"file"`
-	BasePath string         `json:"base_path,omitempty"` // set when the entries were checked
-	OK       bool           `json:"ok"`
-	Handles  []handleReport `json:"handles"`
-	Problems []problem      `json:"problems,omitempty"`
+	File     string `json:"file"`
+	BasePath string `json:"base_path,omitempty"` // set when the entries were checked
+	OK       bool   `json:"ok"`
+	// Checkpoints are the state stores' checkpoint handles in the file;
+	// their log handles are in Handles.
+	Checkpoints []checkpointHandleReport `json:"checkpoints,omitempty"`
+	Handles     []handleReport           `json:"handles"`
+	Problems    []problem                `json:"problems,omitempty"`
 }
 
 type handleReport struct {
@@ -380,19 +434,48 @@ type entryReport struct {
 }
 
 // inspectHandles reads a handle file and, when base is set, checks every
-// entry against the objects under base.
+// entry and snapshot object against the objects under base.
 func inspectHandles(ctx context.Context, file, storage, base string) (*handlesReport, error) {
-	hs, err := readHandleFile(file)
+	hs, cps, err := readKeepFile(file)
 	if err != nil {
 		return nil, err
 	}
+	return handlesReportOf(ctx, file, hs, cps, storage, base)
+}
+
+// handlesReportOf reports the handles hs and the checkpoint handles cps
+// of a file and, when base is set, checks them against the objects under
+// base.
+func handlesReportOf(ctx context.Context, file string, hs []dstl.Handle, cps []statestore.CheckpointHandle, storage, base string) (*handlesReport, error) {
 	rep := &handlesReport{File: file, BasePath: backends.RedactURL(base), OK: true}
 	var b backends.Backend
 	if base != "" {
-		if b, _, err = backends.Open(ctx, storage, base); err != nil {
+		var err error
+		if b, _, err = openExisting(ctx, storage, base); err != nil {
 			return nil, err
 		}
 		defer b.Close()
+	}
+	for _, cp := range cps {
+		c := checkpointHandleOf(cp)
+		for i := range c.Snapshots {
+			if b == nil {
+				break // nothing to check against
+			}
+			check, err := checkSnapshot(ctx, b, c.Snapshots[i])
+			if err != nil {
+				return nil, err
+			}
+			if !check.OK {
+				rep.OK = false
+				rep.Problems = append(rep.Problems, check.Problems...)
+			}
+			c.Snapshots[i].Check = check
+		}
+		rep.Checkpoints = append(rep.Checkpoints, c)
+		for _, l := range cp.Logs {
+			hs = append(hs, l.Remote)
+		}
 	}
 	for _, h := range hs {
 		hr := handleReport{Storage: h.StorageID, LogID: h.LogID.String(), KeyGroups: h.KeyGroups.String(),
@@ -450,6 +533,9 @@ func checkEntry(ctx context.Context, b backends.Backend, h dstl.Handle, e dstl.H
 }
 
 func (r *handlesReport) print(w io.Writer) {
+	for _, c := range r.Checkpoints {
+		printCheckpoint(w, r.File, c, r.BasePath != "")
+	}
 	for i, h := range r.Handles {
 		if i > 0 {
 			fmt.Fprintln(w)
@@ -475,8 +561,12 @@ func (r *handlesReport) print(w io.Writer) {
 	}
 	printProblems(w, r.Problems)
 	if r.BasePath != "" {
+		checked := "every change set"
+		if len(r.Checkpoints) > 0 {
+			checked = "every snapshot object and change set"
+		}
 		if r.OK {
-			fmt.Fprintf(w, "every change set checked under %s: OK\n", r.BasePath)
+			fmt.Fprintf(w, "%s checked under %s: OK\n", checked, r.BasePath)
 		} else {
 			fmt.Fprintf(w, "DAMAGED: %d %s under %s\n", len(r.Problems), plural(len(r.Problems), "problem"), r.BasePath)
 		}

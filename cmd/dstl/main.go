@@ -28,8 +28,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
+	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 
 	_ "github.com/dstlgo/dstl/backends/all"
 )
@@ -67,6 +70,21 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	level, err := logLevel(os.Getenv(logLevelEnv))
+	if err != nil {
+		fmt.Fprintf(stderr, "dstl: %v\n", err)
+		return exitUsage
+	}
+	// What the library and the SDKs log goes to stderr, at level or above.
+	// Setting slog's default redirects package log's too: both are put
+	// back on return.
+	prevLogger, prevOut, prevFlags := slog.Default(), log.Writer(), log.Flags()
+	defer func() {
+		slog.SetDefault(prevLogger)
+		log.SetOutput(prevOut)
+		log.SetFlags(prevFlags)
+	}()
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
 		if len(args) == 0 {
 			usage(stderr)
@@ -88,6 +106,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
+// logLevelEnv names the environment variable of the level of the log
+// records that the commands print.
+const logLevelEnv = "DSTL_LOG_LEVEL"
+
+// logLevel parses the value of logLevelEnv: debug, info, warn or error
+// (the default, when it is empty).
+func logLevel(v string) (slog.Level, error) {
+	if v == "" {
+		return slog.LevelError, nil
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		return 0, fmt.Errorf("%s=%q: want debug, info, warn or error", logLevelEnv, v)
+	}
+	return l, nil
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "dstl: a durable short-term log for stream processors' state changes")
 	fmt.Fprintln(w, "\nUsage: dstl COMMAND [flags]\n\nCommands:")
@@ -103,7 +138,11 @@ func usage(w io.Writer) {
 Run 'dstl COMMAND --help' for a command's flags and their defaults. Flags
 take one dash or two. Commands that print reports take --json for a
 machine-readable one on stdout; progress goes to stderr, and only when it
-is a terminal.
+is a terminal. A command that fails prints one line per distinct failure
+on stderr, its cause first. What the library and the storage SDKs log
+(retried attempts, the SDKs' warnings) is not printed unless DSTL_LOG_LEVEL
+is debug, info or warn (default error); dstl demo --verbose prints its
+storage's warnings too.
 
 Exit codes:
   0  success
@@ -155,7 +194,8 @@ func printFlags(fs *flag.FlagSet) {
 }
 
 // parseFlags parses a command's flags; it returns the exit code to end with
-// when parsing ended the command (--help, or an error).
+// when parsing ended the command (--help, or an error, which is one line:
+// the usage is printed for --help only).
 func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
 	code, ok := parseInterspersed(fs, args, nil)
 	if ok && fs.NArg() > 0 {
@@ -170,11 +210,21 @@ func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
 // positional is nil, the first positional argument ends parsing and
 // fs.Args() holds the rest). "--" ends the flags.
 func parseInterspersed(fs *flag.FlagSet, args []string, positional *[]string) (int, bool) {
+	// The flag package prints an error with the whole usage: the error is
+	// printed here instead, on a line of its own, and the usage only when
+	// asked for.
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	defer func() { fs.SetOutput(out); fs.Usage = usage }()
 	for {
 		if err := fs.Parse(args); err != nil {
+			fs.SetOutput(out)
 			if errors.Is(err, flag.ErrHelp) {
+				usage()
 				return exitOK, false
 			}
+			fmt.Fprintf(out, "%s: %s (see %s --help)\n", fs.Name(), flagError(err), fs.Name())
 			return exitUsage, false
 		}
 		if positional == nil || fs.NArg() == 0 {
@@ -188,4 +238,14 @@ func parseInterspersed(fs *flag.FlagSet, args []string, positional *[]string) (i
 		*positional = append(*positional, rest[0])
 		args = rest[1:]
 	}
+}
+
+// flagDashRE matches the flag package's errors up to the dash before the
+// flag's name.
+var flagDashRE = regexp.MustCompile(`^(flag provided but not defined: |invalid value "(?:[^"\\]|\\.)*" for flag |invalid boolean value "(?:[^"\\]|\\.)*" for |flag needs an argument: )-`)
+
+// flagError returns the message of an error of the flag package with the
+// flag's name in the commands' style, two dashes: "--price".
+func flagError(err error) string {
+	return flagDashRE.ReplaceAllString(err.Error(), "${1}--")
 }

@@ -143,23 +143,42 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: wordcount run|verify [flags] (-h for the flags)")
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	var code int
-	switch os.Args[1] {
-	case "run":
-		code = runMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
-	case "verify":
-		code = verifyMain(ctx, os.Args[2:], child.Self, os.Stdout, os.Stderr)
-	default:
-		fmt.Fprintf(os.Stderr, "wordcount: unknown command %q (run, verify)\n", os.Args[1])
-		code = 2
-	}
+	code := mainCode(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
 	os.Exit(code)
+}
+
+// usage is what "wordcount -h" prints.
+const usage = `Usage: wordcount run|verify [flags]
+
+  wordcount run -instances P -index I -base-path URL -job-id ID [-state-dir DIR] [flags]
+        instance I of P: count, checkpoint, print events
+  wordcount verify [-disk] [flags]
+        run P=3 instances, kill and stop random ones at random moments,
+        rescale 3 → 2 → 4, and check the counts and what is left in the
+        store (exit 1 if anything is off)
+
+Run "wordcount run -h" or "wordcount verify -h" for a command's flags.
+`
+
+// mainCode runs the command args names and returns the exit code.
+func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "run":
+		return runMain(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return verifyMain(ctx, args[1:], child.Self, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "wordcount: unknown command %q (run, verify)\n", args[0])
+	return 2
 }
 
 // maxParallelism is the number of key groups, and of input partitions: the
@@ -196,7 +215,7 @@ func (o *options) flags(fs *flag.FlagSet, service bool) {
 		fs.StringVar(&o.localDir, "local-recovery-dir", "", "keep local copies here and restore from them (local recovery; one directory per instance)")
 		fs.StringVar(&o.stateDir, "state-dir", "", "keep the state on disk, in a Pebble database under this directory, and materialise it incrementally (statestore Config.Dir; one directory per instance; default: in memory)")
 	}
-	fs.Int64Var(&o.records, "records", 800, "records in each of the 32 input partitions (one per key group)")
+	fs.Int64Var(&o.records, "records", 800, fmt.Sprintf("records in %s", partitionsText()))
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the input")
 	fs.IntVar(&o.rate, "rate", 500, "records an instance processes per second")
 	fs.DurationVar(&o.interval, "checkpoint-interval", 300*time.Millisecond, "time between checkpoints")
@@ -297,7 +316,9 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("wordcount run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o.flags(fs, true)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
 		return 2
 	}
 	if err := o.check(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -64,7 +65,9 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory")
 	fs.BoolVar(&o.disk, "disk", false, "keep each instance's state on disk (run -state-dir), in a directory of its own under the temporary directory, with incremental snapshots (SST files)")
 	fs.BoolVar(&o.verbose, "v", false, "print the instances' event lines")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
 		return 2
 	}
 	for _, f := range strings.Split(scales, ",") {
@@ -116,8 +119,7 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 		fmt.Fprintf(stderr, "wordcount verify: %v\n", err)
 		return 3
 	}
-	fmt.Fprintf(stdout, "wordcount verify: instances %v, %d records in each of %d partitions at %d/s per instance, checkpoint every %v, materialisation every %v, grace %v, state %s, on %s (job %s); fault seed %d\n",
-		o.scales, o.records, nonEmptyPartitions(), o.rate, o.interval, o.materialize, o.grace, where, o.basePath, o.jobID, o.faultSeed)
+	fmt.Fprintln(stdout, verifyBanner(o, where))
 	code := v.run(ctx)
 	if code != 0 {
 		fmt.Fprintf(stderr, "wordcount verify: FAILED (fault seed %d)\n", o.faultSeed)
@@ -125,6 +127,20 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 	return code
 }
 
+// verifyBanner is the first line verify prints: what it runs.
+func verifyBanner(o verifyOptions, where string) string {
+	return fmt.Sprintf("wordcount verify: instances %v, %d records in %s at %d/s per instance, checkpoint every %v, materialisation every %v, grace %v, state %s, on %s (job %s); fault seed %d",
+		o.scales, o.records, partitionsText(), o.rate, o.interval, o.materialize, o.grace, where, o.basePath, o.jobID, o.faultSeed)
+}
+
+// partitionsText says which input partitions have records: those of the
+// key groups that some word of the vocabulary falls in.
+func partitionsText() string {
+	return fmt.Sprintf("each of the %d input partitions that have words (of %d, one per key group)", nonEmptyPartitions(), maxParallelism)
+}
+
+// nonEmptyPartitions returns the number of input partitions that have
+// words, and so records.
 func nonEmptyPartitions() int {
 	n := 0
 	for kg := range maxParallelism {
