@@ -347,8 +347,14 @@ func TestLosingAttemptLeavesNoLocalCopy(t *testing.T) {
 		return dstltest.Fault{Stall: op == dstltest.OpPut && puts.Add(1) == 1, OnCancel: faulty.Ignore}
 	})
 	cfg := testConfig(dir)
-	cfg.UploadTimeout = 20 * time.Millisecond
+	// Long enough for the second attempt to store its object on a busy
+	// machine; the first stalls past it.
+	cfg.UploadTimeout = 500 * time.Millisecond
 	s := openStorage(t, cfg, remote)
+	// Should the test fail before it releases the stalled Put, the
+	// storage's Close (an earlier cleanup, run later) must not wait for
+	// it forever.
+	t.Cleanup(remote.ReleaseStalls)
 	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 0})
 	appendAll(t, w, 0, "a")
 	res := persist(t, w, 0, 1) // won by the hedged second attempt
