@@ -364,14 +364,14 @@ func TestCollect(t *testing.T) {
 		}
 	}
 	newLog := func() string {
-		name, err := objname.NewLog("job/")
+		name, err := objname.NewLog("job/", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		put(name)
 		return name
 	}
-	snap, err := objname.NewSnapshot("job/", "op-0")
+	snap, err := objname.NewSnapshot("job/", "op-0", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ func TestCollectWhileStarting(t *testing.T) {
 			c := cfg(1, 0)
 			c.Mode, c.Grace = tc.mode, 200*time.Millisecond
 			snapshot := func() string {
-				name, err := objname.NewSnapshot("job/", "op-0")
+				name, err := objname.NewSnapshot("job/", "op-0", 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -517,7 +517,7 @@ func TestRestoreFromNotRetained(t *testing.T) {
 			c := cfg(1, 0)
 			c.Grace = 50 * time.Millisecond
 			snapshot := func() string {
-				name, err := objname.NewSnapshot("job/", "op-0")
+				name, err := objname.NewSnapshot("job/", "op-0", 0)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -44,9 +44,9 @@ func Example() {
 		}
 		return name
 	}
-	snapshot := put(objname.NewSnapshot(prefix, "counter"))
-	put(objname.NewSnapshot(prefix, "counter"))
-	put(objname.NewLog(prefix))
+	snapshot := put(objname.NewSnapshot(prefix, "counter", 0))
+	put(objname.NewSnapshot(prefix, "counter", 0))
+	put(objname.NewLog(prefix, 0))
 
 	keep := new(collect.Keep)
 	keep.AddCheckpoint(statestore.CheckpointHandle{CheckpointID: 7, Operator: "counter",

@@ -275,6 +275,7 @@ type gcReport struct {
 	Listed     gcCount    `json:"listed"`
 	Referenced gcCount    `json:"referenced"` // listed objects a kept handle references
 	Young      gcCount    `json:"young"`      // unreferenced, but younger than the grace period by either clock, or of unknown modification time
+	Held       gcCount    `json:"held"`       // unreferenced, but made for a checkpoint that may still complete (by the checkpoint its name records)
 	Foreign    gcCount    `json:"foreign"`    // not named like a dstl object: never deleted
 	// SnapshotsKept are unreferenced snapshot objects, not collected
 	// since no checkpoint handle is kept.
@@ -423,6 +424,7 @@ func newGCReport(r *collect.Report, o gcOptions, keptHandles int) *gcReport {
 		Listed:         count(r.Listed),
 		Referenced:     count(r.Referenced),
 		Young:          count(r.Young),
+		Held:           count(r.Held),
 		Foreign:        count(r.Foreign),
 		SnapshotsKept:  count(r.NotCollected), // gc collects every log object: what it does not collect are snapshots
 		Deletable:      count(r.Deletable),
@@ -557,6 +559,9 @@ func (r *gcReport) print(w io.Writer) {
 	row("listed", r.Listed)
 	row("referenced (kept)", r.Referenced)
 	row("younger than grace (kept)", r.Young)
+	if r.Held.Objects > 0 {
+		row("made for a checkpoint that may still complete (kept)", r.Held)
+	}
 	row("not dstl objects (kept)", r.Foreign)
 	if r.SnapshotsKept.Objects > 0 {
 		row("snapshots, no checkpoint handle kept for the operator (kept)", r.SnapshotsKept)
