@@ -21,8 +21,8 @@ type Member struct {
 	s           *store
 	cfg         Config
 	gen         *Generation
-	first, last int                // the instances this process runs
-	restore     map[int][]*Part    // by instance: the restored parts whose key groups overlap its own
+	first, last int             // the instances this process runs
+	restore     map[int][]*Part // by instance: the restored parts whose key groups overlap its own
 
 	mu       sync.Mutex
 	fenced   bool
