@@ -176,18 +176,18 @@ type generationReport struct {
 }
 
 type claimReport struct {
-	Process  int        `json:"process"`
-	Object   string     `json:"object"`
-	Owner    string     `json:"owner,omitempty"`
-	Created  *time.Time `json:"created,omitempty"`
-	Error    string     `json:"error,omitempty"`
+	Process int        `json:"process"`
+	Object  string     `json:"object"`
+	Owner   string     `json:"owner,omitempty"`
+	Created *time.Time `json:"created,omitempty"`
+	Error   string     `json:"error,omitempty"`
 }
 
 // checkpointSummary is one checkpoint in the listing.
 type checkpointSummary struct {
-	Checkpoint int64  `json:"checkpoint"`
-	Status     string `json:"status"` // "complete", "pending", "never-complete" or "unknown"
-	Retained   bool   `json:"retained"`
+	Checkpoint  int64  `json:"checkpoint"`
+	Status      string `json:"status"` // "complete", "pending", "never-complete" or "unknown"
+	Retained    bool   `json:"retained"`
 	Kept        string `json:"kept"` // "retained", "pending", "restored", "" (not kept)
 	Commits     int    `json:"commits"`
 	KeptCommits int    `json:"kept_commits"`
