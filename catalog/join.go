@@ -277,6 +277,11 @@ func (s *store) start(ctx context.Context, cfg Config, prev *Generation, putFenc
 		}
 		s.metrics.fenced.Add(ctx, 0) // the fence is counted by the members that find it
 	}
+	// Another process may have written the next record already (a
+	// restart storm): then there is nothing to choose and read.
+	if ok, err := s.exists(ctx, objname.CatalogV2GenerationName(s.prefix, prev.Number+1)); err != nil || ok {
+		return err
+	}
 	v, err := s.listGeneration(ctx, prev.Number)
 	if err != nil {
 		return err
