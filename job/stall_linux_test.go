@@ -281,4 +281,3 @@ func (c checking) Complete(ctx context.Context, n int64) error {
 	}
 	return c.Task.Complete(ctx, n)
 }
-
