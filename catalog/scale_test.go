@@ -188,8 +188,8 @@ func TestScale(t *testing.T) {
 			{1024, 8, 200, catalog.Aligned}, {256, 256, 200, catalog.Independent}}
 	}
 	var report strings.Builder
-	fmt.Fprintf(&report, "%-11s %-6s %-9s %-12s %-12s %-12s %-13s %-12s %-12s %-10s\n", "MODE", "P", "PROCESSES",
-		"PUT/INST", "GET/INST", "LIST/INST", "PAGES/CKPT", "PAGES@10-20", "PAGES@LAST10", "MAX PAGES")
+	fmt.Fprintf(&report, "%-11s %-6s %-9s %-12s %-12s %-12s %-13s %-12s %-12s %-10s %s\n", "MODE", "P", "PROCESSES",
+		"PUT/INST", "GET/INST", "LIST/INST", "PAGES/CKPT", "PAGES@10-20", "PAGES@LAST10", "MAX PAGES", "SWEEPS (apart)")
 	for _, sh := range shapes {
 		t.Run(fmt.Sprintf("%s-%d-in-%d", sh.mode, sh.p, sh.q), func(t *testing.T) {
 			r := newScaleRun(t, dstltest.NewBackend(), sh.p, sh.q, sh.mode)
