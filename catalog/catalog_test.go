@@ -265,13 +265,34 @@ func TestCommitRetryAfterLostAnswer(t *testing.T) {
 	}
 }
 
+// TestCommitRetryAfterFailedLearning: a commit whose put landed and whose
+// read of the fence failed is retried, and the retry learns.
+func TestCommitRetryAfterFailedLearning(t *testing.T) {
+	mem := dstltest.NewBackend()
+	lost := &unreadable{Backend: mem}
+	ms := joinAll(t, lost, 2, 0)
+	commit(t, ms[1], 1)
+	commit(t, ms[0], 1)
+	lost.readOnly = true
+	lost.set(objname.CatalogV2FenceName("job/", 1))
+	if _, err := ms[1].Commit(t.Context(), 2, parts(ms[1], 2)); err == nil {
+		t.Fatal("a commit whose read of the fence failed succeeded")
+	}
+	lost.set("")
+	st, err := ms[1].Commit(t.Context(), 2, parts(ms[1], 2))
+	if err != nil || st.Complete != 1 {
+		t.Fatalf("the retry: %+v, %v; want checkpoint 1 complete", st, err)
+	}
+}
+
 // unreadable stores a put of its name but fails it, and fails the reads
 // of that name, as when a connection breaks after the service stored the
 // object and the read-back fails too.
 type unreadable struct {
 	backends.Backend
-	mu   sync.Mutex
-	name string
+	mu       sync.Mutex
+	name     string
+	readOnly bool // fail the reads of the name only, not its puts
 }
 
 // Unwrap returns the backend the calls go to.
@@ -291,7 +312,7 @@ func (u *unreadable) is(name string) bool {
 
 func (u *unreadable) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
 	err := u.Backend.Put(ctx, name, body, size)
-	if err == nil && u.is(name) {
+	if err == nil && u.is(name) && !u.readOnly {
 		return errLost
 	}
 	return err
@@ -442,8 +463,9 @@ func TestMalformedNames(t *testing.T) {
 }
 
 // TestCheckpointNumbers: a commit below the generation's first
-// checkpoint, or not above the member's previous one, is refused; a
-// checkpoint with no successor cannot start a generation after it.
+// checkpoint, or below the member's previous one, is refused; the
+// previous one again is a retry; a checkpoint with no successor cannot
+// start a generation after it.
 func TestCheckpointNumbers(t *testing.T) {
 	b := dstltest.NewBackend()
 	m := join(t, b, cfg(1, 0))
@@ -451,8 +473,18 @@ func TestCheckpointNumbers(t *testing.T) {
 		t.Fatal("commit of checkpoint 0 succeeded")
 	}
 	commit(t, m, 5)
-	if _, err := m.Commit(t.Context(), 5, parts(m, 5)); err == nil {
-		t.Fatal("a second commit of 5 succeeded")
+	if _, err := m.Commit(t.Context(), 4, parts(m, 4)); err == nil {
+		t.Fatal("a commit of 4 after 5 succeeded")
+	}
+	// A retry of 5 (as after an error) succeeds with the same parts, and
+	// fails with others.
+	if _, err := m.Commit(t.Context(), 5, parts(m, 5)); err != nil {
+		t.Fatalf("a retry of 5: %v", err)
+	}
+	other := parts(m, 5)
+	other[0].State = []byte("other")
+	if _, err := m.Commit(t.Context(), 5, other); !errors.Is(err, catalog.ErrReplaced) {
+		t.Fatalf("a retry of 5 with other parts: %v, want ErrReplaced", err)
 	}
 	commit(t, m, math.MaxInt64)
 	if _, err := catalog.Join(t.Context(), b, cfg(1, 0)); !errors.Is(err, catalog.ErrDamaged) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -27,6 +28,7 @@ type Member struct {
 	mu       sync.Mutex
 	fenced   bool
 	previous int64 // the checkpoint of the member's latest commit, 0 for none
+	before   int64 // the checkpoint of the commit before it, 0 for none
 	complete int64 // the latest complete checkpoint the member knows of
 	// The leader's (process 0's) view of its generation in the aligned
 	// mode: decided lists the checkpoints it saw complete, ascending;
@@ -127,9 +129,10 @@ type InstanceState struct {
 // say, abort a transaction the newer generation may commit on restore);
 // the newer generation's restore decides.
 //
-// A commit of n may be retried after an error: when the commit is there
-// already with the same parts (the earlier put's answer was lost), the
-// retry succeeds; with others, it fails with ErrReplaced.
+// A commit of n may be retried after an error (of its put, or of what
+// follows it): when the commit is there already with the same parts (the
+// earlier put's answer was lost), the retry succeeds; with others, it
+// fails with ErrReplaced.
 func (m *Member) Commit(ctx context.Context, n int64, parts []InstanceState) (Status, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -157,8 +160,12 @@ func (m *Member) Commit(ctx context.Context, n int64, parts []InstanceState) (St
 		m.s.metrics.outcome(ctx, m.s.metrics.commits, "error")
 		return Status{}, err
 	}
-	prev := m.previous
-	m.previous = n
+	// A retry of the latest commit (its put or its learning failed)
+	// learns from the same leader's commit as the first attempt.
+	if n != m.previous {
+		m.before, m.previous = m.previous, n
+	}
+	prev := m.before
 	if lead {
 		if c.Complete == n {
 			m.decide(n, nil)
@@ -167,6 +174,7 @@ func (m *Member) Commit(ctx context.Context, n int64, parts []InstanceState) (St
 			m.pending = n
 		}
 		m.commitsOf[n] = appendUnique(m.commitsOf[n], objname.CatalogV2CommitName(m.s.prefix, m.gen.Number, n, 0))
+		m.boundLocked()
 	}
 	st, err := m.learnLocked(ctx, prev)
 	if errors.Is(err, ErrFenced) {
@@ -184,8 +192,8 @@ func (m *Member) newCommitLocked(n int64, parts []InstanceState) (*commit, error
 	switch {
 	case n < m.gen.FirstCheckpoint:
 		return nil, fmt.Errorf("catalog: checkpoint %d is below generation %d's first, %d", n, m.gen.Number, m.gen.FirstCheckpoint)
-	case n <= m.previous:
-		return nil, fmt.Errorf("catalog: checkpoint %d is not above the member's previous commit, %d", n, m.previous)
+	case n < m.previous:
+		return nil, fmt.Errorf("catalog: checkpoint %d is below the member's previous commit, %d", n, m.previous)
 	case len(parts) != m.last-m.first+1:
 		return nil, fmt.Errorf("catalog: %d instances' parts for process %d, which runs instances %d to %d", len(parts), m.cfg.Process, m.first, m.last)
 	}
@@ -298,6 +306,26 @@ func (m *Member) decideLocked(ctx context.Context, n int64) (completes bool, err
 		return false, nil
 	}
 	return all, nil
+}
+
+// maxRemembered bounds the checkpoints whose commits the leader remembers
+// for the deletion rule (and the complete ones it remembers) when no
+// collection trims them: the oldest are forgotten, and a sweep deletes
+// their commits.
+const maxRemembered = 1024
+
+// boundLocked forgets the oldest remembered checkpoints past
+// maxRemembered.
+func (m *Member) boundLocked() {
+	if len(m.decided) > maxRemembered {
+		m.decided = slices.Clone(m.decided[len(m.decided)-maxRemembered:])
+	}
+	if len(m.commitsOf) > maxRemembered {
+		ns := slices.Sorted(maps.Keys(m.commitsOf))
+		for _, n := range ns[:len(ns)-maxRemembered] {
+			delete(m.commitsOf, n)
+		}
+	}
 }
 
 // decide records checkpoint n as complete.
