@@ -13,7 +13,7 @@ BENCHTIME ?= 1s
 BENCH_ARGS ?=
 FUZZTIME  ?= 30s
 
-.PHONY: all build demo example example-disk example-kafka test test-unit vet race fuzz bench bench-report bench-go bench-kv bench-restore bench-state sim clean \
+.PHONY: all build demo example example-disk example-kafka test test-unit vet race fuzz bench bench-report bench-go bench-kv bench-restore bench-state bench-catalog sim clean \
 	emulators-install emulators-up emulators-down chromium
 
 all: build test
@@ -160,6 +160,14 @@ bench-kv:
 ## a whole restore, reading included, before and after)
 bench-restore:
 	$(GO) test -run='^$$' -bench='^BenchmarkRestoreApply$$/^store=kv$$/' -benchmem -benchtime=2x -count=6 ./statestore | tee bench/statestore-restore-kv.txt
+
+## bench-catalog: what a checkpoint costs the catalog at scale (catalog's
+## TestScale and TestScaleRestartStorm with -scale.full): 16, 256 and 1,024
+## processes and 1,024 instances in 8 processes over 200 checkpoints, the
+## independent mode, and a restart storm, on a request-counting in-memory
+## store (about a minute), into bench/catalog-scale.txt
+bench-catalog:
+	$(GO) test -run='^TestScale' -count=1 -v ./catalog -scale.full | tee bench/catalog-scale.txt
 
 ## bench-state: the disk-backed state stores at sizes no test reaches
 ## (bench/state.sh, statestore/internal/statebench): a 2 GiB state under

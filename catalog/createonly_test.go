@@ -16,7 +16,7 @@ import (
 // either path; on a store that honours create-only it probes once per
 // Bucket, however many members join.
 func TestJoinRefusesAStoreIgnoringConditions(t *testing.T) {
-	cfg := catalog.Config{JobID: "job", Index: 0, Instances: 2}
+	cfg := catalog.Config{JobID: "job", Process: 0, Instances: 2}
 	for _, tc := range []struct {
 		name       string
 		conditions dstltest.Conditions
@@ -50,7 +50,7 @@ func TestJoinRefusesAStoreIgnoringConditions(t *testing.T) {
 	if got := d.Puts()["multipart"]; got != 1 {
 		t.Fatalf("the first Join sent %d multipart Puts, want the probe's 1", got)
 	}
-	cfg.Index = 1
+	cfg.Process = 1
 	if _, err := catalog.Join(t.Context(), c, cfg); err != nil {
 		t.Fatalf("second member's Join: %v", err)
 	}

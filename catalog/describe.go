@@ -6,7 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/internal/catalogv1"
 )
 
 // RecordKind says what a catalog object is.
@@ -15,36 +17,50 @@ type RecordKind string
 // The kinds of catalog objects.
 const (
 	GenerationRecord RecordKind = "generation" // a generation's record
-	ClaimRecord      RecordKind = "claim"      // an instance slot's claim
-	PartRecord       RecordKind = "part"       // an instance's part of a checkpoint
+	FenceRecord      RecordKind = "fence"      // a generation's fence
+	ClaimRecord      RecordKind = "claim"      // a process slot's claim (an instance slot's, in the first layout)
+	CommitRecord     RecordKind = "commit"     // a process's commit of a checkpoint
+	PartRecord       RecordKind = "part"       // an instance's part of a checkpoint, in the first layout
 )
 
 // Record is one catalog object as [DecodeRecord] reads it, alone, for
 // tools that inspect a catalog object without joining its job.
 type Record struct {
-	// Kind says what the object is; one of Generation, Part and Owner is
-	// set by it.
+	// Kind says what the object is.
 	Kind RecordKind
-	// Version is the version of the object's encoding.
+	// Version is the version of the object's encoding: 2, or 1 for an
+	// object of the first layout.
 	Version int
-	// Generation is a generation's record.
+	// Generation is a generation's record. A first-layout record is given
+	// in this layout's form: one process per instance, and its restored
+	// parts with no key groups.
 	Generation *Generation
-	// Part is an instance's part of a checkpoint; its Name is the object's.
-	Part *Part
-	// Owner and Created are a claim's: the process that claimed the slot,
-	// and when, by its clock.
+	// Next is a fence's: the generation being started.
+	Next int64
+	// Checkpoint, Process, HoldFrom and Complete are a commit's (see
+	// [InstanceState.HoldFrom] and [Status.Complete]).
+	Checkpoint, HoldFrom, Complete int64
+	Process                        int
+	// Parts are a commit's parts, or a first-layout part; each Name is
+	// the object's.
+	Parts []*Part
+	// Owner and Created are a claim's or a fence's: the process that
+	// wrote it, and when, by its clock; Created is a commit's time too.
 	Owner   string
 	Created time.Time
 }
 
-// DecodeRecord decodes the catalog object data of any kind, read from the
-// object named name: it checks the object's magic, version, checksum and
-// fields as a member does. When name is a catalog object's name (under
-// any job's prefix), the record must be of the kind, generation,
-// checkpoint and instance the name says; under another name (a copy in a
-// local file, say), its content alone is checked. An error wraps
-// [ErrDamaged] and names the object.
+// DecodeRecord decodes the catalog object data of any kind and either
+// layout, read from the object named name: it checks the object's magic,
+// version, checksum and fields as a member does. When name is a catalog
+// object's name (under any job's prefix), the record must be of the kind,
+// generation, checkpoint and process the name says; under another name (a
+// copy in a local file, say), its content alone is checked. An error
+// wraps [ErrDamaged] and names the object.
 func DecodeRecord(name string, data []byte) (*Record, error) {
+	if len(data) > len(magic) && data[len(magic)] == 1 {
+		return decodeFirstLayout(name, data)
+	}
 	var kind byte
 	if len(data) > len(magic)+1 {
 		kind = data[len(magic)+1]
@@ -55,24 +71,29 @@ func DecodeRecord(name string, data []byte) (*Record, error) {
 	case kindGeneration:
 		r.Kind, r.Generation = GenerationRecord, new(Generation)
 		v = r.Generation
+	case kindFence:
+		r.Kind = FenceRecord
+		v = new(fence)
 	case kindClaim:
 		r.Kind = ClaimRecord
 		v = new(claim)
-	case kindPart:
-		r.Kind, r.Part = PartRecord, new(Part)
-		v = r.Part
+	case kindCommit:
+		r.Kind = CommitRecord
+		v = new(commit)
 	default:
 		v = new(json.RawMessage)
 	}
 	if err := decode(name, data, kind, v); err != nil {
 		return nil, err
 	}
-	ref := nameRef(name)
 	if r.Kind == "" {
 		return nil, fmt.Errorf("%w %q: unknown kind %q", ErrDamaged, name, kind)
 	}
-	if want := refKind(ref.Kind); want != "" && want != r.Kind {
-		return nil, fmt.Errorf("%w %q: a %s under the name of a %s", ErrDamaged, name, r.Kind, want)
+	ref := nameRef(name)
+	if ref.Kind != objname.CatalogOther {
+		if want := refKind(ref.Kind); ref.Version != 2 || want != r.Kind {
+			return nil, fmt.Errorf("%w %q: a %s of version 2 under the name of a %s of version %d", ErrDamaged, name, r.Kind, want, ref.Version)
+		}
 	}
 	switch r.Kind {
 	case GenerationRecord:
@@ -83,19 +104,50 @@ func DecodeRecord(name string, data []byte) (*Record, error) {
 		if err := r.Generation.validate(name, number); err != nil {
 			return nil, err
 		}
+	case FenceRecord:
+		f := v.(*fence)
+		r.Next, r.Owner, r.Created = f.Next, f.Owner, f.Created
 	case ClaimRecord:
 		c := v.(*claim)
 		r.Owner, r.Created = c.Owner, c.Created
-	case PartRecord:
-		p := r.Part
-		g, n, i := p.Generation, p.Checkpoint, p.Instance
-		if ref.Kind == objname.CatalogPart {
-			g, n, i = ref.Generation, ref.Checkpoint, ref.Instance
+	case CommitRecord:
+		c := v.(*commit)
+		g, n, p := c.Generation, c.Checkpoint, c.Process
+		if ref.Kind == objname.CatalogCommit {
+			g, n, p = ref.Generation, ref.Checkpoint, ref.Process
 		}
-		if err := p.validate(name, g, n, i, nil); err != nil {
+		if err := c.validate(name, g, n, p, nil); err != nil {
 			return nil, err
 		}
-		p.Name = name
+		r.Checkpoint, r.Process, r.HoldFrom, r.Complete, r.Parts, r.Created = c.Checkpoint, c.Process, c.HoldFrom, c.Complete, c.Parts, c.Created
+	}
+	return r, nil
+}
+
+// decodeFirstLayout decodes a catalog object of the first layout.
+func decodeFirstLayout(name string, data []byte) (*Record, error) {
+	o, err := catalogv1.DecodeObject(name, data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDamaged, err)
+	}
+	r := &Record{Version: 1}
+	switch {
+	case o.Generation != nil:
+		g := o.Generation
+		r.Kind = GenerationRecord
+		r.Generation = &Generation{Number: g.Number, Mode: Mode(g.Mode), MaxParallelism: g.MaxParallelism,
+			KeyGroups: append([]dstl.KeyGroupRange(nil), g.KeyGroups...), Processes: len(g.KeyGroups), Restored: []Restored{},
+			RestoredCheckpoint: g.RestoredCheckpoint, FirstCheckpoint: g.FirstCheckpoint, Created: g.Created}
+		for _, name := range g.Restored {
+			r.Generation.Restored = append(r.Generation.Restored, Restored{Object: name})
+		}
+	case o.Part != nil:
+		p := o.Part
+		r.Kind, r.Checkpoint, r.Created = PartRecord, p.Checkpoint, p.Created
+		r.Parts = []*Part{{Name: name, Generation: p.Generation, Checkpoint: p.Checkpoint, Instance: p.Instance, KeyGroups: p.KeyGroups,
+			State: p.State, Metadata: p.Metadata, Objects: p.Objects, Created: p.Created}}
+	default:
+		r.Kind, r.Owner, r.Created = ClaimRecord, o.Owner, o.Created
 	}
 	return r, nil
 }
@@ -104,6 +156,9 @@ func DecodeRecord(name string, data []byte) (*Record, error) {
 // prefix comes before the catalog's directory in it.
 func nameRef(name string) objname.CatalogRef {
 	i := strings.LastIndex(name, objname.CatalogDir)
+	if v2 := strings.LastIndex(name, objname.CatalogV2Dir); v2 >= 0 {
+		i = v2
+	}
 	if i < 0 || (i > 0 && name[i-1] != '/') {
 		return objname.CatalogRef{}
 	}
@@ -116,8 +171,12 @@ func refKind(k objname.CatalogKind) RecordKind {
 	switch k {
 	case objname.CatalogGeneration:
 		return GenerationRecord
+	case objname.CatalogFence:
+		return FenceRecord
 	case objname.CatalogClaim:
 		return ClaimRecord
+	case objname.CatalogCommit:
+		return CommitRecord
 	case objname.CatalogPart:
 		return PartRecord
 	}

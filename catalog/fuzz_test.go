@@ -13,43 +13,54 @@ import (
 // it; it never panics.
 func FuzzDecode(f *testing.F) {
 	gen := &Generation{Number: 3, Mode: Aligned, MaxParallelism: 8, KeyGroups: []dstl.KeyGroupRange{{Start: 0, End: 3}, {Start: 4, End: 7}},
-		Restored: []string{"job/_catalog/g00000000000000000002/part-00000000000000000005-00000"}, RestoredCheckpoint: 5, FirstCheckpoint: 9,
+		Processes: 1, Restored: []Restored{{Object: "job/_catalog/v2/00000000000000000002/00000000000000000005/00000",
+			KeyGroups: []dstl.KeyGroupRange{{Start: 0, End: 3}, {Start: 4, End: 7}}}}, RestoredCheckpoint: 5, FirstCheckpoint: 9,
 		Created: time.Unix(1700000000, 0).UTC()}
-	part := &Part{Generation: 3, Checkpoint: 9, Instance: 1, KeyGroups: dstl.KeyGroupRange{Start: 4, End: 7}, State: []byte("state"),
-		Metadata: map[string]string{"offset": "42"}, Objects: []string{"job/x.dstl"}, Created: time.Unix(1700000000, 0).UTC()}
+	c := &commit{Generation: 3, Checkpoint: 9, Process: 0, HoldFrom: 10, Complete: 8, Created: time.Unix(1700000000, 0).UTC(),
+		Parts: []*Part{{Instance: 0, KeyGroups: dstl.KeyGroupRange{Start: 0, End: 3}, State: []byte("state"),
+			Metadata: map[string]string{"offset": "42"}, Objects: []string{"job/x.dstl"}},
+			{Instance: 1, KeyGroups: dstl.KeyGroupRange{Start: 4, End: 7}, State: []byte("other"), Objects: []string{}}}}
 	for _, r := range []struct {
 		kind byte
 		v    any
-	}{{kindGeneration, gen}, {kindPart, part}, {kindClaim, claim{Owner: "o", Created: time.Unix(1, 0).UTC()}}} {
+	}{{kindGeneration, gen}, {kindCommit, c}, {kindClaim, claim{Owner: "o", Created: time.Unix(1, 0).UTC()}},
+		{kindFence, fence{Next: 4, Owner: "o", Created: time.Unix(1, 0).UTC()}}} {
 		data, err := encode(r.kind, r.v)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(data, r.kind)
 	}
-	f.Add([]byte("DSTC"), byte(kindPart))
+	f.Add([]byte("DSTC"), byte(kindCommit))
 	f.Fuzz(func(t *testing.T, data []byte, kind byte) {
-		var err error
-		switch kind % 3 {
+		switch kind % 4 {
 		case 0:
 			var g Generation
-			if err = decode("x", data, kindGeneration, &g); err == nil {
-				err = g.validate("x", g.Number)
+			if decode("x", data, kindGeneration, &g) == nil {
+				_ = g.validate("x", g.Number)
 				roundTrip(t, kindGeneration, &g, &Generation{})
 			}
 		case 1:
-			var p Part
-			if err = decode("x", data, kindPart, &p); err == nil {
-				err = p.validate("x", p.Generation, p.Checkpoint, p.Instance, nil)
-				roundTrip(t, kindPart, &p, &Part{})
+			var c commit
+			if decode("x", data, kindCommit, &c) == nil {
+				if c.validate("x", c.Generation, c.Checkpoint, c.Process, nil) == nil {
+					roundTrip(t, kindCommit, &c, &commit{})
+				}
+				// Validation against a generation never panics, whatever
+				// the instances the commit names.
+				_ = c.validate("x", c.Generation, c.Checkpoint, c.Process, gen)
 			}
-		default:
+		case 2:
 			var c claim
-			if err = decode("x", data, kindClaim, &c); err == nil {
+			if decode("x", data, kindClaim, &c) == nil {
 				roundTrip(t, kindClaim, &c, &claim{})
 			}
+		default:
+			var fe fence
+			if decode("x", data, kindFence, &fe) == nil {
+				roundTrip(t, kindFence, &fe, &fence{})
+			}
 		}
-		_ = err
 	})
 }
 
@@ -81,7 +92,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"short", good[:6], kindClaim, "too short"},
 		{"magic", flip(0), kindClaim, "bad magic"},
 		{"version", flip(4), kindClaim, "version"},
-		{"kind", good, kindPart, "kind"},
+		{"kind", good, kindCommit, "kind"},
 		{"checksum", flip(10), kindClaim, "checksum"},
 		{"trailing", func() []byte { b, _ := encode(kindClaim, []any{1}); return b }(), kindClaim, "cannot unmarshal"},
 	} {

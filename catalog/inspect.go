@@ -20,19 +20,19 @@ type CheckpointState string
 
 // The states of a checkpoint.
 const (
-	// Complete: every instance of the generation committed its part (in
-	// the independent mode: a checkpoint with any part).
+	// Complete: every process of the generation committed (in the
+	// independent mode: a checkpoint with any commit).
 	Complete CheckpointState = "complete"
 	// Pending: a checkpoint of the live generation, after its latest
-	// complete one, that not every instance committed yet; it may still
+	// complete one, that not every process committed yet; it may still
 	// complete.
 	Pending CheckpointState = "pending"
-	// NeverComplete: a checkpoint that not every instance committed and
+	// NeverComplete: a checkpoint that not every process committed and
 	// that no reader takes as complete: of a fenced generation, or of the
 	// live one before its latest complete checkpoint.
 	NeverComplete CheckpointState = "never-complete"
 	// Unknown: the generation's record is missing or damaged, so its
-	// instance set is unknown.
+	// process set is unknown.
 	Unknown CheckpointState = "unknown"
 )
 
@@ -42,24 +42,19 @@ type InspectOptions struct {
 	// Retain is the job members' Retain, for [Listing.Retention]. Default
 	// DefaultRetain.
 	Retain int
-	// Grace is the job members' Grace, for [Listing.Retention]. Default
-	// DefaultGrace.
-	Grace time.Duration
-	// Now is the clock the retention's grace counts from; default
-	// time.Now.
-	Now func() time.Time
 	// Claims reads every claim (a GET each) for its owner and time.
 	Claims bool
-	// Parts, when set, says of which checkpoints to read the parts (a GET
-	// each): their state, metadata and objects. Nil reads none.
-	Parts func(generation, checkpoint int64) bool
+	// Commits, when set, says of which checkpoints to read the commits (a
+	// GET each): their parts' state, metadata and objects. Nil reads
+	// none.
+	Commits func(generation, checkpoint int64) bool
 }
 
 // Listing is a job's catalog as one listing saw it, for people and tools
 // to inspect; nothing in it is written.
 type Listing struct {
 	// Prefix is the job's prefix; the catalog is under
-	// Prefix+objname.CatalogDir.
+	// Prefix+objname.CatalogV2Dir.
 	Prefix string
 	// Live is the latest generation, whose members commit; every older
 	// generation is fenced. 0: the job has no generation.
@@ -67,10 +62,14 @@ type Listing struct {
 	// Generations holds every generation with an object in the catalog,
 	// oldest first.
 	Generations []GenerationInfo
-	// Retention is what the deletion rule keeps as of this listing, as a
-	// member of the live generation with InspectOptions.Retain and Grace
-	// plans it.
+	// Retention is what the deletion rule keeps as of this listing, as
+	// the live generation's leader plans it with InspectOptions.Retain.
 	Retention Retention
+	// FirstLayout counts the catalog objects of the first layout
+	// (releases before the second): a job not upgraded yet, or what its
+	// upgrade left (one generation record stays, to fence the processes
+	// of older releases).
+	FirstLayout int
 	// Other names the objects under the catalog's directory whose names
 	// are of no catalog object.
 	Other []string
@@ -91,19 +90,21 @@ type GenerationInfo struct {
 	// damaged one, backends.ErrNotFound for one deleted since the
 	// listing.
 	Err error
-	// Live says that this is the latest generation; the others are
-	// fenced.
+	// Live says that this is the latest generation.
 	Live bool
-	// Claims holds the instance slots claimed, by instance.
+	// Fence is the generation's fence as listed: a newer generation
+	// started or is starting. Its Name is empty when there is none.
+	Fence backends.ObjectInfo
+	// Claims holds the process slots claimed, by process.
 	Claims []ClaimInfo
-	// Checkpoints holds the checkpoints with a part, oldest first.
+	// Checkpoints holds the checkpoints with a commit, oldest first.
 	Checkpoints []CheckpointInfo
 }
 
-// ClaimInfo is an instance slot's claim.
+// ClaimInfo is a process slot's claim.
 type ClaimInfo struct {
-	// Instance is the instance's index.
-	Instance int
+	// Process is the process's index.
+	Process int
 	// Object is the claim's object as listed.
 	Object backends.ObjectInfo
 	// Owner and Created are the claim's, when read (InspectOptions.Claims
@@ -120,47 +121,50 @@ type CheckpointInfo struct {
 	Generation, Number int64
 	// State says whether it is complete.
 	State CheckpointState
-	// Retained says that the deletion rule retains it (see
-	// [Retention]).
+	// Retained says that the deletion rule retains it.
 	Retained bool
-	// Parts holds the parts committed, by instance.
-	Parts []PartInfo
+	// Commits holds the commits, by process.
+	Commits []CommitInfo
 }
 
-// PartInfo is one instance's part of a checkpoint.
-type PartInfo struct {
-	// Instance is the instance's index.
-	Instance int
-	// Object is the part's object as listed.
+// CommitInfo is one process's commit of a checkpoint.
+type CommitInfo struct {
+	// Process is the process's index.
+	Process int
+	// Object is the commit's object as listed.
 	Object backends.ObjectInfo
-	// Kept says that the deletion rule keeps the part and the objects it
-	// refers to: retained, pending, or restored by the live generation
-	// while needed.
+	// Kept says that the deletion rule keeps the commit and the objects
+	// its parts refer to: retained, pending, or restored by the live
+	// generation while needed.
 	Kept bool
-	// Part is the part, when read (InspectOptions.Parts and no Err).
-	Part *Part
-	// Err is the error of reading the part, as for a GenerationInfo.
+	// Parts are the commit's parts, when read (InspectOptions.Commits and
+	// no Err), in instance order.
+	Parts []*Part
+	// HoldFrom and Complete are the commit's, when read (see
+	// [InstanceState.HoldFrom], and [Status.Complete] for the leader's
+	// commits).
+	HoldFrom, Complete int64
+	// Err is the error of reading the commit, as for a GenerationInfo.
 	Err error
 }
 
-// Retention is what the deletion rule keeps of a job's catalog, as
-// [Member.Plan] computes it for the live generation; nothing is retained
-// when the live generation's record cannot be read.
+// Retention is what the deletion rule keeps of a job's catalog for the
+// live generation; nothing is retained when the live generation's record
+// cannot be read.
 type Retention struct {
 	// Retain is the Retain it was computed with.
 	Retain int
 	// Retained lists the retained checkpoints of the live generation,
 	// oldest first (in the independent mode: every checkpoint with a
-	// retained part).
+	// retained commit).
 	Retained []int64
-	// Parts names the catalog parts kept: retained ones, pending ones of
-	// the live generation, the parts it restored from while it may still
-	// need them, and, for the grace, those it stopped retaining or needing
-	// (see [Plan.Parts]).
-	Parts []string
-	// Missing names the parts of Parts that are not in the catalog: parts
-	// the live generation restored from and may still need (to restore
-	// again, or a new member to join it), lost.
+	// Commits names the catalog objects kept for their parts: retained
+	// and pending commits of the live generation, and what it restored
+	// while it may still need it (see [Plan.Commits]).
+	Commits []string
+	// Missing names the objects of Commits that are not in the catalog:
+	// what the live generation restored from and may still need (to
+	// restore again, or a new member to join it), lost.
 	Missing []string
 }
 
@@ -194,9 +198,9 @@ func (l *Listing) Checkpoint(g, n int64) *CheckpointInfo {
 // inspectReads bounds the reads of an Inspect in flight at once.
 const inspectReads = 8
 
-// Inspect lists job jobID's catalog once and reads every generation's
-// record, and, as opts says, the claims and the parts of some
-// checkpoints. It writes nothing.
+// Inspect lists job jobID's catalog once (both layouts) and reads every
+// generation's record of the second layout, and, as opts says, the claims
+// and the commits of some checkpoints. It writes nothing.
 //
 // A damaged object does not stop it: the object's Err says what is wrong,
 // and Inspect returns the listing with an error that joins those of every
@@ -205,84 +209,127 @@ const inspectReads = 8
 // Err that wraps backends.ErrNotFound, and is no error of Inspect. Any
 // other error stops it, and returns no listing.
 func Inspect(ctx context.Context, b backends.Backend, jobID string, opts InspectOptions) (*Listing, error) {
-	if err := ruleDefaults(&opts.Retain, &opts.Grace, &opts.Now); err != nil {
-		return nil, err
+	if opts.Retain == 0 {
+		opts.Retain = DefaultRetain
 	}
-	cutoff := opts.Now().Add(-opts.Grace)
-	recent := func(t time.Time) bool { return !t.Before(cutoff) }
-	c := &reader{b: b, prefix: objname.JobPrefix(jobID)}
-	v, err := c.list(ctx)
+	s := newStore(b, jobID, nil)
+	views := map[int64]*genView{}
+	records := map[int64]backends.ObjectInfo{}
+	l := &Listing{Prefix: s.prefix, Retention: Retention{Retain: opts.Retain}}
+	err := s.list(ctx, s.prefix+objname.CatalogDir, func(oi backends.ObjectInfo) {
+		ref := objname.ParseCatalog(s.prefix, oi.Name)
+		switch {
+		case ref.Version == 1:
+			l.FirstLayout++
+		case ref.Kind == objname.CatalogOther:
+			l.Other = append(l.Other, oi.Name)
+		case ref.Kind == objname.CatalogGeneration:
+			records[ref.Generation] = oi
+		default:
+			v := views[ref.Generation]
+			if v == nil {
+				v = &genView{gen: ref.Generation, claims: map[int]backends.ObjectInfo{}, commits: map[int64]map[int]backends.ObjectInfo{}}
+				views[ref.Generation] = v
+			}
+			v.add(s.prefix, oi)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	l := &Listing{Prefix: c.prefix, Live: v.latest(), Retention: Retention{Retain: opts.Retain}}
-	for _, o := range v.other {
-		l.Other = append(l.Other, o.name)
-	}
 	sort.Strings(l.Other)
-
-	// The generations: every number with a record, a claim or a part.
 	numbers := map[int64]bool{}
-	for g := range v.gens {
+	for g := range records {
 		numbers[g] = true
+		l.Live = max(l.Live, g)
 	}
-	for g := range v.claims {
-		numbers[g] = true
-	}
-	for g := range v.parts {
+	for g := range views {
 		numbers[g] = true
 	}
 	for _, g := range slices.Sorted(maps.Keys(numbers)) {
-		gi := GenerationInfo{Number: g, Live: g == l.Live}
-		if o, ok := v.gens[g]; ok {
-			gi.Object = info(o)
+		v := views[g]
+		if v == nil {
+			v = &genView{gen: g, claims: map[int]backends.ObjectInfo{}, commits: map[int64]map[int]backends.ObjectInfo{}}
+			views[g] = v
 		}
-		for _, i := range slices.Sorted(maps.Keys(v.claims[g])) {
-			gi.Claims = append(gi.Claims, ClaimInfo{Instance: i, Object: info(v.claims[g][i])})
+		gi := GenerationInfo{Number: g, Live: g == l.Live, Object: records[g]}
+		if v.fence != nil {
+			gi.Fence = *v.fence
 		}
-		for _, n := range slices.Sorted(maps.Keys(v.parts[g])) {
+		for _, p := range slices.Sorted(maps.Keys(v.claims)) {
+			gi.Claims = append(gi.Claims, ClaimInfo{Process: p, Object: v.claims[p]})
+		}
+		for _, n := range slices.Sorted(maps.Keys(v.commits)) {
 			ci := CheckpointInfo{Generation: g, Number: n, State: Unknown}
-			for _, i := range slices.Sorted(maps.Keys(v.parts[g][n])) {
-				ci.Parts = append(ci.Parts, PartInfo{Instance: i, Object: info(v.parts[g][n][i])})
+			for _, p := range slices.Sorted(maps.Keys(v.commits[n])) {
+				ci.Commits = append(ci.Commits, CommitInfo{Process: p, Object: v.commits[n][p]})
 			}
 			gi.Checkpoints = append(gi.Checkpoints, ci)
 		}
 		l.Generations = append(l.Generations, gi)
 	}
 
-	// The records first: reading a part checks it against its generation.
+	// The records first: reading a commit checks it against its
+	// generation.
 	if err := readAll(ctx, l.Generations, func(ctx context.Context, gi *GenerationInfo) error {
 		if gi.Object.Name == "" {
 			return nil
 		}
-		gi.Record, gi.Err = c.generation(ctx, gi.Number)
+		gi.Record, gi.Err = s.generation(ctx, gi.Number)
 		return readErr(gi.Err)
 	}); err != nil {
 		return nil, err
 	}
+	keptNames := map[string]bool{}
 	for i := range l.Generations {
 		gi := &l.Generations[i]
-		if gi.Record != nil {
-			states(v, gi, l.Live)
-			if gi.Live {
-				l.Retention.Retained, l.Retention.Parts = retention(v, gi.Record, opts.Retain, recent)
+		if gi.Record == nil {
+			continue
+		}
+		v := views[gi.Number]
+		complete := v.complete(gi.Record)
+		var last int64
+		if len(complete) > 0 {
+			last = complete[len(complete)-1]
+		}
+		for j := range gi.Checkpoints {
+			ci := &gi.Checkpoints[j]
+			switch {
+			case slices.Contains(complete, ci.Number):
+				ci.State = Complete
+			case gi.Live && ci.Number > last:
+				ci.State = Pending
+			default:
+				ci.State = NeverComplete
 			}
 		}
-	}
-	kept := map[string]bool{}
-	for _, name := range l.Retention.Parts {
-		kept[name] = true
-		ref := objname.ParseCatalog(c.prefix, name)
-		if _, ok := v.parts[ref.Generation][ref.Checkpoint][ref.Instance]; !ok {
-			l.Retention.Missing = append(l.Retention.Missing, name)
+		if !gi.Live {
+			continue
+		}
+		k := keptOf(gi.Record, v, opts.Retain)
+		l.Retention.Retained = k.retained
+		for n, byP := range k.commits {
+			for p := range byP {
+				keptNames[objname.CatalogV2CommitName(s.prefix, gi.Number, n, p)] = true
+			}
+		}
+		if k.restoredNeeded {
+			for _, r := range gi.Record.Restored {
+				keptNames[r.Object] = true
+			}
+		}
+		for j := range gi.Checkpoints {
+			gi.Checkpoints[j].Retained = slices.Contains(k.retained, gi.Checkpoints[j].Number)
 		}
 	}
+	l.Retention.Commits = slices.Sorted(maps.Keys(keptNames))
+	listed := map[string]bool{}
 	var claims []*ClaimInfo
-	type partRead struct {
-		p   *PartInfo
+	type commitRead struct {
+		c   *CommitInfo
 		gen *Generation // nil when its record could not be read
 	}
-	var parts []partRead
+	var commits []commitRead
 	for i := range l.Generations {
 		gi := &l.Generations[i]
 		for j := range gi.Claims {
@@ -292,21 +339,26 @@ func Inspect(ctx context.Context, b backends.Backend, jobID string, opts Inspect
 		}
 		for j := range gi.Checkpoints {
 			ci := &gi.Checkpoints[j]
-			ci.Retained = gi.Live && slices.Contains(l.Retention.Retained, ci.Number)
-			read := opts.Parts != nil && opts.Parts(gi.Number, ci.Number)
-			for k := range ci.Parts {
-				p := &ci.Parts[k]
-				p.Kept = kept[p.Object.Name]
+			read := opts.Commits != nil && opts.Commits(gi.Number, ci.Number)
+			for k := range ci.Commits {
+				c := &ci.Commits[k]
+				listed[c.Object.Name] = true
+				c.Kept = keptNames[c.Object.Name]
 				if read {
-					parts = append(parts, partRead{p, gi.Record})
+					commits = append(commits, commitRead{c, gi.Record})
 				}
 			}
+		}
+	}
+	for _, name := range l.Retention.Commits {
+		if ref := objname.ParseCatalog(s.prefix, name); ref.Version == 2 && !listed[name] {
+			l.Retention.Missing = append(l.Retention.Missing, name)
 		}
 	}
 	if err := readAll(ctx, claims, func(ctx context.Context, ci **ClaimInfo) error {
 		cl := *ci
 		var rec claim
-		data, err := c.get(ctx, cl.Object.Name)
+		data, err := s.get(ctx, cl.Object.Name)
 		if err == nil {
 			err = decode(cl.Object.Name, data, kindClaim, &rec)
 		}
@@ -318,9 +370,13 @@ func Inspect(ctx context.Context, b backends.Backend, jobID string, opts Inspect
 	}); err != nil {
 		return nil, err
 	}
-	if err := readAll(ctx, parts, func(ctx context.Context, r *partRead) error {
-		r.p.Part, r.p.Err = c.part(ctx, r.p.Object.Name, r.gen)
-		return readErr(r.p.Err)
+	if err := readAll(ctx, commits, func(ctx context.Context, r *commitRead) error {
+		c, err := s.commit(ctx, r.c.Object.Name, r.gen)
+		if err == nil {
+			r.c.Parts, r.c.HoldFrom, r.c.Complete = c.Parts, c.HoldFrom, c.Complete
+		}
+		r.c.Err = err
+		return readErr(err)
 	}); err != nil {
 		return nil, err
 	}
@@ -341,8 +397,8 @@ func (l *Listing) damage() error {
 			add(cl.Err)
 		}
 		for _, ci := range gi.Checkpoints {
-			for _, p := range ci.Parts {
-				add(p.Err)
+			for _, c := range ci.Commits {
+				add(c.Err)
 			}
 		}
 	}
@@ -367,115 +423,4 @@ func readAll[T any](ctx context.Context, items []T, read func(context.Context, *
 		g.Go(func() error { return read(gctx, &items[i]) })
 	}
 	return g.Wait()
-}
-
-// states sets the state of every checkpoint of gi, whose record is read;
-// live is the live generation.
-func states(v *view, gi *GenerationInfo, live int64) {
-	complete := v.complete(gi.Record)
-	var last int64
-	if len(complete) > 0 {
-		last = complete[len(complete)-1]
-	}
-	for j := range gi.Checkpoints {
-		ci := &gi.Checkpoints[j]
-		switch {
-		case slices.Contains(complete, ci.Number):
-			ci.State = Complete
-		case gi.Number == live && ci.Number > last:
-			ci.State = Pending
-		default:
-			ci.State = NeverComplete
-		}
-	}
-}
-
-// retention returns what the deletion rule keeps of the live generation g
-// as of v: the retained checkpoints and the catalog parts kept, as
-// Member.Plan computes them.
-//
-// recent says whether a part written at a time (by the store's clock, as
-// listed) is younger than the grace. What stopped being retained (or
-// needed, for the parts g restored) when such a recent part was written
-// is kept as well: a generation started from a listing made before that
-// part may restore it. A nil recent keeps only what is retained as of v,
-// which is what a new generation may choose to restore.
-func retention(v *view, g *Generation, retain int, recent func(time.Time) bool) ([]int64, []string) {
-	keep := map[string]bool{}
-	keepAll := func(parts map[int]object) {
-		for _, o := range parts {
-			keep[o.name] = true
-		}
-	}
-	isRecent := func(parts ...object) bool {
-		if recent == nil {
-			return false
-		}
-		for _, o := range parts {
-			if recent(o.modTime) {
-				return true
-			}
-		}
-		return false
-	}
-	var retained []int64
-	restoredNeeded := false
-	if g.Mode == Aligned {
-		complete := v.complete(g)
-		k := len(complete)
-		retained = complete[max(0, k-retain):]
-		var last int64
-		if k > 0 {
-			last = complete[k-1]
-		}
-		for n, parts := range v.parts[g.Number] {
-			if slices.Contains(retained, n) || n > last {
-				keepAll(parts)
-			}
-		}
-		// complete[j] left the retained checkpoints when complete[j+retain]
-		// completed, the restored parts (a checkpoint before complete[0])
-		// when complete[retain-1] did.
-		for j := range max(0, k-retain) {
-			if isRecent(slices.Collect(maps.Values(v.parts[g.Number][complete[j+retain]]))...) {
-				keepAll(v.parts[g.Number][complete[j]])
-			}
-		}
-		restoredNeeded = k < retain || isRecent(slices.Collect(maps.Values(v.parts[g.Number][complete[retain-1]]))...)
-	} else {
-		seen := map[int64]bool{}
-		for i := range g.Instances() {
-			var ns []int64
-			for n, parts := range v.parts[g.Number] {
-				if _, ok := parts[i]; ok {
-					ns = append(ns, n)
-				}
-			}
-			slices.Sort(ns)
-			part := func(j int) object { return v.parts[g.Number][ns[j]][i] }
-			if len(ns) < retain || isRecent(part(retain-1)) {
-				restoredNeeded = true
-			}
-			for j := range ns {
-				switch {
-				case j >= len(ns)-retain:
-					keep[part(j).name] = true
-					seen[ns[j]] = true
-				case isRecent(part(j + retain)):
-					keep[part(j).name] = true
-				}
-			}
-		}
-		retained = slices.Sorted(maps.Keys(seen))
-	}
-	if restoredNeeded {
-		for _, name := range g.Restored {
-			keep[name] = true
-		}
-	}
-	return slices.Clone(retained), slices.Sorted(maps.Keys(keep))
-}
-
-func info(o object) backends.ObjectInfo {
-	return backends.ObjectInfo{Name: o.name, Size: o.size, ModTime: o.modTime}
 }

@@ -4,193 +4,297 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
 
-// Plan is what the deletion rule keeps and drops, as of one listing of the
-// catalog by a member of the live generation.
+// Plan is what the deletion rule keeps and drops, as of one listing of
+// the live generation's directory.
 type Plan struct {
 	// Generation is the live generation.
 	Generation int64
 	// Retained lists the retained complete checkpoints, oldest first (in
-	// the independent mode: every checkpoint with a retained part).
+	// the independent mode: every checkpoint with a retained commit).
 	Retained []int64
-	// Parts names the catalog parts whose objects are kept: retained ones,
-	// pending ones of the live generation (of checkpoints that may still
-	// complete), the parts the live generation restored from while it has
-	// fewer than Retain complete checkpoints of its own (in the independent
-	// mode: while one of its instances has fewer than Retain parts), and,
-	// until the grace has passed since they stopped being retained (or
-	// needed, for restored parts), those that a generation starting from
-	// an older listing may still restore.
-	Parts []string
+	// Commits names the catalog objects whose parts are kept: the
+	// retained checkpoints' commits, the commits of the live generation's
+	// checkpoints after its latest complete one (they may still
+	// complete), and what the live generation restored while it has
+	// fewer than Retain complete checkpoints of its own (in the
+	// independent mode: while a process has fewer than Retain commits).
+	Commits []string
 	// Keep holds every object those parts refer to.
 	Keep map[string]bool
-	// Drop names the catalog objects no reader needs any more and older
-	// than the grace: parts of dropped checkpoints and of checkpoints that
-	// never completed, and everything of fenced generations but the parts
-	// the live generation restores.
+	// HoldFrom is the lowest checkpoint that an object a checkpoint that
+	// may still complete references was made for: every object made for
+	// it or later is kept, however old (see objname.Name.Checkpoint). It
+	// is the checkpoint after the latest complete one (or after the one
+	// the generation restored), or lower while a process's latest commit
+	// holds an earlier one (a materialisation in progress).
+	HoldFrom int64
+	// Drop names the live generation's commits that no reader needs any
+	// more: of checkpoints before the latest complete one that are not
+	// retained.
 	Drop []string
 }
 
-// Plan lists the catalog and computes the deletion rule's plan; it reads
-// every part it keeps (once per member while kept: parts never change).
-// It fails with ErrFenced when a newer generation started, so that a
-// fenced member never deletes anything.
-func (m *Member) Plan(ctx context.Context) (*Plan, error) {
-	c := &reader{b: m.b, prefix: m.prefix}
-	v, err := c.list(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if v.latest() > m.gen.Number {
-		m.mu.Lock()
-		m.fenced, m.view = true, v
-		m.mu.Unlock()
-		return nil, fmt.Errorf("%w: generation %d started after %d", ErrFenced, v.latest(), m.gen.Number)
-	}
-	return m.planFrom(ctx, c, v)
+// kept is what the deletion rule keeps of a generation as of a listing of
+// its directory, before anything is read.
+type kept struct {
+	// retained lists the retained checkpoints, ascending.
+	retained []int64
+	// commits holds the kept commits: checkpoint -> processes.
+	commits map[int64]map[int]bool
+	// restoredNeeded says that what the generation restored is kept.
+	restoredNeeded bool
+	// floor is the checkpoint after the latest complete one (or after
+	// the restored one) in the aligned mode; math.MaxInt64 in the
+	// independent mode.
+	floor int64
 }
 
-// planFrom computes the plan of the member's generation from v.
-func (m *Member) planFrom(ctx context.Context, c *reader, v *view) (*Plan, error) {
-	g := m.gen
-	retained, kept := retention(v, g, m.cfg.Retain, m.recent())
-	keep := map[string]bool{} // catalog parts kept
-	for _, name := range kept {
-		keep[name] = true
+func (k *kept) has(n int64, proc int) bool { return k.commits[n][proc] }
+
+// keptOf applies the deletion rule's choice of commits to a listing of
+// gen's directory.
+func keptOf(gen *Generation, v *genView, retain int) *kept {
+	k := &kept{commits: map[int64]map[int]bool{}, floor: math.MaxInt64}
+	add := func(n int64, proc int) {
+		if k.commits[n] == nil {
+			k.commits[n] = map[int]bool{}
+		}
+		k.commits[n][proc] = true
 	}
-	p := &Plan{Generation: g.Number, Retained: retained, Parts: kept, Keep: map[string]bool{}}
-	for _, name := range p.Parts {
-		part, err := m.cachedPart(ctx, c, name)
+	if gen.Mode == Aligned {
+		complete := v.complete(gen)
+		k.retained = complete[max(0, len(complete)-retain):]
+		latest := gen.RestoredCheckpoint
+		if len(complete) > 0 {
+			latest = complete[len(complete)-1]
+		}
+		for n, byP := range v.commits {
+			if n > latest || slices.Contains(k.retained, n) {
+				for proc := range byP {
+					add(n, proc)
+				}
+			}
+		}
+		k.restoredNeeded = len(complete) < retain
+		k.floor = latest + 1
+		return k
+	}
+	retained := map[int64]bool{}
+	for proc := range gen.Processes {
+		ns := v.commitsOf(proc)
+		if len(ns) < retain {
+			k.restoredNeeded = true
+		}
+		for _, n := range ns[max(0, len(ns)-retain):] {
+			add(n, proc)
+			retained[n] = true
+		}
+	}
+	for n := range retained {
+		k.retained = append(k.retained, n)
+	}
+	slices.Sort(k.retained)
+	return k
+}
+
+// planGeneration applies the deletion rule to a listing of the live
+// generation gen's directory: it reads every commit it keeps (through
+// cache, by name: commits never change) and returns the plan.
+func (s *store) planGeneration(ctx context.Context, gen *Generation, v *genView, retain int, cache map[string]*commit) (*Plan, error) {
+	k := keptOf(gen, v, retain)
+	p := &Plan{Generation: gen.Number, Keep: map[string]bool{}, Retained: k.retained}
+	restoredNeeded, floor := k.restoredNeeded, k.floor
+	for n, byP := range k.commits {
+		for proc := range byP {
+			p.Commits = append(p.Commits, objname.CatalogV2CommitName(s.prefix, gen.Number, n, proc))
+		}
+	}
+	sort.Strings(p.Commits)
+	read := map[string]bool{}
+	for _, name := range p.Commits {
+		c, err := s.cachedCommit(ctx, name, gen, cache)
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range part.Objects {
-			p.Keep[o] = true
+		read[name] = true
+		for _, part := range c.Parts {
+			for _, o := range part.Objects {
+				p.Keep[o] = true
+			}
 		}
 	}
-	// The cache holds the parts this plan keeps, not every part of the
-	// member's life (a part no longer kept is not kept again, but by a
-	// plan from an older listing, which reads it once more).
-	m.mu.Lock()
-	for name := range m.cache {
-		if !keep[name] {
-			delete(m.cache, name)
+	// What a process's latest commit holds: its objects made for a
+	// checkpoint from HoldFrom on may be referenced by its next commit.
+	// A process that committed nothing yet in gen may reference objects
+	// made for the checkpoint after the restored one.
+	hold := floor
+	for proc := range gen.Processes {
+		n := v.latestCommit(proc)
+		if n == 0 {
+			hold = min(hold, gen.RestoredCheckpoint+1)
+			continue
+		}
+		c, err := s.cachedCommit(ctx, objname.CatalogV2CommitName(s.prefix, gen.Number, n, proc), gen, cache)
+		if err != nil {
+			return nil, err
+		}
+		hold = min(hold, c.HoldFrom)
+	}
+	p.HoldFrom = max(hold, 1)
+	if restoredNeeded {
+		for _, r := range gen.Restored {
+			parts, err := s.readRestored(ctx, r, nil)
+			if err != nil {
+				return nil, fmt.Errorf("catalog: generation %d restores %q: %w", gen.Number, r.Object, err)
+			}
+			p.Commits = append(p.Commits, r.Object)
+			for _, part := range parts {
+				for _, o := range part.Objects {
+					p.Keep[o] = true
+				}
+			}
 		}
 	}
-	m.mu.Unlock()
-	p.Drop = m.drops(v, keep)
+	for n, byP := range v.commits {
+		for proc, oi := range byP {
+			if !k.has(n, proc) && (gen.Mode == Independent || n < floor) {
+				p.Drop = append(p.Drop, oi.Name)
+			}
+		}
+	}
+	sort.Strings(p.Drop)
+	// The cache holds the commits this plan reads, not every commit of
+	// the member's life.
+	for name := range cache {
+		if !read[name] {
+			delete(cache, name)
+		}
+	}
 	return p, nil
 }
 
-// recent says whether a catalog object written at t (as listed, by the
-// store's clock) is within the grace by the member's clock.
-func (m *Member) recent() func(t time.Time) bool {
-	cutoff := m.cfg.Now().Add(-m.cfg.Grace)
-	return func(t time.Time) bool { return !t.Before(cutoff) }
-}
-
-// drops returns the catalog objects older than the grace that the plan
-// does not keep: never the live generation's record or claims, and never
-// the record of a generation whose parts are kept.
-func (m *Member) drops(v *view, keep map[string]bool) []string {
-	recent := m.recent()
-	old := func(o object) bool { return !recent(o.modTime) }
-	keptGen := map[int64]bool{m.gen.Number: true}
-	for name := range keep {
-		keptGen[objname.ParseCatalog(m.prefix, name).Generation] = true
+// cachedCommit reads a commit once while the plans keep it.
+func (s *store) cachedCommit(ctx context.Context, name string, gen *Generation, cache map[string]*commit) (*commit, error) {
+	if c, ok := cache[name]; ok {
+		return c, nil
 	}
-	var drop []string
-	for g, byN := range v.parts {
-		for _, parts := range byN {
-			for _, o := range parts {
-				if !keep[o.name] && old(o) {
-					drop = append(drop, o.name)
-				}
-			}
-		}
-		_ = g
-	}
-	for g, o := range v.gens {
-		if !keptGen[g] && g < m.gen.Number && old(o) {
-			drop = append(drop, o.name)
-		}
-	}
-	for g, claims := range v.claims {
-		if g < m.gen.Number {
-			for _, o := range claims {
-				if old(o) {
-					drop = append(drop, o.name)
-				}
-			}
-		}
-	}
-	sort.Strings(drop)
-	return drop
-}
-
-// cachedPart reads a part once per member while plans keep it.
-func (m *Member) cachedPart(ctx context.Context, c *reader, name string) (*Part, error) {
-	m.mu.Lock()
-	p, ok := m.cache[name]
-	m.mu.Unlock()
-	if ok {
-		return p, nil
-	}
-	var gen *Generation
-	if objname.ParseCatalog(m.prefix, name).Generation == m.gen.Number {
-		gen = m.gen
-	}
-	p, err := c.part(ctx, name, gen)
+	c, err := s.commit(ctx, name, gen)
 	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	if m.cache == nil {
-		m.cache = map[string]*Part{}
-	}
-	m.cache[name] = p
-	m.mu.Unlock()
-	return p, nil
+	cache[name] = c
+	return c, nil
 }
 
-// DropCatalog deletes the catalog objects of the plan's Drop list, and
-// returns how many it deleted and the errors of those it could not.
-func (m *Member) DropCatalog(ctx context.Context, p *Plan) (int, error) {
-	return Drop(ctx, m.b, p)
-}
-
-// Drop deletes the catalog objects of the plan's Drop list, and returns
-// how many it deleted and the errors of those it could not.
-func Drop(ctx context.Context, b backends.Backend, p *Plan) (int, error) {
-	var errs []error
-	n := 0
-	for _, name := range p.Drop {
-		if err := b.Delete(ctx, name); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		n++
-	}
-	return n, errors.Join(errs...)
-}
-
-// Collect applies the deletion rule once: it plans (see [Member.Plan]),
-// drops the catalog objects of the plan, and deletes, through package
-// collect, every log and snapshot object under the job's prefix that no
-// kept part refers to and that is older than the grace by both clocks
-// (the time in its name and the store's). opts sets collect's options but
-// for the job, the grace, the keep set and the kinds, which the catalog
-// sets; a dry run (opts.DryRun) deletes nothing, not even catalog
-// objects. A fenced member collects nothing (ErrFenced).
+// Collect applies the deletion rule, on the leader (process 0; another
+// member collects nothing and returns nil). At every call it deletes the
+// commits of the checkpoints it saw complete that are no longer retained
+// (they are known from its commits' listings: no request but the
+// deletes). Once per Config.SweepInterval it also sweeps: it lists the
+// live generation's directory, reads the commits it keeps (each once
+// while kept), and deletes, through package collect, every log and
+// snapshot object under the job's prefix that no kept part refers to,
+// that no checkpoint that may still complete may reference (by the
+// checkpoint its name records, Plan.HoldFrom) and that is older than the
+// grace by both clocks (the time in its name and the store's); and the
+// catalog objects of fenced generations, and of the first layout after
+// an upgrade, that no one needs and that are older than the grace.
+//
+// opts sets collect's options but for the job, the grace, the keep set,
+// the hold and the kinds, which the catalog sets; a dry run (opts.DryRun)
+// deletes nothing, not even catalog objects, and always sweeps. A fenced
+// member collects nothing (ErrFenced). The plan is nil when nothing was
+// planned (no sweep due and nothing to drop); the report is nil without
+// a sweep.
 func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *collect.Report, error) {
-	p, err := m.Plan(ctx)
+	if !m.Leader() {
+		return nil, nil, nil
+	}
+	m.mu.Lock()
+	if m.fenced {
+		m.mu.Unlock()
+		return nil, nil, fmt.Errorf("%w: generation %d", ErrFenced, m.gen.Number)
+	}
+	// What no retained checkpoint needs any more, from the listings of
+	// the leader's commits.
+	var drop []string
+	if m.gen.Mode == Aligned && len(m.decided) >= m.cfg.Retain {
+		oldest := m.decided[len(m.decided)-m.cfg.Retain]
+		for n, names := range m.commitsOf {
+			if n < oldest {
+				drop = append(drop, names...)
+				if !opts.DryRun {
+					delete(m.commitsOf, n)
+				}
+			}
+		}
+		m.decided = m.decided[len(m.decided)-m.cfg.Retain:]
+	}
+	now := m.cfg.Now()
+	sweep := opts.DryRun || m.lastSweep.IsZero() || now.Sub(m.lastSweep) >= m.cfg.SweepInterval
+	if m.cache == nil {
+		m.cache = map[string]*commit{}
+	}
+	cache := m.cache
+	m.mu.Unlock()
+	sort.Strings(drop)
+	var plan *Plan
+	if len(drop) > 0 {
+		plan = &Plan{Generation: m.gen.Number, Drop: drop}
+	}
+	if !opts.DryRun {
+		if err := m.s.dropAll(ctx, drop); err != nil {
+			return plan, nil, err
+		}
+	}
+	if !sweep {
+		return plan, nil, nil
+	}
+	if opts.Now == nil {
+		opts.Now = m.cfg.Now
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock() // a sweep and the cache are one at a time
+	p, rep, err := m.s.sweep(ctx, m.gen, m.cfg.Retain, m.cfg.Grace, cache, opts)
+	if errors.Is(err, ErrFenced) {
+		m.fenced = true
+	}
+	if err == nil && !opts.DryRun {
+		m.lastSweep = now
+	}
+	if p != nil {
+		p.Drop = append(drop, p.Drop...)
+		sort.Strings(p.Drop)
+		p.Drop = slices.Compact(p.Drop)
+	}
+	return p, rep, err
+}
+
+// sweep plans from a listing of gen's directory and applies the plan: the
+// data objects through collect.Run, then the catalog objects. It fails
+// with ErrFenced, deleting nothing, when the listing shows gen's fence.
+func (s *store) sweep(ctx context.Context, gen *Generation, retain int, grace time.Duration, cache map[string]*commit, opts collect.Options) (*Plan, *collect.Report, error) {
+	v, err := s.listGeneration(ctx, gen.Number)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v.fence != nil {
+		return nil, nil, fmt.Errorf("%w: generation %d is fenced: generation %d is starting", ErrFenced, gen.Number, gen.Number+1)
+	}
+	p, err := s.planGeneration(ctx, gen, v, retain, cache)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -198,73 +302,113 @@ func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *col
 	for o := range p.Keep {
 		keep.AddObject(o)
 	}
-	opts.JobID, opts.Grace, opts.Keep = m.cfg.JobID, m.cfg.Grace, &keep
+	opts.JobID, opts.Grace, opts.Keep, opts.HoldFrom = s.jobID, grace, &keep, p.HoldFrom
 	opts.Kinds, opts.AllOperators = collect.Logs|collect.Snapshots, true
-	if opts.Now == nil {
-		opts.Now = m.cfg.Now
+	rep, err := collect.Run(ctx, s.b, opts)
+	if rep != nil {
+		s.metrics.deletions.Add(ctx, int64(rep.Deleted.Objects), metric.WithAttributes(attribute.String("kind", "data")))
 	}
-	rep, err := collect.Run(ctx, m.b, opts)
-	if err != nil || opts.DryRun {
+	if err != nil {
 		return p, rep, err
 	}
-	if _, err := m.DropCatalog(ctx, p); err != nil {
-		return p, rep, err
+	p.Drop = append(p.Drop, s.staleCatalog(gen, rep, p, grace)...)
+	sort.Strings(p.Drop)
+	if opts.DryRun {
+		return p, rep, nil
 	}
-	return p, rep, nil
+	return p, rep, s.dropAll(ctx, p.Drop)
 }
 
-// PlanOptions configure [PlanJob].
+// staleCatalog returns the catalog objects of other generations than gen
+// (older ones) and of the first layout that rep listed, that no one needs
+// and that are older than the grace by the store's clock: everything but
+// the objects gen restores while it needs them, every object of a
+// generation after gen (one that started since), and the first layout's
+// latest generation record, which keeps the processes of releases before
+// the second layout from starting.
+func (s *store) staleCatalog(gen *Generation, rep *collect.Report, p *Plan, grace time.Duration) []string {
+	needed := map[string]bool{}
+	for _, name := range p.Commits {
+		needed[name] = true
+	}
+	var v1Latest int64
+	for _, o := range rep.Objects {
+		if ref := objname.ParseCatalog(s.prefix, o.Name); ref.Kind == objname.CatalogGeneration && ref.Version == 1 {
+			v1Latest = max(v1Latest, ref.Generation)
+		}
+	}
+	var out []string
+	for _, o := range rep.Objects {
+		ref := objname.ParseCatalog(s.prefix, o.Name)
+		switch {
+		case ref.Kind == objname.CatalogOther, needed[o.Name], ref.Version == 2 && ref.Generation >= gen.Number:
+			continue
+		case ref.Version == 1 && ref.Kind == objname.CatalogGeneration && ref.Generation == v1Latest:
+			continue
+		case o.ModTime.IsZero() || rep.Now.Sub(o.ModTime) <= grace:
+			continue
+		}
+		out = append(out, o.Name)
+	}
+	return out
+}
+
+// dropAll deletes catalog objects, counting them.
+func (s *store) dropAll(ctx context.Context, names []string) error {
+	var errs []error
+	n := 0
+	for _, name := range names {
+		if err := s.delete(ctx, name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	s.metrics.deletions.Add(ctx, int64(n), metric.WithAttributes(attribute.String("kind", "catalog")))
+	return errors.Join(errs...)
+}
+
+// PlanOptions configure [CollectJob].
 type PlanOptions struct {
 	// Retain is how many complete checkpoints are kept. Default
 	// DefaultRetain.
 	Retain int
-	// Grace is how old a catalog object must be to be dropped. Default
-	// DefaultGrace.
+	// Grace is how old an object must be to be deleted. Default
+	// DefaultGrace; NoGrace for none.
 	Grace time.Duration
-	// Now is the clock; default time.Now.
-	Now func() time.Time
+	// MeterProvider receives the catalog's metrics; default the global
+	// one.
+	MeterProvider metric.MeterProvider
 }
 
-// PlanJob computes the deletion rule's plan for the live generation of a
-// job from outside the job (for a garbage collector), as [Member.Plan]
-// does for a member. It returns nil and no error when the job has no
-// catalog.
-func PlanJob(ctx context.Context, b backends.Backend, jobID string, o PlanOptions) (*Plan, error) {
-	if err := ruleDefaults(&o.Retain, &o.Grace, &o.Now); err != nil {
-		return nil, err
+// CollectJob applies the deletion rule to a job from outside it (a
+// garbage collector such as `dstl gc`), as the leader's sweep does (see
+// [Member.Collect]), for the job's live generation. It returns a nil plan
+// and report, and no error, when the job has no catalog of the second
+// layout, and fails with ErrFenced when the live generation is fenced (a
+// newer one is starting: collect again once it started). opts is as for
+// Member.Collect.
+func CollectJob(ctx context.Context, b backends.Backend, jobID string, o PlanOptions, opts collect.Options) (*Plan, *collect.Report, error) {
+	if o.Retain == 0 {
+		o.Retain = DefaultRetain
 	}
-	c := &reader{b: b, prefix: objname.JobPrefix(jobID)}
-	v, err := c.list(ctx)
+	switch {
+	case o.Grace == 0:
+		o.Grace = DefaultGrace
+	case o.Grace == NoGrace:
+		o.Grace = 0
+	}
+	if o.Retain < 1 || o.Grace < 0 {
+		return nil, nil, fmt.Errorf("catalog: retain %d, grace %v: want at least 1 and not negative", o.Retain, o.Grace)
+	}
+	s := newStore(b, jobID, o.MeterProvider)
+	latest, err := s.latestGeneration(ctx)
+	if err != nil || latest == 0 {
+		return nil, nil, err
+	}
+	gen, err := s.generation(ctx, latest)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	latest := v.latest()
-	if latest == 0 {
-		return nil, nil
-	}
-	gen, err := c.generation(ctx, latest)
-	if err != nil {
-		return nil, err
-	}
-	m := &Member{b: b, cfg: Config{JobID: jobID, Retain: o.Retain, Grace: o.Grace, Now: o.Now}, prefix: c.prefix, gen: gen, view: v}
-	return m.planFrom(ctx, c, v)
-}
-
-// ruleDefaults sets the defaults of the deletion rule's settings given
-// from outside a job (0 and nil: DefaultRetain, DefaultGrace, time.Now)
-// and checks them.
-func ruleDefaults(retain *int, grace *time.Duration, now *func() time.Time) error {
-	if *retain == 0 {
-		*retain = DefaultRetain
-	}
-	if *grace == 0 {
-		*grace = DefaultGrace
-	}
-	if *now == nil {
-		*now = time.Now
-	}
-	if *retain < 1 || *grace < 0 {
-		return fmt.Errorf("catalog: retain %d, grace %v: want at least 1 and not negative", *retain, *grace)
-	}
-	return nil
+	return s.sweep(ctx, gen, o.Retain, o.Grace, map[string]*commit{}, opts)
 }

@@ -2,86 +2,73 @@ package catalog
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"time"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
 
-// object is a catalog object as a listing reports it.
-type object struct {
-	name    string
-	size    int64
-	modTime time.Time
-}
-
-// view is the catalog as one listing saw it.
-type view struct {
-	gens          map[int64]object                   // generation records
-	claims        map[int64]map[int]object           // generation -> instance -> claim
-	parts         map[int64]map[int64]map[int]object // generation -> checkpoint -> instance -> part
-	other         []object                           // names under the catalog of no known form
+// genView is one generation's directory as one listing saw it: its fence,
+// its claims and its commits.
+type genView struct {
+	gen     int64
+	fence   *backends.ObjectInfo
+	claims  map[int]backends.ObjectInfo
+	commits map[int64]map[int]backends.ObjectInfo // checkpoint -> process -> commit
+	other   []backends.ObjectInfo                 // names of no known form
+	// maxCheckpoint is the highest checkpoint with a commit, and
+	// maxCommit one of its commits.
 	maxCheckpoint int64
-	maxPart       string // a part of checkpoint maxCheckpoint
+	maxCommit     string
 }
 
-// list lists the catalog once.
-func (c *reader) list(ctx context.Context) (*view, error) {
-	v := &view{gens: map[int64]object{}, claims: map[int64]map[int]object{}, parts: map[int64]map[int64]map[int]object{}}
-	err := c.b.List(ctx, c.prefix+objname.CatalogDir, func(oi backends.ObjectInfo) error {
-		o := object{name: oi.Name, size: oi.Size, modTime: oi.ModTime}
-		ref := objname.ParseCatalog(c.prefix, oi.Name)
-		switch ref.Kind {
-		case objname.CatalogGeneration:
-			v.gens[ref.Generation] = o
-		case objname.CatalogClaim:
-			if v.claims[ref.Generation] == nil {
-				v.claims[ref.Generation] = map[int]object{}
-			}
-			v.claims[ref.Generation][ref.Instance] = o
-		case objname.CatalogPart:
-			byN := v.parts[ref.Generation]
-			if byN == nil {
-				byN = map[int64]map[int]object{}
-				v.parts[ref.Generation] = byN
-			}
-			if byN[ref.Checkpoint] == nil {
-				byN[ref.Checkpoint] = map[int]object{}
-			}
-			byN[ref.Checkpoint][ref.Instance] = o
-			if ref.Checkpoint > v.maxCheckpoint || v.maxPart == "" {
-				v.maxCheckpoint, v.maxPart = ref.Checkpoint, o.name
-			}
-		default:
-			v.other = append(v.other, o)
-		}
-		return nil
+// listGeneration lists generation g's directory once.
+func (s *store) listGeneration(ctx context.Context, g int64) (*genView, error) {
+	v := &genView{gen: g, claims: map[int]backends.ObjectInfo{}, commits: map[int64]map[int]backends.ObjectInfo{}}
+	err := s.list(ctx, objname.CatalogV2GenerationDir(s.prefix, g), func(oi backends.ObjectInfo) {
+		v.add(s.prefix, oi)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("catalog: list %q: %w", c.prefix+objname.CatalogDir, err)
+		return nil, err
 	}
 	return v, nil
 }
 
-// latest returns the latest generation's number, 0 for none.
-func (v *view) latest() int64 {
-	var g int64
-	for n := range v.gens {
-		g = max(g, n)
+// add files one listed object of the generation's directory.
+func (v *genView) add(prefix string, oi backends.ObjectInfo) {
+	ref := objname.ParseCatalog(prefix, oi.Name)
+	if ref.Version != 2 || ref.Generation != v.gen {
+		v.other = append(v.other, oi)
+		return
 	}
-	return g
+	switch ref.Kind {
+	case objname.CatalogFence:
+		v.fence = &oi
+	case objname.CatalogClaim:
+		v.claims[ref.Process] = oi
+	case objname.CatalogCommit:
+		byP := v.commits[ref.Checkpoint]
+		if byP == nil {
+			byP = map[int]backends.ObjectInfo{}
+			v.commits[ref.Checkpoint] = byP
+		}
+		byP[ref.Process] = oi
+		if ref.Checkpoint > v.maxCheckpoint || v.maxCommit == "" {
+			v.maxCheckpoint, v.maxCommit = ref.Checkpoint, oi.Name
+		}
+	default:
+		v.other = append(v.other, oi)
+	}
 }
 
 // complete returns gen's complete checkpoints in ascending order: those of
-// which every instance committed a part (in the independent mode, any
-// checkpoint with a part counts). A part of an instance the generation
-// does not have changes nothing (reading it is an error that names it).
-func (v *view) complete(gen *Generation) []int64 {
+// which every process committed (in the independent mode, any checkpoint
+// with a commit counts). A commit of a process the generation does not
+// have changes nothing.
+func (v *genView) complete(gen *Generation) []int64 {
 	var out []int64
-	for n, parts := range v.parts[gen.Number] {
-		if gen.Mode == Independent || allInstances(parts, gen.Instances()) {
+	for n, byP := range v.commits {
+		if gen.Mode == Independent || allProcesses(byP, gen.Processes) {
 			out = append(out, n)
 		}
 	}
@@ -89,23 +76,35 @@ func (v *view) complete(gen *Generation) []int64 {
 	return out
 }
 
-func allInstances(parts map[int]object, p int) bool {
-	for i := range p {
-		if _, ok := parts[i]; !ok {
+func allProcesses(byP map[int]backends.ObjectInfo, q int) bool {
+	for p := range q {
+		if _, ok := byP[p]; !ok {
 			return false
 		}
 	}
 	return true
 }
 
-// latestPart returns instance i's latest checkpoint with a part in
-// generation g, 0 for none.
-func (v *view) latestPart(g int64, i int) int64 {
+// latestCommit returns process p's latest checkpoint with a commit, 0
+// for none.
+func (v *genView) latestCommit(p int) int64 {
 	var last int64
-	for n, parts := range v.parts[g] {
-		if _, ok := parts[i]; ok {
+	for n, byP := range v.commits {
+		if _, ok := byP[p]; ok {
 			last = max(last, n)
 		}
 	}
 	return last
+}
+
+// commitsOf returns process p's checkpoints with a commit, ascending.
+func (v *genView) commitsOf(p int) []int64 {
+	var out []int64
+	for n, byP := range v.commits {
+		if _, ok := byP[p]; ok {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

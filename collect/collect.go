@@ -11,6 +11,9 @@
 //   - are of a kind the caller collects ([Options.Kinds]; a snapshot only
 //     of an operator whose snapshots the kept handles account for, or of
 //     every operator with [Options.AllOperators]), and
+//   - were not made for a checkpoint that may still complete: a name that
+//     records a checkpoint at or above [Options.HoldFrom] is kept however
+//     old (see [objname.Name.Checkpoint]), and
 //   - are older than the grace period by both of their clocks: the
 //     storage's (the modification time) and the time in their name, a
 //     UUIDv7 made by the writer's clock. An object one clock calls young
@@ -128,6 +131,14 @@ type Options struct {
 	// only the snapshots of the operators the Keep names are collected,
 	// and the others are reported as [NotCollected].
 	AllOperators bool
+	// HoldFrom keeps every log and snapshot object whose name records a
+	// checkpoint at or above it ([objname.Name.Checkpoint]), however old:
+	// a checkpoint that may still complete may reference it. A job's
+	// checkpoint catalog sets it to the checkpoint after its latest
+	// complete one, or lower while an instance may still reference
+	// objects made for an earlier one (a materialisation in progress).
+	// 0 holds nothing by its checkpoint.
+	HoldFrom int64
 	// DryRun: find what would be deleted (and aborted), delete nothing
 	// but the clock probe.
 	DryRun bool
@@ -186,6 +197,8 @@ func (o *Options) check() error {
 		err = fmt.Errorf("concurrency %d: want 0 (the default) or more", o.Concurrency)
 	case o.Timeout < 0:
 		err = fmt.Errorf("timeout %v: want 0 (no bound) or more", o.Timeout)
+	case o.HoldFrom < 0:
+		err = fmt.Errorf("hold from checkpoint %d: want 0 (none) or more", o.HoldFrom)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: collect: %w", backends.ErrInvalidConfig, err)
@@ -356,6 +369,9 @@ func Run(ctx context.Context, b backends.Backend, o Options) (*Report, error) {
 		case !o.collects(n):
 			obj.Reason = NotCollected
 			rep.NotCollected.add(oi.Size)
+		case o.HoldFrom > 0 && n.Checkpoint >= o.HoldFrom:
+			obj.Reason = Held
+			rep.Held.add(oi.Size)
 		case young(oi.ModTime) || young(obj.NameTime): // a zero modification time is unknown: young
 			obj.Reason = Young
 			rep.Young.add(oi.Size)

@@ -158,6 +158,88 @@ func TestRunClassifies(t *testing.T) {
 	}
 }
 
+// TestRunHolds: an unreferenced object whose name records a checkpoint at
+// or above HoldFrom is kept however old (it may be referenced by a
+// checkpoint that may still complete); one made for an earlier checkpoint,
+// or whose name records none, is deleted once old; a referenced one stays
+// referenced.
+func TestRunHolds(t *testing.T) {
+	now := time.Now()
+	old := now.Add(-30 * 24 * time.Hour)
+	name := func(kind objname.Kind, checkpoint int64) string {
+		op := ""
+		if kind != objname.Log {
+			op = "op"
+		}
+		n, err := objname.Format("job/", objname.Name{Kind: kind, ID: v7(t, old), Operator: op, Checkpoint: checkpoint})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	type object struct {
+		name string
+		want collect.Reason
+	}
+	for _, tc := range []struct {
+		name     string
+		holdFrom int64
+		objects  []object
+		keep     int // index of a kept object, or -1
+	}{
+		{"no hold", 0, []object{
+			{name(objname.Log, 7), collect.Deletable},
+			{name(objname.Log, 0), collect.Deletable},
+		}, -1},
+		{"held by checkpoint", 7, []object{
+			{name(objname.Log, 6), collect.Deletable},
+			{name(objname.Log, 7), collect.Held},
+			{name(objname.Log, 8), collect.Held},
+			{name(objname.Log, 0), collect.Deletable}, // records none: by age
+			{name(objname.Snapshot, 7), collect.Held},
+			{name(objname.SnapshotFile, 9), collect.Held},
+			{name(objname.SnapshotFile, 1), collect.Deletable},
+		}, -1},
+		{"referenced before held", 7, []object{
+			{name(objname.Log, 9), collect.Referenced},
+			{name(objname.Log, 9), collect.Held},
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newTimedBackend()
+			want := map[string]collect.Reason{}
+			keep := new(collect.Keep)
+			for i, o := range tc.objects {
+				b.put(t, o.name, old)
+				want[o.name] = o.want
+				if i == tc.keep {
+					keep.AddObject(o.name)
+				}
+			}
+			rep, err := collect.Run(t.Context(), b, collect.Options{JobID: "job", Grace: time.Hour, Keep: keep,
+				Kinds: collect.Logs | collect.Snapshots, AllOperators: true, HoldFrom: tc.holdFrom})
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := 0
+			for _, o := range rep.Objects {
+				if o.Reason != want[o.Name] {
+					t.Errorf("%s: %v, want %v", o.Name, o.Reason, want[o.Name])
+				}
+				if o.Reason == collect.Held {
+					held++
+				}
+				if _, stored := b.ObjectBytes(o.Name); stored == (o.Reason == collect.Deletable) {
+					t.Errorf("%s (%v): stored %v", o.Name, o.Reason, stored)
+				}
+			}
+			if rep.Held.Objects != held {
+				t.Errorf("counted %d held, listed %d", rep.Held.Objects, held)
+			}
+		})
+	}
+}
+
 // TestRunClock: ages count from the earlier of the caller's clock and the
 // storage's, read from a probe object that Run deletes again (also in a
 // dry run); an object whose modification time is unknown is young, and so
@@ -560,6 +642,7 @@ func TestRunOptions(t *testing.T) {
 		{"an unknown kind", func(o *collect.Options) { o.Kinds = collect.Logs | 1<<5 }, false},
 		{"negative concurrency", func(o *collect.Options) { o.Concurrency = -1 }, false},
 		{"negative timeout", func(o *collect.Options) { o.Timeout = -time.Second }, false},
+		{"negative hold", func(o *collect.Options) { o.HoldFrom = -1 }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newTimedBackend()

@@ -43,9 +43,9 @@ func Example() {
 		}
 		return name
 	}
-	snapshot := put(objname.NewSnapshot(prefix, "counter"))
-	put(objname.NewSnapshot(prefix, "counter"))
-	put(objname.NewLog(prefix))
+	snapshot := put(objname.NewSnapshot(prefix, "counter", 0))
+	put(objname.NewSnapshot(prefix, "counter", 0))
+	put(objname.NewLog(prefix, 0))
 
 	// The retained checkpoint's objects (a state store's checkpoint
 	// handle names them: CheckpointHandle.Objects) and its operator.

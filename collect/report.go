@@ -33,10 +33,10 @@ type Report struct {
 	// excepted), in the listing's order, each with why it is kept or
 	// that it is deletable, and whether it was deleted.
 	Objects []Object
-	// Listed counts the objects listed; Referenced, Young, Foreign,
+	// Listed counts the objects listed; Referenced, Held, Young, Foreign,
 	// NotCollected and Deletable count them by [Reason] (their sum is
 	// Listed), and Deleted the deletable ones deleted.
-	Listed, Referenced, Young, Foreign, NotCollected, Deletable, Deleted Count
+	Listed, Referenced, Held, Young, Foreign, NotCollected, Deletable, Deleted Count
 	// Missing are the names of the kept objects under the prefix that
 	// are not there (or, when no listed object is kept, of every kept
 	// object), sorted; then the collection refused ([ErrMissing]).
@@ -73,8 +73,9 @@ func (c *Count) add(size int64) { c.Objects++; c.Bytes += size }
 // Reason says why a listed object is kept, or that it is deletable.
 type Reason uint8
 
-// The reasons, in the order a collection checks them: the first that
-// applies is an object's.
+// The reasons. A collection checks them in the order Referenced,
+// Foreign, NotCollected, Held, Young, Deletable: the first that applies is
+// an object's.
 const (
 	// Referenced: a kept object ([Keep.Has]).
 	Referenced Reason = iota + 1
@@ -91,10 +92,13 @@ const (
 	// Deletable: old by both clocks and unreferenced: deleted, or, in a
 	// dry run or a collection that refused, would be.
 	Deletable
+	// Held: made for a checkpoint that may still complete, by the
+	// checkpoint its name records ([Options.HoldFrom]).
+	Held
 )
 
-// String returns "referenced", "foreign", "not collected", "young" or
-// "deletable".
+// String returns "referenced", "foreign", "not collected", "held",
+// "young" or "deletable".
 func (r Reason) String() string {
 	switch r {
 	case Referenced:
@@ -107,6 +111,8 @@ func (r Reason) String() string {
 		return "young"
 	case Deletable:
 		return "deletable"
+	case Held:
+		return "held"
 	}
 	return "unknown"
 }

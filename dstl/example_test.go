@@ -11,7 +11,9 @@ import (
 )
 
 // A writer appends changes, persists them at a checkpoint and confirms the
-// checkpoint; after a crash, a reader rebuilds the state from the handle.
+// checkpoint, whose handle the program keeps; after a crash, another
+// process opens a storage of its own and rebuilds the state from the
+// handle.
 func Example() {
 	dir, err := os.MkdirTemp("", "dstl-example-")
 	if err != nil {
@@ -20,21 +22,26 @@ func Example() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
+	// The first process: append, persist, confirm, keep the handle.
 	storage, err := dstl.Open(ctx, dstl.DefaultConfig(dir))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer storage.Close()
-
 	w, err := storage.NewWriter("counter", dstl.KeyGroupRange{Start: 0, End: 127})
 	if err != nil {
 		log.Fatal(err)
 	}
-	_ = w.AppendMeta(ctx, []byte("schema=v1"))
-	_ = w.Append(ctx, 7, []byte("apples=3"))
-	_ = w.Append(ctx, 42, []byte("pears=5"))
-	_ = w.Append(ctx, 7, []byte("apples=4"))
-
+	if err := w.AppendMeta(ctx, []byte("schema=v1")); err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range []struct {
+		kg   int
+		data string
+	}{{7, "apples=3"}, {42, "pears=5"}, {7, "apples=4"}} {
+		if err := w.Append(ctx, c.kg, []byte(c.data)); err != nil {
+			log.Fatal(err)
+		}
+	}
 	// Checkpoint 1: persist everything from the first change set on.
 	future, err := w.Persist(ctx, w.InitialSequenceNumber(), 1)
 	if err != nil {
@@ -44,17 +51,35 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Keep res.Remote in the checkpoint; once it completes:
-	if err := w.Confirm(res.From, res.To, 1); err != nil {
-		log.Fatal(err)
-	}
-
-	// After a crash: read the checkpoint's handle back.
-	r, err := storage.NewReader(dstl.KeyGroupRange{Start: 0, End: 127})
+	// Keep the handle with the checkpoint; once the checkpoint completes,
+	// confirm it.
+	handle, err := res.Remote.MarshalBinary()
 	if err != nil {
 		log.Fatal(err)
 	}
-	for c, err := range r.Changes(ctx, res.Remote) {
+	if err := w.Confirm(res.From, res.To, 1); err != nil {
+		log.Fatal(err)
+	}
+	if err := storage.Close(); err != nil {
+		log.Fatal(err)
+	}
+
+	// After a crash, another process reads the handle back.
+	restored, err := dstl.Open(ctx, dstl.DefaultConfig(dir))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer restored.Close()
+	var h dstl.Handle
+	if err := h.UnmarshalBinary(handle); err != nil {
+		log.Fatal(err)
+	}
+	r, err := restored.NewReader(dstl.KeyGroupRange{Start: 0, End: 127})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	for c, err := range r.Changes(ctx, h) {
 		if err != nil {
 			log.Fatal(err)
 		}

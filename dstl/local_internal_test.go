@@ -10,7 +10,7 @@ import (
 )
 
 func TestWrittenBefore(t *testing.T) {
-	name, err := objname.NewLog("job/")
+	name, err := objname.NewLog("job/", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

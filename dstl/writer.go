@@ -53,6 +53,11 @@ type Writer struct {
 	// latestConfirmed is the newest checkpoint confirmed: handles of
 	// older ones get no local handle (their copies may be gone).
 	latestConfirmed int64
+	// nextCheckpoint is the checkpoint an upload before the next persist
+	// is made for (see uploader.Task.Checkpoint): one past the newest
+	// checkpoint the writer persisted, confirmed or reset, or what
+	// SetNextCheckpoint set; 1 at first.
+	nextCheckpoint int64
 }
 
 // changeSet is one sequence number's changes. Appends go to an arena of
@@ -124,6 +129,7 @@ func newWriter(s *Storage, operator string, groups KeyGroupRange) *Writer {
 		threshold: s.cfg.PreemptivePersistThreshold,
 
 		latestConfirmed: math.MinInt64,
+		nextCheckpoint:  1,
 	}
 	if w.threshold <= 0 {
 		w.threshold = math.MaxInt64
@@ -280,7 +286,8 @@ func (w *Writer) Persist(ctx context.Context, from SequenceNumber, checkpointID 
 			pending = append(pending, cs)
 		}
 	}
-	task := w.newTaskLocked(pending)
+	task := w.newTaskLocked(pending, checkpointID)
+	w.seeCheckpointLocked(checkpointID)
 	w.unpersisted = 0
 	if !w.tryResolveLocked(waiter) {
 		w.waiters = append(w.waiters, waiter)
@@ -319,7 +326,7 @@ func (w *Writer) persistPreemptively(ctx context.Context) {
 					pending = append(pending, cs)
 				}
 			}
-			return w.newTaskLocked(pending)
+			return w.newTaskLocked(pending, w.nextCheckpoint)
 		})
 		if done {
 			w.unpersisted = 0
@@ -331,13 +338,14 @@ func (w *Writer) persistPreemptively(ctx context.Context) {
 	}
 }
 
-// newTaskLocked marks the sets as uploading and returns their upload task,
-// or nil when there are none.
-func (w *Writer) newTaskLocked(sets []*changeSet) *uploadTask {
+// newTaskLocked marks the sets as uploading and returns their upload task
+// for checkpoint (see uploader.Task.Checkpoint), or nil when there are
+// none.
+func (w *Writer) newTaskLocked(sets []*changeSet, checkpoint int64) *uploadTask {
 	if len(sets) == 0 {
 		return nil
 	}
-	t := &uploadTask{Task: uploader.Task{LogID: w.logID}, sets: sets}
+	t := &uploadTask{Task: uploader.Task{LogID: w.logID, Checkpoint: max(checkpoint, 0)}, sets: sets}
 	t.build = func() []*format.ChangeSet { return w.changeSets(t) }
 	t.done = func(results []uploader.Result, err error) {
 		if err != nil {
@@ -542,6 +550,7 @@ func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) error {
 	if err := w.checkRangeLocked("confirm", from, to, checkpointID); err != nil {
 		return err
 	}
+	w.seeCheckpointLocked(checkpointID)
 	n := 0
 	for _, cs := range w.sets {
 		if cs.sqn >= from && cs.sqn < to && cs.state == setUploaded && cs.coveredBy(checkpointID) {
@@ -571,6 +580,38 @@ func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) error {
 	w.storage.tracker.confirmCheckpoint(w.logID, checkpointID)
 	w.log.Debug("dstl: confirm", "checkpoint", checkpointID, "from", from, "to", to, "sets", n)
 	return nil
+}
+
+// SetNextCheckpoint tells the writer that its next checkpoint is id or a
+// later one. Each object records in its name the checkpoint it was made
+// for: the one a Persist uploads for, or, for a change set uploaded before
+// its persist (the pre-emptive persist), the checkpoint after the newest
+// one the writer persisted, confirmed or reset, and at least the one set
+// here. The deletion rule of package collect never deletes an object made
+// for a checkpoint that may still complete, however old. After a restore,
+// set the restored checkpoint's ID plus one (statestore's Checkpointer
+// does); a writer that never learns it names its first uploads for
+// checkpoint 1. A smaller id than the writer's changes nothing.
+func (w *Writer) SetNextCheckpoint(id int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.nextCheckpoint = max(w.nextCheckpoint, id)
+}
+
+// NextCheckpoint returns the checkpoint the writer's uploads before its
+// next persist are made for (see SetNextCheckpoint).
+func (w *Writer) NextCheckpoint() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.nextCheckpoint
+}
+
+// seeCheckpointLocked records a checkpoint the writer persisted,
+// confirmed or reset: its next uploads are for a later one.
+func (w *Writer) seeCheckpointLocked(id int64) {
+	if id < math.MaxInt64 {
+		w.nextCheckpoint = max(w.nextCheckpoint, id+1)
+	}
 }
 
 // checkRangeLocked checks that [from, to) is a range a persist can have
@@ -619,6 +660,7 @@ func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) error {
 	if err := w.checkRangeLocked("reset", from, to, checkpointID); err != nil {
 		return err
 	}
+	w.seeCheckpointLocked(checkpointID)
 	for _, pw := range w.waiters {
 		if pw.checkpoint == checkpointID {
 			pw.aborted = true // its handle will not keep the sets

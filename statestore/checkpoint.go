@@ -205,6 +205,9 @@ type Checkpointer struct {
 	current       []SnapshotRef       // snapshots the state starts from
 	restoredLogs  []LogRef            // logs the state also needs (after a restore)
 	mergedRestore bool                // restored from several handles: materialise before the next checkpoint
+	// materializing is the checkpoint the running materialisation's
+	// objects are made for; 0 when none runs.
+	materializing int64
 	pending       map[int64]*pendingCheckpoint
 	confirmed     []SnapshotRef   // of the latest completed checkpoint
 	owned         map[string]bool // objects this checkpointer wrote (snapshots and their files)
@@ -404,6 +407,23 @@ func (c *Checkpointer) Flush(ctx context.Context) error {
 	c.lockStores()
 	defer c.unlockStores()
 	return c.flushLocked(ctx)
+}
+
+// HoldFrom returns the lowest checkpoint that the objects a later
+// checkpoint of this checkpointer may reference were made for (see
+// dstl.Writer.SetNextCheckpoint): the log's next checkpoint, or the one
+// the running materialisation's objects are made for, when lower. A job's
+// checkpoint catalog keeps every object made for it or a later checkpoint,
+// however old, while this checkpointer's latest checkpoint is the
+// instance's; give it with each checkpoint's commit.
+func (c *Checkpointer) HoldFrom() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.w.NextCheckpoint()
+	if c.materializing > 0 {
+		h = min(h, c.materializing)
+	}
+	return h
 }
 
 // SnapshotState takes checkpoint info.CheckpointID: it flushes every store,

@@ -98,11 +98,16 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 	// after it counts from their own first one.
 	first := c.firstLogged.Swap(0)
 	sqn := c.w.NextSequenceNumber()
+	// The snapshot's objects are made for the log's next checkpoint: the
+	// first that may reference them. Until they are referenced,
+	// HoldFrom reports it.
+	madeFor := c.w.NextCheckpoint()
+	c.materializing = madeFor
 	var write func(context.Context) (*cutResult, error)
 	if c.disk != nil {
-		write = c.cutDiskLocked(sqn)
+		write = c.cutDiskLocked(sqn, madeFor)
 	} else {
-		write = c.cutMemoryLocked(sqn)
+		write = c.cutMemoryLocked(sqn, madeFor)
 	}
 	for _, s := range c.stores {
 		s.base().describe = true // the log after the cut starts with descriptors again
@@ -113,6 +118,7 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 	start := time.Now()
 	res, err := write(ctx)
 	c.mu.Lock()
+	c.materializing = 0
 	if err != nil {
 		// The changes before the cut are still to materialise: their
 		// age stands.
@@ -171,7 +177,7 @@ type cutResult struct {
 // cutMemoryLocked cuts the in-memory stores into copy-on-write views, with
 // c.mu and the stores' locks held, and returns what writes them as one
 // snapshot object.
-func (c *Checkpointer) cutMemoryLocked(sqn dstl.SequenceNumber) func(context.Context) (*cutResult, error) {
+func (c *Checkpointer) cutMemoryLocked(sqn dstl.SequenceNumber, madeFor int64) func(context.Context) (*cutResult, error) {
 	obj := &snapshotObject{operator: c.cfg.Operator, kgr: c.cfg.KeyGroups, maxP: c.cfg.MaxParallelism, from: sqn}
 	encs := make([]func() ([]byte, error), len(c.stores))
 	for i, s := range c.stores {
@@ -179,7 +185,7 @@ func (c *Checkpointer) cutMemoryLocked(sqn dstl.SequenceNumber) func(context.Con
 		obj.stores = append(obj.stores, storePayload{name: s.Name(), kind: s.Kind()})
 	}
 	return func(ctx context.Context) (*cutResult, error) {
-		name, size, err := c.writeSnapshot(ctx, obj, encs)
+		name, size, err := c.writeSnapshot(ctx, obj, encs, madeFor)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +196,7 @@ func (c *Checkpointer) cutMemoryLocked(sqn dstl.SequenceNumber) func(context.Con
 
 // writeSnapshot encodes the stores, puts the object and, with local
 // recovery, writes a local copy.
-func (c *Checkpointer) writeSnapshot(ctx context.Context, obj *snapshotObject, encs []func() ([]byte, error)) (string, int64, error) {
+func (c *Checkpointer) writeSnapshot(ctx context.Context, obj *snapshotObject, encs []func() ([]byte, error), madeFor int64) (string, int64, error) {
 	for i, enc := range encs {
 		p, err := enc()
 		if err != nil {
@@ -199,7 +205,7 @@ func (c *Checkpointer) writeSnapshot(ctx context.Context, obj *snapshotObject, e
 		obj.stores[i].payload = p
 	}
 	data := obj.encode()
-	name, err := objname.NewSnapshot(objname.JobPrefix(c.storage.Config().JobID), c.cfg.Operator)
+	name, err := objname.NewSnapshot(objname.JobPrefix(c.storage.Config().JobID), c.cfg.Operator, madeFor)
 	if err != nil {
 		return "", 0, err
 	}

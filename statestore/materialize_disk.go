@@ -19,7 +19,7 @@ import (
 // Pebble snapshot and the stores' stream times, and returns what writes
 // the files of what changed (and a slice of the rest), then the snapshot
 // object, the manifest naming every file that holds the state.
-func (c *Checkpointer) cutDiskLocked(sqn dstl.SequenceNumber) func(context.Context) (*cutResult, error) {
+func (c *Checkpointer) cutDiskLocked(sqn dstl.SequenceNumber, madeFor int64) func(context.Context) (*cutResult, error) {
 	changed, all := c.disk.TakeChanges()
 	snap := c.disk.NewSnapshot()
 	stores := make([]diskstate.StoreMeta, len(c.stores))
@@ -31,7 +31,7 @@ func (c *Checkpointer) cutDiskLocked(sqn dstl.SequenceNumber) func(context.Conte
 	prev := c.diskManifest
 	return func(ctx context.Context) (*cutResult, error) {
 		defer snap.Close()
-		res, err := c.writeDiskSnapshot(ctx, snap, prev, changed, all, sqn, stores)
+		res, err := c.writeDiskSnapshot(ctx, snap, prev, changed, all, sqn, stores, madeFor)
 		if err != nil {
 			// What changed is still to materialise.
 			c.disk.Restore(changed, all)
@@ -43,8 +43,8 @@ func (c *Checkpointer) cutDiskLocked(sqn dstl.SequenceNumber) func(context.Conte
 // writeDiskSnapshot writes the files and the manifest of a disk-backed
 // snapshot. On error nothing it wrote stays on the backend.
 func (c *Checkpointer) writeDiskSnapshot(ctx context.Context, snap *pebble.Snapshot, prev *diskstate.Manifest, changed []string, all bool,
-	sqn dstl.SequenceNumber, stores []diskstate.StoreMeta) (*cutResult, error) {
-	t := c.diskTarget()
+	sqn dstl.SequenceNumber, stores []diskstate.StoreMeta, madeFor int64) (*cutResult, error) {
+	t := c.diskTarget(madeFor)
 	files, cursor, st, err := diskstate.Materialize(ctx, t, c.disk, snap, prev, c.cfg.KeyGroups, changed, all)
 	if err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func (c *Checkpointer) writeDiskSnapshot(ctx context.Context, snap *pebble.Snaps
 	if err != nil {
 		return nil, undo(err)
 	}
-	name, err := objname.NewSnapshot(objname.JobPrefix(c.storage.Config().JobID), c.cfg.Operator)
+	name, err := objname.NewSnapshot(objname.JobPrefix(c.storage.Config().JobID), c.cfg.Operator, madeFor)
 	if err != nil {
 		return nil, undo(err)
 	}
@@ -101,12 +101,13 @@ func (c *Checkpointer) writeDiskSnapshot(ctx context.Context, snap *pebble.Snaps
 	}, nil
 }
 
-// diskTarget says where the disk-backed snapshots' files go.
-func (c *Checkpointer) diskTarget() diskstate.Target {
+// diskTarget says where the disk-backed snapshots' files go, named as
+// made for checkpoint madeFor.
+func (c *Checkpointer) diskTarget(madeFor int64) diskstate.Target {
 	prefix := objname.JobPrefix(c.storage.Config().JobID)
 	return diskstate.Target{
 		Backend:   c.storage.Backend(),
-		NewObject: func() (string, error) { return objname.NewSnapshotFile(prefix, c.cfg.Operator) },
+		NewObject: func() (string, error) { return objname.NewSnapshotFile(prefix, c.cfg.Operator, madeFor) },
 		LocalDir:  c.localDir,
 		Logger:    c.log,
 	}

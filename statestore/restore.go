@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -53,11 +54,13 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 	}
 	keepLocal := map[string]bool{}
 	var keepLogs []dstl.Handle
+	restored := info.CheckpointID
 	for _, h := range hs {
 		if h.MaxParallelism != c.cfg.MaxParallelism {
 			return fmt.Errorf("%w: checkpoint %d of operator %q has max parallelism %d, this one %d",
 				ErrInvalidCheckpointHandle, h.CheckpointID, h.Operator, h.MaxParallelism, c.cfg.MaxParallelism)
 		}
+		restored = max(restored, h.CheckpointID)
 		for _, s := range h.Snapshots {
 			keepLocal[s.Object] = true
 			for _, f := range s.Files {
@@ -70,6 +73,11 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 				keepLogs = append(keepLogs, *l.Local)
 			}
 		}
+	}
+	// What the log uploads from now on is for a checkpoint after the
+	// restored one (see dstl.Writer.SetNextCheckpoint).
+	if restored > 0 && restored < math.MaxInt64 {
+		c.w.SetNextCheckpoint(restored + 1)
 	}
 	// One restore or materialisation at a time, and Close waits for it.
 	c.matMu.Lock()
@@ -357,7 +365,7 @@ func (c *Checkpointer) loadSnapshots(ctx context.Context, hs []*CheckpointHandle
 		}
 	}
 	if len(ms) > 0 {
-		st, err := diskstate.Load(ctx, c.diskTarget(), c.disk, ms, mranges)
+		st, err := diskstate.Load(ctx, c.diskTarget(0), c.disk, ms, mranges)
 		rep.Snapshots += len(ms)
 		rep.LocalSnapshotFiles += st.LocalFiles
 		rep.SnapshotFiles += st.Files

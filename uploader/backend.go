@@ -147,7 +147,11 @@ func (e *encoded) Upload(ctx context.Context) (*Output, error) {
 	if e.sc == nil {
 		return nil, errReleased
 	}
-	name, err := objname.NewLog(e.u.prefix)
+	var checkpoint int64
+	for _, tr := range e.results {
+		checkpoint = max(checkpoint, tr.Task.Checkpoint)
+	}
+	name, err := objname.NewLog(e.u.prefix, checkpoint)
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,14 @@ type Task struct {
 	ChangeSets []*format.ChangeSet
 	// LogicalSize is the size of the change sets' changes, in bytes.
 	LogicalSize int64
+	// Checkpoint is the checkpoint the change sets are uploaded for: the
+	// ID of the persist that uploads them, or, for an upload before its
+	// persist, the writer's next checkpoint (see dstl's
+	// Writer.SetNextCheckpoint); 0 when unknown. An object records the
+	// highest of its tasks' in its name (objname.NewLog), and the
+	// deletion rule keeps an object made for a checkpoint that may still
+	// complete, however old.
+	Checkpoint int64
 }
 
 // Output is what one successful attempt stored.

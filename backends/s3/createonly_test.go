@@ -42,7 +42,7 @@ func TestVerifyCreateOnly(t *testing.T) {
 	b2 := openURL(t, u2)
 	before := len(proxy.Records())
 	for i := range 2 {
-		if _, err := catalog.Join(t.Context(), b2, catalog.Config{JobID: "job", Index: i, Instances: 2}); err != nil {
+		if _, err := catalog.Join(t.Context(), b2, catalog.Config{JobID: "job", Process: i, Instances: 2}); err != nil {
 			t.Fatalf("Join %d on MinIO: %v", i, err)
 		}
 	}

@@ -19,16 +19,19 @@ import (
 )
 
 const checkpointsAbout = `Lists a job's checkpoint catalog (package catalog; its objects are under
-_catalog/ in the job's prefix): every generation of the job's instances, the
-live one (the latest, whose instances commit) and the fenced ones, with its
-mode, instances and their key groups, the checkpoint it restored, its first
-checkpoint and its claimed slots; and every checkpoint of each generation:
-complete, pending (of the live generation, after its latest complete one: it
-may still complete) or never-complete, its parts, their stored size, the size
-of their state and how many objects they refer to, and what the deletion rule
-keeps of it under --retain (which should be the job's): retained, pending,
-or restored (parts the live generation restored from, kept while it has
-fewer than --retain complete checkpoints of its own).
+_catalog/v2/ in the job's prefix): every generation of the job, the live one
+(the latest, whose processes commit) and the fenced ones, with its mode,
+instances and processes, the instances' key groups, the checkpoint it
+restored, its first checkpoint and its claimed process slots; and every
+checkpoint of each generation: complete, pending (of the live generation,
+after its latest complete one: it may still complete) or never-complete, its
+commits (one per process, holding its instances' parts), their stored size,
+the size of their parts' states and how many objects they refer to, and what
+the deletion rule keeps of it under --retain (which should be the job's):
+retained, pending, or restored (commits the live generation restored from,
+kept while it has fewer than --retain complete checkpoints of its own). It
+also counts the objects of the catalog's first layout, which an upgrade
+leaves (one generation record stays, to fence processes of older releases).
 
 "dstl checkpoints show N" shows checkpoint N (of the latest generation with
 one, or of --generation G): each instance's part with its key groups,
@@ -37,7 +40,7 @@ metadata, state size and the objects it refers to.
 Every catalog object read is checked (magic, version, checksum, fields
 against its name). Nothing is written: a local base path that does not
 exist is an error. Exits 1 when an object is damaged, when
-a part the live generation restored from and still needs is gone, or when
+a commit the live generation restored from and still needs is gone, or when
 show finds no such checkpoint; 3 when the storage cannot be read.`
 
 // checkpointsOptions are the flags of "dstl checkpoints".
@@ -56,7 +59,7 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&o.storage, "storage", "", "backend `ID` (default: chosen by the base path's URL scheme)")
 	fs.StringVar(&o.jobID, "job-id", "", "the job's `ID`, the prefix of its objects under the base path (default: none, the base path's root)")
 	fs.IntVar(&o.retain, "retain", catalog.DefaultRetain, "the job's `N` of complete checkpoints retained, for what the deletion rule keeps")
-	fs.DurationVar(&o.grace, "grace", catalog.DefaultGrace, "the job's grace `DURATION`, for what the deletion rule keeps of superseded checkpoints")
+	fs.DurationVar(&o.grace, "grace", 0, "ignored: the deletion rule keeps no superseded checkpoint for a grace any more (accepted for scripts written for older releases)")
 	fs.Int64Var(&o.generation, "generation", 0, "with show: the checkpoint of generation `G` (default: the latest generation with one of that number)")
 	fs.BoolVar(&o.json, "json", false, "print a JSON report on stdout")
 	var pos []string
@@ -107,7 +110,7 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 		return failErr(runtimeOrUsage(err), err)
 	}
 	defer b.Close()
-	opts := catalog.InspectOptions{Retain: o.retain, Grace: o.grace, Claims: show == 0, Parts: func(g, n int64) bool {
+	opts := catalog.InspectOptions{Retain: o.retain, Claims: show == 0, Commits: func(g, n int64) bool {
 		return show == 0 || n == show && (o.generation == 0 || g == o.generation)
 	}}
 	l, err := catalog.Inspect(ctx, b, o.jobID, opts)
@@ -146,10 +149,12 @@ type checkpointsReport struct {
 	LiveGeneration int64  `json:"live_generation"` // 0: the job has no generation
 	Retain         int    `json:"retain"`
 	// Retained are the retained checkpoints of the live generation.
-	Retained     []int64              `json:"retained"`
-	KeptParts    int                  `json:"kept_parts"`
-	OK           bool                 `json:"ok"`
-	Generations  []generationReport   `json:"generations"`
+	Retained    []int64            `json:"retained"`
+	KeptCommits int                `json:"kept_commits"`
+	OK          bool               `json:"ok"`
+	Generations []generationReport `json:"generations"`
+	// FirstLayout counts the objects of the catalog's first layout.
+	FirstLayout  int                  `json:"first_layout_objects"`
 	OtherObjects []string             `json:"other_objects,omitempty"` // under the catalog, of no catalog name
 	Problems     []checkpointsProblem `json:"problems,omitempty"`
 }
@@ -162,37 +167,40 @@ type generationReport struct {
 	Record             string               `json:"record"` // the record's object; "" when not listed
 	Mode               string               `json:"mode,omitempty"`
 	Instances          int                  `json:"instances"`
+	Processes          int                  `json:"processes"`
 	MaxParallelism     int                  `json:"max_parallelism,omitempty"`
 	KeyGroups          []dstl.KeyGroupRange `json:"key_groups"`
 	FirstCheckpoint    int64                `json:"first_checkpoint,omitempty"`
 	RestoredCheckpoint int64                `json:"restored_checkpoint"` // 0: none, or the independent mode
-	Restored           []string             `json:"restored"`            // the parts it restored from
+	Restored           []string             `json:"restored"`            // the objects it restored from
 	Created            *time.Time           `json:"created,omitempty"`
+	Fence              string               `json:"fence,omitempty"` // its fence: a newer generation started or is starting
 	Claims             []claimReport        `json:"claims"`
 	Checkpoints        []checkpointSummary  `json:"checkpoints"`
 	Error              string               `json:"error,omitempty"`
 }
 
 type claimReport struct {
-	Instance int        `json:"instance"`
-	Object   string     `json:"object"`
-	Owner    string     `json:"owner,omitempty"`
-	Created  *time.Time `json:"created,omitempty"`
-	Error    string     `json:"error,omitempty"`
+	Process int        `json:"process"`
+	Object  string     `json:"object"`
+	Owner   string     `json:"owner,omitempty"`
+	Created *time.Time `json:"created,omitempty"`
+	Error   string     `json:"error,omitempty"`
 }
 
 // checkpointSummary is one checkpoint in the listing.
 type checkpointSummary struct {
-	Checkpoint int64  `json:"checkpoint"`
-	Status     string `json:"status"` // "complete", "pending", "never-complete" or "unknown"
-	Retained   bool   `json:"retained"`
-	Kept       string `json:"kept"` // "retained", "pending", "restored", "" (not kept)
-	Parts      int    `json:"parts"`
-	KeptParts  int    `json:"kept_parts"`
-	StoredSize int64  `json:"stored_size"` // of the parts' catalog objects
-	StateSize  int64  `json:"state_size"`  // of the parts' states
-	Objects    int    `json:"objects"`     // distinct objects the parts refer to
-	OK         bool   `json:"ok"`          // every part read and checked
+	Checkpoint  int64  `json:"checkpoint"`
+	Status      string `json:"status"` // "complete", "pending", "never-complete" or "unknown"
+	Retained    bool   `json:"retained"`
+	Kept        string `json:"kept"` // "retained", "pending", "restored", "" (not kept)
+	Commits     int    `json:"commits"`
+	KeptCommits int    `json:"kept_commits"`
+	Parts       int    `json:"parts"`       // of the commits read
+	StoredSize  int64  `json:"stored_size"` // of the commits' catalog objects
+	StateSize   int64  `json:"state_size"`  // of the parts' states
+	Objects     int    `json:"objects"`     // distinct objects the parts refer to
+	OK          bool   `json:"ok"`          // every commit read and checked
 }
 
 func errString(err error) string {
@@ -225,21 +233,21 @@ func problems(l *catalog.Listing) []checkpointsProblem {
 			add(c.Object.Name, c.Err)
 		}
 		for _, c := range g.Checkpoints {
-			for _, p := range c.Parts {
-				add(p.Object.Name, p.Err)
+			for _, cm := range c.Commits {
+				add(cm.Object.Name, cm.Err)
 			}
 		}
 	}
 	for _, name := range l.Retention.Missing {
 		ps = append(ps, checkpointsProblem{Kind: "missing", Object: name,
-			Error: fmt.Sprintf("generation %d restored from %q, which is not in the catalog", l.Live, name)})
+			Error: fmt.Sprintf("generation %d restores from %q, which is not in the catalog", l.Live, name)})
 	}
 	return ps
 }
 
-// keptAs says why the deletion rule keeps (some of) a checkpoint's parts.
+// keptAs says why the deletion rule keeps (some of) a checkpoint's commits.
 func keptAs(c *catalog.CheckpointInfo) string {
-	kept := slices.ContainsFunc(c.Parts, func(p catalog.PartInfo) bool { return p.Kept })
+	kept := slices.ContainsFunc(c.Commits, func(cm catalog.CommitInfo) bool { return cm.Kept })
 	switch {
 	case c.Retained:
 		return "retained"
@@ -253,8 +261,8 @@ func keptAs(c *catalog.CheckpointInfo) string {
 
 func listingReport(l *catalog.Listing, o checkpointsOptions) *checkpointsReport {
 	rep := &checkpointsReport{BasePath: backends.RedactURL(o.basePath), JobID: o.jobID, Prefix: l.Prefix, LiveGeneration: l.Live,
-		Retain: l.Retention.Retain, Retained: l.Retention.Retained, KeptParts: len(l.Retention.Parts) - len(l.Retention.Missing),
-		Generations: []generationReport{}, OtherObjects: l.Other, Problems: problems(l)}
+		Retain: l.Retention.Retain, Retained: l.Retention.Retained, KeptCommits: len(l.Retention.Commits) - len(l.Retention.Missing),
+		Generations: []generationReport{}, FirstLayout: l.FirstLayout, OtherObjects: l.Other, Problems: problems(l)}
 	if rep.Retained == nil {
 		rep.Retained = []int64{}
 	}
@@ -263,26 +271,29 @@ func listingReport(l *catalog.Listing, o checkpointsOptions) *checkpointsReport 
 		g := &l.Generations[i]
 		gr := generationOf(g)
 		for _, c := range g.Claims {
-			gr.Claims = append(gr.Claims, claimReport{Instance: c.Instance, Object: c.Object.Name, Owner: c.Owner,
+			gr.Claims = append(gr.Claims, claimReport{Process: c.Process, Object: c.Object.Name, Owner: c.Owner,
 				Created: timePtr(c.Created), Error: errString(c.Err)})
 		}
 		for j := range g.Checkpoints {
 			c := &g.Checkpoints[j]
 			s := checkpointSummary{Checkpoint: c.Number, Status: string(c.State), Retained: c.Retained, Kept: keptAs(c),
-				Parts: len(c.Parts), OK: true}
+				Commits: len(c.Commits), OK: true}
 			objects := map[string]bool{}
-			for _, p := range c.Parts {
-				s.StoredSize += p.Object.Size
-				if p.Kept {
-					s.KeptParts++
+			for _, cm := range c.Commits {
+				s.StoredSize += cm.Object.Size
+				if cm.Kept {
+					s.KeptCommits++
 				}
-				if p.Part == nil {
+				if cm.Parts == nil {
 					s.OK = false
 					continue
 				}
-				s.StateSize += int64(len(p.Part.State))
-				for _, name := range p.Part.Objects {
-					objects[name] = true
+				for _, p := range cm.Parts {
+					s.Parts++
+					s.StateSize += int64(len(p.State))
+					for _, name := range p.Objects {
+						objects[name] = true
+					}
 				}
 			}
 			s.Objects = len(objects)
@@ -296,13 +307,16 @@ func listingReport(l *catalog.Listing, o checkpointsOptions) *checkpointsReport 
 // generationOf reports a generation without its claims and checkpoints.
 func generationOf(g *catalog.GenerationInfo) generationReport {
 	gr := generationReport{Generation: g.Number, Status: "fenced", Record: g.Object.Name, KeyGroups: []dstl.KeyGroupRange{},
-		Restored: []string{}, Claims: []claimReport{}, Checkpoints: []checkpointSummary{}, Error: errString(g.Err)}
+		Restored: []string{}, Claims: []claimReport{}, Checkpoints: []checkpointSummary{}, Error: errString(g.Err), Fence: g.Fence.Name}
 	if g.Live {
 		gr.Status = "live"
 	}
 	if r := g.Record; r != nil {
-		gr.Mode, gr.Instances, gr.MaxParallelism, gr.KeyGroups = string(r.Mode), r.Instances(), r.MaxParallelism, r.KeyGroups
-		gr.FirstCheckpoint, gr.RestoredCheckpoint, gr.Restored, gr.Created = r.FirstCheckpoint, r.RestoredCheckpoint, r.Restored, timePtr(r.Created)
+		gr.Mode, gr.Instances, gr.Processes, gr.MaxParallelism, gr.KeyGroups = string(r.Mode), r.Instances(), r.Processes, r.MaxParallelism, r.KeyGroups
+		gr.FirstCheckpoint, gr.RestoredCheckpoint, gr.Created = r.FirstCheckpoint, r.RestoredCheckpoint, timePtr(r.Created)
+		for _, rs := range r.Restored {
+			gr.Restored = append(gr.Restored, rs.Object)
+		}
 	} else if g.Err == nil {
 		gr.Error = "no record listed (dropped by the deletion rule before the generation's other objects)"
 	}
@@ -340,7 +354,7 @@ func rangesText(rs []dstl.KeyGroupRange, maxParallelism int) string {
 	return strings.Join(s, ", ")
 }
 
-// restoredText writes what a generation restored: "g1/4 (3 parts)".
+// restoredText writes what a generation restored: "g1/4 (3 objects)".
 func restoredText(prefix string, names []string) string {
 	if len(names) == 0 {
 		return "-"
@@ -350,7 +364,7 @@ func restoredText(prefix string, names []string) string {
 		ref := objname.ParseCatalog(prefix, name)
 		from[fmt.Sprintf("g%d/%d", ref.Generation, ref.Checkpoint)] = true
 	}
-	return fmt.Sprintf("%s (%d %s)", strings.Join(slices.Sorted(maps.Keys(from)), ", "), len(names), plural(len(names), "part"))
+	return fmt.Sprintf("%s (%d %s)", strings.Join(slices.Sorted(maps.Keys(from)), ", "), len(names), plural(len(names), "object"))
 }
 
 func timeText(t *time.Time) string {
@@ -369,7 +383,7 @@ func (r *checkpointsReport) print(w io.Writer) {
 	fmt.Fprintf(w, "checkpoint catalog under prefix %q of %s: %d %s, live generation %d\n\n", r.Prefix, r.BasePath,
 		len(r.Generations), plural(len(r.Generations), "generation"), r.LiveGeneration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GENERATION\tSTATUS\tMODE\tINSTANCES\tKEY GROUPS\tFIRST\tRESTORED\tCLAIMS\tCREATED\tCHECK")
+	fmt.Fprintln(tw, "GENERATION\tSTATUS\tMODE\tINSTANCES\tPROCESSES\tKEY GROUPS\tFIRST\tRESTORED\tCLAIMS\tCREATED\tCHECK")
 	for _, g := range r.Generations {
 		check := "ok"
 		switch {
@@ -386,12 +400,12 @@ func (r *checkpointsReport) print(w io.Writer) {
 			}
 		}
 		if g.Mode == "" {
-			fmt.Fprintf(tw, "%d\t%s\t?\t?\t?\t?\t?\t%d\t-\t%s\n", g.Generation, g.Status, len(g.Claims), check)
+			fmt.Fprintf(tw, "%d\t%s\t?\t?\t?\t?\t?\t?\t%d\t-\t%s\n", g.Generation, g.Status, len(g.Claims), check)
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%d/%d\t%s\t%s\n", g.Generation, g.Status, g.Mode, g.Instances,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%d\t%s\t%d/%d\t%s\t%s\n", g.Generation, g.Status, g.Mode, g.Instances, g.Processes,
 			rangesText(g.KeyGroups, g.MaxParallelism), g.FirstCheckpoint, restoredText(r.Prefix, g.Restored),
-			len(g.Claims), g.Instances, timeText(g.Created), check)
+			len(g.Claims), g.Processes, timeText(g.Created), check)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -402,26 +416,26 @@ func (r *checkpointsReport) print(w io.Writer) {
 	if n == 0 {
 		fmt.Fprintln(w, "no checkpoint committed yet")
 	} else {
-		fmt.Fprintln(tw, "GENERATION\tCHECKPOINT\tSTATUS\tPARTS\tSTORED\tSTATE\tOBJECTS\tKEPT\tCHECK")
+		fmt.Fprintln(tw, "GENERATION\tCHECKPOINT\tSTATUS\tCOMMITS\tSTORED\tSTATE\tOBJECTS\tKEPT\tCHECK")
 	}
 	for _, g := range r.Generations {
 		for _, c := range g.Checkpoints {
-			parts := strconv.Itoa(c.Parts)
-			if g.Instances > 0 {
-				parts += "/" + strconv.Itoa(g.Instances)
+			commits := strconv.Itoa(c.Commits)
+			if g.Processes > 0 {
+				commits += "/" + strconv.Itoa(g.Processes)
 			}
 			state, objects, check := formatBytes(c.StateSize), strconv.Itoa(c.Objects), "ok"
 			if !c.OK {
-				state, objects, check = "?", "?", "GONE" // a part deleted since the listing
+				state, objects, check = "?", "?", "GONE" // a commit deleted since the listing
 				if r.damaged(g.Generation, c.Checkpoint) {
 					check = "DAMAGED"
 				}
 			}
 			kept := dash(c.Kept)
-			if c.Kept != "" && c.KeptParts < c.Parts {
-				kept += fmt.Sprintf(" (%d %s)", c.KeptParts, plural(c.KeptParts, "part"))
+			if c.Kept != "" && c.KeptCommits < c.Commits {
+				kept += fmt.Sprintf(" (%d %s)", c.KeptCommits, plural(c.KeptCommits, "commit"))
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Generation, c.Checkpoint, c.Status, parts,
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Generation, c.Checkpoint, c.Status, commits,
 				formatBytes(c.StoredSize), state, objects, kept, check)
 		}
 	}
@@ -435,16 +449,20 @@ func (r *checkpointsReport) print(w io.Writer) {
 		retained = strings.Join(s, ", ")
 	}
 	fmt.Fprintf(w, "\nretained with --retain %d: %s %s of generation %d; %d catalog %s kept\n", r.Retain,
-		plural(len(r.Retained), "checkpoint"), retained, r.LiveGeneration, r.KeptParts, plural(r.KeptParts, "part"))
+		plural(len(r.Retained), "checkpoint"), retained, r.LiveGeneration, r.KeptCommits, plural(r.KeptCommits, "object"))
+	if r.FirstLayout > 0 {
+		fmt.Fprintf(w, "%d %s of the catalog's first layout (an upgrade keeps one generation record, which fences older releases)\n",
+			r.FirstLayout, plural(r.FirstLayout, "object"))
+	}
 	printCheckpointsProblems(w, r.Problems, r.OtherObjects)
 }
 
-// damaged reports whether a part of checkpoint n of generation g is
+// damaged reports whether a commit of checkpoint n of generation g is
 // damaged.
 func (r *checkpointsReport) damaged(g, n int64) bool {
 	for _, p := range r.Problems {
 		ref := objname.ParseCatalog(r.Prefix, p.Object)
-		if p.Kind == "damaged" && ref.Kind == objname.CatalogPart && ref.Generation == g && ref.Checkpoint == n {
+		if p.Kind == "damaged" && ref.Kind == objname.CatalogCommit && ref.Generation == g && ref.Checkpoint == n {
 			return true
 		}
 	}
@@ -474,13 +492,14 @@ type checkpointReport struct {
 	GenerationStatus string `json:"generation_status"` // "live" or "fenced"
 	Mode             string `json:"mode,omitempty"`
 	Instances        int    `json:"instances"` // 0 when the generation's record cannot be read
+	Processes        int    `json:"processes"`
 	Checkpoint       int64  `json:"checkpoint"`
 	Status           string `json:"status"`
 	Retained         bool   `json:"retained"`
 	Kept             string `json:"kept"`
-	// Without are the instances without a part (of a checkpoint not
+	// Without are the processes without a commit (of a checkpoint not
 	// complete).
-	Without []int `json:"instances_without_part"`
+	Without []int `json:"processes_without_commit"`
 	// RestoredBy are the generations that restored parts of it.
 	RestoredBy []int64 `json:"restored_by"`
 	// AlsoIn are the other generations with a checkpoint of that number
@@ -494,11 +513,12 @@ type checkpointReport struct {
 	Problems   []checkpointsProblem `json:"problems,omitempty"`
 }
 
-// partReport is one instance's part; the part's fields are absent when it
-// could not be read (Error says why).
+// partReport is one instance's part; the part's fields are absent when its
+// commit could not be read (Error says why; Instance is then -1).
 type partReport struct {
 	Instance   int                 `json:"instance"`
-	Object     string              `json:"object"` // the part's catalog object
+	Process    int                 `json:"process"`
+	Object     string              `json:"object"` // the commit that holds the part
 	StoredSize int64               `json:"stored_size"`
 	Kept       bool                `json:"kept"`
 	KeyGroups  *dstl.KeyGroupRange `json:"key_groups,omitempty"`
@@ -519,33 +539,38 @@ func showReport(l *catalog.Listing, c *catalog.CheckpointInfo, o checkpointsOpti
 	}
 	has := map[int]bool{}
 	objects := map[string]bool{}
-	for _, p := range c.Parts {
-		has[p.Instance] = true
-		pr := partReport{Instance: p.Instance, Object: p.Object.Name, StoredSize: p.Object.Size, Kept: p.Kept, Objects: []string{}, Error: errString(p.Err)}
-		rep.StoredSize += p.Object.Size
-		if part := p.Part; part != nil {
+	for _, cm := range c.Commits {
+		has[cm.Process] = true
+		rep.StoredSize += cm.Object.Size
+		if cm.Parts == nil {
+			rep.Parts = append(rep.Parts, partReport{Instance: -1, Process: cm.Process, Object: cm.Object.Name, StoredSize: cm.Object.Size,
+				Kept: cm.Kept, Objects: []string{}, Error: errString(cm.Err)})
+			continue
+		}
+		for _, part := range cm.Parts {
 			kg := part.KeyGroups
-			pr.KeyGroups, pr.Metadata, pr.StateSize, pr.Objects, pr.Created = &kg, part.Metadata, len(part.State), part.Objects, timePtr(part.Created)
+			pr := partReport{Instance: part.Instance, Process: cm.Process, Object: cm.Object.Name, StoredSize: cm.Object.Size, Kept: cm.Kept,
+				KeyGroups: &kg, Metadata: part.Metadata, StateSize: len(part.State), Objects: part.Objects, Created: timePtr(part.Created)}
 			rep.StateSize += int64(len(part.State))
 			for _, name := range part.Objects {
 				objects[name] = true
 			}
+			rep.Parts = append(rep.Parts, pr)
 		}
-		rep.Parts = append(rep.Parts, pr)
 	}
 	rep.Objects = len(objects)
 	if r := g.Record; r != nil {
-		rep.Mode, rep.Instances = string(r.Mode), r.Instances()
-		for i := range r.Instances() {
-			if !has[i] {
-				rep.Without = append(rep.Without, i)
+		rep.Mode, rep.Instances, rep.Processes = string(r.Mode), r.Instances(), r.Processes
+		for p := range r.Processes {
+			if !has[p] {
+				rep.Without = append(rep.Without, p)
 			}
 		}
 	}
 	for _, other := range l.Generations {
-		if other.Record != nil && slices.ContainsFunc(other.Record.Restored, func(name string) bool {
-			ref := objname.ParseCatalog(l.Prefix, name)
-			return ref.Generation == c.Generation && ref.Checkpoint == c.Number
+		if other.Record != nil && slices.ContainsFunc(other.Record.Restored, func(rs catalog.Restored) bool {
+			ref := objname.ParseCatalog(l.Prefix, rs.Object)
+			return ref.Version == 2 && ref.Generation == c.Generation && ref.Checkpoint == c.Number
 		}) {
 			rep.RestoredBy = append(rep.RestoredBy, other.Number)
 		}
@@ -553,11 +578,11 @@ func showReport(l *catalog.Listing, c *catalog.CheckpointInfo, o checkpointsOpti
 			rep.AlsoIn = append(rep.AlsoIn, other.Number)
 		}
 	}
-	// The problems of its generation's record and of its parts (also of
-	// those the live generation restored from and that are gone).
+	// The problems of its generation's record and of its commits (also
+	// of those the live generation restored from and that are gone).
 	for _, p := range problems(l) {
 		ref := objname.ParseCatalog(l.Prefix, p.Object)
-		if ref.Generation == c.Generation && (ref.Kind == objname.CatalogGeneration || ref.Kind == objname.CatalogPart && ref.Checkpoint == c.Number) {
+		if ref.Version == 2 && ref.Generation == c.Generation && (ref.Kind == objname.CatalogGeneration || ref.Kind == objname.CatalogCommit && ref.Checkpoint == c.Number) {
 			rep.Problems = append(rep.Problems, p)
 		}
 	}
@@ -582,7 +607,7 @@ func (r *checkpointReport) print(w io.Writer) {
 	fmt.Fprintf(w, "  %d %s, stored %s, state %s, %d %s referred to%s\n", len(r.Parts), plural(len(r.Parts), "part"),
 		formatBytes(r.StoredSize), formatBytes(r.StateSize), r.Objects, plural(r.Objects, "object"), unread)
 	if len(r.Without) > 0 {
-		fmt.Fprintf(w, "  no part of %s %s\n", plural(len(r.Without), "instance"), intsText(r.Without))
+		fmt.Fprintf(w, "  no commit of %s %s\n", plural(len(r.Without), "process"), intsText(r.Without))
 	}
 	if len(r.RestoredBy) > 0 {
 		fmt.Fprintf(w, "  restored by %s %s\n", plural(len(r.RestoredBy), "generation"), int64sText(r.RestoredBy))
@@ -592,7 +617,7 @@ func (r *checkpointReport) print(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "INSTANCE\tKEY GROUPS\tSTORED\tSTATE\tOBJECTS\tCREATED\tKEPT\tPART")
+	fmt.Fprintln(tw, "INSTANCE\tPROCESS\tKEY GROUPS\tSTORED\tSTATE\tOBJECTS\tCREATED\tKEPT\tCOMMIT")
 	for _, p := range r.Parts {
 		kept := "no"
 		if p.Kept {
@@ -603,10 +628,10 @@ func (r *checkpointReport) print(w io.Writer) {
 			if slices.ContainsFunc(r.Problems, func(q checkpointsProblem) bool { return q.Object == p.Object }) {
 				what = "DAMAGED"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t?\t?\t-\t%s\t%s\n", p.Instance, what, formatBytes(p.StoredSize), kept, p.Object)
+			fmt.Fprintf(tw, "?\t%d\t%s\t%s\t?\t?\t-\t%s\t%s\n", p.Process, what, formatBytes(p.StoredSize), kept, p.Object)
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", p.Instance, rangeText(*p.KeyGroups), formatBytes(p.StoredSize),
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", p.Instance, p.Process, rangeText(*p.KeyGroups), formatBytes(p.StoredSize),
 			formatBytes(int64(p.StateSize)), len(p.Objects), timeText(p.Created), kept, p.Object)
 	}
 	tw.Flush()

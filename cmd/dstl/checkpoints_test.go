@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"regexp"
 	"slices"
@@ -35,21 +36,22 @@ func buildCatalog(t *testing.T, base string) {
 	// A restarted process has an owner of its own: with the same owner
 	// and clock, its claim would be the one of the process it replaces.
 	join := func(i int, owner string) *catalog.Member {
-		m, err := catalog.Join(ctx, b, catalog.Config{JobID: "job", Instances: 3, Index: i, MaxParallelism: 12,
-			Owner: owner, Now: func() time.Time { return now }})
+		m, err := catalog.Join(ctx, b, catalog.Config{JobID: "job", Instances: 3, Process: i, MaxParallelism: 12,
+			Owner: owner, Now: func() time.Time { return now }, Logger: quietLogger})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return m
 	}
 	commit := func(m *catalog.Member, n int64) {
-		g, i := m.Generation().Number, m.Index()
+		g, i := m.Generation().Number, m.Process()
 		objects := []string{fmt.Sprintf("job/log-g%d-i%d-n%d.dstl", g, i, n)}
 		if i == 0 {
 			objects = append(objects, fmt.Sprintf("job/statestore/op/snap-g%d-n%d.snap", g, n))
 		}
 		state := []byte(fmt.Sprintf("state of instance %d at checkpoint %d", i, n))
-		if _, err := m.Commit(ctx, n, state, objects, map[string]string{"offset": fmt.Sprint(n * 10), "topic": "words"}); err != nil {
+		if _, err := m.Commit(ctx, n, []catalog.InstanceState{{Instance: i, State: state, Objects: objects,
+			Metadata: map[string]string{"offset": fmt.Sprint(n * 10), "topic": "words"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -91,20 +93,20 @@ func TestCheckpointsList(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if !rep.OK || rep.LiveGeneration != 2 || rep.Retain != 1 || !slices.Equal(rep.Retained, []int64{3}) || rep.KeptParts != 7 ||
+	if !rep.OK || rep.LiveGeneration != 2 || rep.Retain != 1 || !slices.Equal(rep.Retained, []int64{3}) || rep.KeptCommits != 4 ||
 		rep.Prefix != "job/" || len(rep.Generations) != 2 || len(rep.Problems) != 0 {
 		t.Fatalf("report %+v", rep)
 	}
 	g1, g2 := rep.Generations[0], rep.Generations[1]
-	if g1.Status != "fenced" || g2.Status != "live" || g2.Mode != "aligned" || g2.Instances != 3 || g2.MaxParallelism != 12 ||
+	if g1.Status != "fenced" || g1.Fence == "" || g2.Status != "live" || g2.Mode != "aligned" || g2.Instances != 3 || g2.Processes != 3 || g2.MaxParallelism != 12 ||
 		g2.RestoredCheckpoint != 1 || len(g2.Restored) != 3 || g2.FirstCheckpoint != 3 || g2.KeyGroups[2] != (dstl.KeyGroupRange{Start: 8, End: 11}) ||
-		len(g2.Claims) != 3 || g2.Claims[1].Owner != "pod-1-restarted" || g2.Claims[2].Owner != "pod-2" || g2.Created == nil || g2.Record != objname.CatalogGenerationName("job/", 2) {
+		len(g2.Claims) != 3 || g2.Claims[1].Owner != "pod-1-restarted" || g2.Claims[2].Owner != "pod-2" || g2.Created == nil || g2.Record != objname.CatalogV2GenerationName("job/", 2) {
 		t.Fatalf("generations %+v", rep.Generations)
 	}
 	type row struct {
 		n                   int64
 		status, kept        string
-		parts, keptParts    int
+		commits, kept2      int
 		objects             int
 		stateSize, retained bool
 	}
@@ -114,11 +116,11 @@ func TestCheckpointsList(t *testing.T) {
 			if !c.OK || c.StoredSize == 0 {
 				t.Errorf("checkpoint %d: %+v", c.Checkpoint, c)
 			}
-			got = append(got, row{c.Checkpoint, c.Status, c.Kept, c.Parts, c.KeptParts, c.Objects, c.StateSize > 0, c.Retained})
+			got = append(got, row{c.Checkpoint, c.Status, c.Kept, c.Commits, c.KeptCommits, c.Objects, c.StateSize > 0, c.Retained})
 		}
 	}
 	want := []row{
-		{1, "complete", "restored", 3, 3, 4, true, false},
+		{1, "complete", "", 3, 0, 4, true, false},
 		{2, "never-complete", "", 1, 0, 2, true, false},
 		{3, "complete", "retained", 3, 3, 4, true, true},
 		{4, "pending", "pending", 1, 1, 2, true, false},
@@ -133,26 +135,28 @@ func TestCheckpointsList(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	for _, re := range []*regexp.Regexp{
-		rowRE("GENERATION", "STATUS", "MODE", "INSTANCES", "KEY GROUPS", "FIRST", "RESTORED", "CLAIMS", "CREATED", "CHECK"),
-		rowRE("1", "fenced", "aligned", "3", "0-3, 4-7, 8-11", "1", "-", "3/3", "2026-01-02T15:04:05Z", "ok"),
-		rowRE("2", "live", "aligned", "3", "0-3, 4-7, 8-11", "3", "g1/1 (3 parts)", "3/3", "2026-01-02T15:04:05Z", "ok"),
-		rowRE("GENERATION", "CHECKPOINT", "STATUS", "PARTS", "STORED", "STATE", "OBJECTS", "KEPT", "CHECK"),
-		regexp.MustCompile(`(?m)^1 +1 +complete +3/3 +\d+ B +\d+ B +4 +restored +ok$`),
+		rowRE("GENERATION", "STATUS", "MODE", "INSTANCES", "PROCESSES", "KEY GROUPS", "FIRST", "RESTORED", "CLAIMS", "CREATED", "CHECK"),
+		rowRE("1", "fenced", "aligned", "3", "3", "0-3, 4-7, 8-11", "1", "-", "3/3", "2026-01-02T15:04:05Z", "ok"),
+		rowRE("2", "live", "aligned", "3", "3", "0-3, 4-7, 8-11", "3", "g1/1 (3 objects)", "3/3", "2026-01-02T15:04:05Z", "ok"),
+		rowRE("GENERATION", "CHECKPOINT", "STATUS", "COMMITS", "STORED", "STATE", "OBJECTS", "KEPT", "CHECK"),
+		regexp.MustCompile(`(?m)^1 +1 +complete +3/3 +\d+ B +\d+ B +4 +- +ok$`),
 		regexp.MustCompile(`(?m)^1 +2 +never-complete +1/3 +\d+ B +\d+ B +2 +- +ok$`),
 		regexp.MustCompile(`(?m)^2 +3 +complete +3/3 +\d+ B +\d+ B +4 +retained +ok$`),
 		regexp.MustCompile(`(?m)^2 +4 +pending +1/3 +\d+ B +\d+ B +2 +pending +ok$`),
-		regexp.MustCompile(`retained with --retain 1: checkpoint 3 of generation 2; 7 catalog parts kept`),
+		regexp.MustCompile(`retained with --retain 1: checkpoint 3 of generation 2; 4 catalog objects kept`),
 	} {
 		if !re.MatchString(out) {
 			t.Errorf("no line matches %s in:\n%s", re, out)
 		}
 	}
 
-	// With --retain 2, the restored parts are still kept, and checkpoint 2 is
-	// no longer retained (it never completed): retained are 3 alone.
+	// With --retain 2, the live generation has fewer complete checkpoints
+	// than retained: what it restored is kept; checkpoint 2 never
+	// completed: retained is 3 alone.
 	code, out, _ = runCLI(t, "checkpoints", "--json", "--retain", "2", "--base-path", dir, "--job-id", "job")
 	rep = checkpointsReport{}
-	if err := json.Unmarshal([]byte(out), &rep); code != exitOK || err != nil || rep.Retain != 2 || !slices.Equal(rep.Retained, []int64{3}) {
+	if err := json.Unmarshal([]byte(out), &rep); code != exitOK || err != nil || rep.Retain != 2 || !slices.Equal(rep.Retained, []int64{3}) ||
+		rep.KeptCommits != 7 || rep.Generations[0].Checkpoints[0].Kept != "restored" {
 		t.Fatalf("--retain 2: exit %d, %v, %+v", code, err, rep)
 	}
 }
@@ -169,9 +173,9 @@ func TestCheckpointsShow(t *testing.T) {
 	for _, re := range []*regexp.Regexp{
 		regexp.MustCompile(`checkpoint 3 of generation 2 \(live, aligned, 3 instances\) under prefix "job/" of \S+: complete, kept: retained`),
 		regexp.MustCompile(`3 parts, stored \d+ B, state \d+ B, 4 objects referred to`),
-		rowRE("INSTANCE", "KEY GROUPS", "STORED", "STATE", "OBJECTS", "CREATED", "KEPT", "PART"),
-		regexp.MustCompile(`(?m)^0 +0-3 +\d+ B +35 B +2 +2026-01-02T15:04:05Z +yes +` + regexp.QuoteMeta(objname.CatalogPartName("job/", 2, 3, 0)) + `$`),
-		regexp.MustCompile(`(?m)^2 +8-11 +\d+ B +35 B +1 +2026-01-02T15:04:05Z +yes +` + regexp.QuoteMeta(objname.CatalogPartName("job/", 2, 3, 2)) + `$`),
+		rowRE("INSTANCE", "PROCESS", "KEY GROUPS", "STORED", "STATE", "OBJECTS", "CREATED", "KEPT", "COMMIT"),
+		regexp.MustCompile(`(?m)^0 +0 +0-3 +\d+ B +35 B +2 +2026-01-02T15:04:05Z +yes +` + regexp.QuoteMeta(objname.CatalogV2CommitName("job/", 2, 3, 0)) + `$`),
+		regexp.MustCompile(`(?m)^2 +2 +8-11 +\d+ B +35 B +1 +2026-01-02T15:04:05Z +yes +` + regexp.QuoteMeta(objname.CatalogV2CommitName("job/", 2, 3, 2)) + `$`),
 		regexp.MustCompile(`(?m)^instance 0:\n  metadata:\n    offset=30\n    topic=words\n  2 objects:\n    job/log-g2-i0-n3.dstl\n    job/statestore/op/snap-g2-n3.snap$`),
 	} {
 		if !re.MatchString(out) {
@@ -229,8 +233,8 @@ func TestCheckpointsDamaged(t *testing.T) {
 		showBad      string         // a checkpoint whose show exits 1
 		showOK       string         // one whose show exits 0
 	}{
-		{"part", objname.CatalogPartName("job/", 2, 3, 1), regexp.MustCompile(`(?m)^2 +3 +complete +3/3 +\d+ B +\? +\? +retained +DAMAGED$`), "3", "1"},
-		{"generation record", objname.CatalogGenerationName("job/", 1), regexp.MustCompile(`(?m)^1 +fenced +\? +\? +\? +\? +\? +3 +- +DAMAGED$`), "2", "3"},
+		{"commit", objname.CatalogV2CommitName("job/", 2, 3, 1), regexp.MustCompile(`(?m)^2 +3 +complete +3/3 +\d+ B +\? +\? +retained +DAMAGED$`), "3", "1"},
+		{"generation record", objname.CatalogV2GenerationName("job/", 1), regexp.MustCompile(`(?m)^1 +fenced +\? +\? +\? +\? +\? +\? +3 +- +DAMAGED$`), "2", "3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -262,7 +266,7 @@ func TestCheckpointsDamaged(t *testing.T) {
 				t.Errorf("text report, exit %d:\n%s", code, out)
 			}
 			code, out, _ = runCLI(t, append([]string{"checkpoints", "show", tc.showBad}, base...)...)
-			if code != exitFailed || !strings.Contains(out, "DAMAGED") && tc.name == "part" || !strings.Contains(out, "problem (damaged)") {
+			if code != exitFailed || !strings.Contains(out, "DAMAGED") && tc.name == "commit" || !strings.Contains(out, "problem (damaged)") {
 				t.Errorf("show %s, exit %d:\n%s", tc.showBad, code, out)
 			}
 			if code, out, _ = runCLI(t, append([]string{"checkpoints", "show", tc.showOK}, base...)...); code != exitOK {
@@ -272,32 +276,33 @@ func TestCheckpointsDamaged(t *testing.T) {
 	}
 }
 
-// TestCheckpointsRestoredPartGone: a part the live generation restored
-// from, and keeps while it has fewer than --retain complete checkpoints of
-// its own, that is gone is a problem: a restore from it would fail. Its
-// checkpoint, without it, is never-complete.
-func TestCheckpointsRestoredPartGone(t *testing.T) {
+// TestCheckpointsRestoredCommitGone: a commit the live generation
+// restored from, and keeps while it has fewer than --retain complete
+// checkpoints of its own, that is gone is a problem: a restore from it
+// would fail. Its checkpoint, without it, is never-complete.
+func TestCheckpointsRestoredCommitGone(t *testing.T) {
 	dir := t.TempDir()
 	buildCatalog(t, "file://"+dir)
-	gone := objname.CatalogPartName("job/", 1, 1, 2)
+	gone := objname.CatalogV2CommitName("job/", 1, 1, 2)
 	if err := os.Remove(objectPath(dir, gone)); err != nil {
 		t.Fatal(err)
 	}
-	code, out, _ := runCLI(t, "checkpoints", "--json", "--base-path", dir, "--job-id", "job")
+	args := []string{"--retain", "2", "--base-path", dir, "--job-id", "job"}
+	code, out, _ := runCLI(t, append([]string{"checkpoints", "--json"}, args...)...)
 	var rep checkpointsReport
 	if err := json.Unmarshal([]byte(out), &rep); code != exitFailed || err != nil || rep.OK || len(rep.Problems) != 1 ||
-		rep.Problems[0].Kind != "missing" || rep.Problems[0].Object != gone || rep.KeptParts != 6 {
+		rep.Problems[0].Kind != "missing" || rep.Problems[0].Object != gone || rep.KeptCommits != 6 {
 		t.Fatalf("exit %d, %v: %+v", code, err, rep)
 	}
-	code, out, _ = runCLI(t, "checkpoints", "--base-path", dir, "--job-id", "job")
+	code, out, _ = runCLI(t, append([]string{"checkpoints"}, args...)...)
 	if code != exitFailed || !regexp.MustCompile(`(?m)^1 +1 +never-complete +2/3 +.* +restored +ok$`).MatchString(out) ||
-		!strings.Contains(out, "problem (missing): generation 2 restored from \""+gone+"\", which is not in the catalog") {
+		!strings.Contains(out, "problem (missing): generation 2 restores from \""+gone+"\", which is not in the catalog") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	if code, out, _ = runCLI(t, "checkpoints", "show", "1", "--base-path", dir, "--job-id", "job"); code != exitFailed || !strings.Contains(out, "problem (missing)") {
+	if code, out, _ = runCLI(t, append([]string{"checkpoints", "show", "1"}, args...)...); code != exitFailed || !strings.Contains(out, "problem (missing)") {
 		t.Fatalf("show 1: exit %d:\n%s", code, out)
 	}
-	if code, out, _ = runCLI(t, "checkpoints", "show", "3", "--base-path", dir, "--job-id", "job"); code != exitOK {
+	if code, out, _ = runCLI(t, append([]string{"checkpoints", "show", "3"}, args...)...); code != exitOK {
 		t.Fatalf("show 3: exit %d:\n%s", code, out)
 	}
 }
@@ -402,3 +407,6 @@ func TestCheckpointsMinIO(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 }
+
+// quietLogger is the catalog's logger in these tests.
+var quietLogger = slog.New(slog.DiscardHandler)

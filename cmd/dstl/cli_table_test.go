@@ -43,8 +43,8 @@ func TestCLITable(t *testing.T) {
 
 	catalogDir := t.TempDir()
 	buildCatalog(t, "file://"+catalogDir)
-	part := objectPath(catalogDir, objname.CatalogPartName("job/", 2, 3, 0))
-	generation := objectPath(catalogDir, objname.CatalogGenerationName("job/", 2))
+	part := objectPath(catalogDir, objname.CatalogV2CommitName("job/", 2, 3, 0))
+	generation := objectPath(catalogDir, objname.CatalogV2GenerationName("job/", 2))
 
 	missing := filepath.Join(t.TempDir(), "missing")
 	refused := refusedAddr(t)
@@ -79,10 +79,10 @@ func TestCLITable(t *testing.T) {
 		{"log object", []string{"inspect", logObject}, nil, exitOK, `^log object ` + q(logObject) + `: .*, 1 change set, OK$`, 0},
 		{"snapshot", []string{"inspect", snapshot}, nil, exitOK,
 			`^snapshot ` + q(snapshot) + `: \d+ B, in-memory \(version 1\) of operator op-0, key groups 0-7 of 8, the log from sequence number \d+, OK$`, 0},
-		{"catalog part", []string{"inspect", part}, nil, exitOK,
-			`^catalog object ` + q(part) + `: \d+ B, part of checkpoint 3 of generation 2, instance 0 \(version 1\), OK$`, 0},
+		{"catalog commit", []string{"inspect", part}, nil, exitOK,
+			`^catalog object ` + q(part) + `: \d+ B, commit of checkpoint 3 by process 0 of generation 2 \(version 2\), OK$`, 0},
 		{"catalog generation", []string{"inspect", generation}, nil, exitOK,
-			`^catalog object ` + q(generation) + `: \d+ B, record of generation 2 \(version 1\), OK$`, 0},
+			`^catalog object ` + q(generation) + `: \d+ B, record of generation 2 \(version 2\), OK$`, 0},
 		{"checkpoint handle", []string{"inspect", "--handle", cpFile}, nil, exitOK,
 			`^checkpoint handle ` + q(cpFile) + `: checkpoint 1 of operator op-0, key groups 0-7 of 8, 1 snapshot, 1 log handle$`, 0},
 		{"checkpoint handle checked", []string{"inspect", "--handle", cpFile, stateDir}, nil, exitOK,

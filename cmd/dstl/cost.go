@@ -16,6 +16,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
+	"github.com/dstlgo/dstl/catalog"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
@@ -72,8 +73,7 @@ and their date), per request and per GiB-month; --price
 PROVIDER.FIELD=PRICE (PROVIDER s3, gcs or azure; FIELD put, get, list,
 delete or storage; PRICE in dollars, or dollars/count: s3.put=0.005/1000)
 and --prices FILE (JSON, {"s3": {"put": "0.005/1000"}}) override them.
-Transfer out of the region and the snapshots of the materialisations are
-not counted.`
+Transfer out of the region is not counted.` + costJobAbout
 
 // costWorkload is the job dstl cost prices.
 type costWorkload struct {
@@ -128,12 +128,17 @@ type costOptions struct {
 	calibrate                        int
 	processes                        int
 	prices                           []price
+	job                              costJobOptions
 }
 
 func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o := costOptions{prices: defaultPrices()}
 	fs := newFlagSet("cost", "[flags]", costAbout, stderr)
 	fs.IntVar(&o.w.Writers, "writers", 64, "writers (operator instances) of the job")
+	fs.IntVar(&o.w.Writers, "instances", 64, "the same as --writers: the job's instances")
+	fs.StringVar(&o.job.coordinator, "coordinator", "catalog", "what commits the checkpoints: catalog (the job's checkpoint catalog on the store), kafka (kafkastate: Kafka's consumer group, a record object per process on the store) or none")
+	stateSize := fs.String("state-size", "0", "`BYTES` of state per instance, written as a snapshot at each materialisation (0: no snapshots counted)")
+	fs.DurationVar(&o.job.grace, "grace", catalog.DefaultGrace, "the deletion rule's grace, whose quarter is the catalog's sweep interval")
 	fs.DurationVar(&o.w.CheckpointInterval, "checkpoint-interval", 10*time.Second, "time between two checkpoints")
 	rate := fs.String("change-rate", "1MiB", "`BYTES` of changes per second over all writers (e.g. 1MiB, 256KiB)")
 	fs.IntVar(&o.w.ChangeSize, "change-size", 100, "bytes per change")
@@ -164,6 +169,22 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	if o.w.ChangeRate, err = parseSize(*rate); err != nil {
 		return usageErr("--change-rate: %v", err)
+	}
+	if *stateSize != "0" {
+		if o.job.stateSize, err = parseSize(*stateSize); err != nil {
+			return usageErr("--state-size: %v", err)
+		}
+	}
+	switch o.job.coordinator {
+	case "catalog", "kafka", "none":
+	default:
+		return usageErr("--coordinator %q: want catalog, kafka or none", o.job.coordinator)
+	}
+	if o.job.grace <= 0 {
+		return usageErr("--grace %v: want a positive duration", o.job.grace)
+	}
+	if o.job.stateSize > 64<<20 {
+		return usageErr("--state-size %s: want at most 64 MiB per instance", *stateSize)
 	}
 	if *pricesFile != "" {
 		if err := loadPrices(o.prices, *pricesFile); err != nil {
@@ -263,6 +284,8 @@ type costReport struct {
 	Prices              []price      `json:"prices"`
 	PricesDate          string       `json:"prices_date"`
 	Agree               bool         `json:"agree"` // every request count of the run's estimate within 5 % of the counted one
+	// Job is the rest of the job: its coordinator and its snapshots.
+	Job *costJobPart `json:"job"`
 }
 
 // costUnits are what the engine did in the calibration, apart from the
@@ -335,6 +358,7 @@ func cost(ctx context.Context, o costOptions) (*costReport, error) {
 	unbatched.BatchPersistDelay, unbatched.BatchPersistSizeThreshold = 0, 1
 	unbatched.JobID = cfg.JobID + "-unbatched"
 	rep.Agree = true
+	rep.Job = &costJobPart{Coordinator: o.job.coordinator, Processes: o.processes, Instances: w.Writers, StateSize: o.job.stateSize, Grace: o.job.grace}
 	for _, side := range []struct {
 		s     *costSide
 		name  string
@@ -346,7 +370,11 @@ func cost(ctx context.Context, o costOptions) (*costReport, error) {
 		{&rep.Unbatched, "one object per writer", unbatched, changedOptions(unbatched), 1},
 	} {
 		*side.s = costSide{Name: side.name, Options: side.set}
-		if err := measureCostSide(ctx, o, side.cfg, b, id, side.procs, side.s); err != nil {
+		var job *costJobPart
+		if side.s == &rep.Batched && (o.job.coordinator == "catalog" || o.job.stateSize > 0) {
+			job = rep.Job
+		}
+		if err := measureCostSide(ctx, o, side.cfg, b, id, side.procs, side.s, job); err != nil {
 			return nil, fmt.Errorf("%s: %w", side.name, err)
 		}
 		side.s.Month = costModel(side.s.Units, monthPlan(w, 1000))
@@ -354,6 +382,26 @@ func cost(ctx context.Context, o costOptions) (*costReport, error) {
 			side.s.Bills = append(side.s.Bills, bill(p, w, side.s.Units))
 		}
 		for _, c := range compareCounts(side.s.RunEstimate, side.s.RunCounted) {
+			if c.request && !c.ok() {
+				rep.Agree = false
+			}
+		}
+	}
+	// The job beyond the log, a month, and the whole job's bills.
+	logObjects := rep.Batched.Units.PutsPerCheckpoint * (float64(w.Retain) + float64(w.materializeEvery()-1)/2)
+	rep.Job.MonthCoordinator, rep.Job.MonthSnapshots = jobMonth(w, o.job, o.processes, logObjects, 1000)
+	for i, p := range o.prices {
+		coord, snaps := jobMonth(w, o.job, o.processes, logObjects, max(p.ListPage, 1))
+		jb := priceCounts(p, coord)
+		sb := priceCounts(p, snaps)
+		jb.Requests, jb.Storage, jb.Total = jb.Requests+sb.Requests, jb.Storage+sb.Storage, jb.Total+sb.Total
+		rep.Job.Bills = append(rep.Job.Bills, jb)
+		lb := rep.Batched.Bills[i]
+		rep.Job.Totals = append(rep.Job.Totals, costBill{Provider: p.Key, Requests: lb.Requests + jb.Requests,
+			Storage: lb.Storage + jb.Storage, Total: lb.Total + jb.Total})
+	}
+	if rep.Job.Coordinator == "catalog" || rep.Job.StateSize > 0 {
+		for _, c := range compareCounts(rep.Job.RunEstimate, rep.Job.RunCounted) {
 			if c.request && !c.ok() {
 				rep.Agree = false
 			}
@@ -687,7 +735,7 @@ func restorePoints(upto int) []int {
 
 // measureCostSide runs the calibration and the counted run of one side
 // with the job's writers split over procs storages.
-func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b backends.Backend, id string, procs int, side *costSide) (err error) {
+func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b backends.Backend, id string, procs int, side *costSide, job *costJobPart) (err error) {
 	w := o.w
 	m := o.runMaterializeEvery
 	// One storage per process and its writers for the calibration and the
@@ -800,6 +848,23 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	}
 	first := int64(o.calibrationTotal)
 
+	// The job beyond the log (its catalog and snapshots), in the counted
+	// run of the batched side.
+	var jr *costJobRun
+	if job != nil {
+		var kgs []dstl.KeyGroupRange
+		for _, wr := range j.ws {
+			kgs = append(kgs, wr.KeyGroups())
+		}
+		if jr, err = newCostJobRun(ctx, o.job, w, b, cfg.JobID, procs, kgs, first); err != nil {
+			return err
+		}
+	}
+	var jobBase counting.Stats
+	if jr != nil {
+		jobBase = jr.base()
+	}
+
 	// The counted run.
 	base := rb.Stats()
 	k := o.runCheckpoints
@@ -837,6 +902,11 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 		if err := j.checkpoint(ctx, first+int64(cp)); err != nil {
 			return fmt.Errorf("run, checkpoint %d: %w", cp, err)
 		}
+		if jr != nil {
+			if err := jr.checkpoint(ctx, cp, j.handles); err != nil {
+				return fmt.Errorf("run, checkpoint %d: %w", cp, err)
+			}
+		}
 		retained = append(retained, j.objects())
 		if len(retained) > w.Retain {
 			dropped := retained[0]
@@ -853,6 +923,11 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 			if err := j.materialize(); err != nil {
 				return fmt.Errorf("run, materialisation after checkpoint %d: %w", cp, err)
 			}
+			if jr != nil {
+				if err := jr.materialize(ctx, cp); err != nil {
+					return fmt.Errorf("run, materialisation after checkpoint %d: %w", cp, err)
+				}
+			}
 		}
 	}
 	elapsed := time.Since(t0)
@@ -865,9 +940,17 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	if err := j.restore(ctx, rb, cfg.CacheIdleTimeout, covered); err != nil {
 		return fmt.Errorf("run, restore of checkpoint %d: %w", k, err)
 	}
+	if jr != nil {
+		if err := jr.restore(ctx); err != nil {
+			return fmt.Errorf("run, restore of the snapshots: %w", err)
+		}
+	}
 	var stored int64
-	if err := rb.List(ctx, objname.JobPrefix(cfg.JobID), func(oi backends.ObjectInfo) error {
-		stored += oi.Size
+	prefix := objname.JobPrefix(cfg.JobID)
+	if err := rb.List(ctx, prefix, func(oi backends.ObjectInfo) error {
+		if objname.Parse(prefix, oi.Name).Kind == objname.Log { // the log's: the catalog's and the snapshots' are the job's
+			stored += oi.Size
+		}
 		return nil
 	}); err != nil {
 		return fmt.Errorf("run, listing: %w", err)
@@ -880,6 +963,11 @@ func measureCostSide(ctx context.Context, o costOptions, cfg dstl.Config, b back
 	side.RunCounted = costCounts{Puts: float64(got.Puts), Gets: float64(got.Gets), Lists: float64(got.Lists),
 		Deletes: float64(got.Deletes), BytesPut: float64(got.BytesPut), Stored: float64(stored)}
 	side.RunEstimate = costModel(side.Units, runPlan(k, m, w.Retain))
+	if jr != nil {
+		c := statsSince(jr.b.Stats(), jobBase)
+		job.RunCounted = costCounts{Puts: float64(c.Puts), Gets: float64(c.Gets), Lists: float64(c.Lists), Deletes: float64(c.Deletes), BytesPut: float64(c.BytesPut)}
+		job.RunEstimate = jr.runEstimate(k, m, procs)
+	}
 	return nil
 }
 
@@ -1089,6 +1177,9 @@ func (r *costReport) print(w io.Writer) {
 			formatUSD(ub.Total-bb.Total))
 	}
 	t.write(w)
+	if r.Job != nil {
+		r.Job.print(w, r.Prices, r.PricesDate)
+	}
 	fmt.Fprintln(w, "\nPrices (per request; storage per GiB-month):")
 	for _, p := range r.Prices {
 		fmt.Fprintf(w, "  %-6s PUT %s, GET %s, LIST %s, DELETE %s, storage %s\n", p.Key,

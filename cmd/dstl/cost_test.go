@@ -343,3 +343,53 @@ func TestCostUsageErrors(t *testing.T) {
 		t.Errorf("--help: exit %d, %q", code, errOut.String())
 	}
 }
+
+// TestCostJob: the job beyond the log (the catalog's commits, collections
+// and sweeps, and the snapshots) is counted in the run and agrees with
+// its estimate, and the month's model takes a put and a commit's gets
+// per process and checkpoint.
+func TestCostJob(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"8 instances in 2 processes, snapshots", []string{"--instances", "8", "--processes", "2", "--state-size", "4KiB"}},
+		{"one process", []string{"--instances", "4", "--processes", "1"}},
+		{"kafka", []string{"--instances", "8", "--processes", "2", "--coordinator", "kafka"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := append([]string{"cost", "--json", "--run-interval", "20ms", "--calibrate", "1", "--change-rate", "64KiB",
+				"--materialize-interval", "30s", "--run-checkpoints", "30"}, tc.args...)
+			code := run(context.Background(), args, &out, &errOut)
+			var rep costReport
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+				t.Fatalf("exit %d: %v\n%s\n%s", code, err, out.String(), errOut.String())
+			}
+			j := rep.Job
+			if j == nil {
+				t.Fatal("no job in the report")
+			}
+			for _, c := range compareCounts(j.RunEstimate, j.RunCounted) {
+				if c.request && !c.ok() {
+					t.Errorf("%s: estimate %v, counted %v", c.name, c.estimate, c.counted)
+				}
+			}
+			q := float64(j.Processes)
+			k := rep.MonthCheckpoints
+			switch j.Coordinator {
+			case "catalog":
+				if j.RunCounted.Puts == 0 || j.MonthCoordinator.Puts < q*k || j.MonthCoordinator.Puts > q*k*1.01 {
+					t.Errorf("catalog: run %+v, month %+v", j.RunCounted, j.MonthCoordinator)
+				}
+			case "kafka":
+				if j.RunCounted.Puts != 0 || j.MonthCoordinator.Puts < q*k || j.MonthCoordinator.Lists > k {
+					t.Errorf("kafka: run %+v, month %+v", j.RunCounted, j.MonthCoordinator)
+				}
+			}
+			if (j.StateSize > 0) != (j.MonthSnapshots.Puts > 0) || len(j.Totals) != len(rep.Prices) || j.Totals[0].Total <= rep.Batched.Bills[0].Total {
+				t.Errorf("snapshots %+v, totals %+v", j.MonthSnapshots, j.Totals)
+			}
+		})
+	}
+}

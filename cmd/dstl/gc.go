@@ -276,6 +276,7 @@ type gcReport struct {
 	Listed     gcCount    `json:"listed"`
 	Referenced gcCount    `json:"referenced"` // listed objects a kept handle references
 	Young      gcCount    `json:"young"`      // unreferenced, but younger than the grace period by either clock, or of unknown modification time
+	Held       gcCount    `json:"held"`       // unreferenced, but made for a checkpoint that may still complete (by the checkpoint its name records)
 	Foreign    gcCount    `json:"foreign"`    // not named like a dstl object: never deleted
 	// SnapshotsKept are unreferenced snapshot objects, not collected
 	// since no checkpoint handle is kept.
@@ -350,37 +351,17 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			prog.printf(stderr, "dstl gc: warning: a kept handle names storage %q, the base path is on %q; its objects are kept all the same\n", s, id)
 		}
 	}
-	// Without handle files, the job's checkpoint catalog says what is kept.
-	var plan *catalog.Plan
-	allOperators := o.keepNone
-	if len(o.keep) == 0 && !o.keepNone {
-		prog.begin("gc: reading the checkpoint catalog")
-		// What to keep is planned by a clock set back by the grace: an
-		// earlier clock only keeps more, so a clock of this machine that
-		// runs ahead of the storage's cannot release a checkpoint early.
-		plan, err = planCatalog(ctx, b, o, func() time.Time { return o.now().Add(-o.grace) })
-		if err != nil {
-			return nil, err
-		}
-		if plan == nil {
-			return nil, fmt.Errorf("%w: no handle file to keep and no checkpoint catalog under %q: give --keep FILE (or, to delete every old object of the job, --keep-none)", errUsage, prefix)
-		}
-		for obj := range plan.Keep {
-			keep.AddObject(obj)
-		}
-		allOperators = true
-	}
 	// The collection's warnings are printed once it ended.
 	var (
 		warnMu   sync.Mutex
 		warnings []string
 	)
-	res, err := collect.Run(ctx, b, collect.Options{
+	opts := collect.Options{
 		JobID:        o.jobID,
 		Grace:        o.grace,
 		Keep:         keep,
 		Kinds:        collect.Logs | collect.Snapshots,
-		AllOperators: allOperators,
+		AllOperators: o.keepNone,
 		DryRun:       o.dryRun,
 		Concurrency:  o.concurrency,
 		Timeout:      o.timeout,
@@ -398,7 +379,20 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			defer warnMu.Unlock()
 			warnings = append(warnings, msg)
 		},
-	})
+	}
+	// Without handle files, the job's checkpoint catalog says what is
+	// kept: its deletion rule runs as the job's leader runs it.
+	var plan *catalog.Plan
+	var res *collect.Report
+	if len(o.keep) == 0 && !o.keepNone {
+		prog.begin("gc: reading the checkpoint catalog")
+		plan, res, err = collectCatalog(ctx, b, o, opts)
+		if plan == nil && res == nil && err == nil {
+			return nil, fmt.Errorf("%w: no handle file to keep and no checkpoint catalog under %q: give --keep FILE (or, to delete every old object of the job, --keep-none)", errUsage, prefix)
+		}
+	} else {
+		res, err = collect.Run(ctx, b, opts)
+	}
 	printGCWarnings(prog, stderr, warnings, err)
 	if errors.Is(err, collect.ErrMissing) {
 		err = fmt.Errorf("%w (wrong --base-path or --job-id?)", err)
@@ -408,15 +402,9 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	}
 	rep := newGCReport(res, o, keptHandles)
 	if plan != nil {
-		rep.Catalog = &gcCatalog{Generation: plan.Generation, Retained: plan.Retained, PartsKept: len(plan.Parts), Drop: len(plan.Drop)}
+		rep.Catalog = &gcCatalog{Generation: plan.Generation, Retained: plan.Retained, PartsKept: len(plan.Commits), Drop: len(plan.Drop)}
 		if err == nil && !o.dryRun {
-			// The catalog's own old objects are dropped by the collection's
-			// clock, the earlier of this machine's and the storage's.
-			var drop *catalog.Plan
-			if drop, err = planCatalog(ctx, b, o, func() time.Time { return res.Now }); err == nil && drop != nil {
-				rep.Catalog.Drop = len(drop.Drop)
-				rep.Catalog.Dropped, err = catalog.Drop(ctx, b, drop)
-			}
+			rep.Catalog.Dropped = len(plan.Drop)
 		}
 	}
 	return rep, err
@@ -450,6 +438,7 @@ func newGCReport(r *collect.Report, o gcOptions, keptHandles int) *gcReport {
 		Listed:         count(r.Listed),
 		Referenced:     count(r.Referenced),
 		Young:          count(r.Young),
+		Held:           count(r.Held),
 		Foreign:        count(r.Foreign),
 		SnapshotsKept:  count(r.NotCollected), // gc collects every log object: what it does not collect are snapshots
 		Deletable:      count(r.Deletable),
@@ -570,6 +559,9 @@ func (r *gcReport) print(w io.Writer) {
 	row("listed", r.Listed)
 	row("referenced (kept)", r.Referenced)
 	row("younger than grace (kept)", r.Young)
+	if r.Held.Objects > 0 {
+		row("made for a checkpoint that may still complete (kept)", r.Held)
+	}
 	row("not dstl objects (kept)", r.Foreign)
 	if r.SnapshotsKept.Objects > 0 {
 		row("snapshots, no checkpoint handle kept for the operator (kept)", r.SnapshotsKept)
@@ -613,23 +605,19 @@ func (r *gcReport) print(w io.Writer) {
 	}
 }
 
-// planCatalog plans the deletion rule of the job's checkpoint catalog by
-// the clock now, within gcWaits times --timeout. A damaged catalog object
-// is a problem found (it wraps catalog.ErrDamaged); other errors are the
-// storage's.
-func planCatalog(ctx context.Context, b backends.Backend, o gcOptions, now func() time.Time) (*catalog.Plan, error) {
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, gcWaits*o.timeout,
-			fmt.Errorf("%w: reading the checkpoint catalog of %s took over %d × --timeout %v", collect.ErrNoAnswer, readableURL(o.basePath), gcWaits, o.timeout))
-		defer cancel()
+// collectCatalog applies the deletion rule of the job's checkpoint
+// catalog (catalog.CollectJob), reading the catalog within gcWaits times
+// --timeout. It returns no plan, report or error when the job has no
+// catalog. A damaged catalog object is a problem found (it wraps
+// catalog.ErrDamaged); other errors are the storage's.
+func collectCatalog(ctx context.Context, b backends.Backend, o gcOptions, opts collect.Options) (*catalog.Plan, *collect.Report, error) {
+	grace := o.grace
+	if grace == 0 {
+		grace = catalog.NoGrace
 	}
-	p, err := catalog.PlanJob(ctx, b, o.jobID, catalog.PlanOptions{Retain: o.retain, Grace: o.grace, Now: now})
-	if err != nil {
-		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
-			err = fmt.Errorf("%w: %w", cause, err)
-		}
-		return nil, fmt.Errorf("the job's checkpoint catalog: %w", err)
+	p, rep, err := catalog.CollectJob(ctx, b, o.jobID, catalog.PlanOptions{Retain: o.retain, Grace: grace}, opts)
+	if err != nil && rep == nil {
+		return nil, nil, fmt.Errorf("the job's checkpoint catalog: %w", err)
 	}
-	return p, nil
+	return p, rep, err
 }

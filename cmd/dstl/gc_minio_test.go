@@ -52,7 +52,7 @@ func runWriter(base string) {
 		os.Exit(1)
 	}
 	for {
-		name, err := objname.NewLog("job/")
+		name, err := objname.NewLog("job/", 0)
 		if err != nil {
 			os.Exit(1)
 		}

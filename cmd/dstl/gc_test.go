@@ -262,19 +262,19 @@ func TestGCByCatalog(t *testing.T) {
 	stale, kept := v7Name(t, "job/", old), v7Name(t, "job/", old)
 	putObject(t, dir, stale, old)
 	putObject(t, dir, kept, old)
-	m, err := catalog.Join(t.Context(), b, catalog.Config{JobID: "job", Instances: 1, Index: 0, Grace: time.Hour})
+	m, err := catalog.Join(t.Context(), b, catalog.Config{JobID: "job", Instances: 1, Grace: time.Hour, Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Commit(t.Context(), 1, []byte("s"), []string{stale}, nil); err != nil {
+	if _, err := m.Commit(t.Context(), 1, []catalog.InstanceState{{State: []byte("s"), Objects: []string{stale}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Commit(t.Context(), 2, []byte("s"), []string{kept}, nil); err != nil {
+	if _, err := m.Commit(t.Context(), 2, []catalog.InstanceState{{State: []byte("s"), Objects: []string{kept}}}); err != nil {
 		t.Fatal(err)
 	}
-	// Both checkpoints are old: checkpoint 1 was superseded longer than
-	// the grace ago (a checkpoint superseded within the grace is kept).
-	part1, part2 := objname.CatalogPartName("job/", 1, 1, 0), objname.CatalogPartName("job/", 1, 2, 0)
+	// Checkpoint 1 is no longer retained: its commit goes, whatever its
+	// age, and the log object only it named, old, too.
+	part1, part2 := objname.CatalogV2CommitName("job/", 1, 1, 0), objname.CatalogV2CommitName("job/", 1, 2, 0)
 	for _, name := range []string{part1, part2} {
 		if err := os.Chtimes(objectPath(dir, name), old, old); err != nil {
 			t.Fatal(err)
@@ -300,17 +300,17 @@ func TestGCByCatalogDropsWithNothingToDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	m, err := catalog.Join(t.Context(), b, catalog.Config{JobID: "job", Instances: 1, Index: 0, Grace: time.Hour})
+	m, err := catalog.Join(t.Context(), b, catalog.Config{JobID: "job", Instances: 1, Grace: time.Hour, Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for n := int64(1); n <= 2; n++ {
-		if _, err := m.Commit(t.Context(), n, []byte("s"), nil, nil); err != nil {
+		if _, err := m.Commit(t.Context(), n, []catalog.InstanceState{{State: []byte("s")}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	old := time.Now().Add(-48 * time.Hour)
-	part1, part2 := objname.CatalogPartName("job/", 1, 1, 0), objname.CatalogPartName("job/", 1, 2, 0)
+	part1, part2 := objname.CatalogV2CommitName("job/", 1, 1, 0), objname.CatalogV2CommitName("job/", 1, 2, 0)
 	for _, p := range []string{part1, part2} {
 		if err := os.Chtimes(objectPath(dir, p), old, old); err != nil {
 			t.Fatal(err)

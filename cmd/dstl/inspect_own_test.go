@@ -135,11 +135,18 @@ func TestInspectCatalogObject(t *testing.T) {
 		first string // what the first line says of it
 		more  []string
 	}{
-		{objname.CatalogGenerationName("job/", 2), "record of generation 2", []string{"aligned", "0-3, 4-7, 8-11", "restored checkpoint 1"}},
-		{objname.CatalogClaimName("job/", 2, 1), "claim of instance 1 of generation 2", []string{"pod-1-restarted"}},
-		{objname.CatalogPartName("job/", 2, 3, 0), "part of checkpoint 3 of generation 2, instance 0", []string{"offset=30", "job/log-g2-i0-n3.dstl"}},
+		{objname.CatalogV2GenerationName("job/", 2), "record of generation 2 (version 2)", []string{"aligned", "0-3, 4-7, 8-11", "restored checkpoint 1"}},
+		{objname.CatalogV2FenceName("job/", 1), "fence of generation 1: generation 2 starts", []string{"pod-1-restarted"}},
+		{objname.CatalogV2ClaimName("job/", 2, 1), "claim of process 1 of generation 2", []string{"pod-1-restarted"}},
+		{objname.CatalogV2CommitName("job/", 2, 3, 0), "commit of checkpoint 3 by process 0 of generation 2", []string{"instance 0:", "offset=30", "job/log-g2-i0-n3.dstl"}},
+		// An object of the catalog's first layout.
+		{"../../catalog/testdata/v1/aligned/_catalog/g00000000000000000002/part-00000000000000000005-00001",
+			"part of checkpoint 5 of generation 2, instance 1 (version 1)", []string{"offset=50"}},
 	} {
 		path := objectPath(dir, tc.name)
+		if strings.HasPrefix(tc.name, "../") {
+			path = tc.name
+		}
 		code, out, errOut := runCLI(t, "inspect", path)
 		first := firstLine(out)
 		if code != exitOK || !strings.HasPrefix(first, "catalog object "+path+": ") || !strings.Contains(first, tc.first) || !strings.HasSuffix(first, ", OK") {
@@ -151,11 +158,11 @@ func TestInspectCatalogObject(t *testing.T) {
 			}
 		}
 	}
-	part := objectPath(dir, objname.CatalogPartName("job/", 2, 3, 0))
+	part := objectPath(dir, objname.CatalogV2CommitName("job/", 2, 3, 0))
 	code, out, _ := runCLI(t, "inspect", "--json", part)
 	var rep catalogReport
-	if err := json.Unmarshal([]byte(out), &rep); code != exitOK || err != nil || rep.Kind != "catalog" || rep.Record != "part" ||
-		rep.Part == nil || rep.Part.Checkpoint != 3 || len(rep.Part.Objects) != 2 {
+	if err := json.Unmarshal([]byte(out), &rep); code != exitOK || err != nil || rep.Kind != "catalog" || rep.Record != "commit" ||
+		rep.Commit == nil || rep.Commit.Checkpoint != 3 || len(rep.Commit.Parts) != 1 || len(rep.Commit.Parts[0].Objects) != 2 {
 		t.Fatalf("exit %d, %v: %s", code, err, out)
 	}
 

@@ -57,19 +57,38 @@ type catalogReport struct {
 	Object     string              `json:"object"`
 	Size       int64               `json:"size"`
 	OK         bool                `json:"ok"`
-	Record     string              `json:"record,omitempty"` // "generation", "claim" or "part"
+	Record     string              `json:"record,omitempty"` // "generation", "fence", "claim", "commit" or "part" (the first layout's)
 	Version    int                 `json:"version,omitempty"`
 	Generation *catalog.Generation `json:"generation,omitempty"`
+	Fence      *fenceRecord        `json:"fence,omitempty"`
 	Claim      *claimRecord        `json:"claim,omitempty"`
-	Part       *partRecord         `json:"part,omitempty"`
+	Commit     *commitRecord       `json:"commit,omitempty"`
+	Part       *partRecord         `json:"part,omitempty"` // a first-layout part
 	Problems   []problem           `json:"problems,omitempty"`
+}
+
+type fenceRecord struct {
+	Generation int64     `json:"generation,omitempty"` // the fenced one, from the object's name
+	Next       int64     `json:"next"`
+	Owner      string    `json:"owner"`
+	Created    time.Time `json:"created"`
 }
 
 type claimRecord struct {
 	Generation int64     `json:"generation,omitempty"` // from the object's name; 0 when it is no catalog name
-	Instance   int       `json:"instance"`
+	Process    int       `json:"process"`              // a first-layout claim's instance
 	Owner      string    `json:"owner"`
 	Created    time.Time `json:"created"`
+}
+
+type commitRecord struct {
+	Generation int64        `json:"generation,omitempty"` // from the object's name
+	Checkpoint int64        `json:"checkpoint"`
+	Process    int          `json:"process"`
+	HoldFrom   int64        `json:"hold_from"`
+	Complete   int64        `json:"complete,omitempty"`
+	Created    time.Time    `json:"created"`
+	Parts      []partRecord `json:"parts"`
 }
 
 type partRecord struct {
@@ -222,22 +241,44 @@ func inspectCatalog(name string, data []byte) *catalogReport {
 		return rep
 	}
 	rep.OK, rep.Record, rep.Version = true, string(r.Kind), r.Version
+	ref := catalogRef(name)
 	switch r.Kind {
 	case catalog.GenerationRecord:
 		rep.Generation = r.Generation
+	case catalog.FenceRecord:
+		rep.Fence = &fenceRecord{Generation: ref.Generation, Next: r.Next, Owner: r.Owner, Created: r.Created}
 	case catalog.ClaimRecord:
-		rep.Claim = &claimRecord{Owner: r.Owner, Created: r.Created}
-		if i := strings.LastIndex(name, objname.CatalogDir); i >= 0 {
-			if ref := objname.ParseCatalog(name[:i], name); ref.Kind == objname.CatalogClaim {
-				rep.Claim.Generation, rep.Claim.Instance = ref.Generation, ref.Instance
-			}
+		rep.Claim = &claimRecord{Generation: ref.Generation, Process: max(ref.Process, ref.Instance), Owner: r.Owner, Created: r.Created}
+	case catalog.CommitRecord:
+		rep.Commit = &commitRecord{Generation: ref.Generation, Checkpoint: r.Checkpoint, Process: r.Process, HoldFrom: r.HoldFrom,
+			Complete: r.Complete, Created: r.Created}
+		for _, p := range r.Parts {
+			rep.Commit.Parts = append(rep.Commit.Parts, partOf(p))
 		}
 	case catalog.PartRecord:
-		p := r.Part
-		rep.Part = &partRecord{Generation: p.Generation, Checkpoint: p.Checkpoint, Instance: p.Instance, KeyGroups: rangeText(p.KeyGroups),
-			Metadata: p.Metadata, Objects: p.Objects, Created: p.Created, StateSize: len(p.State), State: describeState(p.State)}
+		pr := partOf(r.Parts[0])
+		rep.Part = &pr
 	}
 	return rep
+}
+
+// catalogRef returns what a catalog object's name says, under whatever
+// prefix comes before the catalog's directory in it.
+func catalogRef(name string) objname.CatalogRef {
+	if i := strings.LastIndex(name, objname.CatalogDir); i >= 0 && (i == 0 || name[i-1] == '/') {
+		return objname.ParseCatalog(name[:i], name)
+	}
+	return objname.CatalogRef{}
+}
+
+// partOf reports an instance's part.
+func partOf(p *catalog.Part) partRecord {
+	objects := p.Objects
+	if objects == nil {
+		objects = []string{}
+	}
+	return partRecord{Generation: p.Generation, Checkpoint: p.Checkpoint, Instance: p.Instance, KeyGroups: rangeText(p.KeyGroups),
+		Metadata: p.Metadata, Objects: objects, Created: p.Created, StateSize: len(p.State), State: describeState(p.State)}
 }
 
 // describeState says in words what a catalog part's state is.
@@ -264,10 +305,19 @@ func (r *catalogReport) print(w io.Writer) {
 	switch {
 	case r.Generation != nil:
 		what = fmt.Sprintf("record of generation %d", r.Generation.Number)
+	case r.Fence != nil:
+		what = fmt.Sprintf("fence of generation %d: generation %d starts", r.Fence.Next-1, r.Fence.Next)
+	case r.Claim != nil && r.Claim.Generation > 0 && r.Version == 1:
+		what = fmt.Sprintf("claim of instance %d of generation %d", r.Claim.Process, r.Claim.Generation)
 	case r.Claim != nil && r.Claim.Generation > 0:
-		what = fmt.Sprintf("claim of instance %d of generation %d", r.Claim.Instance, r.Claim.Generation)
+		what = fmt.Sprintf("claim of process %d of generation %d", r.Claim.Process, r.Claim.Generation)
 	case r.Claim != nil:
-		what = "claim of an instance slot"
+		what = "claim of a slot"
+	case r.Commit != nil:
+		what = fmt.Sprintf("commit of checkpoint %d by process %d", r.Commit.Checkpoint, r.Commit.Process)
+		if r.Commit.Generation > 0 {
+			what += fmt.Sprintf(" of generation %d", r.Commit.Generation)
+		}
 	case r.Part != nil:
 		what = fmt.Sprintf("part of checkpoint %d of generation %d, instance %d", r.Part.Checkpoint, r.Part.Generation, r.Part.Instance)
 	}
@@ -281,27 +331,44 @@ func (r *catalogReport) print(w io.Writer) {
 		if len(g.Restored) == 0 {
 			fmt.Fprintln(w, "  restored nothing: a first start")
 		} else {
-			fmt.Fprintf(w, "  restored checkpoint %d from %d %s:\n", g.RestoredCheckpoint, len(g.Restored), plural(len(g.Restored), "part"))
+			fmt.Fprintf(w, "  restored checkpoint %d from %d %s:\n", g.RestoredCheckpoint, len(g.Restored), plural(len(g.Restored), "object"))
 			for _, p := range g.Restored {
-				fmt.Fprintf(w, "    %s\n", p)
+				fmt.Fprintf(w, "    %s\n", p.Object)
 			}
 		}
+	case r.Fence != nil:
+		fmt.Fprintf(w, "  owner %s, created %s\n", r.Fence.Owner, r.Fence.Created.Format(time.RFC3339))
 	case r.Claim != nil:
 		fmt.Fprintf(w, "  owner %s, created %s\n", r.Claim.Owner, r.Claim.Created.Format(time.RFC3339))
+	case r.Commit != nil:
+		c := r.Commit
+		fmt.Fprintf(w, "  created %s, holds objects made for checkpoint %d on", c.Created.Format(time.RFC3339), c.HoldFrom)
+		if c.Complete > 0 {
+			fmt.Fprintf(w, ", tells checkpoint %d complete", c.Complete)
+		}
+		fmt.Fprintf(w, "\n  %d %s:\n", len(c.Parts), plural(len(c.Parts), "part"))
+		for _, p := range c.Parts {
+			fmt.Fprintf(w, "  instance %d:\n", p.Instance)
+			printPart(w, p, "    ")
+		}
 	case r.Part != nil:
-		p := r.Part
-		fmt.Fprintf(w, "  key groups %s, created %s\n", p.KeyGroups, p.Created.Format(time.RFC3339))
-		fmt.Fprintf(w, "  state: %s, %s\n", formatBytes(int64(p.StateSize)), p.State)
-		if len(p.Metadata) > 0 {
-			fmt.Fprintln(w, "  metadata:")
-			for _, k := range slices.Sorted(maps.Keys(p.Metadata)) {
-				fmt.Fprintf(w, "    %s=%s\n", k, p.Metadata[k])
-			}
+		printPart(w, *r.Part, "  ")
+	}
+}
+
+// printPart writes an instance's part, each line indented.
+func printPart(w io.Writer, p partRecord, indent string) {
+	fmt.Fprintf(w, "%skey groups %s, created %s\n", indent, p.KeyGroups, p.Created.Format(time.RFC3339))
+	fmt.Fprintf(w, "%sstate: %s, %s\n", indent, formatBytes(int64(p.StateSize)), p.State)
+	if len(p.Metadata) > 0 {
+		fmt.Fprintf(w, "%smetadata:\n", indent)
+		for _, k := range slices.Sorted(maps.Keys(p.Metadata)) {
+			fmt.Fprintf(w, "%s  %s=%s\n", indent, k, p.Metadata[k])
 		}
-		fmt.Fprintf(w, "  %d %s:\n", len(p.Objects), plural(len(p.Objects), "object"))
-		for _, o := range p.Objects {
-			fmt.Fprintf(w, "    %s\n", o)
-		}
+	}
+	fmt.Fprintf(w, "%s%d %s:\n", indent, len(p.Objects), plural(len(p.Objects), "object"))
+	for _, o := range p.Objects {
+		fmt.Fprintf(w, "%s  %s\n", indent, o)
 	}
 }
 

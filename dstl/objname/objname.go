@@ -5,24 +5,34 @@
 // collection of old objects in package collect, which the gc command
 // runs) goes through it, so the scheme lives in one place.
 //
-// Under a job's prefix (see [JobPrefix]) a storage writes four kinds of
+// Under a job's prefix (see [JobPrefix]) a storage writes these kinds of
 // objects:
 //
-//	PREFIX/UUIDv7.dstl                      a log object (the engine's uploads)
-//	PREFIX/statestore/OPERATOR/UUIDv7.snap  a snapshot object of one operator
-//	PREFIX/statestore/OPERATOR/UUIDv7.sst   a file of a disk-backed snapshot
-//	PREFIX/.gc-clock-UUIDv7                 gc's clock probe, deleted at once
+//	PREFIX/UUIDv7.cN.dstl                      a log object (the engine's uploads)
+//	PREFIX/statestore/OPERATOR/UUIDv7.cN.snap  a snapshot object of one operator
+//	PREFIX/statestore/OPERATOR/UUIDv7.cN.sst   a file of a disk-backed snapshot
+//	PREFIX/.gc-clock-UUIDv7                    gc's clock probe, deleted at once
+//	PREFIX/.create-only-UUIDv7                 the catalog's check of a store
 //
 // The UUIDs are in their canonical 36-character form. A UUIDv7 starts with
 // the Unix time in milliseconds at which the name was made, so log and
 // snapshot names sort by creation time and [Name.Time] tells how old an
 // object is even where the storage reports no modification time.
 //
+// N, the checkpoint part ".cN", is the checkpoint the object was made for
+// ([Name.Checkpoint]): a positive decimal without leading zeros. A
+// checkpoint that references the object has that number or a higher one,
+// so the deletion rule (package collect) keeps an object made for a
+// checkpoint that may still complete, however old the object is. Names
+// made before the checkpoint part existed, and names made with no
+// checkpoint known, have none; both forms parse.
+//
 // The package depends on no SDK and not on the engine.
 package objname
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,6 +101,9 @@ type Name struct {
 	Kind     Kind
 	ID       uuid.UUID // version 7 for Log, Snapshot and SnapshotFile; version 7 or 4 for ClockProbe
 	Operator string    // of a Snapshot or SnapshotFile: one name segment, without "/"
+	// Checkpoint is the checkpoint a Log, Snapshot or SnapshotFile was
+	// made for; 0 when the name records none.
+	Checkpoint int64
 }
 
 // Time returns the time in a log, snapshot, snapshot file or clock probe
@@ -119,34 +132,36 @@ func SnapshotPrefix(prefix, operator string) string {
 	return prefix + SnapshotDir + operator + "/"
 }
 
-// NewLog returns a new log object's name under prefix.
-func NewLog(prefix string) (string, error) {
+// NewLog returns a new log object's name under prefix, made for
+// checkpoint (0: none known).
+func NewLog(prefix string, checkpoint int64) (string, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return "", fmt.Errorf("objname: new log object name: %w", err)
 	}
-	return Format(prefix, Name{Kind: Log, ID: id})
+	return Format(prefix, Name{Kind: Log, ID: id, Checkpoint: checkpoint})
 }
 
 // NewSnapshot returns a new name of a snapshot object of operator under a
-// job's prefix. operator must be a non-empty segment without "/".
-func NewSnapshot(prefix, operator string) (string, error) {
+// job's prefix, made for checkpoint (0: none known). operator must be a
+// non-empty segment without "/".
+func NewSnapshot(prefix, operator string, checkpoint int64) (string, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return "", fmt.Errorf("objname: new snapshot object name: %w", err)
 	}
-	return Format(prefix, Name{Kind: Snapshot, ID: id, Operator: operator})
+	return Format(prefix, Name{Kind: Snapshot, ID: id, Operator: operator, Checkpoint: checkpoint})
 }
 
 // NewSnapshotFile returns a new name of a file of a disk-backed snapshot of
-// operator under a job's prefix. operator must be a non-empty segment
-// without "/".
-func NewSnapshotFile(prefix, operator string) (string, error) {
+// operator under a job's prefix, made for checkpoint (0: none known).
+// operator must be a non-empty segment without "/".
+func NewSnapshotFile(prefix, operator string, checkpoint int64) (string, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return "", fmt.Errorf("objname: new snapshot file name: %w", err)
 	}
-	return Format(prefix, Name{Kind: SnapshotFile, ID: id, Operator: operator})
+	return Format(prefix, Name{Kind: SnapshotFile, ID: id, Operator: operator, Checkpoint: checkpoint})
 }
 
 // NewClockProbe returns a new name of gc's clock probe under prefix: a
@@ -175,15 +190,23 @@ func NewCreateOnlyProbe(prefix string) (string, error) {
 
 // Format returns n's object name under prefix; [Parse] reads it back. It
 // fails for the kind Other, for a log or snapshot ID that is no UUIDv7,
-// and for a snapshot's operator that is empty or holds a "/".
+// for a snapshot's operator that is empty or holds a "/", and for a
+// negative checkpoint or one given to another kind.
 func Format(prefix string, n Name) (string, error) {
+	if n.Checkpoint < 0 || n.Checkpoint != 0 && n.Kind != Log && n.Kind != Snapshot && n.Kind != SnapshotFile {
+		return "", fmt.Errorf("objname: checkpoint %d in a %s name: want 0, or a positive one in a log or snapshot name", n.Checkpoint, n.Kind)
+	}
 	switch n.Kind {
 	case Log, Snapshot, SnapshotFile:
 		if v := n.ID.Version(); v != 7 {
 			return "", fmt.Errorf("objname: a %s name needs a UUIDv7, %s is version %d", n.Kind, n.ID, v)
 		}
+		base := n.ID.String()
+		if n.Checkpoint > 0 {
+			base += checkpointMark + strconv.FormatInt(n.Checkpoint, 10)
+		}
 		if n.Kind == Log {
-			return prefix + n.ID.String() + LogSuffix, nil
+			return prefix + base + LogSuffix, nil
 		}
 		if n.Operator == "" || strings.Contains(n.Operator, "/") {
 			return "", fmt.Errorf("objname: snapshot operator %q: must be a non-empty name segment without \"/\"", n.Operator)
@@ -192,7 +215,7 @@ func Format(prefix string, n Name) (string, error) {
 		if n.Kind == SnapshotFile {
 			suffix = SnapshotFileSuffix
 		}
-		return SnapshotPrefix(prefix, n.Operator) + n.ID.String() + suffix, nil
+		return SnapshotPrefix(prefix, n.Operator) + base + suffix, nil
 	case ClockProbe:
 		return prefix + ClockProbePrefix + n.ID.String(), nil
 	case CreateOnlyProbe:
@@ -217,8 +240,8 @@ func Parse(prefix, name string) Name {
 		return Name{}
 	}
 	if base, ok := strings.CutSuffix(rest, LogSuffix); ok {
-		if id, ok := parseID(base); ok && id.Version() == 7 {
-			return Name{Kind: Log, ID: id}
+		if id, cp, ok := parseMadeFor(base); ok {
+			return Name{Kind: Log, ID: id, Checkpoint: cp}
 		}
 		return Name{}
 	}
@@ -244,12 +267,43 @@ func Parse(prefix, name string) Name {
 	}
 	for kind, suffix := range map[Kind]string{Snapshot: SnapshotSuffix, SnapshotFile: SnapshotFileSuffix} {
 		if base, ok := strings.CutSuffix(base, suffix); ok {
-			if id, ok := parseID(base); ok && id.Version() == 7 {
-				return Name{Kind: kind, ID: id, Operator: op}
+			if id, cp, ok := parseMadeFor(base); ok {
+				return Name{Kind: kind, ID: id, Operator: op, Checkpoint: cp}
 			}
 		}
 	}
 	return Name{}
+}
+
+// checkpointMark starts the checkpoint part of a name: UUIDv7.cN.
+const checkpointMark = ".c"
+
+// parseMadeFor parses the base of a log or snapshot name less its
+// suffix: a UUIDv7, then optionally ".c" and a positive decimal without
+// leading zeros.
+func parseMadeFor(base string) (uuid.UUID, int64, bool) {
+	var cp int64
+	if len(base) > uuidLen {
+		digits, ok := strings.CutPrefix(base[uuidLen:], checkpointMark)
+		if !ok || digits == "" || digits[0] == '0' || len(digits) > 19 {
+			return uuid.UUID{}, 0, false
+		}
+		for _, c := range []byte(digits) {
+			if c < '0' || c > '9' {
+				return uuid.UUID{}, 0, false
+			}
+		}
+		n, err := strconv.ParseInt(digits, 10, 64)
+		if err != nil {
+			return uuid.UUID{}, 0, false
+		}
+		cp, base = n, base[:uuidLen]
+	}
+	id, ok := parseID(base)
+	if !ok || id.Version() != 7 {
+		return uuid.UUID{}, 0, false
+	}
+	return id, cp, true
 }
 
 // parseID parses a UUID in its canonical 36-character form only (uuid.Parse

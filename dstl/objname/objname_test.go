@@ -44,6 +44,23 @@ func TestParse(t *testing.T) {
 		{"job/", "job/.create-only-" + v7, Name{Kind: CreateOnlyProbe, ID: id7}},
 		{"job/", "job/.create-only-" + v4, Name{}}, // a create-only probe is named by a UUIDv7
 
+		// The checkpoint an object was made for.
+		{"job/", "job/" + v7 + ".c42.dstl", Name{Kind: Log, ID: id7, Checkpoint: 42}},
+		{"job/", "job/" + v7 + ".c1.dstl", Name{Kind: Log, ID: id7, Checkpoint: 1}},
+		{"job/", "job/" + v7 + ".c9223372036854775807.dstl", Name{Kind: Log, ID: id7, Checkpoint: 9223372036854775807}},
+		{"job/", "job/statestore/op/" + v7 + ".c7.snap", Name{Kind: Snapshot, ID: id7, Operator: "op", Checkpoint: 7}},
+		{"job/", "job/statestore/op/" + v7 + ".c7.sst", Name{Kind: SnapshotFile, ID: id7, Operator: "op", Checkpoint: 7}},
+		{"job/", "job/" + v7 + ".c0.dstl", Name{}},                   // no checkpoint 0
+		{"job/", "job/" + v7 + ".c042.dstl", Name{}},                 // a leading zero
+		{"job/", "job/" + v7 + ".c-4.dstl", Name{}},                  // negative
+		{"job/", "job/" + v7 + ".c.dstl", Name{}},                    // no digits
+		{"job/", "job/" + v7 + ".C42.dstl", Name{}},                  // the mark is lower case
+		{"job/", "job/" + v7 + ".c4x.dstl", Name{}},                  // not a number
+		{"job/", "job/" + v7 + ".c9223372036854775808.dstl", Name{}}, // past int64
+		{"job/", "job/" + v7 + "x.dstl", Name{}},                     // no mark
+		{"job/", "job/" + v4 + ".c42.dstl", Name{}},                  // UUIDv4
+		{"job/", "job/.gc-clock-" + v7 + ".c42", Name{}},             // probes record no checkpoint
+
 		{"job/", "other/" + v7 + ".dstl", Name{}},        // outside the prefix
 		{"job/", "jobs/" + v7 + ".dstl", Name{}},         // outside the prefix
 		{"job/", "job/" + v4 + ".dstl", Name{}},          // UUIDv4: not ours
@@ -104,10 +121,10 @@ func TestNew(t *testing.T) {
 		operator string
 		dir      string
 	}{
-		{Log, func() (string, error) { return NewLog("job/") }, "", "job/"},
-		{Log, func() (string, error) { return NewLog("") }, "", ""},
-		{Snapshot, func() (string, error) { return NewSnapshot("job/", "op-1") }, "op-1", "job/statestore/op-1/"},
-		{SnapshotFile, func() (string, error) { return NewSnapshotFile("job/", "op-1") }, "op-1", "job/statestore/op-1/"},
+		{Log, func() (string, error) { return NewLog("job/", 0) }, "", "job/"},
+		{Log, func() (string, error) { return NewLog("", 0) }, "", ""},
+		{Snapshot, func() (string, error) { return NewSnapshot("job/", "op-1", 0) }, "op-1", "job/statestore/op-1/"},
+		{SnapshotFile, func() (string, error) { return NewSnapshotFile("job/", "op-1", 0) }, "op-1", "job/statestore/op-1/"},
 		{ClockProbe, func() (string, error) { return NewClockProbe("job/") }, "", "job/"},
 		{CreateOnlyProbe, func() (string, error) { return NewCreateOnlyProbe("job/") }, "", "job/"},
 	}
@@ -136,13 +153,37 @@ func TestNew(t *testing.T) {
 	}
 }
 
+// TestNewMadeFor checks that a new name records the checkpoint it is made
+// for.
+func TestNewMadeFor(t *testing.T) {
+	for _, tt := range []struct {
+		new  func() (string, error)
+		kind Kind
+	}{
+		{func() (string, error) { return NewLog("job/", 42) }, Log},
+		{func() (string, error) { return NewSnapshot("job/", "op", 42) }, Snapshot},
+		{func() (string, error) { return NewSnapshotFile("job/", "op", 42) }, SnapshotFile},
+	} {
+		name, err := tt.new()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := Parse("job/", name); n.Kind != tt.kind || n.Checkpoint != 42 || !strings.Contains(name, ".c42.") {
+			t.Errorf("new %s name made for 42: %q parses as %+v", tt.kind, name, n)
+		}
+	}
+	if _, err := NewLog("job/", -1); err == nil {
+		t.Error("NewLog made a name for checkpoint -1")
+	}
+}
+
 func TestNewLogSorts(t *testing.T) {
-	prev, err := NewLog("job/")
+	prev, err := NewLog("job/", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 100 {
-		next, err := NewLog("job/")
+		next, err := NewLog("job/", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,6 +206,8 @@ func TestFormatRefuses(t *testing.T) {
 		{Name{Kind: Snapshot, ID: id7}, `operator ""`},
 		{Name{Kind: Snapshot, ID: id7, Operator: "a/b"}, `operator "a/b"`},
 		{Name{Kind: Kind(99), ID: id7}, "kind other"},
+		{Name{Kind: Log, ID: id7, Checkpoint: -1}, "checkpoint -1"},
+		{Name{Kind: ClockProbe, ID: id7, Checkpoint: 3}, "checkpoint 3 in a clock probe name"},
 	}
 	for _, tt := range tests {
 		name, err := Format("job/", tt.n)
@@ -198,6 +241,8 @@ func FuzzParse(f *testing.F) {
 		{"job/", "job/" + v7 + ".dstl"},
 		{"", v7 + ".dstl"},
 		{"job/", "job/statestore/op/" + v7 + ".snap"},
+		{"job/", "job/" + v7 + ".c42.dstl"},
+		{"job/", "job/statestore/op/" + v7 + ".c3.sst"},
 		{"job/", "job/.gc-clock-" + v4},
 		{"job/", "job/" + v4 + ".dstl"},
 		{"job/", "job/statestore/a/b/" + v7 + ".snap"},

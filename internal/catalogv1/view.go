@@ -33,6 +33,9 @@ func (c *reader) list(ctx context.Context) (*view, error) {
 	err := c.b.List(ctx, c.prefix+objname.CatalogDir, func(oi backends.ObjectInfo) error {
 		o := object{name: oi.Name, size: oi.Size, modTime: oi.ModTime}
 		ref := objname.ParseCatalog(c.prefix, oi.Name)
+		if ref.Version == 2 {
+			return nil // the second layout's, under the same directory
+		}
 		switch ref.Kind {
 		case objname.CatalogGeneration:
 			v.gens[ref.Generation] = o

@@ -1,0 +1,311 @@
+package catalog_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/catalog"
+	"github.com/dstlgo/dstl/collect"
+	"github.com/dstlgo/dstl/dstl/objname"
+)
+
+// collectJob is a job on a store whose clock the test moves, its
+// members' clocks the store's.
+type collectJob struct {
+	t  *testing.T
+	b  *clockBackend
+	ms []*catalog.Member
+}
+
+func newCollectJob(t *testing.T, p int, change func(*catalog.Config)) *collectJob {
+	j := &collectJob{t: t, b: newClockBackend()}
+	for i := range p {
+		j.ms = append(j.ms, join(t, j.b, j.cfg(p, i, change)))
+	}
+	return j
+}
+
+func (j *collectJob) cfg(p, i int, change func(*catalog.Config)) catalog.Config {
+	c := cfg(p, i)
+	c.Now = j.b.Now
+	if change != nil {
+		change(&c)
+	}
+	return c
+}
+
+// upload stores a log object made for checkpoint n (0: a name that
+// records none) and returns its name.
+func (j *collectJob) upload(n int64) string {
+	j.t.Helper()
+	name, err := objname.NewLog("job/", n)
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	put(j.t, j.b, name)
+	return name
+}
+
+// commit uploads an object made for n for each instance of m and commits
+// the instance's part of n referring to it (and to extra, for the first
+// instance); it returns the objects.
+func (j *collectJob) commit(m *catalog.Member, n int64, extra ...string) []string {
+	j.t.Helper()
+	var ps []catalog.InstanceState
+	var objects []string
+	for k, i := range m.Instances() {
+		o := j.upload(n)
+		objects = append(objects, o)
+		refs := []string{o}
+		if k == 0 {
+			refs = append(refs, extra...)
+		}
+		ps = append(ps, catalog.InstanceState{Instance: i, State: stateOf(m.Generation().Number, i, n), Objects: refs})
+	}
+	if _, err := m.Commit(j.t.Context(), n, ps); err != nil {
+		j.t.Fatalf("commit %d of process %d: %v", n, m.Process(), err)
+	}
+	return objects
+}
+
+// round commits n on every member, the leader last, and returns the
+// objects.
+func (j *collectJob) round(n int64) []string {
+	var out []string
+	for i := len(j.ms) - 1; i >= 0; i-- {
+		out = append(out, j.commit(j.ms[i], n)...)
+	}
+	return out
+}
+
+func (j *collectJob) collect(m *catalog.Member, dryRun bool) (*catalog.Plan, *collect.Report) {
+	j.t.Helper()
+	p, rep, err := m.Collect(j.t.Context(), collect.Options{DryRun: dryRun})
+	if err != nil {
+		j.t.Fatalf("Collect: %v", err)
+	}
+	return p, rep
+}
+
+func (j *collectJob) exists(name string) bool {
+	_, ok := j.b.ObjectBytes(name)
+	return ok
+}
+
+// TestCollect: the deletion rule deletes the log and snapshot objects
+// that no kept checkpoint refers to once older than the grace, and the
+// commits of the checkpoints it no longer retains; it keeps the retained
+// and pending checkpoints' objects, an object made for a checkpoint that
+// may still complete however old, and a young one.
+func TestCollect(t *testing.T) {
+	j := newCollectJob(t, 2, nil)
+	var objs [4][]string
+	for n := int64(1); n <= 3; n++ {
+		objs[n] = j.round(n)
+	}
+	pendingObj := j.upload(4) // process 1 uploaded for 4, and has not committed yet
+	oldStyle := j.upload(0)   // a name that records no checkpoint
+	j.b.Advance(2 * time.Hour)
+	young := j.upload(2) // an unreferenced object younger than the grace
+	plan, rep := j.collect(j.ms[0], false)
+	if !slices.Equal(plan.Retained, []int64{3}) || plan.HoldFrom != 4 {
+		t.Fatalf("plan: retained %v, hold from %d", plan.Retained, plan.HoldFrom)
+	}
+	for n := int64(1); n <= 3; n++ {
+		for _, o := range objs[n] {
+			if j.exists(o) != (n == 3) {
+				t.Errorf("object %s of checkpoint %d: stored %v", o, n, j.exists(o))
+			}
+		}
+		for p := range 2 {
+			name := objname.CatalogV2CommitName("job/", 1, n, p)
+			if j.exists(name) != (n == 3) {
+				t.Errorf("commit %s: stored %v", name, j.exists(name))
+			}
+		}
+	}
+	if !j.exists(pendingObj) || !j.exists(young) || j.exists(oldStyle) {
+		t.Errorf("pending %v, young %v, old with no checkpoint %v; want true, true, false", j.exists(pendingObj), j.exists(young), j.exists(oldStyle))
+	}
+	if rep.Held.Objects != 1 || rep.Deleted.Objects != 5 {
+		t.Errorf("report: held %+v, deleted %+v", rep.Held, rep.Deleted)
+	}
+	// Process 1 commits 4 with the held object: the checkpoint completes
+	// with every object there.
+	j.commit(j.ms[1], 4, pendingObj)
+	j.commit(j.ms[0], 4)
+	if !j.exists(pendingObj) {
+		t.Fatal("the held object is gone")
+	}
+	// A collection before the sweep interval deletes the commits of 3
+	// (no longer retained) and sweeps nothing.
+	plan, rep = j.collect(j.ms[0], false)
+	if rep != nil || len(plan.Drop) != 2 || j.exists(objname.CatalogV2CommitName("job/", 1, 3, 0)) {
+		t.Fatalf("collection before the sweep interval: plan %+v, report %v", plan, rep)
+	}
+	// Non-leaders collect nothing.
+	if p, r, err := j.ms[1].Collect(t.Context(), collect.Options{}); p != nil || r != nil || err != nil {
+		t.Fatalf("a non-leader's Collect: %v, %v, %v", p, r, err)
+	}
+}
+
+// TestCollectHolds: a process's latest commit that holds an earlier
+// checkpoint (its materialisation runs: statestore's HoldFrom) keeps the
+// objects made for it or later, however old and unreferenced.
+func TestCollectHolds(t *testing.T) {
+	j := newCollectJob(t, 1, nil)
+	j.round(1)
+	snapshotFile := j.upload(2) // a materialisation that started for 2
+	m := j.ms[0]
+	for _, n := range []int64{2, 3} {
+		o := j.upload(n)
+		if _, err := m.Commit(t.Context(), n, []catalog.InstanceState{{Instance: 0, State: []byte("s"), Objects: []string{o}, HoldFrom: 2}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.b.Advance(2 * time.Hour)
+	plan, _ := j.collect(m, false)
+	if plan.HoldFrom != 2 || !j.exists(snapshotFile) {
+		t.Fatalf("hold from %d; the materialisation's file stored %v", plan.HoldFrom, j.exists(snapshotFile))
+	}
+}
+
+// TestCollectRestored: what a generation restored is kept until it has
+// Retain complete checkpoints of its own; the catalog objects of the
+// fenced generation are deleted once older than the grace, but those it
+// restores while needed.
+func TestCollectRestored(t *testing.T) {
+	j := newCollectJob(t, 2, nil)
+	old := j.round(1)
+	j.round(2)
+	// Process 1 restarts: generation 2 restores 2.
+	re := join(t, j.b, j.cfg(2, 1, nil))
+	leader, err := j.ms[0].Rejoin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.ms = []*catalog.Member{leader, re}
+	j.b.Advance(2 * time.Hour)
+	plan, _ := j.collect(leader, false)
+	restoredCommit := objname.CatalogV2CommitName("job/", 1, 2, 0)
+	if !slices.Contains(plan.Commits, restoredCommit) || !j.exists(restoredCommit) {
+		t.Fatalf("the restored commit is not kept: %v", plan.Commits)
+	}
+	for _, o := range old {
+		if j.exists(o) {
+			t.Errorf("checkpoint 1's object %s is kept", o)
+		}
+	}
+	for _, name := range []string{objname.CatalogV2ClaimName("job/", 1, 0), objname.CatalogV2FenceName("job/", 1), objname.CatalogV2GenerationName("job/", 1)} {
+		if j.exists(name) {
+			t.Errorf("generation 1's %s is kept", name)
+		}
+	}
+	// Generation 2 completes a checkpoint: the restored commits go too,
+	// at the next sweep.
+	j.round(3)
+	j.b.Advance(2 * time.Hour)
+	j.collect(leader, false)
+	if j.exists(restoredCommit) {
+		t.Fatal("the restored commit is kept after the generation completed its own")
+	}
+	if n := names(t, j.b, objname.CatalogV2GenerationDir("job/", 1)); len(n) != 0 {
+		t.Fatalf("generation 1's objects left: %v", n)
+	}
+}
+
+// TestCollectFenced: a fenced member collects nothing (ErrFenced), and
+// neither does one whose sweep lists the fence.
+func TestCollectFenced(t *testing.T) {
+	j := newCollectJob(t, 2, nil)
+	objs := j.round(1)
+	j.round(2)
+	j.b.Advance(2 * time.Hour)
+	join(t, j.b, j.cfg(2, 1, nil)) // fences generation 1
+	if _, _, err := j.ms[0].Collect(t.Context(), collect.Options{}); !errors.Is(err, catalog.ErrFenced) {
+		t.Fatalf("Collect of a fenced member: %v", err)
+	}
+	for _, o := range objs {
+		if !j.exists(o) {
+			t.Fatalf("a fenced member's collection deleted %s", o)
+		}
+	}
+}
+
+// TestCollectDryRun: a dry run deletes nothing, not even catalog objects,
+// and says what it would.
+func TestCollectDryRun(t *testing.T) {
+	j := newCollectJob(t, 2, nil)
+	objs := j.round(1)
+	j.round(2)
+	j.b.Advance(2 * time.Hour)
+	before := names(t, j.b, "")
+	plan, rep := j.collect(j.ms[0], true)
+	if after := names(t, j.b, ""); !slices.Equal(before, after) {
+		t.Fatalf("a dry run changed the store:\n%v\n%v", before, after)
+	}
+	if len(plan.Drop) != 2 || rep.Deletable.Objects != len(objs) {
+		t.Fatalf("dry run: drop %v, deletable %+v", plan.Drop, rep.Deletable)
+	}
+}
+
+// TestCollectJob: a collection from outside the job is the leader's
+// sweep.
+func TestCollectJob(t *testing.T) {
+	j := newCollectJob(t, 2, nil)
+	objs := j.round(1)
+	kept := j.round(2)
+	j.b.Advance(2 * time.Hour)
+	plan, rep, err := catalog.CollectJob(t.Context(), j.b, "job", catalog.PlanOptions{Grace: time.Hour}, collect.Options{Now: j.b.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(plan.Retained, []int64{2}) || rep.Deleted.Objects != len(objs) {
+		t.Fatalf("plan %+v, deleted %+v", plan, rep.Deleted)
+	}
+	for _, o := range kept {
+		if !j.exists(o) {
+			t.Fatalf("kept object %s deleted", o)
+		}
+	}
+	if p, r, err := catalog.CollectJob(t.Context(), j.b, "no-such-job", catalog.PlanOptions{}, collect.Options{}); p != nil || r != nil || err != nil {
+		t.Fatalf("a job with no catalog: %v, %v, %v", p, r, err)
+	}
+}
+
+// TestStalledCommitter: a process that uploaded objects for checkpoint N
+// and stalls past the grace before its commit, while the leader collects,
+// finds them there when it commits: an object made for a checkpoint that
+// may still complete is kept however old. An object whose name records no
+// checkpoint (as every object was named before) would be deleted, and the
+// checkpoint complete without it: that was the first layout's caveat.
+func TestStalledCommitter(t *testing.T) {
+	for _, madeFor := range []bool{true, false} {
+		j := newCollectJob(t, 2, nil)
+		j.round(1)
+		j.round(2)
+		var n int64
+		if madeFor {
+			n = 3
+		}
+		uploaded := j.upload(n) // process 1's upload for 3; then it stalls
+		j.commit(j.ms[0], 3)
+		for range 3 {
+			j.b.Advance(time.Hour)
+			j.collect(j.ms[0], false)
+		}
+		j.commit(j.ms[1], 3, uploaded)
+		j.commit(j.ms[0], 4) // the leader lists 3 complete
+		if st, err := j.ms[0].Refresh(t.Context()); err != nil || st.Complete != 3 {
+			t.Fatalf("status %+v, %v", st, err)
+		}
+		if j.exists(uploaded) != madeFor {
+			t.Fatalf("made for 3: %v; the stalled process's object stored %v", madeFor, j.exists(uploaded))
+		}
+	}
+}
+
+var _ backends.Backend = (*clockBackend)(nil)

@@ -1,0 +1,129 @@
+package catalogv1
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/dstl/objname"
+)
+
+// UpgradePoint is what a job whose catalog is of this layout restores
+// from when it moves to the second layout.
+type UpgradePoint struct {
+	// Latest is the latest generation's record: the one the fence
+	// follows.
+	Latest *Generation
+	// Fence is the number of the fence's generation record, Latest's
+	// plus one.
+	Fence int64
+	// Parts are the parts to restore: those of Latest's latest complete
+	// checkpoint (or of the retained one asked for), or what Latest
+	// restored when it completed none; Checkpoint is their checkpoint in
+	// the aligned mode, 0 otherwise.
+	Parts      []*Part
+	Checkpoint int64
+	// MaxCheckpoint is the highest checkpoint number of the catalog.
+	MaxCheckpoint int64
+}
+
+// FenceMarker returns the name that a fence record of generation g
+// restores: the name of a part that is never written, so that a process of
+// this layout can neither join the fence's generation nor start one after
+// it (each would read that part first, and fail).
+func FenceMarker(prefix string, g int64) string {
+	return objname.CatalogPartName(prefix, g, math.MaxInt64, 0)
+}
+
+// IsFence reports whether gen is a fence record that Fence wrote.
+func IsFence(prefix string, gen *Generation) bool {
+	return slices.Equal(gen.Restored, []string{FenceMarker(prefix, gen.Number)})
+}
+
+// Fence ends a job's catalog of this layout, for the move to the second
+// layout. After the latest generation it writes a generation record that
+// the members of this layout read as a newer generation (so they are
+// fenced: their commits fail with ErrFenced, their plans too) and that no
+// process of this layout can join or start a generation after (it
+// restores a part that is never written). Then it lists the catalog again
+// and returns what a generation after the latest restores: the latest
+// complete checkpoint (or, with restoreFrom, that retained one), as Join
+// would choose it, with every part read and checked. The fence comes
+// before the listing, so that no member of this layout confirms a
+// checkpoint that the listing misses.
+//
+// It returns nil and no error when the job has no catalog of this layout.
+// A fence written before (by another process moving the job) is reused.
+func Fence(ctx context.Context, b backends.Backend, jobID, owner string, now time.Time, mode Mode, retain int, restoreFrom int64) (*UpgradePoint, error) {
+	c := &reader{b: b, prefix: objname.JobPrefix(jobID)}
+	cfg := Config{Mode: mode, Retain: retain, RestoreFrom: restoreFrom}
+	for range maxJoinRounds {
+		v, err := c.list(ctx)
+		if err != nil {
+			return nil, err
+		}
+		latest := v.latest()
+		if latest == 0 {
+			return nil, nil
+		}
+		gen, err := c.generation(ctx, latest)
+		if errors.Is(err, backends.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !IsFence(c.prefix, gen) {
+			if latest == math.MaxInt64 || v.maxCheckpoint == math.MaxInt64 {
+				return nil, fmt.Errorf("%w: generation %d or checkpoint %d has no successor", ErrDamaged, latest, v.maxCheckpoint)
+			}
+			f := &Generation{Number: latest + 1, Mode: gen.Mode, MaxParallelism: gen.MaxParallelism, KeyGroups: gen.KeyGroups,
+				Restored: []string{FenceMarker(c.prefix, latest+1)}, FirstCheckpoint: v.maxCheckpoint + 1, Created: now.UTC()}
+			data, err := encode(kindGeneration, f)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := c.put(ctx, objname.CatalogGenerationName(c.prefix, f.Number), data); err != nil {
+				return nil, err
+			}
+			continue // list again: the fence is ours, another mover's, or an older release's new generation
+		}
+		// The fence is the latest record: list again (done above) and
+		// restore from the generation before it.
+		if latest < 2 {
+			return nil, fmt.Errorf("%w %q: a fence with no generation before it", ErrDamaged, objname.CatalogGenerationName(c.prefix, latest))
+		}
+		prev, err := c.generation(ctx, latest-1)
+		if err != nil {
+			return nil, fmt.Errorf("catalogv1: the generation the fence follows: %w", err)
+		}
+		cfg.Mode = prev.Mode
+		names, n, err := c.restorePoint(ctx, cfg, prev, v)
+		if err != nil {
+			return nil, err
+		}
+		up := &UpgradePoint{Latest: prev, Fence: latest, Checkpoint: n, MaxCheckpoint: v.maxCheckpoint}
+		for _, name := range names {
+			var g *Generation
+			if objname.ParseCatalog(c.prefix, name).Generation == prev.Number {
+				g = prev
+			}
+			p, err := c.part(ctx, name, g)
+			if err != nil {
+				return nil, err
+			}
+			up.Parts = append(up.Parts, p)
+		}
+		return up, nil
+	}
+	return nil, fmt.Errorf("catalogv1: job %q: %d generations started while its catalog was fenced", jobID, maxJoinRounds)
+}
+
+// ReadPart reads and checks the part of the name in the job's catalog.
+func ReadPart(ctx context.Context, b backends.Backend, jobID, name string) (*Part, error) {
+	return (&reader{b: b, prefix: objname.JobPrefix(jobID)}).part(ctx, name, nil)
+}

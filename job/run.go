@@ -1,0 +1,377 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/dstlgo/dstl/catalog"
+	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/statestore"
+)
+
+// Run runs the instances that coord assigns this process, with the state
+// stores and tasks that open makes, until ctx ends: then it takes a last
+// checkpoint of every instance, commits it, learns once more which
+// checkpoints are complete, confirms them, closes the instances and
+// returns nil. It returns earlier with the first error it cannot handle:
+// of open, of a task, of a coordinator's Join (another process replaced
+// this one, say), or of a restore.
+//
+// storage is the process's log storage, shared by every instance: their
+// changes are uploaded together, one object per upload round.
+func Run(ctx context.Context, storage *dstl.Storage, coord Coordinator, cfg Config, open Open) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	if storage == nil || coord == nil || open == nil {
+		return errors.New("job: Run needs a storage, a coordinator and an Open function")
+	}
+	r := &runner{storage: storage, coord: coord, cfg: cfg, open: open}
+	for {
+		a, err := coord.Join(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				r.event(Event{Kind: EventStopped, Instance: -1})
+				return nil
+			}
+			return fmt.Errorf("job: join: %w", err)
+		}
+		r.event(Event{Kind: EventJoined, Generation: a.Generation, Instance: -1})
+		err = r.runGeneration(ctx, a)
+		switch {
+		case errors.Is(err, errStop):
+			r.event(Event{Kind: EventStopped, Generation: a.Generation, Instance: -1})
+			return nil
+		case errors.Is(err, ErrFenced):
+			r.event(Event{Kind: EventFenced, Generation: a.Generation, Instance: -1, Err: err})
+			cfg.Logger.Info("job: fenced; joining again", "generation", a.Generation, "err", err)
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+// runner runs one process's instances.
+type runner struct {
+	storage *dstl.Storage
+	coord   Coordinator
+	cfg     Config
+	open    Open
+}
+
+func (r *runner) event(e Event) {
+	if r.cfg.OnEvent != nil {
+		r.cfg.OnEvent(e)
+	}
+}
+
+// instance is one running instance.
+type instance struct {
+	in       *Instance
+	cp       *statestore.Checkpointer
+	task     Task
+	operator string
+}
+
+// taken is a checkpoint taken and not committed yet.
+type taken struct {
+	n      int64
+	at     time.Time // when to commit it
+	states []catalog.InstanceState
+}
+
+// generation is the state of one generation's loop.
+type generation struct {
+	a         *Assignment
+	instances []*instance
+	last      int64   // the latest checkpoint taken
+	pending   []int64 // checkpoints committed (or whose commit's outcome is unknown), not confirmed
+	queued    []taken
+}
+
+// runGeneration runs the assignment's instances until ctx ends (errStop
+// after the last checkpoint), the coordinator fences the process
+// (ErrFenced) or an error.
+func (r *runner) runGeneration(ctx context.Context, a *Assignment) (err error) {
+	g := &generation{a: a}
+	defer func() {
+		for _, in := range g.instances {
+			if cerr := in.close(); cerr != nil && err == nil && !errors.Is(cerr, statestore.ErrClosed) {
+				err = cerr
+			}
+		}
+	}()
+	for _, as := range a.Instances {
+		in, err := r.openInstance(ctx, a, as)
+		if err != nil {
+			if ctx.Err() != nil {
+				return errStop
+			}
+			return err
+		}
+		g.instances = append(g.instances, in)
+	}
+	interval := r.cfg.Interval
+	next := a.tickAfter(time.Now(), interval)
+	lastCollect := time.Now()
+	for {
+		if ctx.Err() != nil {
+			return r.stop(ctx, g)
+		}
+		now := time.Now()
+		if len(g.queued) > 0 && !now.Before(g.queued[0].at) {
+			t := g.queued[0]
+			g.queued = g.queued[1:]
+			if err := r.commit(ctx, g, t); err != nil {
+				return err
+			}
+			continue
+		}
+		if !now.Before(next) {
+			if n := a.numberAt(now, interval); n > g.last {
+				if err := r.take(ctx, g, n, now); err != nil {
+					return err
+				}
+			}
+			next = a.tickAfter(now, interval)
+			continue
+		}
+		nextCollect := lastCollect.Add(r.cfg.CollectInterval)
+		if r.cfg.CollectInterval > 0 && !now.Before(nextCollect) {
+			lastCollect = now
+			if err := r.coord.Collect(ctx); err != nil {
+				if errors.Is(err, ErrFenced) {
+					return err
+				}
+				if ctx.Err() == nil {
+					r.cfg.Logger.Warn("job: deletion rule", "err", err)
+				}
+			} else {
+				r.event(Event{Kind: EventCollected, Generation: a.Generation, Instance: -1})
+			}
+			continue
+		}
+		deadline := next
+		if len(g.queued) > 0 && g.queued[0].at.Before(deadline) {
+			deadline = g.queued[0].at
+		}
+		if r.cfg.CollectInterval > 0 && nextCollect.Before(deadline) {
+			deadline = nextCollect
+		}
+		busy, err := r.process(ctx, g, deadline)
+		if err != nil {
+			return err
+		}
+		if !busy {
+			wait := min(r.cfg.IdleWait, time.Until(deadline))
+			if wait > 0 {
+				timer := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+				case <-timer.C:
+				}
+				timer.Stop()
+			}
+		}
+	}
+}
+
+// process calls every task's Process once, with a context that ends at
+// deadline, and reports whether one had input.
+func (r *runner) process(ctx context.Context, g *generation, deadline time.Time) (bool, error) {
+	pctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	busy := false
+	for _, in := range g.instances {
+		k, err := in.task.Process(pctx)
+		if err != nil {
+			if ctx.Err() != nil || pctx.Err() != nil && errors.Is(err, pctx.Err()) {
+				return busy, nil
+			}
+			return busy, fmt.Errorf("job: instance %d: process: %w", in.in.Index, err)
+		}
+		busy = busy || k > 0
+	}
+	return busy, nil
+}
+
+// take takes checkpoint n of every instance and queues its commit.
+func (r *runner) take(ctx context.Context, g *generation, n int64, now time.Time) error {
+	states := make([]catalog.InstanceState, 0, len(g.instances))
+	for i, in := range g.instances {
+		st, err := in.snapshot(ctx, n)
+		if err != nil {
+			// The checkpoint fails: what the others took is aborted, and
+			// the next one uploads again what did not go up.
+			for _, done := range g.instances[:i] {
+				if aerr := done.cp.NotifyCheckpointAborted(ctx, n); aerr != nil && ctx.Err() == nil {
+					r.cfg.Logger.Warn("job: abort a failed checkpoint", "instance", done.in.Index, "checkpoint", n, "err", aerr)
+				}
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.cfg.Logger.Warn("job: checkpoint failed; the next one takes its changes", "instance", in.in.Index, "checkpoint", n, "err", err)
+			g.last = n
+			return nil
+		}
+		states = append(states, st)
+	}
+	g.last = n
+	at := now
+	if g.a.CommitDelay > 0 {
+		at = now.Add(g.a.CommitDelay)
+	}
+	g.queued = append(g.queued, taken{n: n, at: at, states: states})
+	return nil
+}
+
+// commit commits a taken checkpoint and confirms what completed.
+func (r *runner) commit(ctx context.Context, g *generation, t taken) error {
+	complete, err := r.coord.Commit(ctx, t.n, t.states)
+	switch {
+	case errors.Is(err, ErrFenced):
+		return err
+	case err != nil:
+		// The outcome is unknown (the commit may be in the catalog):
+		// the checkpoint stays pending, neither confirmed nor aborted,
+		// until a later commit says what completed.
+		g.pending = append(g.pending, t.n)
+		if ctx.Err() == nil {
+			r.cfg.Logger.Warn("job: commit failed; the checkpoint stays pending", "checkpoint", t.n, "err", err)
+		}
+		r.event(Event{Kind: EventCommitFailed, Generation: g.a.Generation, Instance: -1, Checkpoint: t.n, Err: err})
+		return nil
+	}
+	g.pending = append(g.pending, t.n)
+	r.event(Event{Kind: EventCommitted, Generation: g.a.Generation, Instance: -1, Checkpoint: t.n})
+	return r.confirm(ctx, g, complete)
+}
+
+// confirm confirms, in order, every pending checkpoint up to complete:
+// the instances' state stores, then their tasks.
+func (r *runner) confirm(ctx context.Context, g *generation, complete int64) error {
+	k := 0
+	for k < len(g.pending) && g.pending[k] <= complete {
+		k++
+	}
+	for _, n := range g.pending[:k] {
+		for _, in := range g.instances {
+			if err := in.cp.NotifyCheckpointComplete(ctx, n); err != nil {
+				return fmt.Errorf("job: instance %d: checkpoint %d complete: %w", in.in.Index, n, err)
+			}
+			if err := in.task.Complete(ctx, n); err != nil {
+				return fmt.Errorf("job: instance %d: checkpoint %d complete: %w", in.in.Index, n, err)
+			}
+			r.event(Event{Kind: EventCompleted, Generation: g.a.Generation, Instance: in.in.Index, Checkpoint: n})
+		}
+	}
+	g.pending = slices.Delete(g.pending, 0, k)
+	return nil
+}
+
+// stop takes a last checkpoint, commits it with what is queued, learns
+// once more what completed, and confirms it, within StopTimeout.
+func (r *runner) stop(ctx context.Context, g *generation) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StopTimeout)
+	defer cancel()
+	if n := max(g.a.numberAt(time.Now(), r.cfg.Interval), g.last+1); len(g.instances) > 0 {
+		if err := r.take(sctx, g, n, time.Now()); err != nil {
+			return err
+		}
+	}
+	for _, t := range g.queued {
+		if err := r.commit(sctx, g, t); err != nil {
+			if errors.Is(err, ErrFenced) {
+				return errStop
+			}
+			return err
+		}
+	}
+	g.queued = nil
+	if len(g.pending) > 0 {
+		complete, err := r.coord.Refresh(sctx)
+		if err == nil {
+			if err := r.confirm(sctx, g, complete); err != nil {
+				return err
+			}
+		} else if !errors.Is(err, ErrFenced) {
+			r.cfg.Logger.Warn("job: last refresh", "err", err)
+		}
+	}
+	return errStop
+}
+
+// openInstance opens an assigned instance: its checkpointer, the user's
+// task, and the restore of its state.
+func (r *runner) openInstance(ctx context.Context, a *Assignment, as Assigned) (*instance, error) {
+	sc := r.cfg.State
+	sc.Operator = fmt.Sprintf("%s-%d", r.cfg.Operator, as.Index)
+	sc.KeyGroups, sc.MaxParallelism, sc.KeepSnapshots = as.KeyGroups, as.MaxParallelism, true
+	if sc.Logger == nil {
+		sc.Logger = r.cfg.Logger
+	}
+	cp, err := statestore.NewCheckpointer(r.storage, sc)
+	if err != nil {
+		return nil, fmt.Errorf("job: instance %d: %w", as.Index, err)
+	}
+	in := &Instance{Index: as.Index, KeyGroups: as.KeyGroups, MaxParallelism: as.MaxParallelism, Generation: a.Generation, Checkpointer: cp}
+	var handles []*statestore.CheckpointHandle
+	for _, p := range as.Restore {
+		in.Restored = append(in.Restored, p.Metadata)
+		h := new(statestore.CheckpointHandle)
+		if err := h.UnmarshalBinary(p.State); err != nil {
+			cp.Close()
+			return nil, fmt.Errorf("job: instance %d: the state of %s: %w", as.Index, p.Name, err)
+		}
+		handles = append(handles, h)
+	}
+	task, err := r.open(ctx, in)
+	if err != nil {
+		cp.Close()
+		return nil, fmt.Errorf("job: instance %d: open: %w", as.Index, err)
+	}
+	inst := &instance{in: in, cp: cp, task: task, operator: sc.Operator}
+	// What the log uploads from now on is for this generation's
+	// checkpoints.
+	cp.Log().SetNextCheckpoint(a.FirstCheckpoint)
+	info := statestore.CheckpointInfo{OperatorID: sc.Operator, TaskID: as.Index, CheckpointID: as.Restored}
+	if err := cp.InitializeState(ctx, info, handles...); err != nil {
+		inst.close()
+		return nil, fmt.Errorf("job: instance %d: restore: %w", as.Index, err)
+	}
+	r.event(Event{Kind: EventRestored, Generation: a.Generation, Instance: as.Index, Checkpoint: as.Restored})
+	return inst, nil
+}
+
+// snapshot takes checkpoint n of the instance: its metadata, then its
+// state, at one point of its input.
+func (in *instance) snapshot(ctx context.Context, n int64) (catalog.InstanceState, error) {
+	meta := in.task.Metadata()
+	h, err := in.cp.SnapshotState(ctx, statestore.CheckpointInfo{OperatorID: in.operator, TaskID: in.in.Index, CheckpointID: n})
+	if err != nil {
+		return catalog.InstanceState{}, err
+	}
+	state, err := h.MarshalBinary()
+	if err != nil {
+		return catalog.InstanceState{}, err
+	}
+	return catalog.InstanceState{Instance: in.in.Index, State: state, Objects: h.Objects(), Metadata: meta, HoldFrom: in.cp.HoldFrom()}, nil
+}
+
+// close closes the task (if it is an io.Closer) and the checkpointer,
+// which closes the stores.
+func (in *instance) close() error {
+	var errs []error
+	if c, ok := in.task.(io.Closer); ok {
+		errs = append(errs, c.Close())
+	}
+	errs = append(errs, in.cp.Close())
+	return errors.Join(errs...)
+}
