@@ -133,9 +133,10 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// TestVerifyFailsWithoutRestore: verify fails when an instance started
-// after a checkpoint completed restores nothing (here each start after the
-// first three joins another job, which has no checkpoint).
+// TestVerifyFailsWithoutRestore: verify fails when a process started
+// after a checkpoint completed restores nothing (here the three processes
+// of the first layout run without a fault, and the processes of the
+// second layout join another job, which has no checkpoint).
 func TestVerifyFailsWithoutRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the service for seconds")
@@ -147,7 +148,8 @@ func TestVerifyFailsWithoutRestore(t *testing.T) {
 		}
 		return testCommand(ctx, args...)
 	}
-	args := []string{"-base-path", t.TempDir(), "-records", "300", "-rate", "300", "-phase", "3s", "-timeout", "60s"}
+	args := []string{"-base-path", t.TempDir(), "-records", "300", "-rate", "300", "-scales", "3,2", "-phase", "4s",
+		"-fault-every", "1h", "-faults", "0", "-timeout", "60s"}
 	var out, errs bytes.Buffer
 	code := verifyMain(context.Background(), args, forgetful, &out, &errs)
 	if code != 1 || !strings.Contains(errs.String(), "restored no checkpoint") {
