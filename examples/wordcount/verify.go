@@ -229,12 +229,6 @@ func (v *verifier) say(format string, args ...any) {
 	fmt.Fprintf(v.stdout, "wordcount verify: [%5.1fs] %s\n", time.Since(v.started).Seconds(), fmt.Sprintf(format, args...))
 }
 
-func (v *verifier) fail(format string, args ...any) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.failures = append(v.failures, fmt.Sprintf(format, args...))
-}
-
 func (v *verifier) failed() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
