@@ -42,6 +42,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -70,7 +71,11 @@ func main() {
 	switch {
 	case len(os.Args) > 1 && os.Args[1] == "run":
 		code = 0
-		if err := run(ctx, os.Args[2:]); err != nil {
+		err := run(ctx, os.Args[2:])
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			code = 2
+		case err != nil && ctx.Err() == nil: // stopped: no error
 			fmt.Fprintln(os.Stderr, "counter run:", err)
 			code = 1
 		}

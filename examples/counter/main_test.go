@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("COUNTER_CHILD") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := 0
-		if err := run(ctx, os.Args[1:]); err != nil {
+		if err := run(ctx, os.Args[1:]); err != nil && ctx.Err() == nil {
 			os.Stderr.WriteString("counter run: " + err.Error() + "\n")
 			code = 1
 		}

@@ -329,7 +329,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := run(ctx, o, log, stdout); err != nil {
+	if err := run(ctx, o, log, stdout); err != nil && ctx.Err() == nil { // stopped: whatever it was doing ends there
 		fmt.Fprintf(stderr, "wordcount run: process %d of %d: %v\n", o.index, o.processes, err)
 		return 1
 	}
