@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/catalog"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/examples/internal/child"
@@ -132,6 +134,7 @@ func (v *verifier) crashed() error {
 	for i, exited := range v.exited {
 		select {
 		case err := <-exited:
+			v.procs[i] = nil
 			return fmt.Errorf("process %d exited unasked: %v", i, err)
 		default:
 		}
@@ -200,6 +203,7 @@ func (v *verifier) run(ctx context.Context) int {
 		v.say("kill process %d (SIGKILL)", i)
 		_ = v.procs[i].Process.Kill()
 		<-v.exited[i]
+		v.procs[i] = nil
 		if err := v.start(ctx, i); err != nil {
 			return fail(err)
 		}
@@ -275,14 +279,21 @@ func (v *verifier) check(ctx context.Context, final bool) error {
 		return fmt.Errorf("inspect the catalog: %w", err)
 	}
 	c := l.Checkpoint(gen, n)
+	if c == nil && !final {
+		v.skipped++ // its commits were dropped since the first listing
+		return nil
+	}
+	if c == nil {
+		return fmt.Errorf("checkpoint %d of generation %d is gone", n, gen)
+	}
 	var handles []*statestore.CheckpointHandle
 	offsets := map[int]int64{}
 	for _, commit := range c.Commits {
 		if commit.Err != nil {
-			if final {
+			if final || !errors.Is(commit.Err, backends.ErrNotFound) {
 				return fmt.Errorf("checkpoint %d of generation %d: %w", n, gen, commit.Err)
 			}
-			v.skipped++
+			v.skipped++ // dropped since the listing
 			return nil
 		}
 		for _, p := range commit.Parts {
