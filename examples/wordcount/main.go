@@ -96,13 +96,14 @@
 // one (2 in 2, then 4 in 2: each of the last two processes runs two
 // instances), every layout for -phase, stopping all processes between two
 // layouts. Meanwhile, every -fault-every on average, it kills (SIGKILL) a
-// random process and restarts it, or stops one (SIGSTOP) for up to
-// -max-stop, which may exceed the grace, and continues it (SIGCONT); the
-// last layout runs with faults until there were at least -faults. Then it
-// lets the input end and checks:
+// random process among those that restored their instances and restarts
+// it, or stops one (SIGSTOP) for up to -max-stop, which may exceed the
+// grace, and continues it (SIGCONT); the last layout runs with faults
+// until there were at least -faults. Then it lets the input end and
+// checks:
 //
 //   - every process started after a checkpoint was complete restored one,
-//     for each of its instances;
+//     for each of its instances, and some process restored one;
 //   - the final counts of the last processes, and those of the latest
 //     complete checkpoint (which verify restores as the one instance of a
 //     last generation, every partition read to its end), equal an

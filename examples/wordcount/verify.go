@@ -385,13 +385,16 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// running returns the processes that run and are not stopped.
+// running returns the processes that run the job and are not stopped:
+// those that restored their instances at least once (on a busy machine,
+// faults that hit processes still starting would leave the job no time
+// to complete a checkpoint).
 func (v *verifier) running() []*proc {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var out []*proc
 	for _, p := range v.procs {
-		if p != nil && !p.ended && !p.stopped && !isClosed(p.exited) {
+		if p != nil && p.joins > 0 && !p.ended && !p.stopped && !isClosed(p.exited) {
 			out = append(out, p)
 		}
 	}
@@ -664,6 +667,10 @@ func (v *verifier) run(ctx context.Context) int {
 	}
 	if v.faults() < v.o.minFaults {
 		fmt.Fprintf(v.stderr, "wordcount verify: FAILED: %d faults, want at least %d\n", v.faults(), v.o.minFaults)
+		return 1
+	}
+	if v.restores == 0 && (v.kills > 0 || len(v.o.scales) > 1) {
+		fmt.Fprintf(v.stderr, "wordcount verify: FAILED: no process restored a checkpoint, so no restore was checked: the faults left the job no time to complete one (a longer -fault-every or -phase gives it more)\n")
 		return 1
 	}
 	want := expected(v.o.seed, v.o.records)
