@@ -199,7 +199,11 @@ type proc struct {
 }
 
 func (p *proc) String() string {
-	return fmt.Sprintf("process %d of %d (%d instances)", p.index, p.layout.processes, p.layout.instances)
+	first, last := catalog.InstancesOf(p.index, p.layout.processes, p.layout.instances)
+	if first == last {
+		return fmt.Sprintf("process %d of %d (instance %d)", p.index, p.layout.processes, first)
+	}
+	return fmt.Sprintf("process %d of %d (instances %d to %d of %d)", p.index, p.layout.processes, first, last, p.layout.instances)
 }
 
 // verifier runs the job's processes through faults and rescales.
