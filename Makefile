@@ -25,7 +25,7 @@ demo:
 ## (SIGKILL) and stopped (SIGSTOP) at random moments, restarted, rescaled
 ## from 3 instances in 3 processes to 2 in 2 and to 4 in 2, and checked
 ## against an independent count and the deletion rule; once with the state
-## in memory, once on disk (as example-disk), about 40 s each (under
+## in memory, once on disk (as example-disk), about 30 s each (under
 ## `make test`, examples/wordcount's TestVerify runs both on MinIO)
 example:
 	$(GO) run ./examples/wordcount verify
@@ -39,7 +39,7 @@ example-disk:
 ## example-counter: the shortest service on package job, on local disk: 4
 ## instances in 2 processes killed (SIGKILL) and restarted, the latest
 ## complete checkpoint restored and checked against the input at every
-## kill and at the end (about 20 s; under `make test`, examples/counter's
+## kill and at the end (about 15 s; under `make test`, examples/counter's
 ## TestVerify runs it on MinIO)
 example-counter:
 	$(GO) run ./examples/counter verify
