@@ -46,7 +46,7 @@ func TestPartitionsSaid(t *testing.T) {
 	if usage := fs.Lookup("records").Usage; !strings.Contains(usage, n) {
 		t.Errorf("-records: %q, want it to say %q", usage, n)
 	}
-	if line := verifyBanner(verifyOptions{options: options{records: 800, basePath: "b", jobID: "j"}, scales: []int{3}}, "in memory"); !strings.Contains(line, "800 records in "+n) {
+	if line := verifyBanner(verifyOptions{options: options{records: 800, basePath: "b", jobID: "j"}, scales: []layout{{instances: 3, processes: 3}}}, "in memory"); !strings.Contains(line, "800 records in "+n) {
 		t.Errorf("verify says %q, want %q", line, "800 records in "+n)
 	}
 }

@@ -1,34 +1,48 @@
-// Command wordcount is an example service built on packages statestore and
-// catalog: an exactly-once word count that runs as several processes
-// (instances) on one bucket, with no other service. Each instance counts
+// Command wordcount is an example service built on packages job and
+// statestore: an exactly-once word count that runs as P instances in Q
+// processes on one bucket, with no other service. Each instance counts
 // the words of its key groups in a key-value store whose every change goes
-// to the DSTL, and commits its part of a checkpoint to the job's catalog
-// every interval; killed, stopped, restarted or rescaled, the job restores
-// its latest complete checkpoint and goes on from the input offsets that
+// to the DSTL; the job runner (package job) takes a checkpoint of every
+// instance at each interval and commits it to the job's catalog (package
+// catalog). Killed, stopped, restarted or rescaled, the job restores its
+// latest complete checkpoint and goes on from the input offsets that
 // checkpoint holds, so that its counts come out exactly as in a run
 // without a fault.
 //
-//	wordcount run    -instances P -index I -base-path URL -job-id ID [-state-dir DIR] [flags]
-//	                 instance I of P: count, checkpoint, print events
+//	wordcount run    -instances P [-processes Q] -index I -base-path URL -job-id ID [-state-dir DIR] [flags]
+//	                 process I of Q, running its share of the P instances:
+//	                 count, checkpoint, print events
 //	wordcount verify [-disk] [flags]
-//	                 run P=3 instances, SIGKILL and SIGSTOP random ones at
-//	                 random moments, restart the killed ones, rescale
-//	                 3 → 2 → 4, let the job finish, and check its counts and
-//	                 what is left in the store (exit 1 if anything is off)
+//	                 run 3 instances in 3 processes, SIGKILL and SIGSTOP
+//	                 random processes at random moments, restart the
+//	                 killed ones, rescale to 2 instances in 2 processes
+//	                 and to 4 instances in 2 processes, let the job
+//	                 finish, and check its counts and what is left in the
+//	                 store (exit 1 if anything is off)
+//
+// # Instances and processes
+//
+// The job runs as P instances (-instances), each owning a range of key
+// groups, and Q processes (-processes, default P) run them: process I
+// (-index, 0 to Q-1) runs the instances of catalog.InstancesOf(I, Q, P)
+// and commits their parts of a checkpoint in one catalog object. Every
+// process of a job is started with the same P and Q; a restart with
+// another P or Q is a rescale.
 //
 // # State on disk
 //
 // An instance keeps its counts in memory, or with -state-dir in a Pebble
 // database under that directory (statestore.Config.Dir; one directory per
-// instance, emptied at each start: the state is what the instance
-// restores). Its materialisations are then incremental: each uploads the
-// keys changed since the previous one and a slice of the rest as SST files
-// (objects JOB/statestore/OPERATOR/UUIDv7.sst) and a manifest naming every
-// file that holds the state; the checkpoints' parts name the files
+// process, which holds one directory per instance, emptied at each start:
+// the state is what the instance restores). Its materialisations are then
+// incremental: each uploads the keys changed since the previous one and a
+// slice of the rest as SST files (objects
+// JOB/statestore/OPERATOR/UUIDv7.cN.sst) and a manifest naming every file
+// that holds the state; the checkpoints' parts name the files
 // (CheckpointHandle.Objects), which later snapshots share, and so do the
 // instances that restore them after a rescale, and the deletion rule
 // deletes them as it deletes the other objects. verify -disk gives every
-// instance it starts a state directory of its own under its temporary
+// process it starts a state directory of its own under its temporary
 // directory, and restores the final checkpoint on disk too.
 //
 // # The input
@@ -40,73 +54,73 @@
 // key groups, so the counts of a key group are in the instance that reads
 // its partition, and a rescale moves a key group's state and its input
 // offset together: each instance's part of a checkpoint holds, besides its
-// state handle, the offset of each of its partitions (Part.Metadata), and a
-// restore takes, for each key group, the state and the offset of the one
-// restored part that owned it.
+// state handle, the offset of each of its partitions (the task's
+// Metadata), and a restore takes, for each key group, the offset of the
+// one restored part that owned it.
 //
 // # Checkpoints and the catalog
 //
-// An instance joins the job with catalog.Join: it claims its slot in the
-// latest generation, or starts a new one (after a restart or a rescale),
-// which restores the latest complete checkpoint and fences the older
-// generations. It restores its key groups from the parts of Member.Restore
-// (statestore merges several handles after a rescale), then counts. Every
-// interval (checkpoint numbers follow the generation's clock, so that the
-// instances' parts of a checkpoint meet) it takes a snapshot of its stores
-// (SnapshotState), commits the handle, the objects the handle names and its
-// offsets (Member.Commit), and tells the stores' log of the latest complete
-// checkpoint (NotifyCheckpointComplete). A fenced instance stops counting,
-// rejoins the latest generation and restores again; one whose slot another
-// process holds, or whose configuration the latest generation no longer
-// has, exits.
+// job.Run does the rest. It joins the job through job.NewCatalog: the
+// process claims its slot in the latest generation, or starts a new one
+// (after a restart or a rescale), which restores the latest complete
+// checkpoint and fences the older generations. It restores each instance's
+// store from the parts whose key groups overlap the instance's (several
+// after a rescale, which statestore merges) and calls the instance's task,
+// which reads its partitions at -rate records a second. At each tick of
+// the generation's clock (every -checkpoint-interval) it takes a snapshot
+// of every instance's store with the task's offsets, commits them, and
+// confirms the checkpoints the catalog says complete. A fenced process
+// rejoins the latest generation and restores again; one whose slot
+// another process holds, or whose configuration the latest generation no
+// longer has, exits.
 //
-// The checkpointer deletes no snapshot object (statestore.Config
-// KeepSnapshots): a fenced instance must delete nothing a newer generation
-// may restore. Instance 0 of the live generation applies the catalog's
-// deletion rule every collection interval: it drops the catalog objects no
-// reader needs (Member.Plan, DropCatalog) and deletes the job's log and
-// snapshot objects that no retained or pending checkpoint names
-// (Plan.Keep) once they are older than the grace. An instance never
-// commits a part that names an object created more than half the grace
-// before, which no committed part named: such an object may be deleted
-// already (the instance stalled between the object's upload and the
-// checkpoint); it joins again instead, as a restarted process would,
-// starting a generation that restores the latest complete checkpoint. The
-// grace must exceed a few checkpoint intervals, and half of it must exceed
-// any stall of an instance between a snapshot of its stores and the
-// commit of its part.
+// The checkpointers delete no snapshot object: process 0 of the live
+// generation applies the catalog's deletion rule every -collect-interval,
+// and deletes the log and snapshot objects that no retained or pending
+// checkpoint names, that no checkpoint that may still complete was made
+// for (by the checkpoint each object's name records), and that are older
+// than -grace. A process stalled between its uploads and its commit
+// therefore never completes a checkpoint that names a deleted object,
+// whatever the length of the stall.
 //
-// Once an instance has read all its input and a checkpoint holding it is
-// complete, it writes its counts to -output (JSON) and goes on taking
-// checkpoints (the other instances need its parts to complete theirs) until
-// it is stopped (SIGINT, SIGTERM); a job of one instance exits then.
+// Once every instance of a process has read all its input and a
+// checkpoint holding it is complete, the process writes its instances'
+// counts to -output (JSON) and goes on taking checkpoints (the other
+// processes need its commits to complete theirs) until it is stopped
+// (SIGINT, SIGTERM); a job of one process exits then.
 //
 // # Verify
 //
-// verify runs the instances as child processes on one base path: the first
-// instance count of -scales (3), then each next one (2, then 4), every
-// count for -phase, stopping all instances between two counts. Meanwhile,
-// every -fault-every on average, it kills (SIGKILL) a random instance and
-// restarts it, or stops one (SIGSTOP) for up to -max-stop, below half the
-// grace, and continues it (SIGCONT); the last count runs with faults until
-// there were at least -faults. Then it lets the input end and checks:
+// verify runs the processes as child processes on one base path: the
+// first layout of -scales (3 instances in 3 processes), then each next
+// one (2 in 2, then 4 in 2: each of the last two processes runs two
+// instances), every layout for -phase, stopping all processes between two
+// layouts. Meanwhile, every -fault-every on average, it kills (SIGKILL) a
+// random process among those that restored their instances and restarts
+// it, or stops one (SIGSTOP) for up to -max-stop, which may exceed the
+// grace, and continues it (SIGCONT); the last layout runs with faults
+// until there were at least -faults. Then it lets the input end and
+// checks:
 //
-//   - every process started after a checkpoint was complete restored one;
-//   - the final counts of the last instances, and those of the latest
+//   - every process started after a checkpoint was complete restored one,
+//     for each of its instances, and some process restored one;
+//   - the final counts of the last processes, and those of the latest
 //     complete checkpoint (which verify restores as the one instance of a
 //     last generation, every partition read to its end), equal an
 //     independent count of the input;
-//   - once the grace has passed, a last run of the deletion rule leaves in
-//     the job's prefix every object the retained checkpoint names (log,
-//     snapshot and catalog objects, and with -disk snapshot files), and
-//     nothing else but objects younger than the grace.
+//   - verify commits the restored state as that generation's first
+//     checkpoint; once the grace has passed, a last run of the deletion
+//     rule leaves in the job's prefix every object that checkpoint names
+//     (log, snapshot and catalog objects, and with -disk snapshot files),
+//     and nothing else but objects younger than the grace and objects
+//     made for a checkpoint that may still complete.
 //
 // It prints the faults as they happen, then the numbers of kills, stops,
-// restarts, rescales, restores, joins and materialisations (with -disk, of
-// the restores that loaded snapshot files, and how many of the retained
-// checkpoint's files the instances of an earlier count wrote), and the
-// checks' results; it exits 1 on any mismatch (or after -timeout), 3 if it
-// could not run.
+// restarts, rescales, restores, joins, fences, complete checkpoints and
+// materialisations (with -disk, of the restores that loaded snapshot
+// files, and how many of the retained checkpoint's files the processes of
+// an earlier layout wrote), and the checks' results; it exits 1 on any
+// mismatch (or after -timeout), 3 if it could not run.
 //
 // With no -base-path, verify works in a new temporary directory (the local
 // backend). Any base path of the dstl backends works, for instance MinIO:
@@ -127,7 +141,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,10 +148,11 @@ import (
 
 	_ "github.com/dstlgo/dstl/backends/all" // every backend: local, s3, gcs, azure, gocloud
 	"github.com/dstlgo/dstl/catalog"
+	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/duplicating"
 	"github.com/dstlgo/dstl/examples/internal/child"
+	"github.com/dstlgo/dstl/job"
 	"github.com/dstlgo/dstl/statestore"
 )
 
@@ -185,13 +199,18 @@ func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // same in every run of a job.
 const maxParallelism = 32
 
+// operator names the instances' state: instance i's snapshots are under
+// JOB/statestore/wordcount-i/.
+const operator = "wordcount"
+
 // options are the service's flags; verify passes them on to the service.
 type options struct {
 	basePath    string
 	jobID       string
 	instances   int
-	index       int
-	records     int64 // per partition
+	processes   int
+	index       int // of the process
+	records     int64
 	seed        uint64
 	rate        int // records per second and instance
 	interval    time.Duration
@@ -203,28 +222,32 @@ type options struct {
 	stateDir    string
 }
 
-// flags declares the flags of both commands; verify chooses the instances
-// and indexes itself.
+// flags declares the flags of both commands; verify chooses the layout and
+// the indexes itself.
 func (o *options) flags(fs *flag.FlagSet, service bool) {
 	fs.StringVar(&o.basePath, "base-path", "", "where the log, snapshots and catalog go: a path or a URL of a dstl backend (s3://, gs://, azblob://, file://, mem://)")
 	fs.StringVar(&o.jobID, "job-id", "", "the job: prefix of its objects and catalog (verify: default a new unique one)")
 	if service {
 		fs.IntVar(&o.instances, "instances", 1, "instances the job runs as (P)")
-		fs.IntVar(&o.index, "index", 0, "this instance's index, 0 to P-1")
-		fs.StringVar(&o.output, "output", "", "write this instance's final counts here as JSON (default: standard output)")
-		fs.StringVar(&o.localDir, "local-recovery-dir", "", "keep local copies here and restore from them (local recovery; one directory per instance)")
-		fs.StringVar(&o.stateDir, "state-dir", "", "keep the state on disk, in a Pebble database under this directory, and materialise it incrementally (statestore Config.Dir; one directory per instance; default: in memory)")
+		fs.IntVar(&o.processes, "processes", 0, "processes that run the instances (Q), 1 to P; default P: one instance each")
+		fs.IntVar(&o.index, "index", 0, "this process's index, 0 to Q-1: it runs the instances of catalog.InstancesOf(index, Q, P)")
+		fs.StringVar(&o.output, "output", "", "write the final counts of this process's instances here as JSON (default: standard output)")
+		fs.StringVar(&o.localDir, "local-recovery-dir", "", "keep local copies here and restore from them (local recovery; one directory per process)")
+		fs.StringVar(&o.stateDir, "state-dir", "", "keep the state on disk, in a Pebble database per instance under this directory, and materialise it incrementally (statestore Config.Dir; one directory per process; default: in memory)")
 	}
 	fs.Int64Var(&o.records, "records", 800, fmt.Sprintf("records in %s", partitionsText()))
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the input")
 	fs.IntVar(&o.rate, "rate", 500, "records an instance processes per second")
 	fs.DurationVar(&o.interval, "checkpoint-interval", 300*time.Millisecond, "time between checkpoints")
 	fs.DurationVar(&o.materialize, "materialize-interval", time.Second, "materialise the state when the log since the last snapshot is this old")
-	fs.DurationVar(&o.grace, "grace", 3*time.Second, "age before an object that no retained checkpoint names is deleted; above a few checkpoint intervals")
-	fs.DurationVar(&o.collect, "collect-interval", time.Second, "time between two runs of the deletion rule (by instance 0)")
+	fs.DurationVar(&o.grace, "grace", 3*time.Second, "age before an object that no retained checkpoint names is deleted; at least two checkpoint intervals")
+	fs.DurationVar(&o.collect, "collect-interval", time.Second, "time between two runs of the deletion rule (by process 0)")
 }
 
 func (o *options) check() error {
+	if o.processes == 0 {
+		o.processes = o.instances
+	}
 	switch {
 	case o.basePath == "":
 		return errors.New("-base-path is required")
@@ -232,8 +255,10 @@ func (o *options) check() error {
 		return errors.New("-job-id is required")
 	case o.instances < 1 || o.instances > maxParallelism:
 		return fmt.Errorf("-instances %d: want 1 to %d", o.instances, maxParallelism)
-	case o.index < 0 || o.index >= o.instances:
-		return fmt.Errorf("-index %d: want 0 to %d", o.index, o.instances-1)
+	case o.processes < 1 || o.processes > o.instances:
+		return fmt.Errorf("-processes %d: want 1 to -instances (%d)", o.processes, o.instances)
+	case o.index < 0 || o.index >= o.processes:
+		return fmt.Errorf("-index %d: want 0 to %d", o.index, o.processes-1)
 	case o.records < 0 || o.rate <= 0 || o.interval <= 0 || o.collect <= 0:
 		return errors.New("-records must not be negative, -rate, -checkpoint-interval and -collect-interval must be positive")
 	case o.grace < 2*o.interval:
@@ -298,17 +323,17 @@ func expected(seed uint64, records int64) map[string]int64 {
 // offsetKey is the metadata key of partition kg's offset in a part.
 func offsetKey(kg int) string { return fmt.Sprintf("offset-%02d", kg) }
 
-// Events: each line an instance prints on its standard output starts with
-// "wordcount: instance I of P, generation G: " and goes on with one of
-// these; verify reads them.
+// Events: each line a process prints on its standard output starts with
+// "wordcount: process I of Q, generation G: ", then, for an event of one
+// instance, "instance N: ", and goes on with one of these; verify reads
+// them.
 const (
-	restoredMessage = "restored checkpoint" // a (re)join that restored a checkpoint
-	firstStart      = "first start"         // a (re)join that restored nothing
-	completeEvent   = "complete"            // "checkpoint N complete": the first of a membership
-	doneEvent       = "input done"          // its input read and checkpointed: counts written
+	restoredMessage = "restored checkpoint" // an instance restored a checkpoint (at a join)
+	firstStart      = "first start"         // an instance restored nothing (at a join)
+	completeEvent   = "complete"            // "checkpoint N complete": the process confirmed N
+	doneEvent       = "input done"          // its instances' input read and checkpointed: counts written
 	fencedEvent     = "fenced"              // a newer generation started: rejoining
-	stalledEvent    = "stalled"             // a part would name objects perhaps deleted: joining again
-	materialized    = "materialised"        // "materialised N time(s) since ...": the state was written as snapshots
+	materialized    = "materialised"        // an instance's "materialised N time(s) ...": its state was written as snapshots
 )
 
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -327,24 +352,22 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if err := run(ctx, o, log, stdout); err != nil && ctx.Err() == nil { // stopped: whatever it was doing ends there
-		fmt.Fprintf(stderr, "wordcount run: instance %d of %d: %v\n", o.index, o.instances, err)
+		fmt.Fprintf(stderr, "wordcount run: process %d of %d: %v\n", o.index, o.processes, err)
 		return 1
 	}
 	return 0
 }
 
-// errDone ends a job of one instance once its input is checkpointed.
-var errDone = errors.New("done")
+// catalogConfig is the process's membership of the job.
+func catalogConfig(o options, log *slog.Logger) catalog.Config {
+	return catalog.Config{JobID: o.jobID, Instances: o.instances, Processes: o.processes, Process: o.index,
+		MaxParallelism: maxParallelism, Grace: o.grace, SweepInterval: o.collect, Logger: log}
+}
 
-// errStalled ends a membership whose next part would name objects that the
-// deletion rule may have deleted: the instance joins again, starting a new
-// generation.
-var errStalled = errors.New("stalled past half the grace")
-
-// run is the service: it joins the job, then counts, generation after
-// generation, until ctx ends (nil), a one-instance job is done (nil), or
-// it cannot go on (the error; catalog.ErrReplaced or ErrMismatch when
-// another process holds its slot or the job was rescaled).
+// run is the service: it runs the process's instances until ctx ends
+// (nil), a job of one process is done (nil), or it cannot go on (the
+// error; it wraps catalog.ErrReplaced or ErrMismatch when another process
+// holds its slot or the job was rescaled).
 func run(ctx context.Context, o options, log *slog.Logger, events io.Writer) error {
 	cfg := dstl.DefaultConfig(o.basePath)
 	cfg.JobID = o.jobID
@@ -356,375 +379,279 @@ func run(ctx context.Context, o options, log *slog.Logger, events io.Writer) err
 		return err
 	}
 	defer storage.Close()
-	m, err := catalog.Join(ctx, storage.Backend(), catalogConfig(o))
-	if err != nil {
-		return fmt.Errorf("join: %w", err)
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	s := &service{o: o, events: events, stop: stop}
+	coord := job.NewCatalog(storage.Backend(), catalogConfig(o, log), o.interval, collect.Options{})
+	return job.Run(ctx, storage, coord, job.Config{
+		Operator:        operator,
+		Interval:        o.interval,
+		CollectInterval: o.collect,
+		State:           statestore.Config{MaterializeInterval: o.materialize, Dir: o.stateDir},
+		Logger:          log,
+		OnEvent:         s.event,
+	}, s.open)
+}
+
+// service is one process: its instances of the current generation, and
+// what it printed. The runner calls open, the tasks and event from one
+// goroutine.
+type service struct {
+	o      options
+	events io.Writer
+	stop   context.CancelFunc // ends a job of one process once it is done
+
+	generation int64
+	tasks      []*counter // the instances of the generation, ascending
+	confirmed  int64      // the latest checkpoint confirmed
+	written    bool       // the counts of the generation were written
+}
+
+// say prints an event line of the process, or of one of its instances.
+func (s *service) say(instance int, format string, args ...any) {
+	in := ""
+	if instance >= 0 {
+		in = fmt.Sprintf("instance %d: ", instance)
 	}
-	for {
-		err := (&instance{o: o, log: log, events: events, storage: storage, m: m}).run(ctx)
-		switch {
-		case errors.Is(err, errDone) || ctx.Err() != nil:
+	fmt.Fprintf(s.events, "wordcount: process %d of %d, generation %d: %s%s\n",
+		s.o.index, s.o.processes, s.generation, in, fmt.Sprintf(format, args...))
+}
+
+// event follows what the runner does.
+func (s *service) event(e job.Event) {
+	switch e.Kind {
+	case job.EventJoined:
+		s.generation, s.tasks, s.written = e.Generation, nil, false
+	case job.EventRestored:
+		for _, t := range s.tasks {
+			if t.in.Index == e.Instance {
+				t.restored()
+			}
+		}
+	case job.EventCompleted:
+		// The runner confirms checkpoint N on every instance in order:
+		// the last one's event ends N's confirmation.
+		if len(s.tasks) == 0 || e.Instance != s.tasks[len(s.tasks)-1].in.Index || e.Checkpoint <= s.confirmed {
+			return
+		}
+		s.confirmed = e.Checkpoint
+		s.say(-1, "checkpoint %d %s", e.Checkpoint, completeEvent)
+		if err := s.done(e.Checkpoint); err != nil {
+			s.say(-1, "writing the counts: %v", err)
+		}
+	case job.EventFenced:
+		s.say(-1, "%s: %v", fencedEvent, e.Err)
+	}
+}
+
+// done writes the counts once every instance read its input and a
+// checkpoint holding it completed.
+func (s *service) done(checkpoint int64) error {
+	if s.written {
+		return nil
+	}
+	counts := map[string]int64{}
+	for _, t := range s.tasks {
+		if !t.done {
 			return nil
-		case errors.Is(err, errStalled):
-			if m, err = catalog.Join(ctx, storage.Backend(), catalogConfig(o)); err != nil {
-				return fmt.Errorf("join again: %w", err)
-			}
-		case errors.Is(err, catalog.ErrFenced):
-			if m, err = m.Rejoin(ctx); err != nil {
-				return fmt.Errorf("rejoin: %w", err)
-			}
-		default:
-			return err
+		}
+		for w, n := range t.counts.All() {
+			counts[w] = n
 		}
 	}
+	s.written = true
+	if err := s.writeCounts(counts); err != nil {
+		return err
+	}
+	s.say(-1, "%s: checkpoint %d complete, %d words", doneEvent, checkpoint, len(counts))
+	if s.o.processes == 1 {
+		s.stop() // Run takes a last checkpoint and returns
+	}
+	return nil
 }
 
-func catalogConfig(o options) catalog.Config {
-	return catalog.Config{JobID: o.jobID, Instances: o.instances, Index: o.index, MaxParallelism: maxParallelism, Grace: o.grace}
-}
-
-// instance is one membership of a generation: its stores restored from the
-// generation's restore point, counting until fenced.
-type instance struct {
-	o       options
-	log     *slog.Logger
-	events  io.Writer
-	storage *dstl.Storage
-	m       *catalog.Member
-
-	cp          *statestore.Checkpointer
-	counts      *statestore.KeyValueStore[string, int64]
-	offsets     map[int]int64   // by key group, of the partitions with records
-	committed   map[string]bool // objects the latest committed part (or the restored ones) names
-	lastTaken   int64
-	notified    int64   // latest checkpoint told complete
-	unconfirmed []int64 // committed checkpoints not yet confirmed, ascending
-	doneAt      int64   // first checkpoint taken with all input read; 0 until then
-	mats        int64   // materialisations already reported
-	announced   bool    // the first complete checkpoint was printed
-	written     bool    // the counts were written
-}
-
-// event prints an event line.
-func (in *instance) event(format string, args ...any) {
-	fmt.Fprintf(in.events, "wordcount: instance %d of %d, generation %d: %s\n",
-		in.o.index, in.o.instances, in.m.Generation().Number, fmt.Sprintf(format, args...))
-}
-
-func (in *instance) run(ctx context.Context) error {
-	g, kgr := in.m.Generation(), in.m.KeyGroups()
-	cp, err := statestore.NewCheckpointer(in.storage, statestore.Config{
-		Operator: fmt.Sprintf("wordcount-%d-of-%d", in.o.index, in.o.instances), KeyGroups: kgr,
-		MaxParallelism: maxParallelism, MaterializeInterval: in.o.materialize, Logger: in.log,
-		KeepSnapshots: true, // the catalog's deletion rule deletes them
-		Dir:           in.o.stateDir,
-	})
+// writeCounts writes the counts as JSON to the output, atomically when it
+// is a file.
+func (s *service) writeCounts(counts map[string]int64) error {
+	b, err := json.Marshal(counts)
 	if err != nil {
 		return err
 	}
-	defer cp.Close()
-	in.cp = cp
-	if in.counts, err = statestore.NewKeyValueStore("counts", cp.Log(), statestore.StringCodec{}, statestore.Int64Codec{},
-		statestore.WithMaxParallelism(maxParallelism)); err != nil {
+	b = append(b, '\n')
+	if s.o.output == "" {
+		_, err := s.events.Write(b)
 		return err
 	}
-	if err := cp.Register(in.counts); err != nil {
+	tmp := filepath.Join(filepath.Dir(s.o.output), "."+filepath.Base(s.o.output)+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err
 	}
-	parts := in.m.Restore()
-	handles, offsets, err := restorePoint(parts, kgr, in.o.records)
-	if err != nil {
-		return err
-	}
-	// Local copies are on the instance's own volume (-local-recovery-dir,
-	// one per index): another index's are not here.
-	for i, p := range parts {
-		if p.Instance != in.o.index {
-			for j := range handles[i].Logs {
-				handles[i].Logs[j].Local = nil
-			}
-		}
-	}
-	in.offsets, in.committed = offsets, map[string]bool{}
-	for _, p := range parts {
-		for _, obj := range p.Objects {
-			in.committed[obj] = true
-		}
-	}
-	t0 := time.Now()
-	info := statestore.CheckpointInfo{OperatorID: "wordcount", TaskID: in.o.index, CheckpointID: g.RestoredCheckpoint,
-		LastCompletedCheckpointID: g.RestoredCheckpoint}
-	if err := cp.InitializeState(ctx, info, handles...); err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	in.notified = g.RestoredCheckpoint
-	read := int64(0)
-	for _, off := range in.offsets {
-		read += off
-	}
-	if len(parts) > 0 {
-		r := cp.Stats().LastRestore
-		in.event("%s %d from %d part(s) in %v: key groups %v, %d records read, %d words; %d snapshot(s) (%d local), %d change sets (%d local), %d snapshot file(s) (%d local)",
-			restoredMessage, g.RestoredCheckpoint, len(parts), time.Since(t0).Round(time.Millisecond), kgr, read, in.counts.Len(),
-			r.Snapshots, r.LocalSnapshots, r.Log.LocalSets+r.Log.RemoteSets, r.Log.LocalSets, r.SnapshotFiles, r.LocalSnapshotFiles)
-	} else {
-		in.event("%s: key groups %v", firstStart, kgr)
-	}
-
-	if in.o.index == 0 {
-		cctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); in.collectLoop(cctx) }()
-		defer func() { cancel(); <-done }()
-	}
-	return in.count(ctx)
+	return os.Rename(tmp, s.o.output)
 }
 
-// restorePoint decodes the restored parts' handles and takes, for each key
-// group of kgr, the offset of its partition from the part that owned it
-// (0 on a first start).
-func restorePoint(parts []*catalog.Part, kgr dstl.KeyGroupRange, records int64) ([]*statestore.CheckpointHandle, map[int]int64, error) {
-	var handles []*statestore.CheckpointHandle
-	for _, p := range parts {
-		h := new(statestore.CheckpointHandle)
-		if err := h.UnmarshalBinary(p.State); err != nil {
-			return nil, nil, fmt.Errorf("part %s: %w", p.Name, err)
-		}
-		handles = append(handles, h)
+// open makes an instance's store and its task: the job.Open of the
+// service.
+func (s *service) open(ctx context.Context, in *job.Instance) (job.Task, error) {
+	counts, err := statestore.NewKeyValueStore("counts", in.Log(), statestore.StringCodec{}, statestore.Int64Codec{},
+		statestore.WithKeyGroups(in.KeyGroups), statestore.WithMaxParallelism(in.MaxParallelism))
+	if err != nil {
+		return nil, err
 	}
+	if err := in.Register(counts); err != nil {
+		return nil, err
+	}
+	offsets, err := restoredOffsets(in.Restored, in.KeyGroups, s.o.records)
+	if err != nil {
+		return nil, fmt.Errorf("instance %d: %w", in.Index, err)
+	}
+	t := &counter{s: s, in: in, counts: counts, offsets: offsets, opened: time.Now()}
+	for kg := in.KeyGroups.Start; kg <= in.KeyGroups.End; kg++ {
+		if _, ok := offsets[kg]; ok {
+			t.kgs = append(t.kgs, kg)
+		}
+	}
+	s.tasks = append(s.tasks, t)
+	return t, nil
+}
+
+// restoredOffsets takes, for each key group of kgr whose partition has
+// records, its offset from the restored part that owned it (the part's
+// metadata holds the offsets of its key groups alone), or 0 on a first
+// start.
+func restoredOffsets(restored []map[string]string, kgr dstl.KeyGroupRange, records int64) (map[int]int64, error) {
 	offsets := map[int]int64{}
 	for kg := kgr.Start; kg <= kgr.End; kg++ {
 		if partitionLen(kg, records) == 0 {
 			continue
 		}
 		offsets[kg] = 0
-		for _, p := range parts {
-			if !p.KeyGroups.Contains(kg) {
+		found := false
+		for _, meta := range restored {
+			v, ok := meta[offsetKey(kg)]
+			if !ok {
 				continue
 			}
-			v, ok := p.Metadata[offsetKey(kg)]
 			off, err := strconv.ParseInt(v, 10, 64)
-			if !ok || err != nil || off < 0 || off > records {
-				return nil, nil, fmt.Errorf("part %s: offset of partition %d: %q", p.Name, kg, v)
+			if err != nil || off < 0 || off > records || found {
+				return nil, fmt.Errorf("the restored offset of partition %d: %q (twice: %v)", kg, v, found)
 			}
-			offsets[kg] = off
+			offsets[kg], found = off, true
+		}
+		if len(restored) > 0 && !found {
+			return nil, fmt.Errorf("no restored part holds the offset of partition %d", kg)
 		}
 	}
-	return handles, offsets, nil
+	return offsets, nil
 }
 
-// count reads the member's partitions, round robin, at the rate, and
-// takes a checkpoint at every interval of the generation's clock.
-func (in *instance) count(ctx context.Context) error {
-	g := in.m.Generation()
-	var kgs []int
-	for kg := range in.offsets {
-		kgs = append(kgs, kg)
+// counter is an instance's task: it counts the words of its partitions,
+// round robin, at the rate.
+type counter struct {
+	s       *service
+	in      *job.Instance
+	counts  *statestore.KeyValueStore[string, int64]
+	kgs     []int         // the partitions with records, ascending
+	offsets map[int]int64 // by key group
+	turn    int           // the index in kgs of the next partition to read
+
+	opened    time.Time
+	start     time.Time // of the reading, for the rate
+	processed int64
+	// doneFrom is the first checkpoint that holds the whole input, once
+	// it is read: every checkpoint the runner takes from then on. done:
+	// one of them completed.
+	doneFrom int64
+	done     bool
+	mats     int64 // materialisations reported
+}
+
+// restored prints what the instance restored.
+func (t *counter) restored() {
+	read := int64(0)
+	for _, off := range t.offsets {
+		read += off
 	}
-	slices.Sort(kgs)
-	// nextPartition returns the index in kgs of the next partition, from
-	// i on, with records left, or -1.
-	nextPartition := func(i int) int {
-		for j := range kgs {
-			if c := (i + j) % len(kgs); in.offsets[kgs[c]] < in.o.records {
-				return c
-			}
-		}
-		return -1
+	if len(t.in.Restored) == 0 {
+		t.s.say(t.in.Index, "%s: key groups %v", firstStart, t.in.KeyGroups)
+		return
 	}
-	start, processed, turn := time.Now(), int64(0), 0
-	next := time.Now()
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		now := time.Now()
-		if !now.Before(next) {
-			k := max(int64(now.Sub(g.Created)/in.o.interval), 0)
-			if n := g.FirstCheckpoint + k; n > in.lastTaken {
-				if err := in.checkpoint(ctx, n); err != nil {
-					return err
-				}
-			}
-			next = g.Created.Add(time.Duration(k+1) * in.o.interval)
-			continue
-		}
-		c := nextPartition(turn)
-		wait := next.Sub(now)
-		if c >= 0 {
-			due := start.Add(time.Duration(float64(processed) / float64(in.o.rate) * float64(time.Second)))
-			wait = min(wait, due.Sub(now))
-		}
-		if wait > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(wait):
-			}
-			continue
-		}
+	r := t.in.Checkpointer.Stats().LastRestore
+	t.s.say(t.in.Index, "%s from %d part(s) in %v: key groups %v, %d records read, %d words; %d snapshot(s) (%d local), %d change sets (%d local), %d snapshot file(s) (%d local)",
+		restoredMessage, len(t.in.Restored), time.Since(t.opened).Round(time.Millisecond), t.in.KeyGroups, read, t.counts.Len(),
+		r.Snapshots, r.LocalSnapshots, r.Log.LocalSets+r.Log.RemoteSets, r.Log.LocalSets, r.SnapshotFiles, r.LocalSnapshotFiles)
+}
+
+// Process counts the records that are due at the rate, at most a few
+// dozen, round robin over the partitions.
+func (t *counter) Process(ctx context.Context) (int, error) {
+	if t.start.IsZero() {
+		t.start = time.Now()
+	}
+	n := 0
+	for n < 64 {
+		c := t.nextPartition()
 		if c < 0 {
-			continue
+			if t.doneFrom == 0 {
+				// What the log uploads from now on is for this checkpoint
+				// or a later one: the first the runner takes after the
+				// last record (see dstl.Writer.NextCheckpoint).
+				t.doneFrom = t.in.Log().NextCheckpoint()
+			}
+			break
 		}
-		kg := kgs[c]
-		for _, w := range record(in.o.seed, kg, in.offsets[kg]) {
-			n, _, err := in.counts.Get(w)
+		due := t.start.Add(time.Duration(float64(t.processed) / float64(t.s.o.rate) * float64(time.Second)))
+		if time.Now().Before(due) {
+			break
+		}
+		kg := t.kgs[c]
+		for _, w := range record(t.s.o.seed, kg, t.offsets[kg]) {
+			v, _, err := t.counts.Get(w)
 			if err != nil {
-				return err
+				return n, err
 			}
-			if err := in.counts.Put(w, n+1); err != nil {
-				return err
+			if err := t.counts.Put(w, v+1); err != nil {
+				return n, err
 			}
 		}
-		in.offsets[kg]++
-		processed++
-		turn = c + 1
+		t.offsets[kg]++
+		t.processed++
+		t.turn = c + 1
+		n++
 	}
+	return n, nil
 }
 
-// checkpoint takes checkpoint n: a snapshot of the stores, the commit of
-// the member's part (handle, objects, offsets), and the news of the latest
-// complete checkpoint to the stores' log. Once the input is read and a
-// checkpoint holding it is complete, it writes the counts.
-func (in *instance) checkpoint(ctx context.Context, n int64) error {
-	in.lastTaken = n
+// nextPartition returns the index in kgs of the next partition, from the
+// turn on, with records left, or -1.
+func (t *counter) nextPartition() int {
+	for j := range t.kgs {
+		if c := (t.turn + j) % len(t.kgs); t.offsets[t.kgs[c]] < t.s.o.records {
+			return c
+		}
+	}
+	return -1
+}
+
+// Metadata returns the offsets of the instance's partitions.
+func (t *counter) Metadata() map[string]string {
 	meta := map[string]string{}
-	all := true
-	for kg, off := range in.offsets {
+	for kg, off := range t.offsets {
 		meta[offsetKey(kg)] = strconv.FormatInt(off, 10)
-		all = all && off == in.o.records
 	}
-	h, err := in.cp.SnapshotState(ctx, statestore.CheckpointInfo{OperatorID: "wordcount", TaskID: in.o.index,
-		CheckpointID: n, LastCompletedCheckpointID: in.notified})
-	if err != nil {
-		return err
+	return meta
+}
+
+// Complete notes a checkpoint that holds the whole input, and reports the
+// materialisations since the last checkpoint.
+func (t *counter) Complete(ctx context.Context, checkpoint int64) error {
+	if t.doneFrom > 0 && checkpoint >= t.doneFrom {
+		t.done = true
 	}
-	if st := in.cp.Stats(); st.Materializations > in.mats {
+	if st := t.in.Checkpointer.Stats(); st.Materializations > t.mats {
 		lm := st.LastMaterialization
-		in.event("%s %d time(s) since checkpoint %d: the last one uploaded %d object(s), %d bytes, for %d changed keys",
-			materialized, st.Materializations-in.mats, in.notified, lm.Files, lm.UploadedBytes, lm.ChangedKeys)
-		in.mats = st.Materializations
-	}
-	objects := h.Objects()
-	if stale := in.stale(objects, time.Now()); len(stale) > 0 {
-		// Not committed, so nothing refers to the checkpoint: aborting it
-		// is safe. The state in memory may need objects that are gone:
-		// start over from the catalog, as a restarted process does.
-		in.event("%s: checkpoint %d names %d object(s) that no part kept for more than half the grace", stalledEvent, n, len(stale))
-		if err := in.cp.NotifyCheckpointAborted(ctx, n); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: checkpoint %d names %q", errStalled, n, stale)
-	}
-	state, err := h.MarshalBinary()
-	if err != nil {
-		return err
-	}
-	st, err := in.m.Commit(ctx, n, state, objects, meta)
-	if errors.Is(err, catalog.ErrFenced) {
-		// The part is ignored by every reader; the checkpoint stays
-		// pending in the log (never aborted: its objects are kept until
-		// the deletion rule of the live generation finds them unnamed).
-		in.event("%s: %v", fencedEvent, err)
-		return err
-	}
-	if err != nil {
-		return fmt.Errorf("commit checkpoint %d: %w", n, err)
-	}
-	in.committed = map[string]bool{}
-	for _, obj := range objects {
-		in.committed[obj] = true
-	}
-	in.unconfirmed = append(in.unconfirmed, n)
-	if all && in.doneAt == 0 {
-		in.doneAt = n
-	}
-	if st.Complete > in.notified {
-		// Every committed checkpoint up to the latest complete one is
-		// confirmed, in order: confirming only the latest would make the
-		// log release what only an older one kept, while the catalog may
-		// still restore that one (a generation starting from a listing
-		// made before the latest completed). Confirmed objects are the
-		// job's, and the catalog's deletion rule deletes them.
-		for len(in.unconfirmed) > 0 && in.unconfirmed[0] <= st.Complete {
-			if err := in.cp.NotifyCheckpointComplete(ctx, in.unconfirmed[0]); err != nil {
-				return err
-			}
-			in.unconfirmed = in.unconfirmed[1:]
-		}
-		if !in.announced {
-			in.event("checkpoint %d %s", st.Complete, completeEvent)
-			in.announced = true
-		}
-		in.notified = st.Complete
-	}
-	if in.doneAt != 0 && in.notified >= in.doneAt && !in.written {
-		if err := in.writeCounts(); err != nil {
-			return err
-		}
-		in.written = true
-		in.event("%s: checkpoint %d complete, %d words", doneEvent, in.notified, in.counts.Len())
-		if in.o.instances == 1 {
-			return errDone
-		}
+		t.s.say(t.in.Index, "%s %d time(s) before checkpoint %d: the last one uploaded %d object(s), %d bytes, for %d changed keys",
+			materialized, st.Materializations-t.mats, checkpoint, lm.Files, lm.UploadedBytes, lm.ChangedKeys)
+		t.mats = st.Materializations
 	}
 	return nil
-}
-
-// stale returns the objects that no committed part named and whose names
-// are more than half the grace old: the deletion rule may have deleted
-// them, since no part kept them.
-func (in *instance) stale(objects []string, now time.Time) []string {
-	prefix := objname.JobPrefix(in.o.jobID)
-	var stale []string
-	for _, obj := range objects {
-		if t := objname.Parse(prefix, obj).Time(); !in.committed[obj] && !t.IsZero() && now.Sub(t) > in.o.grace/2 {
-			stale = append(stale, obj)
-		}
-	}
-	return stale
-}
-
-// writeCounts writes the member's counts as JSON to the output, atomically
-// when it is a file.
-func (in *instance) writeCounts() error {
-	counts := map[string]int64{}
-	for w, n := range in.counts.All() {
-		counts[w] = n
-	}
-	b, err := json.Marshal(counts)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	if in.o.output == "" {
-		_, err := in.events.Write(b)
-		return err
-	}
-	tmp := filepath.Join(filepath.Dir(in.o.output), "."+filepath.Base(in.o.output)+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, in.o.output)
-}
-
-// collectLoop applies the deletion rule every collection interval until
-// ctx ends or the member is fenced.
-func (in *instance) collectLoop(ctx context.Context) {
-	t := time.NewTicker(in.o.collect)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		_, err := collectOnce(ctx, in.m)
-		switch {
-		case errors.Is(err, catalog.ErrFenced) || ctx.Err() != nil:
-			return
-		case err != nil:
-			in.log.Warn("wordcount: deletion rule", "err", err)
-		}
-	}
 }

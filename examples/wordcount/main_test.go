@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,9 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/examples/internal/exampletest"
 )
 
 // TestMain lets the test binary play the service: verify starts it as a
@@ -48,44 +45,24 @@ func testCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
 	return c, nil
 }
 
-// basePath returns where a test's job goes: MinIO when the emulators'
-// settings are in the environment (`make test`), else a temporary
-// directory.
-func basePath(t *testing.T) string {
-	t.Helper()
-	env := map[string]string{}
-	for _, n := range []string{"DSTL_S3_ENDPOINT", "DSTL_S3_REGION", "DSTL_S3_ACCESS_KEY", "DSTL_S3_SECRET_KEY", "DSTL_S3_BUCKET"} {
-		if env[n] = os.Getenv(n); env[n] == "" {
-			t.Logf("%s not set: on a local directory", n)
-			return t.TempDir()
-		}
-	}
-	// The instances inherit the credentials.
-	t.Setenv("AWS_ACCESS_KEY_ID", env["DSTL_S3_ACCESS_KEY"])
-	t.Setenv("AWS_SECRET_ACCESS_KEY", env["DSTL_S3_SECRET_KEY"])
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	root := "wordcount-test/" + strings.ToLower(uuid.NewString()[:8])
-	base := fmt.Sprintf("s3://%s/%s?endpoint=%s&region=%s&use_path_style=true",
-		env["DSTL_S3_BUCKET"], root, env["DSTL_S3_ENDPOINT"], env["DSTL_S3_REGION"])
-	t.Logf("on MinIO: %s", base)
-	return base
-}
-
-// TestVerify runs verify: three instances killed (SIGKILL) and stopped
+// TestVerify runs verify: processes killed (SIGKILL) and stopped
 // (SIGSTOP) at random moments (seeded; the seed is logged), restarted,
-// rescaled 3 → 2 → 4, then checked: the final counts against an
-// independent count, the latest complete checkpoint restored as one
-// instance, and the store's content against the deletion rule. On MinIO
-// under `make test`, else on a local directory; with local recovery too
-// (each instance a directory of its own), where restores must read local
-// copies; and with the state on disk (-disk), where restores must load
-// snapshot files and the retained checkpoint must name some, kept in the
-// store. -short runs shorter phases on less input, the remote case only.
+// rescaled from 3 instances in 3 processes to 2 in 2 and to 4 in 2, then
+// checked: the final counts against an independent count, the latest
+// complete checkpoint restored as one instance, and the store's content
+// against the deletion rule. On MinIO under `make test`, else on a local
+// directory; there, with stops that may exceed a short grace (a stalled
+// committer's objects are held by the checkpoint they were made for); with
+// local recovery too (each process a directory of its own), where restores
+// must read local copies; and with the state on disk (-disk), where
+// restores must load snapshot files and the retained checkpoint must name
+// some, kept in the store. -short runs shorter phases on less input, the
+// remote case only.
 func TestVerify(t *testing.T) {
 	localCopies := regexp.MustCompile(`snapshot\(s\) \(([0-9]+) local\), [0-9]+ change sets \(([0-9]+) local\)`)
 	materializations := regexp.MustCompile(`materialisations: ([0-9]+)`)
 	diskRestores := regexp.MustCompile(`state on disk: ([0-9]+) restores loaded snapshot files`)
-	sharedFiles := regexp.MustCompile(`name ([0-9]+) snapshot files, ([0-9]+) of them written by an instance of an earlier instance count`)
+	sharedFiles := regexp.MustCompile(`name ([0-9]+) snapshot files, ([0-9]+) of them written by a process of an earlier layout`)
 	keptFiles := regexp.MustCompile(`, ([0-9]+) snapshot file\), `)
 	for _, tc := range []struct {
 		name  string
@@ -93,7 +70,7 @@ func TestVerify(t *testing.T) {
 		disk  bool
 		args  []string
 	}{
-		{"remote", false, false, []string{"-records", "500", "-phase", "5s"}},
+		{"remote", false, false, []string{"-records", "500", "-phase", "5s", "-grace", "1200ms", "-max-stop", "2s"}},
 		{"local-recovery", true, false, []string{"-records", "300", "-phase", "3s"}},
 		{"disk", false, true, []string{"-records", "500", "-phase", "5s", "-disk"}},
 	} {
@@ -103,7 +80,7 @@ func TestVerify(t *testing.T) {
 			}
 			seed := uint64(time.Now().UnixNano())
 			t.Logf("fault seed %d", seed)
-			args := append([]string{"-base-path", basePath(t), "-fault-seed", fmt.Sprint(seed), "-v",
+			args := append([]string{"-base-path", exampletest.BasePath(t, "wordcount-test"), "-fault-seed", fmt.Sprint(seed), "-v",
 				"-rate", "300", "-fault-every", "700ms", "-faults", "10", "-timeout", "110s"}, tc.args...)
 			if tc.local {
 				args = append(args, "-local-recovery-dir", t.TempDir())
@@ -116,7 +93,7 @@ func TestVerify(t *testing.T) {
 				t.Fatalf("verify exited %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errs.String())
 			}
 			log := out.String()
-			for _, want := range []string{"OK:", restoredMessage, "rescale 3 → 2", "rescale 2 → 4", "0 left behind, 0 missing"} {
+			for _, want := range []string{"OK:", restoredMessage, "rescale 3 → 2", "rescale 2 → 4/2", "0 left behind, 0 missing"} {
 				if !strings.Contains(log, want) {
 					t.Errorf("verify's output lacks %q:\n%s", want, log)
 				}
@@ -156,9 +133,10 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// TestVerifyFailsWithoutRestore: verify fails when an instance started
-// after a checkpoint completed restores nothing (here each start after the
-// first three joins another job, which has no checkpoint).
+// TestVerifyFailsWithoutRestore: verify fails when a process started
+// after a checkpoint completed restores nothing (here the three processes
+// of the first layout run without a fault, and the processes of the
+// second layout join another job, which has no checkpoint).
 func TestVerifyFailsWithoutRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the service for seconds")
@@ -170,7 +148,8 @@ func TestVerifyFailsWithoutRestore(t *testing.T) {
 		}
 		return testCommand(ctx, args...)
 	}
-	args := []string{"-base-path", t.TempDir(), "-records", "300", "-rate", "300", "-phase", "3s", "-timeout", "60s"}
+	args := []string{"-base-path", t.TempDir(), "-records", "300", "-rate", "300", "-scales", "3,2", "-phase", "4s",
+		"-fault-every", "1h", "-faults", "0", "-timeout", "60s"}
 	var out, errs bytes.Buffer
 	code := verifyMain(context.Background(), args, forgetful, &out, &errs)
 	if code != 1 || !strings.Contains(errs.String(), "restored no checkpoint") {
@@ -243,49 +222,5 @@ func TestInputIsPinned(t *testing.T) {
 	if len(c) != 105 || total != 10468 || c["the"] != 170 || c["of"] != 144 || c["and"] != 210 {
 		t.Errorf("seed 7, 100 records a partition: %d distinct words, %d in all, the %d, of %d, and %d; want 105, 10468, 170, 144, 210",
 			len(c), total, c["the"], c["of"], c["and"])
-	}
-}
-
-// v7 returns a UUIDv7 of time t.
-func v7(t time.Time) uuid.UUID {
-	u := uuid.New()
-	var ms [8]byte
-	binary.BigEndian.PutUint64(ms[:], uint64(t.UnixMilli()))
-	copy(u[:6], ms[2:])
-	u[6] = 0x70 | u[6]&0x0f
-	return u
-}
-
-// TestStale: a part may not name an object that no committed part named
-// and that was created more than half the grace before: the deletion rule
-// may have deleted it.
-func TestStale(t *testing.T) {
-	now := time.Now()
-	name := func(age time.Duration) string {
-		n, _ := objname.Format("job/", objname.Name{Kind: objname.Log, ID: v7(now.Add(-age))})
-		return n
-	}
-	old, young := name(1500*time.Millisecond), name(500*time.Millisecond)
-	in := &instance{o: options{jobID: "job", grace: 2 * time.Second}}
-	for _, tc := range []struct {
-		name      string
-		committed []string
-		objects   []string
-		want      []string
-	}{
-		{"young objects", nil, []string{young}, nil},
-		{"an old object a committed part named", []string{old}, []string{old, young}, nil},
-		{"an old object no committed part named", []string{young}, []string{old, young}, []string{old}},
-		{"an object of no known form", nil, []string{"job/notes.txt"}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			in.committed = map[string]bool{}
-			for _, c := range tc.committed {
-				in.committed[c] = true
-			}
-			if got := in.stale(tc.objects, now); !slices.Equal(got, tc.want) {
-				t.Errorf("stale(%q) = %q, want %q", tc.objects, got, tc.want)
-			}
-		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -25,16 +26,53 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/catalog"
+	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/examples/internal/child"
 	"github.com/dstlgo/dstl/statestore"
 )
 
+// layout is a number of instances and of processes that run them.
+type layout struct{ instances, processes int }
+
+// String returns "P" when each process runs one instance, else "P/Q".
+func (l layout) String() string {
+	if l.instances == l.processes {
+		return strconv.Itoa(l.instances)
+	}
+	return fmt.Sprintf("%d/%d", l.instances, l.processes)
+}
+
+// parseLayouts reads -scales: comma-separated layouts, each P (P
+// instances in P processes) or P/Q (P instances in Q processes).
+func parseLayouts(s string) ([]layout, error) {
+	var out []layout
+	for _, f := range strings.Split(s, ",") {
+		p, q, split := strings.Cut(strings.TrimSpace(f), "/")
+		l := layout{}
+		var err error
+		if l.instances, err = strconv.Atoi(p); err != nil {
+			return nil, fmt.Errorf("%q: %w", f, err)
+		}
+		l.processes = l.instances
+		if split {
+			if l.processes, err = strconv.Atoi(q); err != nil {
+				return nil, fmt.Errorf("%q: %w", f, err)
+			}
+		}
+		if l.instances < 1 || l.instances > maxParallelism || l.processes < 1 || l.processes > l.instances {
+			return nil, fmt.Errorf("%q: want 1 to %d instances in 1 to as many processes", f, maxParallelism)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
 // verifyOptions are verify's flags beyond the service's.
 type verifyOptions struct {
 	options
-	scales     []int
+	scales     []layout
 	phase      time.Duration
 	minFaults  int
 	faultEvery time.Duration
@@ -54,31 +92,28 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 	fs := flag.NewFlagSet("wordcount verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o.flags(fs, false)
-	fs.StringVar(&o.localDir, "local-recovery-dir", "", "give each instance local recovery in a directory of its own under this one")
-	fs.StringVar(&scales, "scales", "3,2,4", "the instance counts, in turn: the job starts with the first and is rescaled to each next one")
-	fs.DurationVar(&o.phase, "phase", 8*time.Second, "how long each instance count runs with faults before the next rescale")
-	fs.IntVar(&o.minFaults, "faults", 10, "the least number of faults (kills and stops): the last count runs with faults until there were as many")
+	fs.StringVar(&o.localDir, "local-recovery-dir", "", "give each process local recovery in a directory of its own under this one")
+	fs.StringVar(&scales, "scales", "3,2,4/2", "the layouts, in turn: P (P instances in P processes) or P/Q (P instances in Q processes); the job starts with the first and is rescaled to each next one")
+	fs.DurationVar(&o.phase, "phase", 8*time.Second, "how long each layout runs with faults before the next rescale")
+	fs.IntVar(&o.minFaults, "faults", 10, "the least number of faults (kills and stops): the last layout runs with faults until there were as many")
 	fs.DurationVar(&o.faultEvery, "fault-every", time.Second, "mean time between faults")
-	fs.DurationVar(&o.maxStop, "max-stop", 700*time.Millisecond, "longest stop (SIGSTOP to SIGCONT); below half the grace")
+	fs.DurationVar(&o.maxStop, "max-stop", 700*time.Millisecond, "longest stop (SIGSTOP to SIGCONT); it may exceed the grace")
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the faults (default: from the clock)")
 	fs.DurationVar(&o.timeout, "timeout", 4*time.Minute, "give up (and fail) after this long")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory")
-	fs.BoolVar(&o.disk, "disk", false, "keep each instance's state on disk (run -state-dir), in a directory of its own under the temporary directory, with incremental snapshots (SST files)")
-	fs.BoolVar(&o.verbose, "v", false, "print the instances' event lines")
+	fs.BoolVar(&o.disk, "disk", false, "keep each instance's state on disk (run -state-dir), in a directory of its own per process under the temporary directory, with incremental snapshots (SST files)")
+	fs.BoolVar(&o.verbose, "v", false, "print the processes' event lines")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return 0
 	} else if err != nil {
 		return 2
 	}
-	for _, f := range strings.Split(scales, ",") {
-		p, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || p < 1 || p > maxParallelism {
-			fmt.Fprintf(stderr, "wordcount verify: -scales %q: want instance counts from 1 to %d, comma-separated\n", scales, maxParallelism)
-			return 2
-		}
-		o.scales = append(o.scales, p)
+	var err error
+	if o.scales, err = parseLayouts(scales); err != nil {
+		fmt.Fprintf(stderr, "wordcount verify: -scales %q: %v\n", scales, err)
+		return 2
 	}
-	o.instances, o.index = o.scales[0], 0
+	o.instances, o.processes, o.index = o.scales[0].instances, o.scales[0].processes, 0
 	if o.jobID == "" {
 		o.jobID = "wordcount-" + uuid.NewString() // runs never collide
 	}
@@ -99,8 +134,8 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 		fmt.Fprintf(stderr, "wordcount verify: %v\n", err)
 		return 2
 	}
-	if o.maxStop <= 0 || o.maxStop >= o.grace/2 || o.faultEvery <= 0 || o.phase <= 0 {
-		fmt.Fprintf(stderr, "wordcount verify: -max-stop %v: want above 0 and below half the grace (%v); -fault-every and -phase positive\n", o.maxStop, o.grace/2)
+	if o.maxStop <= 0 || o.faultEvery <= 0 || o.phase <= 0 {
+		fmt.Fprintf(stderr, "wordcount verify: -max-stop %v, -fault-every %v, -phase %v: want them positive\n", o.maxStop, o.faultEvery, o.phase)
 		return 2
 	}
 	if o.faultSeed == 0 {
@@ -109,7 +144,7 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	v := &verifier{o: o, cmd: cmd, stdout: stdout, stderr: stderr, outDir: filepath.Join(tmp, "out"),
-		rng: rand.New(rand.NewPCG(o.faultSeed, 0)), started: time.Now()}
+		rng: rand.New(rand.NewPCG(o.faultSeed, 0)), started: time.Now(), completed: map[int64]bool{}}
 	where := "in memory"
 	if o.disk {
 		v.stateDir = filepath.Join(tmp, "state")
@@ -129,8 +164,8 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 
 // verifyBanner is the first line verify prints: what it runs.
 func verifyBanner(o verifyOptions, where string) string {
-	return fmt.Sprintf("wordcount verify: instances %v, %d records in %s at %d/s per instance, checkpoint every %v, materialisation every %v, grace %v, state %s, on %s (job %s); fault seed %d",
-		o.scales, o.records, partitionsText(), o.rate, o.interval, o.materialize, o.grace, where, o.basePath, o.jobID, o.faultSeed)
+	return fmt.Sprintf("wordcount verify: layouts %s (instances/processes), %d records in %s at %d/s per instance, checkpoint every %v, materialisation every %v, grace %v, stops up to %v, state %s, on %s (job %s); fault seed %d",
+		joinLayouts(o.scales), o.records, partitionsText(), o.rate, o.interval, o.materialize, o.grace, o.maxStop, where, o.basePath, o.jobID, o.faultSeed)
 }
 
 // partitionsText says which input partitions have records: those of the
@@ -151,54 +186,67 @@ func nonEmptyPartitions() int {
 	return n
 }
 
-// proc is one process of an instance.
+func joinLayouts(ls []layout) string {
+	var s []string
+	for _, l := range ls {
+		s = append(s, l.String())
+	}
+	return strings.Join(s, " → ")
+}
+
+// proc is one OS process of the job.
 type proc struct {
-	index, of int
-	cmd       *exec.Cmd
-	exited    chan struct{}
-	err       error // the exit's, once exited is closed
+	index  int
+	layout layout
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // the exit's, once exited is closed
 	// sawComplete: a checkpoint was complete before the process started,
 	// so whatever generation it joins restores one.
 	sawComplete bool
 
 	// guarded by the verifier's mu
-	ended     bool        // verify killed or terminated it
-	stopped   bool        // SIGSTOPped
-	cont      *time.Timer // its SIGCONT
-	joins     int         // generation events printed
-	done      bool        // printed doneEvent
-	lastEvent string
+	ended      bool        // verify killed or terminated it
+	stopped    bool        // SIGSTOPped
+	cont       *time.Timer // its SIGCONT
+	generation int64       // of its latest restore line
+	joins      int         // generations it restored in
+	done       bool        // printed doneEvent
 }
 
-// verifier runs the job's instances through faults and rescales.
+func (p *proc) String() string {
+	first, last := catalog.InstancesOf(p.index, p.layout.processes, p.layout.instances)
+	if first == last {
+		return fmt.Sprintf("process %d of %d (instance %d)", p.index, p.layout.processes, first)
+	}
+	return fmt.Sprintf("process %d of %d (instances %d to %d of %d)", p.index, p.layout.processes, first, last, p.layout.instances)
+}
+
+// verifier runs the job's processes through faults and rescales.
 type verifier struct {
 	o              verifyOptions
 	cmd            child.Command
 	stdout, stderr io.Writer
 	outDir         string
-	stateDir       string // with -disk: the instances' state directories are under it
+	stateDir       string // with -disk: the processes' state directories are under it
 	rng            *rand.Rand
 	started        time.Time
 
-	mu       sync.Mutex
-	procs    []*proc // of the current instance count, by index
-	complete bool    // some instance printed a complete checkpoint
-	failures []string
-	lastExit time.Time
+	mu        sync.Mutex
+	procs     []*proc // of the current layout, by index
+	complete  bool    // some process confirmed a checkpoint
+	completed map[int64]bool
+	failures  []string
+	lastExit  time.Time
+	lastStart time.Time // when the last layout's processes were started
 	// what happened
-	kills, stops, restarts, crashes, rescales, restores, rejoins, firstStarts, stalls int
-	fileRestores, files, localFiles                                                   int // restores that loaded snapshot files; the files
-	materializations                                                                  int // reported by the instances
+	kills, stops, longStops, restarts, crashes, rescales, restores, rejoins, firstStarts, fences int
+	fileRestores, files, localFiles                                                              int // restores that loaded snapshot files; the files
+	materializations                                                                             int // reported by the instances
 }
 
 func (v *verifier) say(format string, args ...any) {
 	fmt.Fprintf(v.stdout, "wordcount verify: [%5.1fs] %s\n", time.Since(v.started).Seconds(), fmt.Sprintf(format, args...))
-}
-
-func (v *verifier) fail(format string, args ...any) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.failures = append(v.failures, fmt.Sprintf(format, args...))
 }
 
 func (v *verifier) failed() bool {
@@ -207,28 +255,30 @@ func (v *verifier) failed() bool {
 	return len(v.failures) > 0
 }
 
-// serviceArgs are the arguments of instance i of p.
-func (v *verifier) serviceArgs(i, p int) []string {
+// serviceArgs are the arguments of process i of layout l.
+func (v *verifier) serviceArgs(i int, l layout) []string {
 	o := v.o
-	args := []string{"-base-path", o.basePath, "-job-id", o.jobID, "-instances", fmt.Sprint(p), "-index", fmt.Sprint(i),
+	args := []string{"-base-path", o.basePath, "-job-id", o.jobID,
+		"-instances", fmt.Sprint(l.instances), "-processes", fmt.Sprint(l.processes), "-index", fmt.Sprint(i),
 		"-records", fmt.Sprint(o.records), "-seed", fmt.Sprint(o.seed), "-rate", fmt.Sprint(o.rate),
 		"-checkpoint-interval", o.interval.String(), "-materialize-interval", o.materialize.String(),
-		"-grace", o.grace.String(), "-collect-interval", o.collect.String(), "-output", v.outputPath(i, p)}
+		"-grace", o.grace.String(), "-collect-interval", o.collect.String(), "-output", v.outputPath(i, l)}
 	if o.localDir != "" {
-		args = append(args, "-local-recovery-dir", filepath.Join(o.localDir, fmt.Sprintf("instance-%d", i)))
+		args = append(args, "-local-recovery-dir", filepath.Join(o.localDir, fmt.Sprintf("process-%d", i)))
 	}
 	if v.stateDir != "" {
-		args = append(args, "-state-dir", filepath.Join(v.stateDir, fmt.Sprintf("instance-%d", i)))
+		args = append(args, "-state-dir", filepath.Join(v.stateDir, fmt.Sprintf("process-%d", i)))
 	}
 	return args
 }
 
-func (v *verifier) outputPath(i, p int) string {
-	return filepath.Join(v.outDir, fmt.Sprintf("counts-%d-of-%d.json", i, p))
+func (v *verifier) outputPath(i int, l layout) string {
+	return filepath.Join(v.outDir, fmt.Sprintf("counts-%d-of-%d-running-%d.json", i, l.processes, l.instances))
 }
 
-// eventLine is an instance's event line.
-var eventLine = regexp.MustCompile(`^wordcount: instance (\d+) of (\d+), generation (\d+): (.*)$`)
+// eventLine is a process's event line: process, processes, generation,
+// the instance (for an instance's event) and the event.
+var eventLine = regexp.MustCompile(`^wordcount: process (\d+) of (\d+), generation (\d+): (?:instance (\d+): )?(.*)$`)
 
 // restoredFiles finds the snapshot files a restore event counts.
 var restoredFiles = regexp.MustCompile(`(\d+) snapshot file\(s\) \((\d+) local\)`)
@@ -236,9 +286,12 @@ var restoredFiles = regexp.MustCompile(`(\d+) snapshot file\(s\) \((\d+) local\)
 // materializedTimes finds the count of a materialisation event.
 var materializedTimes = regexp.MustCompile(`^` + materialized + ` (\d+) time`)
 
-// start starts instance i of p.
-func (v *verifier) start(ctx context.Context, i, p int) error {
-	c, err := v.cmd(ctx, v.serviceArgs(i, p)...)
+// completedCheckpoint finds the checkpoint of a complete event.
+var completedCheckpoint = regexp.MustCompile(`^checkpoint (\d+) ` + completeEvent + `$`)
+
+// start starts process i of layout l.
+func (v *verifier) start(ctx context.Context, i int, l layout) error {
+	c, err := v.cmd(ctx, v.serviceArgs(i, l)...)
 	if err != nil {
 		return err
 	}
@@ -246,13 +299,13 @@ func (v *verifier) start(ctx context.Context, i, p int) error {
 	if err != nil {
 		return err
 	}
-	c.Stderr = prefixWriter{prefix: fmt.Sprintf("[instance %d of %d] ", i, p), w: v.stderr}
+	c.Stderr = prefixWriter{prefix: fmt.Sprintf("[process %d of %d] ", i, l.processes), w: v.stderr}
 	child.DieWithParent(c)
 	v.mu.Lock()
-	pr := &proc{index: i, of: p, cmd: c, exited: make(chan struct{}), sawComplete: v.complete}
+	pr := &proc{index: i, layout: l, cmd: c, exited: make(chan struct{}), sawComplete: v.complete}
 	v.mu.Unlock()
 	if err := c.Start(); err != nil {
-		return fmt.Errorf("start instance %d of %d: %w", i, p, err)
+		return fmt.Errorf("start %v: %w", pr, err)
 	}
 	v.mu.Lock()
 	v.procs[i] = pr
@@ -286,14 +339,17 @@ func (v *verifier) scan(pr *proc, r io.Reader) {
 		if m == nil {
 			continue
 		}
-		ev := m[4]
+		gen, _ := strconv.ParseInt(m[3], 10, 64)
+		ev := m[5]
 		v.mu.Lock()
-		pr.lastEvent = ev
 		switch {
 		case strings.HasPrefix(ev, restoredMessage), strings.HasPrefix(ev, firstStart):
-			pr.joins++
-			if pr.joins > 1 {
-				v.rejoins++
+			if gen != pr.generation {
+				pr.generation = gen
+				pr.joins++
+				if pr.joins > 1 {
+					v.rejoins++
+				}
 			}
 			if strings.HasPrefix(ev, restoredMessage) {
 				v.restores++
@@ -307,16 +363,18 @@ func (v *verifier) scan(pr *proc, r io.Reader) {
 			} else {
 				v.firstStarts++
 				if pr.joins == 1 && pr.sawComplete {
-					v.failures = append(v.failures, fmt.Sprintf("instance %d of %d restored no checkpoint though one was complete before it started (it said %q)",
-						pr.index, pr.of, line))
+					v.failures = append(v.failures, fmt.Sprintf("%v restored no checkpoint though one was complete before it started (it said %q)",
+						pr, line))
 				}
 			}
-		case strings.HasSuffix(ev, completeEvent):
+		case completedCheckpoint.MatchString(ev):
+			n, _ := strconv.ParseInt(completedCheckpoint.FindStringSubmatch(ev)[1], 10, 64)
 			v.complete = true
+			v.completed[n] = true
 		case strings.HasPrefix(ev, doneEvent):
 			pr.done = true
-		case strings.HasPrefix(ev, stalledEvent):
-			v.stalls++
+		case strings.HasPrefix(ev, fencedEvent):
+			v.fences++
 		case strings.HasPrefix(ev, materialized):
 			if f := materializedTimes.FindStringSubmatch(ev); f != nil {
 				n, _ := strconv.Atoi(f[1])
@@ -328,7 +386,7 @@ func (v *verifier) scan(pr *proc, r io.Reader) {
 	_, _ = io.Copy(io.Discard, r)
 }
 
-// prefixWriter prefixes each line of an instance's standard error.
+// prefixWriter prefixes each line of a process's standard error.
 type prefixWriter struct {
 	prefix string
 	w      io.Writer
@@ -347,13 +405,16 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// running returns the processes that run and are not stopped.
+// running returns the processes that run the job and are not stopped:
+// those that restored their instances at least once (on a busy machine,
+// faults that hit processes still starting would leave the job no time
+// to complete a checkpoint).
 func (v *verifier) running() []*proc {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var out []*proc
 	for _, p := range v.procs {
-		if p != nil && !p.ended && !p.stopped && !isClosed(p.exited) {
+		if p != nil && p.joins > 0 && !p.ended && !p.stopped && !isClosed(p.exited) {
 			out = append(out, p)
 		}
 	}
@@ -375,7 +436,7 @@ func (v *verifier) kill(ctx context.Context, p *proc) error {
 	p.ended = true
 	v.kills++
 	v.mu.Unlock()
-	v.say("kill instance %d of %d (SIGKILL)", p.index, p.of)
+	v.say("kill %v (SIGKILL)", p)
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.exited
 	select {
@@ -386,7 +447,7 @@ func (v *verifier) kill(ctx context.Context, p *proc) error {
 	v.mu.Lock()
 	v.restarts++
 	v.mu.Unlock()
-	return v.start(ctx, p.index, p.of)
+	return v.start(ctx, p.index, p.layout)
 }
 
 // stop stops a process with SIGSTOP and continues it after a while.
@@ -398,9 +459,14 @@ func (v *verifier) stop(p *proc) {
 		return
 	}
 	v.stops++
+	long := ""
+	if d > v.o.grace {
+		v.longStops++
+		long = ", longer than the grace"
+	}
 	p.stopped = true
-	fmt.Fprintf(v.stdout, "wordcount verify: [%5.1fs] stop instance %d of %d (SIGSTOP) for %v\n",
-		time.Since(v.started).Seconds(), p.index, p.of, d.Round(time.Millisecond))
+	fmt.Fprintf(v.stdout, "wordcount verify: [%5.1fs] stop %v (SIGSTOP) for %v%s\n",
+		time.Since(v.started).Seconds(), p, d.Round(time.Millisecond), long)
 	p.cont = time.AfterFunc(d, func() {
 		v.mu.Lock()
 		defer v.mu.Unlock()
@@ -452,7 +518,7 @@ func (v *verifier) restartCrashed(ctx context.Context) error {
 		if p != nil && !p.ended && isClosed(p.exited) {
 			p.ended = true
 			if p.done && p.err == nil {
-				continue // a job of one instance ends with its input
+				continue // a job of one process ends with its input
 			}
 			v.crashes++
 			crashed = append(crashed, p)
@@ -461,11 +527,11 @@ func (v *verifier) restartCrashed(ctx context.Context) error {
 	n := v.crashes
 	v.mu.Unlock()
 	for _, p := range crashed {
-		v.say("instance %d of %d exited unasked (%v); restarting it", p.index, p.of, p.err)
+		v.say("%v exited unasked (%v); restarting it", p, p.err)
 		if n > 10 {
-			return fmt.Errorf("%d instances exited unasked", n)
+			return fmt.Errorf("%d processes exited unasked", n)
 		}
-		if err := v.start(ctx, p.index, p.of); err != nil {
+		if err := v.start(ctx, p.index, p.layout); err != nil {
 			return err
 		}
 		v.mu.Lock()
@@ -523,7 +589,7 @@ func (v *verifier) phase(ctx context.Context, end time.Time, last bool) error {
 	return nil
 }
 
-// finish waits until every instance wrote its counts.
+// finish waits until every process wrote its counts.
 func (v *verifier) finish(ctx context.Context) error {
 	for {
 		if v.failed() {
@@ -543,7 +609,7 @@ func (v *verifier) finish(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("timed out waiting for the end of the input (%d of %d instances done): %w", done, total, ctx.Err())
+			return fmt.Errorf("timed out waiting for the end of the input (%d of %d processes done): %w", done, total, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if err := v.restartCrashed(ctx); err != nil {
@@ -554,7 +620,7 @@ func (v *verifier) finish(ctx context.Context) error {
 
 func (v *verifier) run(ctx context.Context) int {
 	defer v.stopAll()
-	for n, p := range v.o.scales {
+	for n, l := range v.o.scales {
 		if n > 0 {
 			v.mu.Lock()
 			done := 0
@@ -564,17 +630,20 @@ func (v *verifier) run(ctx context.Context) int {
 				}
 			}
 			v.mu.Unlock()
-			v.say("rescale %d → %d: stop every instance (%d of %d had read all their input), start %d", v.o.scales[n-1], p, done, v.o.scales[n-1], p)
+			prev := v.o.scales[n-1]
+			v.say("rescale %v → %v (%d instances in %d processes): stop every process (%d of %d had read all their input), start %d",
+				prev, l, l.instances, l.processes, done, prev.processes, l.processes)
 			v.stopAll()
 			v.mu.Lock()
 			v.rescales++
 			v.mu.Unlock()
 		}
 		v.mu.Lock()
-		v.procs = make([]*proc, p)
+		v.procs = make([]*proc, l.processes)
+		v.lastStart = time.Now()
 		v.mu.Unlock()
-		for i := range p {
-			if err := v.start(ctx, i, p); err != nil {
+		for i := range l.processes {
+			if err := v.start(ctx, i, l); err != nil {
 				fmt.Fprintf(v.stderr, "wordcount verify: %v\n", err)
 				return 3
 			}
@@ -598,8 +667,12 @@ func (v *verifier) run(ctx context.Context) int {
 	v.stopAll()
 	v.mu.Lock()
 	failures := slices.Clone(v.failures)
-	v.say("faults: %d kills, %d stops; %d restarts (%d after a crash); %d rescales (%s); %d restores, %d first starts, %d joins again (%d after a stall)",
-		v.kills, v.stops, v.restarts, v.crashes, v.rescales, joinInts(v.o.scales, " → "), v.restores, v.firstStarts, v.rejoins, v.stalls)
+	latest := int64(0)
+	for n := range v.completed {
+		latest = max(latest, n)
+	}
+	v.say("faults: %d kills, %d stops (%d longer than the grace); %d restarts (%d after a crash); %d rescales (%s); %d restores, %d first starts, %d joins again, %d fences; %d checkpoints confirmed (the latest %d)",
+		v.kills, v.stops, v.longStops, v.restarts, v.crashes, v.rescales, joinLayouts(v.o.scales), v.restores, v.firstStarts, v.rejoins, v.fences, len(v.completed), latest)
 	state := "in memory"
 	if v.stateDir != "" {
 		state = fmt.Sprintf("on disk: %d restores loaded snapshot files, %d files (%d local)", v.fileRestores, v.files, v.localFiles)
@@ -614,6 +687,10 @@ func (v *verifier) run(ctx context.Context) int {
 	}
 	if v.faults() < v.o.minFaults {
 		fmt.Fprintf(v.stderr, "wordcount verify: FAILED: %d faults, want at least %d\n", v.faults(), v.o.minFaults)
+		return 1
+	}
+	if v.restores == 0 && (v.kills > 0 || len(v.o.scales) > 1) {
+		fmt.Fprintf(v.stderr, "wordcount verify: FAILED: no process restored a checkpoint, so no restore was checked: the faults left the job no time to complete one (a longer -fault-every or -phase gives it more)\n")
 		return 1
 	}
 	want := expected(v.o.seed, v.o.records)
@@ -637,47 +714,40 @@ func (v *verifier) run(ctx context.Context) int {
 	return code
 }
 
-func joinInts(xs []int, sep string) string {
-	var s []string
-	for _, x := range xs {
-		s = append(s, fmt.Sprint(x))
-	}
-	return strings.Join(s, sep)
-}
-
-// checkOutputs compares the counts the instances of the last count wrote
+// checkOutputs compares the counts the processes of the last layout wrote
 // with the independent count.
 func (v *verifier) checkOutputs(want map[string]int64) error {
-	p := v.o.scales[len(v.o.scales)-1]
+	l := v.o.scales[len(v.o.scales)-1]
 	got := map[string]int64{}
-	for i := range p {
-		b, err := os.ReadFile(v.outputPath(i, p))
+	for i := range l.processes {
+		b, err := os.ReadFile(v.outputPath(i, l))
 		if err != nil {
-			return fmt.Errorf("counts of instance %d of %d: %w", i, p, err)
+			return fmt.Errorf("counts of process %d of %d: %w", i, l.processes, err)
 		}
 		var part map[string]int64
 		if err := json.Unmarshal(b, &part); err != nil {
-			return fmt.Errorf("counts of instance %d of %d: %w", i, p, err)
+			return fmt.Errorf("counts of process %d of %d: %w", i, l.processes, err)
 		}
 		for w, n := range part {
 			if _, dup := got[w]; dup {
-				return fmt.Errorf("%q counted by two instances", w)
+				return fmt.Errorf("%q counted by two processes", w)
 			}
 			got[w] = n
 		}
 	}
 	if bad := compare(want, got); len(bad) > 0 {
-		return fmt.Errorf("the instances' final counts: %d words differ from the independent count:\n  %s", len(bad), strings.Join(bad[:min(len(bad), 20)], "\n  "))
+		return fmt.Errorf("the processes' final counts: %d words differ from the independent count:\n  %s", len(bad), strings.Join(bad[:min(len(bad), 20)], "\n  "))
 	}
-	v.say("the %d instances' final counts: %d words, equal to the independent count", p, len(got))
+	v.say("the final counts of the %d processes (%d instances): %d words, equal to the independent count", l.processes, l.instances, len(got))
 	return nil
 }
 
 // checkStore restores the job's latest complete checkpoint as the one
 // instance of a new generation and compares its counts and offsets with
-// the input; then, once every object the instances wrote is older than the
-// grace, it applies the deletion rule and checks that the job's prefix
-// holds what the retained checkpoint names and nothing else.
+// the input, and commits it as that generation's first checkpoint; then,
+// once the grace has passed since the last write, it applies the deletion
+// rule and checks that the job's prefix holds what that checkpoint names
+// and nothing else but what the rule must keep.
 func (v *verifier) checkStore(ctx context.Context, want map[string]int64) error {
 	o := v.o
 	cfg := dstl.DefaultConfig(o.basePath)
@@ -688,63 +758,83 @@ func (v *verifier) checkStore(ctx context.Context, want map[string]int64) error 
 	}
 	defer storage.Close()
 	b := storage.Backend()
-	m, err := catalog.Join(ctx, b, catalog.Config{JobID: o.jobID, Instances: 1, Index: 0, MaxParallelism: maxParallelism, Grace: o.grace})
+	log := slog.New(slog.NewTextHandler(v.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	m, err := catalog.Join(ctx, b, catalog.Config{JobID: o.jobID, Instances: 1, MaxParallelism: maxParallelism, Grace: o.grace,
+		SweepInterval: o.collect, Logger: log})
 	if err != nil {
 		return fmt.Errorf("join as the final restore: %w", err)
 	}
+	gen := m.Generation()
 	all := dstl.KeyGroupRange{Start: 0, End: maxParallelism - 1}
-	parts := m.Restore()
-	handles, offsets, err := restorePoint(parts, all, o.records)
+	parts := m.Restore(0)
+	if len(parts) == 0 {
+		return fmt.Errorf("generation %d restores no checkpoint", gen.Number)
+	}
+	var handles []*statestore.CheckpointHandle
+	var restored []map[string]string
+	for _, p := range parts {
+		h := new(statestore.CheckpointHandle)
+		if err := h.UnmarshalBinary(p.State); err != nil {
+			return fmt.Errorf("part of instance %d in %s: %w", p.Instance, p.Name, err)
+		}
+		handles, restored = append(handles, h), append(restored, p.Metadata)
+	}
+	offsets, err := restoredOffsets(restored, all, o.records)
 	if err != nil {
 		return err
 	}
 	for kg, off := range offsets {
 		if off != o.records {
-			return fmt.Errorf("the latest complete checkpoint, %d, holds offset %d of partition %d, want its end, %d", m.Generation().RestoredCheckpoint, off, kg, o.records)
+			return fmt.Errorf("the latest complete checkpoint, %d, holds offset %d of partition %d, want its end, %d", gen.RestoredCheckpoint, off, kg, o.records)
 		}
 	}
-	scfg := statestore.Config{Operator: "wordcount-verify", KeyGroups: all, MaxParallelism: maxParallelism,
-		MaterializeInterval: -1, MaterializeSize: -1, KeepSnapshots: true}
-	if v.stateDir != "" {
-		scfg.Dir = v.stateDir // a disk-backed snapshot restores into disk-backed stores
-	}
-	cp, err := statestore.NewCheckpointer(storage, scfg)
+	cp, got, err := v.restore(ctx, storage, "verify", gen.FirstCheckpoint, gen.RestoredCheckpoint, handles)
 	if err != nil {
-		return err
-	}
-	counts, err := statestore.NewKeyValueStore("counts", cp.Log(), statestore.StringCodec{}, statestore.Int64Codec{}, statestore.WithMaxParallelism(maxParallelism))
-	if err == nil {
-		err = cp.Register(counts)
-	}
-	if err == nil {
-		err = cp.InitializeState(ctx, statestore.CheckpointInfo{OperatorID: "wordcount", CheckpointID: m.Generation().RestoredCheckpoint}, handles...)
-	}
-	if err != nil {
-		cp.Close()
 		return fmt.Errorf("restore the latest complete checkpoint: %w", err)
 	}
-	got := map[string]int64{}
-	for w, n := range counts.All() {
-		got[w] = n
-	}
-	cp.Close()
+	defer cp.Close()
 	if bad := compare(want, got); len(bad) > 0 {
 		return fmt.Errorf("the latest complete checkpoint's counts: %d words differ from the independent count:\n  %s", len(bad), strings.Join(bad[:min(len(bad), 20)], "\n  "))
 	}
-	if len(parts) == 0 {
-		return fmt.Errorf("generation %d restores no checkpoint", m.Generation().Number)
-	}
 	v.say("restored checkpoint %d (generation %d's, %d parts) as the one instance of generation %d: every partition read to its end, counts equal to the independent count",
-		m.Generation().RestoredCheckpoint, parts[0].Generation, len(parts), m.Generation().Number)
+		gen.RestoredCheckpoint, parts[0].Generation, len(parts), gen.Number)
 	if v.stateDir != "" {
-		files, inherited := snapshotFiles(o.jobID, handles)
-		v.say("its snapshots name %d snapshot files, %d of them written by an instance of an earlier instance count (shared since a rescale)", files, inherited)
+		v.mu.Lock()
+		since := v.lastStart
+		v.mu.Unlock()
+		files, inherited := snapshotFiles(o.jobID, handles, since)
+		v.say("its snapshots name %d snapshot files, %d of them written by a process of an earlier layout (shared since a rescale)", files, inherited)
 	}
 
-	v.mu.Lock()
-	wait := time.Until(v.lastExit.Add(o.grace + 500*time.Millisecond))
-	v.mu.Unlock()
-	v.say("waiting %v for the grace to pass, then the final run of the deletion rule", wait.Round(time.Millisecond))
+	// The restored state is the job's: commit it as the generation's
+	// first checkpoint, which the deletion rule then retains.
+	n := gen.FirstCheckpoint
+	h, err := cp.SnapshotState(ctx, statestore.CheckpointInfo{OperatorID: operator + "-verify", CheckpointID: n})
+	if err != nil {
+		return fmt.Errorf("checkpoint %d of the restored state: %w", n, err)
+	}
+	state, err := h.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	meta := map[string]string{}
+	for kg, off := range offsets {
+		meta[offsetKey(kg)] = strconv.FormatInt(off, 10)
+	}
+	st, err := m.Commit(ctx, n, []catalog.InstanceState{{Instance: 0, State: state, Objects: h.Objects(), Metadata: meta, HoldFrom: cp.HoldFrom()}})
+	if err != nil {
+		return fmt.Errorf("commit checkpoint %d of the restored state: %w", n, err)
+	}
+	if st.Complete != n {
+		return fmt.Errorf("the commit of checkpoint %d, the only process's, left the latest complete checkpoint at %d", n, st.Complete)
+	}
+	if err := cp.NotifyCheckpointComplete(ctx, n); err != nil {
+		return err
+	}
+	committed := time.Now()
+
+	wait := time.Until(committed.Add(o.grace + 500*time.Millisecond))
+	v.say("committed it as checkpoint %d; waiting %v for the grace to pass, then the final run of the deletion rule", n, wait.Round(time.Millisecond))
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -754,37 +844,108 @@ func (v *verifier) checkStore(ctx context.Context, want map[string]int64) error 
 	if err != nil {
 		return fmt.Errorf("final deletion rule: %w", err)
 	}
+	if c.plan == nil || !slices.Equal(c.plan.Retained, []int64{n}) {
+		return fmt.Errorf("final deletion rule: the plan %+v does not retain checkpoint %d alone", c.plan, n)
+	}
 	r, err := inventory(ctx, b, o.jobID, c.plan, time.Now().Add(-o.grace))
 	if err != nil {
 		return err
 	}
-	v.say("final deletion rule: %d catalog and %d data objects deleted (%d snapshot files); the job's prefix holds %d objects: %d that the retained checkpoint names (%d log, %d snapshot, %d snapshot file), %d catalog objects it keeps, %d younger than the grace, %d left behind, %d missing",
-		c.catalogDrops, c.dataDeletes, c.fileDeletes, r.total, r.logs+r.snapshots+r.files, r.logs, r.snapshots, r.files, r.catalog, r.young, len(r.left), len(r.missing))
+	v.say("final deletion rule: %d catalog and %d data objects deleted (%d snapshot files); the job's prefix holds %d objects: %d that the retained checkpoint names (%d log, %d snapshot, %d snapshot file), %d catalog objects it keeps, %d held for a checkpoint that may still complete, %d younger than the grace, %d left behind, %d missing",
+		c.catalogDrops, c.dataDeletes, c.fileDeletes, r.total, r.logs+r.snapshots+r.files, r.logs, r.snapshots, r.files, r.catalog, r.held, r.young, len(r.left), len(r.missing))
 	if len(r.left) > 0 || len(r.missing) > 0 {
 		return fmt.Errorf("the job's prefix: %d objects left behind %q; %d named by the retained checkpoint but missing %q",
 			len(r.left), r.left[:min(len(r.left), 20)], len(r.missing), r.missing[:min(len(r.missing), 20)])
 	}
+	again, got, err := v.restore(ctx, storage, "verify-again", n+1, n, []*statestore.CheckpointHandle{h})
+	if err != nil {
+		return fmt.Errorf("restore checkpoint %d after the deletion rule: %w", n, err)
+	}
+	again.Close()
+	if bad := compare(want, got); len(bad) > 0 {
+		return fmt.Errorf("checkpoint %d's counts after the deletion rule: %d words differ from the independent count:\n  %s", n, len(bad), strings.Join(bad[:min(len(bad), 20)], "\n  "))
+	}
+	v.say("restored checkpoint %d again after the deletion rule: counts equal to the independent count", n)
 	return nil
+}
+
+// restore restores handles, of checkpoint restored, into the counts of a
+// new checkpointer of all key groups (operator "wordcount-NAME"), whose
+// uploads are for checkpoint next on, and returns it with the counts.
+func (v *verifier) restore(ctx context.Context, storage *dstl.Storage, name string, next, restored int64, handles []*statestore.CheckpointHandle) (*statestore.Checkpointer, map[string]int64, error) {
+	scfg := statestore.Config{Operator: operator + "-" + name, KeyGroups: dstl.KeyGroupRange{Start: 0, End: maxParallelism - 1}, MaxParallelism: maxParallelism,
+		MaterializeInterval: -1, MaterializeSize: -1, KeepSnapshots: true}
+	if v.stateDir != "" {
+		scfg.Dir = v.stateDir // a disk-backed snapshot restores into disk-backed stores
+	}
+	cp, err := statestore.NewCheckpointer(storage, scfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	counts, err := statestore.NewKeyValueStore("counts", cp.Log(), statestore.StringCodec{}, statestore.Int64Codec{}, statestore.WithMaxParallelism(maxParallelism))
+	if err == nil {
+		err = cp.Register(counts)
+	}
+	if err == nil {
+		cp.Log().SetNextCheckpoint(next)
+		err = cp.InitializeState(ctx, statestore.CheckpointInfo{OperatorID: scfg.Operator, CheckpointID: restored}, handles...)
+	}
+	if err != nil {
+		cp.Close()
+		return nil, nil, err
+	}
+	got := map[string]int64{}
+	for w, n := range counts.All() {
+		got[w] = n
+	}
+	return cp, got, nil
+}
+
+// collected is what one run of the deletion rule did.
+type collected struct {
+	plan         *catalog.Plan
+	catalogDrops int // catalog objects dropped
+	dataDeletes  int // log and snapshot objects and snapshot files deleted
+	fileDeletes  int // of which snapshot files
+}
+
+// collectOnce applies the catalog's deletion rule once, as the leader of
+// the live generation (catalog.Member.Collect; a new member's first
+// collection sweeps the job's prefix).
+func collectOnce(ctx context.Context, m *catalog.Member) (collected, error) {
+	plan, rep, err := m.Collect(ctx, collect.Options{})
+	c := collected{plan: plan}
+	if plan != nil {
+		c.catalogDrops = len(plan.Drop)
+	}
+	if rep != nil {
+		c.dataDeletes = rep.Deleted.Objects
+		for _, o := range rep.Objects {
+			if o.Deleted && o.Kind == objname.SnapshotFile {
+				c.fileDeletes++
+			}
+		}
+	}
+	return c, err
 }
 
 // report is what a job's prefix holds, against a plan of the deletion
 // rule.
 type report struct {
-	total, logs, snapshots, files, catalog, young int
-	left, missing                                 []string
+	total, logs, snapshots, files, catalog, held, young int
+	left, missing                                       []string
 }
 
 // inventory lists the job's prefix: every object must be one the plan
-// keeps (a log object, snapshot object or snapshot file of Keep; a catalog
-// part of Parts, the record of the live generation or of a generation with
-// kept parts, a claim of the live generation) or younger than cutoff;
-// every object of Keep must be there.
+// keeps (a log object, snapshot object or snapshot file of Keep; a commit
+// of Commits, the record or a claim of the live generation), an object
+// made for a checkpoint at or above the plan's HoldFrom, or younger than
+// cutoff by either clock; every object of Keep must be there.
 func inventory(ctx context.Context, b backends.Backend, jobID string, plan *catalog.Plan, cutoff time.Time) (report, error) {
 	prefix := objname.JobPrefix(jobID)
-	keptParts, keptGens := map[string]bool{}, map[int64]bool{plan.Generation: true}
-	for _, name := range plan.Parts {
-		keptParts[name] = true
-		keptGens[objname.ParseCatalog(prefix, name).Generation] = true
+	commits := map[string]bool{}
+	for _, name := range plan.Commits {
+		commits[name] = true
 	}
 	var r report
 	seen := map[string]bool{}
@@ -792,9 +953,11 @@ func inventory(ctx context.Context, b backends.Backend, jobID string, plan *cata
 		r.total++
 		seen[o.Name] = true
 		c := objname.ParseCatalog(prefix, o.Name)
+		d := objname.Parse(prefix, o.Name)
+		data := d.Kind == objname.Log || d.Kind == objname.Snapshot || d.Kind == objname.SnapshotFile
 		switch {
 		case plan.Keep[o.Name]:
-			switch objname.Parse(prefix, o.Name).Kind {
+			switch d.Kind {
 			case objname.Snapshot:
 				r.snapshots++
 			case objname.SnapshotFile:
@@ -802,11 +965,12 @@ func inventory(ctx context.Context, b backends.Backend, jobID string, plan *cata
 			default:
 				r.logs++
 			}
-		case c.Kind == objname.CatalogPart && keptParts[o.Name],
-			c.Kind == objname.CatalogGeneration && keptGens[c.Generation],
-			c.Kind == objname.CatalogClaim && c.Generation == plan.Generation:
+		case commits[o.Name],
+			c.Version == 2 && c.Generation == plan.Generation && (c.Kind == objname.CatalogGeneration || c.Kind == objname.CatalogClaim):
 			r.catalog++
-		case o.ModTime.After(cutoff):
+		case data && d.Checkpoint >= plan.HoldFrom:
+			r.held++
+		case o.ModTime.After(cutoff) || d.Time().After(cutoff):
 			r.young++
 		default:
 			r.left = append(r.left, o.Name)
@@ -826,9 +990,9 @@ func inventory(ctx context.Context, b backends.Backend, jobID string, plan *cata
 }
 
 // snapshotFiles counts the snapshot files that the handles' snapshots
-// name (each once), and those of them that another operator than the
-// handle's (an instance of an earlier instance count) wrote.
-func snapshotFiles(jobID string, handles []*statestore.CheckpointHandle) (files, inherited int) {
+// name (each once), and those of them written before since (by a process
+// of an earlier layout), by the time in their names.
+func snapshotFiles(jobID string, handles []*statestore.CheckpointHandle, since time.Time) (files, inherited int) {
 	prefix := objname.JobPrefix(jobID)
 	seen := map[string]bool{}
 	for _, h := range handles {
@@ -839,7 +1003,7 @@ func snapshotFiles(jobID string, handles []*statestore.CheckpointHandle) (files,
 				}
 				seen[f] = true
 				files++
-				if objname.Parse(prefix, f).Operator != h.Operator {
+				if objname.Parse(prefix, f).Time().Before(since) {
 					inherited++
 				}
 			}
