@@ -150,7 +150,8 @@ type Event struct {
 	// Checkpoint is the checkpoint, where one is concerned; for
 	// EventRestored the restored one (0 on a first start).
 	Checkpoint int64
-	// Err is the error, for EventFenced and EventCommitFailed.
+	// Err is the error, for EventFenced, EventCommitFailed and
+	// EventTakeFailed.
 	Err error
 }
 
@@ -163,6 +164,7 @@ const (
 	EventRestored     EventKind = "restored"      // an instance restored its state
 	EventCommitted    EventKind = "committed"     // the process committed a checkpoint
 	EventCommitFailed EventKind = "commit-failed" // a commit failed (the checkpoint stays pending)
+	EventTakeFailed   EventKind = "take-failed"   // an instance's snapshot failed: the checkpoint was aborted, the next takes its changes
 	EventCompleted    EventKind = "completed"     // an instance's checkpoint completed and was confirmed
 	EventFenced       EventKind = "fenced"        // the process was fenced: it drops its instances and joins again
 	EventCollected    EventKind = "collected"     // the deletion rule ran

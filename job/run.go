@@ -292,6 +292,7 @@ func (r *runner) take(ctx context.Context, g *generation, n int64, now time.Time
 			return nil
 		}
 		r.cfg.Logger.Warn("job: checkpoint failed; the next one takes its changes", "instance", g.instances[k].in.Index, "checkpoint", n, "err", errs[k])
+		r.event(Event{Kind: EventTakeFailed, Generation: g.a.Generation, Instance: g.instances[k].in.Index, Checkpoint: n, Err: errs[k]})
 		g.last = n
 		return nil
 	}

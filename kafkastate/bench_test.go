@@ -50,7 +50,7 @@ func BenchmarkWordCount(b *testing.B) {
 		cfg.Group = fmt.Sprintf("bench-%d", benchGroups.Add(1))
 		cfg.CheckpointInterval = 50 * time.Millisecond
 		cfg.CollectInterval = -1 // its lists and gets are no checkpoint's
-		r := start(b, benchStorage(b, mem), cfg)
+		r := startSvc(b, benchStorage(b, mem), cfg)
 		r.waitFor(b, func(st Stats) bool { return st.FirstStarts >= testPartitions })
 		base, t0 := mem.Stats(), time.Now()
 		ck0 := r.svc.Stats().Checkpoints
