@@ -208,7 +208,9 @@ func (s *Service[S]) event(e Event) {
 }
 
 // info returns partition p's name.
-func (s *Service[S]) info(p int32) PartitionInfo { return PartitionInfo{Topic: s.cfg.Topic, Partition: p} }
+func (s *Service[S]) info(p int32) PartitionInfo {
+	return PartitionInfo{Topic: s.cfg.Topic, Partition: p}
+}
 
 // generation returns the member's current generation in the group.
 func (s *Service[S]) generation() int64 {
