@@ -299,6 +299,16 @@ func (a *Assignment) numberAt(t time.Time, interval time.Duration) int64 {
 	return a.FirstCheckpoint + k
 }
 
+// tickAt returns the time of the latest checkpoint at or before t (the
+// epoch, before it).
+func (a *Assignment) tickAt(t time.Time, interval time.Duration) time.Time {
+	d := t.Sub(a.Epoch)
+	if d < 0 {
+		return a.Epoch
+	}
+	return a.Epoch.Add(d / interval * interval)
+}
+
 // tickAfter returns the time of the first checkpoint after t.
 func (a *Assignment) tickAfter(t time.Time, interval time.Duration) time.Time {
 	d := t.Sub(a.Epoch)

@@ -194,7 +194,9 @@ func (r *runner) runGeneration(ctx context.Context, a *Assignment) (err error) {
 			continue
 		}
 		if !now.Before(next) {
-			if n := g.number(now, interval); n > g.last {
+			// The number of the tick, not of the moment the loop sees it:
+			// the processes of a job number it alike.
+			if n := g.number(a.tickAt(now, interval), interval); n > g.last {
 				if err := r.take(ctx, g, n, now); err != nil {
 					return err
 				}
