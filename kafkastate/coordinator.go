@@ -31,11 +31,12 @@ import (
 // partition is restored before the client fetches it). The other methods
 // run on the runner's goroutine.
 type coordinator[S any] struct {
-	s      *Service[S]
-	recs   *records
-	txnID  string      // the transactional producer's id, one per start
-	txcl   *kgo.Client // the transactional producer, made at the first transaction
-	joined bool
+	s          *Service[S]
+	recs       *records
+	txnID      string        // the transactional producer's id, one per start
+	txcl       *kgo.Client   // the transactional producer, made at the first transaction
+	txnTimeout time.Duration // its transaction timeout
+	joined     bool
 
 	mu       sync.Mutex // guards what follows, shared with the callbacks
 	owned    map[int32]bool
@@ -51,7 +52,6 @@ type coordinator[S any] struct {
 
 	collecting atomic.Bool
 	collectWG  sync.WaitGroup
-	afterPut   func(name string) // for tests: called between a record's put and its commit
 }
 
 // rebalance is a change the client's callbacks report.
@@ -159,7 +159,7 @@ func (c *coordinator[S]) restore(ctx context.Context, parts []int32) ([]job.Assi
 	var err error
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		sts, err = starts(ctx, kadm.NewClient(s.cl), c.recs, s.cfg.Group, s.cfg.Topic, parts)
+		sts, err = starts(ctx, s.cl, c.recs, s.cfg.Group, s.cfg.Topic, parts)
 		if err == nil || attempt >= s.cfg.RestoreAttempts || errors.Is(err, ErrDamaged) || ctx.Err() != nil {
 			break
 		}
@@ -299,6 +299,17 @@ func (c *coordinator[S]) Rebalance(ctx context.Context) (*job.Change, error) {
 	return &job.Change{Added: as, Done: func() { close(r.done) }}, nil
 }
 
+// restoreAll wraps the error of a commit after which the process drops
+// every partition's state and restores it from the group's position: it
+// matches job.ErrFenced, for the runner, and err.
+type restoreAll struct{ err error }
+
+func (e restoreAll) Error() string {
+	return e.err.Error() + " (every partition restores from the group's committed position)"
+}
+
+func (e restoreAll) Unwrap() []error { return []error{e.err, job.ErrFenced} }
+
 // errStalled is the error of a checkpoint that would name objects the
 // deletion rule may have deleted: the process restores every partition
 // from its committed record instead.
@@ -335,7 +346,7 @@ func (c *coordinator[S]) Commit(ctx context.Context, n int64, states []catalog.I
 	}
 	slices.SortFunc(rec.Partitions, func(a, b recordPartition) int { return int(a.Partition - b.Partition) })
 	if stale := c.stale(ctx, rec, time.Now()); len(stale) > 0 {
-		return 0, fmt.Errorf("%w: %w: checkpoint %d names %q", job.ErrFenced, errStalled, n, stale)
+		return 0, restoreAll{fmt.Errorf("%w: checkpoint %d names %q", errStalled, n, stale)}
 	}
 	if err := s.flushOutput(ctx); err != nil {
 		return 0, err
@@ -352,9 +363,6 @@ func (c *coordinator[S]) Commit(ctx context.Context, n int64, states []catalog.I
 		return 0, fmt.Errorf("kafkastate: put record %q: %w", name, err)
 	}
 	c.recs.add(name, rec)
-	if c.afterPut != nil {
-		c.afterPut(name)
-	}
 	offsets := map[int32]int64{}
 	var out []*kgo.Record
 	for _, rp := range rec.Partitions {
@@ -370,7 +378,7 @@ func (c *coordinator[S]) Commit(ctx context.Context, n int64, states []catalog.I
 		if errors.Is(err, errUnknownOutcome) {
 			// The output may be in Kafka or not: drop the state, and
 			// restore it from what the group says.
-			return 0, fmt.Errorf("%w: %w", job.ErrFenced, err)
+			return 0, restoreAll{err}
 		}
 	} else {
 		err = c.commitOffsets(ctx, offsets, meta)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl/objname"
@@ -76,7 +74,7 @@ func (c *coordinator[S]) collectOnce(ctx context.Context) (*collect.Report, erro
 		return nil, fmt.Errorf("kafkastate: listing the records: %w", err)
 	}
 	c.recs.forget(listed, listedAt)
-	pos, err := fetchPositions(ctx, kadm.NewClient(s.cl), s.cfg.Group, s.cfg.Topic, s.prefix, nil, false)
+	pos, err := fetchPositions(ctx, s.cl, s.cfg.Group, s.cfg.Topic, s.prefix, nil, false)
 	if err != nil {
 		return nil, err
 	}

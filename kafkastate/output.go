@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -183,12 +182,18 @@ func (c *coordinator[S]) commitTransaction(ctx context.Context, offsets map[int3
 	}
 	// The outcome is unknown: a new producer of the id ends the
 	// transaction (InitProducerID completes a commit under way, or aborts
-	// what is open), then the group's stable offsets tell.
-	c.resetProducer()
-	if _, perr := c.producer(ctx); perr != nil {
+	// what is open), then the group's stable offsets tell. The commit's
+	// time may be over: this reads only, within a transaction timeout
+	// and a commit timeout.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.txnTimeout+s.cfg.CommitTimeout)
+	defer cancel()
+	c.txcl = nil
+	_, perr := c.producer(sctx)
+	txcl.Close() // after the new one's InitProducerID: what it sent is not cut off
+	if perr != nil {
 		return fmt.Errorf("%w: %w (and a new producer: %w)", errUnknownOutcome, err, perr)
 	}
-	committed, ferr := c.committedWith(ctx, offsets, meta)
+	committed, ferr := c.committedWith(sctx, offsets, meta)
 	switch {
 	case ferr != nil:
 		return fmt.Errorf("%w: %w (and the group's offsets: %w)", errUnknownOutcome, err, ferr)
@@ -280,7 +285,7 @@ func (c *coordinator[S]) resetProducer() {
 func (c *coordinator[S]) committedWith(ctx context.Context, offsets map[int32]int64, meta string) (bool, error) {
 	s := c.s
 	parts := slices.Collect(maps.Keys(offsets))
-	resp, err := fetchPositions(ctx, kadm.NewClient(s.cl), s.cfg.Group, s.cfg.Topic, s.prefix, parts, true)
+	resp, err := fetchPositions(ctx, s.cl, s.cfg.Group, s.cfg.Topic, s.prefix, parts, true)
 	if err != nil {
 		return false, err
 	}

@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/catalog"
@@ -39,17 +38,15 @@ const stableWait = 2 * time.Minute
 
 // fetchPositions fetches the group's committed offsets (one OffsetFetch)
 // and returns those of the topic's partitions: of the partitions parts,
-// or of every partition for nil. stable waits until no transaction holds
-// the offsets of parts pending (UNSTABLE_OFFSET_COMMIT), up to stableWait.
-func fetchPositions(ctx context.Context, adm *kadm.Client, group, topic, prefix string, parts []int32, stable bool) (map[int32]position, error) {
+// named in the request, or of every partition for nil. stable waits until
+// no transaction holds the offsets of parts pending
+// (UNSTABLE_OFFSET_COMMIT, which Kafka reports for the partitions named),
+// up to stableWait.
+func fetchPositions(ctx context.Context, cl *kgo.Client, group, topic, prefix string, parts []int32, stable bool) (map[int32]position, error) {
 	deadline := time.Now().Add(stableWait)
 	wait := 20 * time.Millisecond
 	for {
-		fctx := ctx
-		if stable {
-			fctx = kadm.RequireStable(ctx)
-		}
-		resp, err := adm.FetchOffsets(fctx, group)
+		fetched, err := fetchOffsets(ctx, cl, group, topic, parts, stable)
 		if errors.Is(err, kerr.GroupIDNotFound) {
 			return map[int32]position{}, nil // no group yet: no offsets
 		}
@@ -60,28 +57,24 @@ func fetchPositions(ctx context.Context, adm *kadm.Client, group, topic, prefix 
 		if err == nil {
 			out := map[int32]position{}
 			var perr error
-			resp.Each(func(o kadm.OffsetResponse) {
-				if o.Topic != topic || parts != nil && !slices.Contains(parts, o.Partition) {
-					return
+			for _, f := range fetched {
+				switch {
+				case errors.Is(f.err, kerr.UnstableOffsetCommit):
+					unstable = f.err
+					continue
+				case f.err != nil:
+					perr = cmp.Or(perr, fmt.Errorf("partition %d: %w", f.partition, f.err))
+					continue
+				case f.offset < 0:
+					continue
 				}
-				if o.Err != nil {
-					if errors.Is(o.Err, kerr.UnstableOffsetCommit) {
-						unstable = o.Err
-					} else {
-						perr = cmp.Or(perr, o.Err)
-					}
-					return
-				}
-				if o.At < 0 {
-					return
-				}
-				rec, rerr := recordOf(prefix, o.Metadata)
+				rec, rerr := recordOf(prefix, f.meta)
 				if rerr != nil {
-					perr = cmp.Or(perr, fmt.Errorf("partition %d: %w", o.Partition, rerr))
-					return
+					perr = cmp.Or(perr, fmt.Errorf("partition %d: %w", f.partition, rerr))
+					continue
 				}
-				out[o.Partition] = position{offset: o.At, record: rec}
-			})
+				out[f.partition] = position{offset: f.offset, record: rec}
+			}
 			switch {
 			case perr != nil:
 				return nil, fmt.Errorf("kafkastate: the committed offsets of group %s: %w", group, perr)
@@ -99,6 +92,62 @@ func fetchPositions(ctx context.Context, adm *kadm.Client, group, topic, prefix 
 		}
 		wait = min(2*wait, 500*time.Millisecond)
 	}
+}
+
+// fetched is a partition's committed offset as an OffsetFetch returns it.
+type fetched struct {
+	partition int32
+	offset    int64
+	meta      string
+	err       error
+}
+
+// fetchOffsets issues one OffsetFetch of the group: for the partitions
+// parts of topic, or for every partition for nil.
+func fetchOffsets(ctx context.Context, cl *kgo.Client, group, topic string, parts []int32, stable bool) ([]fetched, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group, req.RequireStable = group, stable
+	if parts != nil {
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = topic, parts
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, err
+	}
+	var out []fetched
+	add := func(t string, p int32, offset int64, meta *string, code int16) {
+		if t != topic {
+			return
+		}
+		f := fetched{partition: p, offset: offset, err: kerr.ErrorForCode(code)}
+		if meta != nil {
+			f.meta = *meta
+		}
+		out = append(out, f)
+	}
+	if len(resp.Groups) > 0 {
+		g := resp.Groups[0]
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return nil, err
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				add(t.Topic, p.Partition, p.Offset, p.Metadata, p.ErrorCode)
+			}
+		}
+		return out, nil
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			add(t.Topic, p.Partition, p.Offset, p.Metadata, p.ErrorCode)
+		}
+	}
+	return out, nil
 }
 
 // records reads checkpoint records and keeps them by name: a record never
@@ -178,11 +227,11 @@ type start struct {
 // record named (shared by the partitions that name one record). An error
 // wraps ErrDamaged when a record is damaged or is not the partition's,
 // and backends.ErrNotFound when a record is missing.
-func starts(ctx context.Context, adm *kadm.Client, rs *records, group, topic string, parts []int32) (map[int32]*start, error) {
+func starts(ctx context.Context, cl *kgo.Client, rs *records, group, topic string, parts []int32) (map[int32]*start, error) {
 	if len(parts) == 0 {
 		return map[int32]*start{}, nil
 	}
-	pos, err := fetchPositions(ctx, adm, group, topic, rs.prefix, parts, true)
+	pos, err := fetchPositions(ctx, cl, group, topic, rs.prefix, parts, true)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +306,7 @@ func Load[S any](ctx context.Context, storage *dstl.Storage, cfg Config[S], part
 		parts[p] = int32(p)
 	}
 	rs := newRecords(storage.Backend(), s.prefix, s.cfg.Topic)
-	st, err := starts(ctx, kadm.NewClient(cl), rs, s.cfg.Group, s.cfg.Topic, parts)
+	st, err := starts(ctx, cl, rs, s.cfg.Group, s.cfg.Topic, parts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafkastate: load: %w", err)
 	}

@@ -287,6 +287,7 @@ func (s *Service[S]) Run(ctx context.Context) (err error) {
 	var txnTimeout time.Duration
 	if s.cfg.TransactionalID != "" {
 		txnTimeout = cl.OptValue(kgo.TransactionTimeout).(time.Duration)
+		c.txnTimeout = txnTimeout
 	} else if s.out, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, s.cfg.ClientOptions...)...); err != nil {
 		cl.Close()
 		return fmt.Errorf("kafkastate: output client: %w", err)
