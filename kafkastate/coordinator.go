@@ -313,7 +313,7 @@ func (e restoreAll) Unwrap() []error { return []error{e.err, job.ErrFenced} }
 // errStalled is the error of a checkpoint that would name objects the
 // deletion rule may have deleted: the process restores every partition
 // from its committed record instead.
-var errStalled = errors.New("kafkastate: the checkpoint names objects older than half the grace that no committed record keeps")
+var errStalled = errors.New("kafkastate: the checkpoint names objects made for a checkpoint more than half the grace old that no committed record keeps")
 
 // Commit commits the process's checkpoint n: it puts one record of the
 // states of its partitions (those the group still assigns it, with a
@@ -390,7 +390,12 @@ func (c *coordinator[S]) Commit(ctx context.Context, n int64, states []catalog.I
 	for p := range offsets {
 		c.anchors[p] = name
 	}
+	anchored := map[string]bool{}
+	for _, a := range c.anchors {
+		anchored[a] = true
+	}
 	c.mu.Unlock()
+	c.recs.retain(anchored, time.Now().Add(-s.cfg.Grace))
 	c.complete = n
 	s.c.commits.Add(1)
 	for _, rp := range rec.Partitions {
@@ -404,8 +409,10 @@ func (c *coordinator[S]) Commit(ctx context.Context, n int64, states []catalog.I
 // stale returns the objects of rec that the deletion rule may have
 // deleted, or may delete before rec's commit lands: those that no record
 // committed for the process's partitions names, that were made for a
-// checkpoint below the lowest HoldFrom of those records, and whose names
-// are older than half the grace. See docs/KAFKA.md, "Deletion rule".
+// checkpoint below the lowest HoldFrom of those records, and that were
+// made for a checkpoint more than half the grace old (an object whose
+// name records no checkpoint: whose name is more than half the grace
+// old). See docs/KAFKA.md, "Deletion rule".
 func (c *coordinator[S]) stale(ctx context.Context, rec *record, now time.Time) []string {
 	s := c.s
 	c.mu.Lock()
@@ -423,18 +430,28 @@ func (c *coordinator[S]) stale(ctx context.Context, rec *record, now time.Time) 
 		}
 		hold = min(hold, r.HoldFrom)
 	}
+	halfGrace := now.Add(-s.cfg.Grace / 2)
+	recent := checkpointOf(halfGrace)
 	var stale []string
 	for _, rp := range rec.Partitions {
 		for _, o := range rp.Objects {
 			n := objname.Parse(s.prefix, o)
-			if kept[o] || n.Checkpoint >= hold || n.Time().IsZero() || now.Sub(n.Time()) < s.cfg.Grace/2 {
-				continue
+			switch {
+			case kept[o], n.Checkpoint >= hold:
+			case n.Checkpoint > 0 && n.Checkpoint >= recent:
+			case n.Checkpoint == 0 && (n.Time().IsZero() || n.Time().After(halfGrace)):
+			default:
+				stale = append(stale, o)
 			}
-			stale = append(stale, o)
 		}
 	}
 	return stale
 }
+
+// checkpointOf returns the number of the checkpoint of time t: the
+// milliseconds since the Unix epoch, plus one (job.Assignment: Epoch the
+// Unix epoch, FirstCheckpoint 1, Unit a millisecond).
+func checkpointOf(t time.Time) int64 { return t.UnixMilli() + 1 }
 
 // Refresh returns the latest checkpoint committed: a commit's outcome is
 // known when it returns, or settled before the next.

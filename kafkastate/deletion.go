@@ -81,7 +81,7 @@ func (c *coordinator[S]) collectOnce(ctx context.Context) (*collect.Report, erro
 	keep := new(collect.Keep)
 	// The checkpoint of the time one grace before the listing: objects
 	// made for it or later are held (see docs/KAFKA.md).
-	hold := listedAt.Add(-s.cfg.Grace).UnixMilli() + 1
+	hold := checkpointOf(listedAt.Add(-s.cfg.Grace))
 	add := func(name string) error {
 		r, err := c.recs.read(ctx, name)
 		if err != nil {

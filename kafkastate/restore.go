@@ -201,6 +201,19 @@ func (rs *records) add(name string, r *record) {
 	rs.mu.Unlock()
 }
 
+// retain forgets the records that are neither in keep nor named after
+// since: a process keeps the records committed for its partitions, and
+// the young ones (which a run of the deletion rule reads).
+func (rs *records) retain(keep map[string]bool, since time.Time) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for n := range rs.byName {
+		if !keep[n] && objname.Parse(rs.prefix, n).Time().Before(since) {
+			delete(rs.byName, n)
+		}
+	}
+}
+
 // forget forgets the records that a listing begun at since did not
 // return, though their names are older: they were deleted.
 func (rs *records) forget(listed map[string]bool, since time.Time) {
