@@ -3,8 +3,9 @@
 // job's checkpoints (a checkpoint catalog), delete objects.
 //
 // Under a job's prefix ([objname.JobPrefix]) the engine writes log
-// objects (PREFIX/UUIDv7.dstl) and the state stores write snapshot
-// objects (PREFIX/statestore/OPERATOR/UUIDv7.snap). [Run] lists them and
+// objects (PREFIX/UUIDv7.dstl), the state stores write snapshot objects
+// (PREFIX/statestore/OPERATOR/UUIDv7.snap), and package kafkastate writes
+// checkpoint records (PREFIX/_records/UUIDv7.cN.rec). [Run] lists them and
 // deletes those that
 //
 //   - no kept handle references ([Keep]),
@@ -89,8 +90,12 @@ const (
 	// of the operators the [Keep] names (or of every operator, with
 	// [Options.AllOperators]).
 	Snapshots
+	// Records: checkpoint records, PREFIX/_records/UUIDv7.cN.rec (package
+	// kafkastate's): keep the ones that may still be restored with
+	// [Keep.AddObject].
+	Records
 
-	allKinds = Logs | Snapshots
+	allKinds = Logs | Snapshots | Records
 )
 
 // DefaultConcurrency is the number of deletes (and aborts) in flight at
@@ -131,8 +136,8 @@ type Options struct {
 	// only the snapshots of the operators the Keep names are collected,
 	// and the others are reported as [NotCollected].
 	AllOperators bool
-	// HoldFrom keeps every log and snapshot object whose name records a
-	// checkpoint at or above it ([objname.Name.Checkpoint]), however old:
+	// HoldFrom keeps every log and snapshot object and every record whose
+	// name records a checkpoint at or above it ([objname.Name.Checkpoint]), however old:
 	// a checkpoint that may still complete may reference it. A job's
 	// checkpoint catalog sets it to the checkpoint after its latest
 	// complete one, or lower while an instance may still reference
@@ -192,7 +197,7 @@ func (o *Options) check() error {
 	case o.Grace < 0:
 		err = fmt.Errorf("grace %v: want 0 or more", o.Grace)
 	case o.Kinds == 0 || o.Kinds&^allKinds != 0:
-		err = fmt.Errorf("kinds %#x: want Logs, Snapshots or both", uint8(o.Kinds))
+		err = fmt.Errorf("kinds %#x: want some of Logs, Snapshots and Records", uint8(o.Kinds))
 	case o.Concurrency < 0:
 		err = fmt.Errorf("concurrency %d: want 0 (the default) or more", o.Concurrency)
 	case o.Timeout < 0:
@@ -207,12 +212,14 @@ func (o *Options) check() error {
 }
 
 // collects reports whether the collection deletes an old, unreferenced
-// object of the name n: a log object, or a snapshot of an operator whose
-// snapshots it collects, of the kinds it collects.
+// object of the name n: a log object, a checkpoint record, or a snapshot
+// of an operator whose snapshots it collects, of the kinds it collects.
 func (o *Options) collects(n objname.Name) bool {
 	switch n.Kind {
 	case objname.Log:
 		return o.Kinds&Logs != 0
+	case objname.Record:
+		return o.Kinds&Records != 0
 	case objname.Snapshot, objname.SnapshotFile:
 		return o.Kinds&Snapshots != 0 && (o.AllOperators || o.Keep.HasOperator(n.Operator))
 	}
@@ -363,7 +370,7 @@ func Run(ctx context.Context, b backends.Backend, o Options) (*Report, error) {
 			obj.Reason = Deletable
 			rep.Deletable.add(oi.Size)
 			deletable = append(deletable, len(rep.Objects))
-		case n.Kind != objname.Log && n.Kind != objname.Snapshot && n.Kind != objname.SnapshotFile:
+		case n.Kind != objname.Log && n.Kind != objname.Snapshot && n.Kind != objname.SnapshotFile && n.Kind != objname.Record:
 			obj.Reason = Foreign
 			rep.Foreign.add(oi.Size)
 		case !o.collects(n):

@@ -724,3 +724,47 @@ func TestRunDeletesLeftoverProbes(t *testing.T) {
 		})
 	}
 }
+
+// TestRunRecords: checkpoint records are collected with the kind Records
+// only: a kept record stays, an unkept one is deleted once old by both
+// clocks, a young one stays, one made for a checkpoint at or above
+// HoldFrom stays however old; without the kind, records are not
+// collected.
+func TestRunRecords(t *testing.T) {
+	now := time.Now()
+	old, young := now.Add(-3*time.Hour), now.Add(-10*time.Minute)
+	record := func(at time.Time, checkpoint int64) string {
+		name, err := objname.Format("job/", objname.Name{Kind: objname.Record, ID: v7(t, at), Checkpoint: checkpoint})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+	kept, deletable, youngRec, held := record(old, 5), record(old, 6), record(young, 7), record(old, 9)
+	for _, tc := range []struct {
+		kinds collect.Kinds
+		want  map[string]collect.Reason
+	}{
+		{collect.Logs | collect.Records, map[string]collect.Reason{kept: collect.Referenced, deletable: collect.Deletable, youngRec: collect.Young, held: collect.Held}},
+		{collect.Logs | collect.Snapshots, map[string]collect.Reason{kept: collect.Referenced, deletable: collect.NotCollected, youngRec: collect.NotCollected, held: collect.NotCollected}},
+	} {
+		b := newTimedBackend()
+		for _, name := range []string{kept, deletable, youngRec, held} {
+			b.put(t, name, old)
+		}
+		keep := new(collect.Keep)
+		keep.AddObject(kept)
+		rep, err := collect.Run(t.Context(), b, collect.Options{JobID: "job", Grace: time.Hour, Keep: keep, Kinds: tc.kinds, HoldFrom: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range rep.Objects {
+			if o.Kind != objname.Record || o.Reason != tc.want[o.Name] {
+				t.Errorf("kinds %#x: %s: %v (%v), want %v", tc.kinds, o.Name, o.Reason, o.Kind, tc.want[o.Name])
+			}
+			if _, stored := b.ObjectBytes(o.Name); stored == (tc.want[o.Name] == collect.Deletable) {
+				t.Errorf("kinds %#x: %s: stored %v", tc.kinds, o.Name, stored)
+			}
+		}
+	}
+}

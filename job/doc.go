@@ -18,7 +18,15 @@
 // commits through the job's checkpoint catalog on the object store
 // (package catalog: processes of a generation, fencing, the deletion
 // rule), for a job that has no other coordinator; package kafkastate
-// commits through a Kafka consumer group.
+// commits through a Kafka consumer group, whose rebalances move instances
+// between running processes ([Rebalancer]): a revoked instance takes part
+// in a last checkpoint before it goes, a lost one goes without, an added
+// one restores, and the others keep running.
+//
+// The instances of a process take each checkpoint together: every task's
+// metadata is read, then their snapshots are taken at once, so that their
+// logs go up in one object. Checkpoint numbers grow with the clock
+// ([Assignment]) and stay above every checkpoint an instance restored.
 //
 // [Run] returns when its context ends, after a last checkpoint of every
 // instance (ErrStopped is not returned: a stop is no error), or with the

@@ -150,7 +150,8 @@ type Event struct {
 	// Checkpoint is the checkpoint, where one is concerned; for
 	// EventRestored the restored one (0 on a first start).
 	Checkpoint int64
-	// Err is the error, for EventFenced and EventCommitFailed.
+	// Err is the error, for EventFenced, EventCommitFailed and
+	// EventTakeFailed.
 	Err error
 }
 
@@ -163,15 +164,20 @@ const (
 	EventRestored     EventKind = "restored"      // an instance restored its state
 	EventCommitted    EventKind = "committed"     // the process committed a checkpoint
 	EventCommitFailed EventKind = "commit-failed" // a commit failed (the checkpoint stays pending)
+	EventTakeFailed   EventKind = "take-failed"   // an instance's snapshot failed: the checkpoint was aborted, the next takes its changes
 	EventCompleted    EventKind = "completed"     // an instance's checkpoint completed and was confirmed
 	EventFenced       EventKind = "fenced"        // the process was fenced: it drops its instances and joins again
 	EventCollected    EventKind = "collected"     // the deletion rule ran
 	EventStopped      EventKind = "stopped"       // Run ended
+	EventRevoked      EventKind = "revoked"       // an instance was revoked (see Rebalancer): it took part in a last checkpoint and closed
+	EventLost         EventKind = "lost"          // an instance was lost (see Rebalancer): it closed without a checkpoint
 )
 
 // Coordinator assigns a process its instances and commits their
 // checkpoints: [NewCatalog] over a job's checkpoint catalog, or
-// kafkastate's over a Kafka consumer group.
+// kafkastate's over a Kafka consumer group. A coordinator whose instances
+// move between processes without a new generation implements
+// [Rebalancer] too.
 type Coordinator interface {
 	// Join joins the job and returns what this process runs: at the
 	// start, and again after a commit failed with ErrFenced (then it
@@ -209,6 +215,58 @@ type Assignment struct {
 	// commits it: the catalog's leader commits half an interval late, so
 	// that its commit finds the others' and completes the checkpoint.
 	CommitDelay time.Duration
+	// Unit is the time one checkpoint number stands for: the checkpoint
+	// taken at time t is numbered FirstCheckpoint + (t - Epoch) / Unit,
+	// while checkpoints are still taken every interval. Zero: the
+	// runner's interval, so that consecutive checkpoints have consecutive
+	// numbers. A coordinator whose processes checkpoint at intervals of
+	// their own numbers by the clock (kafkastate: milliseconds since the
+	// Unix epoch), so that the numbers of all processes compare.
+	Unit time.Duration
+}
+
+// Rebalancer is implemented by a [Coordinator] whose instances move
+// between the processes of one generation without a new generation, as
+// the partitions of a Kafka consumer group do in a rebalance. Between two
+// steps of its loop (never while a task processes), the runner calls
+// Rebalance and applies the change it returns:
+//
+//   - Lost instances close without a checkpoint (another process may run
+//     them already); what they took since their last complete checkpoint
+//     is dropped.
+//   - If an instance is revoked, the runner commits the checkpoints it
+//     took and has not committed yet, takes one more checkpoint of every
+//     instance and commits it at once; then the revoked instances close.
+//     Their state up to that point is committed before they go, whatever
+//     the commit's outcome.
+//   - Added instances open and restore, as at a Join.
+//
+// The other instances keep running: nothing is restored again. Then the
+// runner calls the change's Done. An error of Rebalance that wraps
+// [ErrFenced] makes the runner drop every instance and Join again; any
+// other stops Run.
+type Rebalancer interface {
+	// Rebalance returns the change of the process's instances since the
+	// last call (or the last Join), or nil when there is none. It is
+	// called between every two steps of the runner, so it must return at
+	// once when there is no change.
+	Rebalance(ctx context.Context) (*Change, error)
+}
+
+// Change is a change of the instances a process runs, within one
+// generation (see [Rebalancer]).
+type Change struct {
+	// Revoked are the instances that take part in one more checkpoint,
+	// committed at once, and then close.
+	Revoked []int
+	// Lost are the instances that close without a checkpoint.
+	Lost []int
+	// Added are the instances that open and restore. An added instance
+	// that runs already is closed (as lost) and opened again.
+	Added []Assigned
+	// Done, when set, is called once the change is applied, also when
+	// applying it failed.
+	Done func()
 }
 
 // Assigned is one instance of an Assignment.
@@ -227,14 +285,28 @@ type Assigned struct {
 
 // numberAt returns the checkpoint number of time t.
 func (a *Assignment) numberAt(t time.Time, interval time.Duration) int64 {
+	unit := a.Unit
+	if unit <= 0 {
+		unit = interval
+	}
 	k := int64(0)
 	if d := t.Sub(a.Epoch); d > 0 {
-		k = int64(d / interval)
+		k = int64(d / unit)
 	}
 	if a.FirstCheckpoint > math.MaxInt64-k {
 		return math.MaxInt64
 	}
 	return a.FirstCheckpoint + k
+}
+
+// tickAt returns the time of the latest checkpoint at or before t (the
+// epoch, before it).
+func (a *Assignment) tickAt(t time.Time, interval time.Duration) time.Time {
+	d := t.Sub(a.Epoch)
+	if d < 0 {
+		return a.Epoch
+	}
+	return a.Epoch.Add(d / interval * interval)
 }
 
 // tickAfter returns the time of the first checkpoint after t.

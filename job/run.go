@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/dstlgo/dstl/catalog"
@@ -77,6 +79,7 @@ type instance struct {
 	cp       *statestore.Checkpointer
 	task     Task
 	operator string
+	first    int64 // the first checkpoint it takes part in: it was opened after the earlier ones were taken
 }
 
 // taken is a checkpoint taken and not committed yet.
@@ -90,9 +93,51 @@ type taken struct {
 type generation struct {
 	a         *Assignment
 	instances []*instance
-	last      int64   // the latest checkpoint taken
+	last      int64   // the latest checkpoint taken, or above every one restored
+	shift     int64   // added to the assignment's numbers, to keep them above every checkpoint restored
 	pending   []int64 // checkpoints committed (or whose commit's outcome is unknown), not confirmed
 	queued    []taken
+}
+
+// number returns the number of the checkpoint of time t.
+func (g *generation) number(t time.Time, interval time.Duration) int64 {
+	n := g.a.numberAt(t, interval)
+	if n > math.MaxInt64-g.shift {
+		return math.MaxInt64
+	}
+	return n + g.shift
+}
+
+// above makes every checkpoint taken from now on numbered above restored,
+// a checkpoint an instance restored: numbers from the assignment's clock
+// move up when they are not above it (a restore of another process's
+// checkpoint, whose clock runs ahead).
+func (g *generation) above(restored int64, now time.Time, interval time.Duration) {
+	g.last = max(g.last, restored)
+	if n := g.number(now, interval); n < restored {
+		g.shift += restored - n
+	}
+}
+
+// remove removes instance index from the running ones, and its states from
+// the checkpoints queued, and returns it (nil if it does not run).
+func (g *generation) remove(index int) *instance {
+	k := slices.IndexFunc(g.instances, func(in *instance) bool { return in.in.Index == index })
+	if k < 0 {
+		return nil
+	}
+	in := g.instances[k]
+	g.instances = slices.Delete(g.instances, k, k+1)
+	for i := range g.queued {
+		g.queued[i].states = slices.DeleteFunc(g.queued[i].states, func(st catalog.InstanceState) bool { return st.Instance == index })
+	}
+	return in
+}
+
+// insert adds a running instance, in the order of the indexes.
+func (g *generation) insert(in *instance) {
+	k, _ := slices.BinarySearchFunc(g.instances, in.in.Index, func(x *instance, index int) int { return x.in.Index - index })
+	g.instances = slices.Insert(g.instances, k, in)
 }
 
 // runGeneration runs the assignment's instances until ctx ends (errStop
@@ -108,7 +153,7 @@ func (r *runner) runGeneration(ctx context.Context, a *Assignment) (err error) {
 		}
 	}()
 	for _, as := range a.Instances {
-		in, err := r.openInstance(ctx, a, as)
+		in, err := r.openInstance(ctx, g, as)
 		if err != nil {
 			if ctx.Err() != nil {
 				return errStop
@@ -117,12 +162,27 @@ func (r *runner) runGeneration(ctx context.Context, a *Assignment) (err error) {
 		}
 		g.instances = append(g.instances, in)
 	}
+	rb, _ := r.coord.(Rebalancer)
 	interval := r.cfg.Interval
 	next := a.tickAfter(time.Now(), interval)
 	lastCollect := time.Now()
 	for {
 		if ctx.Err() != nil {
 			return r.stop(ctx, g)
+		}
+		if rb != nil {
+			c, err := rb.Rebalance(ctx)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				continue // stopped: the last checkpoint
+			case err != nil:
+				return err
+			case c != nil:
+				if err := r.rebalance(ctx, g, c); err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		now := time.Now()
 		if len(g.queued) > 0 && !now.Before(g.queued[0].at) {
@@ -134,7 +194,9 @@ func (r *runner) runGeneration(ctx context.Context, a *Assignment) (err error) {
 			continue
 		}
 		if !now.Before(next) {
-			if n := a.numberAt(now, interval); n > g.last {
+			// The number of the tick, not of the moment the loop sees it:
+			// the processes of a job number it alike.
+			if n := g.number(a.tickAt(now, interval), interval); n > g.last {
 				if err := r.take(ctx, g, n, now); err != nil {
 					return err
 				}
@@ -201,27 +263,40 @@ func (r *runner) process(ctx context.Context, g *generation, deadline time.Time)
 	return busy, nil
 }
 
-// take takes checkpoint n of every instance and queues its commit.
+// take takes checkpoint n of every instance and queues its commit. Every
+// task's metadata is read first, then the instances' snapshots are taken
+// at once, so that the storage uploads their logs together (one object
+// for all of them, rather than one each).
 func (r *runner) take(ctx context.Context, g *generation, n int64, now time.Time) error {
-	states := make([]catalog.InstanceState, 0, len(g.instances))
+	metas := make([]map[string]string, len(g.instances))
 	for i, in := range g.instances {
-		st, err := in.snapshot(ctx, n)
-		if err != nil {
-			// The checkpoint fails: what the others took is aborted, and
-			// the next one uploads again what did not go up.
-			for _, done := range g.instances[:i] {
-				if aerr := done.cp.NotifyCheckpointAborted(ctx, n); aerr != nil && ctx.Err() == nil {
-					r.cfg.Logger.Warn("job: abort a failed checkpoint", "instance", done.in.Index, "checkpoint", n, "err", aerr)
-				}
+		metas[i] = in.task.Metadata()
+	}
+	states := make([]catalog.InstanceState, len(g.instances))
+	errs := make([]error, len(g.instances))
+	var wg sync.WaitGroup
+	for i, in := range g.instances {
+		wg.Go(func() { states[i], errs[i] = in.snapshot(ctx, n, metas[i]) })
+	}
+	wg.Wait()
+	if k := slices.IndexFunc(errs, func(err error) bool { return err != nil }); k >= 0 {
+		// The checkpoint fails: what the others took is aborted, and the
+		// next one uploads again what did not go up.
+		for i, done := range g.instances {
+			if errs[i] != nil {
+				continue
 			}
-			if ctx.Err() != nil {
-				return nil
+			if aerr := done.cp.NotifyCheckpointAborted(ctx, n); aerr != nil && ctx.Err() == nil {
+				r.cfg.Logger.Warn("job: abort a failed checkpoint", "instance", done.in.Index, "checkpoint", n, "err", aerr)
 			}
-			r.cfg.Logger.Warn("job: checkpoint failed; the next one takes its changes", "instance", in.in.Index, "checkpoint", n, "err", err)
-			g.last = n
+		}
+		if ctx.Err() != nil {
 			return nil
 		}
-		states = append(states, st)
+		r.cfg.Logger.Warn("job: checkpoint failed; the next one takes its changes", "instance", g.instances[k].in.Index, "checkpoint", n, "err", errs[k])
+		r.event(Event{Kind: EventTakeFailed, Generation: g.a.Generation, Instance: g.instances[k].in.Index, Checkpoint: n, Err: errs[k]})
+		g.last = n
+		return nil
 	}
 	g.last = n
 	at := now
@@ -263,6 +338,9 @@ func (r *runner) confirm(ctx context.Context, g *generation, complete int64) err
 	}
 	for _, n := range g.pending[:k] {
 		for _, in := range g.instances {
+			if n < in.first {
+				continue // taken before the instance was added
+			}
 			if err := in.cp.NotifyCheckpointComplete(ctx, n); err != nil {
 				return fmt.Errorf("job: instance %d: checkpoint %d complete: %w", in.in.Index, n, err)
 			}
@@ -276,12 +354,85 @@ func (r *runner) confirm(ctx context.Context, g *generation, complete int64) err
 	return nil
 }
 
+// flush commits every checkpoint queued, in order, now.
+func (r *runner) flush(ctx context.Context, g *generation) error {
+	for len(g.queued) > 0 {
+		t := g.queued[0]
+		g.queued = g.queued[1:]
+		if err := r.commit(ctx, g, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rebalance applies a Rebalancer's change (see there).
+func (r *runner) rebalance(ctx context.Context, g *generation, c *Change) error {
+	if c.Done != nil {
+		defer c.Done()
+	}
+	gen := g.a.Generation
+	for _, i := range c.Lost {
+		if in := g.remove(i); in != nil {
+			r.closeInstance(in)
+			r.event(Event{Kind: EventLost, Generation: gen, Instance: i})
+		}
+	}
+	var revoked []int
+	for _, i := range c.Revoked {
+		if slices.ContainsFunc(g.instances, func(in *instance) bool { return in.in.Index == i }) {
+			revoked = append(revoked, i)
+		}
+	}
+	if len(revoked) > 0 {
+		// What the revoked instances did is committed before they go:
+		// what is queued, then one more checkpoint of every instance.
+		if err := r.flush(ctx, g); err != nil {
+			return err
+		}
+		now := time.Now()
+		if err := r.take(ctx, g, max(g.number(now, r.cfg.Interval), g.last+1), now); err != nil {
+			return err
+		}
+		if err := r.flush(ctx, g); err != nil {
+			return err
+		}
+		for _, i := range revoked {
+			r.closeInstance(g.remove(i))
+			r.event(Event{Kind: EventRevoked, Generation: gen, Instance: i})
+		}
+	}
+	for _, as := range c.Added {
+		if old := g.remove(as.Index); old != nil {
+			r.closeInstance(old)
+			r.event(Event{Kind: EventLost, Generation: gen, Instance: as.Index})
+		}
+		in, err := r.openInstance(ctx, g, as)
+		if err != nil {
+			if ctx.Err() != nil {
+				return errStop
+			}
+			return err
+		}
+		g.insert(in)
+	}
+	return nil
+}
+
+// closeInstance closes an instance that leaves the process, logging what
+// fails.
+func (r *runner) closeInstance(in *instance) {
+	if err := in.close(); err != nil && !errors.Is(err, statestore.ErrClosed) {
+		r.cfg.Logger.Warn("job: close an instance", "instance", in.in.Index, "err", err)
+	}
+}
+
 // stop takes a last checkpoint, commits it with what is queued, learns
 // once more what completed, and confirms it, within StopTimeout.
 func (r *runner) stop(ctx context.Context, g *generation) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StopTimeout)
 	defer cancel()
-	if n := max(g.a.numberAt(time.Now(), r.cfg.Interval), g.last+1); len(g.instances) > 0 {
+	if n := max(g.number(time.Now(), r.cfg.Interval), g.last+1); len(g.instances) > 0 {
 		if err := r.take(sctx, g, n, time.Now()); err != nil {
 			return err
 		}
@@ -309,8 +460,10 @@ func (r *runner) stop(ctx context.Context, g *generation) error {
 }
 
 // openInstance opens an assigned instance: its checkpointer, the user's
-// task, and the restore of its state.
-func (r *runner) openInstance(ctx context.Context, a *Assignment, as Assigned) (*instance, error) {
+// task, and the restore of its state. The checkpoints taken from then on
+// are numbered above the one it restores.
+func (r *runner) openInstance(ctx context.Context, g *generation, as Assigned) (*instance, error) {
+	a := g.a
 	sc := r.cfg.State
 	sc.Operator = fmt.Sprintf("%s-%d", r.cfg.Operator, as.Index)
 	sc.KeyGroups, sc.MaxParallelism, sc.KeepSnapshots = as.KeyGroups, as.MaxParallelism, true
@@ -323,6 +476,7 @@ func (r *runner) openInstance(ctx context.Context, a *Assignment, as Assigned) (
 	}
 	in := &Instance{Index: as.Index, KeyGroups: as.KeyGroups, MaxParallelism: as.MaxParallelism, Generation: a.Generation, Checkpointer: cp}
 	var handles []*statestore.CheckpointHandle
+	restored := as.Restored
 	for _, p := range as.Restore {
 		in.Restored = append(in.Restored, p.Metadata)
 		h := new(statestore.CheckpointHandle)
@@ -331,6 +485,7 @@ func (r *runner) openInstance(ctx context.Context, a *Assignment, as Assigned) (
 			return nil, fmt.Errorf("job: instance %d: the state of %s: %w", as.Index, p.Name, err)
 		}
 		handles = append(handles, h)
+		restored = max(restored, h.CheckpointID)
 	}
 	task, err := r.open(ctx, in)
 	if err != nil {
@@ -338,9 +493,12 @@ func (r *runner) openInstance(ctx context.Context, a *Assignment, as Assigned) (
 		return nil, fmt.Errorf("job: instance %d: open: %w", as.Index, err)
 	}
 	inst := &instance{in: in, cp: cp, task: task, operator: sc.Operator}
-	// What the log uploads from now on is for this generation's
-	// checkpoints.
-	cp.Log().SetNextCheckpoint(a.FirstCheckpoint)
+	// What the log uploads from now on is for the next checkpoint this
+	// process takes (or a later one), above the restored one.
+	now := time.Now()
+	g.above(restored, now, r.cfg.Interval)
+	inst.first = g.last + 1
+	cp.Log().SetNextCheckpoint(max(a.FirstCheckpoint, inst.first, g.number(now, r.cfg.Interval)))
 	info := statestore.CheckpointInfo{OperatorID: sc.Operator, TaskID: as.Index, CheckpointID: as.Restored}
 	if err := cp.InitializeState(ctx, info, handles...); err != nil {
 		inst.close()
@@ -350,10 +508,9 @@ func (r *runner) openInstance(ctx context.Context, a *Assignment, as Assigned) (
 	return inst, nil
 }
 
-// snapshot takes checkpoint n of the instance: its metadata, then its
-// state, at one point of its input.
-func (in *instance) snapshot(ctx context.Context, n int64) (catalog.InstanceState, error) {
-	meta := in.task.Metadata()
+// snapshot takes checkpoint n of the instance's state, whose task gave
+// meta at the same point of its input.
+func (in *instance) snapshot(ctx context.Context, n int64, meta map[string]string) (catalog.InstanceState, error) {
 	h, err := in.cp.SnapshotState(ctx, statestore.CheckpointInfo{OperatorID: in.operator, TaskID: in.in.Index, CheckpointID: n})
 	if err != nil {
 		return catalog.InstanceState{}, err

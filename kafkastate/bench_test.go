@@ -37,23 +37,24 @@ func benchCluster(b *testing.B) []string {
 }
 
 // BenchmarkWordCount: records per second of the word count (state stores,
-// checkpoints to the catalog every 50 ms on an in-memory store) reading
-// a topic of 6 partitions from its start, one process; and the object
-// store's requests per partition checkpoint, counted by backends/counting
-// once the partitions are assigned.
+// a checkpoint every 50 ms, its record on an in-memory store and its
+// offsets committed to the group) reading a topic of 6 partitions from
+// its start, one process; and the object store's requests per partition
+// checkpoint and per commit (one record of the process's partitions),
+// counted by backends/counting once the partitions are assigned.
 func BenchmarkWordCount(b *testing.B) {
 	brokers := benchCluster(b)
-	var records, secs, ckpts, reqs, puts, lists, gets float64
+	var records, secs, ckpts, commits, reqs, puts, lists, gets float64
 	for range b.N {
 		mem := counting.New(dstltest.NewBackend())
 		cfg := testConfig(brokers)
 		cfg.Group = fmt.Sprintf("bench-%d", benchGroups.Add(1))
 		cfg.CheckpointInterval = 50 * time.Millisecond
 		cfg.CollectInterval = -1 // its lists and gets are no checkpoint's
-		r := start(b, benchStorage(b, mem), cfg)
+		r := startSvc(b, benchStorage(b, mem), cfg)
 		r.waitFor(b, func(st Stats) bool { return st.FirstStarts >= testPartitions })
 		base, t0 := mem.Stats(), time.Now()
-		ck0 := r.svc.Stats().Checkpoints
+		ck0, cm0 := r.svc.Stats().Checkpoints, r.svc.Stats().Commits
 		r.waitFor(b, func(st Stats) bool { return st.Records >= benchRecords })
 		elapsed := time.Since(t0)
 		// Let the checkpoints of the last records complete.
@@ -61,13 +62,14 @@ func BenchmarkWordCount(b *testing.B) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		st := mem.Stats()
-		ck := r.svc.Stats().Checkpoints - ck0
+		ck, cm := r.svc.Stats().Checkpoints-ck0, r.svc.Stats().Commits-cm0
 		if err := r.stop(b); err != nil {
 			b.Fatal(err)
 		}
 		records += benchRecords
 		secs += elapsed.Seconds()
 		ckpts += float64(ck)
+		commits += float64(cm)
 		reqs += float64(st.Requests() - base.Requests())
 		puts += float64(st.Puts - base.Puts)
 		lists += float64(st.Lists - base.Lists)
@@ -78,6 +80,7 @@ func BenchmarkWordCount(b *testing.B) {
 	b.ReportMetric(puts/ckpts, "puts/partition-ckpt")
 	b.ReportMetric(lists/ckpts, "lists/partition-ckpt")
 	b.ReportMetric(gets/ckpts, "gets/partition-ckpt")
+	b.ReportMetric(puts/commits, "puts/commit")
 	b.ReportMetric(ckpts/float64(b.N), "partition-ckpts/op")
 	b.ReportMetric(0, "ns/op")
 }

@@ -19,11 +19,13 @@ const (
 	DefaultMaterializeInterval = time.Minute
 	DefaultGrace               = 10 * time.Minute
 	DefaultCollectInterval     = time.Minute
-	DefaultJoinAttempts        = 5
+	DefaultCommitTimeout       = 10 * time.Second
+	DefaultRestoreAttempts     = 5
 	DefaultMaxPollRecords      = 10000
 )
 
-// ErrConfig is wrapped by every error of Config.Validate; the error names
+// ErrConfig is wrapped by every error of Config.Validate, and by Run's
+// check of the grace against the Kafka client's timeouts; the error names
 // the field.
 var ErrConfig = errors.New("kafkastate: bad configuration")
 
@@ -43,15 +45,16 @@ type ProcessFunc[S any] func(ctx context.Context, rec *kgo.Record, p *Partition[
 // stop the service.
 type DeadLetterFunc func(ctx context.Context, rec *kgo.Record, err error) error
 
-// Config configures a Service. The zero values of the optional fields take
-// the defaults of this package.
+// Config configures a Service. The zero value of every optional field is
+// its default.
 type Config[S any] struct {
 	// Brokers are the seed brokers ("host:port"). Required.
 	Brokers []string
 	// Topic is the input topic; its partitions are the unit of work and
 	// of state. Required.
 	Topic string
-	// Group is the consumer group. Required.
+	// Group is the consumer group. Its committed offsets name the
+	// checkpoint records the partitions restore from. Required.
 	Group string
 	// NewState makes a partition's state. Required.
 	NewState NewStateFunc[S]
@@ -61,48 +64,56 @@ type Config[S any] struct {
 	// are then skipped; nil stops the service at the first rejected record
 	// with a *RecordError naming topic, partition and offset.
 	DeadLetter DeadLetterFunc
-	// CheckpointInterval is the time between two checkpoints of every
-	// partition. Default DefaultCheckpointInterval.
+	// CheckpointInterval is the time between two checkpoints of the
+	// process's partitions. Default DefaultCheckpointInterval.
 	CheckpointInterval time.Duration
 	// MaterializeInterval is the statestore materialisation interval of
 	// each partition's stores. Default DefaultMaterializeInterval.
 	MaterializeInterval time.Duration
-	// Grace is the catalog's grace (catalog.Config.Grace): the age before
-	// an object no retained checkpoint names is deleted. It must be at
-	// least four checkpoint intervals. Default DefaultGrace.
+	// Grace is the deletion rule's grace: the age, by both clocks, below
+	// which no object under the job's prefix is deleted, and for which a
+	// checkpoint record is kept after it is replaced. It must be at least
+	// four checkpoint intervals, and at least twice the longest time a
+	// commit can land after its record's put: the longest of the group's
+	// session and rebalance timeouts and, with TransactionalID, the
+	// transaction timeout (the Kafka client's, see ClientOptions), plus
+	// CommitTimeout. Run checks it against the client's timeouts. Default
+	// DefaultGrace.
 	Grace time.Duration
-	// CollectInterval is the time between two runs of the catalog's
-	// deletion rule, by the process that owns partition 0; negative: never.
-	// Default DefaultCollectInterval.
+	// CollectInterval is the time between two runs of the deletion rule,
+	// by the process that holds partition 0; negative: never. Default
+	// DefaultCollectInterval.
 	CollectInterval time.Duration
-	// MaxPollRecords bounds the records processed between two looks at
-	// the checkpoint clock (and two chances of a rebalance). Default
-	// DefaultMaxPollRecords.
+	// CommitTimeout bounds one checkpoint's commit: the put of its record
+	// and the offset commit (or transaction) that names it. A commit that
+	// does not end in time fails, and is not tried again. Default
+	// DefaultCommitTimeout.
+	CommitTimeout time.Duration
+	// MaxPollRecords bounds the records fetched from the client at once
+	// and kept waiting to be processed. Default DefaultMaxPollRecords.
 	MaxPollRecords int
-	// JoinAttempts is how often joining the catalog for a partition is
-	// tried before the service stops with the error. Default
-	// DefaultJoinAttempts.
-	JoinAttempts int
+	// RestoreAttempts is how often reading what a newly assigned
+	// partition restores (the group's committed offsets, the records
+	// they name) is tried before the service stops with the error.
+	// Default DefaultRestoreAttempts.
+	RestoreAttempts int
 	// TransactionalID, when set, makes the output (Partition.Produce)
-	// exactly-once: each partition's output is kept in its state and
-	// produced, after the checkpoint that holds it, in a Kafka
-	// transaction that also commits the partition's offset to the group,
-	// by a transactional producer of id TransactionalID-TOPIC-PARTITION;
-	// the group's committed offsets then mark which output Kafka has.
+	// exactly-once: each partition's output is kept until the checkpoint
+	// that covers its input, and produced in the Kafka transaction that
+	// commits that checkpoint's offsets, by the process's transactional
+	// producer (id TransactionalID-UUID, one per process and start).
 	// Empty: output is produced at once and flushed before each
 	// checkpoint, at least once.
 	TransactionalID string
 	// Logger receives the service's logs. Default slog.Default().
 	Logger *slog.Logger
-	// OnEvent, when set, is called for every Event, from the service's
-	// goroutines (the polling one, the Kafka client's rebalance callbacks,
-	// the checkpoints'), one call at a time: never concurrently, so it
-	// needs no lock of its own for what only it touches. It must return
-	// quickly.
+	// OnEvent, when set, is called for every Event, one call at a time:
+	// never concurrently, so it needs no lock of its own for what only it
+	// touches. It must return quickly.
 	OnEvent func(Event)
 	// ClientOptions are added to the Kafka clients' options (TLS, SASL,
-	// timeouts); the service sets the group, the topic, the balancer and
-	// the rebalance callbacks itself.
+	// timeouts); the service sets the group, the topic, the balancer, the
+	// rebalance callbacks and the transactional id itself.
 	ClientOptions []kgo.Opt
 }
 
@@ -120,11 +131,14 @@ func (c Config[S]) withDefaults() Config[S] {
 	if c.CollectInterval == 0 {
 		c.CollectInterval = DefaultCollectInterval
 	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = DefaultCommitTimeout
+	}
 	if c.MaxPollRecords == 0 {
 		c.MaxPollRecords = DefaultMaxPollRecords
 	}
-	if c.JoinAttempts == 0 {
-		c.JoinAttempts = DefaultJoinAttempts
+	if c.RestoreAttempts == 0 {
+		c.RestoreAttempts = DefaultRestoreAttempts
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -133,7 +147,8 @@ func (c Config[S]) withDefaults() Config[S] {
 }
 
 // Validate checks the configuration, with the defaults applied; the error
-// wraps ErrConfig and names the field.
+// wraps ErrConfig and names the field. The grace's bound by the Kafka
+// client's timeouts is checked by Run.
 func (c Config[S]) Validate() error {
 	c = c.withDefaults()
 	bad := func(field, format string, args ...any) error {
@@ -154,17 +169,37 @@ func (c Config[S]) Validate() error {
 		return bad("CheckpointInterval", "%v is negative", c.CheckpointInterval)
 	case c.MaterializeInterval < 0:
 		return bad("MaterializeInterval", "%v is negative", c.MaterializeInterval)
+	case c.CommitTimeout < 0:
+		return bad("CommitTimeout", "%v is negative", c.CommitTimeout)
 	case c.Grace < 4*c.CheckpointInterval:
 		return bad("Grace", "%v is below four checkpoint intervals (%v)", c.Grace, 4*c.CheckpointInterval)
 	case c.MaxPollRecords < 0:
 		return bad("MaxPollRecords", "%d is negative", c.MaxPollRecords)
-	case c.JoinAttempts < 0:
-		return bad("JoinAttempts", "%d is negative", c.JoinAttempts)
+	case c.RestoreAttempts < 0:
+		return bad("RestoreAttempts", "%d is negative", c.RestoreAttempts)
 	}
 	for i, b := range c.Brokers {
 		if b == "" {
 			return bad("Brokers", "broker %d is empty", i)
 		}
+	}
+	return nil
+}
+
+// commitBound returns the longest time after its record's put at which a
+// commit that Kafka accepts can land: the longest of the group's session
+// and rebalance timeouts and the transaction timeout (0 without
+// transactions), plus the commit timeout. See docs/KAFKA.md, "Deletion
+// rule".
+func commitBound(session, rebalance, txn, commit time.Duration) time.Duration {
+	return max(session, rebalance, txn) + commit
+}
+
+// checkGrace checks that the grace is at least twice the commit bound.
+func checkGrace(grace, session, rebalance, txn, commit time.Duration) error {
+	if b := commitBound(session, rebalance, txn, commit); grace < 2*b {
+		return fmt.Errorf("%w: Grace: %v is below twice the longest a commit can land after its record's put (%v: the longest of the session timeout %v, the rebalance timeout %v and the transaction timeout %v, plus CommitTimeout %v)",
+			ErrConfig, grace, b, session, rebalance, txn, commit)
 	}
 	return nil
 }

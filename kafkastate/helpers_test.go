@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +22,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/dstltest"
+	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/statestore"
 )
 
@@ -86,20 +89,24 @@ func newStorage(t testing.TB, b backends.Backend) *dstl.Storage {
 	return s
 }
 
+// testConfig is the tests' configuration: checkpoints every 100 ms, a
+// group whose session, rebalance and transaction timeouts are short, and
+// the shortest grace they allow (twice the longest of them plus the
+// commit timeout: 6 s).
 func testConfig(brokers []string) Config[counts] {
 	return Config[counts]{
 		Brokers: brokers, Topic: testTopic, Group: testGroup,
 		NewState: newCounts, Process: countWords,
-		CheckpointInterval: 100 * time.Millisecond, Grace: 5 * time.Second, CollectInterval: 500 * time.Millisecond,
-		ClientOptions: fastGroup(), Logger: slog.New(slog.DiscardHandler),
+		CheckpointInterval: 100 * time.Millisecond, Grace: 6 * time.Second, CollectInterval: 500 * time.Millisecond,
+		CommitTimeout: time.Second, ClientOptions: fastGroup(), Logger: testLogger,
 	}
 }
 
 // fastGroup makes the group rebalance quickly.
 func fastGroup() []kgo.Opt {
 	return []kgo.Opt{
-		kgo.SessionTimeout(3 * time.Second), kgo.HeartbeatInterval(200 * time.Millisecond),
-		kgo.RebalanceTimeout(10 * time.Second), kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100 * time.Millisecond),
+		kgo.RebalanceTimeout(2 * time.Second), kgo.TransactionTimeout(2 * time.Second), kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
 	}
 }
@@ -175,7 +182,7 @@ type running struct {
 	events []Event
 }
 
-func start(t testing.TB, storage *dstl.Storage, cfg Config[counts]) *running {
+func startSvc(t testing.TB, storage *dstl.Storage, cfg Config[counts]) *running {
 	t.Helper()
 	r := &running{done: make(chan error, 1)}
 	cfg.OnEvent = func(e Event) {
@@ -212,7 +219,9 @@ func (r *running) stop(t testing.TB) error {
 	}
 }
 
-// crash stops the service as a killed process would: no checkpoint.
+// crash stops the service as a killed process would: no checkpoint (it
+// leaves the group, which a killed process does not: the group need not
+// wait for its session to end).
 func (r *running) crash(t testing.TB) {
 	r.svc.crash.Store(true)
 	if err := r.stop(t); err != nil {
@@ -307,7 +316,7 @@ func endOffsets(t testing.TB, brokers []string) map[int32]int64 {
 	return m
 }
 
-// checkFinal loads the final checkpoints and checks that every partition
+// checkFinal loads the committed records and checks that every partition
 // is checkpointed at its end offset and that the counts are want.
 func checkFinal(t testing.TB, b backends.Backend, cfg Config[counts], want map[string]int64) {
 	t.Helper()
@@ -348,8 +357,67 @@ func compareCounts(want, got map[string]int64) string {
 	return b.String()
 }
 
-// memBackend is an in-memory backend with fault injection.
-func memBackend() *dstltest.Backend { return dstltest.NewBackend() }
+// kindCounter counts a backend's requests by the kind of object they
+// name (a list by the kind of its prefix's objects: "records" for the
+// records' directory, "prefix" for a job's prefix).
+type kindCounter struct {
+	backends.Backend
+	prefix string
+	mu     sync.Mutex
+	counts map[string]int // "put log", "get record", "list records", ...
+	byCP   map[int64]int  // record puts by checkpoint
+}
+
+func newKindCounter(b backends.Backend, prefix string) *kindCounter {
+	return &kindCounter{Backend: b, prefix: prefix, counts: map[string]int{}, byCP: map[int64]int{}}
+}
+
+func (k *kindCounter) count(op, name string) {
+	n := objname.Parse(k.prefix, name)
+	what := n.Kind.String()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if op == "put" && n.Kind == objname.Record {
+		k.byCP[n.Checkpoint]++
+	}
+	k.counts[op+" "+what]++
+}
+
+func (k *kindCounter) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
+	k.count("put", name)
+	return k.Backend.Put(ctx, name, body, size)
+}
+
+func (k *kindCounter) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	k.count("get", name)
+	return k.Backend.Get(ctx, name, offset, length)
+}
+
+func (k *kindCounter) Delete(ctx context.Context, name string) error {
+	k.count("delete", name)
+	return k.Backend.Delete(ctx, name)
+}
+
+func (k *kindCounter) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
+	what := "prefix"
+	if prefix == objname.RecordPrefix(k.prefix) {
+		what = "records"
+	}
+	k.mu.Lock()
+	k.counts["list "+what]++
+	k.mu.Unlock()
+	return k.Backend.List(ctx, prefix, fn)
+}
+
+// Unwrap returns the counted backend.
+func (k *kindCounter) Unwrap() backends.Backend { return k.Backend }
+
+// snapshot returns the counts so far.
+func (k *kindCounter) snapshot() (map[string]int, map[int64]int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return maps.Clone(k.counts), maps.Clone(k.byCP)
+}
 
 // kfakeWithData starts a cluster that keeps its data in dir, on port (0:
 // any); the topic is created on the first start.
@@ -375,3 +443,11 @@ func portOf(t testing.TB, addr string) int {
 	}
 	return n
 }
+
+// testLogger discards, unless KAFKASTATE_TEST_LOG is set.
+var testLogger = func() *slog.Logger {
+	if os.Getenv("KAFKASTATE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
+}()

@@ -4,331 +4,217 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"maps"
+	"slices"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/dstlgo/dstl/statestore"
 )
-
-// outputStore is the name of the store of a partition's pending output in
-// the transactional mode.
-const outputStore = "_kafkastate_output"
-
-// outRecord is a record of pending output, as the output store keeps it.
-type outRecord struct {
-	// Input is the offset of the input record whose processing produced
-	// it: a committed transaction of offset c holds the output of every
-	// input record below c.
-	Input     int64             `json:"input"`
-	Topic     string            `json:"topic"`
-	Partition int32             `json:"partition,omitempty"`
-	Key       []byte            `json:"key,omitempty"`
-	Value     []byte            `json:"value,omitempty"`
-	Headers   map[string][]byte `json:"headers,omitempty"`
-}
-
-func (o outRecord) record() *kgo.Record {
-	r := &kgo.Record{Topic: o.Topic, Partition: o.Partition, Key: o.Key, Value: o.Value}
-	for k, v := range o.Headers {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: v})
-	}
-	return r
-}
-
-// unsettled is a transaction whose outcome is unknown: it held the
-// output pending then and the offset.
-type unsettled struct {
-	offset int64
-}
-
-// outputs is the pending output of a partition in the transactional mode.
-type outputs = *statestore.KeyValueStore[uint64, outRecord]
 
 // Produce produces r (its Topic set; Partition as the producer's
 // partitioner decides) as output of the record being processed. In the
-// transactional mode (Config.TransactionalID) it is kept in the
-// partition's state and produced in the Kafka transaction that follows the
-// checkpoint holding it: exactly once, as read with isolation
-// read_committed. Otherwise it is produced now and flushed before the
-// next checkpoint commits: at least once. Process must be deterministic
-// for the transactional mode's guarantee: output of records read again
-// after a restore is dropped when a transaction already committed it.
-// Produce may only be called from the ProcessFunc.
+// transactional mode (Config.TransactionalID) it is kept until the
+// checkpoint that covers the record, and produced in the Kafka
+// transaction that commits that checkpoint: exactly once, as read with
+// isolation read_committed. Otherwise it is produced now and flushed
+// before the next checkpoint commits: at least once. Produce may only be
+// called from the ProcessFunc.
 func (p *Partition[S]) Produce(r *kgo.Record) {
-	ps := p.ps
-	if ps == nil {
+	t := p.t
+	if t == nil {
 		return
 	}
-	ps.produce(r)
-}
-
-func (ps *partState[S]) produce(r *kgo.Record) {
-	s := ps.s
-	if s.cfg.TransactionalID == "" {
-		if s.out == nil {
-			s.outErr = errors.New("kafkastate: no output client")
-			return
-		}
-		s.out.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-			if err != nil {
-				s.outMu.Lock()
-				if s.outErr == nil {
-					s.outErr = fmt.Errorf("kafkastate: producing output to %s: %w", r.Topic, err)
-				}
-				s.outMu.Unlock()
+	s := t.s
+	if s.cfg.TransactionalID != "" {
+		t.out = append(t.out, pendingOutput{input: t.cur, rec: r})
+		return
+	}
+	s.out.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		if err != nil {
+			s.outMu.Lock()
+			if s.outErr == nil {
+				s.outErr = fmt.Errorf("%w: producing to %s: %w", errOutput, r.Topic, err)
 			}
-		})
-		return
-	}
-	if ps.current < ps.suppressBelow {
-		return // a committed transaction holds it already
-	}
-	o := outRecord{Input: ps.current, Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value}
-	if len(r.Headers) > 0 {
-		o.Headers = map[string][]byte{}
-		for _, h := range r.Headers {
-			o.Headers[h.Key] = h.Value
+			s.outMu.Unlock()
 		}
-	}
-	if err := ps.out.Put(ps.outSeq, o); err != nil && ps.outErr == nil {
-		ps.outErr = fmt.Errorf("kafkastate: partition %s: keeping output: %w", ps.part.PartitionInfo, err)
-	}
-	ps.outSeq++
+	})
 }
 
-// newOutputStore makes the store of a partition's pending output.
-func newOutputStore(cp *statestore.Checkpointer) (outputs, error) {
-	return statestore.NewKeyValueStore(outputStore, cp.Log(), statestore.Uint64Codec{}, statestore.JSONCodec[outRecord]{}, StoreOptions()...)
+// outputErr returns the first failure of the output's producer (without
+// transactions).
+func (s *Service[S]) outputErr() error {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	return s.outErr
 }
 
-// transactionalID is partition p's transactional id: one producer per
-// input partition, so that its next owner fences its last one.
-func (s *Service[S]) transactionalID(p int32) string {
-	return fmt.Sprintf("%s-%s-%d", s.cfg.TransactionalID, s.cfg.Topic, p)
-}
-
-// startOutput, in the transactional mode, makes the partition's
-// transactional producer (which fences and aborts the previous owner's),
-// then settles the restored pending output: the output of the input records
-// below the group's committed offset is in Kafka and is dropped, the rest
-// is produced now. Output of the records before the committed offset is
-// dropped too as they are read again.
-func (s *Service[S]) startOutput(ctx context.Context, ps *partState[S]) error {
-	if err := s.startOutputClient(ctx, ps); err != nil {
-		return err
-	}
-	return s.settleOutput(ctx, ps, ps.next)
-}
-
-// settleOutput learns the group's stable committed offset c of the
-// partition: the pending output of input records below c is in a committed
-// transaction (each transaction carries the output of every input record
-// below its offset) and is dropped; the rest is produced now in a
-// transaction with offset.
-func (s *Service[S]) settleOutput(ctx context.Context, ps *partState[S], offset int64) error {
-	c, err := s.committedOffset(ctx, ps)
-	if err != nil {
-		return err
-	}
-	ps.suppressBelow = c
-	if offset < 0 {
+// flushOutput waits until the output produced so far (without
+// transactions) is in Kafka.
+func (s *Service[S]) flushOutput(ctx context.Context) error {
+	if s.out == nil {
 		return nil
 	}
-	if err := ps.dropOutputBelow(c); err != nil {
-		return err
+	if err := s.out.Flush(ctx); err != nil {
+		return fmt.Errorf("%w: flush: %w", errOutput, err)
 	}
-	return s.transact(ctx, ps, offset)
+	return s.outputErr()
 }
 
-// stableWait bounds how long committedOffset waits for the group's
-// offsets to be stable (no transaction holding them pending).
-const stableWait = 30 * time.Second
-
-// committedOffset returns the group's committed offset of the partition,
-// once no transaction holds it pending (UNSTABLE_OFFSET_COMMIT is waited
-// out, up to stableWait: a pending transaction ends by its commit, its
-// abort, or its timeout); -1 for none.
-func (s *Service[S]) committedOffset(ctx context.Context, ps *partState[S]) (int64, error) {
-	deadline := time.Now().Add(stableWait)
-	wait := 20 * time.Millisecond
-	for {
-		at, err := s.fetchCommitted(ctx, ps)
-		if !errors.Is(err, kerr.UnstableOffsetCommit) || time.Now().After(deadline) {
-			return at, err
-		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("%w (%w)", err, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 500*time.Millisecond)
+// pendingOutputOf returns the transactional output of partition p's input
+// below offset: what the checkpoint at offset covers.
+func (s *Service[S]) pendingOutputOf(p int32, offset int64) []*kgo.Record {
+	t := s.tasks[p]
+	if t == nil {
+		return nil
 	}
-}
-
-func (s *Service[S]) fetchCommitted(ctx context.Context, ps *partState[S]) (int64, error) {
-	offs, err := kadm.NewClient(ps.txcl).FetchOffsets(kadm.RequireStable(ctx), s.cfg.Group)
-	if err != nil {
-		return 0, fmt.Errorf("kafkastate: partition %s: committed offset of group %s: %w", ps.part.PartitionInfo, s.cfg.Group, err)
-	}
-	o, ok := offs.Lookup(s.cfg.Topic, ps.part.Partition)
-	if !ok {
-		return -1, nil
-	}
-	if o.Err != nil {
-		return 0, fmt.Errorf("kafkastate: partition %s: committed offset of group %s: %w", ps.part.PartitionInfo, s.cfg.Group, o.Err)
-	}
-	return o.At, nil
-}
-
-// dropOutput deletes the pending output up to key upTo.
-func (ps *partState[S]) dropOutput(upTo uint64) error {
-	return ps.dropOutputIf(func(k uint64, _ outRecord) bool { return k <= upTo })
-}
-
-// dropOutputBelow deletes the pending output of the input records below
-// offset c, which a committed transaction holds.
-func (ps *partState[S]) dropOutputBelow(c int64) error {
-	return ps.dropOutputIf(func(_ uint64, o outRecord) bool { return o.Input < c })
-}
-
-func (ps *partState[S]) dropOutputIf(drop func(uint64, outRecord) bool) error {
-	var keys []uint64
-	for k, o := range ps.out.All() {
-		if drop(k, o) {
-			keys = append(keys, k)
+	var out []*kgo.Record
+	for _, o := range t.out {
+		if o.input < offset {
+			// A new record for each attempt: a produced record keeps
+			// the context it was produced with.
+			r := o.rec
+			out = append(out, &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers})
 		}
 	}
-	for _, k := range keys {
-		if err := ps.out.Delete(k); err != nil {
-			return fmt.Errorf("kafkastate: partition %s: dropping output %d: %w", ps.part.PartitionInfo, k, err)
-		}
-	}
-	return nil
+	return out
 }
 
-// transact produces the pending output and commits the group's offset of
-// the partition in one transaction; the output is dropped once it
-// committed. When the outcome is unknown, the producer is made again
-// (which aborts a transaction still open) and the committed offset says.
-func (s *Service[S]) transact(ctx context.Context, ps *partState[S], offset int64) error {
-	if ps.txcl == nil || ps.unsettled != nil {
-		// An earlier transaction's outcome is unknown: settle it first.
-		if err := s.startOutputClient(ctx, ps); err != nil {
-			return err
+// dropOutput drops partition p's transactional output of the input below
+// offset: a committed transaction holds it.
+func (s *Service[S]) dropOutput(p int32, offset int64) {
+	if t := s.tasks[p]; t != nil {
+		t.out = slices.DeleteFunc(t.out, func(o pendingOutput) bool { return o.input < offset })
+	}
+}
+
+// errNotMember is the error of a commit while the client is no member of
+// the group: a commit without a generation would not be fenced.
+var errNotMember = errors.New("kafkastate: not a member of the group: no commit without a generation")
+
+// commitOffsets commits the partitions' offsets to the group, each with
+// the metadata meta (naming the checkpoint's record), in one OffsetCommit
+// that carries the member's generation: Kafka refuses it from a member
+// that is no longer in the group.
+func (c *coordinator[S]) commitOffsets(ctx context.Context, offsets map[int32]int64, meta string) error {
+	s := c.s
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		if req.MemberID == "" || req.Generation < 0 {
+			return errNotMember
 		}
-		if ps.unsettled != nil {
-			c, err := s.committedOffset(ctx, ps)
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				req.Topics[i].Partitions[j].Metadata = &meta
+			}
+		}
+		return nil
+	})
+	eos := map[int32]kgo.EpochOffset{}
+	for p, o := range offsets {
+		eos[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+	}
+	var failed error
+	s.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{s.cfg.Topic: eos},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {
-				return err
+				failed = err
+				return
 			}
-			// The output of the input below c is in Kafka, whichever
-			// transaction committed it.
-			if err := ps.dropOutputBelow(c); err != nil {
-				return err
+			var errs []error
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						errs = append(errs, fmt.Errorf("partition %d: %w", p.Partition, err))
+					}
+				}
 			}
-			ps.unsettled = nil
-		}
+			failed = errors.Join(errs...)
+		})
+	if failed != nil {
+		return fmt.Errorf("kafkastate: offset commit: %w", failed)
 	}
-	var rs []*kgo.Record
-	upTo := uint64(0)
-	for k, o := range ps.out.All() {
-		rs = append(rs, o.record())
-		upTo = k
-	}
-	if len(rs) == 0 {
-		return nil // no output: nothing to commit (the committed offset only marks output)
-	}
-	err := s.transactOnce(ctx, ps, rs, offset)
-	if err == nil {
-		return ps.dropOutput(upTo)
-	}
-	if producerFenced(err) {
-		// Another process made the partition's producer: it owns the
-		// partition and settles the pending output from the catalog. A
-		// new producer here would fence it in turn.
-		return fmt.Errorf("%w: partition %s: transaction of the output up to offset %d: %w", errProducerFenced, ps.part.PartitionInfo, offset, err)
-	}
-	// Settle: a new producer of the same id fences the old and aborts
-	// its open transaction; the committed offset tells whether it
-	// committed. Unless Kafka answers, the next checkpoint settles it.
-	ps.unsettled = &unsettled{offset: offset}
-	if serr := s.startOutputClient(ctx, ps); serr != nil {
-		return errors.Join(err, serr)
-	}
-	c, cerr := s.committedOffset(ctx, ps)
-	if cerr != nil {
-		return errors.Join(err, cerr)
-	}
-	ps.unsettled = nil
-	if c >= offset {
-		return ps.dropOutputBelow(c)
-	}
-	return fmt.Errorf("kafkastate: partition %s: transaction of the output up to offset %d: %w", ps.part.PartitionInfo, offset, err)
-}
-
-// errProducerFenced is the error of a transaction whose producer another
-// process fenced: the partition is released, its producer not made again.
-var errProducerFenced = errors.New("kafkastate: output producer fenced")
-
-// producerFenced reports whether err says that a newer producer of the
-// transactional id exists.
-func producerFenced(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
-}
-
-// startOutputClient makes the partition's transactional producer, which
-// fences the previous one of its id (aborting its open transaction).
-func (s *Service[S]) startOutputClient(ctx context.Context, ps *partState[S]) error {
-	if ps.txcl != nil {
-		ps.txcl.Close()
-		ps.txcl = nil
-	}
-	txcl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...),
-		kgo.TransactionalID(s.transactionalID(ps.part.Partition))}, s.cfg.ClientOptions...)...)
-	if err != nil {
-		return fmt.Errorf("kafkastate: partition %s: transactional producer %s: %w", ps.part.PartitionInfo, s.transactionalID(ps.part.Partition), err)
-	}
-	if _, _, err = txcl.ProducerID(ctx); err != nil {
-		txcl.Close()
-		return fmt.Errorf("kafkastate: partition %s: transactional producer %s: %w", ps.part.PartitionInfo, s.transactionalID(ps.part.Partition), err)
-	}
-	ps.txcl = txcl
 	return nil
 }
 
-func (s *Service[S]) transactOnce(ctx context.Context, ps *partState[S], rs []*kgo.Record, offset int64) error {
-	cl := ps.txcl
-	if err := cl.BeginTransaction(); err != nil {
+// errUnknownOutcome wraps the error of a transaction whose outcome the
+// process could not learn: the process drops its partitions' state and
+// restores it from the records the group's offsets name.
+var errUnknownOutcome = errors.New("kafkastate: the outcome of the transaction is unknown")
+
+// commitTransaction produces out and commits the partitions' offsets, each
+// with the metadata meta, in one transaction of the process's producer.
+// The offset commit (TxnOffsetCommit) carries the member's generation, so
+// that Kafka refuses it from a member no longer in the group; the
+// producer's epoch fences an older transaction of the producer. It
+// returns nil once the transaction committed; an error when it did not;
+// an error wrapping errUnknownOutcome when the process cannot tell.
+func (c *coordinator[S]) commitTransaction(ctx context.Context, offsets map[int32]int64, meta string, out []*kgo.Record) error {
+	s := c.s
+	txcl, err := c.producer(ctx)
+	if err != nil {
 		return err
+	}
+	member, gen := s.cl.GroupMetadata()
+	if member == "" || gen < 0 {
+		return errNotMember
+	}
+	if err := txcl.BeginTransaction(); err != nil {
+		c.resetProducer()
+		return fmt.Errorf("kafkastate: begin a transaction: %w", err)
 	}
 	abort := func(err error) error {
-		return errors.Join(err, cl.EndTransaction(ctx, kgo.TryAbort))
+		if aerr := txcl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+			// The next producer of the id aborts what is left.
+			c.resetProducer()
+			err = errors.Join(err, aerr)
+		}
+		return err
 	}
-	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		return abort(fmt.Errorf("produce: %w", err))
+	if err := txcl.ProduceSync(ctx, out...).FirstErr(); err != nil {
+		return abort(fmt.Errorf("kafkastate: transaction: produce: %w", err))
 	}
-	if err := s.addOffsets(ctx, ps, offset); err != nil {
-		return abort(err)
+	if err := c.addOffsets(ctx, txcl, offsets, meta, member, gen); err != nil {
+		return abort(fmt.Errorf("kafkastate: transaction: %w", err))
 	}
-	return cl.EndTransaction(ctx, kgo.TryCommit)
+	err = txcl.EndTransaction(ctx, kgo.TryCommit)
+	if err == nil {
+		return nil
+	}
+	// The outcome is unknown: a new producer of the id ends the
+	// transaction (InitProducerID completes a commit under way, or aborts
+	// what is open), then the group's stable offsets tell. The commit's
+	// time may be over: this reads only, within a transaction timeout
+	// and a commit timeout.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.txnTimeout+s.cfg.CommitTimeout)
+	defer cancel()
+	c.txcl = nil
+	_, perr := c.producer(sctx)
+	txcl.Close() // after the new one's InitProducerID: what it sent is not cut off
+	if perr != nil {
+		return fmt.Errorf("%w: %w (and a new producer: %w)", errUnknownOutcome, err, perr)
+	}
+	committed, ferr := c.committedWith(sctx, offsets, meta)
+	switch {
+	case ferr != nil:
+		return fmt.Errorf("%w: %w (and the group's offsets: %w)", errUnknownOutcome, err, ferr)
+	case committed:
+		return nil
+	}
+	return fmt.Errorf("kafkastate: transaction: end: %w", err)
 }
 
-// addOffsets adds the group's offset of the partition to the open
-// transaction (AddOffsetsToTxn, TxnOffsetCommit).
-func (s *Service[S]) addOffsets(ctx context.Context, ps *partState[S], offset int64) error {
-	cl := ps.txcl
-	id, epoch, err := cl.ProducerID(ctx)
+// addOffsets adds the group's offsets of the partitions, each with
+// metadata meta, to the open transaction (AddOffsetsToTxn,
+// TxnOffsetCommit), with the member's id and generation.
+func (c *coordinator[S]) addOffsets(ctx context.Context, txcl *kgo.Client, offsets map[int32]int64, meta, member string, gen int32) error {
+	s := c.s
+	id, epoch, err := txcl.ProducerID(ctx)
 	if err != nil {
 		return err
 	}
-	tid := s.transactionalID(ps.part.Partition)
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = tid, id, epoch, s.cfg.Group
-	aresp, err := add.RequestWith(ctx, cl)
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = c.txnID, id, epoch, s.cfg.Group
+	aresp, err := add.RequestWith(ctx, txcl)
 	if err == nil {
 		err = kerr.ErrorForCode(aresp.ErrorCode)
 	}
@@ -336,15 +222,17 @@ func (s *Service[S]) addOffsets(ctx context.Context, ps *partState[S], offset in
 		return fmt.Errorf("add offsets to the transaction: %w", err)
 	}
 	commit := kmsg.NewPtrTxnOffsetCommitRequest()
-	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch = tid, s.cfg.Group, id, epoch
-	commit.Generation, commit.MemberID = -1, ""
+	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch = c.txnID, s.cfg.Group, id, epoch
+	commit.Generation, commit.MemberID = gen, member
 	t := kmsg.NewTxnOffsetCommitRequestTopic()
 	t.Topic, t.TopicID = s.cfg.Topic, s.topicID
-	p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-	p.Partition, p.Offset, p.LeaderEpoch = ps.part.Partition, offset, -1
-	t.Partitions = append(t.Partitions, p)
+	for p, o := range offsets {
+		tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		tp.Partition, tp.Offset, tp.LeaderEpoch, tp.Metadata = p, o, -1, &meta
+		t.Partitions = append(t.Partitions, tp)
+	}
 	commit.Topics = append(commit.Topics, t)
-	cresp, err := commit.RequestWith(ctx, cl)
+	cresp, err := commit.RequestWith(ctx, txcl)
 	if err != nil {
 		return fmt.Errorf("commit offsets in the transaction: %w", err)
 	}
@@ -352,7 +240,7 @@ func (s *Service[S]) addOffsets(ctx context.Context, ps *partState[S], offset in
 	for _, t := range cresp.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				errs = append(errs, fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, err))
+				errs = append(errs, fmt.Errorf("partition %d: %w", p.Partition, err))
 			}
 		}
 	}
@@ -360,4 +248,51 @@ func (s *Service[S]) addOffsets(ctx context.Context, ps *partState[S], offset in
 		return fmt.Errorf("commit offsets in the transaction: %w", err)
 	}
 	return nil
+}
+
+// producer returns the process's transactional producer, made (and its
+// producer id initialised, which ends an open transaction of the id) if
+// there is none.
+func (c *coordinator[S]) producer(ctx context.Context) (*kgo.Client, error) {
+	if c.txcl != nil {
+		return c.txcl, nil
+	}
+	s := c.s
+	txcl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.TransactionalID(c.txnID)}, s.cfg.ClientOptions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafkastate: transactional producer %s: %w", c.txnID, err)
+	}
+	if _, _, err = txcl.ProducerID(ctx); err != nil {
+		txcl.Close()
+		return nil, fmt.Errorf("kafkastate: transactional producer %s: %w", c.txnID, err)
+	}
+	c.txcl = txcl
+	return txcl, nil
+}
+
+// resetProducer closes the transactional producer: the next commit makes
+// another of the same id.
+func (c *coordinator[S]) resetProducer() {
+	if c.txcl != nil {
+		c.txcl.Close()
+		c.txcl = nil
+	}
+}
+
+// committedWith reports whether the group's stable committed offsets of
+// the partitions carry metadata meta: whether the commit that named it
+// landed. They all do or none, as one transaction commits them.
+func (c *coordinator[S]) committedWith(ctx context.Context, offsets map[int32]int64, meta string) (bool, error) {
+	s := c.s
+	parts := slices.Collect(maps.Keys(offsets))
+	resp, err := fetchPositions(ctx, s.cl, s.cfg.Group, s.cfg.Topic, s.prefix, parts, true)
+	if err != nil {
+		return false, err
+	}
+	for _, at := range resp {
+		if metadataOf(at.record) == meta {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -67,15 +67,15 @@ func TestTransactionalOutput(t *testing.T) {
 	cfg.TransactionalID = "tx"
 
 	prod.produce(t, 200)
-	r := start(t, newStorage(t, b), cfg)
+	r := startSvc(t, newStorage(t, b), cfg)
 	waitCommitted(t, brokers, 20*time.Second)
 	prod.produce(t, 200)
 	time.Sleep(150 * time.Millisecond)
 	r.crash(t)
 	prod.produce(t, 200)
-	r2 := start(t, newStorage(t, b), cfg)
+	r2 := startSvc(t, newStorage(t, b), cfg)
 	time.Sleep(300 * time.Millisecond)
-	r3 := start(t, newStorage(t, b), cfg)
+	r3 := startSvc(t, newStorage(t, b), cfg)
 	prod.produce(t, 200)
 	waitCommitted(t, brokers, 30*time.Second)
 	for _, x := range []*running{r2, r3} {
@@ -102,11 +102,11 @@ func TestAtLeastOnceOutput(t *testing.T) {
 	cfg := testConfig(brokers)
 	cfg.Process = countAndEmit
 	prod.produce(t, 200)
-	r := start(t, newStorage(t, b), cfg)
+	r := startSvc(t, newStorage(t, b), cfg)
 	time.Sleep(200 * time.Millisecond)
 	r.crash(t)
 	prod.produce(t, 200)
-	r2 := start(t, newStorage(t, b), cfg)
+	r2 := startSvc(t, newStorage(t, b), cfg)
 	waitCommitted(t, brokers, 20*time.Second)
 	if err := r2.stop(t); err != nil {
 		t.Fatal(err)
@@ -120,11 +120,11 @@ func TestAtLeastOnceOutput(t *testing.T) {
 	}
 }
 
-// TestCrashBeforeTransaction: the checkpoints commit to the catalog but
-// their transactions fail (EndTxn refused), and the process dies before any
-// succeeds: the next owner restores the pending output with the state and
-// must produce it; the output read with read_committed is complete and
-// exact.
+// TestCrashBeforeTransaction: every transaction is refused (EndTxn), so
+// no checkpoint commits: the records are put, their output stays pending
+// in memory, the offsets stay uncommitted; then the process dies. The next
+// owner starts each partition from the group's (empty) position, and the
+// output read with read_committed is complete and exact.
 func TestCrashBeforeTransaction(t *testing.T) {
 	c := newCluster(t, kfake.SeedTopics(3, outTopic))
 	brokers := c.ListenAddrs()
@@ -145,21 +145,24 @@ func TestCrashBeforeTransaction(t *testing.T) {
 		return resp, nil, true
 	})
 	prod.produce(t, 200)
-	r := start(t, newStorage(t, b), cfg)
-	r.waitFor(t, func(st Stats) bool { return st.Records >= 200 && st.TransactionFailures >= testPartitions })
+	r := startSvc(t, newStorage(t, b), cfg)
+	r.waitFor(t, func(st Stats) bool { return st.Records >= 200 && st.TransactionFailures >= 3 })
 	r.crash(t)
-	if n := r.svc.Stats().Checkpoints; n == 0 {
-		t.Fatal("no checkpoint committed to the catalog")
+	if n := r.svc.Stats().Checkpoints; n != 0 {
+		t.Fatalf("%d checkpoints committed, want none (every transaction refused)", n)
 	}
 	if got := readOutput(t, brokers); len(got) != 0 {
 		t.Fatalf("output before the restore: %v, want none (every transaction refused)", got)
 	}
 	refuse.Store(false)
 	prod.produce(t, 100)
-	r2 := start(t, newStorage(t, b), cfg)
+	r2 := startSvc(t, newStorage(t, b), cfg)
 	waitCommitted(t, brokers, 30*time.Second)
 	if err := r2.stop(t); err != nil {
 		t.Fatal(err)
+	}
+	if n := len(r2.eventsOf(EventFirstStart)); n != testPartitions {
+		t.Errorf("%d partitions started afresh, want all %d (nothing was committed)", n, testPartitions)
 	}
 	checkFinal(t, b, cfg, prod.want)
 	if diff := compareCounts(prod.want, readOutput(t, brokers)); diff != "" {

@@ -12,12 +12,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/dstlgo/dstl/catalog"
-	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
+	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/job"
+	"github.com/dstlgo/dstl/statestore"
 )
 
 // PartitionInfo names an input partition.
@@ -34,10 +33,10 @@ func (p PartitionInfo) String() string { return fmt.Sprintf("%s/%d", p.Topic, p.
 type Partition[S any] struct {
 	PartitionInfo
 	// State is the partition's state, made by Config.NewState and
-	// restored from the partition's latest checkpoint.
+	// restored from the record its committed offset names.
 	State S
 
-	ps *partState[S]
+	t *task[S]
 }
 
 // RecordError is the error of a record that ProcessFunc rejected while no
@@ -62,44 +61,50 @@ type EventKind string
 
 // The kinds of events.
 const (
-	// EventRestored: a partition was assigned (or rejoined after a fence)
-	// and its state restored from a checkpoint; Offset is the offset it
-	// resumes at, Checkpoint the restored one.
+	// EventRestored: a partition was assigned and its state restored
+	// from the record its committed offset names; Offset is the offset it
+	// resumes at, Checkpoint the record's.
 	EventRestored EventKind = "restored"
-	// EventFirstStart: a partition was assigned with no checkpoint to
-	// restore; Offset is -1 when it starts at Kafka's committed offset.
+	// EventFirstStart: a partition was assigned with no record to
+	// restore: it starts with an empty state at the group's committed
+	// offset (Offset), or at the earliest offset (Offset -1: the first
+	// record's).
 	EventFirstStart EventKind = "first-start"
-	// EventCheckpoint: a partition committed checkpoint Checkpoint, with
-	// input Offset.
+	// EventCheckpoint: a partition's checkpoint Checkpoint, at input
+	// Offset, was committed.
 	EventCheckpoint EventKind = "checkpoint"
-	// EventCheckpointFailed: a partition's checkpoint failed (Err); the
-	// next interval tries again.
+	// EventCheckpointFailed: checkpoint Checkpoint failed (Err): a
+	// partition's snapshot (Partition), or the process's commit
+	// (Partition -1); the next one takes its changes.
 	EventCheckpointFailed EventKind = "checkpoint-failed"
-	// EventFenced: a newer generation of the catalog fenced the partition's
-	// member; it rejoins and restores.
+	// EventFenced: the process dropped every partition's state and
+	// restored each from its committed record (Err says why: a commit
+	// whose outcome could not be learnt, or a checkpoint that would name
+	// objects the deletion rule may have deleted). Partition is -1.
 	EventFenced EventKind = "fenced"
-	// EventRevoked: a partition was revoked, after its last checkpoint.
+	// EventRevoked: a partition was revoked in a rebalance, after a last
+	// checkpoint of the process was committed; Offset is where it was.
 	EventRevoked EventKind = "revoked"
-	// EventLost: a partition was lost (the member left the group) and
-	// released without a checkpoint.
+	// EventLost: a partition was lost (the member's session ended) and
+	// dropped without a checkpoint; Offset is where it was.
 	EventLost EventKind = "lost"
-	// EventReplaced: another process holds the partition (in the
-	// catalog, or it fenced the partition's output producer; Err says
-	// which): it is released until Kafka assigns it again.
-	EventReplaced EventKind = "replaced"
 	// EventSkipped: the DeadLetterFunc took a rejected record (Offset,
 	// Err).
 	EventSkipped EventKind = "skipped"
+	// EventCollected: the deletion rule ran (by the process that holds
+	// partition 0); Err is its error, if any. Partition is -1.
+	EventCollected EventKind = "collected"
 )
 
-// Event is something that happened to a partition.
+// Event is something that happened to a partition, or to the process
+// (Partition -1).
 type Event struct {
 	Kind EventKind
 	PartitionInfo
 	// Offset is the input offset the event is at (see the kinds).
 	Offset int64
-	// Generation is the catalog generation of the partition's member, and
-	// Checkpoint the checkpoint the event is about.
+	// Generation is the group's generation of the member when the event
+	// happened, and Checkpoint the checkpoint the event is about.
 	Generation, Checkpoint int64
 	// Err is the error of a failure.
 	Err error
@@ -110,47 +115,53 @@ type Stats struct {
 	Records            int64 // records processed (again after a restore)
 	Skipped            int64 // records rejected and taken by the dead-letter function
 	Checkpoints        int64 // partition checkpoints committed
-	CheckpointFailures int64 // partition checkpoints that failed
-	Restores           int64 // partition restores from a checkpoint
-	FirstStarts        int64 // partition assignments with no checkpoint
-	Fenced             int64 // partition members fenced
+	Commits            int64 // the process's commits (one record each)
+	CheckpointFailures int64 // checkpoints that failed: a partition's snapshot, or the process's commit
+	Restores           int64 // partition restores from a record
+	FirstStarts        int64 // partition assignments with no record
+	Fenced             int64 // times the process dropped and restored every partition
 	Assigned           int64 // partitions assigned
 	Revoked            int64 // partitions revoked
 	Lost               int64 // partitions lost
-	// TransactionFailures counts output transactions that failed (tried
-	// again after the next checkpoint).
+	Collections        int64 // runs of the deletion rule
+	// TransactionFailures counts the transactions that did not commit
+	// (their output goes in the next checkpoint's).
 	TransactionFailures int64
 }
 
 type counters struct {
-	records, skipped, checkpoints, checkpointFailures, restores, firstStarts, fenced,
-	assigned, revoked, lost, transactionFailures atomic.Int64
+	records, skipped, checkpoints, commits, checkpointFailures, restores, firstStarts, fenced,
+	assigned, revoked, lost, collections, transactionFailures atomic.Int64
 }
 
 // Service consumes a topic as a member of a consumer group and keeps the
-// state of its assigned partitions, restored from and checkpointed to the
-// job's catalog on the object store. See the package documentation.
+// state of its assigned partitions, restored from and checkpointed to
+// records on the object store that the group's committed offsets name.
+// See the package documentation.
 type Service[S any] struct {
 	cfg     Config[S]
 	storage *dstl.Storage
 	jobID   string
-	owner   string
+	prefix  string
 	log     *slog.Logger
 	c       counters
 	eventMu sync.Mutex // serializes the calls of OnEvent
 
-	// crash, for tests: on the end of Run, release nothing and checkpoint
-	// nothing, as a killed process would.
+	// crash, for tests: from now on commit nothing (the last checkpoint
+	// included), as a killed process would.
 	crash atomic.Bool
 
-	mu         sync.Mutex // guards what follows, taken by the polling goroutine and the callbacks
+	// What follows is set by Run, and used by the runner's goroutine (the
+	// tasks, the coordinator's Join, Rebalance and Commit).
 	partitions int
 	topicID    [16]byte
-	parts      map[int32]*partState[S]
-	fatal      error
-	collecting sync.WaitGroup
-	collectOn  atomic.Bool
-	loadOnly   bool // Load: no Kafka
+	cl         *kgo.Client // the group's consumer
+	coord      *coordinator[S]
+	tasks      map[int32]*task[S]
+	buffered   int       // records fetched and not processed yet
+	emptyPoll  time.Time // the last poll that returned nothing
+	fetchWarn  time.Time // the last fetch error logged
+	closedAt   map[int32]int64
 
 	out    *kgo.Client // the output's producer, without transactions
 	outMu  sync.Mutex
@@ -159,7 +170,8 @@ type Service[S any] struct {
 
 // New returns a service that keeps its partitions' state in storage (one
 // shared dstl Storage per process: every partition's changes are batched
-// into its objects); the job's catalog is under storage's job prefix.
+// into its objects); its checkpoint records are under storage's job
+// prefix.
 func New[S any](storage *dstl.Storage, cfg Config[S]) (*Service[S], error) {
 	if storage == nil {
 		return nil, fmt.Errorf("%w: storage is nil", ErrConfig)
@@ -168,8 +180,9 @@ func New[S any](storage *dstl.Storage, cfg Config[S]) (*Service[S], error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	jobID := storage.Config().JobID
 	return &Service[S]{
-		cfg: cfg, storage: storage, jobID: storage.Config().JobID, owner: uuid.NewString(),
+		cfg: cfg, storage: storage, jobID: jobID, prefix: objname.JobPrefix(jobID),
 		log: cfg.Logger.With("topic", cfg.Topic, "group", cfg.Group),
 	}, nil
 }
@@ -178,15 +191,14 @@ func New[S any](storage *dstl.Storage, cfg Config[S]) (*Service[S], error) {
 func (s *Service[S]) Stats() Stats {
 	return Stats{
 		Records: s.c.records.Load(), Skipped: s.c.skipped.Load(), Checkpoints: s.c.checkpoints.Load(),
-		CheckpointFailures: s.c.checkpointFailures.Load(), Restores: s.c.restores.Load(),
+		Commits: s.c.commits.Load(), CheckpointFailures: s.c.checkpointFailures.Load(), Restores: s.c.restores.Load(),
 		FirstStarts: s.c.firstStarts.Load(), Fenced: s.c.fenced.Load(), Assigned: s.c.assigned.Load(),
-		Revoked: s.c.revoked.Load(), Lost: s.c.lost.Load(), TransactionFailures: s.c.transactionFailures.Load(),
+		Revoked: s.c.revoked.Load(), Lost: s.c.lost.Load(), Collections: s.c.collections.Load(),
+		TransactionFailures: s.c.transactionFailures.Load(),
 	}
 }
 
-// event calls OnEvent, one call at a time: events are reported by the
-// polling goroutine, the client's rebalance callbacks and the checkpoints'
-// goroutines.
+// event calls OnEvent, one call at a time.
 func (s *Service[S]) event(e Event) {
 	if s.cfg.OnEvent != nil {
 		s.eventMu.Lock()
@@ -195,11 +207,28 @@ func (s *Service[S]) event(e Event) {
 	}
 }
 
+// info returns partition p's name.
+func (s *Service[S]) info(p int32) PartitionInfo {
+	return PartitionInfo{Topic: s.cfg.Topic, Partition: p}
+}
+
+// generation returns the member's current generation in the group.
+func (s *Service[S]) generation() int64 {
+	if s.cl == nil {
+		return 0
+	}
+	_, g := s.cl.GroupMetadata()
+	return int64(g)
+}
+
+// operator is the operator prefix of the partitions' checkpointers:
+// partition p's is "kafka-TOPIC-p".
+func (s *Service[S]) operator() string { return "kafka-" + s.cfg.Topic }
+
 // partitionCount returns the number of partitions of the topic and its
 // id, from the brokers' metadata.
 func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, [16]byte, error) {
-	adm := kadm.NewClient(cl)
-	md, err := adm.Metadata(ctx, topic)
+	md, err := kadm.NewClient(cl).Metadata(ctx, topic)
 	if err != nil {
 		return 0, [16]byte{}, fmt.Errorf("kafkastate: metadata of topic %q: %w", topic, err)
 	}
@@ -216,10 +245,13 @@ func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, [16
 }
 
 // Run joins the consumer group and processes the topic until ctx ends
-// (then it checkpoints and releases its partitions, leaves the group and
-// returns nil) or it cannot go on (the error: a rejected record's
-// *RecordError, a catalog it cannot join, or a catalog whose generation
-// has another partition count, catalog.ErrMismatch).
+// (then it takes and commits a last checkpoint of its partitions, leaves
+// the group and returns nil) or it cannot go on (the error: a rejected
+// record's *RecordError, a record that cannot be restored, a grace too
+// short for the client's timeouts, partitions added to the topic).
+//
+// Run runs the partitions on package job's runner (job.Run): the
+// partitions are its instances, the group its coordinator.
 func (s *Service[S]) Run(ctx context.Context) (err error) {
 	// The partition count first, with a client of no group: the group's
 	// client may be assigned partitions before any call returns.
@@ -232,425 +264,97 @@ func (s *Service[S]) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.parts = map[int32]*partState[S]{}
-	s.fatal = nil
 	s.partitions, s.topicID = n, topicID
-	s.mu.Unlock()
+	s.tasks, s.closedAt, s.buffered, s.outErr = map[int32]*task[S]{}, map[int32]int64{}, 0, nil
+	c := newCoordinator(s)
+	s.coord = c
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.ConsumerGroup(s.cfg.Group),
 		kgo.ConsumeTopics(s.cfg.Topic),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			s.assigned(ctx, m[s.cfg.Topic])
-		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
-			s.revoked(ctx, cl, m[s.cfg.Topic], false)
-		}),
-		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
-			s.revoked(ctx, cl, m[s.cfg.Topic], true)
-		}),
-		kgo.AdjustFetchOffsetsFn(s.adjustOffsets),
+		kgo.OnPartitionsAssigned(c.onAssigned),
+		kgo.OnPartitionsRevoked(c.onRevoked),
+		kgo.OnPartitionsLost(c.onLost),
 	}, s.cfg.ClientOptions...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafkastate: client: %w", err)
 	}
-	if s.cfg.TransactionalID == "" {
-		if s.out, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, s.cfg.ClientOptions...)...); err != nil {
-			cl.Close()
-			return fmt.Errorf("kafkastate: output client: %w", err)
-		}
+	s.cl = cl
+	var txnTimeout time.Duration
+	if s.cfg.TransactionalID != "" {
+		txnTimeout = cl.OptValue(kgo.TransactionTimeout).(time.Duration)
+		c.txnTimeout = txnTimeout
+	} else if s.out, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, s.cfg.ClientOptions...)...); err != nil {
+		cl.Close()
+		return fmt.Errorf("kafkastate: output client: %w", err)
 	}
 	defer func() {
-		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		s.mu.Lock()
-		for p, ps := range s.parts {
-			if !s.crash.Load() {
-				if ps.member != nil {
-					s.checkpointOne(stop, ps)
-				}
-				s.commitKafka(stop, cl, []*partState[S]{ps})
-			}
-			ps.close()
-			delete(s.parts, p)
-		}
-		s.mu.Unlock()
+		c.close()
 		cl.Close()
 		if s.out != nil {
 			s.out.Close()
 		}
-		s.collecting.Wait()
+		c.wait()
 	}()
-	return s.loop(ctx, cl)
-}
-
-// loop polls and processes records, and checkpoints every interval.
-func (s *Service[S]) loop(ctx context.Context, cl *kgo.Client) error {
-	next := time.Now().Add(s.cfg.CheckpointInterval)
-	nextCollect := time.Now().Add(s.cfg.CollectInterval)
-	for {
-		if ctx.Err() != nil {
-			return nil
-		}
-		pctx, cancel := context.WithDeadline(ctx, next)
-		fetches := cl.PollRecords(pctx, s.cfg.MaxPollRecords)
-		cancel()
-		err := s.handle(ctx, cl, fetches)
-		if err == nil && !time.Now().Before(next) {
-			err = s.checkpointAll(ctx, cl)
-			next = time.Now().Add(s.cfg.CheckpointInterval)
-		}
-		if err == nil && s.cfg.CollectInterval > 0 && !time.Now().Before(nextCollect) {
-			s.maybeCollect(ctx)
-			nextCollect = time.Now().Add(s.cfg.CollectInterval)
-		}
-		cl.AllowRebalance()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil // stopped: whatever failed was cut short by it
-			}
-			return err
-		}
+	if err := checkGrace(s.cfg.Grace, cl.OptValue(kgo.SessionTimeout).(time.Duration), cl.OptValue(kgo.RebalanceTimeout).(time.Duration),
+		txnTimeout, s.cfg.CommitTimeout); err != nil {
+		return err
 	}
-}
-
-// handle processes a poll's records.
-func (s *Service[S]) handle(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fatal != nil {
-		return s.fatal
+	jcfg := job.Config{
+		Operator: s.operator(), Interval: s.cfg.CheckpointInterval, CollectInterval: s.cfg.CollectInterval,
+		StopTimeout: max(s.cfg.CommitTimeout, s.cfg.CheckpointInterval), Logger: s.log, OnEvent: s.onJobEvent,
+		State: statestore.Config{MaterializeInterval: s.cfg.MaterializeInterval},
 	}
-	failed := false
-	fetches.EachError(func(topic string, p int32, err error) {
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
-			s.log.Warn("kafkastate: fetch", "partition", p, "err", err)
-			failed = true
-		}
-	})
-	if failed && fetches.NumRecords() == 0 {
-		// The client retries by itself; do not spin on its errors.
-		s.mu.Unlock()
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-		s.mu.Lock()
-	}
-	var err error
-	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if err != nil || fp.Topic != s.cfg.Topic {
-			return
-		}
-		ps := s.parts[fp.Partition]
-		for _, r := range fp.Records {
-			if ps == nil || ps.member == nil || err != nil {
-				return // released: what was buffered is not ours
-			}
-			if ps.next >= 0 && r.Offset < ps.next {
-				continue // before the restored offset
-			}
-			err = s.process(ctx, ps, r)
-		}
-	})
-	return err
-}
-
-// process processes one record into its partition's state.
-func (s *Service[S]) process(ctx context.Context, ps *partState[S], r *kgo.Record) error {
-	ps.current = r.Offset
-	defer func() { ps.current = -1 }()
-	if perr := s.cfg.Process(ctx, r, &ps.part); perr != nil {
-		if s.cfg.DeadLetter == nil {
-			return &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: perr}
-		}
-		if err := s.cfg.DeadLetter(ctx, r, perr); err != nil {
-			return &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: fmt.Errorf("dead letter: %w (rejected: %w)", err, perr)}
-		}
-		s.c.skipped.Add(1)
-		s.event(Event{Kind: EventSkipped, PartitionInfo: ps.part.PartitionInfo, Offset: r.Offset, Generation: ps.generation(), Err: perr})
-	} else {
-		s.c.records.Add(1)
-	}
-	if ps.outErr != nil {
-		return ps.outErr
-	}
-	ps.next = r.Offset + 1
-	return nil
-}
-
-// checkpointAll checkpoints every partition at once (their changes share
-// the storage's uploads), handles the fenced ones, and commits the
-// checkpoints' offsets to the group.
-func (s *Service[S]) checkpointAll(ctx context.Context, cl *kgo.Client) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var g errgroup.Group
-	results := map[int32]error{}
-	var rmu sync.Mutex
-	var retry []*partState[S]
-	for p, ps := range s.parts {
-		if ps.member == nil {
-			// Released because another process held it (in the catalog,
-			// or its output's producer), while the client still has it:
-			// after a while, if the group's current assignment gives it to
-			// this member (the other is then a process the group has
-			// dropped), take it back, which fences the other.
-			if time.Since(ps.releasedAt) > 3*s.cfg.CheckpointInterval {
-				retry = append(retry, ps)
-			}
-			continue
-		}
-		g.Go(func() error {
-			err := s.checkpointOne(ctx, ps)
-			rmu.Lock()
-			results[p] = err
-			rmu.Unlock()
-			return nil
-		})
-	}
-	_ = g.Wait()
-	var done []*partState[S]
-	seek := map[string]map[int32]kgo.EpochOffset{}
-	for p, err := range results {
-		ps := s.parts[p]
-		switch {
-		case errors.Is(err, errOutput):
-			return err
-		case err == nil:
-			done = append(done, ps)
-		case errors.Is(err, errProducerFenced):
-			s.release(ps, err)
-		case errors.Is(err, catalog.ErrFenced), errors.Is(err, errStalled):
-			if rerr := s.rejoin(ctx, ps, errors.Is(err, errStalled)); rerr != nil {
-				return rerr
-			}
-			setSeek(seek, s.cfg.Topic, ps)
-		}
-	}
-	if len(retry) > 0 {
-		owned, err := s.assignedHere(ctx, cl)
-		if err != nil {
-			s.log.Info("kafkastate: the group's assignment of released partitions", "err", err)
-		}
-		for _, ps := range retry {
-			if !owned[ps.part.Partition] {
-				ps.releasedAt = time.Now() // looked at again later
-				continue
-			}
-			if err := s.join(ctx, ps); err != nil {
-				return err
-			}
-			setSeek(seek, s.cfg.Topic, ps)
-		}
-	}
-	if len(seek) > 0 {
-		cl.SetOffsets(seek)
-	}
-	s.commitKafka(ctx, cl, done)
-	return nil
-}
-
-// assignedHere returns the partitions of the topic that the group's
-// current assignment gives to this member, as the group's coordinator
-// describes it.
-func (s *Service[S]) assignedHere(ctx context.Context, cl *kgo.Client) (map[int32]bool, error) {
-	member, _ := cl.GroupMetadata()
-	if member == "" {
-		return nil, fmt.Errorf("kafkastate: not a member of group %s", s.cfg.Group)
-	}
-	dctx, cancel := context.WithTimeout(ctx, s.cfg.CheckpointInterval+5*time.Second)
-	defer cancel()
-	groups, err := kadm.NewClient(cl).DescribeGroups(dctx, s.cfg.Group)
+	err = job.Run(ctx, s.storage, c, jcfg, s.open)
 	if err != nil {
-		return nil, fmt.Errorf("kafkastate: describing group %s: %w", s.cfg.Group, err)
+		return fmt.Errorf("kafkastate: %w", err)
 	}
-	g, ok := groups[s.cfg.Group]
-	if !ok || g.Err != nil {
-		return nil, fmt.Errorf("kafkastate: describing group %s: %w", s.cfg.Group, g.Err)
-	}
-	owned := map[int32]bool{}
-	for _, m := range g.Members {
-		if m.MemberID != member {
-			continue
-		}
-		a, ok := m.Assigned.AsConsumer()
-		if !ok {
-			return nil, fmt.Errorf("kafkastate: group %s: member %s has no consumer assignment", s.cfg.Group, member)
-		}
-		for _, t := range a.Topics {
-			if t.Topic == s.cfg.Topic {
-				for _, p := range t.Partitions {
-					owned[p] = true
-				}
-			}
-		}
-	}
-	return owned, nil
+	return nil
 }
 
-// setSeek adds to seek the offset a partition restored as a member
-// resumes at.
-func setSeek[S any](seek map[string]map[int32]kgo.EpochOffset, topic string, ps *partState[S]) {
-	if ps.member == nil {
-		return
-	}
-	if ps.next < 0 {
-		ps.next = 0 // no checkpoint: from the start (the reset offset if gone)
-	}
-	if seek[topic] == nil {
-		seek[topic] = map[int32]kgo.EpochOffset{}
-	}
-	seek[topic][ps.part.Partition] = kgo.EpochOffset{Epoch: -1, Offset: ps.next}
-}
-
-// commitKafka commits the partitions' checkpointed offsets to the
-// consumer group, for the group's tools (lag); the service itself resumes
-// from its checkpoints.
-func (s *Service[S]) commitKafka(ctx context.Context, cl *kgo.Client, parts []*partState[S]) {
-	if s.cfg.TransactionalID != "" {
-		return // the transactions commit them, to mark the output Kafka has
-	}
-	offsets := map[int32]kgo.EpochOffset{}
-	for _, ps := range parts {
-		if ps.committedOffset >= 0 && ps.committedOffset > ps.kafkaOffset {
-			offsets[ps.part.Partition] = kgo.EpochOffset{Epoch: -1, Offset: ps.committedOffset}
-		}
-	}
-	if len(offsets) == 0 {
-		return
-	}
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CheckpointInterval+5*time.Second)
-	defer cancel()
-	var failed error
-	cl.CommitOffsetsSync(cctx, map[string]map[int32]kgo.EpochOffset{s.cfg.Topic: offsets},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err != nil {
-				failed = err
-				return
-			}
-			for _, t := range resp.Topics {
-				for _, p := range t.Partitions {
-					if p.ErrorCode != 0 && failed == nil {
-						failed = fmt.Errorf("partition %d: error code %d", p.Partition, p.ErrorCode)
-					}
-				}
-			}
-		})
-	if failed != nil {
-		s.log.Info("kafkastate: committing offsets to the group (for its tools only)", "err", failed)
-		return
-	}
-	for _, ps := range parts {
-		if o, ok := offsets[ps.part.Partition]; ok {
-			ps.kafkaOffset = o.Offset
-		}
-	}
-}
-
-// maybeCollect starts a run of the catalog's deletion rule, by the member
-// of partition 0, unless one is running.
-func (s *Service[S]) maybeCollect(ctx context.Context) {
-	ps := s.parts[0]
-	if ps == nil || ps.member == nil || !s.collectOn.CompareAndSwap(false, true) {
-		return
-	}
-	m := ps.member
-	s.collecting.Add(1)
-	go func() {
-		defer s.collecting.Done()
-		defer s.collectOn.Store(false)
-		_, _, err := m.Collect(ctx, collect.Options{})
-		if err != nil && !errors.Is(err, catalog.ErrFenced) && ctx.Err() == nil {
-			s.log.Warn("kafkastate: deletion rule", "err", err)
-		}
-	}()
-}
-
-// adjustOffsets starts each newly assigned partition at its restored
-// checkpoint's offset. A partition starting at the group's committed
-// offset (the job's first start) takes it as its next offset, so that its
-// next checkpoint (the next interval's, or its revocation's) keeps it even
-// if no record follows: a later generation, which starts a partition with
-// no checkpoint at the earliest offset, does not read the replaced
-// consumer's records again.
-func (s *Service[S]) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for p, o := range offsets[s.cfg.Topic] {
-		ps := s.parts[p]
-		if ps == nil || ps.member == nil {
-			continue
-		}
-		switch {
-		case ps.next >= 0:
-			offsets[s.cfg.Topic][p] = kgo.NewOffset().At(ps.next).WithEpoch(-1)
-		case !ps.useKafkaOffset:
-			offsets[s.cfg.Topic][p] = kgo.NewOffset().AtStart()
-		default:
-			if eo := o.EpochOffset(); eo.Offset >= 0 {
-				ps.next = eo.Offset // the group's committed offset
-			}
-		}
-	}
-	return offsets, nil
-}
-
-// assigned restores the state of newly assigned partitions.
-func (s *Service[S]) assigned(ctx context.Context, partitions []int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range partitions {
-		s.c.assigned.Add(1)
-		if int(p) >= s.partitions {
-			if s.fatal == nil {
-				s.fatal = fmt.Errorf("kafkastate: partition %s assigned: the job has %d partitions (partitions added to the topic are not supported)",
-					PartitionInfo{s.cfg.Topic, p}, s.partitions)
-			}
-			continue
-		}
-		if old := s.parts[p]; old != nil {
-			old.close()
-		}
-		ps := newPartState(s, p)
-		s.parts[p] = ps
-		if err := s.join(ctx, ps); err != nil && s.fatal == nil && ctx.Err() == nil {
-			s.fatal = err
-		}
-	}
-}
-
-// revoked checkpoints (unless lost) and releases partitions.
-func (s *Service[S]) revoked(ctx context.Context, cl *kgo.Client, partitions []int32, lost bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range partitions {
-		ps := s.parts[p]
-		if ps == nil {
-			continue
-		}
-		kind := EventRevoked
-		if lost {
-			kind = EventLost
-			s.c.lost.Add(1)
+// onJobEvent passes on what the runner did, in the package's events.
+func (s *Service[S]) onJobEvent(e job.Event) {
+	p := int32(e.Instance)
+	gen := s.generation()
+	switch e.Kind {
+	case job.EventRestored:
+		st := s.coord.startOf(p)
+		if st.record != "" {
+			s.c.restores.Add(1)
+			s.event(Event{Kind: EventRestored, PartitionInfo: s.info(p), Offset: st.offset, Generation: gen, Checkpoint: e.Checkpoint})
 		} else {
-			s.c.revoked.Add(1)
-			if ps.member != nil && ctx.Err() == nil && !s.crash.Load() {
-				if err := s.checkpointOne(ctx, ps); err != nil {
-					s.log.Info("kafkastate: checkpoint of a revoked partition", "partition", p, "err", err)
-				} else {
-					s.commitKafka(ctx, cl, []*partState[S]{ps})
-				}
-			}
+			s.c.firstStarts.Add(1)
+			s.event(Event{Kind: EventFirstStart, PartitionInfo: s.info(p), Offset: st.offset, Generation: gen})
 		}
-		s.event(Event{Kind: kind, PartitionInfo: ps.part.PartitionInfo, Offset: ps.next, Generation: ps.generation()})
-		ps.close()
-		delete(s.parts, p)
+	case job.EventTakeFailed:
+		s.c.checkpointFailures.Add(1)
+		s.event(Event{Kind: EventCheckpointFailed, PartitionInfo: s.info(p), Generation: gen, Checkpoint: e.Checkpoint, Err: e.Err})
+	case job.EventCommitFailed:
+		s.c.checkpointFailures.Add(1)
+		s.event(Event{Kind: EventCheckpointFailed, PartitionInfo: s.info(-1), Generation: gen, Checkpoint: e.Checkpoint, Err: e.Err})
+	case job.EventFenced:
+		s.c.fenced.Add(1)
+		s.event(Event{Kind: EventFenced, PartitionInfo: s.info(-1), Generation: gen, Err: e.Err})
+	case job.EventRevoked:
+		s.c.revoked.Add(1)
+		s.event(Event{Kind: EventRevoked, PartitionInfo: s.info(p), Offset: s.closedAt[p], Generation: gen})
+	case job.EventLost:
+		s.c.lost.Add(1)
+		s.event(Event{Kind: EventLost, PartitionInfo: s.info(p), Offset: s.closedAt[p], Generation: gen})
 	}
+}
+
+// errOutput wraps a failure of the output's producer (without
+// transactions), which stops the service: records whose output is lost
+// would be checkpointed otherwise.
+var errOutput = errors.New("kafkastate: output")
+
+// newTransactionalID returns the transactional id of this process's
+// producer: the configured one and a UUID, one per start.
+func (s *Service[S]) newTransactionalID() string {
+	return s.cfg.TransactionalID + "-" + uuid.NewString()
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
@@ -36,7 +35,8 @@ func TestValidate(t *testing.T) {
 		{"negative interval", func(c *Config[counts]) { c.CheckpointInterval = -1 }, "CheckpointInterval"},
 		{"short grace", func(c *Config[counts]) { c.Grace = 3 * c.CheckpointInterval }, "Grace"},
 		{"default grace, long interval", func(c *Config[counts]) { c.Grace, c.CheckpointInterval = 0, 3*time.Minute }, "Grace"},
-		{"negative join attempts", func(c *Config[counts]) { c.JoinAttempts = -1 }, "JoinAttempts"},
+		{"negative restore attempts", func(c *Config[counts]) { c.RestoreAttempts = -1 }, "RestoreAttempts"},
+		{"negative commit timeout", func(c *Config[counts]) { c.CommitTimeout = -1 }, "CommitTimeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok
@@ -64,18 +64,18 @@ func TestExactAcrossRebalances(t *testing.T) {
 	cfg := testConfig(brokers)
 
 	prod.produce(t, 300)
-	a := start(t, newStorage(t, b), cfg)
+	a := startSvc(t, newStorage(t, b), cfg)
 	time.Sleep(500 * time.Millisecond)
 	prod.produce(t, 300)
-	bb := start(t, newStorage(t, b), cfg)
+	bb := startSvc(t, newStorage(t, b), cfg)
 	time.Sleep(700 * time.Millisecond)
 	prod.produce(t, 300)
-	cc := start(t, newStorage(t, b), cfg)
+	cc := startSvc(t, newStorage(t, b), cfg)
 	time.Sleep(700 * time.Millisecond)
 	a.crash(t) // no last checkpoint: its partitions go back to their latest
 	prod.produce(t, 300)
 	time.Sleep(700 * time.Millisecond)
-	d := start(t, newStorage(t, b), cfg)
+	d := startSvc(t, newStorage(t, b), cfg)
 	prod.produce(t, 300)
 	time.Sleep(500 * time.Millisecond)
 	if err := bb.stop(t); err != nil {
@@ -110,7 +110,7 @@ func TestResumeFromCheckpoint(t *testing.T) {
 	cfg := testConfig(brokers)
 
 	prod.produce(t, 240)
-	first := start(t, newStorage(t, b), cfg)
+	first := startSvc(t, newStorage(t, b), cfg)
 	waitCommitted(t, brokers, 20*time.Second)
 	if err := first.stop(t); err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestResumeFromCheckpoint(t *testing.T) {
 	}
 	half := endOffsets(t, brokers)
 	prod.produce(t, 120)
-	second := start(t, newStorage(t, b), cfg)
+	second := startSvc(t, newStorage(t, b), cfg)
 	waitCommitted(t, brokers, 20*time.Second)
 	if err := second.stop(t); err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func TestRejectedRecordStops(t *testing.T) {
 	prod.produce(t, 60)
 	prod.produceRaw(t, 2, "he bad was", false)
 	cfg := testConfig(brokers)
-	r := start(t, newStorage(t, b), cfg)
+	r := startSvc(t, newStorage(t, b), cfg)
 	ends := endOffsets(t, brokers)
 	var err error
 	select {
@@ -187,11 +187,11 @@ func TestDeadLetter(t *testing.T) {
 	for p := range int32(testPartitions) {
 		prod.produceRaw(t, p, "bad bad", false)
 	}
-	r := start(t, newStorage(t, b), cfg)
+	r := startSvc(t, newStorage(t, b), cfg)
 	waitCommitted(t, brokers, 20*time.Second)
 	r.crash(t)
 	prod.produce(t, 100)
-	r2 := start(t, newStorage(t, b), cfg)
+	r2 := startSvc(t, newStorage(t, b), cfg)
 	waitCommitted(t, brokers, 20*time.Second)
 	if err := r2.stop(t); err != nil {
 		t.Fatal(err)
@@ -205,9 +205,11 @@ func TestDeadLetter(t *testing.T) {
 	checkFinal(t, b, cfg, prod.want)
 }
 
-// TestCheckpointFailures: the object store fails every put for a while;
-// checkpoints fail and are retried, processing goes on, and a crash after
-// the store is back restores exact counts.
+// TestCheckpointFailures: the object store fails every put for a while
+// (the partitions' snapshots fail), then only the records' puts (the
+// process's commits fail); checkpoints fail and are tried again,
+// processing goes on, and a crash after the store is back restores exact
+// counts.
 func TestCheckpointFailures(t *testing.T) {
 	c := newCluster(t)
 	brokers := c.ListenAddrs()
@@ -215,29 +217,36 @@ func TestCheckpointFailures(t *testing.T) {
 	prod := newProducer(t, brokers)
 	cfg := testConfig(brokers)
 	prod.produce(t, 100)
-	r := start(t, newStorage(t, b), cfg)
+	r := startSvc(t, newStorage(t, b), cfg)
 	waitCommitted(t, brokers, 20*time.Second)
 	failing := errors.New("injected")
-	b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
-		if op == dstltest.OpPut {
-			return dstltest.Fault{Err: failing}
+	for _, what := range []string{"every put", "record puts"} {
+		b.SetFault(func(op dstltest.Op, name string) dstltest.Fault {
+			if op == dstltest.OpPut && (what == "every put" || strings.Contains(name, "/_records/")) {
+				return dstltest.Fault{Err: failing}
+			}
+			return dstltest.Fault{}
+		})
+		before := len(r.eventsOf(EventCheckpointFailed))
+		prod.produce(t, 100)
+		deadline := time.Now().Add(10 * time.Second)
+		for len(r.eventsOf(EventCheckpointFailed)) < before+3 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
 		}
-		return dstltest.Fault{}
-	})
-	prod.produce(t, 100)
-	deadline := time.Now().Add(10 * time.Second)
-	for r.svc.Stats().CheckpointFailures < testPartitions && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+		failed := r.eventsOf(EventCheckpointFailed)[before:]
+		if len(failed) == 0 || !errors.Is(failed[0].Err, failing) {
+			t.Fatalf("%s failing: checkpoint failures %+v, want some with the injected error", what, failed)
+		}
+		if what == "record puts" && failed[0].Partition != -1 {
+			t.Errorf("a record put failing: %+v, want the process's commit (partition -1)", failed[0])
+		}
+		b.SetFault(nil)
+		prod.produce(t, 100)
+		waitCommitted(t, brokers, 20*time.Second)
 	}
-	if r.svc.Stats().CheckpointFailures == 0 {
-		t.Fatal("no checkpoint failed while the store failed")
-	}
-	b.SetFault(nil)
-	prod.produce(t, 100)
-	waitCommitted(t, brokers, 20*time.Second)
 	r.crash(t)
 	prod.produce(t, 50)
-	r2 := start(t, newStorage(t, b), cfg)
+	r2 := startSvc(t, newStorage(t, b), cfg)
 	waitCommitted(t, brokers, 20*time.Second)
 	if err := r2.stop(t); err != nil {
 		t.Fatal(err)
@@ -261,7 +270,7 @@ func TestBrokerRestart(t *testing.T) {
 	prod := newProducer(t, brokers)
 	cfg := testConfig(brokers)
 	prod.produce(t, 100)
-	r := start(t, newStorage(t, b), cfg)
+	r := startSvc(t, newStorage(t, b), cfg)
 	waitCommitted(t, brokers, 20*time.Second)
 	c.Close()
 	time.Sleep(1500 * time.Millisecond) // the service polls a broker that is gone
@@ -278,42 +287,6 @@ func TestBrokerRestart(t *testing.T) {
 	checkFinal(t, b, cfg, prod.want)
 }
 
-// TestFencedByTakeover: another process takes partition 0 in the catalog
-// (starting a generation) while the service runs: every member of the
-// service is fenced, rejoins and restores; partition 0 is released, then
-// taken back; the counts stay exact.
-func TestFencedByTakeover(t *testing.T) {
-	c := newCluster(t)
-	brokers := c.ListenAddrs()
-	b := dstltest.NewBackend()
-	prod := newProducer(t, brokers)
-	cfg := testConfig(brokers)
-	prod.produce(t, 120)
-	r := start(t, newStorage(t, b), cfg)
-	waitCommitted(t, brokers, 20*time.Second)
-	// The other process: it restores partition 0 and stops (a zombie of
-	// the catalog, which Kafka never assigned it).
-	other, err := New(newStorage(t, b), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other.partitions = testPartitions
-	ps := &partState[counts]{s: other, part: Partition[counts]{PartitionInfo: PartitionInfo{Topic: testTopic, Partition: 0}}}
-	if err := other.join(context.Background(), ps); err != nil {
-		t.Fatal(err)
-	}
-	ps.close()
-	prod.produce(t, 120)
-	waitCommitted(t, brokers, 20*time.Second)
-	if err := r.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if len(r.eventsOf(EventFenced)) == 0 || len(r.eventsOf(EventReplaced)) == 0 {
-		t.Errorf("fenced %d, replaced %d: want both", len(r.eventsOf(EventFenced)), len(r.eventsOf(EventReplaced)))
-	}
-	checkFinal(t, b, cfg, prod.want)
-}
-
 // TestStartRestoresEveryPartition starts services one after the other, each
 // in a new group: each must restore (here: first-start) every partition.
 // The group's client may be assigned partitions before any other call of
@@ -325,55 +298,11 @@ func TestStartRestoresEveryPartition(t *testing.T) {
 	for i := range 12 {
 		cfg := testConfig(brokers)
 		cfg.Group = fmt.Sprintf("start-%d", i)
-		r := start(t, newStorage(t, b), cfg)
+		r := startSvc(t, newStorage(t, b), cfg)
 		r.waitFor(t, func(st Stats) bool { return st.FirstStarts+st.Restores >= testPartitions })
 		if err := r.stop(t); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// TestFirstStartOffsetKept: the job replaces a consumer whose
-// offsets are committed to the group. Its partitions start there in
-// generation 1; a partition that has no new record has nothing to
-// checkpoint but its offset: when a second process joins (generation 2)
-// the partition it takes over resumes there, and the replaced consumer's
-// records are not counted.
-func TestFirstStartOffsetKept(t *testing.T) {
-	c := newCluster(t)
-	brokers := c.ListenAddrs()
-	b := dstltest.NewBackend()
-	prod := newProducer(t, brokers)
-	cfg := testConfig(brokers)
-	prod.produce(t, 60) // consumed by the replaced consumer
-	ends := endOffsets(t, brokers)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs := kadm.Offsets{}
-	for p, e := range ends {
-		offs.Add(kadm.Offset{Topic: testTopic, Partition: p, At: e, LeaderEpoch: -1})
-	}
-	if _, err := kadm.NewClient(cl).CommitOffsets(context.Background(), testGroup, offs); err != nil {
-		t.Fatal(err)
-	}
-	cl.Close()
-
-	a := start(t, newStorage(t, b), cfg)
-	a.waitFor(t, func(st Stats) bool { return st.FirstStarts >= testPartitions })
-	time.Sleep(500 * time.Millisecond)
-	bb := start(t, newStorage(t, b), cfg)
-	bb.waitFor(t, func(st Stats) bool { return st.FirstStarts+st.Restores > 0 })
-	time.Sleep(2 * time.Second)
-	for _, r := range []*running{a, bb} {
-		if err := r.stop(t); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Logf("a %+v\nb %+v\nb first starts %+v", a.svc.Stats(), bb.svc.Stats(), bb.eventsOf(EventFirstStart))
-	if n := a.svc.Stats().Records + bb.svc.Stats().Records; n != 0 {
-		t.Errorf("%d records processed, want 0: every partition was at the replaced consumer's offsets with nothing new", n)
 	}
 }
 
@@ -418,4 +347,93 @@ func TestMissingTopic(t *testing.T) {
 	if !errors.Is(err, kerr.UnknownTopicOrPartition) || !strings.Contains(fmt.Sprint(err), `"absent"`) {
 		t.Errorf("Run: %v, want UNKNOWN_TOPIC_OR_PARTITION naming the topic", err)
 	}
+}
+
+// TestGraceChecked: Run refuses a grace that is not twice the longest a
+// commit can land after its record's put (the session, rebalance and
+// transaction timeouts, plus the commit timeout), naming the field.
+func TestGraceChecked(t *testing.T) {
+	c := newCluster(t)
+	for _, tc := range []struct {
+		name string
+		edit func(*Config[counts])
+		ok   bool
+	}{
+		{"the tests' grace", func(*Config[counts]) {}, true},
+		{"below twice the rebalance timeout", func(c *Config[counts]) { c.Grace = 5 * time.Second }, false},
+		{"below twice the transaction timeout", func(c *Config[counts]) {
+			c.TransactionalID = "tx"
+			c.ClientOptions = append(c.ClientOptions, kgo.TransactionTimeout(4*time.Second))
+		}, false},
+		{"the client's defaults", func(c *Config[counts]) { c.ClientOptions, c.Grace = nil, 0 }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(c.ListenAddrs())
+			tc.edit(&cfg)
+			s, err := New(newStorage(t, dstltest.NewBackend()), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			err = s.Run(ctx)
+			if tc.ok != (err == nil) || err != nil && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "Grace:")) {
+				t.Errorf("Run: %v, want ok %v (or an ErrConfig naming Grace)", err, tc.ok)
+			}
+		})
+	}
+}
+
+// TestRebalanceKeepsPartitions: a second member joins a running one and
+// the cooperative-sticky balancer moves half the partitions. The first
+// member's partitions that stay are never restored again; each revoked one
+// takes part in a last checkpoint committed before it goes, and the second
+// member resumes it exactly there; the counts are exact.
+func TestRebalanceKeepsPartitions(t *testing.T) {
+	c := newCluster(t)
+	brokers := c.ListenAddrs()
+	b := dstltest.NewBackend()
+	prod := newProducer(t, brokers)
+	cfg := testConfig(brokers)
+	prod.produce(t, 300)
+	a := startSvc(t, newStorage(t, b), cfg)
+	a.waitFor(t, func(st Stats) bool { return st.Records >= 300 })
+	prod.produce(t, 300)
+	bb := startSvc(t, newStorage(t, b), cfg)
+	bb.waitFor(t, func(st Stats) bool { return st.Restores > 0 })
+	prod.produce(t, 300)
+	waitCommitted(t, brokers, 30*time.Second)
+	for _, r := range []*running{a, bb} {
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revoked := map[int32]int64{}
+	for _, e := range a.eventsOf(EventRevoked) {
+		revoked[e.Partition] = e.Offset
+	}
+	starts := map[int32]int{}
+	for _, e := range append(a.eventsOf(EventFirstStart), a.eventsOf(EventRestored)...) {
+		starts[e.Partition]++
+	}
+	if len(revoked) == 0 || len(revoked) == testPartitions {
+		t.Fatalf("%d partitions revoked from the first member, want some: %+v", len(revoked), revoked)
+	}
+	for p := range int32(testPartitions) {
+		if _, ok := revoked[p]; !ok && starts[p] != 1 {
+			t.Errorf("partition %d stayed with the first member, which started it %d times", p, starts[p])
+		}
+	}
+	for _, e := range bb.eventsOf(EventRestored) {
+		if off, ok := revoked[e.Partition]; ok && e.Offset != off {
+			t.Errorf("partition %d revoked at offset %d, resumed at %d", e.Partition, off, e.Offset)
+		}
+	}
+	if n := len(bb.eventsOf(EventRestored)); n != len(revoked) {
+		t.Errorf("the second member restored %d partitions, %d were revoked", n, len(revoked))
+	}
+	if a.svc.Stats().Fenced+bb.svc.Stats().Fenced > 0 {
+		t.Errorf("fenced: %d, %d; want none", a.svc.Stats().Fenced, bb.svc.Stats().Fenced)
+	}
+	checkFinal(t, b, cfg, prod.want)
 }

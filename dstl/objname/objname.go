@@ -11,6 +11,7 @@
 //	PREFIX/UUIDv7.cN.dstl                      a log object (the engine's uploads)
 //	PREFIX/statestore/OPERATOR/UUIDv7.cN.snap  a snapshot object of one operator
 //	PREFIX/statestore/OPERATOR/UUIDv7.cN.sst   a file of a disk-backed snapshot
+//	PREFIX/_records/UUIDv7.cN.rec              a process's checkpoint record (package kafkastate)
 //	PREFIX/.gc-clock-UUIDv7                    gc's clock probe, deleted at once
 //	PREFIX/.create-only-UUIDv7                 the catalog's check of a store
 //
@@ -20,7 +21,8 @@
 // object is even where the storage reports no modification time.
 //
 // N, the checkpoint part ".cN", is the checkpoint the object was made for
-// ([Name.Checkpoint]): a positive decimal without leading zeros. A
+// ([Name.Checkpoint]): a positive decimal without leading zeros (a record's
+// is the checkpoint it holds, and always present). A
 // checkpoint that references the object has that number or a higher one,
 // so the deletion rule (package collect) keeps an object made for a
 // checkpoint that may still complete, however old the object is. Names
@@ -50,6 +52,13 @@ const (
 	// SnapshotDir is the directory, under a job's prefix, that holds one
 	// directory of snapshot objects per operator.
 	SnapshotDir = "statestore/"
+	// RecordDir is the directory, under a job's prefix, of the checkpoint
+	// records: one object per process and checkpoint that holds the state
+	// handles of the process's instances (package kafkastate writes them,
+	// and names them in the Kafka consumer group's committed offsets).
+	RecordDir = "_records/"
+	// RecordSuffix ends the name of every checkpoint record.
+	RecordSuffix = ".rec"
 	// ClockProbePrefix starts the base name of gc's clock probe. It starts
 	// with a dot, so it is no log or snapshot name, and every backend's
 	// name rules allow it.
@@ -75,10 +84,11 @@ const (
 	ClockProbe                  // PREFIX/.gc-clock-UUIDv7 (or a random UUID, as written before)
 	SnapshotFile                // PREFIX/statestore/OPERATOR/UUIDv7.sst
 	CreateOnlyProbe             // PREFIX/.create-only-UUIDv7
+	Record                      // PREFIX/_records/UUIDv7.cN.rec
 )
 
-// String returns "log", "snapshot", "clock probe", "snapshot file" or
-// "other".
+// String returns "log", "snapshot", "clock probe", "snapshot file",
+// "create-only probe", "record" or "other".
 func (k Kind) String() string {
 	switch k {
 	case Log:
@@ -91,6 +101,8 @@ func (k Kind) String() string {
 		return "snapshot file"
 	case CreateOnlyProbe:
 		return "create-only probe"
+	case Record:
+		return "record"
 	default:
 		return "other"
 	}
@@ -99,15 +111,16 @@ func (k Kind) String() string {
 // Name is an object name of the scheme, relative to a job's prefix.
 type Name struct {
 	Kind     Kind
-	ID       uuid.UUID // version 7 for Log, Snapshot and SnapshotFile; version 7 or 4 for ClockProbe
+	ID       uuid.UUID // version 7 for Log, Snapshot, SnapshotFile and Record; version 7 or 4 for ClockProbe
 	Operator string    // of a Snapshot or SnapshotFile: one name segment, without "/"
 	// Checkpoint is the checkpoint a Log, Snapshot or SnapshotFile was
-	// made for; 0 when the name records none.
+	// made for, or the one a Record holds; 0 when the name records none
+	// (never for a Record).
 	Checkpoint int64
 }
 
-// Time returns the time in a log, snapshot, snapshot file or clock probe
-// name's UUIDv7, in whole milliseconds, or the zero time for another kind
+// Time returns the time in a log, snapshot, snapshot file, record or clock
+// probe name's UUIDv7, in whole milliseconds, or the zero time for another kind
 // (or a clock probe named by a random UUID, as before version 7 names).
 func (n Name) Time() time.Time {
 	if n.Kind == Other || n.ID.Version() != 7 {
@@ -164,6 +177,20 @@ func NewSnapshotFile(prefix, operator string, checkpoint int64) (string, error) 
 	return Format(prefix, Name{Kind: SnapshotFile, ID: id, Operator: operator, Checkpoint: checkpoint})
 }
 
+// RecordPrefix returns the prefix of the names of the checkpoint records
+// under a job's prefix: one listing of it finds them all.
+func RecordPrefix(prefix string) string { return prefix + RecordDir }
+
+// NewRecord returns a new name of a checkpoint record under a job's prefix,
+// of checkpoint (at least 1).
+func NewRecord(prefix string, checkpoint int64) (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("objname: new record name: %w", err)
+	}
+	return Format(prefix, Name{Kind: Record, ID: id, Checkpoint: checkpoint})
+}
+
 // NewClockProbe returns a new name of gc's clock probe under prefix: a
 // UUIDv7, whose random bits keep probes of concurrent runs apart and
 // whose time lets a later collection tell a probe left behind (by a
@@ -189,14 +216,23 @@ func NewCreateOnlyProbe(prefix string) (string, error) {
 }
 
 // Format returns n's object name under prefix; [Parse] reads it back. It
-// fails for the kind Other, for a log or snapshot ID that is no UUIDv7,
-// for a snapshot's operator that is empty or holds a "/", and for a
-// negative checkpoint or one given to another kind.
+// fails for the kind Other, for a log, snapshot or record ID that is no
+// UUIDv7, for a snapshot's operator that is empty or holds a "/", for a
+// negative checkpoint or one given to another kind, and for a record of
+// no checkpoint.
 func Format(prefix string, n Name) (string, error) {
-	if n.Checkpoint < 0 || n.Checkpoint != 0 && n.Kind != Log && n.Kind != Snapshot && n.Kind != SnapshotFile {
-		return "", fmt.Errorf("objname: checkpoint %d in a %s name: want 0, or a positive one in a log or snapshot name", n.Checkpoint, n.Kind)
+	if n.Checkpoint < 0 || n.Checkpoint != 0 && n.Kind != Log && n.Kind != Snapshot && n.Kind != SnapshotFile && n.Kind != Record {
+		return "", fmt.Errorf("objname: checkpoint %d in a %s name: want 0, or a positive one in a log, snapshot or record name", n.Checkpoint, n.Kind)
 	}
 	switch n.Kind {
+	case Record:
+		if v := n.ID.Version(); v != 7 {
+			return "", fmt.Errorf("objname: a %s name needs a UUIDv7, %s is version %d", n.Kind, n.ID, v)
+		}
+		if n.Checkpoint < 1 {
+			return "", fmt.Errorf("objname: a record name needs a checkpoint, not %d", n.Checkpoint)
+		}
+		return RecordPrefix(prefix) + n.ID.String() + checkpointMark + strconv.FormatInt(n.Checkpoint, 10) + RecordSuffix, nil
 	case Log, Snapshot, SnapshotFile:
 		if v := n.ID.Version(); v != 7 {
 			return "", fmt.Errorf("objname: a %s name needs a UUIDv7, %s is version %d", n.Kind, n.ID, v)
@@ -230,10 +266,10 @@ func Format(prefix string, n Name) (string, error) {
 
 // Parse returns what name, an object name under prefix, is. Its Kind is
 // Other for a name outside prefix or of another form: a UUID that is not
-// in its 36-character form, a log or snapshot UUID that is not of version
-// 7, a log name in a directory below prefix, a snapshot name with no
-// operator or in a directory below the operator's. Hexadecimal digits may
-// be of either case.
+// in its 36-character form, a log, snapshot or record UUID that is not of
+// version 7, a log name in a directory below prefix, a snapshot name with
+// no operator or in a directory below the operator's, a record name with
+// no checkpoint. Hexadecimal digits may be of either case.
 func Parse(prefix, name string) Name {
 	rest, ok := strings.CutPrefix(name, prefix)
 	if !ok {
@@ -254,6 +290,14 @@ func Parse(prefix, name string) Name {
 	if base, ok := strings.CutPrefix(rest, CreateOnlyProbePrefix); ok {
 		if id, ok := parseID(base); ok && id.Version() == 7 {
 			return Name{Kind: CreateOnlyProbe, ID: id}
+		}
+		return Name{}
+	}
+	if base, ok := strings.CutPrefix(rest, RecordDir); ok {
+		if base, ok := strings.CutSuffix(base, RecordSuffix); ok {
+			if id, cp, ok := parseMadeFor(base); ok && cp > 0 {
+				return Name{Kind: Record, ID: id, Checkpoint: cp}
+			}
 		}
 		return Name{}
 	}

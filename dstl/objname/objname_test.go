@@ -61,6 +61,17 @@ func TestParse(t *testing.T) {
 		{"job/", "job/" + v4 + ".c42.dstl", Name{}},                  // UUIDv4
 		{"job/", "job/.gc-clock-" + v7 + ".c42", Name{}},             // probes record no checkpoint
 
+		// Checkpoint records.
+		{"job/", "job/_records/" + v7 + ".c42.rec", Name{Kind: Record, ID: id7, Checkpoint: 42}},
+		{"", "_records/" + v7 + ".c1.rec", Name{Kind: Record, ID: id7, Checkpoint: 1}},
+		{"job/", "job/_records/" + v7 + ".rec", Name{}},         // a record holds a checkpoint
+		{"job/", "job/_records/" + v7 + ".c0.rec", Name{}},      // no checkpoint 0
+		{"job/", "job/_records/" + v4 + ".c42.rec", Name{}},     // UUIDv4
+		{"job/", "job/_records/x/" + v7 + ".c42.rec", Name{}},   // below the directory
+		{"job/", "job/" + v7 + ".c42.rec", Name{}},              // outside the directory
+		{"job/", "job/_records/" + v7 + ".c42.dstl", Name{}},    // a log name in the directory
+		{"job/", "job/_records/" + v7 + ".c42.rec.tmp", Name{}}, // another suffix
+
 		{"job/", "other/" + v7 + ".dstl", Name{}},        // outside the prefix
 		{"job/", "jobs/" + v7 + ".dstl", Name{}},         // outside the prefix
 		{"job/", "job/" + v4 + ".dstl", Name{}},          // UUIDv4: not ours
@@ -163,6 +174,7 @@ func TestNewMadeFor(t *testing.T) {
 		{func() (string, error) { return NewLog("job/", 42) }, Log},
 		{func() (string, error) { return NewSnapshot("job/", "op", 42) }, Snapshot},
 		{func() (string, error) { return NewSnapshotFile("job/", "op", 42) }, SnapshotFile},
+		{func() (string, error) { return NewRecord("job/", 42) }, Record},
 	} {
 		name, err := tt.new()
 		if err != nil {
@@ -174,6 +186,18 @@ func TestNewMadeFor(t *testing.T) {
 	}
 	if _, err := NewLog("job/", -1); err == nil {
 		t.Error("NewLog made a name for checkpoint -1")
+	}
+	if _, err := NewRecord("job/", 0); err == nil {
+		t.Error("NewRecord made a name for checkpoint 0")
+	}
+	before := time.Now().Truncate(time.Millisecond)
+	name, err := NewRecord("job/", 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := Parse("job/", name)
+	if !strings.HasPrefix(name, RecordPrefix("job/")) || n.Time().Before(before) || n.Time().After(time.Now()) {
+		t.Errorf("new record name %q: not under %q, or holds %v", name, RecordPrefix("job/"), n.Time())
 	}
 }
 
@@ -208,6 +232,8 @@ func TestFormatRefuses(t *testing.T) {
 		{Name{Kind: Kind(99), ID: id7}, "kind other"},
 		{Name{Kind: Log, ID: id7, Checkpoint: -1}, "checkpoint -1"},
 		{Name{Kind: ClockProbe, ID: id7, Checkpoint: 3}, "checkpoint 3 in a clock probe name"},
+		{Name{Kind: Record, ID: id4, Checkpoint: 3}, "version 4"},
+		{Name{Kind: Record, ID: id7}, "needs a checkpoint"},
 	}
 	for _, tt := range tests {
 		name, err := Format("job/", tt.n)
@@ -218,7 +244,7 @@ func TestFormatRefuses(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
-	for k, want := range map[Kind]string{Other: "other", Log: "log", Snapshot: "snapshot", ClockProbe: "clock probe", SnapshotFile: "snapshot file", CreateOnlyProbe: "create-only probe", 42: "other"} {
+	for k, want := range map[Kind]string{Other: "other", Log: "log", Snapshot: "snapshot", ClockProbe: "clock probe", SnapshotFile: "snapshot file", CreateOnlyProbe: "create-only probe", Record: "record", 42: "other"} {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, want)
 		}
@@ -243,6 +269,7 @@ func FuzzParse(f *testing.F) {
 		{"job/", "job/statestore/op/" + v7 + ".snap"},
 		{"job/", "job/" + v7 + ".c42.dstl"},
 		{"job/", "job/statestore/op/" + v7 + ".c3.sst"},
+		{"job/", "job/_records/" + v7 + ".c3.rec"},
 		{"job/", "job/.gc-clock-" + v4},
 		{"job/", "job/" + v4 + ".dstl"},
 		{"job/", "job/statestore/a/b/" + v7 + ".snap"},
@@ -268,7 +295,7 @@ func FuzzParse(f *testing.F) {
 		if again := Parse(prefix, got); again != n {
 			t.Fatalf("Parse(%q, %q) = %+v, but its formatted name %q parses as %+v", prefix, name, n, got, again)
 		}
-		if (n.Kind == Log || n.Kind == Snapshot || n.Kind == SnapshotFile) != !n.Time().IsZero() {
+		if (n.Kind == Log || n.Kind == Snapshot || n.Kind == SnapshotFile || n.Kind == Record) != !n.Time().IsZero() {
 			t.Fatalf("Parse(%q, %q) = %+v with time %v", prefix, name, n, n.Time())
 		}
 	})

@@ -1,10 +1,12 @@
 // Command kafkawordcount is an example service built on package
 // kafkastate: an exactly-once word count of a Kafka topic, each input
-// partition's counts in a state store checkpointed, with the partition's
-// offset, to the job's catalog on the object store. It runs as several
-// processes of one consumer group; killed, stopped or scaled out, each
-// partition resumes from its latest checkpoint, so that the counts come out
-// exactly as in a run without a fault.
+// partition's counts in a state store checkpointed to the object store:
+// each checkpoint of a process puts one record of its partitions' state
+// handles, and commits the partitions' offsets to the consumer group with
+// metadata naming it. It runs as several processes of one consumer group;
+// killed, stopped or scaled out, each partition resumes from the record its
+// committed offset names, so that the counts come out exactly as in a run
+// without a fault.
 //
 //	kafkawordcount run    -brokers HOST:PORT -base-path URL [flags]
 //	                      one process of the service: count, checkpoint,
@@ -93,6 +95,7 @@ type options struct {
 	interval       time.Duration
 	grace          time.Duration
 	sessionTimeout time.Duration
+	commitTimeout  time.Duration
 	output         string
 	transactional  bool
 }
@@ -101,11 +104,12 @@ func (o *options) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.brokers, "brokers", "", "the Kafka brokers, comma-separated host:port")
 	fs.StringVar(&o.topic, "topic", "lines", "the input topic")
 	fs.StringVar(&o.group, "group", "kafkawordcount", "the consumer group")
-	fs.StringVar(&o.basePath, "base-path", "", "where the state's log, snapshots and catalog go: a path or a URL of a dstl backend")
-	fs.StringVar(&o.jobID, "job-id", "kafkawordcount", "the job: prefix of its objects and catalog")
+	fs.StringVar(&o.basePath, "base-path", "", "where the state's log, snapshots and checkpoint records go: a path or a URL of a dstl backend")
+	fs.StringVar(&o.jobID, "job-id", "kafkawordcount", "the job: prefix of its objects")
 	fs.DurationVar(&o.interval, "checkpoint-interval", time.Second, "time between checkpoints")
-	fs.DurationVar(&o.grace, "grace", time.Minute, "age before an object no retained checkpoint names is deleted")
-	fs.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "the group's session timeout")
+	fs.DurationVar(&o.grace, "grace", 2*time.Minute, "age before an object no kept record names is deleted: at least twice four session timeouts (the rebalance and transaction timeouts) plus -commit-timeout")
+	fs.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "the group's session timeout; the rebalance and transaction timeouts are four times as long")
+	fs.DurationVar(&o.commitTimeout, "commit-timeout", 10*time.Second, "the longest a checkpoint's commit may take")
 	fs.StringVar(&o.output, "output", "", "produce each word's new count to this topic")
 	fs.BoolVar(&o.transactional, "transactional", false, "produce the output in transactions that follow the checkpoints (exactly-once)")
 }
@@ -155,9 +159,9 @@ func serviceConfig(o options, log *slog.Logger) kafkastate.Config[counts] {
 			return nil
 		},
 		CheckpointInterval: o.interval, Grace: o.grace, CollectInterval: 5 * o.interval,
-		MaterializeInterval: 10 * o.interval, Logger: log,
+		MaterializeInterval: 10 * o.interval, CommitTimeout: o.commitTimeout, Logger: log,
 		ClientOptions: []kgo.Opt{
-			kgo.TransactionTimeout(max(10*time.Second, 4*o.sessionTimeout)),
+			kgo.TransactionTimeout(4 * o.sessionTimeout),
 			kgo.SessionTimeout(o.sessionTimeout), kgo.HeartbeatInterval(o.sessionTimeout / 6),
 			kgo.RebalanceTimeout(4 * o.sessionTimeout), kgo.FetchMaxWait(200 * time.Millisecond),
 		},

@@ -53,7 +53,7 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("verify exited %d", code)
 	}
 	faults := regexp.MustCompile(`faults: (\d+) kills, (\d+) stops, (\d+) scale-out \(each a rebalance: (\d+)\), \d+ restarts, (\d+) unasked exits`).FindStringSubmatch(out.String())
-	restores := regexp.MustCompile(`partitions: (\d+) restored from a checkpoint, .*, (\d+) lost`).FindStringSubmatch(out.String())
+	restores := regexp.MustCompile(`partitions: (\d+) restored from a checkpoint, \d+ first starts, \d+ revoked, (\d+) lost`).FindStringSubmatch(out.String())
 	if faults == nil || restores == nil {
 		t.Fatal("verify printed no summary")
 	}

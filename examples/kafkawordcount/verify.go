@@ -114,6 +114,12 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 		if !set["session-timeout"] {
 			o.sessionTimeout = 1500 * time.Millisecond
 		}
+		if !set["commit-timeout"] {
+			o.commitTimeout = 2 * time.Second
+		}
+		if !set["grace"] {
+			o.grace = 20 * time.Second
+		}
 	} else {
 		where = "the brokers "
 		if !set["group"] {
@@ -139,8 +145,9 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 		fmt.Fprintf(stderr, "kafkawordcount verify: %v\n", err)
 		return 2
 	}
-	if o.grace < 2*o.maxStop || o.grace < 4*o.interval {
-		fmt.Fprintf(stderr, "kafkawordcount verify: -grace %v: want at least twice -max-stop (%v) and four checkpoint intervals\n", o.grace, o.maxStop)
+	if o.grace < 2*o.maxStop || o.grace < 4*o.interval || o.grace < 2*(4*o.sessionTimeout+o.commitTimeout) {
+		fmt.Fprintf(stderr, "kafkawordcount verify: -grace %v: want at least twice -max-stop (%v), four checkpoint intervals, and twice four session timeouts plus -commit-timeout (%v)\n",
+			o.grace, o.maxStop, 2*(4*o.sessionTimeout+o.commitTimeout))
 		return 2
 	}
 	v := &verifier{o: o, cmd: cmd, stdout: stdout, stderr: stderr, rng: rand.New(rand.NewPCG(o.faultSeed, 1)),
@@ -209,14 +216,14 @@ func (v *verifier) say(format string, args ...any) {
 }
 
 // eventLine is a process's event line.
-var eventLine = regexp.MustCompile(`^` + eventPrefix + `(\S+) partition (\d+) offset (-?\d+) generation (\d+) checkpoint (\d+)$`)
+var eventLine = regexp.MustCompile(`^` + eventPrefix + `(\S+) partition (-?\d+) offset (-?\d+) generation (-?\d+) checkpoint (\d+)$`)
 
 // start starts a process.
 func (v *verifier) start(ctx context.Context) error {
 	o := v.o
 	args := []string{"-brokers", o.brokers, "-topic", o.topic, "-group", o.group, "-base-path", o.basePath,
 		"-job-id", o.jobID, "-checkpoint-interval", o.interval.String(), "-grace", o.grace.String(),
-		"-session-timeout", o.sessionTimeout.String()}
+		"-session-timeout", o.sessionTimeout.String(), "-commit-timeout", o.commitTimeout.String()}
 	if o.output != "" {
 		args = append(args, "-output", o.output)
 	}
@@ -635,9 +642,9 @@ func (v *verifier) run(ctx context.Context) int {
 	restores := v.events[string(kafkastate.EventRestored)]
 	v.say("faults: %d kills, %d stops, %d scale-out (each a rebalance: %d), %d restarts, %d unasked exits",
 		v.kills, v.stops, v.scaleOuts, v.kills+v.stops+v.scaleOuts, v.restarts, v.crashes)
-	v.say("partitions: %d restored from a checkpoint, %d first starts, %d fenced, %d replaced, %d revoked, %d lost",
-		restores, v.events[string(kafkastate.EventFirstStart)], v.events[string(kafkastate.EventFenced)],
-		v.events[string(kafkastate.EventReplaced)], v.events[string(kafkastate.EventRevoked)], v.events[string(kafkastate.EventLost)])
+	v.say("partitions: %d restored from a checkpoint, %d first starts, %d revoked, %d lost; processes: %d fenced (restored every partition), %d failed checkpoints, %d collections",
+		restores, v.events[string(kafkastate.EventFirstStart)], v.events[string(kafkastate.EventRevoked)], v.events[string(kafkastate.EventLost)],
+		v.events[string(kafkastate.EventFenced)], v.events[string(kafkastate.EventCheckpointFailed)], v.events[string(kafkastate.EventCollected)])
 	if n := v.kills + v.stops + v.scaleOuts; n < v.o.minFaults {
 		problems = append(problems, fmt.Sprintf("%d kills, stops and scale-outs, want at least %d", n, v.o.minFaults))
 	}
@@ -668,7 +675,9 @@ func (v *verifier) run(ctx context.Context) int {
 }
 
 // readOutput reads the output topic to its end with isolation
-// read_committed, and counts its records by key (word).
+// read_committed, and counts its records by key (word). It waits first
+// until no transaction is open on the topic (the last stable offsets are
+// the ends): a killed process's open transaction ends by its timeout.
 func (v *verifier) readOutput(ctx context.Context) (map[string]int64, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(v.o.brokers, ",")...), kgo.ConsumeTopics(v.o.output),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -677,24 +686,29 @@ func (v *verifier) readOutput(ctx context.Context) (map[string]int64, error) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, v.o.output)
-	if err != nil {
-		return nil, err
-	}
-	// The last stable offsets: with no transaction open, the ends.
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { want[o.Partition] = o.Offset })
-	got := map[string]int64{}
-	at := map[int32]int64{}
-	done := func() bool {
-		for p, end := range want {
-			if at[p] < end-1 { // the last offset is a transaction's marker
-				return false
-			}
+	for {
+		ends, err1 := adm.ListEndOffsets(ctx, v.o.output)
+		stable, err2 := adm.ListCommittedOffsets(ctx, v.o.output)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, err
 		}
-		return true
+		open := 0
+		ends.Each(func(o kadm.ListedOffset) {
+			if s, ok := stable.Lookup(o.Topic, o.Partition); !ok || s.Offset != o.Offset {
+				open++
+			}
+		})
+		if open == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the output's open transactions to end: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	for idle := 0; !done() && idle < 10; {
+	got := map[string]int64{}
+	for idle := 0; idle < 3; {
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		fs := cl.PollFetches(pctx)
 		cancel()
@@ -703,10 +717,7 @@ func (v *verifier) readOutput(ctx context.Context) (map[string]int64, error) {
 			continue
 		}
 		idle = 0
-		fs.EachRecord(func(r *kgo.Record) {
-			got[string(r.Key)]++
-			at[r.Partition] = r.Offset
-		})
+		fs.EachRecord(func(r *kgo.Record) { got[string(r.Key)]++ })
 	}
 	return got, ctx.Err()
 }
