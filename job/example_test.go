@@ -46,7 +46,7 @@ func (s *sum) Process(ctx context.Context) (int, error) {
 	return 1, nil
 }
 
-func (s *sum) Metadata() map[string]string {
+func (s *sum) Metadata(int64) map[string]string {
 	return map[string]string{"next": strconv.FormatInt(s.next, 10)}
 }
 

@@ -72,6 +72,7 @@ type counter struct {
 	offsets map[int]int64
 	checked bool
 	limit   int64 // stop reading a key group at this offset; 0: no limit
+	taking  int64 // the checkpoint Metadata was last asked for
 	errs    chan<- error
 	done    *sync.Map // instance -> checkpoints completed
 }
@@ -136,7 +137,11 @@ func (c *counter) Process(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-func (c *counter) Metadata() map[string]string {
+func (c *counter) Metadata(n int64) map[string]string {
+	if n <= c.taking {
+		c.errs <- fmt.Errorf("instance %d: Metadata of checkpoint %d after that of %d", c.in.Index, n, c.taking)
+	}
+	c.taking = n
 	meta := map[string]string{}
 	for kg, o := range c.offsets {
 		meta[offsetKey(kg)] = strconv.FormatInt(o, 10)

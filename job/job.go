@@ -122,10 +122,12 @@ type Task interface {
 	// It should not block for long: checkpoints are taken between calls.
 	// ctx ends at the runner's next checkpoint. An error stops Run.
 	Process(ctx context.Context) (int, error)
-	// Metadata returns what a checkpoint taken now stores beside the
+	// Metadata returns what checkpoint n, taken now, stores beside the
 	// state: the input position after every record processed so far
 	// (keys of its own, one per input partition). Restored hands it back.
-	Metadata() map[string]string
+	// A sink may also start a transaction for n here, which Complete(n)
+	// then commits.
+	Metadata(checkpoint int64) map[string]string
 	// Complete is called, in order, for each checkpoint of the instance
 	// that completed, after its state stores were told: publish what the
 	// checkpoint covers (commit a sink's transaction). An error stops

@@ -3,6 +3,7 @@ package job_test
 import (
 	"context"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +20,10 @@ import (
 // instances with local recovery stops after a checkpoint, and a new
 // process (a new storage on the same local recovery directory) restores
 // it: each instance reads its change sets from the local copies, none
-// from the store (the copies are there: the first stop left them).
+// from the store (the copies are there: the first stop left them). The
+// instances take turns writing, so that their change sets are in objects of
+// their own: instance 1 writes until checkpoint 2 completes, instance 0
+// from checkpoint 3 on, and neither restore names the other's objects.
 func TestRunLocalRecoveryOfSeveralInstances(t *testing.T) {
 	dir := t.TempDir()
 	const interval = 50 * time.Millisecond
@@ -42,9 +46,17 @@ func TestRunLocalRecoveryOfSeveralInstances(t *testing.T) {
 		reports := map[int]statestore.RestoreReport{}
 		completed := map[int]int64{}
 		done := make(chan struct{})
+		var phase atomic.Int64 // the last checkpoint that completed
 		open := func(ctx context.Context, in *job.Instance) (job.Task, error) {
 			cps[in.Index] = in.Checkpointer
-			return counters(ctx, in)
+			task, err := counters(ctx, in)
+			if err != nil {
+				return nil, err
+			}
+			if in.Index == 1 {
+				return turns{task, func() bool { return phase.Load() < 2 }}, nil
+			}
+			return turns{task, func() bool { return phase.Load() >= 3 }}, nil
 		}
 		jcfg := job.Config{Interval: interval, Logger: quiet, State: statestore.Config{MaterializeInterval: -1, MaterializeSize: -1},
 			OnEvent: func(e job.Event) {
@@ -53,6 +65,7 @@ func TestRunLocalRecoveryOfSeveralInstances(t *testing.T) {
 					reports[e.Instance] = cps[e.Instance].Stats().LastRestore
 				case job.EventCompleted:
 					completed[e.Instance] = e.Checkpoint
+					phase.Store(max(phase.Load(), e.Checkpoint))
 					if len(completed) == 2 && completed[0] >= 5 && completed[1] >= 5 {
 						select {
 						case <-done:
@@ -95,4 +108,17 @@ func TestRunLocalRecoveryOfSeveralInstances(t *testing.T) {
 				i, r.Log.RemoteSets, r.Log.LocalSets, r.Log.Fallbacks)
 		}
 	}
+}
+
+// turns is a task that processes only while its turn says so.
+type turns struct {
+	job.Task
+	turn func() bool
+}
+
+func (t turns) Process(ctx context.Context) (int, error) {
+	if !t.turn() {
+		return 0, nil
+	}
+	return t.Task.Process(ctx)
 }

@@ -152,6 +152,22 @@ func (r *runner) runGeneration(ctx context.Context, a *Assignment) (err error) {
 			}
 		}
 	}()
+	// The instances share the storage: its local copies that none of
+	// them restores are cleaned once, before any restores (see
+	// statestore.Config.SharedStorage).
+	var keep []dstl.Handle
+	for _, as := range a.Instances {
+		hs, err := restoreHandles(as)
+		if err != nil {
+			return err
+		}
+		for _, h := range hs {
+			keep = append(keep, h.LogHandles()...)
+		}
+	}
+	if _, err := r.storage.CleanLocalCopies(ctx, keep...); err != nil {
+		r.cfg.Logger.Warn("job: clean local copies", "err", err)
+	}
 	for _, as := range a.Instances {
 		in, err := r.openInstance(ctx, g, as)
 		if err != nil {
@@ -270,7 +286,7 @@ func (r *runner) process(ctx context.Context, g *generation, deadline time.Time)
 func (r *runner) take(ctx context.Context, g *generation, n int64, now time.Time) error {
 	metas := make([]map[string]string, len(g.instances))
 	for i, in := range g.instances {
-		metas[i] = in.task.Metadata()
+		metas[i] = in.task.Metadata(n)
 	}
 	states := make([]catalog.InstanceState, len(g.instances))
 	errs := make([]error, len(g.instances))
@@ -466,7 +482,7 @@ func (r *runner) openInstance(ctx context.Context, g *generation, as Assigned) (
 	a := g.a
 	sc := r.cfg.State
 	sc.Operator = fmt.Sprintf("%s-%d", r.cfg.Operator, as.Index)
-	sc.KeyGroups, sc.MaxParallelism, sc.KeepSnapshots = as.KeyGroups, as.MaxParallelism, true
+	sc.KeyGroups, sc.MaxParallelism, sc.KeepSnapshots, sc.SharedStorage = as.KeyGroups, as.MaxParallelism, true, true
 	if sc.Logger == nil {
 		sc.Logger = r.cfg.Logger
 	}
@@ -475,17 +491,15 @@ func (r *runner) openInstance(ctx context.Context, g *generation, as Assigned) (
 		return nil, fmt.Errorf("job: instance %d: %w", as.Index, err)
 	}
 	in := &Instance{Index: as.Index, KeyGroups: as.KeyGroups, MaxParallelism: as.MaxParallelism, Generation: a.Generation, Checkpointer: cp}
-	var handles []*statestore.CheckpointHandle
+	handles, err := restoreHandles(as)
+	if err != nil {
+		cp.Close()
+		return nil, err
+	}
 	restored := as.Restored
-	for _, p := range as.Restore {
+	for i, p := range as.Restore {
 		in.Restored = append(in.Restored, p.Metadata)
-		h := new(statestore.CheckpointHandle)
-		if err := h.UnmarshalBinary(p.State); err != nil {
-			cp.Close()
-			return nil, fmt.Errorf("job: instance %d: the state of %s: %w", as.Index, p.Name, err)
-		}
-		handles = append(handles, h)
-		restored = max(restored, h.CheckpointID)
+		restored = max(restored, handles[i].CheckpointID)
 	}
 	task, err := r.open(ctx, in)
 	if err != nil {
@@ -506,6 +520,20 @@ func (r *runner) openInstance(ctx context.Context, g *generation, as Assigned) (
 	}
 	r.event(Event{Kind: EventRestored, Generation: a.Generation, Instance: as.Index, Checkpoint: as.Restored})
 	return inst, nil
+}
+
+// restoreHandles decodes the state handles an assigned instance restores,
+// one per part of as.Restore.
+func restoreHandles(as Assigned) ([]*statestore.CheckpointHandle, error) {
+	handles := make([]*statestore.CheckpointHandle, 0, len(as.Restore))
+	for _, p := range as.Restore {
+		h := new(statestore.CheckpointHandle)
+		if err := h.UnmarshalBinary(p.State); err != nil {
+			return nil, fmt.Errorf("job: instance %d: the state of %s: %w", as.Index, p.Name, err)
+		}
+		handles = append(handles, h)
+	}
+	return handles, nil
 }
 
 // snapshot takes checkpoint n of the instance's state, whose task gave

@@ -105,7 +105,7 @@ func (t *task[S]) process(ctx context.Context, r *kgo.Record) error {
 
 // Metadata returns the partition's next offset: the input position a
 // checkpoint taken now holds.
-func (t *task[S]) Metadata() map[string]string {
+func (t *task[S]) Metadata(int64) map[string]string {
 	if t.next < 0 {
 		return nil
 	}

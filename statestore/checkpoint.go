@@ -59,6 +59,15 @@ type Config struct {
 	// the checkpointer no longer needs are deleted all the same: they are
 	// this process's own.
 	KeepSnapshots bool
+	// SharedStorage says that other checkpointers restore from the same
+	// dstl.Storage: InitializeState then leaves the log's local copies
+	// alone, since those it does not restore may be another's, and the
+	// storage's owner calls Storage.CleanLocalCopies once, with the log
+	// handles of every checkpointer's restore (CheckpointHandle.LogHandles).
+	// Package job does so. Default false: InitializeState cleans them.
+	// Local snapshot copies are each checkpointer's own and are cleaned
+	// either way.
+	SharedStorage bool
 	// Dir, when set, keeps the stores' entries on local disk instead of in
 	// memory: the registered stores write to a Pebble database in
 	// Dir/OPERATOR, the instance's working directory, which NewCheckpointer

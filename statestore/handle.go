@@ -56,6 +56,20 @@ type LogRef struct {
 	Local  *dstl.Handle
 }
 
+// LogHandles returns the handles of the handle's logs, remote and local,
+// in order: what [dstl.Storage.CleanLocalCopies] keeps for a restore of
+// the handle.
+func (h CheckpointHandle) LogHandles() []dstl.Handle {
+	var out []dstl.Handle
+	for _, l := range h.Logs {
+		out = append(out, l.Remote)
+		if l.Local != nil {
+			out = append(out, *l.Local)
+		}
+	}
+	return out
+}
+
 // Objects returns the names of the objects on the storage's backend that
 // the handle refers to, each once, sorted: its snapshot objects, the files
 // they name (SnapshotRef.Files) and the objects of its log handles'

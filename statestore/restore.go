@@ -29,7 +29,8 @@ import (
 // is ignored. Nothing is written to the
 // log. The stores are wiped first. With local recovery, snapshots and change
 // sets are read from local copies where they are whole, and the local copies
-// that no handle names are deleted. Register every store first.
+// that no handle names are deleted (the log's only if Config.SharedStorage
+// is false). Register every store first.
 //
 // If the restore fails once it began loading (a snapshot or a change set
 // missing, damaged or unreadable), the stores are wiped and logging stays
@@ -67,12 +68,7 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 				keepLocal[f] = true
 			}
 		}
-		for _, l := range h.Logs {
-			keepLogs = append(keepLogs, l.Remote)
-			if l.Local != nil {
-				keepLogs = append(keepLogs, *l.Local)
-			}
-		}
+		keepLogs = append(keepLogs, h.LogHandles()...)
 	}
 	// What the log uploads from now on is for a checkpoint after the
 	// restored one (see dstl.Writer.SetNextCheckpoint).
@@ -99,8 +95,10 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 	}()
 
 	c.cleanLocalSnapshots(keepLocal)
-	if _, err := c.storage.CleanLocalCopies(ctx, keepLogs...); err != nil {
-		c.log.Warn("statestore: clean local copies", "err", err)
+	if !c.cfg.SharedStorage {
+		if _, err := c.storage.CleanLocalCopies(ctx, keepLogs...); err != nil {
+			c.log.Warn("statestore: clean local copies", "err", err)
+		}
 	}
 	if len(hs) == 0 {
 		return nil

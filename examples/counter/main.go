@@ -156,7 +156,7 @@ func (t *task) Process(ctx context.Context) (int, error) {
 
 // Metadata returns the input's offsets: a checkpoint holds them beside
 // the totals, and open seeks to them.
-func (t *task) Metadata() map[string]string { return t.input.Offsets() }
+func (t *task) Metadata(int64) map[string]string { return t.input.Offsets() }
 
 // Complete has nothing to publish: the totals are the output.
 func (t *task) Complete(context.Context, int64) error { return nil }

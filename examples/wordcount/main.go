@@ -633,7 +633,7 @@ func (t *counter) nextPartition() int {
 }
 
 // Metadata returns the offsets of the instance's partitions.
-func (t *counter) Metadata() map[string]string {
+func (t *counter) Metadata(int64) map[string]string {
 	meta := map[string]string{}
 	for kg, off := range t.offsets {
 		meta[offsetKey(kg)] = strconv.FormatInt(off, 10)
