@@ -412,7 +412,11 @@ func appendEscaped(dst, b []byte) []byte {
 
 // cutEscaped decodes what appendEscaped wrote at the start of b and returns
 // the key and what follows it.
-func cutEscaped(b []byte) (key, rest []byte, err error) {
+func cutEscaped(b []byte) (key, rest []byte, err error) { return cutEscapedTo(nil, b) }
+
+// cutEscapedTo is cutEscaped appending the key to dst.
+func cutEscapedTo(dst, b []byte) (key, rest []byte, err error) {
+	key = dst
 	for {
 		i := bytes.IndexByte(b, 0)
 		if i < 0 || i+1 >= len(b) {
@@ -443,10 +447,12 @@ func readTime(b []byte) (int64, error) {
 	return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)), nil
 }
 
-// useDisk makes the store keep its tables in d from now on (Config.Dir):
-// the store must be empty. Called by Checkpointer.Register, through the
-// store kind's attachDisk, which makes the tables anew.
-func (b *storeBase) useDisk(d *diskstate.DB, rows int) error {
+// attachDisk makes the store keep its tables in d from now on
+// (Config.Dir), making them anew: the store must be empty. Called by
+// Checkpointer.Register.
+func (b *storeBase) attachDisk(d *diskstate.DB) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	switch {
 	case b.closed:
 		return fmt.Errorf("statestore: store %q: keep on disk: %w", b.name, ErrClosed)
@@ -454,10 +460,16 @@ func (b *storeBase) useDisk(d *diskstate.DB, rows int) error {
 		return nil
 	case b.db != nil:
 		return fmt.Errorf("statestore: store %q: keeps its entries in another database already", b.name)
-	case rows > 0 || b.buf.len() > 0:
-		return fmt.Errorf("statestore: store %q: holds %d entries and %d buffered changes: register it with the checkpointer before using it",
-			b.name, rows, b.buf.len())
+	}
+	empty := b.buf.len() == 0
+	for _, t := range b.tables {
+		e, _ := t.empty()
+		empty = empty && e
+	}
+	if !empty {
+		return fmt.Errorf("statestore: store %q: holds entries or buffered changes: register it with the checkpointer before using it", b.name)
 	}
 	b.db = d
+	b.tables = b.makeTables()
 	return nil
 }

@@ -10,23 +10,24 @@ import (
 	"unsafe"
 
 	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/statestore/internal/diskstate"
 )
 
 // kvVersion is the version of the key-value store's snapshot payload.
 const kvVersion = 1
 
-// kvRow is a row of a key-value store's table, under the encoded key.
+// kvRow is a row of a key and a value: of a key-value store's table,
+// under the encoded key, or of a window store's data.
 type kvRow[K, V any] struct {
 	k K
 	v V
 }
 
-// kvCodec encodes a key-value store's rows for disk: the value is the
-// encoded value.
+// kvCodec encodes kvRows for disk: the value is the encoded value; the
+// encoded key is the row's key, or what cut finds in it.
 type kvCodec[K, V any] struct {
-	kc Codec[K]
-	vc Codec[V]
+	kc  Codec[K]
+	vc  Codec[V]
+	cut func(key []byte) ([]byte, error)
 }
 
 func (c kvCodec[K, V]) encode(dst []byte, r *kvRow[K, V]) ([]byte, error) {
@@ -35,7 +36,13 @@ func (c kvCodec[K, V]) encode(dst []byte, r *kvRow[K, V]) ([]byte, error) {
 
 func (c kvCodec[K, V]) decode(key, value []byte, withKey bool) (r kvRow[K, V], err error) {
 	if withKey {
-		if r.k, err = c.kc.Decode(key); err != nil {
+		kb := key
+		if c.cut != nil {
+			if kb, err = c.cut(key); err != nil {
+				return r, err
+			}
+		}
+		if r.k, err = c.kc.Decode(kb); err != nil {
 			return r, fmt.Errorf("key: %w", err)
 		}
 	}
@@ -360,25 +367,14 @@ func NewKeyValueStore[K, V any](name string, log *dstl.Writer, keys Codec[K], va
 	if err := s.init(name, KindKeyValue, kvVersion, log, opts); err != nil {
 		return nil, err
 	}
-	s.makeTables()
+	s.setTables(s.makeTables)
 	return s, nil
 }
 
 // makeTables makes the store's table in its backing.
-func (s *KeyValueStore[K, V]) makeTables() {
-	s.t = newTable[kvRow[K, V]](&s.storeBase, nil, kvCodec[K, V]{s.kc, s.vc})
-}
-
-// attachDisk makes the store keep its entries in d: it must be empty.
-func (s *KeyValueStore[K, V]) attachDisk(d *diskstate.DB) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, _ := s.t.counter()()
-	if err := s.useDisk(d, n); err != nil {
-		return err
-	}
-	s.makeTables()
-	return nil
+func (s *KeyValueStore[K, V]) makeTables() []anyTable {
+	s.t = newTable[kvRow[K, V]](&s.storeBase, nil, kvCodec[K, V]{kc: s.kc, vc: s.vc})
+	return []anyTable{s.t}
 }
 
 // Put sets the value of k. A disk-backed store encodes the value whether
@@ -716,7 +712,7 @@ func (s *KeyValueStore[K, V]) Clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.replay = kvReplay[V]{}
-	s.clearTablesLocked(s.t)
+	s.clearTablesLocked()
 }
 
 // Snapshot encodes the store into one payload (kind "kv", version 1): the
@@ -725,34 +721,22 @@ func (s *KeyValueStore[K, V]) Clear() {
 func (s *KeyValueStore[K, V]) Snapshot() ([]byte, error) { return snapshotOf(s) }
 
 func (s *KeyValueStore[K, V]) captureLocked() func() ([]byte, error) {
-	if s.closed {
-		return func() ([]byte, error) { return nil, ErrClosed }
-	}
-	v, err := s.t.view()
-	if err != nil {
-		return func() ([]byte, error) { return nil, err }
-	}
-	return func() ([]byte, error) {
-		defer v.release()
-		return s.encodePayload(func(b []byte) ([]byte, error) {
-			return appendCounted(b, func(b []byte) ([]byte, int, error) {
-				var vb, scratch []byte
-				n := 0
-				for e, err := range v.scan(nil, nil, true) {
-					if err != nil {
-						return nil, 0, err
-					}
-					if vb, err = encodeReusing(s.vc, &scratch, e.row.v); err != nil {
-						return nil, 0, err
-					}
-					b = appendBytes(b, e.key)
-					b = appendBytes(b, vb)
-					n++
-				}
-				return b, n, nil
-			})
-		})
-	}
+	return captureView(&s.storeBase, s.t, false, func(v tableView[kvRow[K, V]], b []byte) ([]byte, int, error) {
+		var vb, scratch []byte
+		n := 0
+		for e, err := range v.scan(nil, nil, true) {
+			if err != nil {
+				return nil, 0, err
+			}
+			if vb, err = encodeReusing(s.vc, &scratch, e.row.v); err != nil {
+				return nil, 0, err
+			}
+			b = appendBytes(b, e.key)
+			b = appendBytes(b, vb)
+			n++
+		}
+		return b, n, nil
+	})
 }
 
 // RestoreSnapshot wipes the store and loads payload, keeping the keys of the
@@ -803,7 +787,7 @@ func (s *KeyValueStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRa
 	var err error
 	lerr := s.loadPayload(payload, parse, func() {
 		if wipe {
-			if err = s.clearTablesLocked(s.t); err != nil {
+			if err = s.clearTablesLocked(); err != nil {
 				return
 			}
 		}

@@ -202,6 +202,10 @@ type storeBase struct {
 	// db, when set (Config.Dir), holds the store's tables instead of
 	// memory; set once, by attachDisk, before the store is used.
 	db *diskstate.DB
+	// tables are the store's tables, which makeTables makes (again) in
+	// the store's backing.
+	tables     []anyTable
+	makeTables func() []anyTable
 	// failed is the first error that a method without an error result met
 	// (a loop over a disk-backed store that stopped early, a Clear that
 	// failed); see Err.
@@ -675,17 +679,69 @@ func applyLogged[K, V any](b *storeBase, kc Codec[K], vc Codec[V], c Change, tim
 	return nil
 }
 
-// clearer is a table, of whatever rows.
-type clearer interface{ clear() error }
+// anyTable is a table, of whatever rows.
+type anyTable interface {
+	clear() error
+	empty() (bool, error)
+}
+
+// setTables makes the store's tables, with make, in memory; attachDisk
+// makes them again on disk.
+func (b *storeBase) setTables(make func() []anyTable) {
+	b.makeTables = make
+	b.tables = make()
+}
+
+// captureView is every store's captureLocked: with the store's lock held,
+// it takes a view of t, and returns what encodes the payload from it once
+// the lock is released: the stream time (when timed), then the count of
+// the entries that body appends and those entries.
+func captureView[R any](b *storeBase, t table[R], timed bool, body func(v tableView[R], p []byte) ([]byte, int, error)) func() ([]byte, error) {
+	if b.closed {
+		return func() ([]byte, error) { return nil, ErrClosed }
+	}
+	v, err := t.view()
+	if err != nil {
+		return func() ([]byte, error) { return nil, err }
+	}
+	st := b.streamTime
+	return func() ([]byte, error) {
+		defer v.release()
+		return b.encodePayload(func(p []byte) ([]byte, error) {
+			if timed {
+				p = binary.AppendVarint(p, st)
+			}
+			return appendCounted(p, func(p []byte) ([]byte, int, error) { return body(v, p) })
+		})
+	}
+}
+
+// openView takes, under the store's lock, a view of t and at(), a bound of
+// the store's at that moment (where windows live from, the horizon); ok
+// is false when the store is closed, or when the view failed (kept for
+// Err). The caller releases the view.
+func openView[R any](b *storeBase, t table[R], at func() int64) (v tableView[R], bound int64, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, 0, false
+	}
+	v, err := t.view()
+	if err != nil {
+		b.failLocked(b.readFailed(err))
+		return nil, 0, false
+	}
+	return v, at(), true
+}
 
 // clearTablesLocked is every store's Clear, with its lock held: it deletes
 // the rows of the store's tables (unless the store, and maybe its
 // database, is closed), resets what the base holds, and keeps an error
 // deleting them for Err, and returns it.
-func (b *storeBase) clearTablesLocked(tables ...clearer) error {
+func (b *storeBase) clearTablesLocked() error {
 	var err error
 	if !b.closed {
-		for _, t := range tables {
+		for _, t := range b.tables {
 			if err = t.clear(); err != nil {
 				break
 			}

@@ -11,7 +11,6 @@ import (
 	"slices"
 
 	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/statestore/internal/diskstate"
 )
 
 // versionedVersion is the version of the versioned store's snapshot payload.
@@ -151,25 +150,14 @@ func NewVersionedStore[K, V any](name string, log *dstl.Writer, keys Codec[K], v
 	if err := s.init(name, KindVersioned, versionedVersion, log, opts); err != nil {
 		return nil, err
 	}
-	s.makeTables()
+	s.setTables(s.makeTables)
 	return s, nil
 }
 
 // makeTables makes the store's table in its backing.
-func (s *VersionedStore[K, V]) makeTables() {
+func (s *VersionedStore[K, V]) makeTables() []anyTable {
 	s.t = newTable[verRow[K, V]](&s.storeBase, nil, verCodec[K, V]{s.kc, s.vc})
-}
-
-// attachDisk makes the store keep its versions in d: it must be empty.
-func (s *VersionedStore[K, V]) attachDisk(d *diskstate.DB) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, _ := s.t.counter()()
-	if err := s.useDisk(d, n); err != nil {
-		return err
-	}
-	s.makeTables()
-	return nil
+	return []anyTable{s.t}
 }
 
 // HistoryRetention returns the history retention.
@@ -371,30 +359,20 @@ func (s *VersionedStore[K, V]) History(k K) ([]Version[V], error) {
 	return vs, nil
 }
 
-// view takes, under the lock, a view of the table and the horizon of that
-// moment; ok is false when the store is closed. The caller releases the
-// view.
-func (s *VersionedStore[K, V]) view() (v tableView[verRow[K, V]], h int64, ok bool, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, 0, false, nil
-	}
-	v, err = s.t.view()
-	return v, s.horizon(), err == nil, err
-}
-
-// eachKey calls f with every key of v, in key order, its decoded key and
-// its versions, in order, until f returns false. The versions are f's.
+// eachKey calls f with every key of v, in key order (the encoded key,
+// valid during the call, and the decoded one) and its versions, in order,
+// until f returns false. The versions are f's.
 func (s *VersionedStore[K, V]) eachKey(v tableReader[verRow[K, V]], f func(kb []byte, k K, vs []Version[V]) bool) error {
-	var cur []byte // the escaped key of vs
+	var cur, kb []byte // the escaped key of vs, and the key
 	var k K
 	var vs []Version[V]
 	flush := func() (bool, error) {
 		if len(vs) == 0 {
 			return true, nil
 		}
-		kb, rest, err := cutEscaped(cur)
+		var rest []byte
+		var err error
+		kb, rest, err = cutEscapedTo(kb[:0], cur)
 		if err == nil && len(rest) > 0 {
 			err = errors.New("escaped key: trailing bytes")
 		}
@@ -431,15 +409,12 @@ func (s *VersionedStore[K, V]) eachKey(v tableReader[verRow[K, V]], f func(kb []
 // deletion are yielded too.
 func (s *VersionedStore[K, V]) All() iter.Seq2[K, []Version[V]] {
 	return func(yield func(K, []Version[V]) bool) {
-		v, h, ok, err := s.view()
-		if err != nil {
-			s.fail(s.readFailed(err))
-		}
+		v, h, ok := openView(&s.storeBase, s.t, s.horizon)
 		if !ok {
 			return
 		}
 		defer v.release()
-		err = s.eachKey(v, func(_ []byte, k K, vs []Version[V]) bool {
+		err := s.eachKey(v, func(_ []byte, k K, vs []Version[V]) bool {
 			return yield(k, visible(vs, h))
 		})
 		if err != nil {
@@ -451,10 +426,7 @@ func (s *VersionedStore[K, V]) All() iter.Seq2[K, []Version[V]] {
 // Len returns the number of keys with versions. It reads the whole store,
 // and returns 0 once the store is closed.
 func (s *VersionedStore[K, V]) Len() int {
-	v, _, ok, err := s.view()
-	if err != nil {
-		s.fail(s.readFailed(err))
-	}
+	v, _, ok := openView(&s.storeBase, s.t, s.horizon)
 	if !ok {
 		return 0
 	}
@@ -504,7 +476,7 @@ func (s *VersionedStore[K, V]) Clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.oldest = math.MaxInt64
-	s.clearTablesLocked(s.t)
+	s.clearTablesLocked()
 }
 
 // Snapshot encodes the store (kind "versioned", version 1): the stream time,
@@ -515,48 +487,35 @@ func (s *VersionedStore[K, V]) Clear() {
 func (s *VersionedStore[K, V]) Snapshot() ([]byte, error) { return snapshotOf(s) }
 
 func (s *VersionedStore[K, V]) captureLocked() func() ([]byte, error) {
-	if s.closed {
-		return func() ([]byte, error) { return nil, ErrClosed }
-	}
-	v, err := s.t.view()
-	if err != nil {
-		return func() ([]byte, error) { return nil, err }
-	}
-	st, h := s.streamTime, s.horizon()
-	return func() ([]byte, error) {
-		defer v.release()
-		return s.encodePayload(func(b []byte) ([]byte, error) {
-			b = binary.AppendVarint(b, st)
-			return appendCounted(b, func(b []byte) ([]byte, int, error) {
-				var vb, scratch []byte
-				var eerr error
-				n := 0
-				err := s.eachKey(v, func(kb []byte, _ K, vs []Version[V]) bool {
-					vs = visible(vs, h)
-					b = appendBytes(b, kb)
-					b = binary.AppendUvarint(b, uint64(len(vs)))
-					for _, ver := range vs {
-						b = binary.AppendVarint(b, ver.Timestamp)
-						if ver.Deleted {
-							b = append(b, 1)
-							continue
-						}
-						if vb, eerr = encodeReusing(s.vc, &scratch, ver.Value); eerr != nil {
-							return false
-						}
-						b = append(b, 0)
-						b = appendBytes(b, vb)
-					}
-					n++
-					return true
-				})
-				if err == nil {
-					err = eerr
+	h := s.horizon()
+	return captureView(&s.storeBase, s.t, true, func(v tableView[verRow[K, V]], b []byte) ([]byte, int, error) {
+		var vb, scratch []byte
+		var eerr error
+		n := 0
+		err := s.eachKey(v, func(kb []byte, _ K, vs []Version[V]) bool {
+			vs = visible(vs, h)
+			b = appendBytes(b, kb)
+			b = binary.AppendUvarint(b, uint64(len(vs)))
+			for _, ver := range vs {
+				b = binary.AppendVarint(b, ver.Timestamp)
+				if ver.Deleted {
+					b = append(b, 1)
+					continue
 				}
-				return b, n, err
-			})
+				if vb, eerr = encodeReusing(s.vc, &scratch, ver.Value); eerr != nil {
+					return false
+				}
+				b = append(b, 0)
+				b = appendBytes(b, vb)
+			}
+			n++
+			return true
 		})
-	}
+		if err == nil {
+			err = eerr
+		}
+		return b, n, err
+	})
 }
 
 // RestoreSnapshot wipes the store and loads payload, keeping the keys of the
@@ -612,7 +571,7 @@ func (s *VersionedStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupR
 func (s *VersionedStore[K, V]) installLocked(st int64, items []rawVersions[K, V], wipe bool) error {
 	if wipe {
 		s.oldest = math.MaxInt64
-		if err := s.clearTablesLocked(s.t); err != nil {
+		if err := s.clearTablesLocked(); err != nil {
 			return err
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"math"
 
 	"github.com/dstlgo/dstl/dstl"
-	"github.com/dstlgo/dstl/statestore/internal/diskstate"
 )
 
 // windowVersion is the version of the window store's snapshot payload.
@@ -43,38 +42,6 @@ var (
 	winIndexSection = []byte{0x01}
 )
 
-// winRow is a row of a window store's data table.
-type winRow[K, V any] struct {
-	k K
-	v V
-}
-
-// winCodec encodes the data rows for disk: the value is the encoded value.
-type winCodec[K, V any] struct {
-	kc Codec[K]
-	vc Codec[V]
-}
-
-func (c winCodec[K, V]) encode(dst []byte, r *winRow[K, V]) ([]byte, error) {
-	return c.vc.Encode(dst, r.v)
-}
-
-func (c winCodec[K, V]) decode(key, value []byte, withKey bool) (r winRow[K, V], err error) {
-	if withKey {
-		kb, _, err := cutWindow(key)
-		if err != nil {
-			return r, err
-		}
-		if r.k, err = c.kc.Decode(kb); err != nil {
-			return r, fmt.Errorf("key: %w", err)
-		}
-	}
-	if r.v, err = c.vc.Decode(value); err != nil {
-		return r, fmt.Errorf("value: %w", err)
-	}
-	return r, nil
-}
-
 // noRow is the row of an index, which holds keys only.
 type noRow struct{}
 
@@ -85,12 +52,19 @@ func (noRowCodec) encode(dst []byte, _ *noRow) ([]byte, error) { return dst, nil
 
 func (noRowCodec) decode(_, _ []byte, _ bool) (noRow, error) { return noRow{}, nil }
 
-// cutWindow decodes a data key: the encoded key and the start.
-func cutWindow(key []byte) ([]byte, int64, error) {
+// cutWindowKey returns the encoded key of a data key.
+func cutWindowKey(key []byte) ([]byte, error) {
+	kb, _, err := cutWindowTo(nil, key)
+	return kb, err
+}
+
+// cutWindowTo decodes a data key: the encoded key, appended to dst, and
+// the start.
+func cutWindowTo(dst, key []byte) ([]byte, int64, error) {
 	if len(key) < 2+8 {
 		return nil, 0, fmt.Errorf("window key of %d bytes", len(key))
 	}
-	kb, rest, err := cutEscaped(key)
+	kb, rest, err := cutEscapedTo(dst, key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("window key: %w", err)
 	}
@@ -130,7 +104,7 @@ type WindowStore[K, V any] struct {
 	kc        Codec[K]
 	vc        Codec[V]
 	retention int64
-	data      table[winRow[K, V]]
+	data      table[kvRow[K, V]]
 	index     table[noRow]
 	// oldest bounds the window starts in the tables (see above);
 	// expireFailed: the last expiry failed, so windows before liveFrom
@@ -161,26 +135,15 @@ func NewWindowStore[K, V any](name string, log *dstl.Writer, keys Codec[K], valu
 	if err := s.init(name, KindWindow, windowVersion, log, opts); err != nil {
 		return nil, err
 	}
-	s.makeTables()
+	s.setTables(s.makeTables)
 	return s, nil
 }
 
 // makeTables makes the store's tables in its backing.
-func (s *WindowStore[K, V]) makeTables() {
-	s.data = newTable[winRow[K, V]](&s.storeBase, winDataSection, winCodec[K, V]{s.kc, s.vc})
+func (s *WindowStore[K, V]) makeTables() []anyTable {
+	s.data = newTable[kvRow[K, V]](&s.storeBase, winDataSection, kvCodec[K, V]{kc: s.kc, vc: s.vc, cut: cutWindowKey})
 	s.index = newTable[noRow](&s.storeBase, winIndexSection, noRowCodec{})
-}
-
-// attachDisk makes the store keep its windows in d: it must be empty.
-func (s *WindowStore[K, V]) attachDisk(d *diskstate.DB) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, _ := s.data.counter()()
-	if err := s.useDisk(d, n); err != nil {
-		return err
-	}
-	s.makeTables()
-	return nil
+	return []anyTable{s.data, s.index}
 }
 
 // Retention returns the retention.
@@ -267,7 +230,7 @@ func (s *WindowStore[K, V]) expireLocked() error {
 // stream time; enc is the encoded value when encoded. The index row goes
 // first, so that every window in the tables is in the index, whatever
 // fails.
-func (s *WindowStore[K, V]) putLocked(kg int, kb []byte, start int64, r winRow[K, V], enc []byte, encoded bool) (bool, error) {
+func (s *WindowStore[K, V]) putLocked(kg int, kb []byte, start int64, r kvRow[K, V], enc []byte, encoded bool) (bool, error) {
 	if err := s.advanceWindowsLocked(start); err != nil {
 		return false, err
 	}
@@ -307,7 +270,7 @@ func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
 	if err != nil {
 		return err
 	}
-	put, err := s.putLocked(kg, kb, start, winRow[K, V]{k: k, v: v}, vb, logged)
+	put, err := s.putLocked(kg, kb, start, kvRow[K, V]{k: k, v: v}, vb, logged)
 	if err != nil {
 		return err
 	}
@@ -354,19 +317,6 @@ func (s *WindowStore[K, V]) Get(k K, start int64) (V, bool, error) {
 	return r.v, ok, err
 }
 
-// view takes, under the lock, a view of the data table and the liveFrom of
-// that moment; ok is false when the store is closed. The caller releases
-// the view.
-func (s *WindowStore[K, V]) view() (v tableView[winRow[K, V]], live int64, ok bool, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, 0, false, nil
-	}
-	v, err = s.data.view()
-	return v, s.liveFrom(), err == nil, err
-}
-
 // readFailed is the error that ends a loop that has no error to return
 // (All, Fetch, Len): reading the table, or decoding what the store wrote
 // there, failed. The loop keeps it for Err (fail) and stops.
@@ -383,10 +333,7 @@ func (s *WindowStore[K, V]) Fetch(k K, from, to int64) (iter.Seq2[int64, V], err
 	}
 	p := appendEscaped(nil, kb)
 	return func(yield func(int64, V) bool) {
-		v, live, ok, err := s.view()
-		if err != nil {
-			s.fail(s.readFailed(err))
-		}
+		v, live, ok := openView(&s.storeBase, s.data, s.liveFrom)
 		if !ok {
 			return
 		}
@@ -416,10 +363,7 @@ func (s *WindowStore[K, V]) Fetch(k K, from, to int64) (iter.Seq2[int64, V], err
 // began.
 func (s *WindowStore[K, V]) All() iter.Seq2[Windowed[K], V] {
 	return func(yield func(Windowed[K], V) bool) {
-		v, live, ok, err := s.view()
-		if err != nil {
-			s.fail(s.readFailed(err))
-		}
+		v, live, ok := openView(&s.storeBase, s.data, s.liveFrom)
 		if !ok {
 			return
 		}
@@ -463,10 +407,7 @@ func (s *WindowStore[K, V]) Len() int {
 		return n
 	}
 	s.mu.Unlock()
-	v, live, ok, err := s.view()
-	if err != nil {
-		s.fail(s.readFailed(err))
-	}
+	v, live, ok := openView(&s.storeBase, s.data, s.liveFrom)
 	if !ok {
 		return 0
 	}
@@ -498,7 +439,7 @@ func (s *WindowStore[K, V]) ApplyChange(c Change) error {
 				terr = s.removeLocked(kg, c.Key, c.Timestamp)
 				return
 			}
-			_, terr = s.putLocked(kg, c.Key, c.Timestamp, winRow[K, V]{k: k, v: v}, c.Value, true)
+			_, terr = s.putLocked(kg, c.Key, c.Timestamp, kvRow[K, V]{k: k, v: v}, c.Value, true)
 		})
 	if err != nil {
 		return err
@@ -512,7 +453,7 @@ func (s *WindowStore[K, V]) Clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.oldest, s.expireFailed = math.MaxInt64, false
-	s.clearTablesLocked(s.data, s.index)
+	s.clearTablesLocked()
 }
 
 // Snapshot encodes the store (kind "window", version 1): the stream time,
@@ -522,50 +463,31 @@ func (s *WindowStore[K, V]) Clear() {
 func (s *WindowStore[K, V]) Snapshot() ([]byte, error) { return snapshotOf(s) }
 
 func (s *WindowStore[K, V]) captureLocked() func() ([]byte, error) {
-	if s.closed {
-		return func() ([]byte, error) { return nil, ErrClosed }
-	}
-	v, err := s.data.view()
-	if err != nil {
-		return func() ([]byte, error) { return nil, err }
-	}
-	st, live := s.streamTime, s.liveFrom()
-	return func() ([]byte, error) {
-		defer v.release()
-		return s.encodePayload(func(b []byte) ([]byte, error) {
-			b = binary.AppendVarint(b, st)
-			return appendCounted(b, func(b []byte) ([]byte, int, error) {
-				var vb, scratch, kb []byte
-				n := 0
-				for e, err := range v.scan(nil, nil, true) {
-					if err != nil {
-						return nil, 0, err
-					}
-					kb, start, err := cutWindowTo(kb[:0], e.key)
-					if err != nil {
-						return nil, 0, err
-					}
-					if start < live {
-						continue
-					}
-					if vb, err = encodeReusing(s.vc, &scratch, e.row.v); err != nil {
-						return nil, 0, err
-					}
-					b = appendBytes(b, kb)
-					b = binary.AppendVarint(b, start)
-					b = appendBytes(b, vb)
-					n++
-				}
-				return b, n, nil
-			})
-		})
-	}
-}
-
-// cutWindowTo is cutWindow appending the encoded key to dst.
-func cutWindowTo(dst, key []byte) ([]byte, int64, error) {
-	kb, start, err := cutWindow(key)
-	return append(dst, kb...), start, err
+	live := s.liveFrom()
+	return captureView(&s.storeBase, s.data, true, func(v tableView[kvRow[K, V]], b []byte) ([]byte, int, error) {
+		var vb, scratch, kb []byte
+		n := 0
+		for e, err := range v.scan(nil, nil, true) {
+			if err != nil {
+				return nil, 0, err
+			}
+			var start int64
+			if kb, start, err = cutWindowTo(kb[:0], e.key); err != nil {
+				return nil, 0, err
+			}
+			if start < live {
+				continue
+			}
+			if vb, err = encodeReusing(s.vc, &scratch, e.row.v); err != nil {
+				return nil, 0, err
+			}
+			b = appendBytes(b, kb)
+			b = binary.AppendVarint(b, start)
+			b = appendBytes(b, vb)
+			n++
+		}
+		return b, n, nil
+	})
 }
 
 // RestoreSnapshot wipes the store and loads payload, keeping the windows of
@@ -581,7 +503,7 @@ type rawWindow[K, V any] struct {
 	kg    int
 	start int64
 	vb    []byte
-	row   winRow[K, V]
+	row   kvRow[K, V]
 }
 
 func (s *WindowStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
@@ -611,7 +533,7 @@ func (s *WindowStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRang
 func (s *WindowStore[K, V]) installLocked(st int64, items []rawWindow[K, V], wipe bool) error {
 	if wipe {
 		s.oldest, s.expireFailed = math.MaxInt64, false
-		if err := s.clearTablesLocked(s.data, s.index); err != nil {
+		if err := s.clearTablesLocked(); err != nil {
 			return err
 		}
 	}
