@@ -685,11 +685,11 @@ type anyTable interface {
 	empty() (bool, error)
 }
 
-// setTables makes the store's tables, with make, in memory; attachDisk
+// setTables makes the store's tables, with mk, in memory; attachDisk
 // makes them again on disk.
-func (b *storeBase) setTables(make func() []anyTable) {
-	b.makeTables = make
-	b.tables = make()
+func (b *storeBase) setTables(mk func() []anyTable) {
+	b.makeTables = mk
+	b.tables = mk()
 }
 
 // captureView is every store's captureLocked: with the store's lock held,

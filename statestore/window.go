@@ -34,7 +34,8 @@ const windowVersion = 1
 // before it, and takes that window's start as oldest: exact. So expiry
 // reads only what it deletes, plus, on disk, one seek per key group; and
 // nothing at all while no window expires. If it fails, the bound stays a
-// bound and the next advance retries.
+// bound and the next advance retries; meanwhile Len reads the data table
+// (expireFailed), which it otherwise counts.
 
 // The sections of a window store's tables on disk.
 var (
