@@ -77,14 +77,22 @@ func (t *pebbleTable[R]) get(kg int, key []byte) (R, bool, error) {
 	return r, true, nil
 }
 
+func (t *pebbleTable[R]) encoding(r *R) ([]byte, error) {
+	enc, err := t.codec.encode(t.vscratch[:0], r)
+	if err != nil {
+		return nil, fmt.Errorf("statestore: store %q: value: %w", t.b.name, err)
+	}
+	if cap(enc) <= maxKeptScratch {
+		t.vscratch = enc[:0]
+	}
+	return enc, nil
+}
+
 func (t *pebbleTable[R]) set(kg int, key string, r R, enc []byte, encoded bool) error {
 	if !encoded {
 		var err error
-		if enc, err = t.codec.encode(t.vscratch[:0], &r); err != nil {
-			return fmt.Errorf("statestore: store %q: value: %w", t.b.name, err)
-		}
-		if cap(enc) <= maxKeptScratch {
-			t.vscratch = enc[:0]
+		if enc, err = t.encoding(&r); err != nil {
+			return err
 		}
 	}
 	k := t.dbKey(kg, stringBytes(key))

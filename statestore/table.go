@@ -29,6 +29,11 @@ type table[R any] interface {
 	// is r's encoding (rowCodec.encode): a table that stores encodings
 	// takes it rather than encode r again. The table may keep key.
 	set(kg int, key string, r R, enc []byte, encoded bool) error
+	// encoding returns what set stores for r, for a table that stores
+	// encodings (valid until the table's next write), or nil: a store
+	// that changes anything before set encodes first, so that a value
+	// that does not encode changes nothing.
+	encoding(r *R) ([]byte, error)
 	// del deletes the row of key, of key group kg, if there is one.
 	del(kg int, key []byte) error
 	// counter returns what counts the rows as they are now, to be called
@@ -134,6 +139,8 @@ func (t *memTable[R]) set(_ int, key string, r R, _ []byte, _ bool) error {
 	t.tree.ReplaceOrInsert(memItem[R]{key: key, row: r})
 	return nil
 }
+
+func (t *memTable[R]) encoding(*R) ([]byte, error) { return nil, nil }
 
 func (t *memTable[R]) del(_ int, key []byte) error {
 	t.tree.Delete(memItem[R]{key: bytesString(key)})

@@ -215,24 +215,28 @@ func (s *VersionedStore[K, V]) change(k K, v V, ts int64, deleted bool) error {
 	if s.closed {
 		return ErrClosed
 	}
+	r := verRow[K, V]{k: k, v: v, deleted: deleted}
 	var vb, enc []byte
-	logged, encoded := s.logging.Load(), deleted
-	if deleted {
+	logged := s.logging.Load()
+	switch {
+	case deleted:
 		enc = verDeleted
-	} else {
+	default:
 		if vb, logged, err = encodeLogged(&s.storeBase, s.vc, v); err != nil {
 			return err
 		}
 		if logged {
 			s.escratch = append(append(s.escratch[:0], 0), vb...)
-			enc, encoded = s.escratch, true
+			enc = s.escratch
+		} else if enc, err = s.t.encoding(&r); err != nil {
+			return err
 		}
 	}
 	s.advanceLocked(ts)
 	if ts < s.horizon() {
 		return nil
 	}
-	if err := s.insertLocked(kg, kb, ts, verRow[K, V]{k: k, v: v, deleted: deleted}, enc, encoded); err != nil {
+	if err := s.insertLocked(kg, kb, ts, r, enc, true); err != nil {
 		return err
 	}
 	if logged {

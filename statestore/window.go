@@ -267,11 +267,16 @@ func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
 	if s.closed {
 		return ErrClosed
 	}
+	r := kvRow[K, V]{k: k, v: v}
 	vb, logged, err := encodeLogged(&s.storeBase, s.vc, v)
+	enc := vb
+	if err == nil && !logged {
+		enc, err = s.data.encoding(&r)
+	}
 	if err != nil {
 		return err
 	}
-	put, err := s.putLocked(kg, kb, start, kvRow[K, V]{k: k, v: v}, vb, logged)
+	put, err := s.putLocked(kg, kb, start, r, enc, true)
 	if err != nil {
 		return err
 	}
