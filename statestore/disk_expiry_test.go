@@ -119,13 +119,13 @@ func TestWindowExpiryRemovesFromDisk(t *testing.T) {
 		for i := range keys {
 			kb := fmt.Appendf(nil, "k\x00%d", i)
 			kg := KeyGroup(kb, maxP)
-			d, i := winKeys(&s.storeBase, kg, kb, start)
-			want = append(want, string(d), string(i))
+			dk, ik := winKeys(&s.storeBase, kg, kb, start)
+			want = append(want, string(dk), string(ik))
 		}
 	}
 	xg := KeyGroup([]byte("x"), maxP)
-	d, i := winKeys(&s.storeBase, xg, []byte("x"), 12)
-	want = append(want, string(d), string(i))
+	dk, ik := winKeys(&s.storeBase, xg, []byte("x"), 12)
+	want = append(want, string(dk), string(ik))
 	slices.Sort(want)
 	if !slices.Equal(changed, want) {
 		t.Errorf("changed keys: %d, want the %d keys of the expired windows and of the put", len(changed), len(want))
