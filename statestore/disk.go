@@ -10,14 +10,13 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/statestore/internal/diskstate"
 )
 
-// The disk-backed stores (Config.Dir) keep their entries in the
+// The disk-backed stores (Config.Dir) keep their tables in the
 // checkpointer's Pebble database. Every key is the store's prefix in the
-// entry's key group (package diskstate: key group, store name) followed by
-// what the store puts there:
+// entry's key group (package diskstate: key group, store name), the
+// table's section, then the table's key:
 //
 //	key-value: the encoded key;
 //	window:    0x00, escaped key, window start (data), and
@@ -28,9 +27,365 @@ import (
 // ends; timestamps take 8 bytes big-endian with the sign bit flipped
 // (appendTime), so they sort like the numbers.
 
-// diskPrefix appends the prefix of the store's keys in key group kg.
-func (b *storeBase) diskPrefix(dst []byte, kg int) []byte {
-	return diskstate.AppendStorePrefix(dst, kg, b.name)
+// pebbleTable is a table in a Pebble database: each row under the store's
+// prefix in its key group, the table's section and its key, encoded by
+// the table's rowCodec. Every key it sets or deletes is recorded as
+// changed for the next materialisation (diskstate.DB.Touch).
+type pebbleTable[R any] struct {
+	b       *storeBase // the store: name, key groups
+	db      *diskstate.DB
+	section []byte
+	codec   rowCodec[R]
+	// scratch holds the database key of the last operation and vscratch
+	// an encoded row: the store's lock guards them.
+	scratch, vscratch []byte
+}
+
+func newPebbleTable[R any](b *storeBase, section []byte, c rowCodec[R]) *pebbleTable[R] {
+	return &pebbleTable[R]{b: b, db: b.db, section: section, codec: c}
+}
+
+// prefix appends the prefix of the table's keys in key group kg.
+func (t *pebbleTable[R]) prefix(dst []byte, kg int) []byte {
+	return append(diskstate.AppendStorePrefix(dst, kg, t.b.name), t.section...)
+}
+
+// dbKey returns the database key of key in key group kg, in the scratch
+// buffer: valid until the next call.
+func (t *pebbleTable[R]) dbKey(kg int, key []byte) []byte {
+	t.scratch = append(t.prefix(t.scratch[:0], kg), key...)
+	return t.scratch
+}
+
+func (t *pebbleTable[R]) err(what string, err error) error {
+	return fmt.Errorf("statestore: store %q: %s: %w", t.b.name, what, err)
+}
+
+func (t *pebbleTable[R]) get(kg int, key []byte) (R, bool, error) {
+	var r R
+	v, closer, err := t.db.Get(t.dbKey(kg, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, t.err("read", err)
+	}
+	defer closer.Close()
+	if r, err = t.codec.decode(key, v, false); err != nil {
+		return r, false, fmt.Errorf("statestore: store %q: key %q in key group %d: %w", t.b.name, key, kg, err)
+	}
+	return r, true, nil
+}
+
+func (t *pebbleTable[R]) encoding(r *R) ([]byte, error) {
+	enc, err := t.codec.encode(t.vscratch[:0], r)
+	if err != nil {
+		return nil, fmt.Errorf("statestore: store %q: value: %w", t.b.name, err)
+	}
+	if cap(enc) <= maxKeptScratch {
+		t.vscratch = enc[:0]
+	}
+	return enc, nil
+}
+
+func (t *pebbleTable[R]) set(kg int, key string, r R, enc []byte, encoded bool) error {
+	if !encoded {
+		var err error
+		if enc, err = t.encoding(&r); err != nil {
+			return err
+		}
+	}
+	k := t.dbKey(kg, stringBytes(key))
+	if err := t.db.Set(k, enc, pebble.NoSync); err != nil {
+		return t.err("write", err)
+	}
+	t.db.Touch(k)
+	return nil
+}
+
+func (t *pebbleTable[R]) del(kg int, key []byte) error {
+	k := t.dbKey(kg, key)
+	if err := t.db.Delete(k, pebble.NoSync); err != nil {
+		return t.err("delete", err)
+	}
+	t.db.Touch(k)
+	return nil
+}
+
+func (t *pebbleTable[R]) counter() func() (int, error) {
+	snap := t.db.NewSnapshot()
+	return func() (int, error) {
+		defer snap.Close()
+		return t.countIn(snap)
+	}
+}
+
+// countIn counts the table's rows in r.
+func (t *pebbleTable[R]) countIn(r pebble.Reader) (int, error) {
+	n := 0
+	for kg := t.b.kgr.Start; kg <= t.b.kgr.End; kg++ {
+		p := t.prefix(nil, kg)
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+		if err == nil {
+			for ok := it.First(); ok; ok = it.Next() {
+				n++
+			}
+			err = it.Close()
+		}
+		if err != nil {
+			return n, t.err(fmt.Sprintf("count key group %d", kg), err)
+		}
+	}
+	return n, nil
+}
+
+func (t *pebbleTable[R]) empty() (bool, error) {
+	for kg := t.b.kgr.Start; kg <= t.b.kgr.End; kg++ {
+		p := t.prefix(nil, kg)
+		it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+		if err != nil {
+			return false, t.err("read", err)
+		}
+		found := it.First()
+		if err := it.Close(); err != nil {
+			return false, t.err("read", err)
+		}
+		if found {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// clear deletes the table's rows, in every key group of the store's range,
+// and tells the database that keys changed that it cannot name.
+func (t *pebbleTable[R]) clear() error {
+	for kg := t.b.kgr.Start; kg <= t.b.kgr.End; kg++ {
+		p := t.prefix(nil, kg)
+		if err := t.db.DeleteRange(p, prefixEnd(p), pebble.NoSync); err != nil {
+			return t.err("clear", err)
+		}
+	}
+	t.db.TouchAll()
+	return nil
+}
+
+func (t *pebbleTable[R]) view() (tableView[R], error) {
+	return &pebbleView[R]{t: t, snap: t.db.NewSnapshot()}, nil
+}
+
+func (t *pebbleTable[R]) scan(lo, hi []byte, rows bool) iter.Seq2[tableEntry[R], error] {
+	return t.scanOf(t.db, lo, hi, rows)
+}
+
+func (t *pebbleTable[R]) scanIn(kg int, lo, hi []byte, rows bool) iter.Seq2[tableEntry[R], error] {
+	return t.scanInOf(t.db, kg, lo, hi, rows)
+}
+
+func (t *pebbleTable[R]) appendKeys(kg int, lo, hi []byte, keys []byte, ends []int) ([]byte, []int, error) {
+	return t.appendKeysOf(t.db, kg, lo, hi, keys, ends)
+}
+
+func (t *pebbleTable[R]) last(kg int, lo, hi []byte) (tableEntry[R], bool, error) {
+	return t.lastOf(t.db, kg, lo, hi)
+}
+
+// pebbleView is a pebbleTable as of a snapshot of the database.
+type pebbleView[R any] struct {
+	t    *pebbleTable[R]
+	snap *pebble.Snapshot
+}
+
+func (v *pebbleView[R]) scan(lo, hi []byte, rows bool) iter.Seq2[tableEntry[R], error] {
+	return v.t.scanOf(v.snap, lo, hi, rows)
+}
+
+func (v *pebbleView[R]) scanIn(kg int, lo, hi []byte, rows bool) iter.Seq2[tableEntry[R], error] {
+	return v.t.scanInOf(v.snap, kg, lo, hi, rows)
+}
+
+func (v *pebbleView[R]) appendKeys(kg int, lo, hi []byte, keys []byte, ends []int) ([]byte, []int, error) {
+	return v.t.appendKeysOf(v.snap, kg, lo, hi, keys, ends)
+}
+
+func (v *pebbleView[R]) last(kg int, lo, hi []byte) (tableEntry[R], bool, error) {
+	return v.t.lastOf(v.snap, kg, lo, hi)
+}
+
+func (v *pebbleView[R]) release() { _ = v.snap.Close() }
+
+// bounds returns the iterator bounds of [lo, hi) in key group kg (hi nil:
+// to the end of the table's keys in kg), and false when the range is empty.
+func (t *pebbleTable[R]) bounds(kg int, lo, hi []byte) (*pebble.IterOptions, bool) {
+	if hi != nil && bytes.Compare(lo, hi) >= 0 {
+		return nil, false
+	}
+	p := t.prefix(nil, kg)
+	o := &pebble.IterOptions{LowerBound: append(bytes.Clone(p), lo...)}
+	if hi != nil {
+		o.UpperBound = append(p, hi...)
+	} else {
+		o.UpperBound = prefixEnd(p)
+	}
+	return o, true
+}
+
+// entry returns the entry at it, of key group kg, whose table key starts
+// at plen; with rows, decoded (withKey: what the key holds too).
+func (t *pebbleTable[R]) entry(it *pebble.Iterator, kg, plen int, rows, withKey bool) (tableEntry[R], error) {
+	e := tableEntry[R]{kg: kg, key: it.Key()[plen:]}
+	if rows {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return e, t.err("read", err)
+		}
+		if e.row, err = t.codec.decode(e.key, v, withKey); err != nil {
+			return e, fmt.Errorf("statestore: store %q: key %q in key group %d: %w", t.b.name, e.key, kg, err)
+		}
+	}
+	return e, nil
+}
+
+func (t *pebbleTable[R]) scanInOf(r pebble.Reader, kg int, lo, hi []byte, rows bool) iter.Seq2[tableEntry[R], error] {
+	return func(yield func(tableEntry[R], error) bool) {
+		o, ok := t.bounds(kg, lo, hi)
+		if !ok {
+			return
+		}
+		it, err := r.NewIter(o)
+		if err != nil {
+			yield(tableEntry[R]{}, t.err("read", err))
+			return
+		}
+		plen := len(o.LowerBound) - len(lo)
+		for ok := it.First(); ok; ok = it.Next() {
+			e, err := t.entry(it, kg, plen, rows, true)
+			if !yield(e, err) || err != nil {
+				_ = it.Close()
+				return
+			}
+		}
+		if err := it.Close(); err != nil {
+			yield(tableEntry[R]{}, t.err("read", err))
+		}
+	}
+}
+
+func (t *pebbleTable[R]) appendKeysOf(r pebble.Reader, kg int, lo, hi []byte, keys []byte, ends []int) ([]byte, []int, error) {
+	o, ok := t.bounds(kg, lo, hi)
+	if !ok {
+		return keys, ends, nil
+	}
+	it, err := r.NewIter(o)
+	if err != nil {
+		return keys, ends, t.err("read", err)
+	}
+	plen := len(o.LowerBound) - len(lo)
+	for ok := it.First(); ok; ok = it.Next() {
+		keys = append(keys, it.Key()[plen:]...)
+		ends = append(ends, len(keys))
+	}
+	if err := it.Close(); err != nil {
+		return keys, ends, t.err("read", err)
+	}
+	return keys, ends, nil
+}
+
+func (t *pebbleTable[R]) lastOf(r pebble.Reader, kg int, lo, hi []byte) (e tableEntry[R], found bool, err error) {
+	o, ok := t.bounds(kg, lo, hi)
+	if !ok {
+		return e, false, nil
+	}
+	it, err := r.NewIter(o)
+	if err != nil {
+		return e, false, t.err("read", err)
+	}
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = t.err("read", cerr)
+		}
+	}()
+	if !it.Last() {
+		return e, false, nil
+	}
+	e, err = t.entry(it, kg, len(o.LowerBound)-len(lo), true, false)
+	if err != nil {
+		return e, false, err
+	}
+	// The key and the row alias the iterator, closed on return.
+	e.key = bytes.Clone(e.key)
+	return e, true, nil
+}
+
+// scanOf yields the table's rows in r of every key group of the store
+// whose keys are in [lo, hi), in key order across key groups: a merge of
+// one iterator per key group.
+func (t *pebbleTable[R]) scanOf(r pebble.Reader, lo, hi []byte, rows bool) iter.Seq2[tableEntry[R], error] {
+	return func(yield func(tableEntry[R], error) bool) {
+		h := &iterHeap{}
+		defer func() {
+			for _, it := range h.its {
+				_ = it.it.Close()
+			}
+		}()
+		for kg := t.b.kgr.Start; kg <= t.b.kgr.End; kg++ {
+			o, ok := t.bounds(kg, lo, hi)
+			if !ok {
+				return
+			}
+			it, err := r.NewIter(o)
+			if err != nil {
+				yield(tableEntry[R]{}, t.err("scan", err))
+				return
+			}
+			if !it.First() {
+				if err := it.Close(); err != nil {
+					yield(tableEntry[R]{}, t.err("scan", err))
+					return
+				}
+				continue
+			}
+			h.its = append(h.its, kgIter{kg: kg, plen: len(o.LowerBound) - len(lo), it: it})
+		}
+		heap.Init(h)
+		for h.Len() > 0 {
+			top := &h.its[0]
+			e, err := t.entry(top.it, top.kg, top.plen, rows, true)
+			if !yield(e, err) || err != nil {
+				return
+			}
+			if top.it.Next() {
+				heap.Fix(h, 0)
+				continue
+			}
+			it := heap.Pop(h).(kgIter)
+			if err := it.it.Close(); err != nil {
+				yield(tableEntry[R]{}, t.err("scan", err))
+				return
+			}
+		}
+	}
+}
+
+type kgIter struct {
+	kg   int
+	plen int
+	it   *pebble.Iterator
+}
+
+type iterHeap struct{ its []kgIter }
+
+func (h *iterHeap) Len() int { return len(h.its) }
+func (h *iterHeap) Less(i, j int) bool {
+	a, b := h.its[i], h.its[j]
+	return bytes.Compare(a.it.Key()[a.plen:], b.it.Key()[b.plen:]) < 0
+}
+func (h *iterHeap) Swap(i, j int) { h.its[i], h.its[j] = h.its[j], h.its[i] }
+func (h *iterHeap) Push(x any)    { h.its = append(h.its, x.(kgIter)) }
+func (h *iterHeap) Pop() any {
+	x := h.its[len(h.its)-1]
+	h.its = h.its[:len(h.its)-1]
+	return x
 }
 
 // prefixEnd returns the smallest key greater than every key starting with
@@ -65,7 +420,11 @@ func appendEscaped(dst, b []byte) []byte {
 
 // cutEscaped decodes what appendEscaped wrote at the start of b and returns
 // the key and what follows it.
-func cutEscaped(b []byte) (key, rest []byte, err error) {
+func cutEscaped(b []byte) (key, rest []byte, err error) { return cutEscapedTo(nil, b) }
+
+// cutEscapedTo is cutEscaped appending the key to dst.
+func cutEscapedTo(dst, b []byte) (key, rest []byte, err error) {
+	key = dst
 	for {
 		i := bytes.IndexByte(b, 0)
 		if i < 0 || i+1 >= len(b) {
@@ -96,156 +455,29 @@ func readTime(b []byte) (int64, error) {
 	return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)), nil
 }
 
-// scanEntry is one entry of a scan: the key group, the part of the key
-// after the store's prefix, and the value. Suffix and value are valid until
-// the loop's next step.
-type scanEntry struct {
-	kg            int
-	suffix, value []byte
-}
-
-// diskScan yields the store's entries of every key group of kgr whose
-// suffix (the part after the store's prefix) is in [lower, upper), upper
-// nil meaning no bound, in the order of the suffixes across key groups (a
-// merge of one iterator per key group), as they were when the loop began.
-func (b *storeBase) diskScan(kgr dstl.KeyGroupRange, lower, upper []byte) iter.Seq2[scanEntry, error] {
-	return func(yield func(scanEntry, error) bool) {
-		snap := b.disk.NewSnapshot()
-		defer snap.Close()
-		b.diskScanIn(snap, kgr, lower, upper)(yield)
+// attachDisk makes the store keep its tables in d from now on
+// (Config.Dir), making them anew: the store must be empty. Called by
+// Checkpointer.Register.
+func (b *storeBase) attachDisk(d *diskstate.DB) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.closed:
+		return fmt.Errorf("statestore: store %q: keep on disk: %w", b.name, ErrClosed)
+	case b.db == d:
+		return nil
+	case b.db != nil:
+		return fmt.Errorf("statestore: store %q: keeps its entries in another database already", b.name)
 	}
-}
-
-// diskScanIn is diskScan over r: a snapshot the caller took (and closes
-// after the loop), or the database.
-func (b *storeBase) diskScanIn(r pebble.Reader, kgr dstl.KeyGroupRange, lower, upper []byte) iter.Seq2[scanEntry, error] {
-	return func(yield func(scanEntry, error) bool) {
-		h := &iterHeap{}
-		defer func() {
-			for _, it := range h.its {
-				_ = it.it.Close()
-			}
-		}()
-		for kg := kgr.Start; kg <= kgr.End; kg++ {
-			p := b.diskPrefix(nil, kg)
-			o := &pebble.IterOptions{LowerBound: append(bytes.Clone(p), lower...)}
-			if upper != nil {
-				o.UpperBound = append(bytes.Clone(p), upper...)
-			} else {
-				o.UpperBound = prefixEnd(p)
-			}
-			it, err := r.NewIter(o)
-			if err != nil {
-				yield(scanEntry{}, fmt.Errorf("statestore: store %q: scan: %w", b.name, err))
-				return
-			}
-			if !it.First() {
-				err := it.Close()
-				if err != nil {
-					yield(scanEntry{}, fmt.Errorf("statestore: store %q: scan: %w", b.name, err))
-					return
-				}
-				continue
-			}
-			h.its = append(h.its, kgIter{kg: kg, plen: len(p), it: it})
-		}
-		heap.Init(h)
-		for h.Len() > 0 {
-			top := &h.its[0]
-			key := top.it.Key()
-			if !yield(scanEntry{kg: top.kg, suffix: key[top.plen:], value: top.it.Value()}, nil) {
-				return
-			}
-			if top.it.Next() {
-				heap.Fix(h, 0)
-				continue
-			}
-			it := heap.Pop(h).(kgIter)
-			if err := it.it.Close(); err != nil {
-				yield(scanEntry{}, fmt.Errorf("statestore: store %q: scan: %w", b.name, err))
-				return
-			}
-		}
+	empty := b.buf.len() == 0
+	for _, t := range b.tables {
+		e, _ := t.empty()
+		empty = empty && e
 	}
-}
-
-type kgIter struct {
-	kg   int
-	plen int
-	it   *pebble.Iterator
-}
-
-type iterHeap struct{ its []kgIter }
-
-func (h *iterHeap) Len() int { return len(h.its) }
-func (h *iterHeap) Less(i, j int) bool {
-	a, b := h.its[i], h.its[j]
-	return bytes.Compare(a.it.Key()[a.plen:], b.it.Key()[b.plen:]) < 0
-}
-func (h *iterHeap) Swap(i, j int) { h.its[i], h.its[j] = h.its[j], h.its[i] }
-func (h *iterHeap) Push(x any)    { h.its = append(h.its, x.(kgIter)) }
-func (h *iterHeap) Pop() any {
-	x := h.its[len(h.its)-1]
-	h.its = h.its[:len(h.its)-1]
-	return x
-}
-
-// diskClear deletes every entry of the store, in every key group of its
-// range, and tells the database that keys changed that it cannot name.
-func (b *storeBase) diskClear() error {
-	for kg := b.kgr.Start; kg <= b.kgr.End; kg++ {
-		p := b.diskPrefix(nil, kg)
-		if err := b.disk.DeleteRange(p, prefixEnd(p), pebble.NoSync); err != nil {
-			return fmt.Errorf("statestore: store %q: clear: %w", b.name, err)
-		}
+	if !empty {
+		return fmt.Errorf("statestore: store %q: holds entries or buffered changes: register it with the checkpointer before using it", b.name)
 	}
-	b.disk.TouchAll()
+	b.db = d
+	b.tables = b.makeTables()
 	return nil
-}
-
-// diskClearLocked is every disk-backed store's Clear, with its lock held:
-// it deletes the store's entries (unless the store, and maybe its
-// database, is closed), resets what the base holds, and keeps a failed
-// deletion for Err.
-func (b *storeBase) diskClearLocked() {
-	var err error
-	if !b.closed {
-		err = b.diskClear()
-	}
-	b.clearLocked()
-	if err != nil {
-		b.failLocked(err)
-	}
-}
-
-// diskSet sets key to value in the database and records the change.
-func (b *storeBase) diskSet(key, value []byte) error {
-	if err := b.disk.Set(key, value, pebble.NoSync); err != nil {
-		return fmt.Errorf("statestore: store %q: %w", b.name, err)
-	}
-	b.disk.Touch(key)
-	return nil
-}
-
-// diskDelete deletes key from the database and records the change.
-func (b *storeBase) diskDelete(key []byte) error {
-	if err := b.disk.Delete(key, pebble.NoSync); err != nil {
-		return fmt.Errorf("statestore: store %q: %w", b.name, err)
-	}
-	b.disk.Touch(key)
-	return nil
-}
-
-// diskGet returns a copy of the value of key, and false if there is none.
-func (b *storeBase) diskGet(key []byte) ([]byte, bool, error) {
-	v, closer, err := b.disk.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("statestore: store %q: %w", b.name, err)
-	}
-	v = bytes.Clone(v)
-	_ = closer.Close()
-	return v, true, nil
 }

@@ -40,13 +40,25 @@ func diskCheckpointer(t *testing.T, maxP int, kgr dstl.KeyGroupRange) *Checkpoin
 	return cp
 }
 
-// countKeys counts the keys of db that start with diskPrefix(kg)+sub in
-// any key group of b.
+// storePrefix returns the prefix of the database keys of store b in key
+// group kg.
+func storePrefix(b *storeBase, kg int) []byte { return diskstate.AppendStorePrefix(nil, kg, b.name) }
+
+// winKeys returns the database keys of the data and the index of the
+// window of encoded key kb at start, of key group kg.
+func winKeys(b *storeBase, kg int, kb []byte, start int64) (data, index []byte) {
+	data = appendTime(appendEscaped(append(storePrefix(b, kg), winDataSection...), kb), start)
+	index = appendEscaped(appendTime(append(storePrefix(b, kg), winIndexSection...), start), kb)
+	return data, index
+}
+
+// countKeys counts the keys of db that start with the store's prefix and
+// sub in any key group of b.
 func countKeys(t *testing.T, db *diskstate.DB, b *storeBase, sub []byte) int {
 	t.Helper()
 	n := 0
 	for kg := b.kgr.Start; kg <= b.kgr.End; kg++ {
-		p := append(b.diskPrefix(nil, kg), sub...)
+		p := append(storePrefix(b, kg), sub...)
 		it, err := db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 		if err != nil {
 			t.Fatal(err)
@@ -81,13 +93,13 @@ func TestWindowExpiryRemovesFromDisk(t *testing.T) {
 		}
 	}
 	counts := func() (data, index int) {
-		return countKeys(t, db, &s.storeBase, []byte{winData}), countKeys(t, db, &s.storeBase, []byte{winIndex})
+		return countKeys(t, db, &s.storeBase, winDataSection), countKeys(t, db, &s.storeBase, winIndexSection)
 	}
 	if d, i := counts(); d != 4*keys || i != 4*keys {
 		t.Fatalf("%d data and %d index keys on disk, want %d of each", d, i, 4*keys)
 	}
-	if s.oldest.min != 0 {
-		t.Errorf("bound of the oldest start %d, want 0", s.oldest.min)
+	if s.oldest != 0 {
+		t.Errorf("bound of the oldest start %d, want 0", s.oldest)
 	}
 	db.TakeChanges()
 
@@ -107,18 +119,20 @@ func TestWindowExpiryRemovesFromDisk(t *testing.T) {
 		for i := range keys {
 			kb := fmt.Appendf(nil, "k\x00%d", i)
 			kg := KeyGroup(kb, maxP)
-			want = append(want, string(s.winDataKey(nil, kg, kb, start)), string(s.winIndexKey(nil, kg, kb, start)))
+			dk, ik := winKeys(&s.storeBase, kg, kb, start)
+			want = append(want, string(dk), string(ik))
 		}
 	}
 	xg := KeyGroup([]byte("x"), maxP)
-	want = append(want, string(s.winDataKey(nil, xg, []byte("x"), 12)), string(s.winIndexKey(nil, xg, []byte("x"), 12)))
+	dk, ik := winKeys(&s.storeBase, xg, []byte("x"), 12)
+	want = append(want, string(dk), string(ik))
 	slices.Sort(want)
 	if !slices.Equal(changed, want) {
 		t.Errorf("changed keys: %d, want the %d keys of the expired windows and of the put", len(changed), len(want))
 	}
 	// The bound is exact after a scan: the windows at 3 are the oldest.
-	if s.oldest.min != 3 {
-		t.Errorf("bound of the oldest start %d, want 3", s.oldest.min)
+	if s.oldest != 3 {
+		t.Errorf("bound of the oldest start %d, want 3", s.oldest)
 	}
 
 	// Deleted windows leave the bound; the next expiry finds them gone and
@@ -128,23 +142,23 @@ func TestWindowExpiryRemovesFromDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s.oldest.min != 3 {
-		t.Errorf("bound after deletions %d, want 3 still", s.oldest.min)
+	if s.oldest != 3 {
+		t.Errorf("bound after deletions %d, want 3 still", s.oldest)
 	}
 	db.TakeChanges()
 	if err := s.Put("y", 13, "v"); err != nil { // live from 4
 		t.Fatal(err)
 	}
-	if s.oldest.min != 12 {
-		t.Errorf("bound after the next expiry %d, want 12", s.oldest.min)
+	if s.oldest != 12 {
+		t.Errorf("bound after the next expiry %d, want 12", s.oldest)
 	}
 	if changed, _ := db.TakeChanges(); len(changed) != 2 {
 		t.Errorf("%d changed keys, want those of the put alone", len(changed))
 	}
 	// Clear resets the bounds.
 	s.Clear()
-	if d, i := counts(); d != 0 || i != 0 || s.oldest.min != math.MaxInt64 {
-		t.Errorf("after Clear: %d data, %d index keys, bound %d", d, i, s.oldest.min)
+	if d, i := counts(); d != 0 || i != 0 || s.oldest != math.MaxInt64 {
+		t.Errorf("after Clear: %d data, %d index keys, bound %d", d, i, s.oldest)
 	}
 }
 
@@ -188,7 +202,7 @@ func TestVersionedRetentionRemovesFromDisk(t *testing.T) {
 	kg := KeyGroup(a, maxP)
 	var want []string
 	for _, ts := range []int64{0, 2, 4, 31} {
-		want = append(want, string(appendTime(s.verPrefix(nil, kg, a), ts)))
+		want = append(want, string(appendTime(appendEscaped(storePrefix(&s.storeBase, kg), a), ts)))
 	}
 	slices.Sort(want)
 	if all || !slices.Equal(changed, want) {

@@ -2,7 +2,6 @@ package statestore
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"iter"
 	"math/bits"
@@ -10,23 +9,48 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/google/btree"
-
 	"github.com/dstlgo/dstl/dstl"
 )
 
 // kvVersion is the version of the key-value store's snapshot payload.
 const kvVersion = 1
 
-const btreeDegree = 32
-
-type kvItem[K, V any] struct {
-	key string // encoded key
-	k   K
-	v   V
+// kvRow is a row of a key and a value: of a key-value store's table,
+// under the encoded key, or of a window store's data.
+type kvRow[K, V any] struct {
+	k K
+	v V
 }
 
-func kvLess[K, V any](a, b kvItem[K, V]) bool { return a.key < b.key }
+// kvCodec encodes kvRows for disk: the value is the encoded value; the
+// encoded key is the row's key, or what cut finds in it.
+type kvCodec[K, V any] struct {
+	kc  Codec[K]
+	vc  Codec[V]
+	cut func(key []byte) ([]byte, error)
+}
+
+func (c kvCodec[K, V]) encode(dst []byte, r *kvRow[K, V]) ([]byte, error) {
+	return c.vc.Encode(dst, r.v)
+}
+
+func (c kvCodec[K, V]) decode(key, value []byte, withKey bool) (r kvRow[K, V], err error) {
+	if withKey {
+		kb := key
+		if c.cut != nil {
+			if kb, err = c.cut(key); err != nil {
+				return r, err
+			}
+		}
+		if r.k, err = c.kc.Decode(kb); err != nil {
+			return r, fmt.Errorf("key: %w", err)
+		}
+	}
+	if r.v, err = c.vc.Decode(value); err != nil {
+		return r, fmt.Errorf("value: %w", err)
+	}
+	return r, nil
+}
 
 // KeyValueStore is a store of values by key, kept in the order of the keys'
 // encodings. Put logs the key and value, Delete a tombstone. It is safe for
@@ -37,9 +61,10 @@ func kvLess[K, V any](a, b kvItem[K, V]) bool { return a.key < b.key }
 // but for what the methods' documentation says of a disk-backed store.
 type KeyValueStore[K, V any] struct {
 	storeBase
-	kc   Codec[K]
-	vc   Codec[V]
-	tree *btree.BTreeG[kvItem[K, V]]
+	kc Codec[K]
+	vc Codec[V]
+	// t holds the entries by encoded key.
+	t table[kvRow[K, V]]
 	// strKeys: the keys are strings and their codec StringCodec, so a
 	// key is its own encoding, used as it is. strValues: so are the
 	// values.
@@ -330,7 +355,7 @@ var _ internalStore = (*KeyValueStore[string, string])(nil)
 // it never logs). Its key groups are the log's, unless WithKeyGroups says
 // otherwise.
 func NewKeyValueStore[K, V any](name string, log *dstl.Writer, keys Codec[K], values Codec[V], opts ...Option) (*KeyValueStore[K, V], error) {
-	s := &KeyValueStore[K, V]{kc: keys, vc: values, tree: btree.NewG(btreeDegree, kvLess[K, V])}
+	s := &KeyValueStore[K, V]{kc: keys, vc: values}
 	var zk K
 	_, strCodec := any(keys).(StringCodec)
 	_, strType := any(zk).(string)
@@ -342,7 +367,14 @@ func NewKeyValueStore[K, V any](name string, log *dstl.Writer, keys Codec[K], va
 	if err := s.init(name, KindKeyValue, kvVersion, log, opts); err != nil {
 		return nil, err
 	}
+	s.setTables(s.makeTables)
 	return s, nil
+}
+
+// makeTables makes the store's table in its backing.
+func (s *KeyValueStore[K, V]) makeTables() []anyTable {
+	s.t = newTable[kvRow[K, V]](&s.storeBase, nil, kvCodec[K, V]{kc: s.kc, vc: s.vc})
+	return []anyTable{s.t}
 }
 
 // Put sets the value of k. A disk-backed store encodes the value whether
@@ -353,9 +385,6 @@ func (s *KeyValueStore[K, V]) Put(k K, v V) error {
 	if err != nil {
 		return err
 	}
-	if s.disk != nil {
-		return s.diskPut(kb, kg, v)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -365,7 +394,9 @@ func (s *KeyValueStore[K, V]) Put(k K, v V) error {
 	if err != nil {
 		return err
 	}
-	s.tree.ReplaceOrInsert(kvItem[K, V]{key: key, k: k, v: v})
+	if err := s.t.set(kg, key, kvRow[K, V]{k: k, v: v}, vb, logged); err != nil {
+		return err
+	}
 	if logged {
 		s.bufferLocked(Change{KeyGroup: kg, Key: kb, Value: vb})
 	}
@@ -378,7 +409,7 @@ func (s *KeyValueStore[K, V]) Put(k K, v V) error {
 func (s *KeyValueStore[K, V]) encodeKey(k K) (kb []byte, key string, kg int, err error) {
 	if s.strKeys {
 		key = *(*string)(unsafe.Pointer(&k))
-		kb = unsafe.Slice(unsafe.StringData(key), len(key))
+		kb = stringBytes(key)
 		kg, err = s.keyGroup(kb)
 		return kb, key, kg, err
 	}
@@ -391,82 +422,67 @@ func (s *KeyValueStore[K, V]) encodeKey(k K) (kb []byte, key string, kg int, err
 // Get returns the value of k, and whether there is one.
 func (s *KeyValueStore[K, V]) Get(k K) (V, bool, error) {
 	var zero V
-	kb, key, kg, err := s.encodeKey(k)
+	kb, _, kg, err := s.encodeKey(k)
 	if err != nil {
 		return zero, false, err
-	}
-	if s.disk != nil {
-		return s.diskGetValue(kb, kg)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return zero, false, ErrClosed
 	}
-	it, ok := s.tree.Get(kvItem[K, V]{key: key})
-	return it.v, ok, nil
+	r, ok, err := s.t.get(kg, kb)
+	return r.v, ok, err
 }
 
 // Delete removes k and logs a tombstone.
 func (s *KeyValueStore[K, V]) Delete(k K) error {
-	kb, key, kg, err := s.encodeKey(k)
+	kb, _, kg, err := s.encodeKey(k)
 	if err != nil {
 		return err
-	}
-	if s.disk != nil {
-		return s.diskDel(kb, kg)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
-	s.tree.Delete(kvItem[K, V]{key: key})
+	if err := s.t.del(kg, kb); err != nil {
+		return err
+	}
 	s.record(Change{KeyGroup: kg, Key: kb, Tombstone: true})
 	return nil
 }
 
 // Len returns the number of keys. A disk-backed store counts them: Len
 // reads the whole store on disk. An error that stops the count is kept for
-// Err; after Close, a disk-backed store's Len is 0.
+// Err; after Close, Len is 0.
 func (s *KeyValueStore[K, V]) Len() int {
-	if s.disk != nil {
-		return s.diskLen()
+	s.mu.Lock()
+	if s.closed {
+		s.failLocked(ErrClosed)
+		s.mu.Unlock()
+		return 0
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.tree.Len()
+	count := s.t.counter()
+	s.mu.Unlock()
+	n, err := count()
+	if err != nil {
+		s.fail(err)
+	}
+	return n
 }
 
-// view returns a copy-on-write view of the tree: reading it needs no lock,
-// and the store may change meanwhile.
-func (s *KeyValueStore[K, V]) view() *btree.BTreeG[kvItem[K, V]] {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.tree.Clone()
-}
-
-// All yields every key and value in key order, as they were when All was
-// called; the loop may change the store.
+// All yields every key and value in key order, as they were when the loop
+// began (each loop over the result reads the store anew); the loop may
+// change the store.
 //
-// A disk-backed store yields them as they were when the loop began (each
-// loop over the result reads the store anew), in the order of the keys'
-// encodings across key groups. An error reading the disk or decoding an
-// entry stops the loop early; the store keeps it for Err, and fails Flush
-// with it. After Close, the loop yields nothing (and Err is ErrClosed).
-func (s *KeyValueStore[K, V]) All() iter.Seq2[K, V] {
-	if s.disk != nil {
-		return s.diskEntries(nil, nil)
-	}
-	t := s.view()
-	return func(yield func(K, V) bool) {
-		t.Ascend(func(it kvItem[K, V]) bool { return yield(it.k, it.v) })
-	}
-}
+// An error reading a disk-backed store or decoding an entry stops the loop
+// early; the store keeps it for Err, and fails Flush with it. After Close,
+// the loop yields nothing (and Err is ErrClosed).
+func (s *KeyValueStore[K, V]) All() iter.Seq2[K, V] { return s.entries(nil, nil) }
 
 // Range yields the keys from from (included) to to (excluded), in key order,
-// as they were when Range was called. A disk-backed store yields them as
-// they were when the loop began; its errors are those of All.
+// as they were when the loop began; its errors are those of All.
 func (s *KeyValueStore[K, V]) Range(from, to K) (iter.Seq2[K, V], error) {
 	fb, err := s.kc.Encode(nil, from)
 	if err != nil {
@@ -476,86 +492,96 @@ func (s *KeyValueStore[K, V]) Range(from, to K) (iter.Seq2[K, V], error) {
 	if err != nil {
 		return nil, fmt.Errorf("statestore: store %q: key: %w", s.name, err)
 	}
-	if s.disk != nil {
-		return s.diskRange(fb, tb), nil
+	if bytes.Compare(fb, tb) >= 0 {
+		return func(func(K, V) bool) {}, nil
 	}
-	t := s.view()
-	return func(yield func(K, V) bool) {
-		t.AscendRange(kvItem[K, V]{key: string(fb)}, kvItem[K, V]{key: string(tb)}, func(it kvItem[K, V]) bool {
-			return yield(it.k, it.v)
-		})
-	}, nil
+	return s.entries(fb, tb), nil
 }
 
 // PrefixScan yields the keys whose encoding starts with the encoding of
-// prefix, in key order, as they were when PrefixScan was called. A
-// disk-backed store yields them as they were when the loop began; its
-// errors are those of All.
+// prefix, in key order, as they were when the loop began; its errors are
+// those of All.
 func (s *KeyValueStore[K, V]) PrefixScan(prefix K) (iter.Seq2[K, V], error) {
 	pb, err := s.kc.Encode(nil, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("statestore: store %q: key: %w", s.name, err)
 	}
-	if s.disk != nil {
-		return s.diskEntries(pb, prefixEnd(pb)), nil
-	}
-	t := s.view()
+	return s.entries(pb, prefixEnd(pb)), nil
+}
+
+// entries yields the entries whose encoded keys are in [lower, upper)
+// (upper nil: no bound), in the order of the encoded keys, as they are when
+// the loop begins. An error stops the loop and is kept for Err.
+func (s *KeyValueStore[K, V]) entries(lower, upper []byte) iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
-		t.AscendGreaterOrEqual(kvItem[K, V]{key: string(pb)}, func(it kvItem[K, V]) bool {
-			if len(it.key) < len(pb) || it.key[:len(pb)] != string(pb) {
-				return false
+		v, err := s.view()
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		defer v.release()
+		for e, err := range v.scan(lower, upper, true) {
+			if err != nil {
+				s.fail(err)
+				return
 			}
-			return yield(it.k, it.v)
-		})
-	}, nil
+			if !yield(e.row.k, e.row.v) {
+				return
+			}
+		}
+	}
+}
+
+// view returns a view of the table as it is now, or fails with ErrClosed.
+func (s *KeyValueStore[K, V]) view() (tableView[kvRow[K, V]], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	return s.t.view()
 }
 
 // ApplyChange applies a put or a tombstone read back from the log, without
 // logging it.
 func (s *KeyValueStore[K, V]) ApplyChange(c Change) error {
-	if s.disk != nil {
-		return s.diskApplyChange(c)
-	}
-	return applyLogged(&s.storeBase, s.kc, s.vc, c, false, nil, func(k K, v V) {
+	var terr error
+	err := applyLogged(&s.storeBase, s.kc, s.vc, c, false, nil, func(kg int, k K, v V) {
 		if c.Tombstone {
-			s.tree.Delete(kvItem[K, V]{key: string(c.Key)})
+			terr = s.t.del(kg, c.Key)
 			return
 		}
-		s.tree.ReplaceOrInsert(kvItem[K, V]{key: string(c.Key), k: k, v: v})
+		terr = s.t.set(kg, string(c.Key), kvRow[K, V]{k: k, v: v}, c.Value, true)
 	})
+	if err != nil {
+		return err
+	}
+	return terr
 }
 
 // replayChange is ApplyChange for a restore (InitializeState), which calls
-// endReplay once it replayed the whole log. In memory, it gathers the
-// changes, and endReplay applies the last change of each key, by key: a
-// key changed many times is inserted once, in order, which is cheaper than
-// inserting each change where it goes. What it gathered is applied early,
-// between two changes, once it holds maxReplayOps changes or
-// maxReplayValueBytes bytes of keys and values. Each change is checked
-// (its key must be of the key group the log holds it in, one of the
-// store's) and its value decoded when it is replayed, as ApplyChange does;
-// a key that is not a string is decoded once, when its last change is
-// applied.
+// endReplay once it replayed the whole log. It gathers the changes, and
+// endReplay applies the last change of each key, by key: a key changed
+// many times is written once, in order, which is cheaper than writing each
+// change where it goes. What it gathered is applied early, between two
+// changes, once it holds maxReplayOps changes or maxReplayValueBytes bytes
+// of keys and values. Each change is checked (its key must be of the key
+// group the log holds it in, one of the store's) and its value decoded
+// when it is replayed, as ApplyChange does; a key that is not a string is
+// decoded once, when its last change is applied.
 func (s *KeyValueStore[K, V]) replayChange(c Change) error {
-	var h uint32
-	if c.KeyGroup != dstl.MetaKeyGroup {
-		var err error
-		if h, err = s.loggedKeyGroup(c.Key, c.KeyGroup); err != nil {
-			return err
-		}
-	}
-	if s.disk != nil {
-		return s.diskApplyChange(c)
-	}
 	if c.KeyGroup == dstl.MetaKeyGroup {
 		return nil // a key-value store has no stream time
+	}
+	h, err := s.loggedKeyGroup(c.Key, c.KeyGroup)
+	if err != nil {
+		return err
 	}
 	if len(c.Key) > maxReplayChange || len(c.Value) > maxReplayChange {
 		return fmt.Errorf("%w: store %q: a change of a %d-byte key and a %d-byte value, larger than a log holds", ErrLogFormat, s.name, len(c.Key), len(c.Value))
 	}
 	var v V
 	if !c.Tombstone && !s.strValues {
-		var err error
 		if v, err = s.vc.Decode(c.Value); err != nil {
 			return fmt.Errorf("%w: store %q: value: %w", ErrLogFormat, s.name, err)
 		}
@@ -606,8 +632,8 @@ func (s *KeyValueStore[K, V]) endReplay() error {
 }
 
 // applyReplayLocked applies the last gathered change of each key to the
-// tree, by key, and forgets the changes. A key that does not decode fails
-// it before the tree changes.
+// table, by key, and forgets the changes. A key that does not decode fails
+// it before the table changes.
 func (s *KeyValueStore[K, V]) applyReplayLocked() error {
 	r := &s.replay
 	defer func() { *r = kvReplay[V]{} }()
@@ -632,28 +658,40 @@ func (s *KeyValueStore[K, V]) applyReplayLocked() error {
 			ks[j] = k
 		}
 	}
-	empty := s.tree.Len() == 0
+	// A key deleted from an empty table needs no deletion: the changes
+	// are one a key.
+	empty, err := s.t.empty()
+	if err != nil {
+		return err
+	}
 	for j, o := range order {
 		op := r.op(o.i)
+		kg := keyGroupOf(op.hash, s.maxP)
 		if op.del {
 			if !empty {
-				s.tree.Delete(kvItem[K, V]{key: o.key})
+				if err := s.t.del(kg, stringBytes(o.key)); err != nil {
+					return err
+				}
 			}
 			continue
 		}
-		it := kvItem[K, V]{key: o.key}
+		var row kvRow[K, V]
 		if s.strKeys {
-			it.k = *(*K)(unsafe.Pointer(&o.key))
+			row.k = *(*K)(unsafe.Pointer(&o.key))
 		} else {
-			it.k = ks[j]
+			row.k = ks[j]
 		}
+		var enc []byte
 		if s.strValues {
-			v := string(r.value(op))
-			it.v = *(*V)(unsafe.Pointer(&v))
+			enc = r.value(op)
+			v := string(enc)
+			row.v = *(*V)(unsafe.Pointer(&v))
 		} else {
-			it.v = r.vals[o.i]
+			row.v = r.vals[o.i]
 		}
-		s.tree.ReplaceOrInsert(it)
+		if err := s.t.set(kg, o.key, row, enc, s.strValues); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -671,44 +709,34 @@ func (s *KeyValueStore[K, V]) Close() error {
 // Clear removes every key and buffered change, logging nothing. A
 // disk-backed store keeps an error deleting its entries for Err.
 func (s *KeyValueStore[K, V]) Clear() {
-	if s.disk != nil {
-		s.diskClearStore()
-		return
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tree.Clear(false)
 	s.replay = kvReplay[V]{}
-	s.clearLocked()
+	s.clearTablesLocked()
 }
 
 // Snapshot encodes the store into one payload (kind "kv", version 1): the
 // number of keys, then each key and value, length-prefixed, in key order.
-// A disk-backed store reads the disk as it was when Snapshot was called,
-// and fails with ErrClosed once closed.
+// It fails with ErrClosed once the store is closed.
 func (s *KeyValueStore[K, V]) Snapshot() ([]byte, error) { return snapshotOf(s) }
 
 func (s *KeyValueStore[K, V]) captureLocked() func() ([]byte, error) {
-	if s.disk != nil {
-		return s.diskCaptureLocked()
-	}
-	t := s.tree.Clone()
-	return func() ([]byte, error) {
-		return s.encodePayload(func(b []byte) ([]byte, error) {
-			b = binary.AppendUvarint(b, uint64(t.Len()))
-			var err error
-			var vb, scratch []byte
-			t.Ascend(func(it kvItem[K, V]) bool {
-				if vb, err = encodeReusing(s.vc, &scratch, it.v); err != nil {
-					return false
-				}
-				b = appendString(b, it.key)
-				b = appendBytes(b, vb)
-				return true
-			})
-			return b, err
-		})
-	}
+	return captureView(&s.storeBase, s.t, false, func(v tableView[kvRow[K, V]], b []byte) ([]byte, int, error) {
+		var vb, scratch []byte
+		n := 0
+		for e, err := range v.scan(nil, nil, true) {
+			if err != nil {
+				return nil, 0, err
+			}
+			if vb, err = encodeReusing(s.vc, &scratch, e.row.v); err != nil {
+				return nil, 0, err
+			}
+			b = appendBytes(b, e.key)
+			b = appendBytes(b, vb)
+			n++
+		}
+		return b, n, nil
+	})
 }
 
 // RestoreSnapshot wipes the store and loads payload, keeping the keys of the
@@ -718,13 +746,16 @@ func (s *KeyValueStore[K, V]) RestoreSnapshot(payload []byte) error {
 }
 
 func (s *KeyValueStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error {
-	if s.disk != nil {
-		return s.diskRestorePayload(payload, kgr, wipe)
+	type entry struct {
+		kg  int
+		key string
+		vb  []byte // aliases the payload
+		row kvRow[K, V]
 	}
-	var items []kvItem[K, V]
+	var entries []entry
 	parse := func(d *decoder) {
 		n := d.count()
-		items = make([]kvItem[K, V], 0, n)
+		entries = make([]entry, 0, n)
 		var prev []byte
 		for i := 0; i < n && d.err == nil; i++ {
 			kb, vb := d.bytes(), d.bytes()
@@ -736,7 +767,8 @@ func (s *KeyValueStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRa
 				break
 			}
 			prev = kb
-			if !kgr.Contains(KeyGroup(kb, s.maxP)) {
+			kg := KeyGroup(kb, s.maxP)
+			if !kgr.Contains(kg) {
 				continue
 			}
 			k, err := s.kc.Decode(kb)
@@ -749,16 +781,31 @@ func (s *KeyValueStore[K, V]) restorePayload(payload []byte, kgr dstl.KeyGroupRa
 				d.fail(fmt.Errorf("value: %w", err))
 				break
 			}
-			items = append(items, kvItem[K, V]{key: string(kb), k: k, v: v})
+			entries = append(entries, entry{kg: kg, key: string(kb), vb: vb, row: kvRow[K, V]{k: k, v: v}})
 		}
 	}
-	return s.loadPayload(payload, parse, func() {
+	var err error
+	lerr := s.loadPayload(payload, parse, func() {
 		if wipe {
-			s.tree.Clear(false)
-			s.clearLocked()
+			if err = s.clearTablesLocked(); err != nil {
+				return
+			}
 		}
-		for _, it := range items {
-			s.tree.ReplaceOrInsert(it)
+		for _, e := range entries {
+			if !s.kgr.Contains(e.kg) {
+				continue // the table holds the store's key groups only
+			}
+			if err = s.t.set(e.kg, e.key, e.row, e.vb, true); err != nil {
+				// What was written stays: the store holds part of the
+				// payload, which no later call must commit.
+				err = fmt.Errorf("statestore: store %q: restore: %w", s.name, err)
+				s.failLocked(err)
+				return
+			}
 		}
 	})
+	if lerr != nil {
+		return lerr
+	}
+	return err
 }

@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -80,6 +81,17 @@ type Change struct {
 // the key group of its key. During restore, logging is off and ApplyChange
 // applies changes read back from the log without logging them again.
 //
+// Store is sealed: only the stores of this package (KeyValueStore,
+// WindowStore, VersionedStore) implement it, through an unexported method.
+// A Checkpointer cuts every registered store at one point of the log under
+// the store's lock, encodes it from a copy-on-write view, restores it into
+// a part of its key groups and, with Config.Dir, keeps it in its own
+// database in a key layout that the files of its snapshots hold; none of
+// that is a promise an implementation from outside the package could keep,
+// and sealing the interface leaves the package free to change how it is
+// done. The interface lets a program hold and register stores of several
+// kinds together.
+//
 // The stores of this package are safe for concurrent use.
 type Store interface {
 	// Name identifies the store among those sharing a log.
@@ -118,13 +130,16 @@ type Store interface {
 	// A payload of another kind or version, or a damaged one, is an error
 	// wrapping ErrSnapshotFormat, and leaves the store as it was.
 	RestoreSnapshot(payload []byte) error
+
+	// base seals the interface: it returns what every store of this
+	// package shares.
+	base() *storeBase
 }
 
 // internalStore is what a Checkpointer needs beyond Store: every store of
 // this package implements it.
 type internalStore interface {
 	Store
-	base() *storeBase
 	// captureLocked, called with the store's lock held, returns a function
 	// that encodes the store as it is now (a copy-on-write view), to be
 	// called after the lock is released.
@@ -132,7 +147,7 @@ type internalStore interface {
 	// restorePayload loads a payload, keeping the keys of kgr; with wipe,
 	// the store is emptied first.
 	restorePayload(payload []byte, kgr dstl.KeyGroupRange, wipe bool) error
-	// attachDisk makes the store keep its entries in d from now on
+	// attachDisk makes the store keep its tables in d from now on
 	// (Config.Dir): it must be empty. Called by Checkpointer.Register.
 	attachDisk(d *diskstate.DB) error
 	// restoreStreamTime raises the stream time to a restored one (of a
@@ -184,9 +199,13 @@ type storeBase struct {
 	// streamTime is the largest timestamp seen (window and versioned
 	// stores); logged is the last one logged.
 	streamTime, loggedStreamTime int64
-	// disk, when set (Config.Dir), holds the store's entries instead of
+	// db, when set (Config.Dir), holds the store's tables instead of
 	// memory; set once, by attachDisk, before the store is used.
-	disk *diskstate.DB
+	db *diskstate.DB
+	// tables are the store's tables, which makeTables makes (again) in
+	// the store's backing.
+	tables     []anyTable
+	makeTables func() []anyTable
 	// failed is the first error that a method without an error result met
 	// (a loop over a disk-backed store that stopped early, a Clear that
 	// failed); see Err.
@@ -626,7 +645,7 @@ func (b *storeBase) loadPayload(payload []byte, parse func(d *decoder), install 
 // decodes the key and, unless it is a tombstone, the value, and hands them
 // to apply. The stream time a restore reaches counts as logged: it is in
 // the log already.
-func applyLogged[K, V any](b *storeBase, kc Codec[K], vc Codec[V], c Change, timed bool, meta func(ts int64), apply func(k K, v V)) error {
+func applyLogged[K, V any](b *storeBase, kc Codec[K], vc Codec[V], c Change, timed bool, meta func(ts int64), apply func(kg int, k K, v V)) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -642,7 +661,8 @@ func applyLogged[K, V any](b *storeBase, kc Codec[K], vc Codec[V], c Change, tim
 	if timed && !c.HasTimestamp {
 		return fmt.Errorf("%w: store %q: %s change without a timestamp", ErrLogFormat, b.name, b.kind)
 	}
-	if _, err := b.keyGroup(c.Key); err != nil {
+	kg, err := b.keyGroup(c.Key)
+	if err != nil {
 		return err
 	}
 	k, err := kc.Decode(c.Key)
@@ -655,6 +675,104 @@ func applyLogged[K, V any](b *storeBase, kc Codec[K], vc Codec[V], c Change, tim
 			return fmt.Errorf("%w: store %q: value: %w", ErrLogFormat, b.name, err)
 		}
 	}
-	apply(k, v)
+	apply(kg, k, v)
 	return nil
+}
+
+// anyTable is a table, of whatever rows.
+type anyTable interface {
+	clear() error
+	empty() (bool, error)
+}
+
+// setTables makes the store's tables, with mk, in memory; attachDisk
+// makes them again on disk.
+func (b *storeBase) setTables(mk func() []anyTable) {
+	b.makeTables = mk
+	b.tables = mk()
+}
+
+// captureView is every store's captureLocked: with the store's lock held,
+// it takes a view of t, and returns what encodes the payload from it once
+// the lock is released: the stream time (when timed), then the count of
+// the entries that body appends and those entries.
+func captureView[R any](b *storeBase, t table[R], timed bool, body func(v tableView[R], p []byte) ([]byte, int, error)) func() ([]byte, error) {
+	if b.closed {
+		return func() ([]byte, error) { return nil, ErrClosed }
+	}
+	v, err := t.view()
+	if err != nil {
+		return func() ([]byte, error) { return nil, err }
+	}
+	st := b.streamTime
+	return func() ([]byte, error) {
+		defer v.release()
+		return b.encodePayload(func(p []byte) ([]byte, error) {
+			if timed {
+				p = binary.AppendVarint(p, st)
+			}
+			return appendCounted(p, func(p []byte) ([]byte, int, error) { return body(v, p) })
+		})
+	}
+}
+
+// openView takes, under the store's lock, a view of t and at(), a bound of
+// the store's at that moment (where windows live from, the horizon); ok
+// is false when the store is closed, or when the view failed (kept for
+// Err). The caller releases the view.
+func openView[R any](b *storeBase, t table[R], at func() int64) (v tableView[R], bound int64, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, 0, false
+	}
+	v, err := t.view()
+	if err != nil {
+		b.failLocked(b.readFailed(err))
+		return nil, 0, false
+	}
+	return v, at(), true
+}
+
+// clearTablesLocked is every store's Clear, with its lock held: it deletes
+// the rows of the store's tables (unless the store, and maybe its
+// database, is closed), resets what the base holds, and keeps an error
+// deleting them for Err, and returns it.
+func (b *storeBase) clearTablesLocked() error {
+	var err error
+	if !b.closed {
+		for _, t := range b.tables {
+			if err = t.clear(); err != nil {
+				break
+			}
+		}
+	}
+	b.clearLocked()
+	if err != nil {
+		b.failLocked(err)
+	}
+	return err
+}
+
+// appendCounted appends to b a count (an unsigned varint) and what fill
+// appends after it, fill returning the count: the encoding of a snapshot
+// payload's entries, counted as they are written. fill appends after room
+// for the longest count; then b's bytes move right to meet the count,
+// which takes as few bytes as it needs, and the result starts where they
+// begin. b should be short (a payload's header).
+func appendCounted(b []byte, fill func(b []byte) ([]byte, int, error)) ([]byte, error) {
+	start := len(b)
+	b = append(b, make([]byte, binary.MaxVarintLen64)...)
+	b, n, err := fill(b)
+	if err != nil {
+		return nil, err
+	}
+	var cnt [binary.MaxVarintLen64]byte
+	l := binary.PutUvarint(cnt[:], uint64(n))
+	shift := binary.MaxVarintLen64 - l
+	// Everything before the count moves right by shift: the slice
+	// returned starts shift bytes later.
+	copy(b[shift:start+shift], b[:start])
+	copy(b[start+shift:], cnt[:l])
+	return b[shift:], nil
 }
