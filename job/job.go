@@ -166,7 +166,7 @@ const (
 	EventRestored     EventKind = "restored"      // an instance restored its state
 	EventCommitted    EventKind = "committed"     // the process committed a checkpoint
 	EventCommitFailed EventKind = "commit-failed" // a commit failed (the checkpoint stays pending)
-	EventTakeFailed   EventKind = "take-failed"   // an instance's snapshot failed: the checkpoint was aborted, the next takes its changes
+	EventTakeFailed   EventKind = "take-failed"   // an instance's snapshot failed, or the stop cut it short: the checkpoint was aborted, the next takes its changes
 	EventCompleted    EventKind = "completed"     // an instance's checkpoint completed and was confirmed
 	EventFenced       EventKind = "fenced"        // the process was fenced: it drops its instances and joins again
 	EventCollected    EventKind = "collected"     // the deletion rule ran

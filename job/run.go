@@ -306,12 +306,14 @@ func (r *runner) take(ctx context.Context, g *generation, n int64, now time.Time
 				r.cfg.Logger.Warn("job: abort a failed checkpoint", "instance", done.in.Index, "checkpoint", n, "err", aerr)
 			}
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		r.cfg.Logger.Warn("job: checkpoint failed; the next one takes its changes", "instance", g.instances[k].in.Index, "checkpoint", n, "err", errs[k])
-		r.event(Event{Kind: EventTakeFailed, Generation: g.a.Generation, Instance: g.instances[k].in.Index, Checkpoint: n, Err: errs[k]})
+		// Its number is used up, also when the stop cut the take short:
+		// the tasks gave their metadata for n, so the last checkpoint is
+		// numbered above it.
 		g.last = n
+		if ctx.Err() == nil {
+			r.cfg.Logger.Warn("job: checkpoint failed; the next one takes its changes", "instance", g.instances[k].in.Index, "checkpoint", n, "err", errs[k])
+		}
+		r.event(Event{Kind: EventTakeFailed, Generation: g.a.Generation, Instance: g.instances[k].in.Index, Checkpoint: n, Err: errs[k]})
 		return nil
 	}
 	g.last = n

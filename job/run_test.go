@@ -1,6 +1,7 @@
 package job_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -8,8 +9,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dstlgo/dstl/catalog"
+	"github.com/dstlgo/dstl/collect"
+	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstltest"
 	"github.com/dstlgo/dstl/job"
+	"github.com/dstlgo/dstl/statestore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -99,6 +103,80 @@ func TestRunReplaced(t *testing.T) {
 	if err := second.stop(t); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRunStopCutsATakeShort: a stop that comes while the instances take
+// a checkpoint (here, while the task gives its metadata) fails that
+// checkpoint, which the runner reports (EventTakeFailed), and the last
+// checkpoint is the next one: Metadata is asked once per checkpoint, and
+// Complete is told only checkpoints that were taken. (The job runner's
+// simulation found it, seed 1: the last checkpoint took the number of
+// the one cut short, whose metadata the task had given, and the
+// checkpoint cut short went unreported.)
+func TestRunStopCutsATakeShort(t *testing.T) {
+	b := dstltest.NewBackend()
+	errs := make(chan error, 10)
+	const interval = 200 * time.Millisecond // the stop comes within the tick of the checkpoint cut short
+	ccfg := catalog.Config{JobID: "cut", Instances: 1, MaxParallelism: maxP, Grace: time.Hour, Logger: quiet}
+	dcfg := dstl.DefaultConfig("memory")
+	dcfg.JobID = "cut"
+	storage, err := dstl.New(dcfg, b, dstl.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer storage.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var failed []int64
+	var completes []int64
+	open := func(ctx context.Context, in *job.Instance) (job.Task, error) {
+		task, err := openCounter(0, errs, nil)(ctx, in)
+		return &stopAt{Task: task, stop: cancel, completes: &completes}, err
+	}
+	jcfg := job.Config{Interval: interval, Logger: quiet, State: statestore.Config{MaterializeInterval: -1, MaterializeSize: -1},
+		OnEvent: func(e job.Event) {
+			if e.Kind == job.EventTakeFailed {
+				failed = append(failed, e.Checkpoint)
+			}
+		}}
+	if err := job.Run(ctx, storage, job.NewCatalog(b, ccfg, interval, collect.Options{}), jcfg, open); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		t.Error(err)
+	default:
+	}
+	if len(failed) != 1 {
+		t.Fatalf("checkpoints reported failed: %v, want the one the stop cut short", failed)
+	}
+	for _, n := range completes {
+		if n == failed[0] {
+			t.Errorf("Complete(%d) of the checkpoint the stop cut short (completes %v)", n, completes)
+		}
+	}
+}
+
+// stopAt is a task that processes a record at every call and ends Run's
+// context when the runner asks for the metadata of its first checkpoint.
+type stopAt struct {
+	job.Task
+	stop      context.CancelFunc
+	stopped   bool
+	completes *[]int64
+}
+
+func (s *stopAt) Metadata(n int64) map[string]string {
+	if !s.stopped {
+		s.stopped = true
+		s.stop()
+	}
+	return s.Task.Metadata(n)
+}
+
+func (s *stopAt) Complete(ctx context.Context, n int64) error {
+	*s.completes = append(*s.completes, n)
+	return s.Task.Complete(ctx, n)
 }
 
 // TestRunIndependent: in the independent mode every commit completes its

@@ -75,7 +75,9 @@ const simFixedSeeds, simShortSeeds = 200, 40
 
 // simFound are seeds that found bugs, each named by the test of its fix:
 // go test runs them besides the fixed slice.
-var simFound = []uint64{}
+var simFound = []uint64{
+	1, // TestRunStopCutsATakeShort
+}
 
 // simReplay returns the command that runs seeds again.
 func simReplay(args string) string {
