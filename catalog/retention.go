@@ -210,8 +210,9 @@ func (s *store) cachedCommit(ctx context.Context, name string, gen *Generation, 
 // that no checkpoint that may still complete may reference (by the
 // checkpoint its name records, Plan.HoldFrom) and that is older than the
 // grace by both clocks (the time in its name and the store's); and the
-// catalog objects of fenced generations, and of the first layout after
-// an upgrade, that no one needs and that are older than the grace.
+// catalog objects of fenced generations (but their fences), and of the
+// first layout after an upgrade, that no one needs and that are older
+// than the grace.
 //
 // opts sets collect's options but for the job, the grace, the keep set,
 // the hold and the kinds, which the catalog sets; a dry run (opts.DryRun)
@@ -323,9 +324,10 @@ func (s *store) sweep(ctx context.Context, gen *Generation, retain int, grace ti
 // (older ones) and of the first layout that rep listed, that no one needs
 // and that are older than the grace by the store's clock: everything but
 // the objects gen restores while it needs them, every object of a
-// generation after gen (one that started since), and the first layout's
-// latest generation record, which keeps the processes of releases before
-// the second layout from starting.
+// generation after gen (one that started since), the fences, which fence
+// their generations' members however long they stalled, and the first
+// layout's latest generation record, which keeps the processes of
+// releases before the second layout from starting.
 func (s *store) staleCatalog(gen *Generation, rep *collect.Report, p *Plan, grace time.Duration) []string {
 	needed := map[string]bool{}
 	for _, name := range p.Commits {
@@ -344,6 +346,13 @@ func (s *store) staleCatalog(gen *Generation, rep *collect.Report, p *Plan, grac
 		case ref.Kind == objname.CatalogOther, needed[o.Name], ref.Version == 2 && ref.Generation >= gen.Number:
 			continue
 		case ref.Version == 1 && ref.Kind == objname.CatalogGeneration && ref.Generation == v1Latest:
+			continue
+		case ref.Version == 2 && ref.Kind == objname.CatalogFence:
+			// A member of the fenced generation that stalled (past the
+			// grace, for as long as it likes) learns that it is fenced
+			// from the fence alone: without it, its commits would confirm
+			// and its sweep would plan from its own generation and delete
+			// the live one's objects.
 			continue
 		case o.ModTime.IsZero() || rep.Now.Sub(o.ModTime) <= grace:
 			continue

@@ -176,7 +176,7 @@ func TestCollectHolds(t *testing.T) {
 // TestCollectRestored: what a generation restored is kept until it has
 // Retain complete checkpoints of its own; the catalog objects of the
 // fenced generation are deleted once older than the grace, but those it
-// restores while needed.
+// restores while needed and its fence, which stays.
 func TestCollectRestored(t *testing.T) {
 	j := newCollectJob(t, 2, nil)
 	old := j.round(1)
@@ -199,10 +199,13 @@ func TestCollectRestored(t *testing.T) {
 			t.Errorf("checkpoint 1's object %s is kept", o)
 		}
 	}
-	for _, name := range []string{objname.CatalogV2ClaimName("job/", 1, 0), objname.CatalogV2FenceName("job/", 1), objname.CatalogV2GenerationName("job/", 1)} {
+	for _, name := range []string{objname.CatalogV2ClaimName("job/", 1, 0), objname.CatalogV2GenerationName("job/", 1)} {
 		if j.exists(name) {
 			t.Errorf("generation 1's %s is kept", name)
 		}
+	}
+	if !j.exists(objname.CatalogV2FenceName("job/", 1)) {
+		t.Error("generation 1's fence is deleted")
 	}
 	// Generation 2 completes a checkpoint: the restored commits go too,
 	// at the next sweep.
@@ -212,8 +215,48 @@ func TestCollectRestored(t *testing.T) {
 	if j.exists(restoredCommit) {
 		t.Fatal("the restored commit is kept after the generation completed its own")
 	}
-	if n := names(t, j.b, objname.CatalogV2GenerationDir("job/", 1)); len(n) != 0 {
-		t.Fatalf("generation 1's objects left: %v", n)
+	if n := names(t, j.b, objname.CatalogV2GenerationDir("job/", 1)); !slices.Equal(n, []string{objname.CatalogV2FenceName("job/", 1)}) {
+		t.Fatalf("generation 1's objects left: %v, want its fence alone", n)
+	}
+}
+
+// TestFencedPastTheGrace: a member that stalls past the grace while a
+// newer generation starts, commits and sweeps (deleting the fenced
+// generation's claim and record) wakes fenced all the same: the fence
+// stays, so its commit fails with ErrFenced rather than complete its
+// checkpoint, and its collection deletes nothing of the live generation.
+// (The job runner's simulation found it, seed 82: the sweep deleted the
+// fence too, and the woken leader of a job of one process confirmed its
+// commits and swept the live generation's snapshot away.)
+func TestFencedPastTheGrace(t *testing.T) {
+	j := newCollectJob(t, 1, nil)
+	j.round(1)
+	j.round(2)
+	zombie := j.ms[0]
+	live := join(t, j.b, j.cfg(1, 0, nil)) // its slot is held: generation 2
+	j.ms = []*catalog.Member{live}
+	j.commit(live, 3)
+	objs := j.commit(live, 4) // retained
+	j.b.Advance(2 * time.Hour)
+	j.collect(live, false)
+	if j.exists(objname.CatalogV2GenerationName("job/", 1)) {
+		t.Fatal("the sweep kept generation 1's record")
+	}
+	if !j.exists(objname.CatalogV2FenceName("job/", 1)) {
+		t.Error("the sweep deleted generation 1's fence")
+	}
+	// The stalled member wakes.
+	ps := []catalog.InstanceState{{Instance: 0, State: stateOf(1, 0, 5), Objects: []string{j.upload(5)}}}
+	if st, err := zombie.Commit(t.Context(), 5, ps); !errors.Is(err, catalog.ErrFenced) {
+		t.Errorf("the woken member's commit: complete %d, %v; want ErrFenced", st.Complete, err)
+	}
+	if _, _, err := zombie.Collect(t.Context(), collect.Options{}); !errors.Is(err, catalog.ErrFenced) {
+		t.Errorf("the woken member's collection: %v; want ErrFenced", err)
+	}
+	for _, o := range objs {
+		if !j.exists(o) {
+			t.Errorf("the live generation's %s is gone", o)
+		}
 	}
 }
 

@@ -76,7 +76,8 @@ const simFixedSeeds, simShortSeeds = 200, 40
 // simFound are seeds that found bugs, each named by the test of its fix:
 // go test runs them besides the fixed slice.
 var simFound = []uint64{
-	1, // TestRunStopCutsATakeShort
+	1,  // TestRunStopCutsATakeShort
+	82, // catalog's TestFencedPastTheGrace
 }
 
 // simReplay returns the command that runs seeds again.
