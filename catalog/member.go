@@ -32,12 +32,15 @@ type Member struct {
 	complete int64 // the latest complete checkpoint the member knows of
 	// The leader's (process 0's) view of its generation in the aligned
 	// mode: decided lists the checkpoints it saw complete, ascending;
-	// pending is its latest commit when no listing after it saw the
-	// checkpoint complete (0: none); commitsOf holds the commits a
-	// listing showed, by checkpoint, for the deletion rule.
-	decided   []int64
-	pending   int64
-	commitsOf map[int64][]string
+	// fenceChecked is the latest of them that it saw complete before a
+	// read that found no fence; pending is its latest commit when no
+	// listing after it saw the checkpoint complete (0: none); commitsOf
+	// holds the commits a listing showed, by checkpoint, for the deletion
+	// rule.
+	decided      []int64
+	fenceChecked int64
+	pending      int64
+	commitsOf    map[int64][]string
 	// The deletion rule's state: the commits read while kept, and when
 	// the last sweep ran.
 	cache     map[string]*commit
@@ -380,6 +383,7 @@ func (m *Member) learnLocked(ctx context.Context, prev int64) (Status, error) {
 		m.s.metrics.fenced.Add(ctx, 1)
 		return Status{}, fmt.Errorf("%w: generation %d is fenced: generation %d is starting", ErrFenced, m.gen.Number, m.gen.Number+1)
 	}
+	m.fenceChecked = m.latestDecided()
 	if m.gen.Mode == Independent {
 		m.complete = m.previous
 	}

@@ -201,18 +201,18 @@ func (s *store) cachedCommit(ctx context.Context, name string, gen *Generation, 
 
 // Collect applies the deletion rule, on the leader (process 0; another
 // member collects nothing and returns nil). At every call it deletes the
-// commits of the checkpoints it saw complete that are no longer retained
-// (they are known from its commits' listings: no request but the
-// deletes). Once per Config.SweepInterval it also sweeps: it lists the
-// live generation's directory, reads the commits it keeps (each once
-// while kept), and deletes, through package collect, every log and
-// snapshot object under the job's prefix that no kept part refers to,
-// that no checkpoint that may still complete may reference (by the
-// checkpoint its name records, Plan.HoldFrom) and that is older than the
-// grace by both clocks (the time in its name and the store's); and the
-// catalog objects of fenced generations (but their fences), and of the
-// first layout after an upgrade, that no one needs and that are older
-// than the grace.
+// commits of the checkpoints that are no longer retained by those it saw
+// complete before a read that found no fence (they are known from its
+// commits' listings: no request but the deletes). Once per
+// Config.SweepInterval it also sweeps: it lists the live generation's
+// directory, reads the commits it keeps (each once while kept), and
+// deletes, through package collect, every log and snapshot object under
+// the job's prefix that no kept part refers to, that no checkpoint that
+// may still complete may reference (by the checkpoint its name records,
+// Plan.HoldFrom) and that is older than the grace by both clocks (the
+// time in its name and the store's); and the catalog objects of fenced
+// generations (but their fences), and of the first layout after an
+// upgrade, that no one needs and that are older than the grace.
 //
 // opts sets collect's options but for the job, the grace, the keep set,
 // the hold and the kinds, which the catalog sets; a dry run (opts.DryRun)
@@ -230,10 +230,19 @@ func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *col
 		return nil, nil, fmt.Errorf("%w: generation %d", ErrFenced, m.gen.Number)
 	}
 	// What no retained checkpoint needs any more, from the listings of
-	// the leader's commits.
+	// the leader's commits: by the checkpoints it saw complete before a
+	// read that found no fence. A starter of the next generation puts
+	// the fence before it lists, so it sees them complete too; a
+	// checkpoint decided later (the read of the fence after it failed)
+	// may have completed after the starter's listing, which then
+	// restores an older one.
 	var drop []string
-	if m.gen.Mode == Aligned && len(m.decided) >= m.cfg.Retain {
-		oldest := m.decided[len(m.decided)-m.cfg.Retain]
+	checked := 0
+	for checked < len(m.decided) && m.decided[checked] <= m.fenceChecked {
+		checked++
+	}
+	if m.gen.Mode == Aligned && checked >= m.cfg.Retain {
+		oldest := m.decided[checked-m.cfg.Retain]
 		for n, names := range m.commitsOf {
 			if n < oldest {
 				drop = append(drop, names...)
@@ -242,7 +251,7 @@ func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *col
 				}
 			}
 		}
-		m.decided = m.decided[len(m.decided)-m.cfg.Retain:]
+		m.decided = m.decided[checked-m.cfg.Retain:]
 	}
 	now := m.cfg.Now()
 	sweep := opts.DryRun || m.lastSweep.IsZero() || now.Sub(m.lastSweep) >= m.cfg.SweepInterval

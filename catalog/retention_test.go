@@ -1,8 +1,11 @@
 package catalog_test
 
 import (
+	"context"
 	"errors"
+	"io"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/dstlgo/dstl/catalog"
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/dstltest"
 )
 
 // collectJob is a job on a store whose clock the test moves, its
@@ -258,6 +262,57 @@ func TestFencedPastTheGrace(t *testing.T) {
 			t.Errorf("the live generation's %s is gone", o)
 		}
 	}
+}
+
+// TestCollectAfterAFailedFenceRead: a leader whose commit completed its
+// checkpoint, and whose read of the fence after it failed, does not drop
+// the commits of the checkpoint before it at its next collection: a newer
+// generation may have started before that commit, and restore them. (The
+// job runner's simulation found it, seed 19: a process restarted while
+// the leader's reads of the fence failed; the new generation restored
+// checkpoint 8, whose commit the leader, which had completed 9, deleted.)
+func TestCollectAfterAFailedFenceRead(t *testing.T) {
+	b := &failingGets{Backend: dstltest.NewBackend()}
+	c := cfg(1, 0)
+	leader := join(t, b, c)
+	commit(t, leader, 1)
+	commit(t, leader, 2)
+	if got := restored(join(t, b, c)); !slices.Equal(got, []string{string(stateOf(1, 0, 2))}) { // a restart: generation 2
+		t.Fatalf("generation 2 restores %q, want checkpoint 2", got)
+	}
+	fence := objname.CatalogV2FenceName("job/", 1)
+	b.fail.Store(&fence)
+	if _, err := leader.Commit(t.Context(), 3, parts(leader, 3)); err == nil || errors.Is(err, catalog.ErrFenced) {
+		t.Fatalf("a commit whose read of the fence failed: %v, want that error", err)
+	}
+	b.fail.Store(nil)
+	if _, _, err := leader.Collect(t.Context(), collect.Options{}); !errors.Is(err, catalog.ErrFenced) {
+		t.Errorf("the fenced leader's collection: %v, want ErrFenced", err)
+	}
+	if restoredCommit := objname.CatalogV2CommitName("job/", 1, 2, 0); !has(names(t, b, "job/"), restoredCommit) {
+		t.Fatalf("%s, which generation 2 restores, is gone", restoredCommit)
+	}
+	if dropped := objname.CatalogV2CommitName("job/", 1, 1, 0); has(names(t, b, "job/"), dropped) {
+		t.Errorf("%s, which checkpoint 2 superseded before a read of the fence, is kept", dropped)
+	}
+}
+
+// failingGets fails the gets of one name, while it is set.
+type failingGets struct {
+	*dstltest.Backend
+	fail atomic.Pointer[string]
+}
+
+// Unwrap returns the backend the calls go to.
+func (f *failingGets) Unwrap() backends.Backend { return f.Backend }
+
+var errGetFailed = errors.New("injected: the get failed")
+
+func (f *failingGets) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	if p := f.fail.Load(); p != nil && *p == name {
+		return nil, errGetFailed
+	}
+	return f.Backend.Get(ctx, name, offset, length)
 }
 
 // TestCollectFenced: a fenced member collects nothing (ErrFenced), and

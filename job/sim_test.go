@@ -78,6 +78,7 @@ const simFixedSeeds, simShortSeeds = 200, 40
 var simFound = []uint64{
 	1,  // TestRunStopCutsATakeShort
 	82, // catalog's TestFencedPastTheGrace
+	19, // catalog's TestCollectAfterAFailedFenceRead
 }
 
 // simReplay returns the command that runs seeds again.
