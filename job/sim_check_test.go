@@ -82,6 +82,7 @@ func (w *simWorld) checkRollback(tasks []*simTask) {
 			continue
 		}
 		for kg := t.in.KeyGroups.Start; kg <= t.in.KeyGroups.End; kg++ {
+			fallback := false
 			for g, p := range latest[kg] {
 				if g >= t.in.Generation {
 					continue
@@ -101,11 +102,14 @@ func (w *simWorld) checkRollback(tasks []*simTask) {
 					// nothing, so the parts that generation restored are
 					// restored again for every process they cover, over
 					// the commits of those that did commit.
-					w.stats.Fallbacks++
+					fallback = true
 					continue
 				}
 				w.failf("rollback: %v restored key group %d at checkpoint %d, offset %d; %v was told checkpoint %d complete, at offset %d",
 					t, kg, t.restoredCp[kg], t.base[kg], p.t, p.n, p.offset)
+			}
+			if fallback {
+				w.stats.Fallbacks++
 			}
 		}
 	}

@@ -21,15 +21,16 @@ import (
 // requests) and a schedule of steps: process crashes (its requests fail
 // from then on and its context ends, so that its last checkpoint fails;
 // requests under way go on), clean stops, restarts after either, another
-// process for a running one's slot, stalls past the grace of a process's
-// requests (which, when their caller gives up, abort, complete or land
-// later), of its loop (a task's Process that heeds nothing, as in a GC
-// pause) or of both (SIGSTOP), bursts of failed requests (some of them
-// taking effect with their answer lost), and rescales (the old processes
-// stop, crash or run on until fenced). A process that ends by itself
-// (a fault in its join or restore; another took its slot) is restarted
-// if its slot has none. Then faults end, every process ends, and new
-// processes restore and complete a checkpoint.
+// process for a running one's slot, stalls (from half the grace to
+// several graces) of a process's requests (which, when their caller gives
+// up, abort, complete or land later), of its loop (a task's Process that
+// heeds nothing, as in a GC pause) or of both (SIGSTOP), bursts of failed
+// requests (some of them taking effect with their answer lost), and
+// rescales (the old processes stop, crash or run on until fenced). A
+// process that ends by itself (a fault in its join or restore; another
+// took its slot) is restarted if its slot has none. Then faults end,
+// every process ends, and new processes restore and complete a
+// checkpoint.
 //
 // Each process is a goroutine running job.Run with a dstl.Storage of its
 // own, over one in-memory store (backends/mem) behind a fault wrapper of
@@ -47,8 +48,12 @@ import (
 //     Metadata is asked for ascending checkpoints;
 //   - no rollback: no generation restores, for any key group, a
 //     checkpoint or offset older than one an earlier generation's task
-//     was told complete; and in the aligned mode no generation restores a
-//     checkpoint older than one complete before its predecessor's fence;
+//     was told complete (in the independent mode, but for the catalog's
+//     documented fallback, which is counted: a generation restores again
+//     the parts its predecessor restored, for every process they cover,
+//     when one of those processes committed nothing); and in the aligned
+//     mode no generation restores a checkpoint older than one complete
+//     before its predecessor's fence;
 //   - in the store's order of changes: no checkpoint completes (the put
 //     of its last commit, before its generation's successor is written,
 //     above every checkpoint complete before) naming an object that is
