@@ -1,7 +1,8 @@
-// Package statestore gives Go stream processors state stores whose every
-// change goes to the durable short-term log (package dstl), with
-// checkpoints, periodic materialisation and restore: the layer a service
-// would otherwise write itself on top of the log.
+// Package statestore keeps a stream processor's state in stores whose
+// every change goes to the durable short-term log of package dstl. A
+// Checkpointer takes checkpoints, materialises the stores in the
+// background, and restores them. It is the layer a service would otherwise
+// write itself on top of the log.
 //
 // # Stores
 //
