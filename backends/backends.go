@@ -1,9 +1,11 @@
-// Package backends is the portable layer over the storage services: the
-// [Backend] contract the engine, the reader, the garbage collector and the
-// tools use, the errors every backend returns, the registry that opens a
-// backend from a base path, and [Bucket], the one type that runs any
-// driver (package github.com/dstlgo/dstl/backends/driver) with every
+// Package backends is the portable layer over the storage services. It
+// defines the [Backend] contract and the errors every backend returns, and
+// opens a backend from a base path. [Bucket] runs any driver with every
 // check, timeout, retry, error and metric done once.
+//
+// The engine, the reader, the garbage collector and the tools use the
+// Backend contract. A driver is what package
+// github.com/dstlgo/dstl/backends/driver describes.
 //
 // Applications open a backend with [Open] ("s3://bucket/prefix", a local
 // path, ...) or with a backend package's Open(ctx, Config), and check its

@@ -1,9 +1,12 @@
-// Package format encodes and decodes dstl objects: a header with magic and
-// version, change-set frames (each with its length, log id, sequence number,
-// key-group directory, changes and CRC32C, optionally compressed on its own)
-// and a footer index. See docs/FORMAT.md. The package does not depend on the
-// engine, so tools (an object inspector, a garbage collector, the fuzzer)
+// Package format encodes and decodes dstl objects. An object is a header
+// with magic and version, change-set frames, and a footer index, as
+// docs/FORMAT.md describes. The package does not depend on the engine, so
+// tools such as an object inspector, a garbage collector and the fuzzer
 // use it alone.
+//
+// Each frame holds one change set with its length, log id, sequence
+// number, key-group directory, changes and CRC32C, and is optionally
+// compressed on its own.
 package format
 
 import (
