@@ -101,7 +101,7 @@ On local disk the SDK's put creates the file, writes it, fsyncs it and
 fsyncs its directory, as a durable create does (the backend writes a
 temporary file, fsyncs it, links it and fsyncs the directory). Objects go under a prefix of their own
 (dstl-bench-UUID/) and are deleted as the run goes. Engine options (the keys of
-the README's options table) are set with --option KEY=VALUE.
+docs/OPTIONS.md) are set with --option KEY=VALUE.
 
 The targets (the design's section 6): (a) at most 30 ns and 0 allocations
 per change; (b) at least 0.95 of the SDK's put at each size; (c) objects per
