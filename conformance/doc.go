@@ -38,6 +38,10 @@
 //   - Rescaling: readers of other key-group ranges than the writers' (half
 //     a writer's range, or across two) get exactly their key groups and all
 //     metadata.
+//   - FormatVersion2: a storage that writes object format version 2
+//     (format.version 2, whose uploads put each object while they encode
+//     it) stores objects of that version, which a second storage reads back
+//     exactly, whole and by other key-group ranges.
 //   - ReleasedObjectsDeleted, SharedObjectKeptWhileReferenced,
 //     ConfirmedObjectSurvives: an object goes (Get fails with
 //     [backends.ErrNotFound], List omits it) once every change set in it is

@@ -31,6 +31,7 @@ func TestEngine(t *testing.T, open Harness, opts ...Option) {
 	runCases(t, open, []suiteCase{
 		{"ManyWriters", (*suite).testManyWriters},
 		{"Rescaling", (*suite).testRescaling},
+		{"FormatVersion2", (*suite).testFormatVersion2},
 		{"ReleasedObjectsDeleted", (*suite).testReleasedObjectsDeleted},
 		{"SharedObjectKeptWhileReferenced", (*suite).testSharedObjectKept},
 		{"ConfirmedObjectSurvives", (*suite).testConfirmedObjectSurvives},
@@ -505,6 +506,41 @@ func (s *suite) testRescaling(t *testing.T) {
 	e.closeStorage(st)
 	fresh := e.storage()
 	for _, parallelism := range []int{8, 2, 3} {
+		for i := range parallelism {
+			kgr := dstl.KeyGroupRange{Start: i * keyGroups / parallelism, End: (i+1)*keyGroups/parallelism - 1}
+			for _, l := range logs {
+				w := l.w.KeyGroups()
+				if kgr.Start <= w.End && w.Start <= kgr.End {
+					e.checkRead(fresh, kgr, e.roundTrip(l.last.Remote), l.lastWant)
+				}
+			}
+		}
+	}
+}
+
+// testFormatVersion2: writers of a storage that writes format version 2
+// (whose uploads put each object while they encode it) store objects of
+// that version, which a fresh storage reads back, whole and rescaled.
+func (s *suite) testFormatVersion2(t *testing.T) {
+	cfg := engineConfig()
+	cfg.FormatVersion = 2
+	e := s.engine(t, cfg)
+	st := e.storage()
+	const keyGroups = 64
+	logs := e.runCheckpoints(st, 6, keyGroups, 5)
+	e.closeStorage(st)
+	objects := e.objects()
+	if len(objects) == 0 {
+		t.Fatal("no object stored")
+	}
+	for _, name := range objects {
+		h, err := Read(e.ctx, e.b, name, 0, format.HeaderSize)
+		if err != nil || len(h) != format.HeaderSize || h[4] != format.Version2 {
+			t.Fatalf("object %s begins %x (%v): want a header of format version 2", name, h, err)
+		}
+	}
+	fresh := e.storage()
+	for _, parallelism := range []int{1, 4, 3} {
 		for i := range parallelism {
 			kgr := dstl.KeyGroupRange{Start: i * keyGroups / parallelism, End: (i+1)*keyGroups/parallelism - 1}
 			for _, l := range logs {
