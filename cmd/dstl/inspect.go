@@ -19,10 +19,10 @@ import (
 	"github.com/dstlgo/dstl/dstl/format"
 )
 
-const inspectAbout = `Lists the change sets in a dstl object: for each, its offset and stored size,
-the writer's log id, the sequence number, the key groups with their number of
-changes, the logical (uncompressed) size and whether its CRC32C and structure
-check out. The object's footer index is read and checked too; when it is
+const inspectAbout = `Lists the change sets in a dstl object, after the object's format version (1
+or 2, from its header): for each, its offset and stored size, the writer's log
+id, the sequence number, the key groups with their number of changes, the
+logical (uncompressed) size and whether its CRC32C and structure check out. The object's footer index is read and checked too; when it is
 damaged, the change sets are found by walking the frames from the front. An
 object is a local FILE or the URL of an object (e.g.
 s3://bucket/job/0190....dstl?endpoint=...; the query configures the backend as
@@ -124,8 +124,11 @@ func fetchObject(ctx context.Context, storage, arg string) (string, []byte, erro
 
 // objectReport is what inspect finds in an object.
 type objectReport struct {
-	Object     string      `json:"object"`
-	Size       int64       `json:"size"`
+	Object string `json:"object"`
+	Size   int64  `json:"size"`
+	// Version is the object's format version, from its header; 0 when
+	// the header is not one of a version this release reads.
+	Version    int         `json:"version"`
 	OK         bool        `json:"ok"`
 	Index      string      `json:"index"` // "ok", or what is wrong with it
 	ChangeSets []setReport `json:"change_sets"`
@@ -135,7 +138,8 @@ type objectReport struct {
 // setReport describes one change set (one frame).
 type setReport struct {
 	Offset      int64   `json:"offset"`
-	Length      int64   `json:"length"` // stored bytes of the frame
+	Length      int64   `json:"length"`            // stored bytes of the frame
+	Version     int     `json:"version,omitempty"` // the frame's format version, once it checked out
 	LogID       string  `json:"log_id,omitempty"`
 	SQN         *uint64 `json:"sqn,omitempty"`
 	Codec       string  `json:"codec,omitempty"`
@@ -182,6 +186,9 @@ func problemOf(err error) problem {
 // inspectObject decodes everything it can of an object's bytes.
 func inspectObject(name string, data []byte) *objectReport {
 	rep := &objectReport{Object: name, Size: int64(len(data)), Index: "ok"}
+	if len(data) >= format.HeaderSize && string(data[:4]) == format.Magic && (data[4] == format.Version1 || data[4] == format.Version2) {
+		rep.Version = int(data[4])
+	}
 	index, err := format.ReadIndex(name, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		rep.Index = err.Error()
@@ -248,6 +255,7 @@ func checkFrame(name string, off int64, frame []byte, want *format.IndexEntry) f
 		return c
 	}
 	c.Checksum, c.OK = "ok", true
+	c.Version = h.Version
 	c.LogID = uuid.UUID(h.LogID).String()
 	sqn := h.SequenceNumber
 	c.SQN = &sqn
@@ -297,7 +305,11 @@ func (r *objectReport) print(w io.Writer) {
 	if !r.OK {
 		status = "DAMAGED"
 	}
-	fmt.Fprintf(w, "object %s: %s, %d change %s, %s\n", r.Object, formatBytes(r.Size), len(r.ChangeSets), plural(len(r.ChangeSets), "set"), status)
+	version := "format version ?"
+	if r.Version != 0 {
+		version = fmt.Sprintf("format version %d", r.Version)
+	}
+	fmt.Fprintf(w, "object %s: %s, %s, %d change %s, %s\n", r.Object, formatBytes(r.Size), version, len(r.ChangeSets), plural(len(r.ChangeSets), "set"), status)
 	if r.Index != "ok" {
 		fmt.Fprintf(w, "index: %s\n", r.Index)
 	}
