@@ -95,15 +95,17 @@ func TestBench(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatal(err)
 		}
-		if rep.Backend != "local" || len(rep.Upload) != 1 || rep.Upload[0].RawBPS <= 0 || rep.Upload[0].EngineBPS <= 0 ||
+		if rep.Backend != "local" || len(rep.Upload) != 1 || len(rep.UploadCompressed) != 1 || rep.Upload[0].Ratio <= 0 || rep.Upload[0].BackendPutBPS <= 0 ||
 			len(rep.Batching.Rows) != 2 || rep.Recovery.FetchedPerNeed < 1 || rep.Recovery.Objects != 2 || len(rep.Targets) != 6 {
 			t.Fatalf("%s: report %+v", option, rep)
 		}
 		// Random changes: what is stored is about what was appended, with
 		// compression too, so that the upload ratio compares like with like.
-		if u := rep.Upload[0]; u.StoredPerLogical < 1 || u.StoredPerLogical > 1.2 || u.PersistSamples == 0 || u.RawPutSamples == 0 ||
-			u.PipelinedBPS <= 0 || u.PipelinedRatio != u.PipelinedBPS/u.RawBPS {
-			t.Errorf("%s: upload %+v", option, u)
+		for i, u := range []uploadResult{rep.Upload[0], rep.UploadCompressed[0]} {
+			if u.StoredPerLogical < 1 || u.StoredPerLogical > 1.2 || u.PersistSamples == 0 || u.RawPutSamples == 0 || u.Compression != (i == 1) ||
+				u.PipelinedBPS <= 0 || u.PipelinedRatio != u.PipelinedBPS/u.BackendPutBPS {
+				t.Errorf("%s: upload %+v", option, u)
+			}
 		}
 		if rep.Batching.Rows[0].PersistSamples == 0 || rep.Recovery.EngineReads == 0 || rep.Recovery.RawReads == 0 || rep.RawPut == "" {
 			t.Errorf("%s: report %+v", option, rep)
