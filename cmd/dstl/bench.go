@@ -289,8 +289,8 @@ type benchReport struct {
 	// skipped.
 	Upload           []uploadResult `json:"upload"`
 	UploadCompressed []uploadResult `json:"upload_compressed,omitempty"`
-	Batching batchingResult    `json:"batching"`
-	Recovery recoveryResult    `json:"recovery"`
+	Batching         batchingResult `json:"batching"`
+	Recovery         recoveryResult `json:"recovery"`
 	// Sustained is nil when (f) was skipped.
 	Sustained *sustainedResult `json:"sustained,omitempty"`
 	Targets   []targetResult   `json:"targets"`
@@ -1581,15 +1581,15 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // The targets of the design (section 6).
 const (
-	targetAppendNs       = 30    // append: ns per change, at most
-	targetAppendSpeedup  = 1.8   // append: two goroutines on two writers, over one, at least
+	targetAppendNs         = 30    // append: ns per change, at most
+	targetAppendSpeedup    = 1.8   // append: two goroutines on two writers, over one, at least
 	targetUploadRatio      = 1.10  // upload: persist -> confirm over the backend's Put of the same bytes, at most
 	targetUploadRatioLocal = 1.25  // upload: the same on local disk
-	targetBatchingGrowth = 1.5   // batching: objects per second may grow so much from the fewest to the most writers
-	targetFetchedPerNeed = 1.005 // recovery: fetched / needed at most 1.00, to two decimals
-	targetRecoveryRemote = 0.9   // recovery read: of the SDK's get on an emulator or a cloud store, at least
-	targetRecoveryLocal  = 0.5   // recovery read: of a plain read on local disk, at least
-	targetSustainedRatio = 0.95  // sustained logging: of the backend's parallel Put, at least
+	targetBatchingGrowth   = 1.5   // batching: objects per second may grow so much from the fewest to the most writers
+	targetFetchedPerNeed   = 1.005 // recovery: fetched / needed at most 1.00, to two decimals
+	targetRecoveryRemote   = 0.9   // recovery read: of the SDK's get on an emulator or a cloud store, at least
+	targetRecoveryLocal    = 0.5   // recovery read: of a plain read on local disk, at least
+	targetSustainedRatio   = 0.95  // sustained logging: of the backend's parallel Put, at least
 )
 
 // targets compares the results with the targets of the design.
