@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"os"
 	"reflect"
@@ -163,5 +164,42 @@ func TestBackendsCheck(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "backends", "--check", "nosuch://x"); code != exitUsage {
 		t.Fatalf("unknown scheme: exit %d: %s", code, errOut)
+	}
+}
+
+// TestBackendsCheckUnsignedPayloadMinIO: on an s3 base path with
+// unsigned_payload=true, "dstl backends --check" also checks that the
+// store takes unsigned bodies, which MinIO does, and says so; without the
+// parameter it does not check them.
+func TestBackendsCheckUnsignedPayloadMinIO(t *testing.T) {
+	var env []string
+	for _, n := range []string{"DSTL_S3_ENDPOINT", "DSTL_S3_REGION", "DSTL_S3_ACCESS_KEY", "DSTL_S3_SECRET_KEY", "DSTL_S3_BUCKET"} {
+		v := os.Getenv(n)
+		if v == "" {
+			t.Skipf("%s not set: this test needs MinIO (run it under minio-test/with-emulators.sh)", n)
+		}
+		env = append(env, v)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", env[2])
+	t.Setenv("AWS_SECRET_ACCESS_KEY", env[3])
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	base := "s3://" + env[4] + "/dstl-backends-check/" + strings.ToLower(rand.Text()[:12]) +
+		"?endpoint=" + env[0] + "&region=" + env[1] + "&use_path_style=true"
+	for _, unsigned := range []bool{true, false} {
+		u := base
+		if unsigned {
+			u += "&unsigned_payload=true"
+		}
+		code, out, errOut := runCLI(t, "backends", "--check", u, "--json")
+		var rep createOnlyReport
+		if err := json.Unmarshal([]byte(out), &rep); code != exitOK || err != nil || !rep.CreateOnly || (rep.UnsignedPayload == "taken") != unsigned {
+			t.Fatalf("unsigned %v: exit %d, %v: %s%s", unsigned, code, err, out, errOut)
+		}
+		if unsigned {
+			code, out, errOut = runCLI(t, "backends", "--check", u)
+			if code != exitOK || !strings.Contains(out, "takes upload bodies that are not signed") {
+				t.Fatalf("exit %d: %s%s", code, out, errOut)
+			}
+		}
 	}
 }
