@@ -91,7 +91,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzRestoreSnapshot$$' -fuzztime=$(FUZZTIME) ./statestore/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeManifest$$' -fuzztime=$(FUZZTIME) ./statestore/internal/diskstate/
 
-## bench: `dstl bench` on local disk, MinIO, fake-gcs-server, Azurite and
+## bench: `dstl bench` on local disk, MinIO (signed and unsigned upload
+## bodies), fake-gcs-server, Azurite and
 ## mem://, with the emulators started first; tables and JSON into
 ## bench/results/DATE-MACHINE.{txt,json}, and an SVG chart of each section
 ## with an index.html into bench/results/DATE-MACHINE/ (`dstl bench

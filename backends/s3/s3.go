@@ -26,7 +26,8 @@
 // and abort those ("dstl gc" does), and a bucket lifecycle rule
 // AbortIncompleteMultipartUpload removes them. Checksums are computed and
 // validated only where the API requires them, which S3-compatible services
-// accept.
+// accept. Over plain HTTP the SDK signs the SHA-256 of every upload body;
+// [Config.UnsignedPayload] sends them unsigned, as over HTTPS.
 //
 // Throttling, 5xx answers, cut connections and timeouts are retried with
 // exponential backoff and jitter; the SDK's own retryer is off. A Get's
