@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"sync"
 
 	"github.com/dstlgo/dstl/internal/crc32c"
 )
@@ -450,20 +451,32 @@ func (o EncoderOptions) EncodedSize(css ...*ChangeSet) (int64, error) {
 		return 0, err
 	}
 	size := int64(HeaderSize + TrailerSize)
-	var slots []groupSlot
-	var batch []KeyedChange
+	// Scratch from a pool: an upload measures its object before it
+	// encodes it, and should allocate no more for that than the encoder
+	// does.
+	sc := measureScratch.Get().(*measuring)
+	defer func() {
+		clear(sc.batch[:]) // keeps none of the caller's bytes reachable
+		if cap(sc.slots) > maxRetainedSlots {
+			sc.slots = nil
+		}
+		measureScratch.Put(sc)
+	}()
 	for _, cs := range css {
 		if cs == nil {
 			return 0, fmt.Errorf("dstl/format: nil change set: %w", ErrInvalidChangeSet)
 		}
-		if cs.AppendedFrom != nil && batch == nil {
-			batch = make([]KeyedChange, appendedBatchSize)
+		var batch []KeyedChange
+		if cs.AppendedFrom != nil {
+			batch = sc.batch[:]
 		}
-		planned, lay, err := plan(cs, slots, batch)
+		planned, lay, err := plan(cs, sc.slots[:0], batch)
 		if err != nil {
 			return 0, err
 		}
-		slots = lay.slots
+		if lay.slots != nil {
+			sc.slots = lay.slots[:0]
+		}
 		if version == Version2 {
 			lay.setTags(planned)
 			if lay.payload+lay.tags > MaxPayloadSize {
@@ -475,6 +488,14 @@ func (o EncoderOptions) EncodedSize(css ...*ChangeSet) (int64, error) {
 	}
 	return size, nil
 }
+
+// measuring is the scratch of EncodedSize.
+type measuring struct {
+	slots []groupSlot
+	batch [appendedBatchSize]KeyedChange
+}
+
+var measureScratch = sync.Pool{New: func() any { return new(measuring) }}
 
 // layout is the frame of a change set, as plan finds it.
 type layout struct {

@@ -983,6 +983,16 @@ func TestAppendedAllocatesNothing(t *testing.T) {
 				if allocs := testing.AllocsPerRun(5, encodeOnce); allocs != 0 {
 					t.Errorf("version %d: %.1f allocations per object", opts.Version, allocs)
 				}
+				// Nor does measuring the object first, as an upload does.
+				measure := func() {
+					if n, err := opts.EncodedSize(cs); err != nil || n != size {
+						t.Fatalf("EncodedSize = %d, %v; want %d", n, err, size)
+					}
+				}
+				measure()
+				if allocs := testing.AllocsPerRun(5, measure); allocs != 0 {
+					t.Errorf("version %d: EncodedSize: %.1f allocations", opts.Version, allocs)
+				}
 				if published != size {
 					t.Errorf("version %d: the last progress was %d of %d bytes", opts.Version, published, size)
 				}
