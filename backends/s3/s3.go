@@ -145,7 +145,15 @@ type unsignedCheck struct {
 	ok      atomic.Bool
 	mu      sync.Mutex // held by a probe
 	refused atomic.Pointer[error]
+	// unsure is when a probe last could not tell (the store took no
+	// probe object, signed or not: wrong credentials, say); another runs
+	// only probeAgain later, so that failing puts do not each send one.
+	unsure time.Time
 }
+
+// probeAgain is how long after a probe that could not tell the next one
+// may run.
+const probeAgain = 30 * time.Second
 
 var _ driver.Bucket = (*bucket)(nil)
 
@@ -370,8 +378,8 @@ func (d *bucket) putSingle(ctx context.Context, rt driver.Runner, name string, b
 		d.unsigned.note(err)
 		return d.explain(err)
 	})
-	if err := d.checkUnsigned(ctx, rt, body, err); err != nil {
-		return err
+	if uerr := d.checkUnsigned(ctx, rt, body, err); uerr != err {
+		return uerr // the store refuses unsigned bodies
 	}
 	return d.settle(ctx, rt, key, id, body, attempts, err)
 }
@@ -508,6 +516,12 @@ func (d *bucket) checkUnsigned(ctx context.Context, rt driver.Runner, body *driv
 	switch d.Classify(err) {
 	case driver.Exists, driver.BucketNotFound, driver.NotFound, driver.InvalidRange:
 		return err
+	case driver.Transient:
+		// A store that refuses unsigned bodies answers 4xx, or 501 Not
+		// Implemented; not 503, nor a timeout.
+		if statusCode(err) != http.StatusNotImplemented {
+			return err
+		}
 	}
 	if v := d.unsigned.verdict(); v != nil {
 		return v
@@ -533,6 +547,9 @@ func (d *bucket) probeUnsigned(ctx context.Context, rt driver.Runner) (refused b
 	}
 	if u.ok.Load() {
 		return false, nil
+	}
+	if !u.unsure.IsZero() && time.Since(u.unsure) < probeAgain {
+		return false, errors.New("a probe could not tell a moment ago")
 	}
 	name, err := objname.NewCreateOnlyProbe("")
 	if err != nil {
@@ -567,6 +584,7 @@ func (d *bucket) probeUnsigned(ctx context.Context, rt driver.Runner) (refused b
 		return false, nil
 	}
 	if err := put(); err != nil {
+		u.unsure = time.Now()
 		return false, fmt.Errorf("the store took no probe object, unsigned (%w) nor signed: %w", unsignedErr, err)
 	}
 	verdict := fmt.Errorf("%w: %s took a put signed and refused the same with an unsigned body (%w); "+

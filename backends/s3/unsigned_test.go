@@ -132,3 +132,47 @@ func TestUnsignedPayloadRefused(t *testing.T) {
 		t.Fatalf("Put without unsigned_payload: %v", err)
 	}
 }
+
+// TestUnsignedPayloadUndecided: a store that refuses every put, signed or
+// not, is no store that refuses unsigned bodies: the Put fails with its
+// own error, and the probe that could not tell runs again only later, not
+// at each failed Put.
+func TestUnsignedPayloadUndecided(t *testing.T) {
+	env := requireEnv(t)
+	proxy, err := faultproxy.New(env["DSTL_S3_ENDPOINT"], func(r *http.Request, _ int) faultproxy.Action {
+		if r.Method == http.MethodPut && r.ContentLength > 0 {
+			return faultproxy.Action{Status: http.StatusBadRequest}
+		}
+		return faultproxy.Action{}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	u, _ := testURL(t, proxy.URL(), url.Values{"unsigned_payload": {"true"}})
+	b := openURL(t, u)
+	data := []byte("refused anyway")
+	puts := func() int {
+		n := 0
+		for _, r := range proxy.Records() {
+			if r.Method == http.MethodPut {
+				n++
+			}
+		}
+		return n
+	}
+	err = b.Put(t.Context(), "a", bytes.NewReader(data), int64(len(data)))
+	if err == nil || errors.Is(err, ErrUnsignedPayloadRefused) {
+		t.Fatalf("Put = %v; want the store's error, not ErrUnsignedPayloadRefused", err)
+	}
+	if n := puts(); n != 3 {
+		t.Fatalf("%d PUT requests; want the Put's and the probe's two", n)
+	}
+	err = b.Put(t.Context(), "b", bytes.NewReader(data), int64(len(data)))
+	if err == nil || errors.Is(err, ErrUnsignedPayloadRefused) {
+		t.Fatalf("second Put = %v; want the store's error", err)
+	}
+	if n := puts(); n != 4 {
+		t.Fatalf("%d PUT requests after the second Put; want one more, no probe", n)
+	}
+}
