@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl/format"
@@ -139,7 +140,9 @@ func (u *Backend) uploadStreaming(ctx context.Context, tasks []*Task) (*Output, 
 	if encErr != nil {
 		// A backend that stored the object without reading it all (one
 		// that discards objects): the object is not what it should be.
-		_ = u.backend.Delete(context.WithoutCancel(ctx), name)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		_ = u.backend.Delete(dctx, name)
+		cancel()
 		return nil, encErr
 	}
 	return &Output{Objects: []StoredObject{{Name: name, Size: size}}, Tasks: results}, nil
