@@ -45,7 +45,7 @@ func BenchmarkSustained(b *testing.B) {
 			}
 			defer lb.Close()
 			cb := counting.New(lb)
-			cfg := dstl.DefaultConfig("local")
+			cfg := benchConfig(dstl.DefaultConfig("local"))
 			cfg.JobID = "sustained"
 			s := newStorage(b, cb, cfg)
 			ws := make([]*dstl.Writer, writers)
