@@ -66,12 +66,13 @@ func NewBackend(backend backends.Backend, o Options) *Backend {
 // Upload encodes the batch into one object and puts it. The object is
 // built in place in a pooled buffer, which keeps its size for the next
 // uploads, and is put from there. Without compression, the object's size
-// is known before it is encoded, and the Put starts at once: it reads the
-// object's bytes as the encoder writes them, on a goroutine of its own (of
-// format version 2 a chunk at a time, of version 1 a frame at a time; see
-// format.Encoder.SetProgress), and gives the object's CRC32C, from the
-// frames' checksums, to a backend that sends it. With compression, the
-// object is encoded first, then put.
+// is known before it is encoded, and the Put of an object of 256 KiB or
+// more starts at once: it reads the object's bytes as the encoder writes
+// them, on a goroutine of its own (of format version 2 a chunk at a time,
+// of version 1 a frame at a time; see format.Encoder.SetProgress). A
+// smaller object, or one compressed, is encoded first, then put. Either
+// way the backend is given the object's CRC32C, from the frames'
+// checksums, for a store that checks one.
 func (u *Backend) Upload(ctx context.Context, tasks []*Task) (*Output, error) {
 	if !u.opts.Compression {
 		return u.uploadStreaming(ctx, tasks)
@@ -84,6 +85,11 @@ func (u *Backend) Upload(ctx context.Context, tasks []*Task) (*Output, error) {
 	return e.Upload(ctx)
 }
 
+// minStreamed is the smallest object put while it is encoded: a smaller
+// one is encoded first, on the attempt's goroutine, in less time than
+// handing it to another goroutine and back would take.
+const minStreamed = 256 << 10
+
 // uploadStreaming puts the batch's object while it is encoded.
 func (u *Backend) uploadStreaming(ctx context.Context, tasks []*Task) (*Output, error) {
 	var sets []*format.ChangeSet
@@ -93,6 +99,14 @@ func (u *Backend) uploadStreaming(ctx context.Context, tasks []*Task) (*Output, 
 	size, err := u.opts.EncodedSize(sets...)
 	if err != nil {
 		return nil, fmt.Errorf("dstl: encode an object of %d tasks: %w", len(tasks), err)
+	}
+	if size < minStreamed {
+		e, err := u.encode(tasks)
+		if err != nil {
+			return nil, err
+		}
+		defer e.Release()
+		return e.Upload(ctx)
 	}
 	name, err := objname.NewLog(u.prefix)
 	if err != nil {

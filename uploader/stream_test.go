@@ -186,15 +186,24 @@ func (b *crcBackend) Put(ctx context.Context, name string, body io.ReaderAt, siz
 }
 
 // TestUploadGivesCRC32C: every object the uploader puts gives the
-// backend its CRC32C, from the encoder (streamed, encoded first with
-// compression, or prepared ahead), and it is right; so through the
-// engine's tracking of the body.
+// backend its CRC32C, from the encoder (put while encoded, encoded first
+// when small or compressed, or prepared ahead), and it is right; so
+// through the engine's tracking of the body.
 func TestUploadGivesCRC32C(t *testing.T) {
-	for _, o := range []uploader.Options{{}, {Compression: true}, {FormatVersion: format.Version2}, {FormatVersion: format.Version2, Compression: true}} {
+	for _, tc := range []struct {
+		o    uploader.Options
+		size int // of a change: objects of 256 KiB or more are put while they are encoded
+	}{
+		{uploader.Options{}, 300}, {uploader.Options{}, 300 << 10},
+		{uploader.Options{Compression: true}, 300 << 10},
+		{uploader.Options{FormatVersion: format.Version2}, 300}, {uploader.Options{FormatVersion: format.Version2}, 300 << 10},
+		{uploader.Options{FormatVersion: format.Version2, Compression: true}, 300 << 10},
+	} {
+		o := tc.o
 		be := &crcBackend{Backend: dstltest.NewBackend()}
 		u := uploader.NewBackend(be, o)
 		tasks := func() []*uploader.Task {
-			return []*uploader.Task{{LogID: [16]byte{1}, ChangeSets: []*format.ChangeSet{changeSet(1, 3, 0, "a", strings.Repeat("b", 300)), changeSet(1, 4, 7, "c")}}}
+			return []*uploader.Task{{LogID: [16]byte{1}, ChangeSets: []*format.ChangeSet{changeSet(1, 3, 0, "a", strings.Repeat("b", tc.size)), changeSet(1, 4, 7, "c")}}}
 		}
 		ctx := uploader.WithBodyTracker(t.Context(), func(b io.ReaderAt, n int64) io.ReaderAt { return trackedBody{b} })
 		if _, err := u.Upload(ctx, tasks()); err != nil {
@@ -209,7 +218,7 @@ func TestUploadGivesCRC32C(t *testing.T) {
 		}
 		p.Release()
 		if be.puts.Load() != 2 || be.withCRC.Load() != 2 || be.wrong.Load() != 0 {
-			t.Fatalf("%+v: %d puts, %d with a CRC32C, %d of them wrong", o, be.puts.Load(), be.withCRC.Load(), be.wrong.Load())
+			t.Fatalf("%+v, changes of %d bytes: %d puts, %d with a CRC32C, %d of them wrong", o, tc.size, be.puts.Load(), be.withCRC.Load(), be.wrong.Load())
 		}
 	}
 }
@@ -251,8 +260,9 @@ func (f *fickle) ReadChanges(i int, dst []format.KeyedChange) int {
 }
 
 // TestUploadEncoderFails: a change set the encoder rejects once the Put
-// has started (its reader gives other changes than it counted) fails the
-// upload with the encoder's error, which says it cannot be retried
+// of an object large enough to be put while it is encoded has started
+// (its reader gives other changes than it counted) fails the upload with
+// the encoder's error, which says it cannot be retried
 // (format.ErrInvalidChangeSet), and leaves nothing stored: on a backend
 // in memory and on local disk (whose portable layer reports the body's
 // failure), and on one that stores without reading (whose object is
@@ -269,7 +279,7 @@ func TestUploadEncoderFails(t *testing.T) {
 			u := uploader.NewBackend(be, uploader.Options{JobID: "job", FormatVersion: version})
 			bad := &fickle{first: changeList{kc(0, "a"), kc(1, "b")}, then: changeList{kc(0, "a"), kc(1, "bb")}}
 			out, err := u.Upload(t.Context(), []*uploader.Task{{LogID: [16]byte{1}, ChangeSets: []*format.ChangeSet{
-				changeSet(1, 0, 0, strings.Repeat("x", 1000)), {LogID: [16]byte{1}, SequenceNumber: 1, AppendedFrom: bad}}}})
+				changeSet(1, 0, 0, strings.Repeat("x", 300<<10)), {LogID: [16]byte{1}, SequenceNumber: 1, AppendedFrom: bad}}}})
 			if !errors.Is(err, format.ErrInvalidChangeSet) || out != nil {
 				t.Fatalf("version %d, %s: Upload = %+v, %v; want ErrInvalidChangeSet", version, name, out, err)
 			}
