@@ -32,6 +32,7 @@ func TestEngine(t *testing.T, open Harness, opts ...Option) {
 		{"ManyWriters", (*suite).testManyWriters},
 		{"Rescaling", (*suite).testRescaling},
 		{"FormatVersion2", (*suite).testFormatVersion2},
+		{"LargeObjects", (*suite).testLargeObjects},
 		{"ReleasedObjectsDeleted", (*suite).testReleasedObjectsDeleted},
 		{"SharedObjectKeptWhileReferenced", (*suite).testSharedObjectKept},
 		{"ConfirmedObjectSurvives", (*suite).testConfirmedObjectSurvives},
@@ -514,6 +515,45 @@ func (s *suite) testRescaling(t *testing.T) {
 					e.checkRead(fresh, kgr, e.roundTrip(l.last.Remote), l.lastWant)
 				}
 			}
+		}
+	}
+}
+
+// testLargeObjects: in each format version, a checkpoint of 6 MiB of
+// changes (over 32 key groups, metadata among them), whose object the
+// upload puts while it encodes it (in parts, where the backend's part
+// size is below it), and of 300 KiB (one request), reads back exactly.
+func (s *suite) testLargeObjects(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		for _, size := range []int{6 << 20, 300 << 10} {
+			cfg := engineConfig()
+			cfg.FormatVersion = version
+			cfg.PreemptivePersistThreshold = 0 // one change set, one object
+			e := s.engine(t, cfg)
+			st := e.storage()
+			kgr := dstl.KeyGroupRange{Start: 0, End: 31}
+			w := e.writer(st, "large", kgr)
+			want := map[int][]string{}
+			change := make([]byte, 100)
+			for i := range size / len(change) {
+				kg := i % 32
+				if i%5000 == 0 {
+					kg = dstl.MetaKeyGroup
+				}
+				for j := range change {
+					change[j] = byte(i*7 + j)
+				}
+				if err := appendChanges(e.ctx, w, kg, string(change)); err != nil {
+					t.Fatal(err)
+				}
+				want[kg] = append(want[kg], string(change))
+			}
+			res := e.mustPersist(w, 0, 1)
+			if err := w.Confirm(res.From, res.To, 1); err != nil {
+				t.Fatal(err)
+			}
+			e.closeStorage(st)
+			e.checkRead(e.storage(), kgr, e.roundTrip(res.Remote), want)
 		}
 	}
 }
