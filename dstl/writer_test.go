@@ -130,11 +130,16 @@ func TestAppendOutsideRange(t *testing.T) {
 }
 
 func TestPersistAndReadBack(t *testing.T) {
-	for _, compress := range []bool{false, true} {
-		t.Run(fmt.Sprintf("compression=%v", compress), func(t *testing.T) {
+	for _, tc := range []struct {
+		compress bool
+		version  int
+	}{{false, 1}, {true, 1}, {false, 2}, {true, 2}} {
+		compress := tc.compress
+		t.Run(fmt.Sprintf("compression=%v/version=%d", compress, tc.version), func(t *testing.T) {
 			b := dstltest.NewBackend()
 			cfg := testConfig()
 			cfg.CompressionEnabled = compress
+			cfg.FormatVersion = tc.version
 			s := newStorage(t, b, cfg)
 			kgr := dstl.KeyGroupRange{Start: 0, End: 3}
 			w := newWriter(t, s, "op", kgr)
