@@ -106,7 +106,7 @@ func (st CatalogStats) counts() string {
 }
 
 // catDefect is a defect of package catalog that the simulation meets and
-// that a failing test of its own shows. A schedule that meets one ends
+// that a failing test of that package shows. A schedule that meets one ends
 // there and counts it, rather than failing (a checked invariant it broke
 // before that fails all the same); with catStrict, it fails.
 type catDefect uint8
@@ -116,7 +116,7 @@ const (
 	// generation's fence (with its record, claims and commits) once it is
 	// older than the grace; a member of that generation that stalled
 	// longer then finds no fence, joins it, commits and confirms as if it
-	// were live (TestFenceOfAFencedGenerationIsKept in package catalog).
+	// were live (TestStalledMemberAfterItsFenceIsCollected in package catalog).
 	defectFenceCollected catDefect = iota
 	// defectIndependentFallback: in the independent mode, a new
 	// generation restores a process's key groups from what the generation
@@ -254,7 +254,6 @@ type catSchedule struct {
 	intents  map[string]*intent // what the committer of each commit or first-layout part meant to store
 	resetGen int64              // the latest generation started with RestoreFrom (a rollback asked for)
 	fromOld  int64              // the first layout's generation the upgrade restored from
-	nobj     uint64
 
 	stats  CatalogStats
 	errs   []string

@@ -145,7 +145,10 @@ func (s *catSchedule) checkRecord(l *life) {
 	got := unitsOf(g.Restored)
 	whole := false // the record restores a complete checkpoint of the aligned mode: every key group
 	if first {
-		whole = s.old.mode == catalog.Aligned && g.RestoredCheckpoint != 0
+		prev := s.t.gen1(s.fromOld)
+		whole = prev != nil && prev.Mode == catalogv1.Aligned && len(got) > 0 && !slices.ContainsFunc(got, func(u unit) bool {
+			return objname.ParseCatalog(catPrefix, u.object).Generation != prev.Number
+		})
 	} else if prev := s.t.gen2(g.Number - 1); prev.Mode == catalog.Aligned && len(got) > 0 {
 		whole = objname.ParseCatalog(catPrefix, got[0].object).Generation == prev.Number && objname.ParseCatalog(catPrefix, got[0].object).Kind == objname.CatalogCommit
 	}
@@ -349,17 +352,44 @@ func (s *catSchedule) checkStoredUnit(u unit, q int64, why string) {
 		return
 	}
 	if s.t.at(u.object, q) == nil {
-		msg := fmt.Sprintf("invariant 3 (no restored part is deleted): %s (%s) is missing: %s", shortName(u.object), why, s.t.fate(u.object))
-		if s.droppedByFencedLeader(u.object) {
-			s.defect(defectUnfencedDrop, "%s", msg)
-			return
-		}
-		s.failf("%s", msg)
+		s.missing(u.object, "invariant 3 (no restored part is deleted): %s (%s) is missing: %s", shortName(u.object), why, s.t.fate(u.object))
 		return
 	}
 	if p, _, _ := s.t.partOf(u); p != nil {
 		s.checkObjects(p.Objects, q, u.object, why)
 	}
+}
+
+// missing reports an object the rule keeps that is gone: a known defect
+// when the member that deleted it is a fenced generation's leader that
+// dropped commits by a decision no read of the fence followed, or a member
+// of a fenced generation whose fence was deleted before; a failure
+// otherwise.
+func (s *catSchedule) missing(name, format string, args ...any) {
+	switch {
+	case s.droppedByFencedLeader(name):
+		s.defect(defectUnfencedDrop, format, args...)
+	case s.deletedByZombie(name):
+		s.defect(defectFenceCollected, format, args...)
+	default:
+		s.failf(format, args...)
+	}
+}
+
+// deletedByZombie reports whether an object was deleted by a member of a
+// generation whose fence had been deleted before.
+func (s *catSchedule) deletedByZombie(name string) bool {
+	ls := s.t.hist[name]
+	if len(ls) == 0 {
+		return false
+	}
+	l := ls[len(ls)-1]
+	if l.deleted == 0 || l.deletedBy < 0 {
+		return false
+	}
+	g := s.procs[l.deletedBy].generation()
+	f := s.t.first(objname.CatalogV2FenceName(catPrefix, g))
+	return g != 0 && !s.procs[l.deletedBy].old && f != nil && f.deleted != 0 && f.deleted < l.deleted
 }
 
 // droppedByFencedLeader reports whether a commit was deleted by a member
@@ -382,7 +412,7 @@ func (s *catSchedule) checkObjects(objects []string, q int64, of, why string) {
 		switch ol := s.t.at(o, q); {
 		case s.t.damaged[o]:
 		case ol == nil:
-			s.failf("invariant 3 (no complete checkpoint or restored part names a deleted object): data object %s of %s (%s) is missing: %s", shortName(o), shortName(of), why, s.t.fate(o))
+			s.missing(o, "invariant 3 (no complete checkpoint or restored part names a deleted object): data object %s of %s (%s) is missing: %s", shortName(o), shortName(of), why, s.t.fate(o))
 		case !bytes.Equal(ol.data, dataContent(o)):
 			s.failf("data object %s of %s holds %q", shortName(o), shortName(of), ol.data)
 		}
@@ -400,8 +430,16 @@ func (s *catSchedule) checkNeeded(when string) {
 			restored[u.object] = append(restored[u.object], u)
 		}
 	}
+	// A damaged or removed commit changes what the rule's listings show
+	// complete: the rule keeps by its listings, not by the truth.
+	damagedGen := map[int64]bool{}
+	for name := range s.t.damaged {
+		if ref := objname.ParseCatalog(catPrefix, name); ref.Kind == objname.CatalogCommit {
+			damagedGen[ref.Generation] = true
+		}
+	}
 	for _, name := range names {
-		if s.t.damaged[name] {
+		if s.t.damaged[name] || damagedGen[objname.ParseCatalog(catPrefix, name).Generation] {
 			continue
 		}
 		if us, ok := restored[name]; ok && objname.ParseCatalog(catPrefix, name).Generation != g.Number {
@@ -411,7 +449,7 @@ func (s *catSchedule) checkNeeded(when string) {
 			continue
 		}
 		if s.t.now(name) == nil {
-			s.failf("invariant 3 (no deletion of what the rule keeps): %s (%s, %s) is missing: %s", shortName(name), why[name], when, s.t.fate(name))
+			s.missing(name, "invariant 3 (no deletion of what the rule keeps): %s (%s, %s) is missing: %s", shortName(name), why[name], when, s.t.fate(name))
 			continue
 		}
 		s.checkStoredUnits(name, s.t.seq, why[name]+", "+when)
