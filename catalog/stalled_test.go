@@ -145,24 +145,3 @@ func TestIndependentRestoreNoRollback(t *testing.T) {
 		}
 	}
 }
-
-// TestCommitRetryAfterTheFenceReadFailed: Member.Commit says a commit of
-// n may be retried after an error. When the put succeeded and the read of
-// the fence after it failed, the retry (same parts) fails with an error
-// that names no outcome, rather than succeeding or saying ErrFenced.
-func TestCommitRetryAfterTheFenceReadFailed(t *testing.T) {
-	ctx := t.Context()
-	mem := dstltest.NewBackend()
-	fg := &failingGet{Backend: mem, name: objname.CatalogV2FenceName("job/", 1)}
-	m := join(t, fg, cfg(1, 0))
-	commit(t, m, 1)
-	ps := parts(m, 2)
-	fg.armed.Store(true)
-	if _, err := m.Commit(ctx, 2, ps); !errors.Is(err, errNoAnswer) {
-		t.Fatalf("commit of 2 with the fence's read failing: %v", err)
-	}
-	fg.armed.Store(false)
-	if st, err := m.Commit(ctx, 2, ps); err != nil || st.Complete != 2 {
-		t.Errorf("the retry of the commit of 2: status %+v, %v; want checkpoint 2 complete", st, err)
-	}
-}

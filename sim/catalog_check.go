@@ -813,6 +813,12 @@ func (s *catSchedule) finalJoinFailed(p *proc) {
 			return
 		}
 	}
+	if c := causeOf(err); s.stats.Damaged > 0 && c == "not-found" {
+		// A removed commit can make the rule need again what a
+		// generation restored, after it deleted it.
+		s.logf("final: p%d cannot join after the schedule damaged the catalog: %v", p.id, err)
+		return
+	}
 	s.failf("invariant 3 (no deletion of what the rule keeps): final: p%d could not join, with faults off: %v", p.id, err)
 }
 

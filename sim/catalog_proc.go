@@ -99,15 +99,14 @@ type instState struct {
 
 // intent is a commit (or a first-layout part) as its committer meant it.
 type intent struct {
-	name    string
-	n       int64
-	parts   []catalog.InstanceState // second layout
-	state   []byte                  // first layout
-	object  []string                // first layout
-	hold    int64
-	proc    int
-	formed  time.Time // when its objects were uploaded and it was made
-	retried bool
+	name   string
+	n      int64
+	parts  []catalog.InstanceState // second layout
+	state  []byte                  // first layout
+	object []string                // first layout
+	hold   int64
+	proc   int
+	formed time.Time // when its objects were uploaded and it was made
 }
 
 type procCmd struct {
@@ -514,8 +513,6 @@ func (p *proc) opCommit() {
 		if in = p.newIntent(); in == nil {
 			return
 		}
-	} else {
-		in.retried = true
 	}
 	if o := s.intents[in.name]; o != nil && o.proc != p.id {
 		s.failf("p%d and p%d both commit %s", o.proc, p.id, shortName(in.name))
@@ -670,15 +667,6 @@ func (p *proc) committed(in *intent, st catalog.Status, err error) {
 		s.logf("p%d: commit %s: %v", p.id, shortName(in.name), err)
 		s.checkReplaced(p, in, err)
 		p.giveUp = true
-	case in.retried && strings.Contains(err.Error(), "is not above the member's previous commit"):
-		// The earlier attempt's put succeeded, and what failed came after
-		// it: the member counts the commit as its previous one and
-		// refuses the retry, with no error the documentation names.
-		s.stats.RetriesRefused++
-		s.logf("p%d: retry of %s refused: %v", p.id, shortName(in.name), err)
-		if l := s.t.first(in.name); l == nil || l.createdBy != p.id || l.commit == nil || !s.matchesIntentCommit(l.commit, in) {
-			s.failf("p%d: the retry of %s was refused as not above the member's previous commit, which it never stored: %v", p.id, shortName(in.name), err)
-		}
 	default:
 		s.stats.CommitErrors++
 		cause := causeOf(err)

@@ -167,9 +167,8 @@
 // the process's), never going back; a successful Commit's object stored as
 // committed; a collection by a process other than the leader makes no
 // call; every error names a cause (an injected fault, a fence, a damaged
-// object...). A retry of a commit whose first attempt stored it, and then
-// failed, is refused as not above the member's previous commit: it is
-// counted (TestCommitRetryAfterTheFenceReadFailed in package catalog). No schedule hangs (the watchdog, and a bound on each
+// object...); a retry of a failed commit with the same parts succeeds when
+// the first attempt stored it. No schedule hangs (the watchdog, and a bound on each
 // operation's calls), and no goroutine is left (goleak, as above). At the
 // end, fresh processes of the latest configuration join with faults off
 // and restore; each commits Retain+1 checkpoints, the leader last, and
