@@ -348,7 +348,7 @@ func (s *catSchedule) checkStoredUnits(name string, q int64, why string) {
 // checkStoredUnit checks that the object of a restored part is stored at
 // seq q, and every data object the part names.
 func (s *catSchedule) checkStoredUnit(u unit, q int64, why string) {
-	if s.t.damaged[u.object] {
+	if s.damagedGen(u.object) {
 		return
 	}
 	if s.t.at(u.object, q) == nil {
@@ -419,6 +419,23 @@ func (s *catSchedule) checkObjects(objects []string, q int64, of, why string) {
 	}
 }
 
+// damagedGen reports whether the schedule damaged a commit of the
+// generation of the commit name, or the object itself: a damaged or
+// removed commit changes what the rule's listings show complete and
+// latest, and the rule keeps by its listings, not by the truth.
+func (s *catSchedule) damagedGen(name string) bool {
+	if s.t.damaged[name] {
+		return true
+	}
+	g := objname.ParseCatalog(catPrefix, name)
+	for d := range s.t.damaged {
+		if ref := objname.ParseCatalog(catPrefix, d); ref.Kind == objname.CatalogCommit && g.Kind == objname.CatalogCommit && ref.Generation == g.Generation {
+			return true
+		}
+	}
+	return false
+}
+
 // checkNeeded checks that everything the deletion rule must keep is
 // stored (docs/CATALOG.md, "Deletion rule").
 func (s *catSchedule) checkNeeded(when string) {
@@ -430,16 +447,8 @@ func (s *catSchedule) checkNeeded(when string) {
 			restored[u.object] = append(restored[u.object], u)
 		}
 	}
-	// A damaged or removed commit changes what the rule's listings show
-	// complete: the rule keeps by its listings, not by the truth.
-	damagedGen := map[int64]bool{}
-	for name := range s.t.damaged {
-		if ref := objname.ParseCatalog(catPrefix, name); ref.Kind == objname.CatalogCommit {
-			damagedGen[ref.Generation] = true
-		}
-	}
 	for _, name := range names {
-		if s.t.damaged[name] || damagedGen[objname.ParseCatalog(catPrefix, name).Generation] {
+		if s.damagedGen(name) {
 			continue
 		}
 		if us, ok := restored[name]; ok && objname.ParseCatalog(catPrefix, name).Generation != g.Number {
