@@ -336,6 +336,9 @@ func (s *catSchedule) checkCommitStored(l *life) {
 // checkStoredUnits checks that every data object a commit's parts name
 // is stored at seq q.
 func (s *catSchedule) checkStoredUnits(name string, q int64, why string) {
+	if s.t.firstDamage != 0 {
+		return
+	}
 	l := s.t.at(name, q)
 	if l == nil || l.commit == nil {
 		return
@@ -348,7 +351,7 @@ func (s *catSchedule) checkStoredUnits(name string, q int64, why string) {
 // checkStoredUnit checks that the object of a restored part is stored at
 // seq q, and every data object the part names.
 func (s *catSchedule) checkStoredUnit(u unit, q int64, why string) {
-	if s.damagedGen(u.object) {
+	if s.t.firstDamage != 0 {
 		return
 	}
 	if s.t.at(u.object, q) == nil {
@@ -408,9 +411,11 @@ func (s *catSchedule) droppedByFencedLeader(name string) bool {
 // checkObjects checks that the data objects of, named by the commit or
 // part of, are stored at seq q.
 func (s *catSchedule) checkObjects(objects []string, q int64, of, why string) {
+	if s.t.firstDamage != 0 {
+		return
+	}
 	for _, o := range objects {
 		switch ol := s.t.at(o, q); {
-		case s.t.damaged[o]:
 		case ol == nil:
 			s.missing(o, "invariant 3 (no complete checkpoint or restored part names a deleted object): data object %s of %s (%s) is missing: %s", shortName(o), shortName(of), why, s.t.fate(o))
 		case !bytes.Equal(ol.data, dataContent(o)):
@@ -419,17 +424,21 @@ func (s *catSchedule) checkObjects(objects []string, q int64, of, why string) {
 	}
 }
 
-// damagedGen reports whether the schedule damaged a commit of the
-// generation of the commit name, or the object itself: a damaged or
-// removed commit changes what the rule's listings show complete and
-// latest, and the rule keeps by its listings, not by the truth.
+// damagedGen reports whether the schedule damaged the object name, or,
+// for a commit or a first-layout part, an object of its generation: a
+// damaged or removed commit or part changes what the rule's listings show
+// complete and latest, and the rule keeps by its listings, not by the
+// truth.
 func (s *catSchedule) damagedGen(name string) bool {
 	if s.t.damaged[name] {
 		return true
 	}
 	g := objname.ParseCatalog(catPrefix, name)
+	if g.Kind != objname.CatalogCommit && g.Kind != objname.CatalogPart {
+		return false
+	}
 	for d := range s.t.damaged {
-		if ref := objname.ParseCatalog(catPrefix, d); ref.Kind == objname.CatalogCommit && g.Kind == objname.CatalogCommit && ref.Generation == g.Generation {
+		if ref := objname.ParseCatalog(catPrefix, d); ref.Version == g.Version && ref.Generation == g.Generation {
 			return true
 		}
 	}
@@ -439,6 +448,9 @@ func (s *catSchedule) damagedGen(name string) bool {
 // checkNeeded checks that everything the deletion rule must keep is
 // stored (docs/CATALOG.md, "Deletion rule").
 func (s *catSchedule) checkNeeded(when string) {
+	if s.t.firstDamage != 0 {
+		return
+	}
 	names, why := s.t.neededNow(s.retain)
 	g := s.t.gen2(s.t.live())
 	restored := map[string][]unit{}
@@ -448,9 +460,6 @@ func (s *catSchedule) checkNeeded(when string) {
 		}
 	}
 	for _, name := range names {
-		if s.damagedGen(name) {
-			continue
-		}
 		if us, ok := restored[name]; ok && objname.ParseCatalog(catPrefix, name).Generation != g.Number {
 			for _, u := range us {
 				s.checkStoredUnit(u, s.t.seq, why[name]+", "+when)
@@ -651,7 +660,7 @@ func (s *catSchedule) checkStatus(p *proc, complete int64, what string) {
 	}
 	switch {
 	case complete == 0:
-	case g.Mode == catalog.Aligned && s.t.completed[ckKey{g.Number, complete}] == 0:
+	case g.Mode == catalog.Aligned && s.t.completed[ckKey{g.Number, complete}] == 0 && !s.damagedGen(objname.CatalogV2CommitName(catPrefix, g.Number, complete, 0)):
 		s.failf("p%d: %s says checkpoint %d of generation %d is complete; it is not (complete: %v)", p.id, what, complete, g.Number, s.t.everComplete(g.Number))
 	case g.Mode == catalog.Independent && s.t.first(objname.CatalogV2CommitName(catPrefix, g.Number, complete, p.cfg.Process)) == nil:
 		s.failf("p%d: %s says checkpoint %d is complete in the independent mode; the process has no commit of it", p.id, what, complete)

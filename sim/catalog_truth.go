@@ -194,8 +194,14 @@ type truth struct {
 	fences1  map[int64]int64
 	confirms []confirmation
 	damaged  map[string]bool
-	fresh    []*life  // records and commits stored since the last check
-	bad      []string // records that did not decode
+	// firstDamage is the seq of the schedule's first damage, 0 for none:
+	// from then on, the deletion rule keeps by listings that the damage
+	// changed (a removed commit makes an older one the latest), and what
+	// is stored is no longer checked against what the truth says it
+	// keeps.
+	firstDamage int64
+	fresh       []*life  // records and commits stored since the last check
+	bad         []string // records that did not decode
 }
 
 func newTruth(s *catSchedule) *truth {

@@ -83,7 +83,11 @@
 // run the job, commit, plan and collect, until, at a step of the seed's,
 // processes of the second layout replace them one at a time (a rolling
 // upgrade) while the old ones go on or restart; a tenth of the schedules
-// damage catalog objects (a bit flipped, truncated, replaced, removed).
+// damage catalog objects (a bit flipped, truncated, replaced, removed):
+// from the first damage on, the rule keeps by listings the damage changed
+// (a removed commit makes an older one the latest), so what is stored is
+// no longer held to what the truth says the rule keeps (invariants 2 and
+// 3), while every restore still is (5).
 //
 // Its processes are goroutines, but only one runs at a time: every
 // backend call parks the caller, and at each step the scheduler chooses,
