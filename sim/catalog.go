@@ -81,7 +81,7 @@ type CatalogStats struct {
 	FinalObjects, FinalCommits             int // left after the final collection
 	Injected                               [numFaultKinds]int
 	// Defects counts the known defects of package catalog met (see
-	// catDefect): each ends its schedule.
+	// catDefect).
 	Defects [numDefects]int
 	Digest  uint64 // of the trace: equal runs of a seed have equal digests
 	Trace   string // the last events (on failure)
@@ -104,9 +104,10 @@ func (st CatalogStats) counts() string {
 }
 
 // catDefect is a defect of package catalog that the simulation meets and
-// that a failing test of that package shows. A schedule that meets one ends
-// there and counts it, rather than failing (a checked invariant it broke
-// before that fails all the same); with catStrict, it fails.
+// that a failing test of that package shows. A schedule that meets one
+// counts it rather than failing, and ends there when what follows from it
+// would break other invariants (a checked invariant it broke before that
+// fails all the same); with catStrict, it fails.
 type catDefect uint8
 
 const (
@@ -140,7 +141,8 @@ var defectNames = [numDefects]string{"fence-collected", "independent-fallback", 
 var catStrict bool
 
 // defect records that the schedule met a known defect: it ends the
-// schedule, or fails it with catStrict.
+// schedule (but for the independent mode's fallback, a rollback that
+// changes nothing else), or fails it with catStrict.
 func (s *catSchedule) defect(d catDefect, format string, args ...any) {
 	if catStrict {
 		s.failf(format, args...)
@@ -149,8 +151,12 @@ func (s *catSchedule) defect(d catDefect, format string, args ...any) {
 	if s.halted {
 		return
 	}
-	s.halted = true
 	s.stats.Defects[d]++
+	if d == defectIndependentFallback {
+		s.logf("DEFECT %s: %s", defectNames[d], fmt.Sprintf(format, args...))
+		return
+	}
+	s.halted = true
 	s.logf("DEFECT %s: %s (the schedule ends here)", defectNames[d], fmt.Sprintf(format, args...))
 }
 

@@ -243,6 +243,9 @@ func (s *catSchedule) checkRollback(g *catalog.Generation, units []unit) {
 				g.Number, kg, got, from, by.proc, by.gen, layout, by.n, by.seq)
 			if s.fallbackUnit(g, from) || from == "" && slices.ContainsFunc(units, func(u unit) bool { return s.fallbackUnit(g, shortName(u.object)) }) {
 				s.defect(defectIndependentFallback, "%s: in the independent mode, the process's key groups fell back to what generation %d restored, for a process that committed nothing", msg, g.Number-1)
+				// The generation rolled back: what was confirmed before it
+				// no longer bounds what comes after, as after RestoreFrom.
+				s.resetGen = g.Number
 			} else {
 				s.failf("%s", msg)
 			}

@@ -188,8 +188,9 @@
 // fence deleted while a stalled member of it lives; the independent
 // mode's fallback that restores a process's key groups from before its
 // confirmed commit; the leader's deletion of commits by a decision no read
-// of the fence followed) ends there and counts it; -sim.strict makes it
-// fail.
+// of the fence followed) counts it, and ends there but for the fallback,
+// after which what members confirmed before no longer bounds what later
+// generations restore; -sim.strict makes it fail.
 //
 // # The state-store simulation
 //
