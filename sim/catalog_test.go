@@ -13,7 +13,7 @@ import (
 	"github.com/dstlgo/dstl/dstl/objname"
 )
 
-var flagStrict = flag.Bool("sim.strict", false, "a catalog schedule that meets a known defect of package catalog fails, rather than ending there")
+var flagStrict = flag.Bool("sim.strict", false, "a catalog schedule that meets a known defect of package catalog fails, rather than counting it")
 
 // TestCatalogSimulation runs seeded schedules of the checkpoint catalog
 // (package catalog) over the fault backend: processes of one or several

@@ -171,13 +171,14 @@
 // the process's), never going back; a successful Commit's object stored as
 // committed; a collection by a process other than the leader makes no
 // call; every error names a cause (an injected fault, a fence, a damaged
-// object...); a retry of a failed commit with the same parts succeeds when
-// the first attempt stored it. No schedule hangs (the watchdog, and a bound on each
-// operation's calls), and no goroutine is left (goleak, as above). At the
-// end, fresh processes of the latest configuration join with faults off
-// and restore; each commits Retain+1 checkpoints, the leader last, and
-// learns each checkpoint at the next one; past the grace, the leader
-// collects, and what is left is what its plan keeps or holds.
+// object...); a retry of a failed commit with the same parts succeeds
+// when the first attempt stored it. No schedule hangs (the watchdog, and
+// a bound on each operation's calls), and no goroutine is left (goleak,
+// as above). At the end, fresh processes of the latest configuration join
+// with faults off and restore; each commits Retain+1 checkpoints, the
+// leader last, and learns each checkpoint at the next one; past the
+// grace, the leader collects, and what is left is what its plan keeps or
+// holds.
 // TestCatalogChecks breaks the protocol on purpose (records that restore
 // other commits, collectors that ignore the plan or the hold, members
 // that never find a fence, forged commits, old processes that miss the
