@@ -34,12 +34,6 @@ type Options struct {
 	// closed and before the handles are read back at the end (tests of the
 	// checks themselves).
 	beforeFinalReads func(*schedule)
-	// catalogTamper, when set, replaces what a process of the catalog
-	// simulation puts (tests of the checks).
-	catalogTamper func(s *catSchedule, name string, data []byte) []byte
-	// catalogCollectAll makes the catalog simulation's collector delete
-	// data objects the plan keeps too (tests of the checks).
-	catalogCollectAll bool
 	// stateSkipModel, when above 0, makes the state simulation's model
 	// miss every stateSkipModel-th write of the write steps (tests of the
 	// checks).
