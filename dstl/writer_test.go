@@ -453,3 +453,22 @@ func TestChangesAcrossChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestStorageWriters: Writers counts the writers opened and not closed.
+func TestStorageWriters(t *testing.T) {
+	s := newStorage(t, dstltest.NewBackend(), testConfig())
+	kgr := dstl.KeyGroupRange{Start: 0, End: 7}
+	a, b := newWriter(t, s, "a", kgr), newWriter(t, s, "b", kgr)
+	if n := s.Writers(); n != 2 {
+		t.Fatalf("Writers = %d after opening 2", n)
+	}
+	a.Close()
+	a.Close()
+	if n := s.Writers(); n != 1 {
+		t.Fatalf("Writers = %d after closing 1 of 2", n)
+	}
+	b.Close()
+	if n := s.Writers(); n != 0 {
+		t.Fatalf("Writers = %d after closing both", n)
+	}
+}
