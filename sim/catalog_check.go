@@ -846,8 +846,8 @@ func (s *catSchedule) finalJoinFailed(p *proc) {
 // checkLeftovers checks what is left after the final collection, past the
 // grace, with faults off: every data object the plan keeps, or holds; of
 // the catalog, the live generation's record, claims and kept commits, the
-// commits it restores while it needs them, and the first layout's latest
-// record.
+// commits it restores while it needs them, every generation's fence, and
+// the first layout's latest record.
 func (s *catSchedule) checkLeftovers(pl *catalog.Plan) {
 	live := s.t.live()
 	kept := map[string]bool{}
@@ -870,7 +870,11 @@ func (s *catSchedule) checkLeftovers(pl *catalog.Plan) {
 			if !kept[name] {
 				s.failf("final: commit %s left after the collection, not kept by the plan", shortName(name))
 			}
-		case class == classGen2 || class == classClaim2 || class == classFence2:
+		case class == classFence2:
+			// Kept for good: it fences its generation's members however
+			// long they stall (docs/CATALOG.md, "Why a fence is never
+			// deleted").
+		case class == classGen2 || class == classClaim2:
 			if ref.Generation < live {
 				s.failf("final: %s of the fenced generation %d left after the collection", shortName(name), ref.Generation)
 			}
