@@ -386,8 +386,9 @@ func TestIndependentMode(t *testing.T) {
 
 // TestIndependentRestoreDisjoint: in the independent mode, when an
 // instance that committed nothing falls back to what its generation
-// restored and that part also covers another instance's key groups, that
-// instance falls back too: no key group is restored from two parts.
+// restored and that part also covers another instance's key groups, it
+// restores the part for its own key groups only, and the other instance
+// its own commit: no key group is restored from two parts.
 func TestIndependentRestoreDisjoint(t *testing.T) {
 	b := dstltest.NewBackend()
 	ind := func(c catalog.Config) catalog.Config { c.Mode = catalog.Independent; return c }
@@ -396,18 +397,35 @@ func TestIndependentRestoreDisjoint(t *testing.T) {
 	// 2 instances restore the one part; instance 0 commits, 1 does not.
 	two := []*catalog.Member{join(t, b, ind(cfg(2, 0))), join(t, b, ind(cfg(2, 1)))}
 	commit(t, two[0], 2)
-	// A restart: instance 1 falls back to generation 1's part, which also
-	// covers instance 0's key groups: instance 0 falls back too.
+	// A restart: instance 1 falls back to generation 1's part, for its
+	// own key groups.
 	re := join(t, b, ind(cfg(2, 1)))
-	var objects []string
+	var got []string
 	for _, r := range re.Generation().Restored {
-		objects = append(objects, r.Object)
+		got = append(got, fmt.Sprintf("%s %v", r.Object, r.KeyGroups))
 	}
-	if want := []string{objname.CatalogV2CommitName("job/", 1, 1, 0)}; !slices.Equal(objects, want) {
-		t.Fatalf("restored %v, want %v", objects, want)
+	want := []string{
+		fmt.Sprintf("%s %v", objname.CatalogV2CommitName("job/", 2, 2, 0), []dstl.KeyGroupRange{catalog.RangeOf(0, 2, 12)}),
+		fmt.Sprintf("%s %v", objname.CatalogV2CommitName("job/", 1, 1, 0), []dstl.KeyGroupRange{catalog.RangeOf(1, 2, 12)}),
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("restored %v, want %v", got, want)
 	}
 	if got := restored(re); !slices.Equal(got, []string{"g1-i0-n1"}) {
 		t.Fatalf("instance 1 restores %v", got)
+	}
+	if p := re.Restore(1)[0]; p.KeyGroups != catalog.RangeOf(1, 2, 12) {
+		t.Fatalf("instance 1 restores its part for key groups %v, want %v", p.KeyGroups, catalog.RangeOf(1, 2, 12))
+	}
+	// A scale-in merges both: one instance restores the commit for key
+	// groups [0, 5] and generation 1's part for [6, 11].
+	merged := join(t, b, ind(cfg(1, 0)))
+	var kgs []dstl.KeyGroupRange
+	for _, p := range merged.Restore(0) {
+		kgs = append(kgs, p.KeyGroups)
+	}
+	if want := []dstl.KeyGroupRange{catalog.RangeOf(0, 2, 12), catalog.RangeOf(1, 2, 12)}; !slices.Equal(restored(merged), []string{"g2-i0-n2", "g1-i0-n1"}) || !slices.Equal(kgs, want) {
+		t.Fatalf("the merged instance restores %v for key groups %v, want [g2-i0-n2 g1-i0-n1] for %v", restored(merged), kgs, want)
 	}
 }
 

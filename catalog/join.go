@@ -308,10 +308,11 @@ func (s *store) start(ctx context.Context, cfg Config, prev *Generation, putFenc
 // listing of prev's directory made after prev's fence: in the aligned
 // mode, the commits of prev's latest complete checkpoint (or of
 // cfg.RestoreFrom), or, when prev completed none, what prev restored; in
-// the independent mode, each process's latest commit, or what prev
-// restored for the instances of a process that committed none (and for
-// every instance whose key groups those parts also cover, so that no key
-// group is restored from two parts). Every object chosen is read and
+// the independent mode, each process's latest commit, or, for a process
+// that committed none, what prev restored for its instances' key groups
+// (a part narrowed to them where it also covers other processes' key
+// groups, so that no key group is restored from two parts and no
+// process's confirmed commit is rolled back). Every object chosen is read and
 // checked, so that a damaged or missing one, or two parts that overlap,
 // fail the start rather than a restore.
 func (s *store) restorePoint(ctx context.Context, cfg Config, prev *Generation, v *genView) ([]Restored, int64, error) {
@@ -369,46 +370,30 @@ func (s *store) restorePoint(ctx context.Context, cfg Config, prev *Generation, 
 		if cfg.RestoreFrom != 0 {
 			return nil, 0, fmt.Errorf("%w: checkpoint %d: a restore by number needs the aligned mode", ErrNoCheckpoint, cfg.RestoreFrom)
 		}
-		// A process that committed nothing restores what prev restored
-		// for its instances' key groups; so does every process whose key
-		// groups those parts also cover.
-		fallback := make([]bool, prev.Processes)
-		kgs := make([][]dstl.KeyGroupRange, prev.Processes)
-		for p := range prev.Processes {
-			fallback[p] = v.latestCommit(p) == 0
-			lo, hi := InstancesOf(p, prev.Processes, prev.Instances())
-			kgs[p] = prev.KeyGroups[lo : hi+1]
-		}
+		// A process that committed nothing restores what prev restored,
+		// for its instances' key groups only: a part prev restored may
+		// also cover the key groups of a process that committed (and
+		// confirmed) a later checkpoint, which must not be rolled back.
 		rparts := restoredParts()
-		used := make([]bool, len(rparts))
-		coversAny := func(kg dstl.KeyGroupRange, ranges []dstl.KeyGroupRange) bool {
-			return slices.ContainsFunc(ranges, func(r dstl.KeyGroupRange) bool { return overlaps(kg, r) })
-		}
-		for changed := true; changed; {
-			changed = false
-			for j, rp := range rparts {
-				for p := range prev.Processes {
-					if fallback[p] && !used[j] && coversAny(rp.kg, kgs[p]) {
-						used[j], changed = true, true
-					}
-				}
-			}
-			for p := range prev.Processes {
-				for j, rp := range rparts {
-					if used[j] && !fallback[p] && coversAny(rp.kg, kgs[p]) {
-						fallback[p], changed = true, true
-					}
-				}
-			}
-		}
 		for p := range prev.Processes {
-			if !fallback[p] {
-				chosen = append(chosen, commitParts(v.latestCommit(p), p)...)
+			if n := v.latestCommit(p); n != 0 {
+				chosen = append(chosen, commitParts(n, p)...)
+				continue
 			}
-		}
-		for j, rp := range rparts {
-			if used[j] {
-				chosen = append(chosen, rp)
+			lo, hi := InstancesOf(p, prev.Processes, prev.Instances())
+			for _, rp := range rparts {
+				var last *chosenPart
+				for i := lo; i <= hi; i++ {
+					kg, ok := intersect(rp.kg, prev.KeyGroups[i])
+					switch {
+					case !ok:
+					case last != nil && last.kg.End+1 == kg.Start:
+						last.kg.End = kg.End // adjacent instances: one range
+					default:
+						chosen = append(chosen, chosenPart{rp.object, kg})
+						last = &chosen[len(chosen)-1]
+					}
+				}
 			}
 		}
 	}
@@ -456,9 +441,10 @@ func disjointRestored(rs []Restored) error {
 }
 
 // readRestored reads a restored object and returns its parts whose key
-// groups are among r's: of a commit (gen, when known, is the generation
-// it belongs to), or a part of the first layout. A part that r names and
-// the object does not hold is damage.
+// groups are among r's, each narrowed to r's range where r restores fewer
+// key groups than the part holds: of a commit (gen, when known, is the
+// generation it belongs to), or a part of the first layout. A range of r
+// that no part of the object holds is damage.
 func (s *store) readRestored(ctx context.Context, r Restored, gen *Generation) ([]*Part, error) {
 	var parts []*Part
 	switch ref := objname.ParseCatalog(s.prefix, r.Object); {
@@ -480,11 +466,17 @@ func (s *store) readRestored(ctx context.Context, r Restored, gen *Generation) (
 	}
 	var out []*Part
 	for _, kg := range r.KeyGroups {
-		i := slices.IndexFunc(parts, func(p *Part) bool { return p.KeyGroups == kg })
+		i := slices.IndexFunc(parts, func(p *Part) bool { return p.KeyGroups.Start <= kg.Start && kg.End <= p.KeyGroups.End })
 		if i < 0 {
 			return nil, fmt.Errorf("%w %q: restored for key groups %v, which it holds no part of", ErrDamaged, r.Object, kg)
 		}
-		out = append(out, parts[i])
+		p := parts[i]
+		if p.KeyGroups != kg {
+			narrowed := *p
+			narrowed.KeyGroups = kg
+			p = &narrowed
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }

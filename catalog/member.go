@@ -74,8 +74,9 @@ func (m *Member) KeyGroups(i int) dstl.KeyGroupRange { return m.gen.KeyGroups[i]
 // Restore returns the parts that instance i restores from: those the
 // generation restored whose key groups overlap the instance's, in
 // key-group order (after a rescale several, never two of one key group).
-// It is empty on a first start and for an instance the member does not
-// run.
+// Restore from each part only the key groups of its KeyGroups, which in
+// the independent mode may be fewer than its State holds. It is empty on
+// a first start and for an instance the member does not run.
 func (m *Member) Restore(i int) []*Part { return m.restore[i] }
 
 // Status is what a member knows of its generation's checkpoints. Confirm

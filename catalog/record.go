@@ -128,8 +128,10 @@ type Generation struct {
 type Restored struct {
 	// Object names the catalog object: a commit, or a first-layout part.
 	Object string `json:"object"`
-	// KeyGroups holds the key-group range of each part the object holds
-	// that the generation restores.
+	// KeyGroups holds the key groups the generation restores from each
+	// part of the object it restores: the part's key-group range, or, in
+	// the independent mode, a range within it (the key groups of a
+	// process that committed nothing, where the part also covers others').
 	KeyGroups []dstl.KeyGroupRange `json:"key_groups"`
 }
 
@@ -191,6 +193,13 @@ func checkAssignment(ranges []dstl.KeyGroupRange, maxParallelism int) error {
 
 func overlaps(a, b dstl.KeyGroupRange) bool { return a.Start <= b.End && b.Start <= a.End }
 
+// intersect returns the key groups of both a and b, and whether there are
+// any.
+func intersect(a, b dstl.KeyGroupRange) (dstl.KeyGroupRange, bool) {
+	r := dstl.KeyGroupRange{Start: max(a.Start, b.Start), End: min(a.End, b.End)}
+	return r, r.Start <= r.End
+}
+
 // fence is the record of a generation's fence: a newer generation is
 // starting, and from this object on no checkpoint of the fenced
 // generation is confirmed, and its members delete nothing.
@@ -247,7 +256,10 @@ type Part struct {
 	Checkpoint int64 `json:"-"`
 	// Instance is the instance's index in its generation.
 	Instance int `json:"instance"`
-	// KeyGroups is the instance's key-group range.
+	// KeyGroups is the instance's key-group range. In a part a
+	// generation restores ([Member.Restore]), it is the key groups to
+	// restore from it, which may be fewer than State holds (see
+	// [Restored]): restore only these.
 	KeyGroups dstl.KeyGroupRange `json:"key_groups"`
 	// State is what the instance restores from: a statestore
 	// CheckpointHandle's encoding, or dstl handles, as the user wants.
