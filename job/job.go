@@ -100,6 +100,12 @@ type Instance struct {
 	// restart, several after a rescale that merged instances, none on a
 	// first start.
 	Restored []map[string]string
+	// RestoredKeyGroups holds, for each of Restored, the key groups the
+	// instance restores from that part: take from Restored[i] only the
+	// positions of these key groups' input. In the independent mode a
+	// part may be restored for fewer key groups than its metadata names
+	// (see catalog.Restored), and a later part names them too.
+	RestoredKeyGroups []dstl.KeyGroupRange
 	// Checkpointer is the instance's checkpointer: make the state stores
 	// on its log (Checkpointer.Log) and Register them. The runner
 	// restores them after Open returns.
@@ -279,7 +285,9 @@ type Assigned struct {
 	KeyGroups      dstl.KeyGroupRange
 	MaxParallelism int
 	// Restore are the parts the instance restores, in key-group order:
-	// each part's State a statestore.CheckpointHandle's encoding.
+	// each part's State a statestore.CheckpointHandle's encoding, of
+	// which the instance restores the key groups of the part's KeyGroups
+	// (all it holds, or fewer in the catalog's independent mode).
 	Restore []*catalog.Part
 	// Restored is the checkpoint they belong to (0: none, or several).
 	Restored int64

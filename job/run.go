@@ -501,6 +501,7 @@ func (r *runner) openInstance(ctx context.Context, g *generation, as Assigned) (
 	restored := as.Restored
 	for i, p := range as.Restore {
 		in.Restored = append(in.Restored, p.Metadata)
+		in.RestoredKeyGroups = append(in.RestoredKeyGroups, handles[i].KeyGroups)
 		restored = max(restored, handles[i].CheckpointID)
 	}
 	task, err := r.open(ctx, in)
@@ -525,13 +526,18 @@ func (r *runner) openInstance(ctx context.Context, g *generation, as Assigned) (
 }
 
 // restoreHandles decodes the state handles an assigned instance restores,
-// one per part of as.Restore.
+// one per part of as.Restore, each narrowed to its part's key groups
+// where they are fewer than the handle holds (the catalog's independent
+// mode restores a part for some of its key groups).
 func restoreHandles(as Assigned) ([]*statestore.CheckpointHandle, error) {
 	handles := make([]*statestore.CheckpointHandle, 0, len(as.Restore))
 	for _, p := range as.Restore {
 		h := new(statestore.CheckpointHandle)
 		if err := h.UnmarshalBinary(p.State); err != nil {
 			return nil, fmt.Errorf("job: instance %d: the state of %s: %w", as.Index, p.Name, err)
+		}
+		if kg := p.KeyGroups; kg != h.KeyGroups && h.KeyGroups.Start <= kg.Start && kg.End <= h.KeyGroups.End {
+			h.KeyGroups = kg
 		}
 		handles = append(handles, h)
 	}

@@ -51,10 +51,7 @@ func (w *simWorld) checkCompletes(t *simTask) {
 
 // checkRollback checks that no generation restores, for any key group,
 // an older checkpoint or offset than one a task of an earlier
-// generation was told complete (and so published). In the independent
-// mode, but for its documented fallback, which it counts: a generation
-// restores, where a process of the generation before committed nothing,
-// the parts that generation restored, for every process they cover.
+// generation was told complete (and so published).
 func (w *simWorld) checkRollback(tasks []*simTask) {
 	type published struct {
 		t      *simTask
@@ -82,34 +79,15 @@ func (w *simWorld) checkRollback(tasks []*simTask) {
 			continue
 		}
 		for kg := t.in.KeyGroups.Start; kg <= t.in.KeyGroups.End; kg++ {
-			fallback := false
 			for g, p := range latest[kg] {
 				if g >= t.in.Generation {
-					continue
-				}
-				if gen := t.restoredGen[kg]; w.p.mode == catalog.Independent && g < gen {
-					// What the part's generation restored was checked
-					// against the generations before it (a fallback
-					// there carries on into the later ones).
 					continue
 				}
 				if t.restoredCp[kg] >= p.n && t.base[kg] >= p.offset {
 					continue
 				}
-				if gen := t.restoredGen[kg]; w.p.mode == catalog.Independent && gen > 0 && gen < t.in.Generation-1 {
-					// The independent mode's fallback (docs/CATALOG.md,
-					// Join): a process of the generation before committed
-					// nothing, so the parts that generation restored are
-					// restored again for every process they cover, over
-					// the commits of those that did commit.
-					fallback = true
-					continue
-				}
 				w.failf("rollback: %v restored key group %d at checkpoint %d, offset %d; %v was told checkpoint %d complete, at offset %d",
 					t, kg, t.restoredCp[kg], t.base[kg], p.t, p.n, p.offset)
-			}
-			if fallback {
-				w.stats.Fallbacks++
 			}
 		}
 	}

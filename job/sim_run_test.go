@@ -43,7 +43,7 @@ type simStats struct {
 	Processes, Kills, Stops, Stalls, Bursts, Rescales    int
 	Restores, Completes, Fenced, TakeFailed, Generations int
 	Commits, Completions, DataDeletes, CommitDeletes     int
-	Fallbacks                                            int // key groups the independent mode's fallback restored behind a confirmed checkpoint
+	Narrowed                                             int // parts restored for fewer key groups than their metadata names (the independent mode)
 	Duration                                             time.Duration
 }
 
@@ -63,16 +63,16 @@ func (s *simStats) add(o simStats) {
 	s.Completions += o.Completions
 	s.DataDeletes += o.DataDeletes
 	s.CommitDeletes += o.CommitDeletes
-	s.Fallbacks += o.Fallbacks
+	s.Narrowed += o.Narrowed
 	s.Duration += o.Duration
 }
 
 func (s simStats) String() string {
 	return fmt.Sprintf("%d processes (%d crashed, %d stopped, %d stalled, %d request bursts), %d rescales, %d generations; "+
 		"%d restores, %d commits, %d checkpoints complete, %d confirmations, %d takes failed, %d fences met; %d data objects and %d commits deleted; "+
-		"%d key groups restored by the independent mode's fallback behind a confirmed checkpoint",
+		"%d parts restored for fewer key groups than they hold",
 		s.Processes, s.Kills, s.Stops, s.Stalls, s.Bursts, s.Rescales, s.Generations,
-		s.Restores, s.Commits, s.Completions, s.Completes, s.TakeFailed, s.Fenced, s.DataDeletes, s.CommitDeletes, s.Fallbacks)
+		s.Restores, s.Commits, s.Completions, s.Completes, s.TakeFailed, s.Fenced, s.DataDeletes, s.CommitDeletes, s.Narrowed)
 }
 
 // simChange is one change of the store, in the store's order.
@@ -329,7 +329,11 @@ func (inc *simInc) open(ctx context.Context, in *job.Instance) (job.Task, error)
 	for kg := in.KeyGroups.Start; kg <= in.KeyGroups.End; kg++ {
 		t.offsets[kg] = 0
 	}
-	for _, meta := range in.Restored {
+	for i, meta := range in.Restored {
+		kgs := in.RestoredKeyGroups[i]
+		if meta[offsetKey(kgs.Start-1)] != "" || meta[offsetKey(kgs.End+1)] != "" {
+			inc.w.count(func(st *simStats) { st.Narrowed++ })
+		}
 		cp, err := strconv.ParseInt(meta["checkpoint"], 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("restored metadata %v: %w", meta, err)
@@ -338,7 +342,7 @@ func (inc *simInc) open(ctx context.Context, in *job.Instance) (job.Task, error)
 		if err != nil {
 			return nil, fmt.Errorf("restored metadata %v: %w", meta, err)
 		}
-		for kg := in.KeyGroups.Start; kg <= in.KeyGroups.End; kg++ {
+		for kg := max(in.KeyGroups.Start, kgs.Start); kg <= min(in.KeyGroups.End, kgs.End); kg++ {
 			if v, ok := meta[offsetKey(kg)]; ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {

@@ -48,12 +48,9 @@ import (
 //     Metadata is asked for ascending checkpoints;
 //   - no rollback: no generation restores, for any key group, a
 //     checkpoint or offset older than one an earlier generation's task
-//     was told complete (in the independent mode, but for the catalog's
-//     documented fallback, which is counted: a generation restores again
-//     the parts its predecessor restored, for every process they cover,
-//     when one of those processes committed nothing); and in the aligned
-//     mode no generation restores a checkpoint older than one complete
-//     before its predecessor's fence;
+//     was told complete; and in the aligned mode no generation restores
+//     a checkpoint older than one complete before its predecessor's
+//     fence;
 //   - in the store's order of changes: no checkpoint completes (the put
 //     of its last commit, before its generation's successor is written,
 //     above every checkpoint complete before) naming an object that is
