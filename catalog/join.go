@@ -222,6 +222,12 @@ func (s *store) startFirst(ctx context.Context, cfg Config) (upgraded bool, err 
 		gen.RestoredCheckpoint = up.Checkpoint
 		gen.FirstCheckpoint = max(up.MaxCheckpoint, up.Checkpoint) + 1
 		for _, p := range up.Parts {
+			// One entry per object: the upgrade may restore a part for
+			// the key groups of several instances.
+			if i := slices.IndexFunc(gen.Restored, func(r Restored) bool { return r.Object == p.Name }); i >= 0 {
+				gen.Restored[i].KeyGroups = append(gen.Restored[i].KeyGroups, p.KeyGroups)
+				continue
+			}
 			gen.Restored = append(gen.Restored, Restored{Object: p.Name, KeyGroups: []dstl.KeyGroupRange{p.KeyGroups}})
 		}
 		if err := disjointRestored(gen.Restored); err != nil {

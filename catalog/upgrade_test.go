@@ -16,6 +16,7 @@ import (
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/dstltest"
 	"github.com/dstlgo/dstl/internal/catalogv1"
 )
 
@@ -227,5 +228,46 @@ func TestUpgradeRace(t *testing.T) {
 	}
 	if len(fences) != 1 || !strings.HasSuffix(fences[0], filepath.ToSlash("g00000000000000000003/generation")) {
 		t.Fatalf("fences %v", fences)
+	}
+}
+
+// TestUpgradeIndependentNoRollback: the upgrade of an independent job
+// whose instance 1 committed nothing since a rescale restores, for its
+// key groups, what its generation restored, and, for instance 0's, the
+// later part instance 0 committed (and confirmed): the first layout's
+// own choice, the restored part for both, would roll instance 0 back.
+func TestUpgradeIndependentNoRollback(t *testing.T) {
+	ctx := t.Context()
+	b := dstltest.NewBackend()
+	oldCfg := func(instances, i int) catalogv1.Config {
+		return catalogv1.Config{JobID: "job", Instances: instances, Index: i, MaxParallelism: 8, Mode: catalogv1.Independent, Grace: time.Hour}
+	}
+	oldJoin := func(instances, i int) *catalogv1.Member {
+		m, err := catalogv1.Join(ctx, b, oldCfg(instances, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if _, err := oldJoin(1, 0).Commit(ctx, 1, []byte("s1"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	two := oldJoin(2, 0)
+	oldJoin(2, 1)
+	if _, err := two.Commit(ctx, 2, []byte("s2"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := join(t, b, catalog.Config{JobID: "job", Instances: 2, Process: 0, MaxParallelism: 8, Mode: catalog.Independent, Logger: quiet})
+	own := catalog.RangeOf(0, 2, 8)
+	for _, r := range m.Generation().Restored {
+		for _, kg := range r.KeyGroups {
+			if kg.Start <= own.End && own.Start <= kg.End && objname.ParseCatalog("job/", r.Object).Checkpoint < 2 {
+				t.Errorf("the upgrade restores instance 0's key groups %v from %s; instance 0 confirmed checkpoint 2", own, r.Object)
+			}
+		}
+	}
+	m1 := join(t, b, catalog.Config{JobID: "job", Instances: 2, Process: 1, MaxParallelism: 8, Mode: catalog.Independent, Logger: quiet})
+	if parts := m1.Restore(1); len(parts) != 1 || parts[0].Checkpoint != 1 || parts[0].KeyGroups != catalog.RangeOf(1, 2, 8) {
+		t.Errorf("instance 1 restores %+v, want checkpoint 1 for key groups %v", parts, catalog.RangeOf(1, 2, 8))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
 
@@ -23,8 +24,10 @@ type UpgradePoint struct {
 	Fence int64
 	// Parts are the parts to restore: those of Latest's latest complete
 	// checkpoint (or of the retained one asked for), or what Latest
-	// restored when it completed none; Checkpoint is their checkpoint in
-	// the aligned mode, 0 otherwise.
+	// restored when it completed none; in the independent mode each
+	// instance's latest part, or what Latest restored narrowed to the key
+	// groups of an instance that committed none (KeyGroups says which).
+	// Checkpoint is their checkpoint in the aligned mode, 0 otherwise.
 	Parts      []*Part
 	Checkpoint int64
 	// MaxCheckpoint is the highest checkpoint number of the catalog.
@@ -102,6 +105,16 @@ func Fence(ctx context.Context, b backends.Backend, jobID, owner string, now tim
 			return nil, fmt.Errorf("catalogv1: the generation the fence follows: %w", err)
 		}
 		cfg.Mode = prev.Mode
+		if prev.Mode == Independent {
+			if cfg.RestoreFrom != 0 {
+				return nil, fmt.Errorf("%w: checkpoint %d: a restore by number needs the aligned mode", ErrNoCheckpoint, cfg.RestoreFrom)
+			}
+			parts, err := c.upgradeIndependent(ctx, prev, v)
+			if err != nil {
+				return nil, err
+			}
+			return &UpgradePoint{Latest: prev, Fence: latest, Parts: parts, MaxCheckpoint: v.maxCheckpoint}, nil
+		}
 		names, n, err := c.restorePoint(ctx, cfg, prev, v)
 		if err != nil {
 			return nil, err
@@ -121,6 +134,46 @@ func Fence(ctx context.Context, b backends.Backend, jobID, owner string, now tim
 		return up, nil
 	}
 	return nil, fmt.Errorf("catalogv1: job %q: %d generations started while its catalog was fenced", jobID, maxJoinRounds)
+}
+
+// upgradeIndependent returns the parts the upgrade restores from prev, a
+// generation of the independent mode: each instance's latest part, or,
+// for an instance that committed none, the parts prev restored, narrowed
+// to the instance's key groups (KeyGroups of a copy). Unlike this layout's
+// Join, which restores such a part for every instance whose key groups it
+// also covers, it never rolls back an instance's confirmed part.
+func (c *reader) upgradeIndependent(ctx context.Context, prev *Generation, v *view) ([]*Part, error) {
+	var parts, restored []*Part
+	for i, kg := range prev.KeyGroups {
+		if n := v.latestPart(prev.Number, i); n != 0 {
+			p, err := c.part(ctx, objname.CatalogPartName(c.prefix, prev.Number, n, i), prev)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, p)
+			continue
+		}
+		if restored == nil {
+			for _, name := range prev.Restored {
+				p, err := c.part(ctx, name, nil)
+				if err != nil {
+					return nil, err
+				}
+				restored = append(restored, p)
+			}
+		}
+		for _, r := range restored {
+			if lo, hi := max(r.KeyGroups.Start, kg.Start), min(r.KeyGroups.End, kg.End); lo <= hi {
+				narrowed := *r
+				narrowed.KeyGroups = dstl.KeyGroupRange{Start: lo, End: hi}
+				parts = append(parts, &narrowed)
+			}
+		}
+	}
+	if err := disjoint(parts); err != nil {
+		return nil, fmt.Errorf("%w %q: what the upgrade would restore: %w", ErrDamaged, objname.CatalogGenerationName(c.prefix, prev.Number), err)
+	}
+	return parts, nil
 }
 
 // ReadPart reads and checks the part of the name in the job's catalog.
