@@ -117,13 +117,6 @@ const (
 	// longer then finds no fence, joins it, commits and confirms as if it
 	// were live (TestStalledMemberAfterItsFenceIsCollected in package catalog).
 	defectFenceCollected catDefect = iota
-	// defectIndependentFallback: in the independent mode, a new
-	// generation restores a process's key groups from what the generation
-	// before restored when another process whose instances those parts
-	// also cover committed nothing, although the process confirmed a
-	// later commit of its own (TestIndependentRestoreNoRollback in
-	// package catalog).
-	defectIndependentFallback
 	// defectUnfencedDrop: the leader's Collect deletes the commits of the
 	// checkpoints it no longer retains by what its latest listing
 	// decided, without a read of the fence after that listing; when a
@@ -134,15 +127,14 @@ const (
 	numDefects
 )
 
-var defectNames = [numDefects]string{"fence-collected", "independent-fallback", "unfenced-drop"}
+var defectNames = [numDefects]string{"fence-collected", "unfenced-drop"}
 
 // catStrict makes a schedule that meets a known defect fail (the test's
 // -sim.strict).
 var catStrict bool
 
 // defect records that the schedule met a known defect: it ends the
-// schedule (but for the independent mode's fallback, a rollback that
-// changes nothing else), or fails it with catStrict.
+// schedule, or fails it with catStrict.
 func (s *catSchedule) defect(d catDefect, format string, args ...any) {
 	if catStrict {
 		s.failf(format, args...)
@@ -152,10 +144,6 @@ func (s *catSchedule) defect(d catDefect, format string, args ...any) {
 		return
 	}
 	s.stats.Defects[d]++
-	if d == defectIndependentFallback {
-		s.logf("DEFECT %s: %s", defectNames[d], fmt.Sprintf(format, args...))
-		return
-	}
 	s.halted = true
 	s.logf("DEFECT %s: %s (the schedule ends here)", defectNames[d], fmt.Sprintf(format, args...))
 }

@@ -241,29 +241,10 @@ func (s *catSchedule) checkRollback(g *catalog.Generation, units []unit) {
 			}
 			msg := fmt.Sprintf("invariant 2 (no rollback): generation %d restores key group %d from checkpoint %d (%s); p%d, a member of generation %d%s, confirmed checkpoint %d (seq %d)",
 				g.Number, kg, got, from, by.proc, by.gen, layout, by.n, by.seq)
-			if s.fallbackUnit(g, from) || from == "" && slices.ContainsFunc(units, func(u unit) bool { return s.fallbackUnit(g, shortName(u.object)) }) {
-				s.defect(defectIndependentFallback, "%s: in the independent mode, the process's key groups fell back to what generation %d restored, for a process that committed nothing", msg, g.Number-1)
-				// The generation rolled back: what was confirmed before it
-				// no longer bounds what comes after, as after RestoreFrom.
-				s.resetGen = g.Number
-			} else {
-				s.failf("%s", msg)
-			}
+			s.failf("%s", msg)
 			return
 		}
 	}
-}
-
-// fallbackUnit reports whether the object a generation restores a key
-// group from is one that the generation before it restored, in the
-// independent mode: the documented choice for a process that committed
-// nothing, and for every process whose instances those parts also cover.
-func (s *catSchedule) fallbackUnit(g *catalog.Generation, object string) bool {
-	if prev := s.t.gen2(g.Number - 1); prev != nil {
-		return prev.Mode == catalog.Independent && slices.ContainsFunc(prev.Restored, func(r catalog.Restored) bool { return shortName(r.Object) == object })
-	}
-	prev := s.t.gen1(s.fromOld)
-	return prev != nil && prev.Mode == catalogv1.Independent && slices.ContainsFunc(prev.Restored, func(name string) bool { return shortName(name) == object })
 }
 
 // checkRecord1 checks a generation record of the first layout when it is

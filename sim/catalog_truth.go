@@ -498,9 +498,9 @@ func sameUnits(a, b []unit) bool {
 // latest complete checkpoint (or of restoreFrom, one of the last retain
 // complete ones, or the one prev restored while prev has fewer than
 // retain complete ones), or what prev restored when it completed none;
-// in the independent mode each process's latest commit, or what prev
-// restored for a process that committed none, and for every process whose
-// instances those parts also cover. ok is false when no start may
+// in the independent mode each process's latest commit, or, for a
+// process that committed none, what prev restored narrowed to its
+// instances' key groups. ok is false when no start may
 // succeed (restoreFrom not retained).
 func (t *truth) restorePoint(prev *catalog.Generation, q int64, restoreFrom int64, retain int) (units []unit, n int64, ok bool) {
 	byN := t.commitsAt(prev.Number, q)
@@ -538,42 +538,31 @@ func (t *truth) restorePoint(prev *catalog.Generation, q int64, restoreFrom int6
 	if restoreFrom != 0 {
 		return nil, 0, false
 	}
-	fallback := make([]bool, prev.Processes)
-	ranges := make([][]dstl.KeyGroupRange, prev.Processes)
 	for p := range prev.Processes {
-		fallback[p] = latestOf(byN, p) == 0
+		if n := latestOf(byN, p); n != 0 {
+			units = append(units, commitUnits(n, p)...)
+			continue
+		}
+		// A process that committed nothing: what prev restored, for its
+		// instances' key groups only (one range per part where its
+		// instances' ranges meet).
 		lo, hi := catalog.InstancesOf(p, prev.Processes, prev.Instances())
-		ranges[p] = prev.KeyGroups[lo : hi+1]
-	}
-	covers := func(kg dstl.KeyGroupRange, rs []dstl.KeyGroupRange) bool {
-		return slices.ContainsFunc(rs, func(r dstl.KeyGroupRange) bool { return overlap(kg, r) })
-	}
-	used := make([]bool, len(restored))
-	for changed := true; changed; {
-		changed = false
-		for j, u := range restored {
-			for p := range prev.Processes {
-				if fallback[p] && !used[j] && covers(u.kgs, ranges[p]) {
-					used[j], changed = true, true
+		for _, u := range restored {
+			var pieces []dstl.KeyGroupRange
+			for i := lo; i <= hi; i++ {
+				r := dstl.KeyGroupRange{Start: max(u.kgs.Start, prev.KeyGroups[i].Start), End: min(u.kgs.End, prev.KeyGroups[i].End)}
+				if r.Start > r.End {
+					continue
 				}
-			}
-		}
-		for p := range prev.Processes {
-			for j, u := range restored {
-				if used[j] && !fallback[p] && covers(u.kgs, ranges[p]) {
-					fallback[p], changed = true, true
+				if k := len(pieces) - 1; k >= 0 && pieces[k].End+1 == r.Start {
+					pieces[k].End = r.End
+					continue
 				}
+				pieces = append(pieces, r)
 			}
-		}
-	}
-	for p := range prev.Processes {
-		if !fallback[p] {
-			units = append(units, commitUnits(latestOf(byN, p), p)...)
-		}
-	}
-	for j, u := range restored {
-		if used[j] {
-			units = append(units, u)
+			for _, r := range pieces {
+				units = append(units, unit{u.object, r})
+			}
 		}
 	}
 	return units, 0, true
@@ -620,7 +609,9 @@ func (t *truth) latestGen1At(q int64) int64 {
 // upgradePoint is the reference of what the upgrade from the first
 // layout restores, from a listing of the first layout at seq q made after
 // its fence (docs/CATALOG.md, "Upgrade"): as the first layout's Join
-// would choose it after the generation the fence follows. It returns the
+// would choose it after the generation the fence follows, but that in the
+// independent mode an instance that committed no part restores what that
+// generation restored for its own key groups only. It returns the
 // fence's number, the parts, their checkpoint (aligned) and the highest
 // checkpoint of the first layout's listing.
 func (t *truth) upgradePoint(q int64) (fence int64, units []unit, n, maxN int64, err error) {
@@ -678,36 +669,17 @@ func (t *truth) upgradePoint(q int64) (fence int64, units []unit, n, maxN int64,
 		}
 		return last
 	}
-	fallback := make([]bool, prev.Instances())
-	for i := range fallback {
-		fallback[i] = latest(i) == 0
-	}
-	used := make([]bool, len(restored))
-	for changed := true; changed; {
-		changed = false
-		for j, u := range restored {
-			for i, kg := range prev.KeyGroups {
-				if fallback[i] && !used[j] && overlap(u.kgs, kg) {
-					used[j], changed = true, true
-				}
+	// Each instance's latest part, or, for one that committed none, what
+	// prev restored narrowed to its key groups.
+	for i, kg := range prev.KeyGroups {
+		if n := latest(i); n != 0 {
+			units = append(units, partUnit(objname.CatalogPartName(catPrefix, prev.Number, n, i)))
+			continue
+		}
+		for _, u := range restored {
+			if r := (dstl.KeyGroupRange{Start: max(u.kgs.Start, kg.Start), End: min(u.kgs.End, kg.End)}); r.Start <= r.End {
+				units = append(units, unit{u.object, r})
 			}
-		}
-		for i, kg := range prev.KeyGroups {
-			for j, u := range restored {
-				if used[j] && !fallback[i] && overlap(u.kgs, kg) {
-					fallback[i], changed = true, true
-				}
-			}
-		}
-	}
-	for i := range prev.Instances() {
-		if !fallback[i] {
-			units = append(units, partUnit(objname.CatalogPartName(catPrefix, prev.Number, latest(i), i)))
-		}
-	}
-	for j, u := range restored {
-		if used[j] {
-			units = append(units, u)
 		}
 	}
 	return fence, units, 0, maxN, nil
@@ -724,13 +696,13 @@ func (t *truth) partOf(u unit) (p *partRec, n int64, what string) {
 		return nil, 0, "never stored"
 	case l.commit != nil:
 		for i := range l.commit.Parts {
-			if l.commit.Parts[i].KeyGroups == u.kgs {
+			if kg := l.commit.Parts[i].KeyGroups; kg.Start <= u.kgs.Start && u.kgs.End <= kg.End {
 				return &l.commit.Parts[i], l.commit.Checkpoint, ""
 			}
 		}
 		return nil, 0, fmt.Sprintf("a commit with no part of key groups %v", u.kgs)
 	case l.part1 != nil:
-		if l.part1.KeyGroups != u.kgs {
+		if kg := l.part1.KeyGroups; u.kgs.Start < kg.Start || kg.End < u.kgs.End {
 			return nil, 0, fmt.Sprintf("a first-layout part of key groups %v", l.part1.KeyGroups)
 		}
 		return &partRec{Instance: l.part1.Instance, KeyGroups: l.part1.KeyGroups, State: l.part1.State,

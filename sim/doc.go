@@ -137,9 +137,11 @@
 //     its starter's listing of the generation before (made after that
 //     generation's fence): the commits of the latest complete checkpoint,
 //     or of the one asked for by number, or what the generation before
-//     restored; in the independent mode each process's latest commit or
-//     its fallback; after an upgrade, the first layout's choice after its
-//     fence. Its first checkpoint is above every checkpoint of that
+//     restored; in the independent mode each process's latest commit or,
+//     for a process that committed none, what the generation before
+//     restored for its key groups only; after an upgrade, the first
+//     layout's choice after its fence (in the independent mode, narrowed
+//     likewise). Its first checkpoint is above every checkpoint of that
 //     listing. It never restores two parts of one key group, and, for a
 //     complete checkpoint of the aligned mode, every key group.
 //  2. No rollback: a generation never restores, for any key group, a
@@ -187,12 +189,11 @@
 //
 // A schedule that meets one of the defects of package catalog that
 // failing tests of that package show (catDefect: a fenced generation's
-// fence deleted while a stalled member of it lives; the independent
-// mode's fallback that restores a process's key groups from before its
-// confirmed commit; the leader's deletion of commits by a decision no read
-// of the fence followed) counts it, and ends there but for the fallback,
-// after which what members confirmed before no longer bounds what later
-// generations restore; -sim.strict makes it fail.
+// fence deleted while a stalled member of it lives; the leader's deletion
+// of commits by a decision no read of the fence followed) counts it, and
+// ends there; -sim.strict makes it fail. A rollback in the independent
+// mode (TestIndependentRestoreNoRollback) is no longer such a defect: it
+// fails invariant 2.
 //
 // # The state-store simulation
 //
