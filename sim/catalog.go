@@ -80,11 +80,8 @@ type CatalogStats struct {
 	DroppedCatalog, DeletedData            int
 	FinalObjects, FinalCommits             int // left after the final collection
 	Injected                               [numFaultKinds]int
-	// Defects counts the known defects of package catalog met (see
-	// catDefect).
-	Defects [numDefects]int
-	Digest  uint64 // of the trace: equal runs of a seed have equal digests
-	Trace   string // the last events (on failure)
+	Digest                                 uint64 // of the trace: equal runs of a seed have equal digests
+	Trace                                  string // the last events (on failure)
 }
 
 func (st CatalogStats) String() string {
@@ -96,70 +93,15 @@ func (st CatalogStats) counts() string {
 	return fmt.Sprintf("procs=%d (old layout %d) kills=%d restarts=%d rescales=%d stalls=%d delays=%d jumps=%d skews=%d "+
 		"joins=%d (failed %d) generations=%d restores=%d (parts %d) uploads=%d commits=%d (failed %d, fenced %d, replaced %d) refreshes=%d "+
 		"confirmed=%d completed=%d stalled-commits=%d held-from=%d restored-from=%d late-restored=%d old: commits=%d fenced=%d joins-refused=%d "+
-		"collects=%d (fenced %d, sweeps %d) dropped=%d deleted=%d final: commits=%d objects=%d damaged=%d injected=%s defects=%s",
+		"collects=%d (fenced %d, sweeps %d) dropped=%d deleted=%d final: commits=%d objects=%d damaged=%d injected=%s",
 		st.Procs, st.OldProcs, st.Kills, st.Restarts, st.Rescales, st.Stalls, st.Delays, st.Jumps, st.Skews,
 		st.Joins, st.JoinErrors, st.Generations, st.Restores, st.RestoredParts, st.Uploads, st.Commits, st.CommitErrors, st.Fenced, st.Replaced, st.Refreshes,
 		st.Confirmed, st.Completed, st.StalledCommits, st.HeldFrom, st.RestoredFrom, st.LateRestored, st.OldCommits, st.OldFenced, st.OldJoinsRefused,
-		st.Collects, st.CollectsFenced, st.Sweeps, st.DroppedCatalog, st.DeletedData, st.FinalCommits, st.FinalObjects, st.Damaged, injectedString(st.Injected), defectsString(st.Defects))
+		st.Collects, st.CollectsFenced, st.Sweeps, st.DroppedCatalog, st.DeletedData, st.FinalCommits, st.FinalObjects, st.Damaged, injectedString(st.Injected))
 }
 
-// catDefect is a defect of package catalog that the simulation meets and
-// that a failing test of that package shows. A schedule that meets one
-// counts it rather than failing, and ends there when what follows from it
-// would break other invariants (a checked invariant it broke before that
-// fails all the same); with catStrict, it fails.
-type catDefect uint8
-
-const (
-	// defectFenceCollected: the deletion rule deletes a fenced
-	// generation's fence (with its record, claims and commits) once it is
-	// older than the grace; a member of that generation that stalled
-	// longer then finds no fence, joins it, commits and confirms as if it
-	// were live (TestStalledMemberAfterItsFenceIsCollected in package catalog).
-	defectFenceCollected catDefect = iota
-	// defectUnfencedDrop: the leader's Collect deletes the commits of the
-	// checkpoints it no longer retains by what its latest listing
-	// decided, without a read of the fence after that listing; when a
-	// newer generation's starter listed before it, the commits deleted
-	// may be the ones the newer generation restores
-	// (TestLeaderDropsNothingANewGenerationRestores in package catalog).
-	defectUnfencedDrop
-	numDefects
-)
-
-var defectNames = [numDefects]string{"fence-collected", "unfenced-drop"}
-
-// catStrict makes a schedule that meets a known defect fail (the test's
-// -sim.strict).
-var catStrict bool
-
-// defect records that the schedule met a known defect: it ends the
-// schedule, or fails it with catStrict.
-func (s *catSchedule) defect(d catDefect, format string, args ...any) {
-	if catStrict {
-		s.failf(format, args...)
-		return
-	}
-	if s.halted {
-		return
-	}
-	s.stats.Defects[d]++
-	s.halted = true
-	s.logf("DEFECT %s: %s (the schedule ends here)", defectNames[d], fmt.Sprintf(format, args...))
-}
-
-func defectsString(counts [numDefects]int) string {
-	var out []string
-	for d, n := range counts {
-		if n > 0 {
-			out = append(out, fmt.Sprintf("%s:%d", defectNames[d], n))
-		}
-	}
-	return "[" + strings.Join(out, " ") + "]"
-}
-
-// over reports whether the schedule failed, or ended at a known defect.
-func (s *catSchedule) over() bool { return len(s.errs) > 0 || s.halted }
+// over reports whether the schedule failed.
+func (s *catSchedule) over() bool { return len(s.errs) > 0 }
 
 // catHooks break the protocol or the simulation on purpose, for the
 // tests of the checks (TestCatalogChecks).
@@ -227,8 +169,6 @@ type catSchedule struct {
 	damages int
 	// faultsOff: the backend injects no more faults (the final phase).
 	faultsOff bool
-	// halted: the schedule met a known defect (see catDefect) and ends.
-	halted bool
 
 	be   *backend
 	cl   *backend // clean view, for the checks and the damage
@@ -291,10 +231,6 @@ func runCatalog(seed uint64, opt Options, hooks catHooks) (CatalogStats, error) 
 
 func (s *catSchedule) failf(format string, args ...any) {
 	msg := fmt.Sprintf("step %d: %s", s.tick, fmt.Sprintf(format, args...))
-	if s.halted {
-		s.logf("after the defect: %s", msg)
-		return
-	}
 	s.logf("FAIL %s", msg)
 	if len(s.errs) < 10 {
 		s.errs = append(s.errs, msg)

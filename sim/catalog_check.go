@@ -347,17 +347,18 @@ func (s *catSchedule) checkStoredUnit(u unit, q int64, why string) {
 	}
 }
 
-// missing reports an object the rule keeps that is gone: a known defect
-// when the member that deleted it is a fenced generation's leader that
-// dropped commits by a decision no read of the fence followed, or a member
-// of a fenced generation whose fence was deleted before; a failure
-// otherwise.
+// missing fails the schedule for an object the rule keeps that is gone.
+// The failure names the deleter when it is a fenced generation's leader
+// that dropped commits by a decision no read of the fence followed
+// (TestLeaderDropsNothingANewGenerationRestores in package catalog), or a
+// member of a fenced generation whose fence was deleted before
+// (TestStalledMemberAfterItsFenceIsCollected).
 func (s *catSchedule) missing(name, format string, args ...any) {
 	switch {
 	case s.droppedByFencedLeader(name):
-		s.defect(defectUnfencedDrop, format, args...)
+		s.failf("a fenced leader dropped it without reading the fence: "+format, args...)
 	case s.deletedByZombie(name):
-		s.defect(defectFenceCollected, format, args...)
+		s.failf("a member of a generation whose fence was collected deleted it: "+format, args...)
 	default:
 		s.failf(format, args...)
 	}
@@ -678,12 +679,12 @@ func fenceReadString(fr fenceRead, ok bool) string {
 	return fmt.Sprintf("at seq %d, found %v", fr.seq, fr.found)
 }
 
-// fencedMember reports a member that went on in a fenced generation: the
-// known defect when the fence was deleted before the member read it, a
-// failure otherwise.
+// fencedMember fails the schedule for a member that went on in a fenced
+// generation, saying so when the fence was deleted before the member
+// read it (TestStalledMemberAfterItsFenceIsCollected in package catalog).
 func (s *catSchedule) fencedMember(p *proc, g int64, read int64, format string, args ...any) {
 	if l := s.t.first(objname.CatalogV2FenceName(catPrefix, g)); l != nil && l.deleted != 0 && l.deleted <= read && l.deletedBy >= 0 {
-		s.defect(defectFenceCollected, format, args...)
+		s.failf("the fence was deleted before the member read it: "+format, args...)
 		return
 	}
 	s.failf(format, args...)

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"flag"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,8 +11,6 @@ import (
 	"github.com/dstlgo/dstl/catalog"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
-
-var flagStrict = flag.Bool("sim.strict", false, "a catalog schedule that meets a known defect of package catalog fails, rather than counting it")
 
 // TestCatalogSimulation runs seeded schedules of the checkpoint catalog
 // (package catalog) over the fault backend: processes of one or several
@@ -29,7 +26,6 @@ func TestCatalogSimulation(t *testing.T) {
 		faultFree int
 		upgrades  int
 	)
-	catStrict = *flagStrict
 	r := runSeeds(t, "TestCatalogSimulation", "", func(seed uint64, opt Options) (time.Duration, error) {
 		st, err := RunCatalog(seed, opt)
 		mu.Lock()

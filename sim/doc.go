@@ -187,13 +187,11 @@
 // that never find a fence, forged commits, old processes that miss the
 // upgrade's fence) to show that each invariant's check fails.
 //
-// A schedule that meets one of the defects of package catalog that
-// failing tests of that package show (catDefect: a fenced generation's
-// fence deleted while a stalled member of it lives; the leader's deletion
-// of commits by a decision no read of the fence followed) counts it, and
-// ends there; -sim.strict makes it fail. A rollback in the independent
-// mode (TestIndependentRestoreNoRollback) is no longer such a defect: it
-// fails invariant 2.
+// The defects this simulation found in package catalog (a fenced
+// generation's fence deleted while a stalled member of it lives; the
+// leader's deletion of commits by a decision no read of the fence
+// followed; a rollback in the independent mode) are fixed, and each has a
+// test in that package. A schedule that meets one fails.
 //
 // # The state-store simulation
 //
