@@ -33,6 +33,7 @@ import (
 type coordinator[S any] struct {
 	s          *Service[S]
 	recs       *records
+	col        *collector    // the deletion rule, sharing recs
 	txnID      string        // the transactional producer's id, one per start
 	txcl       *kgo.Client   // the transactional producer, made at the first transaction
 	txnTimeout time.Duration // its transaction timeout

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/collect"
@@ -12,7 +15,7 @@ import (
 )
 
 // Collect starts a run of the deletion rule, in the background, if this
-// process holds partition 0 and no run is under way (see collectOnce).
+// process holds partition 0 and no run is under way (see collector.run).
 func (c *coordinator[S]) Collect(ctx context.Context) error {
 	c.mu.Lock()
 	holds := c.owned[0] && !c.closed
@@ -25,12 +28,12 @@ func (c *coordinator[S]) Collect(ctx context.Context) error {
 		defer c.collectWG.Done()
 		defer c.collecting.Store(false)
 		s := c.s
-		rep, err := c.collectOnce(ctx)
+		rep, err := c.col.run(ctx, collect.Options{Timeout: s.cfg.CommitTimeout})
 		s.c.collections.Add(1)
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("kafkastate: deletion rule", "err", err)
 		}
-		if rep != nil {
+		if rep != nil && rep.Report != nil {
 			s.log.Debug("kafkastate: deletion rule", "listed", rep.Listed.Objects, "deleted", rep.Deleted.Objects, "held", rep.Held.Objects, "young", rep.Young.Objects)
 		}
 		s.event(Event{Kind: EventCollected, PartitionInfo: s.info(-1), Generation: s.generation(), Err: err})
@@ -38,7 +41,38 @@ func (c *coordinator[S]) Collect(ctx context.Context) error {
 	return nil
 }
 
-// collectOnce applies the deletion rule once, through collect.Run:
+// collector applies a job's deletion rule: the service's process that
+// holds partition 0 every CollectInterval, and Collect once.
+type collector struct {
+	b          backends.Backend
+	jobID      string
+	prefix     string
+	topic      string
+	group      string
+	operator   string // the partitions' operators are operator-P
+	partitions int
+	grace      time.Duration
+	cl         *kgo.Client // reads the group's committed offsets
+	recs       *records    // records read, by name
+}
+
+// CollectReport is what a run of the deletion rule found and did.
+type CollectReport struct {
+	// Report is the collection's (package collect): the objects listed
+	// under the job's prefix, why each is kept, and those deleted. It is
+	// nil when the run failed before its listing.
+	*collect.Report
+	// CommittedRecords names the records that the group's committed
+	// offsets name, and YoungRecords the other records younger than the
+	// grace: the records kept, with every object they name. Both are
+	// sorted.
+	CommittedRecords, YoungRecords []string
+	// HoldFrom is the lowest checkpoint whose objects were held however
+	// old (see collect.Options.HoldFrom).
+	HoldFrom int64
+}
+
+// run applies the deletion rule once, through collect.Run:
 //
 //  1. it lists the records (PREFIX/_records/), before
 //  2. one offset fetch for the group gives the committed records;
@@ -52,20 +86,22 @@ func (c *coordinator[S]) Collect(ctx context.Context) error {
 //  5. collect.Run deletes the rest of the logs, the partitions' snapshots
 //     and the records, once older than the grace by both clocks.
 //
-// A record it cannot read makes it delete nothing.
-func (c *coordinator[S]) collectOnce(ctx context.Context) (*collect.Report, error) {
-	s := c.s
-	b := s.storage.Backend()
+// A record it cannot read makes it delete nothing. opts are as for
+// collect.Run, whose JobID, Grace, Keep, Kinds and HoldFrom run sets.
+func (k *collector) run(ctx context.Context, opts collect.Options) (*CollectReport, error) {
 	listedAt := time.Now()
+	if opts.Now != nil {
+		listedAt = opts.Now()
+	}
 	listed := map[string]bool{}
 	var young []string
-	err := b.List(ctx, objname.RecordPrefix(s.prefix), func(oi backends.ObjectInfo) error {
-		n := objname.Parse(s.prefix, oi.Name)
+	err := k.b.List(ctx, objname.RecordPrefix(k.prefix), func(oi backends.ObjectInfo) error {
+		n := objname.Parse(k.prefix, oi.Name)
 		if n.Kind != objname.Record {
 			return nil
 		}
 		listed[oi.Name] = true
-		if listedAt.Sub(n.Time()) <= s.cfg.Grace || oi.ModTime.IsZero() || listedAt.Sub(oi.ModTime) <= s.cfg.Grace {
+		if listedAt.Sub(n.Time()) <= k.grace || oi.ModTime.IsZero() || listedAt.Sub(oi.ModTime) <= k.grace {
 			young = append(young, oi.Name)
 		}
 		return nil
@@ -73,41 +109,119 @@ func (c *coordinator[S]) collectOnce(ctx context.Context) (*collect.Report, erro
 	if err != nil {
 		return nil, fmt.Errorf("kafkastate: listing the records: %w", err)
 	}
-	c.recs.forget(listed, listedAt)
-	pos, err := fetchPositions(ctx, s.cl, s.cfg.Group, s.cfg.Topic, s.prefix, nil, false)
+	k.recs.forget(listed, listedAt)
+	pos, err := fetchPositions(ctx, k.cl, k.group, k.topic, k.prefix, nil, false)
 	if err != nil {
 		return nil, err
 	}
+	rep := &CollectReport{}
 	keep := new(collect.Keep)
 	// The checkpoint of the time one grace before the listing: objects
 	// made for it or later are held (see docs/KAFKA.md).
-	hold := checkpointOf(listedAt.Add(-s.cfg.Grace))
+	hold := checkpointOf(listedAt.Add(-k.grace))
+	kept := map[string]bool{}
 	add := func(name string) error {
-		r, err := c.recs.read(ctx, name)
+		r, err := k.recs.read(ctx, name)
 		if err != nil {
 			return err
 		}
+		kept[name] = true
 		keep.AddObject(name)
 		keep.AddObject(r.objects()...)
 		hold = min(hold, r.HoldFrom)
 		return nil
 	}
 	for _, at := range pos {
-		if at.record == "" {
+		if at.record == "" || kept[at.record] {
 			continue
 		}
 		if err := add(at.record); err != nil {
 			return nil, fmt.Errorf("kafkastate: a committed record: %w", err)
 		}
+		rep.CommittedRecords = append(rep.CommittedRecords, at.record)
 	}
 	for _, name := range young {
-		if err := add(name); err != nil && !errors.Is(err, backends.ErrNotFound) {
+		if kept[name] {
+			continue
+		}
+		err := add(name)
+		switch {
+		case errors.Is(err, backends.ErrNotFound):
+			continue // deleted since the listing
+		case err != nil:
 			return nil, fmt.Errorf("kafkastate: a young record: %w", err)
 		}
+		rep.YoungRecords = append(rep.YoungRecords, name)
 	}
-	for p := range s.partitions {
-		keep.AddOperator(fmt.Sprintf("%s-%d", s.operator(), p))
+	slices.Sort(rep.CommittedRecords)
+	slices.Sort(rep.YoungRecords)
+	for p := range k.partitions {
+		keep.AddOperator(fmt.Sprintf("%s-%d", k.operator, p))
 	}
-	return collect.Run(ctx, b, collect.Options{JobID: s.jobID, Grace: s.cfg.Grace, Keep: keep,
-		Kinds: collect.Logs | collect.Snapshots | collect.Records, HoldFrom: max(hold, 1), Timeout: s.cfg.CommitTimeout})
+	rep.HoldFrom = max(hold, 1)
+	opts.JobID, opts.Grace, opts.Keep, opts.HoldFrom = k.jobID, k.grace, keep, rep.HoldFrom
+	opts.Kinds = collect.Logs | collect.Snapshots | collect.Records
+	rep.Report, err = collect.Run(ctx, k.b, opts)
+	return rep, err
+}
+
+// CollectConfig configures Collect: the job's Kafka side, as its
+// services' Config has it.
+type CollectConfig struct {
+	// Brokers are the seed brokers ("host:port"). Required.
+	Brokers []string
+	// Topic is the job's input topic, and Group its consumer group.
+	// Required.
+	Topic, Group string
+	// Grace is the job's Config.Grace. Default DefaultGrace.
+	Grace time.Duration
+	// ClientOptions are added to the Kafka client's options (TLS, SASL,
+	// timeouts).
+	ClientOptions []kgo.Opt
+}
+
+// Collect applies a job's deletion rule once, as the service's process
+// that holds partition 0 does every CollectInterval (see docs/KAFKA.md,
+// "Deletion rule"): it keeps the records the group's committed offsets
+// name and those younger than cfg.Grace, with every object they name, and
+// deletes the other records, logs and partitions' snapshots older than
+// the grace by both clocks. It is for tools that collect a job's objects
+// from outside it, such as "dstl gc". b holds the job's objects, under
+// objname.JobPrefix(jobID). opts are as for collect.Run, whose JobID,
+// Grace, Keep, Kinds and HoldFrom Collect sets.
+//
+// Collect reads the group's committed offsets and joins no group: it may
+// run beside the job's services. An error wraps ErrConfig for a
+// configuration that is not valid, and ErrDamaged for a record that does
+// not decode (then nothing is deleted). The report comes with the error
+// of a collection that listed the job's prefix (see collect.Run).
+func Collect(ctx context.Context, b backends.Backend, jobID string, cfg CollectConfig, opts collect.Options) (*CollectReport, error) {
+	if cfg.Grace == 0 {
+		cfg.Grace = DefaultGrace
+	}
+	switch {
+	case b == nil:
+		return nil, fmt.Errorf("%w: the backend is nil", ErrConfig)
+	case len(cfg.Brokers) == 0:
+		return nil, fmt.Errorf("%w: Brokers: at least one broker is required", ErrConfig)
+	case cfg.Topic == "":
+		return nil, fmt.Errorf("%w: Topic: required", ErrConfig)
+	case cfg.Group == "":
+		return nil, fmt.Errorf("%w: Group: required", ErrConfig)
+	case cfg.Grace < 0:
+		return nil, fmt.Errorf("%w: Grace: %v is negative", ErrConfig, cfg.Grace)
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOptions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafkastate: client: %w", err)
+	}
+	defer cl.Close()
+	n, _, err := partitionCount(ctx, cl, cfg.Topic)
+	if err != nil {
+		return nil, err
+	}
+	prefix := objname.JobPrefix(jobID)
+	k := &collector{b: b, jobID: jobID, prefix: prefix, topic: cfg.Topic, group: cfg.Group, operator: operatorOf(cfg.Topic),
+		partitions: n, grace: cfg.Grace, cl: cl, recs: newRecords(b, prefix, cfg.Topic)}
+	return k.run(ctx, opts)
 }

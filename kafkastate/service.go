@@ -223,7 +223,11 @@ func (s *Service[S]) generation() int64 {
 
 // operator is the operator prefix of the partitions' checkpointers:
 // partition p's is "kafka-TOPIC-p".
-func (s *Service[S]) operator() string { return "kafka-" + s.cfg.Topic }
+func (s *Service[S]) operator() string { return operatorOf(s.cfg.Topic) }
+
+// operatorOf returns the operator prefix of the checkpointers of topic's
+// partitions.
+func operatorOf(topic string) string { return "kafka-" + topic }
 
 // partitionCount returns the number of partitions of the topic and its
 // id, from the brokers' metadata.
@@ -284,6 +288,8 @@ func (s *Service[S]) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("kafkastate: client: %w", err)
 	}
 	s.cl = cl
+	c.col = &collector{b: s.storage.Backend(), jobID: s.jobID, prefix: s.prefix, topic: s.cfg.Topic, group: s.cfg.Group,
+		operator: s.operator(), partitions: s.partitions, grace: s.cfg.Grace, cl: cl, recs: c.recs}
 	var txnTimeout time.Duration
 	if s.cfg.TransactionalID != "" {
 		txnTimeout = cl.OptValue(kgo.TransactionTimeout).(time.Duration)
