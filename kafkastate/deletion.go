@@ -52,9 +52,21 @@ type collector struct {
 	operator   string // the partitions' operators are operator-P
 	partitions int
 	grace      time.Duration
-	cl         *kgo.Client // reads the group's committed offsets
-	recs       *records    // records read, by name
+	// kafkaTimeout bounds the offset fetch; 0: ctx alone.
+	kafkaTimeout time.Duration
+	cl           *kgo.Client // reads the group's committed offsets
+	recs         *records    // records read, by name
+	// requireCommitted refuses to delete anything when the prefix holds
+	// records and the group's offsets name none (Collect: a wrong group
+	// or topic).
+	requireCommitted bool
 }
+
+// ErrNoCommittedRecord is the error of Collect when the job's prefix holds
+// records and the group's committed offsets name none of them: the group
+// or the topic is not the job's (or no checkpoint of the job was ever
+// committed). Nothing is deleted.
+var ErrNoCommittedRecord = errors.New("kafkastate: the group's committed offsets name no record of the job; nothing deleted")
 
 // CollectReport is what a run of the deletion rule found and did.
 type CollectReport struct {
@@ -110,7 +122,9 @@ func (k *collector) run(ctx context.Context, opts collect.Options) (*CollectRepo
 		return nil, fmt.Errorf("kafkastate: listing the records: %w", err)
 	}
 	k.recs.forget(listed, listedAt)
-	pos, err := fetchPositions(ctx, k.cl, k.group, k.topic, k.prefix, nil, false)
+	fctx, cancel := withTimeout(ctx, k.kafkaTimeout)
+	pos, err := fetchPositions(fctx, k.cl, k.group, k.topic, k.prefix, nil, false)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +167,9 @@ func (k *collector) run(ctx context.Context, opts collect.Options) (*CollectRepo
 		}
 		rep.YoungRecords = append(rep.YoungRecords, name)
 	}
+	if k.requireCommitted && len(rep.CommittedRecords) == 0 && len(listed) > 0 {
+		return nil, fmt.Errorf("%w: group %s, topic %s, %d records under %q", ErrNoCommittedRecord, k.group, k.topic, len(listed), objname.RecordPrefix(k.prefix))
+	}
 	slices.Sort(rep.CommittedRecords)
 	slices.Sort(rep.YoungRecords)
 	for p := range k.partitions {
@@ -173,12 +190,21 @@ type CollectConfig struct {
 	// Topic is the job's input topic, and Group its consumer group.
 	// Required.
 	Topic, Group string
-	// Grace is the job's Config.Grace. Default DefaultGrace.
+	// Grace is the job's Config.Grace. Default DefaultGrace; NoGrace for
+	// none (every record not committed is deleted, and every object only
+	// such records name).
 	Grace time.Duration
+	// Timeout bounds each request to Kafka (the topic's metadata, the
+	// group's offsets); 0: ctx alone bounds them.
+	Timeout time.Duration
 	// ClientOptions are added to the Kafka client's options (TLS, SASL,
 	// timeouts).
 	ClientOptions []kgo.Opt
 }
+
+// NoGrace is the value of CollectConfig.Grace for a collection without
+// a grace.
+const NoGrace time.Duration = -1
 
 // Collect applies a job's deletion rule once, as the service's process
 // that holds partition 0 does every CollectInterval (see docs/KAFKA.md,
@@ -192,12 +218,16 @@ type CollectConfig struct {
 //
 // Collect reads the group's committed offsets and joins no group: it may
 // run beside the job's services. An error wraps ErrConfig for a
-// configuration that is not valid, and ErrDamaged for a record that does
-// not decode (then nothing is deleted). The report comes with the error
+// configuration that is not valid, ErrDamaged for a record that does not
+// decode, and ErrNoCommittedRecord when the prefix holds records and the
+// group's offsets name none (then nothing is deleted). The report comes with the error
 // of a collection that listed the job's prefix (see collect.Run).
 func Collect(ctx context.Context, b backends.Backend, jobID string, cfg CollectConfig, opts collect.Options) (*CollectReport, error) {
-	if cfg.Grace == 0 {
+	switch cfg.Grace {
+	case 0:
 		cfg.Grace = DefaultGrace
+	case NoGrace:
+		cfg.Grace = 0
 	}
 	switch {
 	case b == nil:
@@ -210,18 +240,30 @@ func Collect(ctx context.Context, b backends.Backend, jobID string, cfg CollectC
 		return nil, fmt.Errorf("%w: Group: required", ErrConfig)
 	case cfg.Grace < 0:
 		return nil, fmt.Errorf("%w: Grace: %v is negative", ErrConfig, cfg.Grace)
+	case cfg.Timeout < 0:
+		return nil, fmt.Errorf("%w: Timeout: %v is negative", ErrConfig, cfg.Timeout)
 	}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkastate: client: %w", err)
 	}
 	defer cl.Close()
-	n, _, err := partitionCount(ctx, cl, cfg.Topic)
+	mctx, cancel := withTimeout(ctx, cfg.Timeout)
+	n, _, err := partitionCount(mctx, cl, cfg.Topic)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
 	prefix := objname.JobPrefix(jobID)
 	k := &collector{b: b, jobID: jobID, prefix: prefix, topic: cfg.Topic, group: cfg.Group, operator: operatorOf(cfg.Topic),
-		partitions: n, grace: cfg.Grace, cl: cl, recs: newRecords(b, prefix, cfg.Topic)}
+		partitions: n, grace: cfg.Grace, kafkaTimeout: cfg.Timeout, cl: cl, recs: newRecords(b, prefix, cfg.Topic), requireCommitted: true}
 	return k.run(ctx, opts)
+}
+
+// withTimeout returns ctx bounded by d, or ctx itself for d 0.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
 }

@@ -56,6 +56,11 @@ func TestCollect(t *testing.T) {
 	if got := recordNames(b); !slices.Equal(got, before) || dry.Deletable.Objects == 0 {
 		t.Fatalf("dry run: %d records of %d left, %d deletable: want all left, some deletable", len(got), len(before), dry.Deletable.Objects)
 	}
+	other := ccfg
+	other.Group = "another"
+	if _, err := Collect(ctx, b, "job", other, collect.Options{}); !errors.Is(err, ErrNoCommittedRecord) || len(recordNames(b)) != len(before) {
+		t.Fatalf("Collect of another group: %v, %d records left of %d: want ErrNoCommittedRecord, nothing deleted", err, len(recordNames(b)), len(before))
+	}
 	rep, err := Collect(ctx, b, "job", ccfg, collect.Options{})
 	if err != nil {
 		t.Fatal(err)
