@@ -56,6 +56,8 @@ type collector struct {
 	kafkaTimeout time.Duration
 	cl           *kgo.Client // reads the group's committed offsets
 	recs         *records    // records read, by name
+	// v1 is what the runs learnt of the job's first-layout catalog.
+	v1 firstLayoutState
 	// requireCommitted refuses to delete anything when the prefix holds
 	// records and the group's offsets name none (Collect: a wrong group
 	// or topic).
@@ -82,6 +84,14 @@ type CollectReport struct {
 	// HoldFrom is the lowest checkpoint whose objects were held however
 	// old (see collect.Options.HoldFrom).
 	HoldFrom int64
+	// FirstLayoutParts names the parts of the job's first-layout catalog
+	// (a job of a release before records) whose objects were kept: some
+	// partition that restores one has no record committed yet.
+	FirstLayoutParts []string
+	// FirstLayoutDropped names the objects of that catalog deleted (in a
+	// dry run: that would be), once every partition with a part there had
+	// a record committed: all of them but the fence's generation record.
+	FirstLayoutDropped []string
 }
 
 // run applies the deletion rule once, through collect.Run:
@@ -167,6 +177,14 @@ func (k *collector) run(ctx context.Context, opts collect.Options) (*CollectRepo
 		}
 		rep.YoungRecords = append(rep.YoungRecords, name)
 	}
+	// The upgrade from the first layout: the objects of the parts that
+	// partitions with no record committed restore from.
+	v1, err := k.firstLayout(ctx, pos)
+	if err != nil {
+		return nil, err
+	}
+	keep.AddObject(v1.objects...)
+	rep.FirstLayoutParts = v1.parts
 	if k.requireCommitted && len(rep.CommittedRecords) == 0 && len(listed) > 0 {
 		return nil, fmt.Errorf("%w: group %s, topic %s, %d records under %q", ErrNoCommittedRecord, k.group, k.topic, len(listed), objname.RecordPrefix(k.prefix))
 	}
@@ -179,6 +197,10 @@ func (k *collector) run(ctx context.Context, opts collect.Options) (*CollectRepo
 	opts.JobID, opts.Grace, opts.Keep, opts.HoldFrom = k.jobID, k.grace, keep, rep.HoldFrom
 	opts.Kinds = collect.Logs | collect.Snapshots | collect.Records
 	rep.Report, err = collect.Run(ctx, k.b, opts)
+	if err != nil || len(v1.drop) == 0 {
+		return rep, err
+	}
+	rep.FirstLayoutDropped, err = k.dropFirstLayout(ctx, v1.drop, rep.Now, opts.Timeout, opts.DryRun)
 	return rep, err
 }
 

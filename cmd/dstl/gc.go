@@ -265,6 +265,11 @@ type gcKafka struct {
 	Committed int    `json:"committed_records"` // records the group's committed offsets name
 	Young     int    `json:"young_records"`     // other records younger than the grace
 	HoldFrom  int64  `json:"hold_from"`         // objects made for this checkpoint or later are held
+	// The job's catalog of the first layout (a job of a release before
+	// records): its parts whose objects are kept (a partition restores
+	// one), and its objects dropped once no partition does.
+	FirstLayoutParts   int `json:"first_layout_parts_kept,omitempty"`
+	FirstLayoutDropped int `json:"first_layout_dropped,omitempty"`
 }
 
 // gcCount counts objects and their bytes.
@@ -469,7 +474,8 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	}
 	rep := newGCReport(res, o, keptHandles)
 	if kres != nil {
-		rep.Kafka = &gcKafka{Topic: o.kafkaTopic, Group: o.kafkaGroup, Committed: len(kres.CommittedRecords), Young: len(kres.YoungRecords), HoldFrom: kres.HoldFrom}
+		rep.Kafka = &gcKafka{Topic: o.kafkaTopic, Group: o.kafkaGroup, Committed: len(kres.CommittedRecords), Young: len(kres.YoungRecords), HoldFrom: kres.HoldFrom,
+			FirstLayoutParts: len(kres.FirstLayoutParts), FirstLayoutDropped: len(kres.FirstLayoutDropped)}
 	}
 	if plan != nil {
 		rep.Catalog = &gcCatalog{Generation: plan.Generation, Retained: plan.Retained, PartsKept: len(plan.Commits), Drop: len(plan.Drop)}
@@ -620,8 +626,13 @@ func (r *gcReport) print(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if k := r.Kafka; k != nil {
-		fmt.Fprintf(w, "gc of %s, prefix %q, grace %s, by Kafka group %s of topic %s: %d committed and %d young %s kept:\n",
+		fmt.Fprintf(w, "gc of %s, prefix %q, grace %s, by Kafka group %s of topic %s: %d committed and %d young %s kept",
 			r.BasePath, r.Prefix, r.Grace, k.Group, k.Topic, k.Committed, k.Young, plural(k.Committed+k.Young, "record"))
+		if k.FirstLayoutParts > 0 || k.FirstLayoutDropped > 0 {
+			fmt.Fprintf(w, "; the first layout's catalog: %d %s kept, %d %s dropped", k.FirstLayoutParts, plural(k.FirstLayoutParts, "part"),
+				k.FirstLayoutDropped, plural(k.FirstLayoutDropped, "object"))
+		}
+		fmt.Fprintln(w, ":")
 	} else if c := r.Catalog; c != nil {
 		fmt.Fprintf(w, "gc of %s, prefix %q, grace %s, by the checkpoint catalog: generation %d, retained checkpoints %v, %d catalog parts kept, %d old catalog objects dropped of %d:\n",
 			r.BasePath, r.Prefix, r.Grace, c.Generation, c.Retained, c.PartsKept, c.Dropped, c.Drop)
