@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/kafkastate"
 )
 
 const costJobAbout = `
@@ -28,9 +30,11 @@ same as --writers):
     of the fence, the commits' deletion; a sweep of the job's objects every
     quarter of --grace; and at each restore, every process's join and a new
     generation's start); "kafka" (kafkastate: one record object per process
-    per checkpoint, the offsets committed to Kafka, which the store does not
-    bill, and the deletion rule's reads of the committed records at each
-    sweep); or "none".
+    per checkpoint, put and later deleted, the offsets committed to Kafka,
+    which the store does not bill, and the deletion rule every
+    --collect-interval: a listing of the records, a read of each record of
+    the other processes, the clock probe's put, listing and delete, and a
+    listing of the job's prefix); or "none".
   - The snapshots of the state stores (--state-size bytes per instance): at
     each materialisation, one snapshot object per instance (an in-memory
     store's; a disk-backed store uploads the files that changed, which
@@ -40,13 +44,17 @@ same as --writers):
 With the catalog, the counted run commits every checkpoint to a catalog on
 the base path, collects every 5 checkpoints, and writes the snapshots; the
 estimate of the run is checked against the counts like the log's. Kafka's
-figures are the model's only.`
+figures are the model's, which a test checks against a counted run of a
+kafkastate job on an in-process Kafka.`
 
 // costJobOptions are the flags of the job beyond the log.
 type costJobOptions struct {
 	coordinator string
 	stateSize   int64
 	grace       time.Duration
+	// collectInterval is kafkastate's time between two runs of its
+	// deletion rule (Config.CollectInterval).
+	collectInterval time.Duration
 }
 
 // costJobPart is the report of the job beyond the log: its coordinator
@@ -137,13 +145,9 @@ func jobMonth(w costWorkload, jo costJobOptions, q int, logObjects float64, page
 		coord.add(catalogJoin(q, w.Retain, page), w.Restores)
 		coord.Stored = float64(q*(w.Retain+2)) * 1024 // commits of a few hundred bytes to a few KiB
 	case "kafka":
-		// A record per process and checkpoint; each sweep reads the
-		// committed records (one per process) and lists the prefix; a
-		// restore reads each process's record.
-		coord = costCounts{Puts: float64(q) * k, Deletes: float64(q) * k}
-		sweeps := float64(costMonth) / float64(sweepInterval(jo.grace))
-		coord.add(costCounts{Puts: 1, Deletes: 1, Gets: float64(q), Lists: 1 + math.Max(1, math.Ceil((logObjects+float64(q))/float64(max(page, 1))))}, sweeps)
-		coord.add(costCounts{Gets: float64(q)}, w.Restores)
+		runs := float64(costMonth) / float64(jo.collectEvery())
+		coord = kafkaCounts(q, k, runs, w, jo, logObjects, page)
+		coord.Stored = float64(q) * (float64(jo.grace+jo.collectEvery())/float64(w.CheckpointInterval) + 1) * 1024
 	}
 	if jo.stateSize > 0 {
 		mats := float64(costMonth) / float64(w.MaterializeInterval)
@@ -152,6 +156,47 @@ func jobMonth(w costWorkload, jo costJobOptions, q int, logObjects float64, page
 			Gets: p * w.Restores, Stored: p * float64(jo.stateSize) * (1 + math.Min(1, float64(w.Retain)/float64(w.materializeEvery())))}
 	}
 	return coord, snaps
+}
+
+// collectEvery is kafkastate's time between two runs of its deletion
+// rule: collectInterval, or kafkastate's default.
+func (jo costJobOptions) collectEvery() time.Duration {
+	if jo.collectInterval > 0 {
+		return jo.collectInterval
+	}
+	return kafkastate.DefaultCollectInterval
+}
+
+// kafkaCounts returns the requests on the store of a kafkastate job of q
+// processes over k checkpoints and runs runs of its deletion rule, with
+// listings in pages of page names and the log's objects alive on average
+// logObjects (see docs/KAFKA.md, "Deletion rule"):
+//
+//   - each checkpoint, every process puts one record, which the deletion
+//     rule deletes once older than the grace; the process that runs the
+//     rule reads each record of the other processes once (records are
+//     cached by name, and a process knows its own);
+//   - each run of the rule lists the records, those of the last grace and
+//     collect interval, then puts, lists and deletes its clock probe and
+//     lists the job's prefix (the log's objects, the records and two
+//     snapshots per instance); the group's offsets come from Kafka, which
+//     the store does not bill;
+//   - each restore reads one record per process.
+//
+// The first run of a process also lists the first layout's catalog, once;
+// the model leaves it out.
+func kafkaCounts(q int, k, runs float64, w costWorkload, jo costJobOptions, logObjects float64, page int) costCounts {
+	pagesOf := func(n float64) float64 {
+		if page <= 0 {
+			return 1
+		}
+		return max(1, math.Ceil(n/float64(page)))
+	}
+	fq := float64(q)
+	records := fq * float64(jo.grace+jo.collectEvery()) / float64(w.CheckpointInterval)
+	c := costCounts{Puts: fq*k + runs, Gets: (fq-1)*k + fq*w.Restores, Deletes: fq*k + runs}
+	c.Lists = runs * (pagesOf(records) + 1 + pagesOf(logObjects+records+float64(2*w.Writers)))
+	return c
 }
 
 // sweepInterval is the catalog's default sweep interval for a grace.
@@ -387,4 +432,11 @@ func (j *costJobPart) print(w io.Writer, prices []price, date string) {
 			fmt.Sprintf("%s (%s + %s)", formatUSD(tot.Total), formatUSD(tot.Requests), formatUSD(tot.Storage)))
 	}
 	t.write(w)
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
