@@ -233,7 +233,8 @@ type costJobRun struct {
 	payload []byte
 }
 
-// newCostJobRun joins the job's q processes, uncounted.
+// newCostJobRun joins the job's q processes, uncounted. Their catalog
+// retains the workload's Retain complete checkpoints, as the model does.
 func newCostJobRun(ctx context.Context, jo costJobOptions, w costWorkload, b backends.Backend, jobID string, q int, kgs []dstl.KeyGroupRange, first int64) (*costJobRun, error) {
 	r := &costJobRun{jo: jo, w: w, jobID: jobID, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), first: first}
 	r.b = counting.New(noClose{b})
@@ -249,7 +250,7 @@ func newCostJobRun(ctx context.Context, jo costJobOptions, w costWorkload, b bac
 	}
 	for p := range q {
 		m, err := catalog.Join(ctx, r.b, catalog.Config{JobID: jobID, Instances: len(kgs), Processes: q, Process: p,
-			MaxParallelism: maxP, KeyGroups: kgs, Grace: jo.grace, Now: func() time.Time { return r.clock },
+			MaxParallelism: maxP, KeyGroups: kgs, Retain: w.Retain, Grace: jo.grace, Now: func() time.Time { return r.clock },
 			Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			return nil, fmt.Errorf("catalog: process %d: %w", p, err)
