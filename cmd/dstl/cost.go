@@ -396,10 +396,10 @@ func cost(ctx context.Context, o costOptions) (*costReport, error) {
 		}
 	}
 	// The job beyond the log, a month, and the whole job's bills.
-	logObjects := rep.Batched.Units.PutsPerCheckpoint * (float64(w.Retain) + float64(w.materializeEvery()-1)/2)
-	rep.Job.MonthCoordinator, rep.Job.MonthSnapshots = jobMonth(w, o.job, o.processes, logObjects, 1000)
+	logPuts := rep.Batched.Units.PutsPerCheckpoint
+	rep.Job.MonthCoordinator, rep.Job.MonthSnapshots = jobMonth(w, o.job, o.processes, logPuts, 1000)
 	for i, p := range o.prices {
-		coord, snaps := jobMonth(w, o.job, o.processes, logObjects, max(p.ListPage, 1))
+		coord, snaps := jobMonth(w, o.job, o.processes, logPuts, max(p.ListPage, 1))
 		jb := priceCounts(p, coord)
 		sb := priceCounts(p, snaps)
 		jb.Requests, jb.Storage, jb.Total = jb.Requests+sb.Requests, jb.Storage+sb.Storage, jb.Total+sb.Total

@@ -132,9 +132,10 @@ func catalogJoin(q, retain, page int) costCounts {
 
 // jobMonth returns the coordinator's and the snapshots' requests and
 // bytes of a month of w, with listings in pages of page names, stored
-// objects of the log alive on average logObjects.
-func jobMonth(w costWorkload, jo costJobOptions, q int, logObjects float64, page int) (coord, snaps costCounts) {
+// the log putting logPuts objects a checkpoint.
+func jobMonth(w costWorkload, jo costJobOptions, q int, logPuts float64, page int) (coord, snaps costCounts) {
 	k := float64(costMonth) / float64(w.CheckpointInterval)
+	logObjects := logAlive(w, logPuts)
 	switch jo.coordinator {
 	case "catalog":
 		per := catalogPerCheckpoint(q)
@@ -146,7 +147,7 @@ func jobMonth(w costWorkload, jo costJobOptions, q int, logObjects float64, page
 		coord.Stored = float64(q*(w.Retain+2)) * 1024 // commits of a few hundred bytes to a few KiB
 	case "kafka":
 		runs := float64(costMonth) / float64(jo.collectEvery())
-		coord = kafkaCounts(q, k, runs, w, jo, logObjects, page)
+		coord = kafkaCounts(q, k, runs, w, jo, logPuts, page)
 		coord.Stored = float64(q) * (float64(jo.grace+jo.collectEvery())/float64(w.CheckpointInterval) + 1) * 1024
 	}
 	if jo.stateSize > 0 {
@@ -169,23 +170,25 @@ func (jo costJobOptions) collectEvery() time.Duration {
 
 // kafkaCounts returns the requests on the store of a kafkastate job of q
 // processes over k checkpoints and runs runs of its deletion rule, with
-// listings in pages of page names and the log's objects alive on average
-// logObjects (see docs/KAFKA.md, "Deletion rule"):
+// listings in pages of page names and the log putting logPuts objects a
+// checkpoint (see docs/KAFKA.md, "Deletion rule" and "Requests at
+// scale"):
 //
 //   - each checkpoint, every process puts one record, which the deletion
 //     rule deletes once older than the grace; the process that runs the
 //     rule reads each record of the other processes once (records are
 //     cached by name, and a process knows its own);
-//   - each run of the rule lists the records, those of the last grace and
-//     collect interval, then puts, lists and deletes its clock probe and
-//     lists the job's prefix (the log's objects, the records and two
-//     snapshots per instance); the group's offsets come from Kafka, which
-//     the store does not bill;
+//   - each run of the rule lists the records, then puts, lists and
+//     deletes its clock probe and lists the job's prefix; both listings
+//     hold what the grace keeps: the records, log objects and snapshots
+//     of the last grace and collect interval (and at least what the
+//     retained checkpoints name); the group's offsets come from Kafka,
+//     which the store does not bill;
 //   - each restore reads one record per process.
 //
 // The first run of a process also lists the first layout's catalog, once;
 // the model leaves it out.
-func kafkaCounts(q int, k, runs float64, w costWorkload, jo costJobOptions, logObjects float64, page int) costCounts {
+func kafkaCounts(q int, k, runs float64, w costWorkload, jo costJobOptions, logPuts float64, page int) costCounts {
 	pagesOf := func(n float64) float64 {
 		if page <= 0 {
 			return 1
@@ -193,10 +196,22 @@ func kafkaCounts(q int, k, runs float64, w costWorkload, jo costJobOptions, logO
 		return max(1, math.Ceil(n/float64(page)))
 	}
 	fq := float64(q)
-	records := fq * float64(jo.grace+jo.collectEvery()) / float64(w.CheckpointInterval)
+	// The ages of what a listing finds: up to a grace and a collect
+	// interval.
+	span := float64(jo.grace + jo.collectEvery())
+	records := fq * span / float64(w.CheckpointInterval)
+	logs := max(logPuts*span/float64(w.CheckpointInterval), logAlive(w, logPuts))
+	snapshots := float64(w.Writers) * max(2, span/float64(w.MaterializeInterval))
 	c := costCounts{Puts: fq*k + runs, Gets: (fq-1)*k + fq*w.Restores, Deletes: fq*k + runs}
-	c.Lists = runs * (pagesOf(records) + 1 + pagesOf(logObjects+records+float64(2*w.Writers)))
+	c.Lists = runs * (pagesOf(records) + 1 + pagesOf(logs+records+snapshots))
 	return c
+}
+
+// logAlive returns the log's objects that the retained checkpoints and
+// the materialisation period name, on average, the log putting logPuts
+// objects a checkpoint.
+func logAlive(w costWorkload, logPuts float64) float64 {
+	return logPuts * (float64(w.Retain) + float64(w.materializeEvery()-1)/2)
 }
 
 // sweepInterval is the catalog's default sweep interval for a grace.

@@ -87,15 +87,16 @@ func TestCostKafka(t *testing.T) {
 		t.Skip("a kafkastate job on an in-process Kafka for 10 s")
 	}
 	const (
-		partitions = 8
-		processes  = 2
-		interval   = 100 * time.Millisecond
-		collect    = 300 * time.Millisecond
+		partitions  = 8
+		processes   = 2
+		interval    = 100 * time.Millisecond
+		collect     = 300 * time.Millisecond
+		materialize = time.Second
 	)
 	brokers := newKafkaCluster(t, partitions)
 	store := &coordCounter{Backend: dstltest.NewBackend(), prefix: "job/"}
 	cfg := kafkaJobConfig(brokers, interval)
-	cfg.CollectInterval = collect
+	cfg.CollectInterval, cfg.MaterializeInterval = collect, materialize
 	cfg.ClientOptions = append(cfg.ClientOptions, kgo.SessionTimeout(time.Second), kgo.RebalanceTimeout(time.Second))
 	cfg.CommitTimeout, cfg.Grace = 500*time.Millisecond, 3*time.Second
 	// Input flows: 16 records every 50 ms.
@@ -189,9 +190,10 @@ func TestCostKafka(t *testing.T) {
 		t.Errorf("%v runs of the deletion rule in %v: the model takes one every %v", runs, window, collect)
 	}
 
-	w := costWorkload{Writers: partitions, CheckpointInterval: interval, Retain: 1, MaterializeInterval: 10 * time.Minute}
+	w := costWorkload{Writers: partitions, CheckpointInterval: interval, Retain: 1, MaterializeInterval: materialize}
 	jo := costJobOptions{coordinator: "kafka", grace: cfg.Grace, collectInterval: collect}
-	est := kafkaCounts(processes, k, runs, w, jo, 2*partitions, 1000)
+	// The storages upload each partition's log apart (kafkaStorage).
+	est := kafkaCounts(processes, k, runs, w, jo, partitions, 1000)
 	t.Logf("estimate %+v", est)
 	t.Logf("counted  %+v", counted)
 	for _, c := range compareCounts(est, counted) {
@@ -200,11 +202,37 @@ func TestCostKafka(t *testing.T) {
 		}
 	}
 	// The month's model is the same counts at the job's rates.
-	month, _ := jobMonth(w, jo, processes, 2*partitions, 1000)
-	if want := kafkaCounts(processes, float64(costMonth/interval), float64(costMonth/collect), w, jo, 2*partitions, 1000); month.Puts != want.Puts || month.Gets != want.Gets || month.Lists != want.Lists || month.Deletes != want.Deletes {
+	month, _ := jobMonth(w, jo, processes, partitions, 1000)
+	if want := kafkaCounts(processes, float64(costMonth/interval), float64(costMonth/collect), w, jo, partitions, 1000); month.Puts != want.Puts || month.Gets != want.Gets || month.Lists != want.Lists || month.Deletes != want.Deletes {
 		t.Errorf("a month: %+v, want %+v", month, want)
 	}
 	for _, s := range svcs {
 		s.stop(t)
+	}
+}
+
+// TestCostKafkaAtScale: the model of the kafkastate job that
+// BenchmarkRequestsAtScale of kafkastate measures (256 partitions on 4
+// processes, docs/KAFKA.md "Requests at scale", at the defaults' pace)
+// gives its requests per checkpoint: 4 record puts, 3 record gets, the
+// deletion rule's 3 listings of 6 pages (records 528 names, the prefix
+// about 3,600) every 12 checkpoints.
+func TestCostKafkaAtScale(t *testing.T) {
+	w := costWorkload{Writers: 256, CheckpointInterval: 5 * time.Second, Retain: 1, MaterializeInterval: time.Minute}
+	jo := costJobOptions{coordinator: "kafka", grace: 10 * time.Minute, collectInterval: time.Minute}
+	const k = 1200 // checkpoints: 100 runs of the deletion rule
+	c := kafkaCounts(4, k, k/12, w, jo, 3.84, 1000)
+	for _, x := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"PUT", c.Puts / k, 4 + 1.0/12}, // the records, the clock probe
+		{"GET", c.Gets / k, 3},
+		{"LIST pages", c.Lists / k, 6.0 / 12},
+		{"DELETE", c.Deletes / k, 4 + 1.0/12},
+	} {
+		if math.Abs(x.got-x.want) > 1e-9 {
+			t.Errorf("%s per checkpoint: %.4f, want %.4f", x.name, x.got, x.want)
+		}
 	}
 }
