@@ -33,10 +33,14 @@ import (
 type coordinator[S any] struct {
 	s          *Service[S]
 	recs       *records
+	col        *collector    // the deletion rule, sharing recs
 	txnID      string        // the transactional producer's id, one per start
 	txcl       *kgo.Client   // the transactional producer, made at the first transaction
 	txnTimeout time.Duration // its transaction timeout
 	joined     bool
+	// v1 is what the job's first-layout catalog restores, read (and
+	// fenced) at the first restore of a partition with no record.
+	v1 *firstLayout
 
 	mu       sync.Mutex // guards what follows, shared with the callbacks
 	owned    map[int32]bool
@@ -159,7 +163,7 @@ func (c *coordinator[S]) restore(ctx context.Context, parts []int32) ([]job.Assi
 	var err error
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		sts, err = starts(ctx, s.cl, c.recs, s.cfg.Group, s.cfg.Topic, parts)
+		sts, err = starts(ctx, s.cl, c.recs, s.cfg.Group, s.cfg.Topic, parts, c.firstLayout)
 		if err == nil || attempt >= s.cfg.RestoreAttempts || errors.Is(err, ErrDamaged) || ctx.Err() != nil {
 			break
 		}
@@ -187,6 +191,39 @@ func (c *coordinator[S]) restore(ctx context.Context, parts []int32) ([]job.Assi
 		out = append(out, assigned(p, st))
 	}
 	return out, nil
+}
+
+// firstLayout returns what the job's first-layout catalog restores, read
+// once a run: the first read fences the processes of the releases before
+// records (see readFirstLayout).
+func (c *coordinator[S]) firstLayout(ctx context.Context) (*firstLayout, error) {
+	if c.v1 != nil {
+		return c.v1, nil
+	}
+	s := c.s
+	fl, err := readFirstLayout(ctx, s.storage.Backend(), s.jobID, s.cfg.Topic, s.partitions, true)
+	if err != nil {
+		return nil, err
+	}
+	if len(fl.parts) > 0 {
+		s.log.Info("kafkastate: the job's first-layout catalog is fenced; partitions with no record restore from it", "parts", len(fl.parts))
+	}
+	c.v1 = fl
+	return fl, nil
+}
+
+// adjustOffsets is the client's AdjustFetchOffsetsFn: a partition that
+// restores a part of the first layout resumes at the part's offset, not
+// at the group's committed offset (which trailed the parts).
+func (c *coordinator[S]) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p := range offsets[c.s.cfg.Topic] {
+		if st := c.start[p]; st != nil && st.part != "" {
+			offsets[c.s.cfg.Topic][p] = kgo.NewOffset().At(st.offset)
+		}
+	}
+	return offsets, nil
 }
 
 // Join returns the partitions the group assigns the process now, each
@@ -336,7 +373,11 @@ func (c *coordinator[S]) Commit(ctx context.Context, n int64, states []catalog.I
 		if !c.owned[p] || !ok {
 			continue // revoked or lost meanwhile; or nothing to commit yet
 		}
-		rec.Partitions = append(rec.Partitions, recordPartition{Partition: p, Offset: off, State: st.State, Objects: st.Objects})
+		rp := recordPartition{Partition: p, Offset: off, State: st.State, Objects: st.Objects}
+		if t := s.tasks[p]; t != nil && t.legacy != nil {
+			rp.LegacyOutput = true
+		}
+		rec.Partitions = append(rec.Partitions, rp)
 		rec.HoldFrom = min(rec.HoldFrom, max(st.HoldFrom, 1))
 	}
 	c.mu.Unlock()
@@ -415,10 +456,19 @@ func (c *coordinator[S]) Commit(ctx context.Context, n int64, states []catalog.I
 // old). See docs/KAFKA.md, "Deletion rule".
 func (c *coordinator[S]) stale(ctx context.Context, rec *record, now time.Time) []string {
 	s := c.s
+	kept := map[string]bool{}
 	c.mu.Lock()
 	anchors := slices.Collect(maps.Values(c.anchors))
+	for p, st := range c.start {
+		// A partition restored from the first layout and not committed
+		// since: the deletion rule keeps its part's objects.
+		if st.part != "" && c.anchors[p] == "" {
+			for _, o := range st.state.Objects {
+				kept[o] = true
+			}
+		}
+	}
 	c.mu.Unlock()
-	kept := map[string]bool{}
 	hold := int64(math.MaxInt64)
 	for _, name := range anchors {
 		r, err := c.recs.read(ctx, name)

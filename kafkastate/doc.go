@@ -64,6 +64,18 @@
 //     for readers with isolation read_committed, provided ProcessFunc is
 //     deterministic. Without: at-least-once.
 //
+// # Upgrade
+//
+// The releases before records kept each partition's checkpoints in the
+// job's checkpoint catalog of the first layout (one instance per
+// partition). A partition whose committed offset names no record restores
+// its latest part of that catalog, at the part's offset; the first such
+// restore of a process fences the old release's processes, which can then
+// neither commit nor join. The deletion rule keeps the parts' objects
+// until every partition with a part has a record committed, then deletes
+// the first layout but its fence. docs/KAFKA.md, "Upgrade", has the
+// details.
+//
 // The number of partitions of the topic is the job's: adding partitions
 // to the topic of a running job is not supported.
 package kafkastate

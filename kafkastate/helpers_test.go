@@ -359,7 +359,9 @@ func compareCounts(want, got map[string]int64) string {
 
 // kindCounter counts a backend's requests by the kind of object they
 // name (a list by the kind of its prefix's objects: "records" for the
-// records' directory, "prefix" for a job's prefix).
+// records' directory, "prefix" for a job's prefix; with the names it
+// returned, "names list ...", and its pages of listPage names, "pages
+// list ...").
 type kindCounter struct {
 	backends.Backend
 	prefix string
@@ -403,11 +405,22 @@ func (k *kindCounter) List(ctx context.Context, prefix string, fn func(backends.
 	if prefix == objname.RecordPrefix(k.prefix) {
 		what = "records"
 	}
+	names := 0
+	err := k.Backend.List(ctx, prefix, func(oi backends.ObjectInfo) error {
+		names++
+		return fn(oi)
+	})
 	k.mu.Lock()
 	k.counts["list "+what]++
+	k.counts["names list "+what] += names
+	k.counts["pages list "+what] += max(1, (names+listPage-1)/listPage)
 	k.mu.Unlock()
-	return k.Backend.List(ctx, prefix, fn)
+	return err
 }
+
+// listPage is the names a page of a listing holds, as S3 and GCS return
+// them.
+const listPage = 1000
 
 // Unwrap returns the counted backend.
 func (k *kindCounter) Unwrap() backends.Backend { return k.Backend }

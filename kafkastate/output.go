@@ -30,6 +30,12 @@ func (p *Partition[S]) Produce(r *kgo.Record) {
 		t.out = append(t.out, pendingOutput{input: t.cur, rec: r})
 		return
 	}
+	s.produceNow(r)
+}
+
+// produceNow produces r through the output's producer (without
+// transactions); a failure is kept for outputErr.
+func (s *Service[S]) produceNow(r *kgo.Record) {
 	s.out.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 		if err != nil {
 			s.outMu.Lock()

@@ -69,6 +69,11 @@ type recordPartition struct {
 	// Objects names every object under the job's prefix that State
 	// refers to.
 	Objects []string `json:"objects"`
+	// LegacyOutput says that State holds the store in which the releases
+	// before records kept the pending output (legacyOutputStore): the
+	// partition was restored from the first layout's catalog since, so
+	// its restores register that store.
+	LegacyOutput bool `json:"legacy_output,omitempty"`
 }
 
 // partition returns the state of partition p, or nil.

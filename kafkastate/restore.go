@@ -227,20 +227,35 @@ func (rs *records) forget(listed map[string]bool, since time.Time) {
 }
 
 // start is what a partition starts from: its committed position, and the
-// state of the record its metadata names.
+// state of the record its metadata names, or of its part of the job's
+// first-layout catalog.
 type start struct {
 	offset     int64 // the next offset to process; -1: from the first record on
 	record     string
 	checkpoint int64
 	state      *recordPartition
+	// part is the first layout's part restored (an upgrade from a release
+	// before records), when no record is committed for the partition.
+	part string
+	// legacyOutput says that the state may hold the first layout's
+	// store of pending output (legacyOutputStore); its output of the
+	// input below settleBelow is in Kafka, the rest is pending.
+	legacyOutput bool
+	settleBelow  int64
 }
+
+// restored says whether the partition restores a state.
+func (st *start) restored() bool { return st.state != nil }
 
 // starts reads what the partitions start from: one offset fetch for the
 // group (waiting until their offsets are stable), and one GET of each
-// record named (shared by the partitions that name one record). An error
-// wraps ErrDamaged when a record is damaged or is not the partition's,
-// and backends.ErrNotFound when a record is missing.
-func starts(ctx context.Context, cl *kgo.Client, rs *records, group, topic string, parts []int32) (map[int32]*start, error) {
+// record named (shared by the partitions that name one record). A
+// partition whose committed offset names no record restores its part of
+// the job's first-layout catalog, if it has one: readV1 returns what that
+// catalog restores, and is called once, if any partition needs it.
+// An error wraps ErrDamaged when a record or part is damaged or is not
+// the partition's, and backends.ErrNotFound when a record is missing.
+func starts(ctx context.Context, cl *kgo.Client, rs *records, group, topic string, parts []int32, readV1 func(context.Context) (*firstLayout, error)) (map[int32]*start, error) {
 	if len(parts) == 0 {
 		return map[int32]*start{}, nil
 	}
@@ -248,9 +263,27 @@ func starts(ctx context.Context, cl *kgo.Client, rs *records, group, topic strin
 	if err != nil {
 		return nil, err
 	}
+	var fl *firstLayout
 	out := map[int32]*start{}
 	for _, p := range parts {
 		at, ok := pos[p]
+		if !ok || at.record == "" {
+			if fl == nil {
+				if fl, err = readV1(ctx); err != nil {
+					return nil, err
+				}
+			}
+			if part := fl.part(p); part != nil {
+				off := fl.offsets[p]
+				settle := int64(-1)
+				if ok {
+					settle = at.offset
+				}
+				out[p] = &start{offset: off, checkpoint: part.Checkpoint, part: part.Name, legacyOutput: true, settleBelow: settle,
+					state: &recordPartition{Partition: p, Offset: off, State: part.State, Objects: part.Objects}}
+				continue
+			}
+		}
 		if !ok {
 			out[p] = &start{offset: -1}
 			continue
@@ -269,6 +302,7 @@ func starts(ctx context.Context, cl *kgo.Client, rs *records, group, topic strin
 				return nil, fmt.Errorf("%w %q: partition %d at offset %d, committed at %d", ErrDamaged, at.record, p, rp.Offset, at.offset)
 			}
 			st.checkpoint, st.state = r.Checkpoint, rp
+			st.legacyOutput, st.settleBelow = rp.LegacyOutput, rp.Offset
 		}
 		out[p] = st
 	}
@@ -279,7 +313,7 @@ func starts(ctx context.Context, cl *kgo.Client, rs *records, group, topic strin
 func assigned(p int32, st *start) job.Assigned {
 	as := job.Assigned{Index: int(p), KeyGroups: partitionKeyGroups, MaxParallelism: 1}
 	if st.state != nil {
-		as.Restore = []*catalog.Part{{Name: st.record, Checkpoint: st.checkpoint, Instance: int(p), KeyGroups: partitionKeyGroups,
+		as.Restore = []*catalog.Part{{Name: cmp.Or(st.record, st.part), Checkpoint: st.checkpoint, Instance: int(p), KeyGroups: partitionKeyGroups,
 			State: st.state.State, Objects: st.state.Objects, Metadata: map[string]string{offsetKey: strconv.FormatInt(st.offset, 10)}}}
 		as.Restored = st.checkpoint
 	}
@@ -287,23 +321,33 @@ func assigned(p int32, st *start) job.Assigned {
 }
 
 // Loaded is a partition's state as the record its committed offset names
-// holds it.
+// holds it (or, for a job of a release before records, its part of the
+// job's first-layout catalog).
 type Loaded[S any] struct {
 	Partition[S]
-	// Offset is the partition's committed offset; -1 when it has none.
+	// Offset is the offset the partition resumes at: its committed
+	// offset, or the offset of the first layout's part restored; -1 when
+	// it has none.
 	Offset int64
-	// Checkpoint is the checkpoint of the record restored, 0 for none.
+	// Checkpoint is the checkpoint of the record (or part) restored, 0
+	// for none.
 	Checkpoint int64
 	// Record is the object name of the record restored, "" for none.
 	Record string
+	// FirstLayoutPart is the object name of the first layout's part
+	// restored, when the partition has no record (see docs/KAFKA.md,
+	// "Upgrade"); "" for none.
+	FirstLayoutPart string
 }
 
 // Load restores the state of every one of the topic's partitions (0 to
 // partitions-1) from the records the group's committed offsets name, as
 // a service would on assignment, without joining the group: for tools and
-// tests. It reads the offsets once (waiting until they are stable); it
-// fences nothing, and may run beside the job's services. close releases
-// the states.
+// tests. It reads the offsets once (waiting until they are stable). A
+// partition with no record restores its part of the job's first-layout
+// catalog, if it has one, as a service would; Load reads that catalog
+// without fencing it. It fences nothing, and may run beside the job's
+// services. close releases the states.
 func Load[S any](ctx context.Context, storage *dstl.Storage, cfg Config[S], partitions int) (states []Loaded[S], close func(), err error) {
 	s, err := New(storage, cfg)
 	if err != nil {
@@ -319,7 +363,10 @@ func Load[S any](ctx context.Context, storage *dstl.Storage, cfg Config[S], part
 		parts[p] = int32(p)
 	}
 	rs := newRecords(storage.Backend(), s.prefix, s.cfg.Topic)
-	st, err := starts(ctx, cl, rs, s.cfg.Group, s.cfg.Topic, parts)
+	readV1 := func(ctx context.Context) (*firstLayout, error) {
+		return readFirstLayout(ctx, storage.Backend(), s.jobID, s.cfg.Topic, partitions, false)
+	}
+	st, err := starts(ctx, cl, rs, s.cfg.Group, s.cfg.Topic, parts, readV1)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafkastate: load: %w", err)
 	}
@@ -338,6 +385,12 @@ func Load[S any](ctx context.Context, storage *dstl.Storage, cfg Config[S], part
 		}
 		cps = append(cps, cp)
 		state, stores, err := s.cfg.NewState(s.info(p), cp.Log())
+		if err == nil && st[p].legacyOutput {
+			var legacy *statestore.KeyValueStore[uint64, legacyOutput]
+			if legacy, err = newLegacyOutputStore(cp.Log()); err == nil {
+				stores = append(stores, legacy)
+			}
+		}
 		if err == nil {
 			err = cp.Register(stores...)
 		}
@@ -345,7 +398,8 @@ func Load[S any](ctx context.Context, storage *dstl.Storage, cfg Config[S], part
 			close()
 			return nil, nil, fmt.Errorf("kafkastate: load: partition %s: state: %w", s.info(p), err)
 		}
-		l := Loaded[S]{Partition: Partition[S]{PartitionInfo: s.info(p), State: state}, Offset: st[p].offset, Checkpoint: st[p].checkpoint, Record: st[p].record}
+		l := Loaded[S]{Partition: Partition[S]{PartitionInfo: s.info(p), State: state}, Offset: st[p].offset, Checkpoint: st[p].checkpoint,
+			Record: st[p].record, FirstLayoutPart: st[p].part}
 		var handles []*statestore.CheckpointHandle
 		if sp := st[p].state; sp != nil {
 			h := new(statestore.CheckpointHandle)

@@ -62,8 +62,10 @@ type EventKind string
 // The kinds of events.
 const (
 	// EventRestored: a partition was assigned and its state restored
-	// from the record its committed offset names; Offset is the offset it
-	// resumes at, Checkpoint the record's.
+	// from the record its committed offset names (or, when it names none
+	// and the job was checkpointed by a release before records, from the
+	// partition's part of the job's first-layout catalog); Offset is the
+	// offset it resumes at, Checkpoint the record's (or part's).
 	EventRestored EventKind = "restored"
 	// EventFirstStart: a partition was assigned with no record to
 	// restore: it starts with an empty state at the group's committed
@@ -117,7 +119,8 @@ type Stats struct {
 	Checkpoints        int64 // partition checkpoints committed
 	Commits            int64 // the process's commits (one record each)
 	CheckpointFailures int64 // checkpoints that failed: a partition's snapshot, or the process's commit
-	Restores           int64 // partition restores from a record
+	Restores           int64 // partition restores from a record (or from the first layout's catalog)
+	Upgrades           int64 // of them, restores from the first layout's catalog (see docs/KAFKA.md, "Upgrade")
 	FirstStarts        int64 // partition assignments with no record
 	Fenced             int64 // times the process dropped and restored every partition
 	Assigned           int64 // partitions assigned
@@ -130,7 +133,7 @@ type Stats struct {
 }
 
 type counters struct {
-	records, skipped, checkpoints, commits, checkpointFailures, restores, firstStarts, fenced,
+	records, skipped, checkpoints, commits, checkpointFailures, restores, upgrades, firstStarts, fenced,
 	assigned, revoked, lost, collections, transactionFailures atomic.Int64
 }
 
@@ -191,7 +194,7 @@ func New[S any](storage *dstl.Storage, cfg Config[S]) (*Service[S], error) {
 func (s *Service[S]) Stats() Stats {
 	return Stats{
 		Records: s.c.records.Load(), Skipped: s.c.skipped.Load(), Checkpoints: s.c.checkpoints.Load(),
-		Commits: s.c.commits.Load(), CheckpointFailures: s.c.checkpointFailures.Load(), Restores: s.c.restores.Load(),
+		Commits: s.c.commits.Load(), CheckpointFailures: s.c.checkpointFailures.Load(), Restores: s.c.restores.Load(), Upgrades: s.c.upgrades.Load(),
 		FirstStarts: s.c.firstStarts.Load(), Fenced: s.c.fenced.Load(), Assigned: s.c.assigned.Load(),
 		Revoked: s.c.revoked.Load(), Lost: s.c.lost.Load(), Collections: s.c.collections.Load(),
 		TransactionFailures: s.c.transactionFailures.Load(),
@@ -223,7 +226,11 @@ func (s *Service[S]) generation() int64 {
 
 // operator is the operator prefix of the partitions' checkpointers:
 // partition p's is "kafka-TOPIC-p".
-func (s *Service[S]) operator() string { return "kafka-" + s.cfg.Topic }
+func (s *Service[S]) operator() string { return operatorOf(s.cfg.Topic) }
+
+// operatorOf returns the operator prefix of the checkpointers of topic's
+// partitions.
+func operatorOf(topic string) string { return "kafka-" + topic }
 
 // partitionCount returns the number of partitions of the topic and its
 // id, from the brokers' metadata.
@@ -278,12 +285,15 @@ func (s *Service[S]) Run(ctx context.Context) (err error) {
 		kgo.OnPartitionsAssigned(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
+		kgo.AdjustFetchOffsetsFn(c.adjustOffsets),
 	}, s.cfg.ClientOptions...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafkastate: client: %w", err)
 	}
 	s.cl = cl
+	c.col = &collector{b: s.storage.Backend(), jobID: s.jobID, prefix: s.prefix, topic: s.cfg.Topic, group: s.cfg.Group,
+		operator: s.operator(), partitions: s.partitions, grace: s.cfg.Grace, cl: cl, recs: c.recs}
 	var txnTimeout time.Duration
 	if s.cfg.TransactionalID != "" {
 		txnTimeout = cl.OptValue(kgo.TransactionTimeout).(time.Duration)
@@ -323,8 +333,11 @@ func (s *Service[S]) onJobEvent(e job.Event) {
 	switch e.Kind {
 	case job.EventRestored:
 		st := s.coord.startOf(p)
-		if st.record != "" {
+		if st.restored() {
 			s.c.restores.Add(1)
+			if st.part != "" {
+				s.c.upgrades.Add(1)
+			}
 			s.event(Event{Kind: EventRestored, PartitionInfo: s.info(p), Offset: st.offset, Generation: gen, Checkpoint: e.Checkpoint})
 		} else {
 			s.c.firstStarts.Add(1)

@@ -9,7 +9,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/job"
+	"github.com/dstlgo/dstl/statestore"
 )
 
 // task is the runner's task of one assigned partition: it processes the
@@ -26,6 +28,15 @@ type task[S any] struct {
 	// produced by the transaction that commits the checkpoint covering
 	// their input record.
 	out []pendingOutput
+
+	// legacy is the first layout's store of pending output, registered
+	// when the restored state may hold it; its output of the input below
+	// settleBelow is in Kafka, the rest is pending. It is settled once,
+	// before the first record or checkpoint (settleLegacy).
+	legacy      *statestore.KeyValueStore[uint64, legacyOutput]
+	settleBelow int64
+	settled     bool
+	legacyErr   error
 }
 
 // pendingOutput is an output record and the offset of the input record
@@ -38,14 +49,21 @@ type pendingOutput struct {
 // open is the runner's Open: it makes partition in.Index's state and task.
 func (s *Service[S]) open(ctx context.Context, in *job.Instance) (job.Task, error) {
 	p := int32(in.Index)
+	start := s.coord.startOf(p)
 	st, stores, err := s.cfg.NewState(s.info(p), in.Log())
+	var legacy *statestore.KeyValueStore[uint64, legacyOutput]
+	if err == nil && start.legacyOutput {
+		if legacy, err = newLegacyOutputStore(in.Log()); err == nil {
+			stores = append(stores, legacy)
+		}
+	}
 	if err == nil {
 		err = in.Register(stores...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kafkastate: partition %s: state: %w", s.info(p), err)
 	}
-	t := &task[S]{s: s, next: s.coord.startOf(p).offset, cur: -1}
+	t := &task[S]{s: s, next: start.offset, cur: -1, legacy: legacy, settleBelow: start.settleBelow}
 	t.part = Partition[S]{PartitionInfo: s.info(p), State: st, t: t}
 	s.tasks[p] = t
 	s.c.assigned.Add(1)
@@ -57,6 +75,9 @@ func (s *Service[S]) open(ctx context.Context, in *job.Instance) (job.Task, erro
 func (t *task[S]) Process(ctx context.Context) (int, error) {
 	s := t.s
 	if err := s.outputErr(); err != nil {
+		return 0, err
+	}
+	if err := t.settleLegacy(); err != nil {
 		return 0, err
 	}
 	if len(t.buf) == 0 {
@@ -106,6 +127,9 @@ func (t *task[S]) process(ctx context.Context, r *kgo.Record) error {
 // Metadata returns the partition's next offset: the input position a
 // checkpoint taken now holds.
 func (t *task[S]) Metadata(int64) map[string]string {
+	if err := t.settleLegacy(); err != nil {
+		t.legacyErr = err // Process returns it
+	}
 	if t.next < 0 {
 		return nil
 	}
@@ -159,4 +183,48 @@ func (s *Service[S]) poll() {
 		t.buf = append(t.buf, fp.Records...)
 		s.buffered += len(fp.Records)
 	})
+}
+
+// newLegacyOutputStore makes the first layout's store of pending output
+// on log.
+func newLegacyOutputStore(log *dstl.Writer) (*statestore.KeyValueStore[uint64, legacyOutput], error) {
+	return statestore.NewKeyValueStore(legacyOutputStore, log, statestore.Uint64Codec{}, statestore.JSONCodec[legacyOutput]{}, StoreOptions()...)
+}
+
+// settleLegacy settles, once, the output pending in the first layout's
+// store, as the releases before records did on restore: the output of
+// the input below the group's committed offset is in a committed
+// transaction, and is dropped; the rest is pending again (produced with
+// the first checkpoint in the transactional mode, at once otherwise).
+// The store is emptied.
+func (t *task[S]) settleLegacy() error {
+	if t.legacyErr != nil {
+		return t.legacyErr
+	}
+	if t.legacy == nil || t.settled {
+		return nil
+	}
+	t.settled = true
+	s := t.s
+	var keys []uint64
+	for k, o := range t.legacy.All() {
+		keys = append(keys, k)
+		if o.Input < t.settleBelow {
+			continue
+		}
+		if s.cfg.TransactionalID != "" {
+			t.out = append(t.out, pendingOutput{input: o.Input, rec: o.record()})
+		} else {
+			s.produceNow(o.record())
+		}
+	}
+	for _, k := range keys {
+		if err := t.legacy.Delete(k); err != nil {
+			return fmt.Errorf("kafkastate: partition %s: the first layout's pending output: %w", t.part.PartitionInfo, err)
+		}
+	}
+	if len(keys) > 0 {
+		s.log.Info("kafkastate: the first layout's pending output settled", "partition", t.part.Partition, "records", len(keys), "below", t.settleBelow)
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/dstlgo/dstl/catalog"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/kafkastate"
 )
 
 const costAbout = `Estimates the requests, the stored bytes and their price per month of a
@@ -138,7 +139,8 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.w.Writers, "instances", 64, "the same as --writers: the job's instances")
 	fs.StringVar(&o.job.coordinator, "coordinator", "catalog", "what commits the checkpoints: catalog (the job's checkpoint catalog on the store), kafka (kafkastate: Kafka's consumer group, a record object per process on the store) or none")
 	stateSize := fs.String("state-size", "0", "`BYTES` of state per instance, written as a snapshot at each materialisation (0: no snapshots counted)")
-	fs.DurationVar(&o.job.grace, "grace", catalog.DefaultGrace, "the deletion rule's grace, whose quarter is the catalog's sweep interval")
+	fs.DurationVar(&o.job.grace, "grace", catalog.DefaultGrace, "the deletion rule's grace, whose quarter is the catalog's sweep interval (with --coordinator kafka, default kafkastate's, 10m)")
+	fs.DurationVar(&o.job.collectInterval, "collect-interval", kafkastate.DefaultCollectInterval, "with --coordinator kafka, the time between two runs of kafkastate's deletion rule (Config.CollectInterval)")
 	fs.DurationVar(&o.w.CheckpointInterval, "checkpoint-interval", 10*time.Second, "time between two checkpoints")
 	rate := fs.String("change-rate", "1MiB", "`BYTES` of changes per second over all writers (e.g. 1MiB, 256KiB)")
 	fs.IntVar(&o.w.ChangeSize, "change-size", 100, "bytes per change")
@@ -179,6 +181,12 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "catalog", "kafka", "none":
 	default:
 		return usageErr("--coordinator %q: want catalog, kafka or none", o.job.coordinator)
+	}
+	if o.job.coordinator == "kafka" && !flagSet(fs, "grace") {
+		o.job.grace = kafkastate.DefaultGrace
+	}
+	if o.job.collectInterval <= 0 {
+		return usageErr("--collect-interval %v: want a positive duration", o.job.collectInterval)
 	}
 	if o.job.grace <= 0 {
 		return usageErr("--grace %v: want a positive duration", o.job.grace)
@@ -388,10 +396,10 @@ func cost(ctx context.Context, o costOptions) (*costReport, error) {
 		}
 	}
 	// The job beyond the log, a month, and the whole job's bills.
-	logObjects := rep.Batched.Units.PutsPerCheckpoint * (float64(w.Retain) + float64(w.materializeEvery()-1)/2)
-	rep.Job.MonthCoordinator, rep.Job.MonthSnapshots = jobMonth(w, o.job, o.processes, logObjects, 1000)
+	logPuts := rep.Batched.Units.PutsPerCheckpoint
+	rep.Job.MonthCoordinator, rep.Job.MonthSnapshots = jobMonth(w, o.job, o.processes, logPuts, 1000)
 	for i, p := range o.prices {
-		coord, snaps := jobMonth(w, o.job, o.processes, logObjects, max(p.ListPage, 1))
+		coord, snaps := jobMonth(w, o.job, o.processes, logPuts, max(p.ListPage, 1))
 		jb := priceCounts(p, coord)
 		sb := priceCounts(p, snaps)
 		jb.Requests, jb.Storage, jb.Total = jb.Requests+sb.Requests, jb.Storage+sb.Storage, jb.Total+sb.Total

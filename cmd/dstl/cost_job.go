@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/kafkastate"
 )
 
 const costJobAbout = `
@@ -28,9 +30,11 @@ same as --writers):
     of the fence, the commits' deletion; a sweep of the job's objects every
     quarter of --grace; and at each restore, every process's join and a new
     generation's start); "kafka" (kafkastate: one record object per process
-    per checkpoint, the offsets committed to Kafka, which the store does not
-    bill, and the deletion rule's reads of the committed records at each
-    sweep); or "none".
+    per checkpoint, put and later deleted, the offsets committed to Kafka,
+    which the store does not bill, and the deletion rule every
+    --collect-interval: a listing of the records, a read of each record of
+    the other processes, the clock probe's put, listing and delete, and a
+    listing of the job's prefix); or "none".
   - The snapshots of the state stores (--state-size bytes per instance): at
     each materialisation, one snapshot object per instance (an in-memory
     store's; a disk-backed store uploads the files that changed, which
@@ -40,13 +44,17 @@ same as --writers):
 With the catalog, the counted run commits every checkpoint to a catalog on
 the base path, collects every 5 checkpoints, and writes the snapshots; the
 estimate of the run is checked against the counts like the log's. Kafka's
-figures are the model's only.`
+figures are the model's, which a test checks against a counted run of a
+kafkastate job on an in-process Kafka.`
 
 // costJobOptions are the flags of the job beyond the log.
 type costJobOptions struct {
 	coordinator string
 	stateSize   int64
 	grace       time.Duration
+	// collectInterval is kafkastate's time between two runs of its
+	// deletion rule (Config.CollectInterval).
+	collectInterval time.Duration
 }
 
 // costJobPart is the report of the job beyond the log: its coordinator
@@ -124,9 +132,10 @@ func catalogJoin(q, retain, page int) costCounts {
 
 // jobMonth returns the coordinator's and the snapshots' requests and
 // bytes of a month of w, with listings in pages of page names, stored
-// objects of the log alive on average logObjects.
-func jobMonth(w costWorkload, jo costJobOptions, q int, logObjects float64, page int) (coord, snaps costCounts) {
+// the log putting logPuts objects a checkpoint.
+func jobMonth(w costWorkload, jo costJobOptions, q int, logPuts float64, page int) (coord, snaps costCounts) {
 	k := float64(costMonth) / float64(w.CheckpointInterval)
+	logObjects := logAlive(w, logPuts)
 	switch jo.coordinator {
 	case "catalog":
 		per := catalogPerCheckpoint(q)
@@ -137,13 +146,9 @@ func jobMonth(w costWorkload, jo costJobOptions, q int, logObjects float64, page
 		coord.add(catalogJoin(q, w.Retain, page), w.Restores)
 		coord.Stored = float64(q*(w.Retain+2)) * 1024 // commits of a few hundred bytes to a few KiB
 	case "kafka":
-		// A record per process and checkpoint; each sweep reads the
-		// committed records (one per process) and lists the prefix; a
-		// restore reads each process's record.
-		coord = costCounts{Puts: float64(q) * k, Deletes: float64(q) * k}
-		sweeps := float64(costMonth) / float64(sweepInterval(jo.grace))
-		coord.add(costCounts{Puts: 1, Deletes: 1, Gets: float64(q), Lists: 1 + math.Max(1, math.Ceil((logObjects+float64(q))/float64(max(page, 1))))}, sweeps)
-		coord.add(costCounts{Gets: float64(q)}, w.Restores)
+		runs := float64(costMonth) / float64(jo.collectEvery())
+		coord = kafkaCounts(q, k, runs, w, jo, logPuts, page)
+		coord.Stored = float64(q) * (float64(jo.grace+jo.collectEvery())/float64(w.CheckpointInterval) + 1) * 1024
 	}
 	if jo.stateSize > 0 {
 		mats := float64(costMonth) / float64(w.MaterializeInterval)
@@ -152,6 +157,61 @@ func jobMonth(w costWorkload, jo costJobOptions, q int, logObjects float64, page
 			Gets: p * w.Restores, Stored: p * float64(jo.stateSize) * (1 + math.Min(1, float64(w.Retain)/float64(w.materializeEvery())))}
 	}
 	return coord, snaps
+}
+
+// collectEvery is kafkastate's time between two runs of its deletion
+// rule: collectInterval, or kafkastate's default.
+func (jo costJobOptions) collectEvery() time.Duration {
+	if jo.collectInterval > 0 {
+		return jo.collectInterval
+	}
+	return kafkastate.DefaultCollectInterval
+}
+
+// kafkaCounts returns the requests on the store of a kafkastate job of q
+// processes over k checkpoints and runs runs of its deletion rule, with
+// listings in pages of page names and the log putting logPuts objects a
+// checkpoint (see docs/KAFKA.md, "Deletion rule" and "Requests at
+// scale"):
+//
+//   - each checkpoint, every process puts one record, which the deletion
+//     rule deletes once older than the grace; the process that runs the
+//     rule reads each record of the other processes once (records are
+//     cached by name, and a process knows its own);
+//   - each run of the rule lists the records, then puts, lists and
+//     deletes its clock probe and lists the job's prefix; both listings
+//     hold what the grace keeps: the records, log objects and snapshots
+//     of the last grace and collect interval (and at least what the
+//     retained checkpoints name); the group's offsets come from Kafka,
+//     which the store does not bill;
+//   - each restore reads one record per process.
+//
+// The first run of a process also lists the first layout's catalog, once;
+// the model leaves it out.
+func kafkaCounts(q int, k, runs float64, w costWorkload, jo costJobOptions, logPuts float64, page int) costCounts {
+	pagesOf := func(n float64) float64 {
+		if page <= 0 {
+			return 1
+		}
+		return max(1, math.Ceil(n/float64(page)))
+	}
+	fq := float64(q)
+	// The ages of what a listing finds: up to a grace and a collect
+	// interval.
+	span := float64(jo.grace + jo.collectEvery())
+	records := fq * span / float64(w.CheckpointInterval)
+	logs := max(logPuts*span/float64(w.CheckpointInterval), logAlive(w, logPuts))
+	snapshots := float64(w.Writers) * max(2, span/float64(w.MaterializeInterval))
+	c := costCounts{Puts: fq*k + runs, Gets: (fq-1)*k + fq*w.Restores, Deletes: fq*k + runs}
+	c.Lists = runs * (pagesOf(records) + 1 + pagesOf(logs+records+snapshots))
+	return c
+}
+
+// logAlive returns the log's objects that the retained checkpoints and
+// the materialisation period name, on average, the log putting logPuts
+// objects a checkpoint.
+func logAlive(w costWorkload, logPuts float64) float64 {
+	return logPuts * (float64(w.Retain) + float64(w.materializeEvery()-1)/2)
 }
 
 // sweepInterval is the catalog's default sweep interval for a grace.
@@ -188,7 +248,8 @@ type costJobRun struct {
 	payload []byte
 }
 
-// newCostJobRun joins the job's q processes, uncounted.
+// newCostJobRun joins the job's q processes, uncounted. Their catalog
+// retains the workload's Retain complete checkpoints, as the model does.
 func newCostJobRun(ctx context.Context, jo costJobOptions, w costWorkload, b backends.Backend, jobID string, q int, kgs []dstl.KeyGroupRange, first int64) (*costJobRun, error) {
 	r := &costJobRun{jo: jo, w: w, jobID: jobID, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), first: first}
 	r.b = counting.New(noClose{b})
@@ -204,7 +265,7 @@ func newCostJobRun(ctx context.Context, jo costJobOptions, w costWorkload, b bac
 	}
 	for p := range q {
 		m, err := catalog.Join(ctx, r.b, catalog.Config{JobID: jobID, Instances: len(kgs), Processes: q, Process: p,
-			MaxParallelism: maxP, KeyGroups: kgs, Grace: jo.grace, Now: func() time.Time { return r.clock },
+			MaxParallelism: maxP, KeyGroups: kgs, Retain: w.Retain, Grace: jo.grace, Now: func() time.Time { return r.clock },
 			Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			return nil, fmt.Errorf("catalog: process %d: %w", p, err)
@@ -387,4 +448,11 @@ func (j *costJobPart) print(w io.Writer, prices []price, date string) {
 			fmt.Sprintf("%s (%s + %s)", formatUSD(tot.Total), formatUSD(tot.Requests), formatUSD(tot.Storage)))
 	}
 	t.write(w)
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

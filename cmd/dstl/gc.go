@@ -20,6 +20,7 @@ import (
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
+	"github.com/dstlgo/dstl/kafkastate"
 	"github.com/dstlgo/dstl/statestore"
 )
 
@@ -47,7 +48,21 @@ complete checkpoints of its live generation, of its pending checkpoints and
 of the parts it restored; every snapshot under the prefix is then gc's to
 collect, and the catalog's own objects that nothing keeps and that are
 older than the grace are dropped after the collection. A job with neither
-handle files nor a catalog is a usage error.
+handle files nor a catalog (nor the --kafka flags below) is a usage error.
+
+With --kafka-brokers, --kafka-topic and --kafka-group, gc collects a
+kafkastate job (docs/KAFKA.md) by the rule its services apply: it reads the
+group's committed offsets, and keeps the checkpoint records they name
+(_records/UUIDv7.cN.rec under the prefix) and the records younger than the
+grace, with every log and snapshot object those records name; the other
+records, and the logs and the partitions' snapshots that are older than the
+grace, are deleted. Give the job's grace (kafkastate's Config.Grace). gc
+joins no group, so it may run beside the job; it connects to the brokers in
+plain text (no TLS or SASL), and each request to them fails after
+--timeout. When the prefix holds records and the group's offsets name none
+of them (a wrong group or topic), gc deletes nothing and exits 1. Without
+the --kafka flags, a job whose prefix holds records and no catalog is a
+usage error, and --keep-none deletes its old records too.
 
 On S3, gc also lists the incomplete multipart uploads under the prefix
 (what a writer killed mid-upload leaves) and aborts those of objects it
@@ -117,6 +132,9 @@ type gcOptions struct {
 	graceText                string        // --grace as given
 	timeout                  time.Duration // of one step; 0: none
 	json                     bool
+	// The job's Kafka side, for a kafkastate job: its brokers (comma
+	// separated), input topic and consumer group.
+	kafkaBrokers, kafkaTopic, kafkaGroup string
 
 	// What gc reaches outside itself; tests replace them.
 	open func(ctx context.Context, storage, basePath string) (backends.Backend, string, error)
@@ -137,7 +155,16 @@ func gcFlags(o *gcOptions, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.concurrency, "concurrency", 8, "deletes (and aborts) in flight at once")
 	fs.DurationVar(&o.timeout, "timeout", gcDefaultTimeout, "the longest `DURATION` gc waits for the storage in one step (the clock probe's put and listing, its delete, the next object of a listing or page of incomplete uploads, a delete) before it fails; 0: no bound")
 	fs.BoolVar(&o.json, "json", false, "print a JSON report on stdout")
+	fs.StringVar(&o.kafkaBrokers, "kafka-brokers", "", "for a kafkastate job: its Kafka brokers, `HOST:PORT[,HOST:PORT...]` (with --kafka-topic and --kafka-group: the records its group's committed offsets name are kept)")
+	fs.StringVar(&o.kafkaTopic, "kafka-topic", "", "for a kafkastate job: its input `TOPIC`")
+	fs.StringVar(&o.kafkaGroup, "kafka-group", "", "for a kafkastate job: its consumer `GROUP`")
 	return fs
+}
+
+// kafka reports whether gc collects a kafkastate job (a --kafka flag is
+// given).
+func (o *gcOptions) kafka() bool {
+	return o.kafkaBrokers != "" || o.kafkaTopic != "" || o.kafkaGroup != ""
 }
 
 // gcDefaultTimeout is the default of --timeout.
@@ -185,6 +212,10 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 		return usageErr("--concurrency must be at least 1")
 	case o.retain < 1:
 		return usageErr("--retain %d: want at least 1", o.retain)
+	case o.kafka() && (o.kafkaBrokers == "" || o.kafkaTopic == "" || o.kafkaGroup == ""):
+		return usageErr("--kafka-brokers, --kafka-topic and --kafka-group go together: give all three")
+	case o.kafka() && (len(o.keep) > 0 || o.keepNone):
+		return usageErr("--kafka-brokers and --keep or --keep-none contradict each other: the job's group says what is kept")
 	}
 	var err error
 	if o.grace, err = time.ParseDuration(o.graceText); err != nil || o.grace < 0 {
@@ -204,9 +235,12 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 	if err != nil {
 		printFailure(stderr, "dstl gc: ", err)
 		switch {
-		case errors.Is(err, collect.ErrMissing), errors.Is(err, dstl.ErrInvalidHandle), errors.Is(err, catalog.ErrDamaged):
-			return exitFailed // a handle's object missing, a handle file or catalog object that does not decode
-		case errors.Is(err, backends.ErrUnknownBackend), errors.Is(err, dstl.ErrInvalidConfig), errors.Is(err, errUsage):
+		case errors.Is(err, collect.ErrMissing), errors.Is(err, dstl.ErrInvalidHandle), errors.Is(err, catalog.ErrDamaged),
+			errors.Is(err, kafkastate.ErrDamaged), errors.Is(err, kafkastate.ErrNoCommittedRecord):
+			// A handle's object missing; a handle file, catalog object or
+			// record that does not decode; a group that commits no record.
+			return exitFailed
+		case errors.Is(err, backends.ErrUnknownBackend), errors.Is(err, dstl.ErrInvalidConfig), errors.Is(err, errUsage), errors.Is(err, kafkastate.ErrConfig):
 			return exitUsage
 		}
 		return exitRuntime // storage errors, a handle file that cannot be read, failed deletes
@@ -221,6 +255,21 @@ type gcCatalog struct {
 	PartsKept  int     `json:"parts_kept"` // catalog parts whose objects are kept
 	Drop       int     `json:"drop"`       // old catalog objects nothing keeps
 	Dropped    int     `json:"dropped"`    // of them, deleted (none in a dry run)
+}
+
+// gcKafka is what gc kept of a kafkastate job's records, by its group's
+// committed offsets.
+type gcKafka struct {
+	Topic     string `json:"topic"`
+	Group     string `json:"group"`
+	Committed int    `json:"committed_records"` // records the group's committed offsets name
+	Young     int    `json:"young_records"`     // other records younger than the grace
+	HoldFrom  int64  `json:"hold_from"`         // objects made for this checkpoint or later are held
+	// The job's catalog of the first layout (a job of a release before
+	// records): its parts whose objects are kept (a partition restores
+	// one), and its objects dropped once no partition does.
+	FirstLayoutParts   int `json:"first_layout_parts_kept,omitempty"`
+	FirstLayoutDropped int `json:"first_layout_dropped,omitempty"`
 }
 
 // gcCount counts objects and their bytes.
@@ -272,17 +321,23 @@ type gcReport struct {
 	KeptHandles int        `json:"kept_handles"`
 	// Catalog is what the job's checkpoint catalog kept and dropped, when
 	// gc ran on it (no handle files).
-	Catalog    *gcCatalog `json:"catalog,omitempty"`
-	Listed     gcCount    `json:"listed"`
-	Referenced gcCount    `json:"referenced"` // listed objects a kept handle references
-	Young      gcCount    `json:"young"`      // unreferenced, but younger than the grace period by either clock, or of unknown modification time
-	Held       gcCount    `json:"held"`       // unreferenced, but made for a checkpoint that may still complete (by the checkpoint its name records)
-	Foreign    gcCount    `json:"foreign"`    // not named like a dstl object: never deleted
+	Catalog *gcCatalog `json:"catalog,omitempty"`
+	// Kafka is what a kafkastate job's group kept, when gc ran on it
+	// (--kafka-brokers).
+	Kafka      *gcKafka `json:"kafka,omitempty"`
+	Listed     gcCount  `json:"listed"`
+	Referenced gcCount  `json:"referenced"` // listed objects a kept handle references
+	Young      gcCount  `json:"young"`      // unreferenced, but younger than the grace period by either clock, or of unknown modification time
+	Held       gcCount  `json:"held"`       // unreferenced, but made for a checkpoint that may still complete (by the checkpoint its name records)
+	Foreign    gcCount  `json:"foreign"`    // not named like a dstl object: never deleted
 	// SnapshotsKept are unreferenced snapshot objects, not collected
 	// since no checkpoint handle is kept.
 	SnapshotsKept gcCount `json:"snapshots_not_collected"`
-	Deletable     gcCount `json:"deletable"` // old and unreferenced
-	Deleted       gcCount `json:"deleted"`   // zero in a dry run
+	// RecordsKept are kafkastate's checkpoint records, not collected
+	// since gc ran with handle files.
+	RecordsKept gcCount `json:"records_not_collected"`
+	Deletable   gcCount `json:"deletable"` // old and unreferenced
+	Deleted     gcCount `json:"deleted"`   // zero in a dry run
 	// Incomplete uploads under the prefix (S3 multipart uploads), when
 	// the backend has them: UploadsChecked says so.
 	UploadsChecked bool        `json:"incomplete_uploads_checked"`
@@ -356,11 +411,15 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		warnMu   sync.Mutex
 		warnings []string
 	)
+	kinds := collect.Logs | collect.Snapshots
+	if o.keepNone {
+		kinds |= collect.Records // a job gone for good: its records too
+	}
 	opts := collect.Options{
 		JobID:        o.jobID,
 		Grace:        o.grace,
 		Keep:         keep,
-		Kinds:        collect.Logs | collect.Snapshots,
+		Kinds:        kinds,
 		AllOperators: o.keepNone,
 		DryRun:       o.dryRun,
 		Concurrency:  o.concurrency,
@@ -384,13 +443,26 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	// kept: its deletion rule runs as the job's leader runs it.
 	var plan *catalog.Plan
 	var res *collect.Report
-	if len(o.keep) == 0 && !o.keepNone {
+	var kres *kafkastate.CollectReport
+	switch {
+	case o.kafka():
+		// A kafkastate job: its group's committed offsets say which
+		// records are kept, as the job's own deletion rule runs.
+		prog.begin("gc: reading the committed offsets of group " + o.kafkaGroup)
+		kres, err = collectKafka(ctx, b, o, opts)
+		if kres != nil {
+			res = kres.Report
+		}
+	case len(o.keep) == 0 && !o.keepNone:
 		prog.begin("gc: reading the checkpoint catalog")
 		plan, res, err = collectCatalog(ctx, b, o, opts)
 		if plan == nil && res == nil && err == nil {
+			if hasRecords(ctx, b, prefix) {
+				return nil, fmt.Errorf("%w: %q holds kafkastate's checkpoint records, whose group's committed offsets say which are kept: give --kafka-brokers, --kafka-topic and --kafka-group", errUsage, objname.RecordPrefix(prefix))
+			}
 			return nil, fmt.Errorf("%w: no handle file to keep and no checkpoint catalog under %q: give --keep FILE (or, to delete every old object of the job, --keep-none)", errUsage, prefix)
 		}
-	} else {
+	default:
 		res, err = collect.Run(ctx, b, opts)
 	}
 	printGCWarnings(prog, stderr, warnings, err)
@@ -401,6 +473,10 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		return nil, err
 	}
 	rep := newGCReport(res, o, keptHandles)
+	if kres != nil {
+		rep.Kafka = &gcKafka{Topic: o.kafkaTopic, Group: o.kafkaGroup, Committed: len(kres.CommittedRecords), Young: len(kres.YoungRecords), HoldFrom: kres.HoldFrom,
+			FirstLayoutParts: len(kres.FirstLayoutParts), FirstLayoutDropped: len(kres.FirstLayoutDropped)}
+	}
 	if plan != nil {
 		rep.Catalog = &gcCatalog{Generation: plan.Generation, Retained: plan.Retained, PartsKept: len(plan.Commits), Drop: len(plan.Drop)}
 		if err == nil && !o.dryRun {
@@ -440,7 +516,6 @@ func newGCReport(r *collect.Report, o gcOptions, keptHandles int) *gcReport {
 		Young:          count(r.Young),
 		Held:           count(r.Held),
 		Foreign:        count(r.Foreign),
-		SnapshotsKept:  count(r.NotCollected), // gc collects every log object: what it does not collect are snapshots
 		Deletable:      count(r.Deletable),
 		Deleted:        count(r.Deleted),
 		UploadsChecked: r.UploadsChecked,
@@ -459,6 +534,15 @@ func newGCReport(r *collect.Report, o gcOptions, keptHandles int) *gcReport {
 		rep.Uploads = append(rep.Uploads, gcUpload{Name: u.Name, UploadID: u.UploadID, Initiated: u.Initiated, NameTime: u.NameTime, Aborted: u.Aborted})
 	}
 	for _, obj := range r.Objects {
+		if obj.Reason == collect.NotCollected {
+			// gc collects every log object: what it does not collect are
+			// snapshots, and records with handle files.
+			if obj.Kind == objname.Record {
+				rep.RecordsKept.add(obj.Size)
+			} else {
+				rep.SnapshotsKept.add(obj.Size)
+			}
+		}
 		if obj.Reason == collect.Deletable {
 			rep.Objects = append(rep.Objects, gcObject{Name: obj.Name, Kind: obj.Kind.String(), Size: obj.Size, ModTime: obj.ModTime, NameTime: obj.NameTime, Deleted: obj.Deleted})
 		}
@@ -541,7 +625,15 @@ func (r *gcReport) print(w io.Writer) {
 		tw.Flush()
 		fmt.Fprintln(w)
 	}
-	if c := r.Catalog; c != nil {
+	if k := r.Kafka; k != nil {
+		fmt.Fprintf(w, "gc of %s, prefix %q, grace %s, by Kafka group %s of topic %s: %d committed and %d young %s kept",
+			r.BasePath, r.Prefix, r.Grace, k.Group, k.Topic, k.Committed, k.Young, plural(k.Committed+k.Young, "record"))
+		if k.FirstLayoutParts > 0 || k.FirstLayoutDropped > 0 {
+			fmt.Fprintf(w, "; the first layout's catalog: %d %s kept, %d %s dropped", k.FirstLayoutParts, plural(k.FirstLayoutParts, "part"),
+				k.FirstLayoutDropped, plural(k.FirstLayoutDropped, "object"))
+		}
+		fmt.Fprintln(w, ":")
+	} else if c := r.Catalog; c != nil {
 		fmt.Fprintf(w, "gc of %s, prefix %q, grace %s, by the checkpoint catalog: generation %d, retained checkpoints %v, %d catalog parts kept, %d old catalog objects dropped of %d:\n",
 			r.BasePath, r.Prefix, r.Grace, c.Generation, c.Retained, c.PartsKept, c.Dropped, c.Drop)
 	} else {
@@ -565,6 +657,9 @@ func (r *gcReport) print(w io.Writer) {
 	row("not dstl objects (kept)", r.Foreign)
 	if r.SnapshotsKept.Objects > 0 {
 		row("snapshots, no checkpoint handle kept for the operator (kept)", r.SnapshotsKept)
+	}
+	if r.RecordsKept.Objects > 0 {
+		row("kafkastate records, not collected with handle files (kept)", r.RecordsKept)
 	}
 	switch {
 	case r.DryRun:
@@ -620,4 +715,40 @@ func collectCatalog(ctx context.Context, b backends.Backend, o gcOptions, opts c
 		return nil, nil, fmt.Errorf("the job's checkpoint catalog: %w", err)
 	}
 	return p, rep, err
+}
+
+// collectKafka applies a kafkastate job's deletion rule
+// (kafkastate.Collect): the records its group's committed offsets name,
+// and those younger than the grace, are kept with what they name. Each
+// request to Kafka is bounded by --timeout, as the storage's steps are.
+func collectKafka(ctx context.Context, b backends.Backend, o gcOptions, opts collect.Options) (*kafkastate.CollectReport, error) {
+	var brokers []string
+	for _, br := range strings.Split(o.kafkaBrokers, ",") {
+		if br = strings.TrimSpace(br); br != "" {
+			brokers = append(brokers, br)
+		}
+	}
+	cfg := kafkastate.CollectConfig{Brokers: brokers, Topic: o.kafkaTopic, Group: o.kafkaGroup, Grace: o.grace, Timeout: o.timeout}
+	if o.grace == 0 {
+		cfg.Grace = kafkastate.NoGrace
+	}
+	rep, err := kafkastate.Collect(ctx, b, o.jobID, cfg, opts)
+	if err != nil && (rep == nil || rep.Report == nil) {
+		return nil, fmt.Errorf("the job's Kafka group %s: %w", o.kafkaGroup, err)
+	}
+	return rep, err
+}
+
+// hasRecords reports whether the job's prefix holds kafkastate's
+// checkpoint records (one listing of their directory, stopped at the
+// first).
+func hasRecords(ctx context.Context, b backends.Backend, prefix string) bool {
+	found := errors.New("found")
+	err := b.List(ctx, objname.RecordPrefix(prefix), func(oi backends.ObjectInfo) error {
+		if objname.Parse(prefix, oi.Name).Kind == objname.Record {
+			return found
+		}
+		return nil
+	})
+	return errors.Is(err, found)
 }

@@ -104,36 +104,84 @@ func Fence(ctx context.Context, b backends.Backend, jobID, owner string, now tim
 		if err != nil {
 			return nil, fmt.Errorf("catalogv1: the generation the fence follows: %w", err)
 		}
-		cfg.Mode = prev.Mode
-		if prev.Mode == Independent {
-			if cfg.RestoreFrom != 0 {
-				return nil, fmt.Errorf("%w: checkpoint %d: a restore by number needs the aligned mode", ErrNoCheckpoint, cfg.RestoreFrom)
-			}
-			parts, err := c.upgradeIndependent(ctx, prev, v)
-			if err != nil {
-				return nil, err
-			}
-			return &UpgradePoint{Latest: prev, Fence: latest, Parts: parts, MaxCheckpoint: v.maxCheckpoint}, nil
+		return c.upgradePoint(ctx, cfg, v, prev, latest)
+	}
+	return nil, fmt.Errorf("catalogv1: job %q: %d generations started while its catalog was fenced", jobID, maxJoinRounds)
+}
+
+// upgradePoint returns what a generation after prev restores, as v lists
+// the catalog, with every part read and checked; fence is the number of
+// the fence record that follows prev, 0 for none.
+func (c *reader) upgradePoint(ctx context.Context, cfg Config, v *view, prev *Generation, fence int64) (*UpgradePoint, error) {
+	cfg.Mode = prev.Mode
+	if prev.Mode == Independent {
+		if cfg.RestoreFrom != 0 {
+			return nil, fmt.Errorf("%w: checkpoint %d: a restore by number needs the aligned mode", ErrNoCheckpoint, cfg.RestoreFrom)
 		}
-		names, n, err := c.restorePoint(ctx, cfg, prev, v)
+		parts, err := c.upgradeIndependent(ctx, prev, v)
 		if err != nil {
 			return nil, err
 		}
-		up := &UpgradePoint{Latest: prev, Fence: latest, Checkpoint: n, MaxCheckpoint: v.maxCheckpoint}
-		for _, name := range names {
-			var g *Generation
-			if objname.ParseCatalog(c.prefix, name).Generation == prev.Number {
-				g = prev
-			}
-			p, err := c.part(ctx, name, g)
-			if err != nil {
-				return nil, err
-			}
-			up.Parts = append(up.Parts, p)
-		}
-		return up, nil
+		return &UpgradePoint{Latest: prev, Fence: fence, Parts: parts, MaxCheckpoint: v.maxCheckpoint}, nil
 	}
-	return nil, fmt.Errorf("catalogv1: job %q: %d generations started while its catalog was fenced", jobID, maxJoinRounds)
+	names, n, err := c.restorePoint(ctx, cfg, prev, v)
+	if err != nil {
+		return nil, err
+	}
+	up := &UpgradePoint{Latest: prev, Fence: fence, Checkpoint: n, MaxCheckpoint: v.maxCheckpoint}
+	for _, name := range names {
+		var g *Generation
+		if objname.ParseCatalog(c.prefix, name).Generation == prev.Number {
+			g = prev
+		}
+		p, err := c.part(ctx, name, g)
+		if err != nil {
+			return nil, err
+		}
+		up.Parts = append(up.Parts, p)
+	}
+	return up, nil
+}
+
+// Peek returns what Fence would return, and writes nothing: what a
+// generation after the latest one restores (after the one a fence
+// follows, when the catalog is fenced already), with every part read and
+// checked. Its Fence is 0 when no fence was written. It returns nil and
+// no error when the job has no catalog of this layout. It is for tools
+// that read a job without moving it: what it returns of a catalog whose
+// processes still run may be older than what they commit next.
+func Peek(ctx context.Context, b backends.Backend, jobID string, retain int) (*UpgradePoint, error) {
+	c := &reader{b: b, prefix: objname.JobPrefix(jobID)}
+	cfg := Config{Retain: retain}
+	for range maxJoinRounds {
+		v, err := c.list(ctx)
+		if err != nil {
+			return nil, err
+		}
+		latest := v.latest()
+		if latest == 0 {
+			return nil, nil
+		}
+		gen, err := c.generation(ctx, latest)
+		if errors.Is(err, backends.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !IsFence(c.prefix, gen) {
+			return c.upgradePoint(ctx, cfg, v, gen, 0)
+		}
+		if latest < 2 {
+			return nil, fmt.Errorf("%w %q: a fence with no generation before it", ErrDamaged, objname.CatalogGenerationName(c.prefix, latest))
+		}
+		prev, err := c.generation(ctx, latest-1)
+		if err != nil {
+			return nil, fmt.Errorf("catalogv1: the generation the fence follows: %w", err)
+		}
+		return c.upgradePoint(ctx, cfg, v, prev, latest)
+	}
+	return nil, fmt.Errorf("catalogv1: job %q: %d generations started while its catalog was read", jobID, maxJoinRounds)
 }
 
 // upgradeIndependent returns the parts the upgrade restores from prev, a
