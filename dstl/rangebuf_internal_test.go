@@ -157,7 +157,7 @@ func TestReadKeepsEvictedRange(t *testing.T) {
 	}
 	defer lb.Close()
 	cfg := DefaultConfig("local")
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = NoBatchDelay
 	s, err := New(cfg, lb, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)

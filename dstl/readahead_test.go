@@ -24,7 +24,7 @@ func setsInObjects(t *testing.T, sets, perSet int) (*dstltest.Backend, dstl.Hand
 	t.Helper()
 	b := dstltest.NewBackend()
 	cfg := testConfig()
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s := newStorage(t, b, cfg)
 	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
 	var h dstl.Handle
@@ -242,7 +242,7 @@ func TestReadAheadCallerPanics(t *testing.T) {
 func TestReadAheadStopSharedCache(t *testing.T) {
 	b := dstltest.NewBackend()
 	cfg := testConfig()
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s := newStorage(t, b, cfg)
 	kgr := dstl.KeyGroupRange{Start: 0, End: 0}
 	w := newWriter(t, s, "op", kgr)

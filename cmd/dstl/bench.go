@@ -411,7 +411,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 		// An object of (f) holds a batch (up to the batch's size threshold)
 		// and pre-emptive persists past it: so much, or 64 MiB at most, of
 		// changes not alike.
-		maxObject = max(maxObject, min(cfg.BatchPersistSizeThreshold+cfg.PreemptivePersistThreshold, 64<<20))
+		maxObject = max(maxObject, min(cfg.BatchPersistSizeThreshold+max(cfg.PreemptivePersistThreshold, 0), 64<<20))
 	}
 	env := &benchEnv{o: o, cfg: cfg, backend: counting.New(b), raw: raw, id: id, prefix: objname.JobPrefix(cfg.JobID),
 		changes: newChangeSource(o.changeSize, maxObject), prog: prog}
@@ -437,7 +437,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 	}); err != nil {
 		return nil, err
 	}
-	rep.Batching = batchingResult{PersistEvery: o.persistEvery.String(), Delay: cfg.BatchPersistDelay.String()}
+	rep.Batching = batchingResult{PersistEvery: o.persistEvery.String(), Delay: max(cfg.BatchPersistDelay, 0).String()}
 	if err := o.section("c", func() error {
 		for i, w := range o.writers {
 			prog.begin(fmt.Sprintf("(c) batching, %d writers (%d/%d)", w, i+1, len(o.writers)))
@@ -459,7 +459,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 		return nil, fmt.Errorf("(d) recovery: %w", err)
 	}
 	if !o.skipSustained {
-		rep.Sustained = &sustainedResult{CheckpointEvery: o.checkpointEvery.String(), Delay: cfg.BatchPersistDelay.String(),
+		rep.Sustained = &sustainedResult{CheckpointEvery: o.checkpointEvery.String(), Delay: max(cfg.BatchPersistDelay, 0).String(),
 			RoundTime: o.sustainedTime.String(), RawThreads: cfg.UploadNumThreads}
 		if err := o.section("f", func() error {
 			for i, w := range o.sustainedWriters {
@@ -643,7 +643,7 @@ func (e *benchEnv) cleanup(ctx context.Context) error {
 // upload measures (b) for objects of about size bytes.
 func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error) {
 	cfg := e.cfg
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s, err := e.newStorage(cfg)
 	if err != nil {
 		return uploadResult{}, err

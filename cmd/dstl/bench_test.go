@@ -136,7 +136,7 @@ func BenchmarkUpload(b *testing.B) {
 	e := newBenchEnv(b)
 	ctx := context.Background()
 	cfg := e.cfg
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s, err := e.newStorage(cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -355,7 +355,7 @@ func cost(ctx context.Context, o costOptions) (*costReport, error) {
 		MonthDays: int(costMonth / (24 * time.Hour)), MonthCheckpoints: float64(costMonth) / float64(w.CheckpointInterval),
 		Prices: o.prices, PricesDate: pricesDate}
 	unbatched := cfg
-	unbatched.BatchPersistDelay, unbatched.BatchPersistSizeThreshold = 0, 1
+	unbatched.BatchPersistDelay, unbatched.BatchPersistSizeThreshold = dstl.NoBatchDelay, 1
 	unbatched.JobID = cfg.JobID + "-unbatched"
 	rep.Agree = true
 	rep.Job = &costJobPart{Coordinator: o.job.coordinator, Processes: o.processes, Instances: w.Writers, StateSize: o.job.stateSize, Grace: o.job.grace}

@@ -20,7 +20,7 @@ func persistHandles(t *testing.T, dir, job string, writers int) []dstl.Handle {
 	ctx := context.Background()
 	cfg := dstl.DefaultConfig("file://" + dir)
 	cfg.JobID = job
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s, err := dstl.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
