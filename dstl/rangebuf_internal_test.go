@@ -185,7 +185,7 @@ func TestReadKeepsEvictedRange(t *testing.T) {
 		}
 		hs = append(hs, res.Remote)
 	}
-	r, err := NewReader(lb, KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	r, err := NewReader(lb, KeyGroupRange{Start: 0, End: 0}, ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func TestReadAheadStops(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+			r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, dstl.ReaderOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +210,7 @@ func TestReadAheadDamagedSet(t *testing.T) {
 func TestReadAheadCallerPanics(t *testing.T) {
 	b, h := setsInObjects(t, 10, 3)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, dstl.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestReadCachedOnTheCallersGoroutine(t *testing.T) {
 // setsInObjects), closed when the test ends.
 func groupZeroReader(t *testing.T, b *dstltest.Backend) *dstl.Reader {
 	t.Helper()
-	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, dstl.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

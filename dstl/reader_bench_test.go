@@ -99,7 +99,7 @@ func newRecoveryFixture(tb testing.TB, dir string, writers, objects int, objectS
 // restore after a crash does, and returns the reader's stats.
 func (f *recoveryFixture) recover(tb testing.TB) dstl.ReadStats {
 	ctx := context.Background()
-	r, err := dstl.NewReader(f.backend, dstl.KeyGroupRange{Start: 0, End: 127}, time.Minute)
+	r, err := dstl.NewReader(f.backend, dstl.KeyGroupRange{Start: 0, End: 127}, dstl.ReaderOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}

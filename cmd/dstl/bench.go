@@ -1042,7 +1042,7 @@ func (e *benchEnv) recovery(ctx context.Context) (recoveryResult, error) {
 	}
 
 	read := func(groups dstl.KeyGroupRange, hs ...dstl.Handle) (dstl.ReadStats, error) {
-		r, err := dstl.NewReader(e.backend, groups, time.Minute)
+		r, err := dstl.NewReader(e.backend, groups, dstl.ReaderOptions{})
 		if err != nil {
 			return dstl.ReadStats{}, err
 		}

@@ -103,7 +103,7 @@ func BenchmarkRecoveryRead(b *testing.B) {
 		b.SetBytes(total)
 		b.ReportAllocs()
 		for b.Loop() {
-			r, _ := dstl.NewReader(e.backend, dstl.KeyGroupRange{Start: 0, End: 127}, time.Minute)
+			r, _ := dstl.NewReader(e.backend, dstl.KeyGroupRange{Start: 0, End: 127}, dstl.ReaderOptions{})
 			if err := r.Prefetch(ctx, handles...); err != nil {
 				b.Fatal(err)
 			}

@@ -672,7 +672,7 @@ func (j *costJob) objects() map[string]bool {
 func (j *costJob) restore(ctx context.Context, b backends.Backend, idle time.Duration, checkpoints int) error {
 	got := 0
 	for p := range j.ss {
-		r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: max(128, j.w.Writers) - 1}, idle)
+		r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: max(128, j.w.Writers) - 1}, dstl.ReaderOptions{CacheIdleTimeout: idle})
 		if err != nil {
 			return err
 		}
