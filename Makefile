@@ -117,6 +117,7 @@ race:
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeObject$$' -fuzztime=$(FUZZTIME) ./dstl/format/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeFrame$$' -fuzztime=$(FUZZTIME) ./dstl/format/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeFrameV2$$' -fuzztime=$(FUZZTIME) ./dstl/format/
 	$(GO) test -run='^$$' -fuzz='^FuzzHandleUnmarshalBinary$$' -fuzztime=$(FUZZTIME) ./dstl/
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./dstl/objname/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./catalog/
@@ -126,7 +127,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzRestoreSnapshot$$' -fuzztime=$(FUZZTIME) ./statestore/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeManifest$$' -fuzztime=$(FUZZTIME) ./statestore/internal/diskstate/
 
-## bench: `dstl bench` on local disk, MinIO, fake-gcs-server, Azurite and
+## bench: `dstl bench` on local disk, MinIO (signed and unsigned upload
+## bodies), fake-gcs-server, Azurite and
 ## mem://, with the emulators started first; tables and JSON into
 ## bench/results/DATE-MACHINE.{txt,json}, and an SVG chart of each section
 ## with an index.html into bench/results/DATE-MACHINE/ (by the tool

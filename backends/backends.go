@@ -1,9 +1,11 @@
-// Package backends is the portable layer over the storage services: the
-// [Backend] contract the engine, the reader, the garbage collector and the
-// tools use, the errors every backend returns, the registry that opens a
-// backend from a base path, and [Bucket], the one type that runs any
-// driver (package github.com/dstlgo/dstl/backends/driver) with every
+// Package backends is the portable layer over the storage services. It
+// defines the [Backend] contract and the errors every backend returns, and
+// opens a backend from a base path. [Bucket] runs any driver with every
 // check, timeout, retry, error and metric done once.
+//
+// The engine, the reader, the garbage collector and the tools use the
+// Backend contract. A driver is what package
+// github.com/dstlgo/dstl/backends/driver describes.
 //
 // Applications open a backend with [Open] ("s3://bucket/prefix", a local
 // path, ...) or with a backend package's Open(ctx, Config), and check its
@@ -196,13 +198,31 @@ type IncompleteUploads interface {
 // MemoryBody is the body of a Put held in memory. Besides ReadAt, it hands
 // out its bytes without a copy (SliceAt), so that a driver that writes to
 // a file writes from them directly instead of copying them through a
-// buffer of its own. Wrappers of a body (such as one that counts reads as
-// progress) pass SliceAt on.
-type MemoryBody struct{ b []byte }
+// buffer of its own, and may give their CRC32C (CRC32C), so that a driver
+// that sends a checksum with the object (gcs) does not compute it.
+// Wrappers of a body (such as one that counts reads as progress) pass
+// SliceAt and CRC32C on.
+type MemoryBody struct {
+	b      []byte
+	crc    uint32
+	hasCRC bool
+}
 
 // NewMemoryBody returns a body of the bytes of b, which the caller does
 // not change until the Put returns.
 func NewMemoryBody(b []byte) *MemoryBody { return &MemoryBody{b: b} }
+
+// WithCRC32C returns a body of the same bytes that gives crc as their
+// CRC32C (Castagnoli), which the caller knows (such as the encoder of an
+// object, from its frames' checksums). A store that checks the checksum it
+// is sent refuses an upload whose bytes do not match it.
+func (m *MemoryBody) WithCRC32C(crc uint32) *MemoryBody {
+	return &MemoryBody{b: m.b, crc: crc, hasCRC: true}
+}
+
+// CRC32C returns the bytes' CRC32C and true, when the body was given one
+// ([MemoryBody.WithCRC32C]); otherwise false.
+func (m *MemoryBody) CRC32C() (uint32, bool) { return m.crc, m.hasCRC }
 
 // ReadAt reads from the bytes at off; at their end it returns io.EOF.
 func (m *MemoryBody) ReadAt(p []byte, off int64) (int, error) {

@@ -69,3 +69,32 @@ func (s shortSlices) SliceAt(off, n int64) ([]byte, bool) {
 	}
 	return p, ok
 }
+
+// TestMemoryBodyCRC32C: a memory body gives a CRC32C only when given one,
+// without changing its bytes, and a driver's Body passes it on; a body
+// of another kind gives none.
+func TestMemoryBodyCRC32C(t *testing.T) {
+	m := backends.NewMemoryBody([]byte("abc"))
+	if _, ok := m.CRC32C(); ok {
+		t.Error("a memory body gives a CRC32C it was not given")
+	}
+	c := m.WithCRC32C(0x1234)
+	if crc, ok := c.CRC32C(); !ok || crc != 0x1234 {
+		t.Errorf("CRC32C = %#x, %v; want 0x1234, true", crc, ok)
+	}
+	if _, ok := m.CRC32C(); ok {
+		t.Error("WithCRC32C changed the body it was called on")
+	}
+	if p, ok := c.SliceAt(0, 3); !ok || string(p) != "abc" {
+		t.Errorf("SliceAt = %q, %v", p, ok)
+	}
+	if crc, ok := driver.NewBody(c, 3).CRC32C(); !ok || crc != 0x1234 {
+		t.Errorf("Body.CRC32C = %#x, %v; want 0x1234, true", crc, ok)
+	}
+	if _, ok := driver.NewBody(m, 3).CRC32C(); ok {
+		t.Error("Body.CRC32C of a body without one succeeded")
+	}
+	if _, ok := driver.NewBody(io.NewSectionReader(c, 0, 3), 3).CRC32C(); ok {
+		t.Error("Body.CRC32C of a body of another kind succeeded")
+	}
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/run.sh: runs "dstl bench" on local disk, MinIO, fake-gcs-server,
-# Azurite and gocloud's mem://, one after another, and writes the tables to
+# bench/run.sh: runs "dstl bench" on local disk, MinIO (with upload bodies
+# signed, as by default, and unsigned), fake-gcs-server, Azurite and
+# gocloud's mem://, one after another, and writes the tables to
 # bench/results/DATE-MACHINE.txt and the JSON reports to
 # bench/results/DATE-MACHINE.json, each headed by the machine's description,
 # then draws the JSON's charts (the tool bench/report, a Go module of its
@@ -48,6 +49,10 @@ BENCH_ARGS=("$@")
 run local local
 run minio "s3://$DSTL_S3_BUCKET/bench?endpoint=$DSTL_S3_ENDPOINT&region=$DSTL_S3_REGION&use_path_style=true" \
 	AWS_ACCESS_KEY_ID="$DSTL_S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$DSTL_S3_SECRET_KEY"
+# The same MinIO, with upload bodies unsigned over plain HTTP (no SHA-256 of
+# each body, on either side: docs/STORES.md).
+run minio-unsigned-payload "s3://$DSTL_S3_BUCKET/bench?endpoint=$DSTL_S3_ENDPOINT&region=$DSTL_S3_REGION&use_path_style=true&unsigned_payload=true" \
+	AWS_ACCESS_KEY_ID="$DSTL_S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$DSTL_S3_SECRET_KEY"
 run fake-gcs-server "gs://$DSTL_GCS_BUCKET/bench?endpoint=$DSTL_GCS_ENDPOINT"
 run azurite "azblob://$DSTL_AZURE_CONTAINER/bench?endpoint=$DSTL_AZURE_ENDPOINT&account=$DSTL_AZURE_ACCOUNT" \
 	AZURE_STORAGE_KEY="$DSTL_AZURE_KEY"
@@ -56,7 +61,7 @@ run gocloud-mem "mem://bench/run"
 {
 	echo "{"
 	first=1
-	for name in local minio fake-gcs-server azurite gocloud-mem; do
+	for name in local minio minio-unsigned-payload fake-gcs-server azurite gocloud-mem; do
 		[ "$first" = 1 ] || echo ","
 		first=0
 		printf '"%s": ' "$name"

@@ -1,6 +1,6 @@
-// Package collect deletes a job's old objects that nothing references
-// any more: the one rule by which "dstl gc", and a library that keeps a
-// job's checkpoints (a checkpoint catalog), delete objects.
+// Package collect deletes a job's old objects that nothing references any
+// more. It is the one deletion rule that "dstl gc", the checkpoint catalog
+// and a state-store checkpointer alone on its job apply.
 //
 // Under a job's prefix ([objname.JobPrefix]) the engine writes log
 // objects (PREFIX/UUIDv7.dstl), the state stores write snapshot objects

@@ -38,6 +38,13 @@
 //   - Rescaling: readers of other key-group ranges than the writers' (half
 //     a writer's range, or across two) get exactly their key groups and all
 //     metadata.
+//   - LargeObjects: in each format version, checkpoints of 6 MiB and of
+//     300 KiB, whose objects are put while they are encoded (the former in
+//     parts where the backend's part size is below it), read back exactly.
+//   - FormatVersion2: a storage that writes object format version 2
+//     (format.version 2, whose uploads put each object while they encode
+//     it) stores objects of that version, which a second storage reads back
+//     exactly, whole and by other key-group ranges.
 //   - ReleasedObjectsDeleted, SharedObjectKeptWhileReferenced,
 //     ConfirmedObjectSurvives: an object goes (Get fails with
 //     [backends.ErrNotFound], List omits it) once every change set in it is

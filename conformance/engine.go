@@ -31,6 +31,8 @@ func TestEngine(t *testing.T, open Harness, opts ...Option) {
 	runCases(t, open, []suiteCase{
 		{"ManyWriters", (*suite).testManyWriters},
 		{"Rescaling", (*suite).testRescaling},
+		{"FormatVersion2", (*suite).testFormatVersion2},
+		{"LargeObjects", (*suite).testLargeObjects},
 		{"ReleasedObjectsDeleted", (*suite).testReleasedObjectsDeleted},
 		{"SharedObjectKeptWhileReferenced", (*suite).testSharedObjectKept},
 		{"ConfirmedObjectSurvives", (*suite).testConfirmedObjectSurvives},
@@ -505,6 +507,80 @@ func (s *suite) testRescaling(t *testing.T) {
 	e.closeStorage(st)
 	fresh := e.storage()
 	for _, parallelism := range []int{8, 2, 3} {
+		for i := range parallelism {
+			kgr := dstl.KeyGroupRange{Start: i * keyGroups / parallelism, End: (i+1)*keyGroups/parallelism - 1}
+			for _, l := range logs {
+				w := l.w.KeyGroups()
+				if kgr.Start <= w.End && w.Start <= kgr.End {
+					e.checkRead(fresh, kgr, e.roundTrip(l.last.Remote), l.lastWant)
+				}
+			}
+		}
+	}
+}
+
+// testLargeObjects: in each format version, a checkpoint of 6 MiB of
+// changes (over 32 key groups, metadata among them), whose object the
+// upload puts while it encodes it (in parts, where the backend's part
+// size is below it), and of 300 KiB (one request), reads back exactly.
+func (s *suite) testLargeObjects(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		for _, size := range []int{6 << 20, 300 << 10} {
+			cfg := engineConfig()
+			cfg.FormatVersion = version
+			cfg.PreemptivePersistThreshold = dstl.NoPreemptivePersist // one change set, one object
+			e := s.engine(t, cfg)
+			st := e.storage()
+			kgr := dstl.KeyGroupRange{Start: 0, End: 31}
+			w := e.writer(st, "large", kgr)
+			want := map[int][]string{}
+			change := make([]byte, 100)
+			for i := range size / len(change) {
+				kg := i % 32
+				if i%5000 == 0 {
+					kg = dstl.MetaKeyGroup
+				}
+				for j := range change {
+					change[j] = byte(i*7 + j)
+				}
+				if err := appendChanges(e.ctx, w, kg, string(change)); err != nil {
+					t.Fatal(err)
+				}
+				want[kg] = append(want[kg], string(change))
+			}
+			res := e.mustPersist(w, 0, 1)
+			if err := w.Confirm(res.From, res.To, 1); err != nil {
+				t.Fatal(err)
+			}
+			e.closeStorage(st)
+			e.checkRead(e.storage(), kgr, e.roundTrip(res.Remote), want)
+		}
+	}
+}
+
+// testFormatVersion2: writers of a storage that writes format version 2
+// (whose uploads put each object while they encode it) store objects of
+// that version, which a fresh storage reads back, whole and rescaled.
+func (s *suite) testFormatVersion2(t *testing.T) {
+	cfg := engineConfig()
+	cfg.FormatVersion = 2
+	e := s.engine(t, cfg)
+	st := e.storage()
+	const keyGroups = 64
+	logs := e.runCheckpoints(st, 6, keyGroups, 5)
+	e.closeStorage(st)
+	objects := e.objects()
+	if len(objects) == 0 {
+		t.Fatal("no object stored")
+	}
+	for _, name := range objects {
+		h, err := Read(e.ctx, e.b, name, 0, format.HeaderSize)
+		if err != nil || len(h) != format.HeaderSize || h[4] != format.Version2 {
+			t.Fatalf("object %s begins %x (%v): want a header of format version 2", name, h, err)
+		}
+	}
+	fresh := e.storage()
+	for _, parallelism := range []int{1, 4, 3} {
 		for i := range parallelism {
 			kgr := dstl.KeyGroupRange{Start: i * keyGroups / parallelism, End: (i+1)*keyGroups/parallelism - 1}
 			for _, l := range logs {

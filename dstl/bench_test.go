@@ -105,7 +105,7 @@ func BenchmarkPersistLocal(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer lb.Close()
-			cfg := dstl.DefaultConfig("local")
+			cfg := benchConfig(dstl.DefaultConfig("local"))
 			cfg.BatchPersistDelay = dstl.NoBatchDelay // a lone checkpoint need not wait for company
 			if writers > 1 {
 				cfg.BatchPersistDelay = dstl.DefaultConfig("").BatchPersistDelay
@@ -169,11 +169,12 @@ func BenchmarkPersistLocal(b *testing.B) {
 // BenchmarkCycle measures what the engine itself costs per checkpoint of
 // one writer: append a set of 100-byte changes over 128 key groups, then
 // persist, wait, confirm and truncate, into a backend that stores nothing
-// (the objects are encoded and handed over, as to any backend).
+// (the objects are encoded and handed over, as to any backend), in the
+// format version of -bench.format.
 func BenchmarkCycle(b *testing.B) {
 	for _, changes := range []int{626, 10359, 41504} { // the objects of 64 KiB, 1 MiB and 4 MiB of dstl bench (b)
 		b.Run(fmt.Sprintf("changes=%d", changes), func(b *testing.B) {
-			cfg := dstl.DefaultConfig(discard.ID)
+			cfg := benchConfig(dstl.DefaultConfig(discard.ID))
 			cfg.BatchPersistDelay = dstl.NoBatchDelay
 			s := newStorage(b, discard.New(), cfg)
 			w := newWriter(b, s, "op", dstl.KeyGroupRange{Start: 0, End: 127})

@@ -54,6 +54,7 @@ func runChaos(t *testing.T, seed uint64) {
 	cfg.UploadNextAttemptDelay = 2 * time.Millisecond
 	cfg.PreemptivePersistThreshold = 2 << 10
 	cfg.CompressionEnabled = seed%2 == 0
+	cfg.FormatVersion = 1 + int(seed/2%2)
 	late := dstl.WithUploader(func(u uploader.Uploader) uploader.Uploader {
 		return &stubbornUploader{Uploader: u, rng: rand.New(rand.NewPCG(seed, 1))}
 	})

@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/dstl/format"
 )
 
 // FlinkKeyPrefix is the prefix of Flink's option keys for its changelog
@@ -108,6 +109,17 @@ type Config struct {
 	// It is required when LocalRecoveryEnabled is true, and not used
 	// otherwise. Key "local-recovery.dir".
 	LocalRecoveryDir string
+	// FormatVersion is the object format version the storage writes, 1
+	// or 2 (docs/FORMAT.md). The default is 1 ([DefaultFormatVersion]).
+	// Version 2 keeps each change set's changes in the order they were
+	// appended, so that an upload encodes them in one pass and, without
+	// compression, starts its Put while it encodes the rest: a persist
+	// costs little more than the Put of its object. It costs a byte more
+	// per change (two with over 128 key groups in a change set). A reader of this release reads both versions; a
+	// process of an earlier release reads only version 1, so set 2 only
+	// once every process that may read the log (restore from it, inspect
+	// it) runs this release or a later one. Key "format.version".
+	FormatVersion int
 }
 
 // The defaults of [Config]'s fields, which a zero field takes.
@@ -123,6 +135,7 @@ const (
 	DefaultUploadMaxAttempts                        = 3
 	DefaultUploadNextAttemptDelay                   = 500 * time.Millisecond
 	DefaultCacheIdleTimeout                         = 10 * time.Minute
+	DefaultFormatVersion                            = 1
 )
 
 // The values of [Config]'s fields that turn a feature off. Any negative
@@ -201,6 +214,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.CacheIdleTimeout == 0 {
 		c.CacheIdleTimeout = DefaultCacheIdleTimeout
+	}
+	if c.FormatVersion == 0 {
+		c.FormatVersion = DefaultFormatVersion
 	}
 	return c
 }
@@ -316,6 +332,24 @@ var cfgOptions = []cfgOption{
 		}
 		return nil
 	}),
+	{
+		key: "format.version",
+		parse: func(c *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return errors.New("not an integer")
+			}
+			c.FormatVersion = n
+			return nil
+		},
+		format: func(c *Config) string { return strconv.Itoa(c.FormatVersion) },
+		check: func(c *Config) error {
+			if c.FormatVersion != 0 && c.FormatVersion != format.Version1 && c.FormatVersion != format.Version2 {
+				return fmt.Errorf("want %d or %d", format.Version1, format.Version2)
+			}
+			return nil
+		},
+	},
 }
 
 // cfgOptionByKey maps every accepted spelling of a key to its option.

@@ -74,6 +74,8 @@ func TestParseConfigEachKey(t *testing.T) {
 		{"download.local-cache.idle-timeout-ms", "5 min", func(c *Config) { c.CacheIdleTimeout = 5 * time.Minute }},
 		{"local-recovery.enabled", "false", func(c *Config) {}},
 		{"local-recovery.dir", "/var/lib/dstl", func(c *Config) { c.LocalRecoveryDir = "/var/lib/dstl" }},
+		{"format.version", "2", func(c *Config) { c.FormatVersion = 2 }},
+		{"format.version", " 1 ", func(c *Config) { c.FormatVersion = 1 }},
 	}
 	for _, tt := range tests {
 		for _, key := range []string{tt.key, FlinkKeyPrefix + tt.key} {
@@ -273,6 +275,9 @@ func TestParseConfigBadValues(t *testing.T) {
 		{"job-id", "a//b", "must not start or end"},
 		{"job-id", "a/../b", `".."`},
 		{"job-id", "a\x00b", "control"},
+		{"format.version", "3", "want 1 or 2"},
+		{"format.version", "-1", "want 1 or 2"},
+		{"format.version", "v2", "not an integer"},
 	}
 	for _, tt := range tests {
 		for _, key := range []string{tt.key, FlinkKeyPrefix + tt.key} {
@@ -395,6 +400,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.CacheIdleTimeout = -time.Minute }, []string{`"download.local-cache.idle-timeout-ms"`, `"-1m0s"`}},
 		{func(c *Config) { c.LocalRecoveryEnabled = true }, []string{`"local-recovery.dir"`, "required when local-recovery.enabled"}},
 		{func(c *Config) { c.LocalRecoveryEnabled, c.LocalRecoveryDir = true, " " }, []string{`"local-recovery.dir"`}},
+		{func(c *Config) { c.FormatVersion = 3 }, []string{`"format.version"`, `"3"`, "want 1 or 2"}},
 	}
 	for _, tt := range invalid {
 		c := DefaultConfig(testBasePath)
@@ -427,6 +433,7 @@ func TestConfigOptionsRoundTrip(t *testing.T) {
 	all.CacheIdleTimeout = 36 * time.Hour
 	all.LocalRecoveryEnabled = true
 	all.LocalRecoveryDir = "/var/lib/dstl local"
+	all.FormatVersion = 2
 
 	none := DefaultConfig("/tmp/dstl")
 	none.RetryPolicy = RetryNone
@@ -479,6 +486,7 @@ func TestConfigOptionsFormat(t *testing.T) {
 		"download.local-cache.idle-timeout-ms": "10 min",
 		"local-recovery.enabled":               "false",
 		"local-recovery.dir":                   "",
+		"format.version":                       "1",
 	}
 	if !maps.Equal(opts, want) {
 		t.Errorf("Options() = %v\nwant %v", opts, want)
@@ -516,6 +524,7 @@ func TestConfigZeroIsDefault(t *testing.T) {
 		{"CacheIdleTimeout", func(c Config) any { return c.CacheIdleTimeout }, DefaultCacheIdleTimeout, nil, ""},
 		{"LocalRecoveryEnabled", func(c Config) any { return c.LocalRecoveryEnabled }, false, nil, ""},
 		{"LocalRecoveryDir", func(c Config) any { return c.LocalRecoveryDir }, "", nil, ""},
+		{"FormatVersion", func(c Config) any { return c.FormatVersion }, DefaultFormatVersion, nil, ""},
 	}
 	if n := reflect.TypeFor[Config]().NumField(); n != len(tests)+1 { // and BasePath
 		t.Fatalf("Config has %d fields, the table %d and BasePath: add the new ones", n, len(tests))

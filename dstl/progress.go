@@ -128,6 +128,16 @@ func (r *progressReader) SliceAt(off, n int64) ([]byte, bool) {
 	return p, ok
 }
 
+// CRC32C passes on the CRC32C of the body's bytes, where the body gives
+// it (see backends.MemoryBody).
+func (r *progressReader) CRC32C() (uint32, bool) {
+	c, ok := r.r.(interface{ CRC32C() (uint32, bool) })
+	if !ok {
+		return 0, false
+	}
+	return c.CRC32C()
+}
+
 // read counts n bytes read at off: those past the furthest read so far
 // are progress, until the backend reports bytes sent.
 func (r *progressReader) read(off, n int64) {

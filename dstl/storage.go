@@ -243,6 +243,17 @@ func (s *Storage) forget(w *Writer) {
 	s.mu.Unlock()
 }
 
+// Writers returns the number of the storage's open writers: those that
+// [Storage.NewWriter] opened and that are not closed. A log object holds
+// the change sets of every writer of its storage, so a program that
+// deletes log objects by its own writer's checkpoints alone checks that
+// its writer is the only one.
+func (s *Storage) Writers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.writers)
+}
+
 // Available returns a channel that is closed while the bytes queued or in
 // flight are under upload.max-in-flight. A processor selects on it to stop
 // pulling input while uploads catch up.

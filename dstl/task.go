@@ -39,7 +39,7 @@ func uploaderTasks(batch []*uploadTask) []*uploader.Task {
 // uploadOptions are the storage's settings of the default uploader.
 func uploadOptions(cfg Config) uploader.Options {
 	return uploader.Options{JobID: cfg.JobID, Compression: cfg.CompressionEnabled,
-		BufferSize: int(cfg.UploadBufferSize), Concurrency: cfg.UploadNumThreads}
+		BufferSize: int(cfg.UploadBufferSize), Concurrency: cfg.UploadNumThreads, FormatVersion: cfg.FormatVersion}
 }
 
 // engineTasks maps what the uploader saw of a batch's tasks to the tasks.

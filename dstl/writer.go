@@ -37,6 +37,11 @@ type Writer struct {
 	// when off): what Append reads on every call, kept at hand.
 	over      *atomic.Bool
 	threshold int64
+	// tagRoom is what a change may take in a frame besides its bytes and
+	// length prefix: with format version 2, its group's tag, at most
+	// three bytes (a change set of key groups within [MetaKeyGroup,
+	// MaxKeyGroup] has at most 32769 groups).
+	tagRoom int64
 
 	mu     sync.Mutex
 	closed bool
@@ -75,7 +80,7 @@ type changeSet struct {
 	// set held.
 	firstChunk int
 	size       int64 // logical bytes
-	framed     int64 // bytes of the frame payload: changes with their length prefixes
+	framed     int64 // bytes of the frame payload, at most: changes with their length prefixes (and tags)
 
 	state     setState
 	task      *uploadTask     // the upload in progress, if any
@@ -131,6 +136,9 @@ func newWriter(s *Storage, operator string, groups KeyGroupRange) *Writer {
 		latestConfirmed: math.MinInt64,
 		nextCheckpoint:  1,
 	}
+	if s.cfg.FormatVersion == format.Version2 {
+		w.tagRoom = maxTagSize
+	}
 	if w.threshold <= 0 {
 		w.threshold = math.MaxInt64
 	}
@@ -178,9 +186,9 @@ func (w *Writer) append(ctx context.Context, kg int32, change []byte) error {
 		}
 	}
 	n := int64(len(change))
-	framed := n + 1 // the length prefix: one byte up to 127
+	framed := n + 1 + w.tagRoom // the length prefix: one byte up to 127
 	if n > 127 {
-		framed = framedSize(len(change))
+		framed = framedSize(len(change)) + w.tagRoom
 	}
 	w.mu.Lock()
 	if w.closed {
@@ -215,6 +223,11 @@ func (w *Writer) append(ctx context.Context, kg int32, change []byte) error {
 // MaxChangeSize is the largest change Append takes: a change set, framed,
 // must fit in one frame of the object format.
 const MaxChangeSize = format.MaxPayloadSize - binary.MaxVarintLen64
+
+// maxTagSize bounds the tag of a change's group in a frame of format
+// version 2: the varint of an index below 32769 (MaxKeyGroup+2 groups,
+// metadata included) takes at most three bytes.
+const maxTagSize = 3
 
 // framedSize is the bytes a change of n bytes takes in a frame's payload.
 func framedSize(n int) int64 { return int64(n + uvarintLen(uint64(n))) }

@@ -130,11 +130,16 @@ func TestAppendOutsideRange(t *testing.T) {
 }
 
 func TestPersistAndReadBack(t *testing.T) {
-	for _, compress := range []bool{false, true} {
-		t.Run(fmt.Sprintf("compression=%v", compress), func(t *testing.T) {
+	for _, tc := range []struct {
+		compress bool
+		version  int
+	}{{false, 1}, {true, 1}, {false, 2}, {true, 2}} {
+		compress := tc.compress
+		t.Run(fmt.Sprintf("compression=%v/version=%d", compress, tc.version), func(t *testing.T) {
 			b := dstltest.NewBackend()
 			cfg := testConfig()
 			cfg.CompressionEnabled = compress
+			cfg.FormatVersion = tc.version
 			s := newStorage(t, b, cfg)
 			kgr := dstl.KeyGroupRange{Start: 0, End: 3}
 			w := newWriter(t, s, "op", kgr)
@@ -446,5 +451,24 @@ func TestChangesAcrossChunks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStorageWriters: Writers counts the writers opened and not closed.
+func TestStorageWriters(t *testing.T) {
+	s := newStorage(t, dstltest.NewBackend(), testConfig())
+	kgr := dstl.KeyGroupRange{Start: 0, End: 7}
+	a, b := newWriter(t, s, "a", kgr), newWriter(t, s, "b", kgr)
+	if n := s.Writers(); n != 2 {
+		t.Fatalf("Writers = %d after opening 2", n)
+	}
+	a.Close()
+	a.Close()
+	if n := s.Writers(); n != 1 {
+		t.Fatalf("Writers = %d after closing 1 of 2", n)
+	}
+	b.Close()
+	if n := s.Writers(); n != 0 {
+		t.Fatalf("Writers = %d after closing both", n)
 	}
 }

@@ -1,8 +1,9 @@
 // Package dstltest provides test doubles for code that uses a
-// [backends.Backend]: an in-memory [Backend] with fault injection and
-// inspection, a [ConditionStore] that honours or ignores create-only
-// conditions, and an uploader that stores nothing. They are thin
-// constructors over the in-memory driver (package
+// [backends.Backend]. It has an in-memory [Backend] with fault injection
+// and inspection, a [ConditionStore] that honours or ignores create-only
+// conditions, and an uploader that stores nothing.
+//
+// They are thin constructors over the in-memory driver (package
 // github.com/dstlgo/dstl/backends/mem), the fault-injecting wrapper
 // (package github.com/dstlgo/dstl/backends/faulty) and the
 // request-counting wrapper (package github.com/dstlgo/dstl/backends/counting).

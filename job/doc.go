@@ -1,9 +1,11 @@
-// Package job runs the instances of one process of a stateful job: it
-// joins the job, restores each instance's state stores, runs the user's
-// processing, takes a checkpoint at an interval, commits it, confirms it
-// once complete, applies the deletion rule, and rejoins when fenced. It
-// is the instance loop that package kafkastate, the examples and a
-// service of one's own share.
+// Package job runs the instances of one process of a stateful job. Its
+// runner joins the job, restores each instance's state stores, runs the
+// user's processing, and takes, commits and confirms a checkpoint at each
+// interval. It is the instance loop that package kafkastate, the examples
+// and a service of one's own share.
+//
+// The runner also applies the deletion rule, and rejoins and restores
+// again when a newer generation fences its process.
 //
 // The user gives an [Open] function, called for each instance the process
 // runs: it makes the instance's state stores on the instance's log,

@@ -1,13 +1,14 @@
-// Package kafkastate runs a Kafka consumer-group member whose partitions are
-// the unit of work and of state: each assigned partition's state lives in
-// state stores (package statestore) whose changes go to the durable
-// short-term log. Kafka is the job's catalog: each checkpoint of a process
-// puts one record on the object store, holding the state handles of its
-// partitions, and commits the partitions' offsets to the group with
-// metadata naming that record. A restart, a rebalance or a crash resumes
-// every partition from the record its committed offset names: the state is
-// exactly-once. docs/KAFKA.md has the design, the fencing argument and the
-// guarantees at length.
+// Package kafkastate runs a Kafka consumer-group member whose partitions
+// are the unit of work and of state. Each checkpoint of a process puts one
+// record of its partitions' state handles on the object store, and commits
+// the partitions' offsets to the group with metadata naming that record. A
+// restart, a rebalance or a crash resumes every partition from the record
+// its committed offset names, so the state is exactly-once.
+//
+// Each assigned partition's state lives in state stores (package
+// statestore) whose changes go to the durable short-term log. Kafka is the
+// job's catalog. docs/KAFKA.md has the design, the fencing argument and
+// the guarantees at length.
 //
 // # Design
 //

@@ -1,44 +1,45 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash"
 	"hash/fnv"
-	"io"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/dstlgo/dstl/backends"
+	"github.com/google/uuid"
+
 	"github.com/dstlgo/dstl/catalog"
-	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 // The job of the catalog simulation, and the time rules of its processes.
 const (
-	catJobID   = "job"
-	catPrefix  = "job/"
-	catDataDir = "job/data/"
-	catGrace   = 10 * time.Minute
-	// catOpSpan bounds, in simulated time, one operation of a process
-	// (its calls, their delays and any stall in between), and the age of
-	// an object it uploaded when a part of it names the object first: the
-	// grace rests on this (an upload is committed within a few checkpoint
-	// intervals). A process stalled between operations is not bounded.
+	catJobID  = "job"
+	catPrefix = "job/"
+	catGrace  = 10 * time.Minute
+	// catOpSpan bounds, in simulated time, one operation of a process of
+	// the first layout (its calls, their delays and any stall in between),
+	// and the age of an object such a process uploaded when a part of it
+	// names the object first: the first layout's grace rests on this. The
+	// second layout's processes have no bound: they stall anywhere, for
+	// any time.
 	catOpSpan = catGrace / 4
 	// catTick bounds the simulated time one scheduling step takes.
 	catTick = catGrace / 100
-	// catMaxProcs bounds the processes of a schedule (restarts and
-	// rescales stop there).
-	catMaxProcs = 60
+	// catMaxProcs bounds the processes of a schedule (restarts, rescales
+	// and the upgrade stop there).
+	catMaxProcs = 80
 	// catMaxCalls bounds the backend calls of one operation.
 	catMaxCalls = 5000
+	// catMaxInstances bounds the instances of a configuration.
+	catMaxInstances = 8
 )
 
 var catEpoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -48,24 +49,42 @@ var errKilled = errors.New("sim: the process was killed")
 
 // CatalogStats says what one schedule of the catalog simulation did.
 type CatalogStats struct {
-	Setup     string // instances, mode, retain, key groups, steps
+	Setup     string // instances, processes, mode, retain, key groups, steps
 	Faults    string
 	FaultFree bool
-	Duration  time.Duration // wall time
+	Upgrade   bool // the schedule started from a catalog of the first layout
+	Damaged   int  // catalog objects the schedule damaged or removed on purpose
+	Duration  time.Duration
 	SimTime   time.Duration // simulated time
 
-	Procs, Kills, Restarts, Rescales, Stalls, Delays, Jumps int
-	Joins, JoinErrors, Generations, Restores, RestoredParts int
-	Commits, CommitErrors, Fenced, Replaced, Refreshes      int
-	// OwnPartReplaced counts commits refused with ErrReplaced where the
-	// part in the catalog is the process's own, from an earlier attempt
-	// whose answer was lost.
-	OwnPartReplaced                        int
-	Plans, PlansFenced, Dropped, Collected int
-	FinalParts, FinalObjects               int // left after the final collection
+	Procs, OldProcs, Kills, Restarts, Rescales, Stalls, Delays, Jumps, Skews int
+	Joins, JoinErrors, Generations, Restores, RestoredParts                  int
+	Commits, CommitErrors, Fenced, Replaced, Refreshes, Uploads              int
+	// Confirmed counts the statuses that let a member confirm a new
+	// checkpoint; Completed the checkpoints that completed.
+	Confirmed, Completed int
+	// StalledCommits counts the commits that succeeded although their
+	// process made (uploaded) them longer than the grace before; HeldFrom
+	// the commits that held objects of a materialisation (HoldFrom).
+	StalledCommits, HeldFrom int
+	// RestoredFrom counts the generations started with RestoreFrom.
+	RestoredFrom int
+	// LateRestored counts the commits a new generation restored that were
+	// stored after their generation's fence, before the starter listed.
+	LateRestored int
+	// OldCommits, OldFenced and OldJoinsRefused count the first layout's
+	// processes' commits, those that failed with ErrFenced, and their
+	// joins that failed after the upgrade's fence.
+	OldCommits, OldFenced, OldJoinsRefused int
+	Collects, CollectsFenced, Sweeps       int
+	DroppedCatalog, DeletedData            int
+	FinalObjects, FinalCommits             int // left after the final collection
 	Injected                               [numFaultKinds]int
-	Digest                                 uint64 // of the trace: equal runs of a seed have equal digests
-	Trace                                  string // the last events (on failure)
+	// Defects counts the known defects of package catalog met (see
+	// catDefect).
+	Defects [numDefects]int
+	Digest  uint64 // of the trace: equal runs of a seed have equal digests
+	Trace   string // the last events (on failure)
 }
 
 func (st CatalogStats) String() string {
@@ -74,10 +93,118 @@ func (st CatalogStats) String() string {
 
 // counts formats the counts of the schedule.
 func (st CatalogStats) counts() string {
-	return fmt.Sprintf("procs=%d kills=%d restarts=%d rescales=%d stalls=%d delays=%d jumps=%d joins=%d (failed %d) generations=%d restores=%d (parts %d) commits=%d (failed %d, fenced %d, replaced %d, own part replaced %d) refreshes=%d plans=%d (fenced %d) dropped=%d collected=%d final: parts=%d objects=%d injected=%s",
-		st.Procs, st.Kills, st.Restarts, st.Rescales, st.Stalls, st.Delays, st.Jumps, st.Joins, st.JoinErrors, st.Generations,
-		st.Restores, st.RestoredParts, st.Commits, st.CommitErrors, st.Fenced, st.Replaced, st.OwnPartReplaced, st.Refreshes, st.Plans, st.PlansFenced,
-		st.Dropped, st.Collected, st.FinalParts, st.FinalObjects, injectedString(st.Injected))
+	return fmt.Sprintf("procs=%d (old layout %d) kills=%d restarts=%d rescales=%d stalls=%d delays=%d jumps=%d skews=%d "+
+		"joins=%d (failed %d) generations=%d restores=%d (parts %d) uploads=%d commits=%d (failed %d, fenced %d, replaced %d) refreshes=%d "+
+		"confirmed=%d completed=%d stalled-commits=%d held-from=%d restored-from=%d late-restored=%d old: commits=%d fenced=%d joins-refused=%d "+
+		"collects=%d (fenced %d, sweeps %d) dropped=%d deleted=%d final: commits=%d objects=%d damaged=%d injected=%s defects=%s",
+		st.Procs, st.OldProcs, st.Kills, st.Restarts, st.Rescales, st.Stalls, st.Delays, st.Jumps, st.Skews,
+		st.Joins, st.JoinErrors, st.Generations, st.Restores, st.RestoredParts, st.Uploads, st.Commits, st.CommitErrors, st.Fenced, st.Replaced, st.Refreshes,
+		st.Confirmed, st.Completed, st.StalledCommits, st.HeldFrom, st.RestoredFrom, st.LateRestored, st.OldCommits, st.OldFenced, st.OldJoinsRefused,
+		st.Collects, st.CollectsFenced, st.Sweeps, st.DroppedCatalog, st.DeletedData, st.FinalCommits, st.FinalObjects, st.Damaged, injectedString(st.Injected), defectsString(st.Defects))
+}
+
+// catDefect is a defect of package catalog that the simulation meets and
+// that a failing test of that package shows. A schedule that meets one
+// counts it rather than failing, and ends there when what follows from it
+// would break other invariants (a checked invariant it broke before that
+// fails all the same); with catStrict, it fails.
+type catDefect uint8
+
+const (
+	// defectFenceCollected: the deletion rule deletes a fenced
+	// generation's fence (with its record, claims and commits) once it is
+	// older than the grace; a member of that generation that stalled
+	// longer then finds no fence, joins it, commits and confirms as if it
+	// were live (TestStalledMemberAfterItsFenceIsCollected in package catalog).
+	defectFenceCollected catDefect = iota
+	// defectIndependentFallback: in the independent mode, a new
+	// generation restores a process's key groups from what the generation
+	// before restored when another process whose instances those parts
+	// also cover committed nothing, although the process confirmed a
+	// later commit of its own (TestIndependentRestoreNoRollback in
+	// package catalog).
+	defectIndependentFallback
+	// defectUnfencedDrop: the leader's Collect deletes the commits of the
+	// checkpoints it no longer retains by what its latest listing
+	// decided, without a read of the fence after that listing; when a
+	// newer generation's starter listed before it, the commits deleted
+	// may be the ones the newer generation restores
+	// (TestLeaderDropsNothingANewGenerationRestores in package catalog).
+	defectUnfencedDrop
+	numDefects
+)
+
+var defectNames = [numDefects]string{"fence-collected", "independent-fallback", "unfenced-drop"}
+
+// catStrict makes a schedule that meets a known defect fail (the test's
+// -sim.strict).
+var catStrict bool
+
+// defect records that the schedule met a known defect: it ends the
+// schedule (but for the independent mode's fallback, a rollback that
+// changes nothing else), or fails it with catStrict.
+func (s *catSchedule) defect(d catDefect, format string, args ...any) {
+	if catStrict {
+		s.failf(format, args...)
+		return
+	}
+	if s.halted {
+		return
+	}
+	s.stats.Defects[d]++
+	if d == defectIndependentFallback {
+		s.logf("DEFECT %s: %s", defectNames[d], fmt.Sprintf(format, args...))
+		return
+	}
+	s.halted = true
+	s.logf("DEFECT %s: %s (the schedule ends here)", defectNames[d], fmt.Sprintf(format, args...))
+}
+
+func defectsString(counts [numDefects]int) string {
+	var out []string
+	for d, n := range counts {
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s:%d", defectNames[d], n))
+		}
+	}
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+// over reports whether the schedule failed, or ended at a known defect.
+func (s *catSchedule) over() bool { return len(s.errs) > 0 || s.halted }
+
+// catHooks break the protocol or the simulation on purpose, for the
+// tests of the checks (TestCatalogChecks).
+type catHooks struct {
+	// tamper replaces what a process puts.
+	tamper func(s *catSchedule, name string, data []byte) []byte
+	// hideFence makes every read of a fence of the second layout find
+	// none, so that no member learns it is fenced.
+	hideFence bool
+	// hideOldFence hides the upgrade's fence record from the listings of
+	// the first layout's processes.
+	hideOldFence bool
+	// noHold makes the leader delete, after each collection, the data
+	// objects that the collection kept only because they were made for a
+	// checkpoint that may still complete (collect's HoldFrom).
+	noHold bool
+	// collectKept makes the leader delete, after each collection, old
+	// data objects that the plan keeps.
+	collectKept bool
+	// forge makes every schedule damage commits the deletion rule keeps
+	// so that they still decode: another state, with a valid checksum.
+	forge bool
+}
+
+// catConfig is one configuration of the job's processes.
+type catConfig struct {
+	mode      catalog.Mode
+	instances int
+	processes int
+}
+
+func (c catConfig) String() string {
+	return fmt.Sprintf("%d instances in %d processes, %s", c.instances, c.processes, c.mode)
 }
 
 // catSchedule is one schedule of the catalog simulation. Its processes
@@ -86,22 +213,37 @@ func (st CatalogStats) counts() string {
 // seed alone, which process goes on, which starts an operation, and which
 // event comes next. A schedule is therefore the same at every run.
 type catSchedule struct {
-	seed uint64
-	opt  Options
-	r    *rand.Rand
+	seed  uint64
+	opt   Options
+	hooks catHooks
+	r     *rand.Rand
 
-	mode     catalog.Mode
-	p        int // instances of the latest rescale
+	cur      catConfig // the latest configuration of the second layout
+	old      catConfig // the first layout's, in an upgrade
 	retain   int
 	maxPar   int
 	steps    int
+	sweep    time.Duration // Config.SweepInterval (0: the default)
 	prof     faultProfile
 	delayP   float64
 	stallMax int     // longest stall, in steps
 	storm    float64 // how often processes are killed, restarted, stalled and rescaled
+	// The upgrade: processes of the first layout run from the start; at
+	// step upgradeAt, processes of the second layout start replacing
+	// them, one at a time (rolling), in the order of rolling.
+	upgrade   bool
+	upgradeAt int
+	rolling   []int
+	rolled    bool
+	// damages is how many catalog objects the schedule may still damage.
+	damages int
+	// faultsOff: the backend injects no more faults (the final phase).
+	faultsOff bool
+	// halted: the schedule met a known defect (see catDefect) and ends.
+	halted bool
 
 	be   *backend
-	cl   *backend // clean view, for the checks
+	cl   *backend // clean view, for the checks and the damage
 	now  time.Time
 	tick int
 
@@ -111,9 +253,11 @@ type catSchedule struct {
 	running *proc
 	trigger int64 // the latest checkpoint triggered (aligned mode)
 
-	t       *truth
-	holders map[slotKey]*proc  // the process that joined each slot of each generation
-	intents map[string]*intent // what the committer of each part meant to store
+	t        *truth
+	holders  map[slotKey]*proc  // the process that joined each slot of each generation
+	intents  map[string]*intent // what the committer of each commit or first-layout part meant to store
+	resetGen int64              // the latest generation started with RestoreFrom (a rollback asked for)
+	fromOld  int64              // the first layout's generation the upgrade restored from
 
 	stats  CatalogStats
 	errs   []string
@@ -122,172 +266,24 @@ type catSchedule struct {
 }
 
 type slotKey struct {
-	gen   int64
-	index int
-}
-
-// intent is a part as its committer meant it.
-type intent struct {
-	name    string
-	n       int64
-	state   []byte
-	objects []string
-	proc    int
-}
-
-type procPhase uint8
-
-const (
-	phaseIdle    procPhase = iota // between operations
-	phaseParked                   // at a backend call, in an operation
-	phaseStopped                  // killed, or gave up
-)
-
-// proc is one simulated process: a configuration (instance Index of
-// Instances) and, once joined, a member.
-type proc struct {
-	s      *catSchedule
-	id     int
-	cfg    catalog.Config
-	b      *procBackend
-	resume chan procCmd
-	ctx    context.Context
-	cancel context.CancelFunc
-
-	// The scheduler's, while the process is not running.
-	phase     procPhase
-	stallTill int       // not scheduled before this step
-	notBefore int       // its parked call is delayed until this step
-	opStart   time.Time // when its current operation started
-	call      string    // the call it is parked at
-	opName    string
-
-	// The process's own; the scheduler reads them between steps.
-	killed   bool
-	giveUp   bool // it learnt it must stop (ErrReplaced, ErrMismatch)
-	m        *catalog.Member
-	fenced   bool
-	values   map[int]uint64
-	objects  []string             // the data objects its state refers to
-	uploaded map[string]time.Time // objects it uploaded that no part of its own named yet
-	last     int64                // the latest checkpoint it tried
-	retry    *intent              // a failed commit to try again
-	nobj     int
-	joinErr  error // of its latest Join or Rejoin
-	lastList int64 // the truth's seq at its latest listing
-	listTick int   // and the step
-	calls    int
-}
-
-type procCmd struct {
-	op   func()
-	kill bool
-	quit bool
-}
-
-type procEvent struct {
-	p     *proc
-	call  string // parked at this call
-	done  bool   // the operation ended
-	panic string
-}
-
-// procBackend is a process's view of the faulty backend: every call is a
-// scheduling point.
-type procBackend struct{ p *proc }
-
-var _ backends.Backend = (*procBackend)(nil)
-
-// Unwrap returns the simulated store, which needs no check of create-only
-// puts (see backend.VerifyCreateOnly).
-func (b *procBackend) Unwrap() backends.Backend { return b.p.s.be }
-
-func (b *procBackend) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
-	if err := b.p.yield("put " + name); err != nil {
-		return opErr("put", name, err)
-	}
-	if f := b.p.s.opt.catalogTamper; f != nil {
-		data := make([]byte, size)
-		if _, err := body.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
-			return opErr("put", name, err)
-		}
-		data = f(b.p.s, name, data)
-		return b.p.s.be.Put(ctx, name, bytesReaderAt(data), int64(len(data)))
-	}
-	return b.p.s.be.Put(ctx, name, body, size)
-}
-
-func (b *procBackend) Get(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
-	if err := b.p.yield("get " + name); err != nil {
-		return nil, opErr("get", name, err)
-	}
-	return b.p.s.be.Get(ctx, name, offset, length)
-}
-
-func (b *procBackend) Delete(ctx context.Context, name string) error {
-	if err := b.p.yield("delete " + name); err != nil {
-		return opErr("delete", name, err)
-	}
-	return b.p.s.be.Delete(ctx, name)
-}
-
-func (b *procBackend) List(ctx context.Context, prefix string, fn func(backends.ObjectInfo) error) error {
-	if err := b.p.yield("list " + prefix); err != nil {
-		return opErr("list", prefix, err)
-	}
-	b.p.lastList, b.p.listTick = b.p.s.t.seq, b.p.s.tick
-	return b.p.s.be.List(ctx, prefix, fn)
-}
-
-func (b *procBackend) Close() error { return nil }
-
-// yield parks the process at a call until the scheduler lets it go on.
-func (p *proc) yield(call string) error {
-	if p.killed {
-		return errKilled
-	}
-	p.s.events <- procEvent{p: p, call: call}
-	cmd := <-p.resume
-	if cmd.kill {
-		p.killed = true
-		p.cancel()
-		return errKilled
-	}
-	p.calls++
-	return nil
-}
-
-// loop runs the process's operations, one per command.
-func (p *proc) loop() {
-	defer p.s.wg.Done()
-	for cmd := range p.resume {
-		if cmd.quit {
-			return
-		}
-		p.calls = 0
-		ev := procEvent{p: p, done: true}
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					ev.panic = fmt.Sprint(r)
-				}
-			}()
-			cmd.op()
-		}()
-		p.s.events <- ev
-	}
+	gen  int64
+	slot int
 }
 
 // RunCatalog runs the catalog simulation's schedule of seed and returns
 // what it did; the error lists the invariants it broke.
 func RunCatalog(seed uint64, opt Options) (CatalogStats, error) {
+	return runCatalog(seed, opt, catHooks{})
+}
+
+func runCatalog(seed uint64, opt Options, hooks catHooks) (CatalogStats, error) {
 	if opt.Watchdog <= 0 {
 		opt.Watchdog = 60 * time.Second
 	}
-	s := &catSchedule{seed: seed, opt: opt, digest: fnv.New64a()}
+	s := &catSchedule{seed: seed, opt: opt, hooks: hooks, digest: fnv.New64a()}
 	begin := time.Now()
 	if dump := watchdog(opt.Watchdog, s.run); dump != "" {
-		return CatalogStats{}, fmt.Errorf("seed %d: invariant 4 (no hang): schedule still running after %v\ngoroutines:\n%s", seed, opt.Watchdog, dump)
+		return CatalogStats{}, fmt.Errorf("seed %d: no hang: schedule still running after %v\ngoroutines:\n%s", seed, opt.Watchdog, dump)
 	}
 	s.stats.Duration = time.Since(begin)
 	s.stats.SimTime = s.now.Sub(catEpoch)
@@ -307,35 +303,71 @@ func RunCatalog(seed uint64, opt Options) (CatalogStats, error) {
 
 func (s *catSchedule) failf(format string, args ...any) {
 	msg := fmt.Sprintf("step %d: %s", s.tick, fmt.Sprintf(format, args...))
+	if s.halted {
+		s.logf("after the defect: %s", msg)
+		return
+	}
 	s.logf("FAIL %s", msg)
 	if len(s.errs) < 10 {
 		s.errs = append(s.errs, msg)
 	}
 }
 
-// logf records an event in the trace (the last 300 are kept for a
+// probeNames matches the names of collections' clock probes, which are
+// random: the trace shows them as one name, so that a seed's trace is the
+// same at every run.
+var probeNames = regexp.MustCompile(regexp.QuoteMeta(objname.ClockProbePrefix) + `[0-9a-fA-F-]{36}`)
+
+// logf records an event in the trace (the last 400 are kept for a
 // failure's report) and in the digest.
 func (s *catSchedule) logf(format string, args ...any) {
 	line := fmt.Sprintf("%4d %s: %s", s.tick, s.now.Sub(catEpoch).Round(time.Second), fmt.Sprintf(format, args...))
+	line = probeNames.ReplaceAllString(line, objname.ClockProbePrefix+"UUID")
 	s.digest.Write([]byte(line))
 	s.digest.Write([]byte{'\n'})
 	s.trace = append(s.trace, line)
-	if len(s.trace) > 300 && !s.opt.Trace {
-		s.trace = s.trace[len(s.trace)-300:]
+	if len(s.trace) > 400 && !s.opt.Trace {
+		s.trace = s.trace[len(s.trace)-400:]
 	}
 }
 
 func (s *catSchedule) clock() time.Time { return s.now }
 
+// randConfig draws a configuration of the second layout.
+func (s *catSchedule) randConfig(mode catalog.Mode) catConfig {
+	p := 1 + s.r.IntN(catMaxInstances)
+	q := p
+	if s.r.IntN(2) == 0 {
+		q = 1 + s.r.IntN(p)
+	}
+	return catConfig{mode: mode, instances: p, processes: q}
+}
+
 func (s *catSchedule) setup() {
 	r := s.r
-	s.p = 1 + r.IntN(5)
-	s.mode = pick(r, catalog.Aligned, catalog.Independent)
+	s.maxPar = pick(r, 8, 12, 30)
+	mode := pick(r, catalog.Aligned, catalog.Independent)
+	s.cur = s.randConfig(mode)
 	s.retain = 1 + r.IntN(3)
-	s.maxPar = pick(r, 5, 8, 12, 30)
 	s.steps = 150 + r.IntN(450)
 	s.stallMax = pick(r, 10, 40, 200)
 	s.storm = pick(r, 0.1, 0.3, 1)
+	s.sweep = pick(r, 0, time.Minute, catGrace/2)
+	if r.IntN(4) == 0 {
+		s.upgrade = true
+		s.old = catConfig{mode: mode, instances: 1 + r.IntN(5)}
+		s.old.processes = s.old.instances
+		s.upgradeAt = s.steps/8 + r.IntN(s.steps/3)
+		if r.IntN(3) != 0 {
+			s.cur = catConfig{mode: mode, instances: s.old.instances, processes: s.old.instances}
+		}
+	}
+	if r.IntN(10) == 0 {
+		s.damages = 1 + r.IntN(2)
+	}
+	if s.hooks.forge {
+		s.damages = 3
+	}
 	var prof faultProfile
 	if r.IntN(4) != 0 {
 		level := pick(r, 0.02, 0.08, 0.2)
@@ -349,8 +381,14 @@ func (s *catSchedule) setup() {
 	}
 	s.prof = prof
 	s.stats.FaultFree = prof.faultFree() && s.delayP == 0
+	s.stats.Upgrade = s.upgrade
 	s.stats.Faults = fmt.Sprintf("%s delays=%.2f", prof, s.delayP)
-	s.stats.Setup = fmt.Sprintf("instances=%d mode=%s retain=%d key-groups=%d steps=%d storm=%.1f longest-stall=%d", s.p, s.mode, s.retain, s.maxPar, s.steps, s.storm, s.stallMax)
+	up := "none"
+	if s.upgrade {
+		up = fmt.Sprintf("from %d instances of the first layout at step %d", s.old.instances, s.upgradeAt)
+	}
+	s.stats.Setup = fmt.Sprintf("%s retain=%d key-groups=%d steps=%d storm=%.1f longest-stall=%d sweep-interval=%v upgrade=%s damages=%d",
+		s.cur, s.retain, s.maxPar, s.steps, s.storm, s.stallMax, s.sweep, up, s.damages)
 }
 
 func (s *catSchedule) run() {
@@ -370,23 +408,32 @@ func (s *catSchedule) run() {
 	s.logf("setup: %s; faults: %s", s.stats.Setup, s.stats.Faults)
 	defer s.shutdown()
 
-	for i := range s.p {
-		s.newProc(i, s.p)
+	if s.upgrade {
+		for i := range s.old.instances {
+			s.newOldProc(i, s.old)
+		}
+	} else {
+		for p := range s.cur.processes {
+			s.newProc(p, s.cur)
+		}
 	}
 	for s.tick = 0; s.tick < s.steps; s.tick++ {
 		s.step()
-		if len(s.errs) > 0 {
+		if s.over() {
 			return
 		}
 	}
 	s.drain()
-	if len(s.errs) > 0 {
+	if s.over() {
 		return
 	}
 	s.be.stopFaults()
+	s.faultsOff = true
 	s.stats.Injected = s.be.st.counts
 	s.checkNeeded("at the end")
-	s.final()
+	if !s.over() {
+		s.final()
+	}
 }
 
 // shutdown ends every process's goroutine.
@@ -395,20 +442,6 @@ func (s *catSchedule) shutdown() {
 		s.stop(p)
 	}
 	s.wg.Wait()
-}
-
-func (s *catSchedule) newProc(index, instances int) *proc {
-	p := &proc{s: s, id: len(s.procs), resume: make(chan procCmd)}
-	p.cfg = catalog.Config{JobID: catJobID, Instances: instances, Index: index, MaxParallelism: s.maxPar, Mode: s.mode,
-		Retain: s.retain, Grace: catGrace, Owner: fmt.Sprintf("process-%d", p.id), Now: s.clock}
-	p.b = &procBackend{p: p}
-	p.ctx, p.cancel = context.WithCancel(context.Background())
-	s.procs = append(s.procs, p)
-	s.stats.Procs++
-	s.wg.Add(1)
-	go p.loop()
-	s.logf("p%d: new process, instance %d of %d", p.id, index, instances)
-	return p
 }
 
 // grant lets p run until its next call or the end of its operation.
@@ -436,17 +469,10 @@ func (s *catSchedule) grant(p *proc, cmd procCmd) {
 			s.stats.Delays++
 		}
 		if p.calls > catMaxCalls {
-			s.failf("invariant 4 (no hang): p%d: %s made more than %d calls", p.id, p.opName, catMaxCalls)
+			s.failf("no hang: p%d: %s made more than %d calls", p.id, p.opName, catMaxCalls)
 		}
 	}
-	for _, l := range s.t.fresh {
-		s.checkRecord(l)
-	}
-	s.t.fresh = nil
-	for _, b := range s.t.bad {
-		s.failf("a catalog record does not decode: %s", b)
-	}
-	s.t.bad = nil
+	s.settle()
 }
 
 // stop kills p, if it is in an operation, and ends its goroutine.
@@ -471,13 +497,11 @@ func (s *catSchedule) live() []*proc {
 	return out
 }
 
-// deadline is when p's operation must be over.
-func (p *proc) deadline() time.Time { return p.opStart.Add(catOpSpan - catTick) }
-
-// advance moves the clock by up to d, never past an operation's deadline.
+// advance moves the clock by up to d, never past the deadline of an
+// operation of a first-layout process.
 func (s *catSchedule) advance(d time.Duration) {
 	for _, p := range s.procs {
-		if p.phase == phaseParked {
+		if p.phase == phaseParked && p.old {
 			d = min(d, max(0, p.deadline().Sub(s.now)))
 		}
 	}
@@ -493,9 +517,10 @@ type action struct {
 // starts an operation, or an event happens.
 func (s *catSchedule) step() {
 	s.advance(time.Duration(s.r.Int64N(int64(catTick) + 1)))
-	// An operation near its deadline goes on before anything else.
+	// An operation of the first layout near its deadline goes on before
+	// anything else.
 	for _, p := range s.procs {
-		if p.phase == phaseParked && !s.now.Add(2*catTick).Before(p.deadline()) {
+		if p.phase == phaseParked && p.old && !s.now.Add(2*catTick).Before(p.deadline()) {
 			s.grant(p, procCmd{})
 			return
 		}
@@ -509,15 +534,21 @@ func (s *catSchedule) step() {
 			acts = append(acts, action{4, func() { s.startOp(p) }})
 		}
 	}
-	if s.mode == catalog.Aligned {
-		acts = append(acts, action{3, func() { s.trigger++; s.logf("trigger checkpoint %d", s.trigger) }})
-	}
 	acts = append(acts,
+		action{1.5, func() { s.trigger++; s.logf("trigger checkpoint %d", s.trigger) }},
 		action{0.4 * s.storm, s.killOne},
 		action{0.6 * s.storm, s.stallOne},
+		action{0.3 * s.storm, s.stallCommitter},
 		action{0.4, s.jump},
+		action{0.2, s.skewOne},
 		action{1, func() {}}, // time passes
 	)
+	if s.damages > 0 {
+		acts = append(acts, action{0.05, s.damage})
+	}
+	if s.upgrade && !s.rolled && s.tick >= s.upgradeAt {
+		acts = append(acts, action{2, s.rollOne})
+	}
 	if len(s.procs) < catMaxProcs {
 		acts = append(acts, action{0.8 * s.storm, s.restart}, action{0.2 * s.storm, s.rescale})
 	}
@@ -535,33 +566,6 @@ func (s *catSchedule) step() {
 	}
 }
 
-// startOp starts p's next operation.
-func (s *catSchedule) startOp(p *proc) {
-	var op func()
-	switch {
-	case p.m == nil:
-		p.opName, op = "join", p.opJoin
-	case p.fenced:
-		p.opName, op = "rejoin", p.opRejoin
-	default:
-		x := s.r.IntN(100)
-		planP := 10
-		if p.m.Index() == 0 {
-			planP = 30
-		}
-		switch {
-		case x < planP:
-			p.opName, op = "plan", p.opPlan
-		case x < planP+15:
-			p.opName, op = "refresh", p.opRefresh
-		default:
-			p.opName, op = "commit", p.opCommit
-		}
-	}
-	p.opStart = s.now
-	s.grant(p, procCmd{op: op})
-}
-
 func (s *catSchedule) killOne() {
 	l := s.live()
 	if len(l) == 0 {
@@ -573,24 +577,32 @@ func (s *catSchedule) killOne() {
 	s.stop(p)
 }
 
-func (p *proc) where() string {
-	if p.phase == phaseParked {
-		return fmt.Sprintf("in %s at %s", p.opName, p.call)
-	}
-	return "between operations"
-}
-
 func (s *catSchedule) stallOne() {
 	l := s.live()
 	if len(l) == 0 {
 		return
 	}
-	p := l[s.r.IntN(len(l))]
-	s.stallFor(p)
+	s.stallFor(l[s.r.IntN(len(l))], 1+s.r.IntN(s.stallMax))
 }
 
-func (s *catSchedule) stallFor(p *proc) {
-	p.stallTill = s.tick + 1 + s.r.IntN(s.stallMax)
+// stallCommitter stalls a process of the second layout that is in the
+// middle of a commit (its objects uploaded, its commit not yet stored)
+// for long, usually past the grace, while the others go on and collect.
+func (s *catSchedule) stallCommitter() {
+	var in []*proc
+	for _, p := range s.live() {
+		if !p.old && p.phase == phaseParked && (p.opName == "commit" || p.opName == "upload") {
+			in = append(in, p)
+		}
+	}
+	if len(in) == 0 {
+		return
+	}
+	s.stallFor(in[s.r.IntN(len(in))], 20+s.r.IntN(2*s.stallMax+1))
+}
+
+func (s *catSchedule) stallFor(p *proc, steps int) {
+	p.stallTill = s.tick + steps
 	s.stats.Stalls++
 	s.logf("p%d: stalls until step %d (%s)", p.id, p.stallTill, p.where())
 }
@@ -602,6 +614,19 @@ func (s *catSchedule) jump() {
 	s.logf("time passes: %v", s.now.Sub(before))
 }
 
+// skewOne moves a process's clock away from the store's, by up to a
+// tenth of the grace either way.
+func (s *catSchedule) skewOne() {
+	l := s.live()
+	if len(l) == 0 {
+		return
+	}
+	p := l[s.r.IntN(len(l))]
+	p.skew = time.Duration(s.r.Int64N(int64(catGrace/5)+1)) - catGrace/10
+	s.stats.Skews++
+	s.logf("p%d: its clock is off by %v", p.id, p.skew)
+}
+
 // replaced decides what becomes of a process another replaces: killed,
 // stalled (a zombie), or left running.
 func (s *catSchedule) replaced(p *proc) {
@@ -611,47 +636,198 @@ func (s *catSchedule) replaced(p *proc) {
 		s.stats.Kills++
 		s.stop(p)
 	case x < 8:
-		s.stallFor(p)
+		s.stallFor(p, 1+s.r.IntN(s.stallMax))
 	}
 }
 
-// restart starts a new process for a slot of the latest rescale.
+// restart starts a new process for a slot of the latest configuration:
+// of the first layout before the upgrade (and sometimes while it rolls:
+// an old release's process restarting), of the second otherwise.
 func (s *catSchedule) restart() {
-	i := s.r.IntN(s.p)
+	if s.upgrade && (s.tick < s.upgradeAt || !s.rolled && s.r.IntN(3) == 0) {
+		i := s.r.IntN(s.old.instances)
+		for _, p := range s.live() {
+			if p.old && p.cfg1.Instances == s.old.instances && p.cfg1.Index == i {
+				s.replaced(p)
+			}
+		}
+		s.newOldProc(i, s.old)
+		s.stats.Restarts++
+		return
+	}
+	if s.upgrade && s.tick < s.upgradeAt {
+		return
+	}
+	slot := s.r.IntN(s.cur.processes)
 	for _, p := range s.live() {
-		if p.cfg.Instances == s.p && p.cfg.Index == i {
+		if !p.old && p.conf == s.cur && p.cfg.Process == slot {
 			s.replaced(p)
 		}
 	}
-	np := s.newProc(i, s.p)
+	np := s.newProc(slot, s.cur)
 	s.stats.Restarts++
-	if s.mode == catalog.Aligned && s.r.IntN(10) == 0 {
-		v := s.t.viewAt(s.t.seq)
-		if g := v.gens[v.latest()]; g != nil {
-			if c := v.complete(g); len(c) > 0 {
-				c = c[max(0, len(c)-s.retain):]
-				np.cfg.RestoreFrom = c[s.r.IntN(len(c))]
+	if s.cur.mode == catalog.Aligned && s.r.IntN(8) == 0 {
+		if live := s.t.live(); live != 0 {
+			g := s.t.gen2(live)
+			choices := []int64{}
+			if c := s.t.everComplete(live); len(c) > 0 {
+				choices = append(choices, c[max(0, len(c)-s.retain):]...)
+			}
+			if g != nil && g.RestoredCheckpoint > 0 {
+				choices = append(choices, g.RestoredCheckpoint)
+			}
+			if s.r.IntN(4) == 0 {
+				choices = append(choices, s.trigger) // usually not retained
+			}
+			if len(choices) > 0 {
+				np.cfg.RestoreFrom = choices[s.r.IntN(len(choices))]
 				s.logf("p%d: restores from checkpoint %d if it starts a generation", np.id, np.cfg.RestoreFrom)
 			}
 		}
 	}
 }
 
-// rescale replaces every process by a new instance set.
+// rescale replaces every process by those of another configuration (of
+// the first layout before the upgrade).
 func (s *catSchedule) rescale() {
-	np := 1 + s.r.IntN(5)
-	if np == s.p {
-		np = np%5 + 1
+	if s.upgrade && s.tick < s.upgradeAt {
+		n := 1 + s.r.IntN(5)
+		if n == s.old.instances {
+			n = n%5 + 1
+		}
+		s.logf("rescale of the first layout from %d to %d instances", s.old.instances, n)
+		for _, p := range s.live() {
+			s.replaced(p)
+		}
+		s.old = catConfig{mode: s.old.mode, instances: n, processes: n}
+		for i := range n {
+			s.newOldProc(i, s.old)
+		}
+		s.stats.Rescales++
+		return
 	}
-	s.logf("rescale from %d to %d instances", s.p, np)
+	mode := s.cur.mode
+	if s.r.IntN(10) == 0 {
+		mode = pick(s.r, catalog.Aligned, catalog.Independent)
+	}
+	next := s.randConfig(mode)
+	for next == s.cur {
+		next = s.randConfig(mode)
+	}
+	s.logf("rescale from %s to %s", s.cur, next)
 	for _, p := range s.live() {
-		s.replaced(p)
+		if !p.old {
+			s.replaced(p)
+		}
 	}
-	s.p = np
-	for i := range np {
-		s.newProc(i, np)
+	s.cur = next
+	if s.upgrade && !s.rolled {
+		// The rolling upgrade goes on with the new configuration.
+		s.rolling = nil
+		for p := range next.processes {
+			s.rolling = append(s.rolling, p)
+		}
+		return
+	}
+	for p := range next.processes {
+		s.newProc(p, next)
 	}
 	s.stats.Rescales++
+}
+
+// rollOne starts the next process of the second layout in a rolling
+// upgrade, replacing one of the first layout's.
+func (s *catSchedule) rollOne() {
+	if s.rolling == nil {
+		s.rolling = s.r.Perm(s.cur.processes)
+		s.logf("rolling upgrade to %s starts", s.cur)
+	}
+	slot := s.rolling[0]
+	s.rolling = s.rolling[1:]
+	var old []*proc
+	for _, p := range s.live() {
+		if p.old {
+			old = append(old, p)
+		}
+	}
+	if len(old) > 0 {
+		s.replaced(old[s.r.IntN(len(old))])
+	}
+	s.newProc(slot, s.cur)
+	if len(s.rolling) == 0 {
+		s.rolled = true
+		s.logf("rolling upgrade: every process of the second layout started")
+	}
+}
+
+// damage damages a catalog object on purpose: its bytes (a bit flipped,
+// truncated, or another record's), or, for a commit or a first-layout
+// part, the whole object. What follows must be errors that name it,
+// never a wrong restore.
+func (s *catSchedule) damage() {
+	names, _ := s.t.neededNow(s.retain)
+	if live := s.t.live(); live != 0 {
+		names = append(names, objname.CatalogV2GenerationName(catPrefix, live))
+	}
+	if s.hooks.forge {
+		names = slices.DeleteFunc(names, func(name string) bool { c, _ := classify(name); return c != classCommit2 })
+	} else if len(names) == 0 || s.r.IntN(3) == 0 {
+		names = nil
+		for _, name := range s.cl.st.names() {
+			switch c, _ := classify(name); c {
+			case classGen2, classCommit2, classGen1, classPart1:
+				names = append(names, name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	name := names[s.r.IntN(len(names))]
+	l := s.t.now(name)
+	if l == nil || s.t.damaged[name] || len(l.data) == 0 {
+		return
+	}
+	s.damages--
+	s.stats.Damaged++
+	s.t.damaged[name] = true
+	if s.t.firstDamage == 0 {
+		s.t.firstDamage = s.t.seq + 1
+	}
+	ctx := context.Background()
+	if err := s.cl.Delete(ctx, name); err != nil {
+		s.failf("damage: delete %s: %v", name, err)
+		return
+	}
+	data := append([]byte(nil), l.data...)
+	how := "removed"
+	switch c := l.class; {
+	case s.hooks.forge && l.commit != nil:
+		forged := *l.commit
+		forged.Parts = slices.Clone(forged.Parts)
+		forged.Parts[0].State = append(slices.Clone(forged.Parts[0].State), " 0=1"...)
+		data = encodeRecord(2, 'M', &forged)
+		how = "forged, with another state"
+	case (c == classCommit2 || c == classPart1) && s.r.IntN(3) == 0:
+	case s.r.IntN(3) == 0:
+		data = data[:s.r.IntN(len(data))]
+		how = "truncated"
+	case s.r.IntN(2) == 0:
+		i := s.r.IntN(len(data))
+		data[i] ^= 1 << s.r.IntN(8)
+		how = fmt.Sprintf("a bit flipped at byte %d", i)
+	default:
+		data = encodeRecord(2, 'F', fenceRec{Next: 1, Owner: "damage"})
+		how = "replaced by a fence's record"
+	}
+	if how != "removed" {
+		if err := s.cl.Put(ctx, name, bytesReaderAt(data), int64(len(data))); err != nil {
+			s.failf("damage: put %s: %v", name, err)
+			return
+		}
+	}
+	s.logf("damage: %s: %s", shortName(name), how)
+	s.settle()
 }
 
 // drain wakes every process and lets every operation finish.
@@ -672,399 +848,160 @@ func (s *catSchedule) drain() {
 		s.advance(time.Duration(s.r.Int64N(int64(catTick) + 1)))
 		s.grant(parked[s.r.IntN(len(parked))], procCmd{})
 	}
-	s.failf("invariant 4 (no hang): operations still running after 100000 steps of the drain")
+	s.failf("no hang: operations still running after 100000 steps of the drain")
 }
 
 // runOp runs one operation of p to its end.
 func (s *catSchedule) runOp(p *proc, name string, op func()) {
 	p.opName, p.opStart = name, s.now
+	p.beginOp()
 	s.grant(p, procCmd{op: op})
 	for p.phase == phaseParked {
 		s.grant(p, procCmd{})
 	}
 }
 
-// final replaces every process by fresh ones with faults off: each must
-// join and restore; then each commits a checkpoint and, past the grace,
-// the leader collects: what is left must be what its plan keeps.
+// final replaces every process by fresh ones of the latest configuration,
+// with faults off: each must join and restore (unless the schedule damaged
+// what they restore: then the error must name it); then every process
+// commits Retain+1 checkpoints, the leader last, and each must learn the
+// checkpoint before; then, past the grace, the leader collects: what is
+// left must be what its plan keeps or holds.
 func (s *catSchedule) final() {
 	s.tick = s.steps + 1
 	for _, p := range s.live() {
 		s.stop(p)
 	}
-	s.logf("final: %d fresh processes join, with faults off", s.p)
+	s.logf("final: %d fresh processes of %s join, with faults off", s.cur.processes, s.cur)
 	var fresh []*proc
-	for i := range s.p {
-		fresh = append(fresh, s.newProc(i, s.p))
+	for i := range s.cur.processes {
+		fresh = append(fresh, s.newProc(i, s.cur))
 	}
+	for round := 0; round < 4; round++ {
+		for _, p := range fresh {
+			switch {
+			case p.m == nil:
+				s.runOp(p, "join", p.opJoin)
+			case p.m.Generation().Number != s.t.live() || p.fenced:
+				s.runOp(p, "rejoin", p.opRejoin)
+				if p.m == nil || p.giveUp {
+					p.giveUp, p.m = false, nil
+					s.runOp(p, "join", p.opJoin)
+				}
+			}
+			if s.over() {
+				return
+			}
+			if p.m == nil {
+				s.finalJoinFailed(p)
+				return
+			}
+		}
+	}
+	live := s.t.live()
 	for _, p := range fresh {
-		s.runOp(p, "join", p.opJoin)
-		if p.m == nil {
-			s.failf("invariant 3 (no deletion of a referenced object): final: p%d could not join, with faults off: %v", p.id, p.joinErr)
+		if p.m == nil || p.m.Generation().Number != live {
+			s.failf("final: p%d is not a member of the live generation %d after 4 rounds of joins", p.id, live)
 			return
 		}
 	}
-	for _, p := range fresh {
-		if p.fenced {
-			s.runOp(p, "rejoin", p.opRejoin)
-		}
-	}
-	s.trigger++
-	for _, p := range fresh {
-		if p.m != nil && !p.fenced {
+	order := append(append([]*proc(nil), fresh[1:]...), fresh[0])
+	var prev int64
+	for range s.retain + 1 {
+		s.trigger = max(s.trigger+1, fresh[0].m.Generation().FirstCheckpoint, fresh[0].last+1)
+		for _, p := range order {
+			p.retry = nil
 			s.runOp(p, "commit", p.opCommit)
+			n := p.last
+			switch {
+			case p.fenced || p.lastOK != n:
+				s.failf("final: p%d could not commit checkpoint %d, with faults off (%v)", p.id, n, p.lastErr)
+				return
+			case p.m.Generation().Mode == catalog.Independent && p.lastStatus != n:
+				s.failf("final: p%d's commit of %d in the independent mode says checkpoint %d is complete", p.id, n, p.lastStatus)
+			case p.m.Generation().Mode == catalog.Aligned && prev != 0 && p.lastStatus < prev:
+				s.failf("final: p%d's commit of %d says checkpoint %d is complete; every process committed %d before, the leader last", p.id, n, p.lastStatus, prev)
+			}
 		}
+		prev = s.trigger
 	}
-	s.now = s.now.Add(2 * catGrace)
+	s.now = s.now.Add(2*catGrace + s.sweepInterval())
 	leader := fresh[0]
-	if leader.m == nil || leader.fenced {
-		return
-	}
 	var pl *catalog.Plan
-	s.runOp(leader, "plan", func() { pl = leader.plan() })
-	if pl == nil || len(s.errs) > 0 {
+	s.runOp(leader, "collect", func() { pl = leader.collect() })
+	if s.over() {
 		return
 	}
-	kept := map[string]bool{}
-	for _, name := range pl.Parts {
-		kept[name] = true
-	}
-	for _, name := range s.cl.st.names() {
-		ref := objname.ParseCatalog(catPrefix, name)
-		switch {
-		case ref.Kind == objname.CatalogPart:
-			s.stats.FinalParts++
-			if !kept[name] {
-				s.failf("final: part %s left after the collection, not kept by the plan", name)
-			}
-		case strings.HasPrefix(name, catDataDir):
-			s.stats.FinalObjects++
-			if !pl.Keep[name] {
-				s.failf("final: data object %s left after the collection, not kept by the plan", name)
-			}
-		}
-	}
-}
-
-// opJoin joins the job.
-func (p *proc) opJoin() {
-	m, err := catalog.Join(p.ctx, p.b, p.cfg)
-	p.joined(m, err, "join")
-}
-
-// opRejoin rejoins after the member was fenced.
-func (p *proc) opRejoin() {
-	m, err := p.m.Rejoin(p.ctx)
-	p.joined(m, err, "rejoin")
-}
-
-// causeOf names the cause an error wraps, "" for none the simulation
-// knows.
-func causeOf(err error) string {
-	for _, c := range []struct {
-		err  error
-		name string
-	}{
-		{errInjected, "injected"}, {errKilled, "killed"}, {catalog.ErrFenced, "fenced"}, {catalog.ErrReplaced, "replaced"},
-		{catalog.ErrMismatch, "mismatch"}, {catalog.ErrNoCheckpoint, "no-checkpoint"}, {backends.ErrNotFound, "not-found"},
-		{catalog.ErrDamaged, "damaged"},
-	} {
-		if errors.Is(err, c.err) {
-			return c.name
-		}
-	}
-	if strings.Contains(err.Error(), "generations started while this instance joined") {
-		return "join-rounds"
-	}
-	return ""
-}
-
-func (p *proc) joined(m *catalog.Member, err error, what string) {
-	s := p.s
-	if p.killed {
-		return
-	}
-	s.stats.Joins++
-	p.joinErr = err
-	if err != nil {
-		s.stats.JoinErrors++
-		cause := causeOf(err)
-		s.logf("p%d: %s: %s: %v", p.id, what, cause, err)
-		switch cause {
-		case "replaced", "mismatch":
-			if what == "join" {
-				s.failf("p%d: Join failed with %v: a Join starts a generation rather", p.id, err)
-			}
-			p.giveUp = true
-		case "no-checkpoint":
-			p.cfg.RestoreFrom = 0
-		case "not-found":
-			s.checkNeeded(fmt.Sprintf("after p%d's %s met a missing object", p.id, what))
-		case "injected", "join-rounds":
-		default:
-			s.failf("p%d: %s failed with an error that names no known cause: %v", p.id, what, err)
-		}
-		return
-	}
-	s.checkMember(p, m, what)
-	g := m.Generation()
-	p.m, p.fenced, p.last, p.retry = m, false, 0, nil
-	p.cfg.RestoreFrom = 0
-	if s.mode == catalog.Aligned && g.FirstCheckpoint > s.trigger {
-		s.trigger = g.FirstCheckpoint
-	}
-}
-
-// opCommit commits the process's part of its next checkpoint.
-func (p *proc) opCommit() {
-	s := p.s
-	in := p.retry
-	if in != nil {
-		for _, o := range in.objects {
-			if t, ok := p.uploaded[o]; ok && s.now.Sub(t) > catOpSpan {
-				in = nil // too old to name now: commit anew
-				break
-			}
-		}
-	}
-	p.retry = nil
-	if in == nil {
-		g := p.m.Generation()
-		n := max(p.last+1, g.FirstCheckpoint)
-		if s.mode == catalog.Aligned {
-			n = max(s.trigger, g.FirstCheckpoint)
-		}
-		if n <= p.last {
-			p.opRefresh()
-			return
-		}
-		p.last = n
-		r := p.m.KeyGroups()
-		for range 1 + s.r.IntN(3) {
-			kg := r.Start + s.r.IntN(r.End-r.Start+1)
-			p.values[kg] = p.values[kg]*0x9e3779b97f4a7c15 + uint64(n)<<16 + uint64(p.id) + 1
-		}
-		// Objects uploaded long ago that no part of the process named yet
-		// are uploaded anew: the grace covers an upload only for a while.
-		if s.r.IntN(6) == 0 {
-			p.objects = nil // compacted: a new base object
-		}
-		var objects []string
-		for _, o := range p.objects {
-			if t, ok := p.uploaded[o]; ok && s.now.Sub(t) > catOpSpan {
-				continue
-			}
-			objects = append(objects, o)
-		}
-		name, err := p.upload()
-		if err != nil {
-			p.objects = objects
-			s.stats.CommitErrors++
-			s.logf("p%d: upload for checkpoint %d: %v", p.id, n, err)
-			return
-		}
-		p.objects = append(objects, name)
-		in = &intent{name: objname.CatalogPartName(catPrefix, g.Number, n, p.cfg.Index), n: n,
-			state: encodeValues(p.values, r), objects: slices.Clone(p.objects), proc: p.id}
-	}
-	if o := s.intents[in.name]; o != nil && o.proc != p.id {
-		s.failf("p%d and p%d both commit part %s", o.proc, p.id, in.name)
-	}
-	s.intents[in.name] = in
-	st, err := p.m.Commit(p.ctx, in.n, in.state, in.objects, map[string]string{"process": fmt.Sprint(p.id)})
-	p.committed(in, st, err)
-}
-
-// upload puts a new data object.
-func (p *proc) upload() (string, error) {
-	name := fmt.Sprintf("%sp%03d-%05d", catDataDir, p.id, p.nobj)
-	p.nobj++
-	data := dataContent(name)
-	if err := p.b.Put(p.ctx, name, bytesReaderAt(data), int64(len(data))); err != nil {
-		return "", err
-	}
-	if p.uploaded == nil {
-		p.uploaded = map[string]time.Time{}
-	}
-	p.uploaded[name] = p.s.now
-	return name, nil
-}
-
-func (p *proc) committed(in *intent, st catalog.Status, err error) {
-	s := p.s
-	if p.killed {
-		return
-	}
-	g := p.m.Generation()
 	switch {
-	case err == nil:
-		s.stats.Commits++
-		s.logf("p%d: committed %s, complete %d", p.id, in.name, st.Complete)
-		s.checkStored(p, in)
-		s.checkStatus(p, st.Complete, "Commit")
-		for _, o := range in.objects {
-			delete(p.uploaded, o)
-		}
-	case errors.Is(err, catalog.ErrFenced):
-		s.stats.Fenced++
-		s.logf("p%d: commit %s: %v", p.id, in.name, err)
-		s.checkFenced(p, "Commit")
-		p.fenced = true
-	case errors.Is(err, catalog.ErrReplaced):
-		s.stats.Replaced++
-		if l := s.t.now(in.name); l != nil && l.part != nil && l.createdBy == p.id {
-			// The part is the process's own, stored by an earlier attempt
-			// whose answer was lost and could not be read back.
-			s.stats.OwnPartReplaced++
-			s.failf("p%d: Commit of %s failed with ErrReplaced (\"another process committed this instance's part\"), though the part is its own, stored at step %d by an attempt that failed: %v",
-				p.id, in.name, l.createdTick, err)
-		} else {
-			s.logf("p%d: commit %s: %v", p.id, in.name, err)
-			if h := s.holders[slotKey{g.Number, p.cfg.Index}]; h != p {
-				s.failf("p%d: commit %s: ErrReplaced, though no other process holds the slot: %v", p.id, in.name, err)
-			}
-		}
-		p.giveUp = true
+	case s.t.firstDamage != 0:
+		s.logf("final: the schedule damaged the catalog: what is left is not checked (%v)", leader.lastErr)
+	case pl == nil || leader.lastErr != nil:
+		s.failf("final: the leader's collection, with faults off and past the grace: %v", leader.lastErr)
 	default:
-		s.stats.CommitErrors++
-		cause := causeOf(err)
-		s.logf("p%d: commit %s: %s: %v", p.id, in.name, cause, err)
-		if cause != "injected" && cause != "not-found" {
-			s.failf("p%d: commit %s failed with an error that names no known cause: %v", p.id, in.name, err)
-		}
-		if s.r.IntN(2) == 0 {
-			p.retry = in
-		}
+		s.checkLeftovers(pl)
 	}
 }
 
-// opRefresh learns the member's status.
-func (p *proc) opRefresh() {
-	s := p.s
-	st, err := p.m.Refresh(p.ctx)
-	if p.killed {
-		return
+// sweepInterval is the members' Config.SweepInterval with its default.
+func (s *catSchedule) sweepInterval() time.Duration {
+	if s.sweep == 0 {
+		return max(catGrace/4, time.Minute)
 	}
-	s.stats.Refreshes++
-	switch {
-	case err == nil:
-		s.logf("p%d: refresh: complete %d", p.id, st.Complete)
-		s.checkStatus(p, st.Complete, "Refresh")
-	case errors.Is(err, catalog.ErrFenced):
-		s.logf("p%d: refresh: %v", p.id, err)
-		s.checkFenced(p, "Refresh")
-		p.fenced = true
-	default:
-		s.logf("p%d: refresh: %v", p.id, err)
-		if causeOf(err) != "injected" {
-			s.failf("p%d: Refresh failed with an error that names no known cause: %v", p.id, err)
-		}
-	}
+	return s.sweep
 }
 
-// opPlan plans, drops the catalog objects of the plan and collects the
-// data objects it does not keep.
-func (p *proc) opPlan() { p.plan() }
-
-func (p *proc) plan() *catalog.Plan {
-	s := p.s
-	pl, err := p.m.Plan(p.ctx)
-	if p.killed {
-		return nil
+// newID returns a UUIDv7 of time t whose random bits come from the
+// schedule's generator, so that the names of a seed's objects are the
+// same at every run.
+func (s *catSchedule) newID(t time.Time) uuid.UUID {
+	var id uuid.UUID
+	ms := uint64(t.UnixMilli())
+	for i := range 6 {
+		id[i] = byte(ms >> (40 - 8*i))
 	}
-	s.stats.Plans++
-	switch {
-	case errors.Is(err, catalog.ErrFenced):
-		s.stats.PlansFenced++
-		s.logf("p%d: plan: %v", p.id, err)
-		s.checkFenced(p, "Plan")
-		p.fenced = true
-		return nil
-	case err != nil:
-		s.logf("p%d: plan: %v", p.id, err)
-		switch causeOf(err) {
-		case "injected":
-		case "not-found":
-			s.checkNeeded(fmt.Sprintf("after p%d's Plan met a missing part", p.id))
-		default:
-			s.failf("p%d: Plan failed with an error that names no known cause: %v", p.id, err)
-		}
-		return nil
+	a, b := s.r.Uint64(), s.r.Uint64()
+	for i := range 5 {
+		id[6+i] = byte(a >> (8 * i))
 	}
-	planned := s.now
-	s.checkPlan(p, pl)
-	n, err := p.m.DropCatalog(p.ctx, pl)
-	s.stats.Dropped += n
-	s.logf("p%d: plan of generation %d: retained %v, keeps parts %v (%d objects), drops %v: dropped %d (%v)",
-		p.id, pl.Generation, pl.Retained, shortNames(pl.Parts), len(pl.Keep), shortNames(pl.Drop), n, err)
-	if p.killed {
-		return pl
+	for i := range 5 {
+		id[11+i] = byte(b >> (8 * i))
 	}
-	// The collector: data objects the plan does not keep, older than the
-	// grace when the plan was made.
-	var drop []string
-	err = p.b.List(p.ctx, catDataDir, func(oi backends.ObjectInfo) error {
-		if (!pl.Keep[oi.Name] || s.opt.catalogCollectAll) && oi.ModTime.Before(planned.Add(-catGrace)) {
-			drop = append(drop, oi.Name)
-		}
-		return nil
-	})
-	if err != nil {
-		s.logf("p%d: collect: %v", p.id, err)
-		return pl
-	}
-	collected := 0
-	for _, name := range drop {
-		if err := p.b.Delete(p.ctx, name); err == nil {
-			collected++
-		}
-	}
-	s.stats.Collected += collected
-	s.logf("p%d: collected %d of %d data objects", p.id, collected, len(drop))
-	if !p.killed {
-		s.checkNeeded(fmt.Sprintf("after p%d's drop and collection", p.id))
-	}
-	return pl
+	id[6] = id[6]&0x0f | 0x70
+	id[8] = id[8]&0x3f | 0x80
+	return id
 }
 
-func bytesReaderAt(b []byte) io.ReaderAt { return bytes.NewReader(b) }
+// shortName abbreviates an object name for the trace.
+func shortName(name string) string {
+	class, ref := classify(name)
+	switch class {
+	case classGen2:
+		return fmt.Sprintf("gen/%d", ref.Generation)
+	case classFence2:
+		return fmt.Sprintf("%d/fence", ref.Generation)
+	case classClaim2:
+		return fmt.Sprintf("%d/claim-%d", ref.Generation, ref.Process)
+	case classCommit2:
+		return fmt.Sprintf("%d/%d/%d", ref.Generation, ref.Checkpoint, ref.Process)
+	case classGen1:
+		return fmt.Sprintf("v1:g%d/generation", ref.Generation)
+	case classClaim1:
+		return fmt.Sprintf("v1:g%d/claim-%d", ref.Generation, ref.Instance)
+	case classPart1:
+		return fmt.Sprintf("v1:g%d/part-%d-%d", ref.Generation, ref.Checkpoint, ref.Instance)
+	case classData:
+		n := objname.Parse(catPrefix, name)
+		return fmt.Sprintf("%s.c%d", n.ID.String()[24:], n.Checkpoint)
+	case classProbe:
+		return "clock-probe"
+	}
+	return strings.TrimPrefix(name, catPrefix)
+}
 
-// shortNames abbreviates catalog names for the trace: gG/part-N-I,
-// gG/generation, gG/claim-I.
 func shortNames(names []string) string {
 	var out []string
 	for _, name := range names {
-		switch ref := objname.ParseCatalog(catPrefix, name); ref.Kind {
-		case objname.CatalogPart:
-			out = append(out, fmt.Sprintf("g%d/part-%d-%d", ref.Generation, ref.Checkpoint, ref.Instance))
-		case objname.CatalogGeneration:
-			out = append(out, fmt.Sprintf("g%d/generation", ref.Generation))
-		case objname.CatalogClaim:
-			out = append(out, fmt.Sprintf("g%d/claim-%d", ref.Generation, ref.Instance))
-		default:
-			out = append(out, name)
-		}
+		out = append(out, shortName(name))
 	}
 	return "[" + strings.Join(out, " ") + "]"
-}
-
-// restoreValues sets the process's state from the parts it restores.
-func (p *proc) restoreValues(parts []*catalog.Part, r dstl.KeyGroupRange) {
-	p.values = map[int]uint64{}
-	p.objects = nil
-	p.uploaded = nil
-	for _, part := range parts {
-		vals, _ := decodeValues(part.State)
-		for kg, v := range vals {
-			if r.Contains(kg) && part.KeyGroups.Contains(kg) {
-				p.values[kg] = v
-			}
-		}
-		for _, o := range part.Objects {
-			if !slices.Contains(p.objects, o) {
-				p.objects = append(p.objects, o)
-			}
-		}
-	}
-	slices.Sort(p.objects)
 }

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"flag"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,18 +13,23 @@ import (
 	"github.com/dstlgo/dstl/dstl/objname"
 )
 
+var flagStrict = flag.Bool("sim.strict", false, "a catalog schedule that meets a known defect of package catalog fails, rather than counting it")
+
 // TestCatalogSimulation runs seeded schedules of the checkpoint catalog
-// (package catalog) over the fault backend: racing processes that join,
-// commit, refresh, plan and collect, are killed, restarted, stalled and
-// rescaled (see the package documentation). The seeds are chosen as for
-// TestSimulation: the short fixed set by default, -sim.seeds=N
-// -sim.start=S, or -sim.seed=X.
+// (package catalog) over the fault backend: processes of one or several
+// instances that join, commit, learn completion, confirm, collect, are
+// fenced, rejoin, are killed, restarted, stalled and rescaled, some of
+// them starting from a catalog of the first layout (see the package
+// documentation). The seeds are chosen as for TestSimulation: the short
+// fixed set by default, -sim.seeds=N -sim.start=S, or -sim.seed=X.
 func TestCatalogSimulation(t *testing.T) {
 	var (
 		mu        sync.Mutex
 		total     CatalogStats
 		faultFree int
+		upgrades  int
 	)
+	catStrict = *flagStrict
 	r := runSeeds(t, "TestCatalogSimulation", "", func(seed uint64, opt Options) (time.Duration, error) {
 		st, err := RunCatalog(seed, opt)
 		mu.Lock()
@@ -31,11 +38,14 @@ func TestCatalogSimulation(t *testing.T) {
 		if st.FaultFree {
 			faultFree++
 		}
+		if st.Upgrade {
+			upgrades++
+		}
 		return st.Duration, err
 	})
-	t.Logf("%d schedules (seeds %d..%d, %d workers) in %v: %.0f schedules/s; %d failed; %d fault-free; in all: %s",
+	t.Logf("%d schedules (seeds %d..%d, %d workers) in %v: %.0f schedules/s; %d failed; %d fault-free, %d upgrades; in all: %s",
 		r.ran, r.start, r.start+uint64(r.n)-1, r.workers, r.elapsed.Round(time.Millisecond), float64(r.ran)/r.elapsed.Seconds(), r.failed,
-		faultFree, total.counts())
+		faultFree, upgrades, total.counts())
 }
 
 // add adds the counts of o to st.
@@ -67,78 +77,132 @@ func TestCatalogSameSeedSameRun(t *testing.T) {
 }
 
 // TestCatalogChecks breaks the protocol on purpose, through the
-// simulation's own hooks, and expects the invariant that guards it to
-// fail on some seed.
+// simulation's hooks, and expects the invariant that guards it to fail
+// on some seed: each check can fail.
 func TestCatalogChecks(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		opt  Options
-		want string
+		name  string
+		hooks catHooks
+		want  string
 	}{
 		{
-			// The collector deletes data objects that the plan keeps.
-			name: "collector ignores the plan",
-			opt:  Options{catalogCollectAll: true},
-			want: "invariant 3 (no deletion of a referenced object): data object",
+			// A new generation restores each process's latest commit,
+			// complete or not.
+			name:  "generations restore the latest commits",
+			hooks: catHooks{tamper: tamperRecords(latestCommits)},
+			want:  "invariant 1 ",
 		},
 		{
-			// Every part stores a state other than its committer's.
-			name: "parts hold other states",
-			opt: Options{catalogTamper: func(_ *catSchedule, name string, data []byte) []byte {
-				if objname.ParseCatalog(catPrefix, name).Kind != objname.CatalogPart {
-					return data
-				}
-				var p catalog.Part
-				if err := decodeRecord(data, 'P', &p); err != nil {
-					return data
-				}
-				p.State = append(p.State, " 999=1"...)
-				return encodeRecord('P', &p)
-			}},
-			want: "committed state",
+			// A new generation restores the complete checkpoint before the
+			// latest.
+			name:  "generations restore an older checkpoint",
+			hooks: catHooks{tamper: tamperRecords(olderComplete)},
+			want:  "invariant 2 ",
 		},
 		{
-			// A new generation restores the latest part of each instance
-			// of the previous one, complete or not, committed after the
-			// record or not.
-			name: "generations restore the newest parts",
-			opt: Options{catalogTamper: func(s *catSchedule, name string, data []byte) []byte {
-				ref := objname.ParseCatalog(catPrefix, name)
-				if ref.Kind != objname.CatalogGeneration || ref.Generation < 2 {
-					return data
-				}
-				var g catalog.Generation
-				if err := decodeRecord(data, 'G', &g); err != nil {
-					return data
-				}
-				v := s.t.viewAt(s.t.seq)
-				prev := v.gens[ref.Generation-1]
-				if prev == nil {
-					return data
-				}
-				var restored []string
-				for i := range prev.Instances() {
-					if ns := v.ownCheckpoints(prev.Number, i); len(ns) > 0 {
-						restored = append(restored, v.parts[prev.Number][ns[len(ns)-1]][i].name)
-					}
-				}
-				if len(restored) == 0 {
-					return data
-				}
-				g.Restored = restored
-				return encodeRecord('G', &g)
-			}},
-			want: "invariant 1 (no restore of a fenced part)",
+			// The leader deletes old data objects that the plan keeps.
+			name:  "the collector ignores the plan",
+			hooks: catHooks{collectKept: true},
+			want:  "invariant 3 ",
+		},
+		{
+			// The leader deletes old data objects made for checkpoints that
+			// may still complete: the stalled committer's.
+			name:  "the collector ignores the hold",
+			hooks: catHooks{noHold: true},
+			want:  "invariant 3 ",
+		},
+		{
+			// No member ever finds a fence.
+			name:  "members skip the fence",
+			hooks: catHooks{hideFence: true},
+			want:  "invariant 4 ",
+		},
+		{
+			// Commits the rule keeps are replaced by others that decode.
+			name:  "commits are forged",
+			hooks: catHooks{forge: true},
+			want:  "invariant 5 ",
+		},
+		{
+			// The first layout's processes never see the upgrade's fence.
+			name:  "old processes skip the upgrade's fence",
+			hooks: catHooks{hideOldFence: true},
+			want:  "invariant 6 ",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for seed := uint64(1); seed <= 200; seed++ {
-				_, err := RunCatalog(seed, tc.opt)
+			for seed := uint64(1); seed <= 400; seed++ {
+				_, err := runCatalog(seed, Options{}, tc.hooks)
 				if err != nil && strings.Contains(err.Error(), tc.want) {
+					t.Logf("seed %d: %s", seed, strings.SplitN(err.Error(), "\n", 2)[0])
 					return
 				}
 			}
-			t.Fatalf("no seed up to 200 failed with %q", tc.want)
+			t.Fatalf("no seed up to 400 failed with %q", tc.want)
 		})
 	}
+}
+
+// tamperRecords returns a tamper hook that rewrites each new generation
+// record of the second layout that restores a complete checkpoint of an
+// aligned generation, by f (which returns nil to leave it).
+func tamperRecords(f func(s *catSchedule, g, prev *catalog.Generation) []catalog.Restored) func(*catSchedule, string, []byte) []byte {
+	return func(s *catSchedule, name string, data []byte) []byte {
+		class, ref := classify(name)
+		prev := s.t.gen2(ref.Generation - 1)
+		if class != classGen2 || prev == nil || prev.Mode != catalog.Aligned {
+			return data
+		}
+		var g catalog.Generation
+		if err := decodeRecord(data, 2, 'G', &g); err != nil || g.RestoredCheckpoint == 0 {
+			return data
+		}
+		rs := f(s, &g, prev)
+		if rs == nil {
+			return data
+		}
+		g.Restored = rs
+		for _, r := range rs {
+			if n := objname.ParseCatalog(catPrefix, r.Object).Checkpoint; n < g.RestoredCheckpoint {
+				g.RestoredCheckpoint = n
+			}
+		}
+		return encodeRecord(2, 'G', &g)
+	}
+}
+
+// latestCommits restores each process's latest commit of prev.
+func latestCommits(s *catSchedule, g, prev *catalog.Generation) []catalog.Restored {
+	byN := s.t.commitsAt(prev.Number, s.t.seq)
+	var out []catalog.Restored
+	for p := range prev.Processes {
+		n := latestOf(byN, p)
+		if n == 0 {
+			return nil
+		}
+		r := catalog.Restored{Object: objname.CatalogV2CommitName(catPrefix, prev.Number, n, p)}
+		lo, hi := catalog.InstancesOf(p, prev.Processes, prev.Instances())
+		r.KeyGroups = append(r.KeyGroups, prev.KeyGroups[lo:hi+1]...)
+		out = append(out, r)
+	}
+	return out
+}
+
+// olderComplete restores the complete checkpoint of prev before the one
+// the record restores.
+func olderComplete(s *catSchedule, g, prev *catalog.Generation) []catalog.Restored {
+	complete := completeIn(prev, s.t.commitsAt(prev.Number, s.t.seq))
+	i := slices.Index(complete, g.RestoredCheckpoint)
+	if i < 1 {
+		return nil
+	}
+	var out []catalog.Restored
+	for p := range prev.Processes {
+		r := catalog.Restored{Object: objname.CatalogV2CommitName(catPrefix, prev.Number, complete[i-1], p)}
+		lo, hi := catalog.InstancesOf(p, prev.Processes, prev.Instances())
+		r.KeyGroups = append(r.KeyGroups, prev.KeyGroups[lo:hi+1]...)
+		out = append(out, r)
+	}
+	return out
 }

@@ -70,74 +70,129 @@
 // # The catalog simulation
 //
 // RunCatalog (TestCatalogSimulation) simulates the checkpoint catalog
-// (package catalog) of one job over the same backend, which then also
-// fails gets and listings, and keys its faults by object name. A schedule
-// draws from its seed the instance count P (1 to 5), the mode (aligned or
-// independent), Retain (1 to 3), the number of key groups, a fault
-// profile, call delays and how stormy it is, then runs a few hundred
-// steps. Its processes are goroutines, but only one runs at a time: every
-// backend call parks the caller, and at each step the scheduler chooses,
-// from the seed alone, which parked process goes on, which idle one starts
-// an operation (join, rejoin after ErrFenced, commit of its part of the
-// next checkpoint, refresh, plan with drop and collection), or which event
-// happens: a checkpoint trigger, a kill (the process stops for good, in
-// the middle of an operation or not), a stall (it pauses across other
-// processes' steps, then goes on: a zombie), a restart (a new process for
-// a slot; the old one is killed, stalled or left running; sometimes it
-// restores a retained checkpoint by number), a rescale (every process
-// replaced by P' new ones), or time passing. A seed's schedule is thus the
-// same at every run (TestCatalogSameSeedSameRun), and -sim.trace prints
-// all of it.
+// (package catalog, docs/CATALOG.md) of one job over the same backend,
+// which then also fails gets and listings and keys its faults by object
+// name. A schedule draws from its seed a configuration (1 to 8 instances
+// run by as many processes or fewer, each process committing its
+// instances' parts in one object; the aligned or the independent mode),
+// Retain (1 to 3), the number of key groups, the sweep interval, a fault
+// profile (put errors, lost answers: stored, then an error; get, list and
+// delete errors), call delays and how stormy it is, then runs 150 to 600
+// steps. A quarter of the schedules start from a catalog of the first
+// layout: processes of an older release (package internal/catalogv1, whose
+// listings omit the second layout's names, as that release's parser did)
+// run the job, commit, plan and collect, until, at a step of the seed's,
+// processes of the second layout replace them one at a time (a rolling
+// upgrade) while the old ones go on or restart; a tenth of the schedules
+// damage catalog objects (a bit flipped, truncated, replaced, removed):
+// from the first damage on, the rule keeps by listings the damage changed
+// (a removed commit makes an older one the latest), so what is stored is
+// no longer held to what the truth says the rule keeps (invariants 2 and
+// 3), while every restore still is (5).
 //
-// Each process keeps a value per key group of its range; a part's state
-// encodes them, and its objects name data objects the process put itself
-// (new ones at each checkpoint, older ones until it compacts). The leader
-// of a generation, and sometimes another member, plans, drops the
-// catalog's objects of the plan and collects: it deletes the data objects
-// not in Plan.Keep and older than the grace, by the simulated clock.
-// Processes keep to what the grace rests on: an operation, with the stalls
-// and delays inside it, takes less than a quarter of the grace, and a
-// process uploads anew an object that it uploaded longer ago than that and
-// that no part of its own names yet. Between operations a stall has no
-// bound.
+// Its processes are goroutines, but only one runs at a time: every
+// backend call parks the caller, and at each step the scheduler chooses,
+// from the seed alone, which parked process goes on, which idle one
+// starts an operation (join, rejoin after ErrFenced, a commit of its next
+// checkpoint after uploading an object for each instance, an upload ahead
+// of its next checkpoint, a step of a materialisation, refresh, collect),
+// or which event happens: a checkpoint trigger, a kill (in the middle of
+// an operation or not), a stall (the process pauses across other
+// processes' steps, then goes on: a zombie; a process stalled in a commit,
+// its objects uploaded, usually past the grace), a clock jump, a process's
+// clock set off the store's, a restart (a new process for a slot; the old
+// one is killed, stalled or left running; sometimes it restores a
+// checkpoint by number, Config.RestoreFrom), a rescale (another instance
+// or process count, now and then another mode), the upgrade's next
+// process, a damage. A seed's schedule is thus the same at every run
+// (TestCatalogSameSeedSameRun), and -sim.trace prints all of it. The
+// calls of a collection's clock probe, whose name is random, draw their
+// faults from the schedule's generator.
+//
+// Each process keeps a value per key group of its instances; a part's
+// state encodes them, and its objects name log objects the process put
+// itself, each named with the checkpoint it was made for
+// (UUIDv7.cN.dstl, its UUID from the simulated clock): the checkpoint
+// committed, or the process's next one for an upload ahead of its commit
+// (after a restore, the restored one plus one), or, for a
+// materialisation's objects, the next checkpoint when it started; its
+// commits hold from that checkpoint while it runs (InstanceState.HoldFrom).
+// A part refers to the objects it did before, to those uploaded ahead, and
+// to a new one, or, after a compaction or at the end of a materialisation,
+// to others. The leader (process 0) collects (Member.Collect, package
+// collect underneath) at random moments, by the simulated clock, with a
+// grace of 10 minutes. A process of the second layout may stall anywhere,
+// for any time; one of the first layout keeps to what its grace rests on
+// (an operation takes less than a quarter of the grace, and it uploads
+// anew an object it uploaded longer ago than that and no part names yet).
 //
 // The simulation records every change of the store and decodes every
-// record, so that each check asks what a given listing saw. Invariants
-// checked on every schedule:
+// catalog record strictly (catalog_truth.go), so that each check asks
+// what a given listing saw: which checkpoints were complete (a commit of
+// every process stored at once) and when, what each generation record
+// restores, what members confirmed, what the deletion rule must keep.
+// Invariants checked on every schedule:
 //
-//  1. No restore of a fenced part: each new generation's record restores
-//     parts of a checkpoint complete in the previous generation when its
-//     starter listed the catalog (in the independent mode, each instance's
-//     latest part), or parts the previous generation restored, never a
-//     part stored after its generation was fenced; and it restores what
-//     the documentation says (the latest complete checkpoint, or the one
-//     asked for) as of that listing.
-//  2. A restored state is exactly that of a complete checkpoint: no two
-//     parts of one generation among those a generation restores hold a
-//     key group (an older part is superseded where a newer one holds the
-//     key group), and in the aligned mode every key group is held; each
-//     member restores every key group of its range from exactly one part,
-//     the one its generation restores it from, whose state and objects
-//     are those its committer committed, and takes the value committed.
-//  3. No deletion of a referenced object: after every drop and collection
-//     (and at the end), every part of the live generation's retained and
-//     pending checkpoints, and every part it restored while a member may
-//     still restore it, is stored with every data object it names; a plan
-//     keeps them; a new generation's record names only stored parts; a
-//     Join never meets a missing part, and at the end fresh processes
-//     join, with faults off, and restore.
-//  4. No hang: each schedule runs under the watchdog and a bound on each
-//     operation's calls, and no goroutine is left (goleak, as above).
+//  1. Every generation record restores what docs/CATALOG.md chooses as of
+//     its starter's listing of the generation before (made after that
+//     generation's fence): the commits of the latest complete checkpoint,
+//     or of the one asked for by number, or what the generation before
+//     restored; in the independent mode each process's latest commit or
+//     its fallback; after an upgrade, the first layout's choice after its
+//     fence. Its first checkpoint is above every checkpoint of that
+//     listing. It never restores two parts of one key group, and, for a
+//     complete checkpoint of the aligned mode, every key group.
+//  2. No rollback: a generation never restores, for any key group, a
+//     checkpoint older than one a member (of either layout) confirmed in
+//     an earlier generation (Status.Complete returned without an error),
+//     unless it was started with RestoreFrom, which resets the bound.
+//  3. No complete checkpoint of a generation that has no successor yet,
+//     and no restored part, names a data object that was deleted (a
+//     process that uploads for checkpoint N, stalls past the grace while
+//     collections run, then commits N is among the schedules); after every
+//     collection, everything the deletion rule keeps is stored.
+//  4. No commit stored after its generation's successor's starter listed
+//     it is restored (one stored after the fence, before that listing, may
+//     be, as documented, and is counted); a member whose generation's fence
+//     was stored before its read of the fence neither joins nor says a
+//     checkpoint is complete.
+//  5. A damaged or missing object gives an error that names it, never a
+//     wrong restore: every member restores, for each instance, exactly the
+//     parts its generation's record names for the instance's key groups,
+//     with the state, objects and metadata their committer committed.
+//  6. The upgrade fences the first layout: no process of the first layout
+//     starts a generation after the fence, joins, or is told a checkpoint
+//     is complete by a listing made after the fence.
 //
 // Other checks hold the members to the rest of their documentation: one
-// process per slot of a generation that is not fenced, ErrFenced exactly
-// when a newer generation was listed, ErrReplaced only when another
-// process committed the part, the status a listing gives, a successful
-// Commit's part stored as committed, a Plan only by the live
-// generation, and after a final collection past the grace nothing left but
-// what the plan keeps. TestCatalogChecks breaks the protocol on purpose
-// (a collector that ignores the plan, parts that hold other states, a
-// generation that restores the newest parts) to show the checks catch it.
+// process per slot of a generation that is not fenced; ErrFenced only
+// when a read of the operation found the fence; ErrReplaced only when the
+// commit stored is not the process's own with the same parts; a status
+// only of a complete checkpoint (in the independent mode, of a commit of
+// the process's), never going back; a successful Commit's object stored as
+// committed; a collection by a process other than the leader makes no
+// call; every error names a cause (an injected fault, a fence, a damaged
+// object...); a retry of a failed commit with the same parts succeeds
+// when the first attempt stored it. No schedule hangs (the watchdog, and
+// a bound on each operation's calls), and no goroutine is left (goleak,
+// as above). At the end, fresh processes of the latest configuration join
+// with faults off and restore; each commits Retain+1 checkpoints, the
+// leader last, and learns each checkpoint at the next one; past the
+// grace, the leader collects, and what is left is what its plan keeps or
+// holds.
+// TestCatalogChecks breaks the protocol on purpose (records that restore
+// other commits, collectors that ignore the plan or the hold, members
+// that never find a fence, forged commits, old processes that miss the
+// upgrade's fence) to show that each invariant's check fails.
+//
+// A schedule that meets one of the defects of package catalog that
+// failing tests of that package show (catDefect: a fenced generation's
+// fence deleted while a stalled member of it lives; the independent
+// mode's fallback that restores a process's key groups from before its
+// confirmed commit; the leader's deletion of commits by a decision no read
+// of the fence followed) counts it, and ends there but for the fallback,
+// after which what members confirmed before no longer bounds what later
+// generations restore; -sim.strict makes it fail.
 //
 // # The state-store simulation
 //

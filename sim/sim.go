@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,12 +35,6 @@ type Options struct {
 	// closed and before the handles are read back at the end (tests of the
 	// checks themselves).
 	beforeFinalReads func(*schedule)
-	// catalogTamper, when set, replaces what a process of the catalog
-	// simulation puts (tests of the checks).
-	catalogTamper func(s *catSchedule, name string, data []byte) []byte
-	// catalogCollectAll makes the catalog simulation's collector delete
-	// data objects the plan keeps too (tests of the checks).
-	catalogCollectAll bool
 	// stateSkipModel, when above 0, makes the state simulation's model
 	// miss every stateSkipModel-th write of the write steps (tests of the
 	// checks).
@@ -172,8 +167,11 @@ func (s *schedule) setup(r *rand.Rand) {
 	cfg := dstl.DefaultConfig("sim://")
 	cfg.JobID = pick(r, "", "job", "a/b")
 	cfg.CompressionEnabled = r.IntN(2) == 0
-	cfg.PreemptivePersistThreshold = pick[int64](r, 0, 0, 0, int64(1+r.IntN(64)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)))
-	cfg.BatchPersistDelay = pick[time.Duration](r, 0, time.Duration(r.IntN(1500))*time.Microsecond)
+	// From a stream of its own, so that the other draws of a seed stay
+	// what they were before there was a second format version.
+	cfg.FormatVersion = 1 + rand.New(rand.NewPCG(s.seed, 0xf0a7)).IntN(2)
+	cfg.PreemptivePersistThreshold = pick[int64](r, dstl.NoPreemptivePersist, dstl.NoPreemptivePersist, dstl.NoPreemptivePersist, int64(1+r.IntN(64)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)))
+	cfg.BatchPersistDelay = pick[time.Duration](r, dstl.NoBatchDelay, time.Duration(r.IntN(1500))*time.Microsecond)
 	cfg.BatchPersistSizeThreshold = pick[int64](r, 1, int64(1+r.IntN(4<<10)), 10<<20)
 	cfg.UploadBufferSize = pick[int64](r, 1, 512, 1<<20)
 	cfg.UploadNumThreads = 1 + r.IntN(4)
@@ -182,7 +180,7 @@ func (s *schedule) setup(r *rand.Rand) {
 	cfg.RetryPolicy = pick(r, dstl.RetryFixed, dstl.RetryFixed, dstl.RetryFixed, dstl.RetryNone)
 	cfg.UploadTimeout = time.Duration(500+r.IntN(15000)) * time.Microsecond
 	cfg.UploadMaxAttempts = 1 + r.IntN(4)
-	cfg.UploadNextAttemptDelay = time.Duration(r.IntN(3000)) * time.Microsecond
+	cfg.UploadNextAttemptDelay = cmp.Or(time.Duration(r.IntN(3000))*time.Microsecond, dstl.NoAttemptDelay)
 	cfg.CacheIdleTimeout = time.Minute
 	s.cfg = cfg
 
@@ -199,8 +197,8 @@ func (s *schedule) setup(r *rand.Rand) {
 	s.prof = prof
 	s.stats.FaultFree = prof.faultFree()
 	s.stats.Faults = prof.String()
-	s.stats.Config = fmt.Sprintf("compression=%v preemptive=%d batch-delay=%v batch-size=%d buffer=%d threads=%d discard-threads=%d max-in-flight=%d retry=%s timeout=%v attempts=%d next-attempt-delay=%v job=%q",
-		cfg.CompressionEnabled, cfg.PreemptivePersistThreshold, cfg.BatchPersistDelay, cfg.BatchPersistSizeThreshold, cfg.UploadBufferSize,
+	s.stats.Config = fmt.Sprintf("format=%d compression=%v preemptive=%d batch-delay=%v batch-size=%d buffer=%d threads=%d discard-threads=%d max-in-flight=%d retry=%s timeout=%v attempts=%d next-attempt-delay=%v job=%q",
+		cfg.FormatVersion, cfg.CompressionEnabled, cfg.PreemptivePersistThreshold, cfg.BatchPersistDelay, cfg.BatchPersistSizeThreshold, cfg.UploadBufferSize,
 		cfg.UploadNumThreads, cfg.DiscardNumThreads, cfg.UploadMaxInFlight, cfg.RetryPolicy, cfg.UploadTimeout, cfg.UploadMaxAttempts,
 		cfg.UploadNextAttemptDelay, cfg.JobID)
 }
@@ -796,7 +794,7 @@ func (w *simWriter) observe(rc *rec) {
 		w.s.count(func(st *Stats) { st.Unverifiable++ })
 		return
 	}
-	rd, err := dstl.NewReader(w.s.cl, w.kgr, time.Minute)
+	rd, err := dstl.NewReader(w.s.cl, w.kgr, dstl.ReaderOptions{CacheIdleTimeout: time.Minute})
 	if err != nil {
 		w.failf("new reader: %v", err)
 		return

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dstlgo/dstl/backends"
+	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/statestore/internal/diskstate"
@@ -21,7 +22,31 @@ import (
 const (
 	DefaultMaterializeSize     = 16 << 20
 	DefaultMaterializeInterval = 10 * time.Minute
+	// DefaultRetain is the number of completed checkpoints whose objects
+	// a collecting checkpointer keeps: the latest one, as the catalog's
+	// default and Flink's (state.checkpoints.num-retained). A restore
+	// takes one handle, the latest the program kept, and the snapshots of
+	// older checkpoints were never kept: one is what the checkpointer
+	// always retained.
+	DefaultRetain = 1
+	// DefaultGrace is the age below which a collecting checkpointer
+	// deletes no object: an hour. The checkpointer knows what its own
+	// checkpoints refer to and holds what a checkpoint in progress may
+	// refer to; the grace covers what it cannot know, such as an earlier
+	// process of the same job that is still running after its
+	// replacement started (its last uploads), while keeping the objects
+	// left within a listing page for checkpoints every few seconds.
+	DefaultGrace = time.Hour
+	// DefaultCollectInterval is the least time between two collections
+	// that completed checkpoints start.
+	DefaultCollectInterval = time.Minute
 )
+
+// NoGrace is the value of Config.Grace for no grace period at all: an
+// object that nothing the checkpointer keeps refers to is deleted however
+// young. For tests, and for a job that no other process writes to. It is
+// collect.NoGrace.
+const NoGrace = collect.NoGrace
 
 // Config configures a Checkpointer.
 type Config struct {
@@ -49,25 +74,62 @@ type Config struct {
 	// Logger receives the background materialisation's errors. Default
 	// slog.Default().
 	Logger *slog.Logger
-	// KeepSnapshots: the job deletes snapshot objects (for instance by the
-	// deletion rule of package catalog, from the checkpoints it retains);
-	// the checkpointer deletes none. Set it whenever a checkpoint may
-	// complete without this checkpointer learning it: with several
-	// processes committing to a shared catalog, a process that a newer
-	// one replaced (a stalled one, fenced) would otherwise delete a
-	// snapshot that the newer one restores. Local copies of the snapshots
-	// the checkpointer no longer needs are deleted all the same: they are
-	// this process's own.
+	// KeepSnapshots is the switch between the two ways the objects that
+	// checkpoints no longer need are deleted.
+	//
+	// Unset (the default), the checkpointer collects: it keeps the
+	// objects of its last Retain completed checkpoints and, after
+	// NotifyCheckpointComplete (at most once per CollectInterval), deletes
+	// through package collect every log object of its storage's job and
+	// every snapshot object of its operator that none of them, no pending
+	// checkpoint and not the current state refers to, once older than
+	// Grace and unless made for a checkpoint that may still complete (see
+	// Checkpointer.Collect). Its storage's job ID (dstl.Config.JobID) is
+	// then its own: no other checkpointer or writer, in this process or
+	// another, writes under it, but those that share its storage and say
+	// so with SharedStorage.
+	//
+	// Set, the job deletes the objects (for instance by the deletion rule
+	// of package catalog, from the checkpoints it retains): the
+	// checkpointer deletes no object on the backend, neither snapshots
+	// nor logs. Set it whenever a checkpoint may complete without this
+	// checkpointer learning it: with several processes committing to a
+	// shared catalog, a process that a newer one replaced (a stalled one,
+	// fenced) would otherwise delete a snapshot that the newer one
+	// restores. Packages job and kafkastate set it. Local copies of the
+	// snapshots the checkpointer no longer needs are deleted all the
+	// same: they are this process's own.
 	KeepSnapshots bool
 	// SharedStorage says that other checkpointers restore from the same
 	// dstl.Storage: InitializeState then leaves the log's local copies
 	// alone, since those it does not restore may be another's, and the
 	// storage's owner calls Storage.CleanLocalCopies once, with the log
 	// handles of every checkpointer's restore (CheckpointHandle.LogHandles).
-	// Package job does so. Default false: InitializeState cleans them.
-	// Local snapshot copies are each checkpointer's own and are cleaned
-	// either way.
+	// Package job does so. A collecting checkpointer (KeepSnapshots
+	// unset) then deletes snapshot objects of its operator only, never
+	// log objects, which hold the other checkpointers' changes too.
+	// Default false: InitializeState cleans them, and a collection fails,
+	// deleting nothing, while the storage has other open writers than
+	// this checkpointer's. Local snapshot copies are each checkpointer's
+	// own and are cleaned either way.
 	SharedStorage bool
+	// Retain is the number of completed checkpoints, the latest, whose
+	// objects a collecting checkpointer (KeepSnapshots unset) keeps.
+	// After a restore, the restored checkpoint is the only one it keeps
+	// until others complete. Default DefaultRetain; negative is an error.
+	Retain int
+	// Grace is the age, by the storage's clock and by the time in its
+	// name, below which a collecting checkpointer deletes no object
+	// (collect.Options.Grace). The default is an hour ([DefaultGrace]);
+	// [NoGrace] is none. Another negative value is not valid.
+	Grace time.Duration
+	// CollectInterval is the least time between two collections that
+	// completed checkpoints start in the background: a collection lists
+	// the job's objects and puts and deletes a small object that reads
+	// the storage's clock. Default DefaultCollectInterval; negative: none
+	// in the background, only those the program starts with
+	// Checkpointer.Collect.
+	CollectInterval time.Duration
 	// Dir, when set, keeps the stores' entries on local disk instead of in
 	// memory: the registered stores write to a Pebble database in
 	// Dir/OPERATOR, the instance's working directory, which NewCheckpointer
@@ -118,6 +180,10 @@ type Stats struct {
 	MaterializeFailures int64 // attempts that failed
 	SnapshotBytes       int64 // size of the last snapshot object
 	SnapshotsDeleted    int64 // snapshot objects deleted once unreferenced (none with Config.KeepSnapshots)
+	// Collections counts the collections that ran (Checkpointer.Collect,
+	// in the background or called), CollectFailures those of them that
+	// failed, and CollectedObjects the objects they deleted.
+	Collections, CollectFailures, CollectedObjects int64
 	// LogBytes is the size of the changes logged since the last snapshot.
 	LogBytes int64
 	// LastMaterialization is what the last successful materialisation did.
@@ -167,11 +233,16 @@ type RestoreReport struct {
 // names the snapshot and the log since it; InitializeState loads the one
 // and replays the other.
 //
-// Snapshot objects are deleted once neither the latest completed checkpoint,
-// nor a pending one, nor the current state references them: the job is
-// expected to retain one completed checkpoint. With Config.KeepSnapshots
-// the job deletes them instead. Log objects of completed checkpoints belong
-// to the checkpoint owner (see dstl.Writer.Confirm).
+// By default the checkpointer deletes the objects its checkpoints no
+// longer need: the snapshot objects it wrote once neither its last
+// Config.Retain completed checkpoints, nor a pending one, nor the current
+// state refers to them, and, through package collect, after completed
+// checkpoints, every other log and snapshot object of its job that none
+// of them refers to once older than Config.Grace (see Collect), which is
+// how a restarted process deletes what a crashed one left. With
+// Config.KeepSnapshots the job deletes them instead (a checkpoint catalog,
+// package job): log objects of completed checkpoints belong to the
+// checkpoint owner (see dstl.Writer.Confirm).
 //
 // The stores' changes and the checkpointer's calls may come from several
 // goroutines; a checkpoint or a materialisation cuts every store at one
@@ -196,6 +267,10 @@ type Checkpointer struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	grace          time.Duration // of collections: Config.Grace, its default filled in (NoGrace stays, as collect takes it)
+	collectTrigger chan struct{} // wakes the background collection
+	collectMu      sync.Mutex    // one collection at a time
+
 	// mu guards what follows. Lock order: mu, then the stores' locks in
 	// registration order.
 	mu         sync.Mutex
@@ -218,8 +293,14 @@ type Checkpointer struct {
 	// objects are made for; 0 when none runs.
 	materializing int64
 	pending       map[int64]*pendingCheckpoint
-	confirmed     []SnapshotRef   // of the latest completed checkpoint
-	owned         map[string]bool // objects this checkpointer wrote (snapshots and their files)
+	// retained are the completed checkpoints whose objects are kept, the
+	// oldest first: the last Config.Retain of them when collecting, else
+	// the latest; after a restore, the restored one.
+	retained []*pendingCheckpoint
+	// collectKeep is what the running collection keeps (nil when none
+	// runs): the checkpointer's own deletions wait for its end.
+	collectKeep *collect.Keep
+	owned       map[string]bool // objects this checkpointer wrote (snapshots and their files)
 	// sharedLocal are the objects, restored but not owned (another
 	// instance's, after a rescale), of which the restore made local
 	// copies: their local copies go once nothing references them.
@@ -232,7 +313,12 @@ type Checkpointer struct {
 	truncateTo    dstl.SequenceNumber
 	truncated     dstl.SequenceNumber
 	lastCompleted int64
-	stats         Stats
+	// lastCollect is when the last collection began; wantCollect says
+	// that a completed checkpoint asked for one that has not begun (it
+	// waits for the uploads of pending checkpoints).
+	lastCollect time.Time
+	wantCollect bool
+	stats       Stats
 }
 
 var (
@@ -241,9 +327,13 @@ var (
 )
 
 type pendingCheckpoint struct {
+	id        int64
 	from, to  dstl.SequenceNumber
-	done      bool // the persist resolved: from and to are known
+	done      bool // the persist resolved: from, to and objects are known
 	snapshots []SnapshotRef
+	// objects are the objects on the backend that the checkpoint's handle
+	// refers to (CheckpointHandle.Objects), once done.
+	objects []string
 	// outcome is what a notification said before the persist resolved:
 	// SnapshotState passes it on to the log once it has from and to.
 	outcome checkpointOutcome
@@ -280,6 +370,22 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 	if cfg.DirCacheSize < 0 {
 		return nil, fmt.Errorf("statestore: Config.DirCacheSize %d: want 0 (the default, 64 MiB) or more", cfg.DirCacheSize)
 	}
+	if cfg.Retain == 0 {
+		cfg.Retain = DefaultRetain
+	}
+	if cfg.Retain < 0 {
+		return nil, fmt.Errorf("statestore: Config.Retain %d: want 0 (the default, %d) or more", cfg.Retain, DefaultRetain)
+	}
+	grace := cfg.Grace
+	switch {
+	case grace == 0:
+		grace = DefaultGrace
+	case grace < 0 && grace != NoGrace:
+		return nil, fmt.Errorf("statestore: Config.Grace %v: want 0 (the default, %v), NoGrace or more", cfg.Grace, DefaultGrace)
+	}
+	if cfg.CollectInterval == 0 {
+		cfg.CollectInterval = DefaultCollectInterval
+	}
 	if cfg.Operator == "" || strings.Contains(cfg.Operator, "/") || backends.CheckObjectName(cfg.Operator) != nil {
 		return nil, fmt.Errorf("statestore: operator %q: must be a non-empty object-name segment without \"/\"", cfg.Operator)
 	}
@@ -313,6 +419,9 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 		owned:   map[string]bool{},
 
 		sharedLocal: map[string]bool{},
+
+		grace:          grace,
+		collectTrigger: make(chan struct{}, 1),
 	}
 	if scfg.LocalRecoveryEnabled {
 		c.localDir = scfg.LocalRecoveryDir
@@ -321,6 +430,10 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.run()
+	if c.collecting() && cfg.CollectInterval > 0 {
+		c.wg.Add(1)
+		go c.collector()
+	}
 	return c, nil
 }
 
@@ -478,7 +591,7 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 		c.mu.Unlock()
 		return nil, fmt.Errorf("statestore: checkpoint %d: %w", id, err)
 	}
-	p := &pendingCheckpoint{from: c.from, snapshots: c.current}
+	p := &pendingCheckpoint{id: id, from: c.from, snapshots: c.current}
 	c.pending[id] = p
 	c.persisting++
 	h := &CheckpointHandle{CheckpointID: id, Operator: c.cfg.Operator, KeyGroups: c.cfg.KeyGroups, MaxParallelism: c.cfg.MaxParallelism,
@@ -497,7 +610,10 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 		}
 		return nil, fmt.Errorf("statestore: checkpoint %d: %w", id, err)
 	}
-	p.from, p.to, p.done = res.From, res.To, true
+	h.Logs = append(h.Logs, LogRef{Remote: res.Remote, Local: res.Local})
+	p.from, p.to, p.objects, p.done = res.From, res.To, h.Objects(), true
+	// A collection that waited for this upload may begin.
+	c.kickCollectLocked()
 	// A notification that came while the upload ran is passed on now.
 	switch p.outcome {
 	case outcomeCompleted:
@@ -508,14 +624,15 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 	if err != nil {
 		return nil, fmt.Errorf("statestore: checkpoint %d: %w", id, err)
 	}
-	h.Logs = append(h.Logs, LogRef{Remote: res.Remote, Local: res.Local})
 	return h, nil
 }
 
 // NotifyCheckpointComplete tells the log that the checkpoint completed
 // (dstl.Writer.Confirm) and deletes the snapshot objects that no retained
 // checkpoint references any more (with Config.KeepSnapshots, only their
-// local copies). Older pending checkpoints are subsumed.
+// local copies). Older pending checkpoints are subsumed. Unless
+// Config.KeepSnapshots is set, it then starts a collection in the
+// background (see Collect), if none began within Config.CollectInterval.
 // It may come while the checkpoint's SnapshotState still waits for its
 // upload: the log learns it when the upload is done (and nothing, if the
 // upload fails: the checkpoint could not have completed).
@@ -533,7 +650,8 @@ func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointI
 		}
 	}
 	p.outcome = outcomeCompleted
-	c.confirmed, c.lastCompleted = p.snapshots, checkpointID
+	c.lastCompleted = checkpointID
+	c.retainLocked(p)
 	for id, q := range c.pending {
 		if id <= checkpointID {
 			if id < checkpointID {
@@ -541,6 +659,10 @@ func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointI
 			}
 			delete(c.pending, id)
 		}
+	}
+	if c.collecting() && c.cfg.CollectInterval > 0 && time.Since(c.lastCollect) >= c.cfg.CollectInterval {
+		c.wantCollect = true
+		c.kickCollectLocked()
 	}
 	doomed := c.unreferencedLocked()
 	c.mu.Unlock()
@@ -594,8 +716,9 @@ type unreferenced struct {
 }
 
 // unreferencedLocked removes from owned and sharedLocal, and returns, the
-// objects that neither the current state, nor the latest completed
-// checkpoint, nor a pending one references.
+// objects that neither the current state, nor a retained completed
+// checkpoint, nor a pending one references, nor the running collection
+// keeps.
 func (c *Checkpointer) unreferencedLocked() unreferenced {
 	ref := map[string]bool{}
 	add := func(refs []SnapshotRef) {
@@ -607,13 +730,15 @@ func (c *Checkpointer) unreferencedLocked() unreferenced {
 		}
 	}
 	add(c.current)
-	add(c.confirmed)
+	for _, r := range c.retained {
+		add(r.snapshots)
+	}
 	for _, p := range c.pending {
 		add(p.snapshots)
 	}
 	var u unreferenced
 	for name := range c.owned {
-		if !ref[name] {
+		if !ref[name] && !c.collectKeep.Has(name) {
 			u.doomed = append(u.doomed, name)
 			delete(c.owned, name)
 		}
@@ -662,9 +787,9 @@ func (c *Checkpointer) Stats() Stats {
 	return s
 }
 
-// Close stops the background materialisation (cancelling one that runs),
-// closes the stores and the writer. Snapshot objects stay: a restart needs
-// those the last completed checkpoint names.
+// Close stops the background materialisation and collection (cancelling
+// those that run), closes the stores and the writer. Snapshot objects
+// stay: a restart needs those the last completed checkpoint names.
 func (c *Checkpointer) Close() error {
 	c.mu.Lock()
 	if c.closed {

@@ -1,7 +1,8 @@
-// Package statestore gives Go stream processors state stores whose every
-// change goes to the durable short-term log (package dstl), with
-// checkpoints, periodic materialisation and restore: the layer a service
-// would otherwise write itself on top of the log.
+// Package statestore keeps a stream processor's state in stores whose
+// every change goes to the durable short-term log of package dstl. A
+// Checkpointer takes checkpoints, materialises the stores in the
+// background, and restores them. It is the layer a service would otherwise
+// write itself on top of the log.
 //
 // # Stores
 //
@@ -39,39 +40,60 @@
 //
 // # Who deletes what
 //
-//   - Snapshot objects (JOB/statestore/OPERATOR/UUIDv7.snap) and the files
-//     of disk-backed snapshots (UUIDv7.sst beside them): the Checkpointer
-//     that wrote them deletes them once neither its current state, nor its
-//     latest completed checkpoint, nor a pending one references them; a
-//     restart takes as its own what an instance of its name and key groups
-//     wrote. What other instances wrote (restored after a rescale) is
-//     shared by the new instances and deleted by none of them: the job
-//     deletes it once no retained checkpoint handle names it
-//     (CheckpointHandle.Objects). What a crash
-//     leaves is for `dstl gc` given the retained checkpoint handles (see
-//     below). With Config.KeepSnapshots the checkpointer deletes none (only
-//     the local copies it no longer needs) and the job deletes them all:
-//     needed when the job's processes commit to a shared catalog (package
-//     catalog), where a fenced process must delete nothing that a newer
-//     generation may restore.
-//   - Log objects (JOB/UUIDv7.dstl) not covered by a completed checkpoint:
-//     the storage deletes them once truncated or aborted.
+// Config.KeepSnapshots is the switch: unset (the default), the
+// checkpointer deletes what its checkpoints no longer need; set, the job
+// does (package catalog's deletion rule, packages job and kafkastate,
+// which set it).
+//
+//   - A checkpointer alone on its storage's job (no catalog, no job
+//     runner: the default) keeps the objects of its last Config.Retain
+//     completed checkpoints (default 1). After NotifyCheckpointComplete, at
+//     most once per Config.CollectInterval, it applies the deletion rule
+//     of package collect in the background (Checkpointer.Collect): it
+//     deletes every log object of the job (JOB/UUIDv7.cN.dstl) and every
+//     snapshot object of its operator (JOB/statestore/OPERATOR/) that none
+//     of those checkpoints, no pending checkpoint and not the current
+//     state refers to, once older than Config.Grace (default an hour) by
+//     both the storage's clock and the time in its name, and unless made
+//     for a checkpoint after the latest completed one. So no object
+//     accumulates, and a restarted process (a new storage, a restore of
+//     the last handle the program kept) deletes what a crashed one left,
+//     and nothing the restored checkpoint refers to. The job's prefix is
+//     then the checkpointer's own: no other checkpointer or writer writes
+//     under the same job ID (dstl.Config.JobID), unless
+//     Config.SharedStorage says so. With Config.SharedStorage it deletes
+//     snapshot objects of its operator only; without it, a collection
+//     while the storage has other open writers fails, deleting nothing.
+//   - Snapshot objects it wrote (and the files of disk-backed snapshots,
+//     UUIDv7.sst beside them): the Checkpointer deletes them as soon as
+//     neither its current state, nor a retained completed checkpoint, nor
+//     a pending one references them; a restart takes as its own what an
+//     instance of its name and key groups wrote. What other instances
+//     wrote (restored after a rescale) is shared by the new instances and
+//     deleted by none of them: the job deletes it once no retained
+//     checkpoint handle names it (CheckpointHandle.Objects). With
+//     Config.KeepSnapshots the checkpointer deletes none (only the local
+//     copies it no longer needs) and the job deletes them all: needed when
+//     the job's processes commit to a shared catalog (package catalog),
+//     where a fenced process must delete nothing that a newer generation
+//     may restore.
+//   - Log objects (JOB/UUIDv7.cN.dstl) not covered by a completed
+//     checkpoint: the storage deletes them once truncated or aborted.
 //   - Log objects of completed checkpoints belong to the job
-//     (dstl.Writer.Confirm): when it drops a checkpoint, it deletes the log
-//     objects that the checkpoint's handle names and no retained one does
-//     (CheckpointHandle.Objects names a handle's snapshot and log objects;
-//     examples/wordcount keeps those of the retained checkpoints of its
-//     catalog and deletes the others once older than a grace period).
-//   - What a crash leaves behind (objects uploaded after the last completed
-//     checkpoint, deletions not done): `dstl gc --base-path URL --job-id ID
-//     --grace DUR --keep HANDLE-FILES...`, which deletes the job's log
-//     objects older than the grace that no kept handle references; given
-//     checkpoint handles (CheckpointHandle.MarshalBinary), it keeps the
-//     snapshots and logs they name and deletes the other old snapshot
-//     objects of their operators too (JOB/statestore/OPERATOR/ of each
-//     handle's Operator; it deletes no snapshot of another operator, and
-//     given only log handles, none). Keep the handles of every checkpoint
-//     that may still be restored.
+//     (dstl.Writer.Confirm): the checkpointer's collection, or, with
+//     Config.KeepSnapshots, the job, which deletes those that no retained
+//     checkpoint's handle names (CheckpointHandle.Objects names a handle's
+//     snapshot and log objects).
+//   - What a crash leaves behind, where no checkpointer collects: `dstl gc
+//     --base-path URL --job-id ID --grace DUR --keep HANDLE-FILES...`,
+//     which deletes the job's log objects older than the grace that no
+//     kept handle references; given checkpoint handles
+//     (CheckpointHandle.MarshalBinary), it keeps the snapshots and logs
+//     they name and deletes the other old snapshot objects of their
+//     operators too (JOB/statestore/OPERATOR/ of each handle's Operator; it
+//     deletes no snapshot of another operator, and given only log
+//     handles, none). Keep the handles of every checkpoint that may still
+//     be restored.
 //
 // # Rescaling
 //

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -171,13 +172,18 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.current, c.confirmed = nil, nil
+	c.current = nil
+	var objects []string
 	for _, h := range hs {
 		c.current = append(c.current, h.Snapshots...)
 		c.lastCompleted = max(c.lastCompleted, h.CheckpointID)
+		objects = append(objects, h.Objects()...)
 	}
 	c.lastCompleted = max(c.lastCompleted, info.LastCompletedCheckpointID)
-	c.confirmed = c.current
+	// The restored checkpoint is the one retained until others complete.
+	slices.Sort(objects)
+	c.retained = []*pendingCheckpoint{{id: restored, done: true, outcome: outcomeCompleted,
+		snapshots: c.current, objects: slices.Compact(objects)}}
 	c.restoredLogs = logs
 	// The restored snapshots and logs of several handles hold the same
 	// key groups in different states: a handle naming them all would not

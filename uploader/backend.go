@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/dstl/format"
@@ -25,6 +26,9 @@ type Options struct {
 	// as many object buffers, and one for a batch encoded ahead (see
 	// [Preparer]), are kept for reuse.
 	Concurrency int
+	// FormatVersion is the object format version written: 1 (or 0) or 2
+	// (see format.EncoderOptions.Version).
+	FormatVersion int
 }
 
 // Backend is the default [Uploader]: it encodes a batch into one object
@@ -32,11 +36,11 @@ type Options struct {
 // sorts by time. It is a [Preparer]: the encoding can run before the
 // upload.
 type Backend struct {
-	backend     backends.Backend
-	prefix      string
-	compression bool
-	bufSize     int
-	scratch     chan *scratch
+	backend backends.Backend
+	prefix  string
+	opts    format.EncoderOptions
+	bufSize int
+	scratch chan *scratch
 }
 
 // scratch is an object buffer and an encoder, reused across uploads.
@@ -51,24 +55,129 @@ const maxPooledObject = 64 << 20
 // NewBackend returns the default uploader over backend.
 func NewBackend(backend backends.Backend, o Options) *Backend {
 	return &Backend{
-		backend:     backend,
-		prefix:      objname.JobPrefix(o.JobID),
-		compression: o.Compression,
-		bufSize:     max(o.BufferSize, 0),
-		scratch:     make(chan *scratch, max(o.Concurrency, 1)+1),
+		backend: backend,
+		prefix:  objname.JobPrefix(o.JobID),
+		opts:    format.EncoderOptions{Compression: o.Compression, Version: o.FormatVersion},
+		bufSize: max(o.BufferSize, 0),
+		scratch: make(chan *scratch, max(o.Concurrency, 1)+1),
 	}
 }
 
 // Upload encodes the batch into one object and puts it. The object is
-// built in place in a pooled buffer, which grows as a slice does and keeps
-// its size for the next uploads, and is put from there.
+// built in place in a pooled buffer, which keeps its size for the next
+// uploads, and is put from there. Without compression, the object's size
+// is known before it is encoded, and the Put of an object of 256 KiB or
+// more starts at once: it reads the object's bytes as the encoder writes
+// them, on a goroutine of its own (of format version 2 a chunk at a time,
+// of version 1 a frame at a time; see format.Encoder.SetProgress). A
+// smaller object, or one compressed, is encoded first, then put. Either
+// way the backend is given the object's CRC32C, from the frames'
+// checksums, for a store that checks one.
 func (u *Backend) Upload(ctx context.Context, tasks []*Task) (*Output, error) {
+	if !u.opts.Compression {
+		return u.uploadStreaming(ctx, tasks)
+	}
 	e, err := u.encode(tasks)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Release()
 	return e.Upload(ctx)
+}
+
+// minStreamed is the smallest object put while it is encoded: a smaller
+// one is encoded first, on the attempt's goroutine, in less time than
+// handing it to another goroutine and back would take.
+const minStreamed = 256 << 10
+
+// uploadStreaming puts the batch's object while it is encoded.
+func (u *Backend) uploadStreaming(ctx context.Context, tasks []*Task) (*Output, error) {
+	var sets []*format.ChangeSet
+	for _, t := range tasks {
+		sets = append(sets, t.ChangeSets...)
+	}
+	size, err := u.opts.EncodedSize(sets...)
+	if err != nil {
+		return nil, fmt.Errorf("dstl: encode an object of %d tasks: %w", len(tasks), err)
+	}
+	if size < minStreamed {
+		e, err := u.encode(tasks)
+		if err != nil {
+			return nil, err
+		}
+		defer e.Release()
+		return e.Upload(ctx)
+	}
+	var checkpoint int64
+	for _, t := range tasks {
+		checkpoint = max(checkpoint, t.Checkpoint)
+	}
+	name, err := objname.NewLog(u.prefix, checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	sc := u.getScratch()
+	if int64(cap(sc.buf)) < size {
+		sc.buf = make([]byte, 0, size+size/8) // headroom: the next is often a little larger
+	}
+	body := newStreamBody(sc.buf, size)
+	results := make([]TaskResult, len(tasks))
+	go func() {
+		enc := sc.enc
+		// Capped at the planned size: a change set that a second read
+		// makes larger is rejected before it is written (see
+		// format.Encoder.SetProgress).
+		enc.ResetBuffer(sc.buf[:0:size], u.opts)
+		enc.SetProgress(body.final)
+		for i, t := range tasks {
+			rs := make([]Result, len(t.ChangeSets))
+			for j, cs := range t.ChangeSets {
+				fi, err := enc.WriteChangeSet(cs)
+				if err != nil {
+					body.finish(0, 0, fmt.Errorf("dstl: encode change set %d of log %x: %w", cs.SequenceNumber, t.LogID, err))
+					return
+				}
+				rs[j] = Result{SequenceNumber: cs.SequenceNumber, Object: name, Offset: fi.Offset, Length: fi.Length, LogicalSize: fi.LogicalSize}
+			}
+			results[i] = TaskResult{Task: t, Results: rs}
+		}
+		if err := enc.Close(); err != nil {
+			body.finish(0, 0, fmt.Errorf("dstl: encode an object of %d tasks: %w", len(tasks), err))
+			return
+		}
+		crc, _ := enc.ObjectCRC32C()
+		body.finish(int64(len(enc.Bytes())), crc, nil)
+	}()
+	err = u.backend.Put(ctx, name, TrackBody(ctx, body, size), size)
+	// The buffer is reused only once the encoder is done with it.
+	encErr := body.result()
+	u.recycle(sc)
+	if err != nil {
+		return nil, err
+	}
+	if encErr != nil {
+		// A backend that stored the object without reading it all (one
+		// that discards objects): the object is not what it should be.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		_ = u.backend.Delete(dctx, name)
+		cancel()
+		return nil, encErr
+	}
+	return &Output{Objects: []StoredObject{{Name: name, Size: size}}, Tasks: results}, nil
+}
+
+// getScratch returns a pooled object buffer and encoder, or new ones.
+func (u *Backend) getScratch() *scratch {
+	var sc *scratch
+	select {
+	case sc = <-u.scratch:
+	default:
+		sc = &scratch{enc: format.NewEncoder(nil, format.EncoderOptions{})}
+	}
+	if sc.buf == nil {
+		sc.buf = make([]byte, 0, u.bufSize)
+	}
+	return sc
 }
 
 // Prepare encodes the batch into one object, in a pooled buffer, for
@@ -86,23 +195,16 @@ type encoded struct {
 	u       *Backend
 	sc      *scratch
 	obj     []byte
+	crc     uint32       // the object's CRC32C
 	results []TaskResult // the results, Object and LocalObject unset
 }
 
 // encode encodes the tasks' change sets into one object, in a pooled
 // buffer.
 func (u *Backend) encode(tasks []*Task) (*encoded, error) {
-	var sc *scratch
-	select {
-	case sc = <-u.scratch:
-	default:
-		sc = &scratch{enc: format.NewEncoder(nil, format.EncoderOptions{})}
-	}
-	if sc.buf == nil {
-		sc.buf = make([]byte, 0, u.bufSize)
-	}
+	sc := u.getScratch()
 	enc := sc.enc
-	enc.ResetBuffer(sc.buf, format.EncoderOptions{Compression: u.compression})
+	enc.ResetBuffer(sc.buf, u.opts)
 	results := make([]TaskResult, len(tasks))
 	for i, t := range tasks {
 		rs := make([]Result, len(t.ChangeSets))
@@ -122,13 +224,14 @@ func (u *Backend) encode(tasks []*Task) (*encoded, error) {
 	}
 	obj := enc.Bytes()
 	sc.buf = obj[:0] // the same array, unless it grew
-	return &encoded{u: u, sc: sc, obj: obj, results: results}, nil
+	crc, _ := enc.ObjectCRC32C()
+	return &encoded{u: u, sc: sc, obj: obj, crc: crc, results: results}, nil
 }
 
 // recycle resets sc and keeps it for the next uploads, unless its buffer
 // is too large to keep or enough are kept.
 func (u *Backend) recycle(sc *scratch) {
-	sc.enc.ResetBuffer(nil, format.EncoderOptions{})
+	sc.enc.ResetBuffer(nil, format.EncoderOptions{}) // keeps nothing of the object, nor its progress function
 	if cap(sc.buf) > maxPooledObject {
 		return
 	}
@@ -164,7 +267,7 @@ func (e *encoded) Upload(ctx context.Context) (*Output, error) {
 		out.Tasks[i] = TaskResult{Task: tr.Task, Results: rs}
 	}
 	size := int64(len(e.obj))
-	if err := e.u.backend.Put(ctx, name, TrackBody(ctx, backends.NewMemoryBody(e.obj), size), size); err != nil {
+	if err := e.u.backend.Put(ctx, name, TrackBody(ctx, backends.NewMemoryBody(e.obj).WithCRC32C(e.crc), size), size); err != nil {
 		return nil, err
 	}
 	out.Objects = []StoredObject{{Name: name, Size: size}}

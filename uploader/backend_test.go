@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -28,10 +29,11 @@ func changeSet(log byte, sqn uint64, kg int32, changes ...string) *format.Change
 // prefix, each change set at the offset and length its result names, in
 // the order of its task.
 func TestBackendUpload(t *testing.T) {
-	for _, compression := range []bool{false, true} {
-		t.Run(map[bool]string{false: "plain", true: "compressed"}[compression], func(t *testing.T) {
+	for _, o := range []uploader.Options{{}, {Compression: true}, {FormatVersion: format.Version2}, {FormatVersion: format.Version2, Compression: true}} {
+		compression := o.Compression
+		t.Run(fmt.Sprintf("version=%d/%s", max(o.FormatVersion, 1), map[bool]string{false: "plain", true: "compressed"}[compression]), func(t *testing.T) {
 			mem := dstltest.NewBackend()
-			u := uploader.NewBackend(mem, uploader.Options{JobID: "job", Compression: compression, BufferSize: 64, Concurrency: 2})
+			u := uploader.NewBackend(mem, uploader.Options{JobID: "job", Compression: compression, BufferSize: 64, Concurrency: 2, FormatVersion: o.FormatVersion})
 			a := &uploader.Task{LogID: [16]byte{1}, ChangeSets: []*format.ChangeSet{changeSet(1, 3, 0, "a", "b"), changeSet(1, 4, 1, "c")}}
 			b := &uploader.Task{LogID: [16]byte{2}, ChangeSets: []*format.ChangeSet{changeSet(2, 0, 5, strings.Repeat("x", 1000))}}
 			out, err := u.Upload(t.Context(), []*uploader.Task{a, b})

@@ -1,10 +1,12 @@
-// Package uploader is the seam between the engine (package
-// github.com/dstlgo/dstl/dstl) and what stores its batches: the
-// [Uploader] interface, its tasks and results, the default uploader
-// ([Backend], which encodes a batch into one object on a backend), and the
-// seam of local recovery ([LocalRecovery]; package
-// github.com/dstlgo/dstl/duplicating implements it). Applications need it
-// only to write an uploader of their own, for instance to inject faults.
+// Package uploader is the seam between the engine and what stores its
+// batches. Applications need it only to write an uploader of their own,
+// for instance to inject faults.
+//
+// It defines the [Uploader] interface with its tasks and results, and the
+// default uploader [Backend], which encodes a batch into one object on a
+// backend. [LocalRecovery] is the seam of local recovery, which package
+// github.com/dstlgo/dstl/duplicating implements. The engine is package
+// github.com/dstlgo/dstl/dstl.
 package uploader
 
 import (

@@ -165,6 +165,26 @@ func (b *Body) SliceAt(off, n int64) ([]byte, bool) {
 	return p, true
 }
 
+// crc32cOf is a caller's body that knows its bytes' CRC32C (such as
+// backends.MemoryBody given one, or an object an encoder builds).
+type crc32cOf interface {
+	CRC32C() (uint32, bool)
+}
+
+// CRC32C returns the CRC32C (Castagnoli) of the body's bytes and true,
+// when the caller's body gives it; otherwise false, and a driver that
+// sends a checksum with the object computes it from the bytes. A body
+// whose bytes are still being written (an object its encoder builds
+// while the Put reads it) gives it once they are all written. A store
+// that checks the checksum refuses an upload whose bytes do not match it.
+func (b *Body) CRC32C() (uint32, bool) {
+	c, ok := b.r.(crc32cOf)
+	if !ok {
+		return 0, false
+	}
+	return c.CRC32C()
+}
+
 // Bytes reads n bytes of the body from off on into memory: a copy, which
 // the driver may hand to anything, for as long as it likes.
 func (b *Body) Bytes(off, n int64) ([]byte, error) {

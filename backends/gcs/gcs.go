@@ -273,12 +273,17 @@ func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *d
 	// is found before anything is sent, and its CRC32C goes with it: the
 	// service refuses an upload whose bytes do not match. The client's
 	// Writer consumes what it is given before its Write returns, so the
-	// caller's own bytes do (View), without a copy.
+	// caller's own bytes do (View), without a copy. A body that knows its
+	// CRC32C (an object whose encoder combined its frames' checksums)
+	// gives it; others are checksummed here.
 	data, err := body.View(0, size)
 	if err != nil {
 		return err
 	}
-	crc := crc32.Checksum(data, castagnoli)
+	crc, ok := body.CRC32C()
+	if !ok {
+		crc = crc32.Checksum(data, castagnoli)
+	}
 	attempt := 0
 	err = rt.Do(ctx, size, func(ctx context.Context) error {
 		attempt++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"hash/crc32"
 	"net/http"
 	"os"
 	"strings"
@@ -154,4 +155,38 @@ func rawPut(t *testing.T, b backends.Backend, name string, data []byte) error {
 		}
 	})
 	return nil
+}
+
+// TestPutSendsBodyCRC32C: a Put sends the CRC32C that its body gives
+// (backends.MemoryBody.WithCRC32C, an encoder's object) instead of
+// computing one: the service stores it, and refuses the upload when it
+// does not match the bytes.
+func TestPutSendsBodyCRC32C(t *testing.T) {
+	b := harness(t)
+	defer b.Close()
+	data := make([]byte, 5000)
+	_, _ = rand.Read(data)
+	crc := crc32.Checksum(data, castagnoli)
+	if err := b.Put(t.Context(), "right", backends.NewMemoryBody(data).WithCRC32C(crc), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	var client *storage.Client
+	if !b.(*Backend).As(&client) {
+		t.Fatal("no client")
+	}
+	cfg := b.(*Backend).Config()
+	attrs, err := client.Bucket(cfg.Bucket).Object(cfg.Prefix + "right").Attrs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attrs.CRC32C != crc {
+		t.Fatalf("stored CRC32C %#08x, want %#08x", attrs.CRC32C, crc)
+	}
+	err = b.Put(t.Context(), "wrong", backends.NewMemoryBody(data).WithCRC32C(crc^1), int64(len(data)))
+	if err == nil {
+		t.Fatal("a Put whose body gives a wrong CRC32C succeeded: the body's checksum was not sent")
+	}
+	if _, err := b.Get(t.Context(), "wrong", 0, -1); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("Get of the refused object: %v, want ErrNotFound", err)
+	}
 }

@@ -79,6 +79,23 @@ type Config struct {
 	// the account's default key (URL parameter "sse_kms_key_id").
 	SSEKMSKeyID string
 
+	// UnsignedPayload sends the bodies of PutObject and UploadPart
+	// unsigned (x-amz-content-sha256: UNSIGNED-PAYLOAD) also over plain
+	// HTTP, where the SDK otherwise signs each body's SHA-256: a pass
+	// over every byte sent, on the client, and again on a store that
+	// checks it. Over HTTPS the SDK sends these bodies unsigned anyway,
+	// and TLS protects them. Over plain HTTP a byte changed on the way
+	// is then not caught by the store; dstl's own checksums (a CRC32C
+	// over every change set, which every reader checks) still catch it
+	// when the log is read, so that it is an error, never wrong data.
+	// Some S3-compatible stores refuse unsigned bodies: the first Put
+	// refused then finds out, with a Put of a small object signed, and
+	// fails with an error wrapping [ErrUnsignedPayloadRefused], as every
+	// later Put does; [Backend.VerifyUnsignedPayload] checks ahead. It
+	// applies to a [Config.Client] too. Default false (URL parameter
+	// "unsigned_payload").
+	UnsignedPayload bool
+
 	// Request is how each request (and each part) is timed and retried
 	// by the portable layer. Its Timeout bounds each attempt; a request
 	// with a body may take its body at [driver.MinThroughput] on top (see
@@ -164,6 +181,7 @@ const (
 	paramConcurrency  = "concurrency"
 	paramSSE          = "sse"
 	paramSSEKMSKeyID  = "sse_kms_key_id"
+	paramUnsigned     = "unsigned_payload"
 )
 
 // URLParameters are the query parameters an s3:// base path takes (see
@@ -176,6 +194,7 @@ var URLParameters = append([]driver.URLParameter{
 	{Name: paramConcurrency, Value: "N", Default: "4", Description: "parts of one put in flight, 1 to 64", Example: "8"},
 	{Name: paramSSE, Value: "MODE", Default: "none", Description: "server-side encryption: none, AES256 or aws:kms", Example: "AES256"},
 	{Name: paramSSEKMSKeyID, Value: "ID", Default: "the account's", Description: "KMS key of sse=aws:kms (only with it)", Example: "alias/dstl"},
+	{Name: paramUnsigned, Value: "BOOL", Default: "false", Description: "send upload bodies unsigned over plain HTTP too (no SHA-256 of each body; dstl's checksums catch damage when read)", Example: "true"},
 }, urlparam.PolicyParameters()...)
 
 var knownParams = driver.URLParameterNames(URLParameters)
@@ -194,6 +213,8 @@ var knownParams = driver.URLParameterNames(URLParameters)
 //	sse=MODE              server-side encryption: none, AES256 or aws:kms
 //	                      (default none)
 //	sse_kms_key_id=ID     the KMS key of sse=aws:kms (default: the account's)
+//	unsigned_payload=BOOL upload bodies unsigned over plain HTTP too, see
+//	                      [Config.UnsignedPayload] (default false)
 //	request_timeout=DUR, max_attempts=N, response_timeout=DUR, timeout_attempts=N,
 //	unanswered_hold=DUR   [Config.Request] (see [URLParameters])
 //
@@ -260,6 +281,10 @@ func ParseURL(basePath string) (Config, error) {
 			cfg.SSE = v
 		case paramSSEKMSKeyID:
 			cfg.SSEKMSKeyID = v
+		case paramUnsigned:
+			if cfg.UnsignedPayload, err = strconv.ParseBool(v); err != nil {
+				return Config{}, bad(k, "true or false")
+			}
 		}
 	}
 	if err := urlparam.Policy(q, &cfg.Request); err != nil {

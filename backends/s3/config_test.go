@@ -26,6 +26,9 @@ func TestParseURL(t *testing.T) {
 				c.Request.Timeout, c.Request.MaxAttempts = 10*time.Second, 3
 			}, ""},
 		{"sse none", "s3://bkt/a/b?sse=none", func(*Config) {}, ""},
+		{"unsigned payload", "s3://bkt/a/b?unsigned_payload=true", func(c *Config) { c.UnsignedPayload = true }, ""},
+		{"signed payload", "s3://bkt/a/b?unsigned_payload=false", func(*Config) {}, ""},
+		{"bad unsigned payload", "s3://bkt/a/b?unsigned_payload=sometimes", nil, "unsigned_payload"},
 		{"sse AES256", "s3://bkt/a/b?sse=AES256", func(c *Config) { c.SSE = SSEAES256 }, ""},
 		{"no timeout", "s3://bkt/a/b?request_timeout=0s", func(c *Config) { c.Request.Timeout = 0 }, ""},
 		{"deadlines", "s3://bkt/a/b?response_timeout=0&timeout_attempts=1", func(c *Config) { c.Request.ResponseTimeout, c.Request.TimeoutAttempts = 0, 1 }, ""},

@@ -69,6 +69,6 @@ func ExampleParseURL() {
 	cfg, err := s3.ParseURL("s3://my-bucket/dstl?part_size=16777216&concurrency=8")
 	fmt.Println(cfg.Bucket, cfg.Prefix, cfg.PartSize, cfg.Concurrency, err)
 	// Output:
-	// s3: base path "s3://my-bucket/dstl?region=eu-west-1&partsize=8388608": unknown query parameter(s) "partsize" (known: concurrency, endpoint, max_attempts, part_size, region, request_timeout, response_timeout, sse, sse_kms_key_id, timeout_attempts, unanswered_hold, use_path_style)
+	// s3: base path "s3://my-bucket/dstl?region=eu-west-1&partsize=8388608": unknown query parameter(s) "partsize" (known: concurrency, endpoint, max_attempts, part_size, region, request_timeout, response_timeout, sse, sse_kms_key_id, timeout_attempts, unanswered_hold, unsigned_payload, use_path_style)
 	// my-bucket dstl 16777216 8 <nil>
 }

@@ -26,7 +26,8 @@
 // and abort those ("dstl gc" does), and a bucket lifecycle rule
 // AbortIncompleteMultipartUpload removes them. Checksums are computed and
 // validated only where the API requires them, which S3-compatible services
-// accept.
+// accept. Over plain HTTP the SDK signs the SHA-256 of every upload body;
+// [Config.UnsignedPayload] sends them unsigned, as over HTTPS.
 //
 // Throttling, 5xx answers, cut connections and timeouts are retried with
 // exponential backoff and jitter; the SDK's own retryer is off. A Get's
@@ -61,6 +62,7 @@
 package s3
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -73,9 +75,12 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -87,6 +92,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/driver"
+	"github.com/dstlgo/dstl/dstl/objname"
 )
 
 // ID is the backend's identifier in the registry and in its errors.
@@ -119,7 +125,41 @@ type bucket struct {
 	sse       types.ServerSideEncryption
 	kmsKeyID  *string
 	endpoint  string // what errors name: the endpoint, or AWS's
+	prefix    string // the base path's key prefix, which the portable layer puts before every other key; the unsigned-payload probe's own
+
+	// bodyOpts are the options of the requests with a body (PutObject,
+	// UploadPart): with Config.UnsignedPayload, the swap of the
+	// payload's SHA-256 for UNSIGNED-PAYLOAD.
+	bodyOpts []func(*awss3.Options)
+	unsigned unsignedCheck
 }
+
+// ErrUnsignedPayloadRefused is wrapped by the error of a Put on a backend
+// with [Config.UnsignedPayload] when the store refuses bodies that are not
+// signed (it took the same Put signed), and of
+// [Backend.VerifyUnsignedPayload] then. Such an error is permanent
+// ([backends.ErrPermanent]): another attempt would be refused too. Turn
+// the option off for that store.
+var ErrUnsignedPayloadRefused = errors.New("s3: the store refuses unsigned payloads (UNSIGNED-PAYLOAD)")
+
+// unsignedCheck is what a backend with Config.UnsignedPayload knows of its
+// store: ok once a request with an unsigned body went through; refused,
+// once a probe found that the store refuses them, is the error every Put
+// returns from then on.
+type unsignedCheck struct {
+	on      bool
+	ok      atomic.Bool
+	mu      sync.Mutex // held by a probe
+	refused atomic.Pointer[error]
+	// unsure is when a probe last could not tell (the store took no
+	// probe object, signed or not: wrong credentials, say); another runs
+	// only probeAgain later, so that failing puts do not each send one.
+	unsure time.Time
+}
+
+// probeAgain is how long after a probe that could not tell the next one
+// may run.
+const probeAgain = 30 * time.Second
 
 var _ driver.Bucket = (*bucket)(nil)
 
@@ -147,9 +187,14 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		conc:     cfg.Concurrency,
 		sse:      types.ServerSideEncryption(cfg.SSE),
 		endpoint: endpointOf(cfg),
+		prefix:   cfg.prefix(),
 	}
 	if cfg.SSEKMSKeyID != "" {
 		d.kmsKeyID = aws.String(cfg.SSEKMSKeyID)
+	}
+	if cfg.UnsignedPayload {
+		d.unsigned.on = true
+		d.bodyOpts = []func(*awss3.Options){awss3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)}
 	}
 	if d.client == nil {
 		client, tr, err := newClient(ctx, cfg)
@@ -259,6 +304,35 @@ func endpointOf(cfg Config) string {
 	return "AWS S3"
 }
 
+// UnsignedPayload reports whether the backend sends upload bodies
+// unsigned ([Config.UnsignedPayload]).
+func (b *Backend) UnsignedPayload() bool { return b.d.unsigned.on }
+
+// VerifyUnsignedPayload checks that the store takes bodies that are not
+// signed, on a backend with [Config.UnsignedPayload] (on another, it
+// returns nil at once): it puts a small object with an unsigned body
+// under a name of its own, then deletes it; where the store refuses that
+// Put, it tries the same signed, and fails with an error wrapping
+// [ErrUnsignedPayloadRefused] when that one went through. Other errors
+// (a store that cannot be reached) are returned as they are. A verdict
+// holds for the backend's life; a Put finds it out by itself too.
+func (b *Backend) VerifyUnsignedPayload(ctx context.Context) error {
+	d := b.d
+	if !d.unsigned.on {
+		return nil
+	}
+	if err := d.unsigned.verdict(); err != nil {
+		return err
+	}
+	return b.Run(ctx, "put", "(unsigned payload probe)", func(ctx context.Context, rt driver.Runner) error {
+		refused, err := d.probeUnsigned(ctx, rt)
+		if refused {
+			return d.unsigned.verdict()
+		}
+		return err
+	})
+}
+
 // Client returns the S3 client the backend sends its requests with, for
 // programs that compare the backend with the SDK used directly (such as
 // "dstl bench") or that need a call the backend does not make.
@@ -295,6 +369,9 @@ func (d *bucket) Location(name string) string {
 // Put stores the object create-only: up to the part size with one
 // PutObject, above with a multipart upload that is aborted when it fails.
 func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	if err := d.unsigned.verdict(); err != nil {
+		return err
+	}
 	if size <= d.partSize {
 		return d.putSingle(ctx, rt, name, body, size)
 	}
@@ -315,9 +392,13 @@ func (d *bucket) putSingle(ctx context.Context, rt driver.Runner, key string, bo
 			Metadata:             map[string]string{metaUploadID: id},
 			ServerSideEncryption: d.sse,
 			SSEKMSKeyId:          d.kmsKeyID,
-		})
+		}, d.bodyOpts...)
+		d.unsigned.note(err)
 		return d.explain(err)
 	})
+	if uerr := d.checkUnsigned(ctx, rt, body, err); uerr != err {
+		return uerr // the store refuses unsigned bodies
+	}
 	return d.settle(ctx, rt, key, id, body, attempts, err)
 }
 
@@ -381,7 +462,8 @@ func (d *bucket) putMultipart(ctx context.Context, rt driver.Runner, key string,
 					PartNumber:    num,
 					Body:          body.Section(off, length),
 					ContentLength: aws.Int64(length),
-				})
+				}, d.bodyOpts...)
+				d.unsigned.note(err)
 				if err != nil {
 					return fmt.Errorf("part %d: %w", *num, d.explain(err))
 				}
@@ -393,6 +475,9 @@ func (d *bucket) putMultipart(ctx context.Context, rt driver.Runner, key string,
 	if err := g.Wait(); err != nil || ctx.Err() != nil {
 		if err == nil {
 			err = ctx.Err() // parts left unstarted
+		}
+		if uerr := d.checkUnsigned(ctx, rt, body, err); uerr != err {
+			return uerr
 		}
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = fmt.Errorf("%w: %w", ctx.Err(), err)
@@ -415,6 +500,115 @@ func (d *bucket) putMultipart(ctx context.Context, rt driver.Runner, key string,
 		return fmt.Errorf("complete multipart upload: %w", err)
 	}
 	return nil
+}
+
+// note records that a request with an unsigned body went through.
+func (u *unsignedCheck) note(err error) {
+	if u.on && err == nil && !u.ok.Load() {
+		u.ok.Store(true)
+	}
+}
+
+// verdict returns the error of every Put once a probe found that the store
+// refuses unsigned bodies, or nil.
+func (u *unsignedCheck) verdict() error {
+	if p := u.refused.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// checkUnsigned returns err, the error of a Put's request with an
+// unsigned body, or, when the store may refuse unsigned bodies (no such
+// request went through yet, and err is none that a refusal cannot be: a
+// failure of the body, an end of ctx, an existing object, a missing
+// bucket), the probe's verdict: an error wrapping
+// ErrUnsignedPayloadRefused when the store took a signed Put where it
+// refused an unsigned one. Probes do not run at once, and a verdict
+// holds for the backend's life.
+func (d *bucket) checkUnsigned(ctx context.Context, rt driver.Runner, body *driver.Body, err error) error {
+	if err == nil || !d.unsigned.on || d.unsigned.ok.Load() || ctx.Err() != nil || body.Err() != nil {
+		return err
+	}
+	switch d.Classify(err) {
+	case driver.Exists, driver.BucketNotFound, driver.NotFound, driver.InvalidRange:
+		return err
+	case driver.Transient:
+		// A store that refuses unsigned bodies answers 4xx, or 501 Not
+		// Implemented; not 503, nor a timeout.
+		if statusCode(err) != http.StatusNotImplemented {
+			return err
+		}
+	}
+	if v := d.unsigned.verdict(); v != nil {
+		return v
+	}
+	refused, perr := d.probeUnsigned(ctx, rt)
+	if perr != nil || !refused {
+		return err // the probe could not tell, or unsigned bodies go through
+	}
+	return d.unsigned.verdict()
+}
+
+// probeUnsigned finds out whether the store refuses unsigned bodies: it
+// puts a small object with an unsigned body under a name of its own and,
+// if that fails, the same signed; it deletes what it put. The store
+// refuses them when the first failed and the second went through; then
+// the verdict is kept. An error means the probe could not tell.
+func (d *bucket) probeUnsigned(ctx context.Context, rt driver.Runner) (refused bool, err error) {
+	u := &d.unsigned
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.verdict() != nil {
+		return true, nil
+	}
+	if u.ok.Load() {
+		return false, nil
+	}
+	if !u.unsure.IsZero() && time.Since(u.unsure) < probeAgain {
+		return false, errors.New("a probe could not tell a moment ago")
+	}
+	name, err := objname.NewCreateOnlyProbe("")
+	if err != nil {
+		return false, err
+	}
+	key := d.prefix + name
+	body := []byte("dstl probe: does the store take unsigned payloads?\n")
+	put := func(opts ...func(*awss3.Options)) error {
+		return rt.Do(ctx, int64(len(body)), func(ctx context.Context) error {
+			_, err := d.client.PutObject(ctx, &awss3.PutObjectInput{
+				Bucket:               &d.bucket,
+				Key:                  &key,
+				Body:                 bytes.NewReader(body),
+				ContentLength:        aws.Int64(int64(len(body))),
+				ServerSideEncryption: d.sse,
+				SSEKMSKeyId:          d.kmsKeyID,
+			}, opts...)
+			return d.explain(err)
+		})
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+		defer cancel()
+		_ = rt.Do(dctx, 0, func(ctx context.Context) error {
+			_, err := d.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &d.bucket, Key: &key})
+			return d.explain(err)
+		})
+	}()
+	unsignedErr := put(d.bodyOpts...)
+	if unsignedErr == nil {
+		u.ok.Store(true)
+		return false, nil
+	}
+	if err := put(); err != nil {
+		u.unsure = time.Now()
+		return false, fmt.Errorf("the store took no probe object, unsigned (%w) nor signed: %w", unsignedErr, err)
+	}
+	verdict := fmt.Errorf("%w: %s took a put signed and refused the same with an unsigned body (%w); "+
+		"turn unsigned_payload (Config.UnsignedPayload) off for this store: %w",
+		ErrUnsignedPayloadRefused, d.Location(name), unsignedErr, backends.ErrPermanent)
+	u.refused.Store(&verdict)
+	return true, nil
 }
 
 // metaUploadID is the object metadata (x-amz-meta-dstl-upload-id) that
@@ -574,6 +768,9 @@ func (d *bucket) List(ctx context.Context, rt driver.Runner, prefix string, fn f
 // transport's errors. A 412 is [driver.Exists]: the backend's only
 // preconditions are the create-only writes' If-None-Match.
 func (d *bucket) Classify(err error) driver.Code {
+	if errors.Is(err, ErrUnsignedPayloadRefused) {
+		return driver.Permanent
+	}
 	switch apiCode(err) {
 	case "NoSuchBucket":
 		return driver.BucketNotFound

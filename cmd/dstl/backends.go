@@ -90,8 +90,11 @@ an existing name on every path its puts take, as the checkpoint catalog does
 before it trusts a store: it puts a probe object (BASE_PATH/.create-only-UUID),
 puts it again in one request and as a one-part multipart upload, both of which
 the store must refuse, and deletes it (at most 7 requests; docs/STORES.md).
-Exit status 0 when the store honours create-only, 1 when it ignores it, 3 when
-the check could not run.`, stderr)
+On an s3 base path with unsigned_payload=true, it also checks that the store
+takes upload bodies that are not signed (a put of a probe object, signed too
+if refused, then its delete). Exit status 0 when the store honours
+create-only (and takes unsigned bodies, where asked), 1 when it ignores
+create-only or refuses unsigned bodies, 3 when a check could not run.`, stderr)
 	jsonOut := fs.Bool("json", false, "print a JSON report on stdout")
 	check := fs.String("check", "", "check that the store at `BASE_PATH` honours create-only puts")
 	storage := fs.String("storage", "", "backend `ID` for --check (default: chosen by the base path's scheme)")
@@ -150,10 +153,21 @@ type createOnlyReport struct {
 	BasePath   string `json:"base_path"`
 	Backend    string `json:"backend"`
 	CreateOnly bool   `json:"create_only"`
-	Error      string `json:"error,omitempty"`
+	// UnsignedPayload is "taken" or "refused" where the backend was asked
+	// to send unsigned bodies (s3's unsigned_payload), else empty.
+	UnsignedPayload string `json:"unsigned_payload,omitempty"`
+	Error           string `json:"error,omitempty"`
 }
 
-// checkCreateOnly runs backends.VerifyCreateOnly on the store at base.
+// unsignedPayloadVerifier is a backend that sends unsigned bodies where
+// asked to, and checks that its store takes them (s3's).
+type unsignedPayloadVerifier interface {
+	UnsignedPayload() bool
+	VerifyUnsignedPayload(ctx context.Context) error
+}
+
+// checkCreateOnly runs backends.VerifyCreateOnly on the store at base,
+// after the check of unsigned bodies where the backend sends them.
 func checkCreateOnly(ctx context.Context, storage, base string, jsonOut bool, stdout, stderr io.Writer) int {
 	b, id, err := backends.Open(ctx, storage, base)
 	if err != nil {
@@ -164,14 +178,28 @@ func checkCreateOnly(ctx context.Context, storage, base string, jsonOut bool, st
 		return exitRuntime
 	}
 	defer b.Close()
-	name, err := objname.NewCreateOnlyProbe("")
-	if err == nil {
-		err = backends.VerifyCreateOnly(ctx, b, name)
+	rep := createOnlyReport{BasePath: backends.RedactURL(base), Backend: id}
+	// Unsigned bodies first: a store that refuses them refuses the
+	// create-only check's puts too.
+	if u, ok := b.(unsignedPayloadVerifier); ok && u.UnsignedPayload() {
+		err = u.VerifyUnsignedPayload(ctx)
+		switch {
+		case err == nil:
+			rep.UnsignedPayload = "taken"
+		case errors.Is(err, s3.ErrUnsignedPayloadRefused):
+			rep.UnsignedPayload = "refused"
+		}
 	}
-	rep := createOnlyReport{BasePath: backends.RedactURL(base), Backend: id, CreateOnly: err == nil}
+	if err == nil {
+		var name string
+		if name, err = objname.NewCreateOnlyProbe(""); err == nil {
+			err = backends.VerifyCreateOnly(ctx, b, name)
+		}
+		rep.CreateOnly = err == nil
+	}
 	code := exitOK
 	switch {
-	case errors.Is(err, backends.ErrCreateOnlyIgnored):
+	case errors.Is(err, backends.ErrCreateOnlyIgnored), errors.Is(err, s3.ErrUnsignedPayloadRefused):
 		code = exitFailed
 	case err != nil:
 		code = exitRuntime
@@ -190,5 +218,8 @@ func checkCreateOnly(ctx context.Context, storage, base string, jsonOut bool, st
 		return code
 	}
 	fmt.Fprintf(stdout, "%s (%s): honours create-only puts on every path its puts take\n", rep.BasePath, id)
+	if rep.UnsignedPayload != "" {
+		fmt.Fprintf(stdout, "%s (%s): takes upload bodies that are not signed (unsigned_payload)\n", rep.BasePath, id)
+	}
 	return exitOK
 }

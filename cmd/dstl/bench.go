@@ -34,8 +34,8 @@ import (
 )
 
 const benchAbout = `Measures, in one run on one backend, the performance figures the design
-sets targets for, each beside the same SDK used directly ((f) also beside
-the backend's own Put, its target's baseline):
+sets targets for, each beside the same SDK used directly ((b) and (f) also
+beside the backend's own Put, their targets' baseline):
 
   (a) append: ns and allocations per 100-byte change, amortised, of the
       appender alone (Append does no I/O; its pre-emptive persists go to an
@@ -44,28 +44,30 @@ the backend's own Put, its target's baseline):
       encoded (into a backend that discards them) on the other cores, and
       two goroutines appending at once to two writers (alone), with their
       changes per second over one's;
-  (b) upload: end-to-end append -> persist -> confirm throughput of one
-      writer, in changes' bytes per second, beside the SDK's own put of
-      objects of the same size through the same client, one at a time, the
-      two alternating set by set (which goes first alternates from pair to
-      pair), and their ratio: the median, over the
-      pairs of one set and one put, of the engine's throughput over the
-      SDK's (batch.persist-delay is 0 here: a lone writer has nobody to
-      wait for). The engine's time is the whole append -> persist ->
-      confirm -> truncate. After each pair both sides' objects are deleted,
-      untimed (the engine's belong to the bench once their checkpoint is
-      confirmed), so that no delete runs beside a timed put and the store
-      does not fill. Changes are random bytes (from a fixed seed, no two
-      alike in an object), so that compression, if enabled, gains nothing and the
-      changes' bytes are about the bytes stored (the report shows stored per
-      logical); the SDK puts random bytes of the engine's average object size.
-      Informative: the median time of a set's appends, and the ceiling they
-      put on the ratio: the median of the pairs' ratio had the persist cost
-      exactly the SDK's put (the SDK puts bytes that are ready; the engine
-      first appends them, and stores a little more than the changes' bytes).
-      Beside it, informative, the same writer pipelined: it appends the next
-      set while the last one is persisted, one persist at a time, as a task
-      whose checkpoints run asynchronously does;
+  (b) upload: one writer's persist -> confirm latency beside the backend's
+      own Put (what the engine stores with, which makes an object appear
+      whole or not at all) of the same number of bytes, and, informative,
+      beside the SDK's own put of them through the same client: for each
+      set, the writer appends its changes (untimed: APPENDS is their
+      median), then the three run one after the other, the one that goes
+      first rotating from set to set, and the set's ratio is its persist ->
+      confirm time over the Put's; RATIO is the median of the sets' (the
+      target), SDK RATIO the same over the SDK's put (batch.persist-delay
+      is 0 here: a lone writer has nobody to wait for). After each set the
+      three objects are deleted, untimed (the engine's belong to the bench
+      once their checkpoint is confirmed), so that no delete runs beside a
+      timed put and the store does not fill. Changes are random bytes (from
+      a fixed seed, no two alike in an object), so that compression gains
+      nothing and the changes' bytes are about the bytes stored (the report
+      shows stored per logical); the Put and the SDK put random bytes of
+      the engine's average object size. (b) runs with compression off (the
+      target's rows) and, informative, on (--skip-upload-compressed skips
+      those), whatever compression.enabled says; the format version is the
+      configured one (format.version). Informative too: the same writer
+      pipelined: it appends the next set while the last one is persisted,
+      one persist at a time, as a task whose checkpoints run
+      asynchronously does, in changes' bytes per second, and that over the
+      Put's bytes per second;
   (c) batching: objects written per second as 1 to 256 writers persist
       together at a fixed rate (every --persist-every, each a few changes),
       with the configured batch.persist-delay;
@@ -101,10 +103,11 @@ On local disk the SDK's put creates the file, writes it, fsyncs it and
 fsyncs its directory, as a durable create does (the backend writes a
 temporary file, fsyncs it, links it and fsyncs the directory). Objects go under a prefix of their own
 (dstl-bench-UUID/) and are deleted as the run goes. Engine options (the keys of
-the README's options table) are set with --option KEY=VALUE.
+docs/OPTIONS.md) are set with --option KEY=VALUE.
 
 The targets (the design's section 6): (a) at most 30 ns and 0 allocations
-per change; (b) at least 0.95 of the SDK's put at each size; (c) objects per
+per change; (b) persist -> confirm at most 1.10 times the backend's Put of
+the same bytes at each size, compression off (1.25 on local disk); (c) objects per
 second flat, x1.5 at most from the fewest writers to the most; (d) fetched /
 needed 1.00 (at most 1.005) and a read of at least 0.9 of the SDK's get (0.5
 of a plain read on local disk); (f) at least 0.95 of the backend's parallel
@@ -152,6 +155,7 @@ type benchOptions struct {
 	checkpointEvery   time.Duration
 	skipAppend        bool
 	skipSustained     bool
+	skipCompressed    bool
 	cpuProfile        string
 	check             bool
 }
@@ -182,6 +186,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&o.checkpointEvery, "checkpoint-every", 100*time.Millisecond, "(f) a checkpoint of all writers this often")
 	fs.BoolVar(&o.skipAppend, "skip-append", false, "skip (a), which does not depend on the backend")
 	fs.BoolVar(&o.skipSustained, "skip-sustained", false, "skip (f), the longest section")
+	fs.BoolVar(&o.skipCompressed, "skip-upload-compressed", false, "skip (b)'s rows with compression on (informative)")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of each section to `PREFIX`-a.pprof, -b, -c, -d and -f (for go tool pprof)")
 	fs.BoolVar(&o.check, "check", false, "exit 1 when a target is missed")
 	jsonOut := fs.Bool("json", false, "print a JSON report on stdout")
@@ -425,13 +430,23 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 		}
 	}()
 	if err := o.section("b", func() error {
-		for i, size := range o.sizes {
-			prog.begin(fmt.Sprintf("(b) upload %s (%d/%d)", formatBytes(size), i+1, len(o.sizes)))
-			u, err := env.upload(ctx, size)
-			if err != nil {
-				return fmt.Errorf("(b) upload, objects of %s: %w", formatBytes(size), err)
+		compressions := []bool{false, true}
+		if o.skipCompressed {
+			compressions = compressions[:1]
+		}
+		for _, compression := range compressions {
+			for i, size := range o.sizes {
+				prog.begin(fmt.Sprintf("(b) upload %s, compression %s (%d/%d)", formatBytes(size), onOff(compression), i+1, len(o.sizes)))
+				u, err := env.upload(ctx, size, compression)
+				if err != nil {
+					return fmt.Errorf("(b) upload, objects of %s, compression %s: %w", formatBytes(size), onOff(compression), err)
+				}
+				if compression {
+					rep.UploadCompressed = append(rep.UploadCompressed, u)
+				} else {
+					rep.Upload = append(rep.Upload, u)
+				}
 			}
-			rep.Upload = append(rep.Upload, u)
 		}
 		return nil
 	}); err != nil {
@@ -640,10 +655,12 @@ func (e *benchEnv) cleanup(ctx context.Context) error {
 	return err
 }
 
-// upload measures (b) for objects of about size bytes.
-func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error) {
+// upload measures (b) for objects of about size bytes, with compression
+// on or off.
+func (e *benchEnv) upload(ctx context.Context, size int64, compression bool) (uploadResult, error) {
 	cfg := e.cfg
 	cfg.BatchPersistDelay = dstl.NoBatchDelay
+	cfg.CompressionEnabled = compression
 	s, err := e.newStorage(cfg)
 	if err != nil {
 		return uploadResult{}, err
@@ -653,96 +670,104 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 	if err != nil {
 		return uploadResult{}, err
 	}
-	// A change costs its bytes and a length prefix; the frame, its
-	// directory of 128 key groups and the object's header and index add
-	// about 2.2 KiB.
+	// A change costs its bytes and a length prefix (and in format version
+	// 2 a byte of tag); the frame, its directory of 128 key groups and
+	// the object's header and index add about 2.2 KiB.
 	n := max(1, int((size-2300)/int64(e.o.changeSize+uvarintLen(e.o.changeSize))))
-	res := uploadResult{ChangesPerSet: n}
-	var latencies []time.Duration
-	var appendTime time.Duration // of the last checkpoint
+	res := uploadResult{ChangesPerSet: n, Compression: compression, FormatVersion: max(cfg.FormatVersion, 1)}
+	var stored int64 // bytes the engine put, of the timed sets
 	cp := int64(0)
-	checkpoint := func() (dstl.Handle, error) {
+	checkpoint := func() (persistCycle, error) {
 		cp++
-		a, d, h, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp)
-		latencies, appendTime = append(latencies, d), a
-		return h, err
+		before := e.backend.Stats().BytesPut
+		c, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp)
+		c.stored = e.backend.Stats().BytesPut - before
+		return c, err
 	}
 	// Warm up, and learn the objects' size.
 	before := e.backend.Stats()
+	var warm []dstl.Handle
 	for range 2 {
-		if _, err := checkpoint(); err != nil {
+		c, err := checkpoint()
+		if err != nil {
 			return res, err
 		}
+		warm = append(warm, c.handle)
 	}
 	after := e.backend.Stats()
 	res.ObjectSize = (after.BytesPut - before.BytesPut) / max(after.Puts-before.Puts, 1)
-	body := randomBytes(int(res.ObjectSize), 3)
-	latencies = latencies[:0]
-	var stored, logical int64
-	var rawLatencies, appendTimes []time.Duration
-	var pairRatios, ceilings []float64
-	for r := range e.o.rounds {
-		// The engine and the SDK alternate, one set and one put at a time,
-		// so that both see the same store: a store whose speed drifts (a
-		// file system's write-back, an emulator sharing the cores) moves
-		// both sides of a pair alike.
-		var names []string
-		var engineTime, rawTime time.Duration
-		put0 := e.backend.Stats().BytesPut
-		for t0 := time.Now(); time.Since(t0) < e.o.roundTime || len(names) == 0; {
-			var (
-				h     dstl.Handle
-				d, rd time.Duration
-			)
-			engine := func() (err error) {
-				t1 := time.Now()
-				h, err = checkpoint()
-				d = time.Since(t1) // appends, persist, confirm and truncate
-				return err
-			}
-			name := fmt.Sprintf("%sraw-%d-%d.bin", e.prefix, size, len(names))
-			sdk := func() error {
-				t1 := time.Now()
-				if err := e.raw.put(ctx, name, body); err != nil {
-					return fmt.Errorf("raw put: %w", err)
-				}
-				rd = time.Since(t1)
-				return nil
-			}
-			// The side that goes first alternates: the first put after
-			// the deletes may pay for them (a file system commits them
-			// with the next fsync), and neither side always pays.
-			first, second := engine, sdk
-			if len(names)%2 == 1 {
-				first, second = sdk, engine
-			}
-			if err := first(); err != nil {
-				return res, err
-			}
-			if err := second(); err != nil {
-				return res, err
-			}
-			rawLatencies = append(rawLatencies, rd)
-			names = append(names, name)
-			// Both sides' objects are deleted now, untimed, so that the
-			// store holds as few as it did (an emulator may slow down as it
-			// fills) and no delete runs beside a timed put, which would
-			// slow that side alone. The confirmed checkpoint's objects are
-			// its owner's, here the bench's, to delete.
-			if err := e.deletePair(ctx, h, name); err != nil {
-				return res, err
-			}
-			engineTime += d
-			rawTime += rd
-			setBytes, objectBytes := int64(n*e.o.changeSize), int64(len(body))
-			pairRatios = append(pairRatios, uploadRatio(setBytes, objectBytes, d, rd))
-			ceilings = append(ceilings, uploadCeiling(setBytes, objectBytes, appendTime, rd))
-			appendTimes = append(appendTimes, appendTime)
+	for _, h := range warm {
+		if err := e.deleteHandle(ctx, h); err != nil {
+			return res, err
 		}
-		stored += e.backend.Stats().BytesPut - put0
-		logical += int64(len(names) * n * e.o.changeSize)
-		res.EngineRounds = append(res.EngineRounds, float64(len(names)*n*e.o.changeSize)/engineTime.Seconds())
-		res.RawRounds = append(res.RawRounds, float64(len(names))*float64(len(body))/rawTime.Seconds())
+	}
+	body := randomBytes(int(res.ObjectSize), 3)
+	var (
+		latencies, confirms, puts, raws, appends []time.Duration
+		ratios, sdkRatios                        []float64
+		putBytes                                 int64
+		putTime                                  time.Duration
+	)
+	set := 0
+	for r := range e.o.rounds {
+		// The engine, the backend's Put and the SDK's put take turns, one
+		// set and one put each, so that all see the same store: a store
+		// whose speed drifts (a file system's write-back, an emulator
+		// sharing the cores) moves all sides of a set alike.
+		for t0, sets := time.Now(), 0; time.Since(t0) < e.o.roundTime || sets == 0; sets, set = sets+1, set+1 {
+			var (
+				c      persistCycle
+				pd, rd time.Duration
+			)
+			putName := fmt.Sprintf("%sput-%d-%d.bin", e.prefix, size, set)
+			rawName := fmt.Sprintf("%sraw-%d-%d.bin", e.prefix, size, set)
+			sides := []func() error{
+				func() (err error) {
+					c, err = checkpoint()
+					return err
+				},
+				func() error {
+					t1 := time.Now()
+					// As the engine gives its objects: a body in memory,
+					// which a backend writes or sends without a copy.
+					if err := e.backend.Put(ctx, putName, backends.NewMemoryBody(body), int64(len(body))); err != nil {
+						return fmt.Errorf("the backend's put: %w", err)
+					}
+					pd = time.Since(t1)
+					return nil
+				},
+				func() error {
+					t1 := time.Now()
+					if err := e.raw.put(ctx, rawName, body); err != nil {
+						return fmt.Errorf("raw put: %w", err)
+					}
+					rd = time.Since(t1)
+					return nil
+				},
+			}
+			// The side that goes first rotates: the first put after the
+			// deletes may pay for them (a file system commits them with
+			// the next fsync), and no side always pays.
+			for k := range sides {
+				if err := sides[(set+k)%len(sides)](); err != nil {
+					return res, err
+				}
+			}
+			// All three objects are deleted now, untimed, so that the
+			// store holds as few as it did (an emulator may slow down as
+			// it fills) and no delete runs beside a timed put, which
+			// would slow that side alone. The confirmed checkpoint's
+			// objects are its owner's, here the bench's, to delete.
+			if err := e.deleteSet(ctx, c.handle, putName, rawName); err != nil {
+				return res, err
+			}
+			latencies, confirms, appends = append(latencies, c.persisted), append(confirms, c.confirmed), append(appends, c.appended)
+			puts, raws = append(puts, pd), append(raws, rd)
+			ratios, sdkRatios = append(ratios, uploadRatio(c.confirmed, pd)), append(sdkRatios, uploadRatio(c.confirmed, rd))
+			stored += c.stored
+			putBytes += int64(len(body))
+			putTime += pd
+		}
 		// The engine, appending the next set while the last is persisted.
 		t0 := time.Now()
 		sets, err := pipelinedPersists(ctx, w, n, e.changes, &cp, e.o.roundTime)
@@ -755,37 +780,44 @@ func (e *benchEnv) upload(ctx context.Context, size int64) (uploadResult, error)
 		}
 		e.prog.set(float64(r+1) / float64(e.o.rounds))
 	}
-	res.Pairs = len(pairRatios)
-	res.EngineBPS, res.RawBPS = median(res.EngineRounds), median(res.RawRounds)
-	res.Ratio = median(pairRatios)
-	res.Ceiling = median(ceilings)
-	res.AppendP50Ms = ms(percentile(appendTimes, 50))
-	res.PipelinedBPS = median(res.PipelinedRounds)
-	res.PipelinedRatio = res.PipelinedBPS / res.RawBPS
-	res.StoredPerLogical = float64(stored) / float64(max(logical, 1))
+	res.Pairs = len(ratios)
+	res.Ratio, res.SDKRatio = median(ratios), median(sdkRatios)
+	res.PersistConfirmP50Ms = ms(percentile(confirms, 50))
+	res.BackendPutP50Ms, res.BackendPutSamples = ms(percentile(puts, 50)), len(puts)
+	res.RawPutP50Ms, res.RawPutSamples = ms(percentile(raws, 50)), len(raws)
+	res.AppendP50Ms = ms(percentile(appends, 50))
 	res.PersistP50Ms, res.PersistP99Ms = ms(percentile(latencies, 50)), ms(percentile(latencies, 99))
 	res.PersistSamples = len(latencies)
-	res.RawPutP50Ms, res.RawPutSamples = ms(percentile(rawLatencies, 50)), len(rawLatencies)
+	res.StoredPerLogical = float64(stored) / float64(max(int64(res.Pairs*n*e.o.changeSize), 1))
+	res.BackendPutBPS = float64(putBytes) / putTime.Seconds()
+	res.PipelinedBPS = median(res.PipelinedRounds)
+	res.PipelinedRatio = res.PipelinedBPS / res.BackendPutBPS
 	return res, nil
 }
 
-// uploadRatio is a pair's ratio in (b): the engine stores logical bytes
-// of changes in engine (appends, persist, confirm and truncate); the SDK
-// puts an object of the engine's size, stored bytes, in sdk.
-func uploadRatio(logical, stored int64, engine, sdk time.Duration) float64 {
-	return (float64(logical) / engine.Seconds()) / (float64(stored) / sdk.Seconds())
+// uploadRatio is a set's ratio in (b): its persist -> confirm time over
+// the time of a put of as many bytes.
+func uploadRatio(persistConfirm, put time.Duration) float64 {
+	return persistConfirm.Seconds() / put.Seconds()
 }
 
-// uploadCeiling is the ratio of a pair had the engine's persist, confirm
-// and truncate cost exactly the SDK's put: the engine's time would be its
-// appends and the put.
-func uploadCeiling(logical, stored int64, appends, sdk time.Duration) float64 {
-	return uploadRatio(logical, stored, appends+sdk, sdk)
+// onOff names a switch's state.
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
-// deletePair deletes the objects of one pair of (b): those of the
-// engine's handle h, and the SDK side's object named raw.
-func (e *benchEnv) deletePair(ctx context.Context, h dstl.Handle, raw string) error {
+// deleteHandle deletes the objects of the engine's handle h.
+func (e *benchEnv) deleteHandle(ctx context.Context, h dstl.Handle) error {
+	return e.deleteSet(ctx, h, "", "")
+}
+
+// deleteSet deletes the objects of one set of (b): those of the
+// engine's handle h, the backend's Put's object named put and the SDK
+// side's object named raw (either name empty: none).
+func (e *benchEnv) deleteSet(ctx context.Context, h dstl.Handle, put, raw string) error {
 	g, ctx := errgroup.WithContext(ctx)
 	var objects []string
 	for _, en := range h.Entries {
@@ -793,20 +825,25 @@ func (e *benchEnv) deletePair(ctx context.Context, h dstl.Handle, raw string) er
 			objects = append(objects, en.Object)
 		}
 	}
+	if put != "" {
+		objects = append(objects, put)
+	}
 	for _, o := range objects {
 		g.Go(func() error {
 			if err := e.backend.Delete(ctx, o); err != nil {
-				return fmt.Errorf("delete of the engine's object %s: %w", o, err)
+				return fmt.Errorf("delete of %s: %w", o, err)
 			}
 			return nil
 		})
 	}
-	g.Go(func() error {
-		if err := e.raw.delete(ctx, raw); err != nil {
-			return fmt.Errorf("raw delete of %s: %w", raw, err)
-		}
-		return nil
-	})
+	if raw != "" {
+		g.Go(func() error {
+			if err := e.raw.delete(ctx, raw); err != nil {
+				return fmt.Errorf("raw delete of %s: %w", raw, err)
+			}
+			return nil
+		})
+	}
 	return g.Wait()
 }
 
@@ -856,34 +893,45 @@ func pipelinedPersists(ctx context.Context, w *dstl.Writer, n int, changes *chan
 	return sets, settle()
 }
 
+// persistCycle is what persistChanges measured of one set.
+type persistCycle struct {
+	appended  time.Duration // the set's appends
+	persisted time.Duration // from Persist to the handle
+	confirmed time.Duration // from Persist to the end of Confirm
+	handle    dstl.Handle
+	stored    int64 // the bytes the engine put (set by the caller)
+}
+
 // persistChanges appends n changes from changes to w (change i to key
 // group kg(i)), persists them as checkpoint cp, waits for the handle,
-// confirms the checkpoint and truncates the log. It returns the time the
-// appends took, the time from Persist to the handle, and the handle.
-func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int, changes *changeSource, cp int64) (appended, persisted time.Duration, h dstl.Handle, err error) {
+// confirms the checkpoint and truncates the log, untimed. It returns the
+// time the appends took, the time from Persist to the handle and to the
+// end of Confirm, and the handle.
+func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int, changes *changeSource, cp int64) (persistCycle, error) {
 	// From the set the appends start (a set past the pre-emptive threshold
 	// is split: the handle covers every piece).
 	from := w.NextSequenceNumber()
 	t0 := time.Now()
 	for i := range n {
 		if err := w.Append(ctx, kg(i), changes.change()); err != nil {
-			return 0, 0, dstl.Handle{}, err
+			return persistCycle{}, err
 		}
 	}
 	t1 := time.Now()
 	f, err := w.Persist(ctx, from, cp)
 	if err != nil {
-		return 0, 0, dstl.Handle{}, err
+		return persistCycle{}, err
 	}
 	r, err := f.Wait(ctx)
 	if err != nil {
-		return 0, 0, dstl.Handle{}, err
+		return persistCycle{}, err
 	}
 	t2 := time.Now()
 	if err := w.Confirm(r.From, r.To, cp); err != nil {
-		return 0, 0, dstl.Handle{}, err
+		return persistCycle{}, err
 	}
-	return t1.Sub(t0), t2.Sub(t1), r.Remote, w.Truncate(r.To)
+	t3 := time.Now()
+	return persistCycle{appended: t1.Sub(t0), persisted: t2.Sub(t1), confirmed: t3.Sub(t1), handle: r.Remote}, w.Truncate(r.To)
 }
 
 // uvarintLen is the length of n's unsigned varint, the length prefix of a
@@ -931,7 +979,8 @@ func (e *benchEnv) batching(ctx context.Context, n int) (batchRow, error) {
 			mu.Unlock()
 			wg.Go(func() {
 				time.Sleep(time.Duration(rand.Int64N(int64(2 * time.Millisecond))))
-				_, d, _, err := persistChanges(ctx, w, changes, func(int) int { return i }, e.changes, cp)
+				c, err := persistChanges(ctx, w, changes, func(int) int { return i }, e.changes, cp)
+				d := c.persisted
 				mu.Lock()
 				defer mu.Unlock()
 				busy[i] = false
@@ -1400,14 +1449,15 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // The targets of the design (section 6).
 const (
-	targetAppendNs       = 30    // append: ns per change, at most
-	targetAppendSpeedup  = 1.8   // append: two goroutines on two writers, over one, at least
-	targetUploadRatio    = 0.95  // upload: of the SDK's put, at least
-	targetBatchingGrowth = 1.5   // batching: objects per second may grow so much from the fewest to the most writers
-	targetFetchedPerNeed = 1.005 // recovery: fetched / needed at most 1.00, to two decimals
-	targetRecoveryRemote = 0.9   // recovery read: of the SDK's get on an emulator or a cloud store, at least
-	targetRecoveryLocal  = 0.5   // recovery read: of a plain read on local disk, at least
-	targetSustainedRatio = 0.95  // sustained logging: of the backend's parallel Put, at least
+	targetAppendNs         = 30    // append: ns per change, at most
+	targetAppendSpeedup    = 1.8   // append: two goroutines on two writers, over one, at least
+	targetUploadRatio      = 1.10  // upload: persist -> confirm over the backend's Put of the same bytes, at most
+	targetUploadRatioLocal = 1.25  // upload: the same on local disk
+	targetBatchingGrowth   = 1.5   // batching: objects per second may grow so much from the fewest to the most writers
+	targetFetchedPerNeed   = 1.005 // recovery: fetched / needed at most 1.00, to two decimals
+	targetRecoveryRemote   = 0.9   // recovery read: of the SDK's get on an emulator or a cloud store, at least
+	targetRecoveryLocal    = 0.5   // recovery read: of a plain read on local disk, at least
+	targetSustainedRatio   = 0.95  // sustained logging: of the backend's parallel Put, at least
 )
 
 // targets compares the results with the targets of the design.
@@ -1424,9 +1474,13 @@ func (r *benchReport) targets() []targetResult {
 				fmt.Sprintf(">= x%.1f", targetAppendSpeedup), a.Speedup >= targetAppendSpeedup)
 		}
 	}
+	upload := targetUploadRatio
+	if r.Backend == local.ID {
+		upload = targetUploadRatioLocal
+	}
 	for _, u := range r.Upload {
-		add("upload "+formatBytes(u.ObjectSize), fmt.Sprintf("%.2f of the SDK's put", u.Ratio),
-			fmt.Sprintf(">= %.2f", targetUploadRatio), u.Ratio >= targetUploadRatio)
+		add("upload "+formatBytes(u.ObjectSize), fmt.Sprintf("persist -> confirm %.2f times the backend's Put", u.Ratio),
+			fmt.Sprintf("<= %.2f on %s", upload, r.Backend), u.Ratio > 0 && u.Ratio <= upload)
 	}
 	if rows := r.Batching.Rows; len(rows) > 1 {
 		first, last := rows[0], rows[len(rows)-1]
@@ -1468,18 +1522,26 @@ func (r *benchReport) print(w io.Writer) {
 				a.EncodedNsPerOp, a.TwoWritersNsPerOp, a.Speedup)
 		}
 	}
-	fmt.Fprintf(w, "\n(b) upload: one writer, append -> persist -> confirm, alternating with the SDK's put of the same object size, one each\n")
-	fmt.Fprintf(w, "  DSTL, SDK PUT: medians of %d rounds; RATIO: the median of the pairs' ratios (pairs: %s)\n", len(firstOr(r.Upload).EngineRounds), joinInts(r.Upload, func(u uploadResult) int { return u.Pairs }))
-	fmt.Fprintf(w, "  random changes: bytes stored per changes' byte in STORED/LOGICAL; SDK put: %s\n", r.RawPut)
-	fmt.Fprintf(w, "  PIPELINED: the writer appends the next set while the last is persisted, one persist at a time (informative; the target is RATIO)\n")
-	fmt.Fprintf(w, "  APPENDS: the median time of a set's appends; CEILING: the median of the pairs' RATIO had the persist cost exactly the SDK's put (informative)\n")
-	fmt.Fprintln(tw, "  OBJECT\tCHANGES\tSTORED/LOGICAL\tDSTL\tSDK PUT\tRATIO\tPIPELINED\tRATIO\tAPPENDS\tCEILING\tPERSIST P50\tP99\t(N)\tSDK PUT P50\t(N)")
-	for _, u := range r.Upload {
-		fmt.Fprintf(tw, "  %s\t%d\t%.3f\t%s\t%s\t%.2f\t%s\t%.2f\t%.2f ms\t%.2f\t%.1f ms\t%.1f ms\t(%d)\t%.1f ms\t(%d)\n", formatBytes(u.ObjectSize), u.ChangesPerSet,
-			u.StoredPerLogical, formatRate(u.EngineBPS), formatRate(u.RawBPS), u.Ratio, formatRate(u.PipelinedBPS), u.PipelinedRatio,
-			u.AppendP50Ms, u.Ceiling, u.PersistP50Ms, u.PersistP99Ms, u.PersistSamples, u.RawPutP50Ms, u.RawPutSamples)
+	for i, rows := range [][]uploadResult{r.Upload, r.UploadCompressed} {
+		if i == 1 && len(rows) == 0 {
+			continue
+		}
+		what := "compression off (the target: RATIO at most 1.10, 1.25 on local disk)"
+		if i == 1 {
+			what = "compression on (informative)"
+		}
+		fmt.Fprintf(w, "\n(b) upload, %s: one writer's persist -> confirm beside the backend's Put and the SDK's put of as many bytes, the three in turn, format version %d\n", what, firstOr(rows).FormatVersion)
+		fmt.Fprintf(w, "  RATIO: the median over the sets of persist -> confirm over the backend's Put; SDK RATIO: over the SDK's put (informative); sets: %s\n", joinInts(rows, func(u uploadResult) int { return u.Pairs }))
+		fmt.Fprintf(w, "  random changes: bytes stored per changes' byte in STORED/LOGICAL; APPENDS: the median time of a set's appends, which no ratio counts; SDK put: %s\n", r.RawPut)
+		fmt.Fprintf(w, "  PIPELINED: the writer appends the next set while the last is persisted, one persist at a time, in changes' bytes per second, and OVER PUT that over the backend's Put's bytes per second (informative)\n")
+		fmt.Fprintln(tw, "  OBJECT\tCHANGES\tSTORED/LOGICAL\tPERSIST->CONFIRM\tBACKEND PUT\tSDK PUT\tRATIO\tSDK RATIO\tAPPENDS\tPERSIST P50\tP99\t(N)\tPIPELINED\tOVER PUT")
+		for _, u := range rows {
+			fmt.Fprintf(tw, "  %s\t%d\t%.3f\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f\t%.2f\t%.2f ms\t%.1f ms\t%.1f ms\t(%d)\t%s\t%.2f\n", formatBytes(u.ObjectSize), u.ChangesPerSet,
+				u.StoredPerLogical, u.PersistConfirmP50Ms, u.BackendPutP50Ms, u.RawPutP50Ms, u.Ratio, u.SDKRatio, u.AppendP50Ms,
+				u.PersistP50Ms, u.PersistP99Ms, u.PersistSamples, formatRate(u.PipelinedBPS), u.PipelinedRatio)
+		}
+		tw.Flush()
 	}
-	tw.Flush()
 	fmt.Fprintf(w, "\n(c) batching: writers persisting together every %s, batch.persist-delay %s\n", r.Batching.PersistEvery, r.Batching.Delay)
 	fmt.Fprintln(tw, "  WRITERS\tCHECKPOINTS\tPERSISTS/S\tOBJECTS/S\tOBJECTS/CHECKPOINT\tPERSIST P50\tP99\t(N)\tSKIPPED")
 	for _, b := range r.Batching.Rows {

@@ -151,7 +151,7 @@ func BenchmarkUpload(b *testing.B) {
 		b.SetBytes(n * 100)
 		b.ReportAllocs()
 		for cp := int64(1); b.Loop(); cp++ {
-			if _, _, _, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp); err != nil {
+			if _, err := persistChanges(ctx, w, n, func(i int) int { return i & 127 }, e.changes, cp); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -478,7 +478,7 @@ func TestBenchTargets(t *testing.T) {
 		return benchReport{benchreport.Report{
 			Backend:   "local",
 			Append:    &appendResult{NsPerOp: 25, Speedup: 1.9},
-			Upload:    []uploadResult{{ObjectSize: 1 << 20, Ratio: 0.96}},
+			Upload:    []uploadResult{{ObjectSize: 1 << 20, Ratio: 1.05}},
 			Batching:  batchingResult{Rows: []batchRow{{Writers: 1, ObjectsPerSec: 10}, {Writers: 256, ObjectsPerSec: 12}}},
 			Recovery:  recoveryResult{FetchedPerNeed: 1, Ratio: 0.95},
 			Sustained: &sustainedResult{Rows: []sustainedRow{{Writers: 16, Ratio: 0.97}, {Writers: 64, Ratio: 0.96}}},
@@ -497,8 +497,14 @@ func TestBenchTargets(t *testing.T) {
 		{"append allocates", func(r *benchReport) { r.Append.AllocsPerOp = 1 }, "append", false, "25.0 ns/op, 1 allocs/op"},
 		{"two writers at x1.8", func(r *benchReport) { r.Append.Speedup = 1.8 }, "append, two writers", true, "x1.80 the changes/s of one"},
 		{"two writers at x1.5", func(r *benchReport) { r.Append.Speedup = 1.5 }, "append, two writers", false, ""},
-		{"upload at 0.95", func(r *benchReport) { r.Upload[0].Ratio = 0.95 }, "upload 1.00 MiB", true, ""},
-		{"upload below 0.95", func(r *benchReport) { r.Upload[0].Ratio = 0.94 }, "upload 1.00 MiB", false, ""},
+		{"local upload at 1.25", func(r *benchReport) { r.Upload[0].Ratio = 1.25 }, "upload 1.00 MiB", true, "persist -> confirm 1.25 times the backend's Put"},
+		{"local upload past 1.25", func(r *benchReport) { r.Upload[0].Ratio = 1.26 }, "upload 1.00 MiB", false, ""},
+		{"s3 upload at 1.10", func(r *benchReport) { r.Backend, r.Recovery.Ratio, r.Upload[0].Ratio = "s3", 0.95, 1.10 }, "upload 1.00 MiB", true, ""},
+		{"gcs upload past 1.10", func(r *benchReport) { r.Backend, r.Recovery.Ratio, r.Upload[0].Ratio = "gcs", 0.95, 1.11 }, "upload 1.00 MiB", false, ""},
+		{"upload not measured", func(r *benchReport) { r.Upload[0].Ratio = 0 }, "upload 1.00 MiB", false, ""},
+		{"compressed upload not a target", func(r *benchReport) {
+			r.UploadCompressed = []uploadResult{{ObjectSize: 1 << 20, Ratio: 3, Compression: true}}
+		}, "", true, ""},
 		{"batching x1.5", func(r *benchReport) { r.Batching.Rows[1].ObjectsPerSec = 15 }, "batching 1 -> 256 writers", true, ""},
 		{"batching grows", func(r *benchReport) { r.Batching.Rows[1].ObjectsPerSec = 16 }, "batching 1 -> 256 writers", false, ""},
 		{"fetched 1.004", func(r *benchReport) { r.Recovery.FetchedPerNeed = 1.004 }, "recovery fetched/needed", true, "1.004"},
@@ -624,71 +630,82 @@ func TestPersistChangesCoversSplitSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	for cp := int64(1); cp <= 2; cp++ {
-		_, _, h, err := persistChanges(t.Context(), w, 100, func(i int) int { return i & 127 }, e.changes, cp)
+		c, err := persistChanges(t.Context(), w, 100, func(i int) int { return i & 127 }, e.changes, cp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if covered := h.LogicalSize; covered != 100*100 {
+		if c.appended <= 0 || c.persisted <= 0 || c.confirmed < c.persisted {
+			t.Errorf("checkpoint %d: appends %v, persist %v, persist to confirm %v", cp, c.appended, c.persisted, c.confirmed)
+		}
+		if covered := c.handle.LogicalSize; covered != 100*100 {
 			t.Errorf("checkpoint %d: the handle covers %d bytes of 10000", cp, covered)
 		}
 	}
 }
 
-// TestBenchUpload runs a short (b) at 64 KiB: the engine and the SDK
-// alternate, one set and one put per pair, so both sides have as many
-// samples as there are pairs; the ratio is the median of the pairs' and
-// lies between the smallest and the largest round's; the ceiling, what
-// the appends alone leave of the SDK's speed, is below 1; and nothing is left
-// under the prefix, neither the engine's objects nor the SDK's.
+// TestBenchUpload runs a short (b) at 64 KiB, compression off and on:
+// the engine, the backend's Put and the SDK's put take turns, one set and
+// one put each, so all sides have as many samples as there are sets; the
+// ratio is the median of the sets' persist -> confirm over the Put's, and
+// lies between the smallest and the largest of them; the Put is the
+// backend's (its puts are counted by the backend: the engine's and the
+// baseline's); and nothing is left under the prefix, neither the
+// engine's objects nor the baselines'.
 func TestBenchUpload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes a second")
 	}
-	e := newBenchEnv(t)
-	e.o.rounds = 2
-	e.o.roundTime = 200 * time.Millisecond
-	ctx := t.Context()
-	u, err := e.upload(ctx, 64<<10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u.Pairs < 2 || u.PersistSamples != u.Pairs || u.RawPutSamples != u.Pairs {
-		t.Errorf("pairs %d, persist samples %d, SDK put samples %d: want as many, at least 2", u.Pairs, u.PersistSamples, u.RawPutSamples)
-	}
-	if len(u.EngineRounds) != 2 || len(u.RawRounds) != 2 || len(u.PipelinedRounds) != 2 {
-		t.Errorf("rounds: engine %v, SDK %v, pipelined %v: want 2 each", u.EngineRounds, u.RawRounds, u.PipelinedRounds)
-	}
-	if u.Ratio <= 0 || u.EngineBPS <= 0 || u.RawBPS <= 0 || u.ObjectSize < 60<<10 || u.ObjectSize > 70<<10 {
-		t.Errorf("result %+v", u)
-	}
-	// The ceiling counts the appends and the SDK's put, and the object's
-	// bytes past the changes' own (length prefixes, directory, index):
-	// below 1, always.
-	if u.AppendP50Ms <= 0 || u.Ceiling <= 0 || u.Ceiling >= 1/u.StoredPerLogical {
-		t.Errorf("appends %.3f ms, ceiling %.3f (stored per logical %.3f)", u.AppendP50Ms, u.Ceiling, u.StoredPerLogical)
-	}
-	if names := objectNames(t, e, e.prefix); len(names) != 0 {
-		t.Errorf("left under the prefix: %v", names)
+	for _, compression := range []bool{false, true} {
+		e := newBenchEnv(t)
+		e.o.rounds = 2
+		e.o.roundTime = 200 * time.Millisecond
+		ctx := t.Context()
+		seen := &storedAtPut{Backend: e.backend.Unwrap(), prefix: e.prefix}
+		e.backend = counting.New(seen)
+		u, err := e.upload(ctx, 64<<10, compression)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Pairs < 2 || u.PersistSamples != u.Pairs || u.RawPutSamples != u.Pairs || u.BackendPutSamples != u.Pairs {
+			t.Errorf("compression %v: sets %d, persist samples %d, backend Put samples %d, SDK put samples %d: want as many, at least 2",
+				compression, u.Pairs, u.PersistSamples, u.BackendPutSamples, u.RawPutSamples)
+		}
+		if len(u.PipelinedRounds) != 2 || u.Compression != compression || u.FormatVersion != 1 {
+			t.Errorf("compression %v: %+v", compression, u)
+		}
+		if u.Ratio <= 0 || u.SDKRatio <= 0 || u.ObjectSize < 60<<10 || u.ObjectSize > 70<<10 || u.BackendPutBPS <= 0 || u.PipelinedRatio <= 0 {
+			t.Errorf("compression %v: result %+v", compression, u)
+		}
+		if u.PersistConfirmP50Ms < u.PersistP50Ms || u.BackendPutP50Ms <= 0 || u.RawPutP50Ms <= 0 || u.AppendP50Ms <= 0 {
+			t.Errorf("compression %v: persist -> confirm %.3f ms, persist %.3f ms, backend Put %.3f ms, SDK put %.3f ms, appends %.3f ms",
+				compression, u.PersistConfirmP50Ms, u.PersistP50Ms, u.BackendPutP50Ms, u.RawPutP50Ms, u.AppendP50Ms)
+		}
+		// Every set's baseline is a Put of the backend's, as the engine's
+		// are: counted among the backend's puts, with the warm-up's and
+		// the pipelined writer's.
+		order := seen.order()
+		if n := strings.Count(strings.Join(order, " "), "backend"); n != u.Pairs {
+			t.Errorf("compression %v: %d Puts of the baseline through the backend for %d sets", compression, n, u.Pairs)
+		}
+		if names := objectNames(t, e, e.prefix); len(names) != 0 {
+			t.Errorf("compression %v: left under the prefix: %v", compression, names)
+		}
 	}
 }
 
-// TestUploadRatioAndCeiling: a pair's ratio is the engine's throughput of
-// changes' bytes over the SDK's of stored bytes; the ceiling is that ratio
-// had the engine taken its appends plus the SDK's put.
-func TestUploadRatioAndCeiling(t *testing.T) {
+// TestUploadRatio: a set's ratio is its persist -> confirm time over the
+// put's time.
+func TestUploadRatio(t *testing.T) {
 	for _, tc := range []struct {
-		logical, stored     int64
-		engine, appends, rd time.Duration
-		ratio, ceiling      float64
+		persistConfirm, put time.Duration
+		ratio               float64
 	}{
-		{900, 1000, 4 * time.Millisecond, time.Millisecond, 3 * time.Millisecond, 0.675, 0.675},
-		{900, 1000, 3 * time.Millisecond, 0, 3 * time.Millisecond, 0.9, 0.9},
-		{1000, 1000, 8 * time.Millisecond, time.Millisecond, 4 * time.Millisecond, 0.5, 0.8},
+		{4 * time.Millisecond, 4 * time.Millisecond, 1},
+		{11 * time.Millisecond, 10 * time.Millisecond, 1.1},
+		{3 * time.Millisecond, 6 * time.Millisecond, 0.5},
 	} {
-		ratio := uploadRatio(tc.logical, tc.stored, tc.engine, tc.rd)
-		ceiling := uploadCeiling(tc.logical, tc.stored, tc.appends, tc.rd)
-		if math.Abs(ratio-tc.ratio) > 1e-9 || math.Abs(ceiling-tc.ceiling) > 1e-9 {
-			t.Errorf("%+v: ratio %v, ceiling %v", tc, ratio, ceiling)
+		if ratio := uploadRatio(tc.persistConfirm, tc.put); math.Abs(ratio-tc.ratio) > 1e-9 {
+			t.Errorf("%+v: ratio %v", tc, ratio)
 		}
 	}
 }
@@ -708,36 +725,42 @@ func TestBenchUploadDeletesEachPair(t *testing.T) {
 	seen := &storedAtPut{Backend: e.backend.Unwrap(), prefix: e.prefix}
 	e.backend = counting.New(seen)
 	e.raw = &rawOrder{rawStore: e.raw, seen: seen}
-	u, err := e.upload(t.Context(), 64<<10)
+	u, err := e.upload(t.Context(), 64<<10, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.Pairs < 5 {
-		t.Skipf("only %d pairs: too few to tell", u.Pairs)
+	if u.Pairs < 6 {
+		t.Skipf("only %d sets: too few to tell", u.Pairs)
 	}
-	// The engine's puts: the warm-up's 2, one per pair, then those of the
-	// pipelined writer (which keeps its objects until the round ends).
+	// The warm-up's two puts, then three per set: the engine's, the
+	// backend's Put's and the SDK's, the first of them rotating, each
+	// finding no object in the store but those of the set's sides before
+	// it (the warm-up's are deleted).
 	const warmUp = 2
-	found := seen.found()
-	if len(found) < warmUp+u.Pairs {
-		t.Fatalf("%d engine puts for %d pairs", len(found), u.Pairs)
+	order, found := seen.order(), seen.found()
+	if len(order) < warmUp+3*u.Pairs {
+		t.Fatalf("%d puts for %d sets", len(order), u.Pairs)
 	}
-	for i, n := range found[warmUp : warmUp+u.Pairs] {
-		// The SDK side goes first in odd pairs: its object is there too.
-		if n > warmUp+i%2 {
-			t.Fatalf("the engine's put of pair %d found %d objects in the store, want at most the %d of the warm-up and that of the pair's SDK side (%d pairs)", i, n, warmUp, u.Pairs)
-		}
-	}
-	// Which side goes first alternates: the first put after a pair's
-	// deletes may pay for them.
-	order := seen.order()
+	sides := []string{"engine", "backend", "sdk"}
 	for i := range u.Pairs {
-		want := []string{"engine", "sdk"}
-		if i%2 == 1 {
-			want = []string{"sdk", "engine"}
+		want := []string{sides[i%3], sides[(i+1)%3], sides[(i+2)%3]}
+		if got := order[warmUp+3*i : warmUp+3*i+3]; !slices.Equal(got, want) {
+			t.Fatalf("set %d put %q, want %q (the first sets' puts: %q)", i, got, want, order[warmUp:min(len(order), warmUp+9)])
 		}
-		if got := order[warmUp+2*i : warmUp+2*i+2]; !slices.Equal(got, want) {
-			t.Fatalf("pair %d put %q, want %q (the first pairs' puts: %q)", i, got, want, order[warmUp:min(len(order), warmUp+8)])
+	}
+	// found has the engine's and the backend's Puts, in turn (not the
+	// SDK's).
+	k := warmUp
+	for i := range u.Pairs {
+		before := 0
+		for j := range 3 {
+			if side := sides[(i+j)%3]; side != "sdk" {
+				if found[k] > before {
+					t.Fatalf("set %d: the %s's put found %d objects in the store, want at most the %d of the set's sides before it", i, side, found[k], before)
+				}
+				k++
+			}
+			before++
 		}
 	}
 }
@@ -763,7 +786,7 @@ type storedAtPut struct {
 	prefix string
 	mu     sync.Mutex
 	counts []int
-	puts   []string // "engine" for each Put, in turn, and "sdk" for each raw put (rawOrder)
+	puts   []string // "engine" or "backend" (the baseline of (b)) for each Put, in turn, and "sdk" for each raw put (rawOrder)
 }
 
 func (b *storedAtPut) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
@@ -771,9 +794,13 @@ func (b *storedAtPut) Put(ctx context.Context, name string, body io.ReaderAt, si
 	if err := b.List(ctx, b.prefix, func(backends.ObjectInfo) error { n++; return nil }); err != nil {
 		return err
 	}
+	side := "engine"
+	if strings.Contains(name, "/put-") {
+		side = "backend" // the baseline of (b)
+	}
 	b.mu.Lock()
 	b.counts = append(b.counts, n)
-	b.puts = append(b.puts, "engine")
+	b.puts = append(b.puts, side)
 	b.mu.Unlock()
 	return b.Backend.Put(ctx, name, body, size)
 }

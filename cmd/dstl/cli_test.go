@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net"
@@ -102,15 +103,17 @@ func TestBench(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatal(err)
 		}
-		if rep.Backend != "local" || len(rep.Upload) != 1 || rep.Upload[0].RawBPS <= 0 || rep.Upload[0].EngineBPS <= 0 ||
+		if rep.Backend != "local" || len(rep.Upload) != 1 || len(rep.UploadCompressed) != 1 || rep.Upload[0].Ratio <= 0 || rep.Upload[0].BackendPutBPS <= 0 ||
 			len(rep.Batching.Rows) != 2 || rep.Recovery.FetchedPerNeed < 1 || rep.Recovery.Objects != 2 || len(rep.Targets) != 6 {
 			t.Fatalf("%s: report %+v", option, rep)
 		}
 		// Random changes: what is stored is about what was appended, with
 		// compression too, so that the upload ratio compares like with like.
-		if u := rep.Upload[0]; u.StoredPerLogical < 1 || u.StoredPerLogical > 1.2 || u.PersistSamples == 0 || u.RawPutSamples == 0 ||
-			u.PipelinedBPS <= 0 || u.PipelinedRatio != u.PipelinedBPS/u.RawBPS {
-			t.Errorf("%s: upload %+v", option, u)
+		for i, u := range []uploadResult{rep.Upload[0], rep.UploadCompressed[0]} {
+			if u.StoredPerLogical < 1 || u.StoredPerLogical > 1.2 || u.PersistSamples == 0 || u.RawPutSamples == 0 || u.Compression != (i == 1) ||
+				u.PipelinedBPS <= 0 || u.PipelinedRatio != u.PipelinedBPS/u.BackendPutBPS {
+				t.Errorf("%s: upload %+v", option, u)
+			}
 		}
 		if rep.Batching.Rows[0].PersistSamples == 0 || rep.Recovery.EngineReads == 0 || rep.Recovery.RawReads == 0 || rep.RawPut == "" {
 			t.Errorf("%s: report %+v", option, rep)
@@ -219,5 +222,42 @@ func TestBackendsCheckFails(t *testing.T) {
 	var rep createOnlyReport
 	if err := json.Unmarshal([]byte(out), &rep); code != exitRuntime || err != nil || rep.CreateOnly || rep.Error == "" {
 		t.Fatalf("an unreachable store: exit %d, %v: %s%s", code, err, out, errOut)
+	}
+}
+
+// TestBackendsCheckUnsignedPayloadMinIO: on an s3 base path with
+// unsigned_payload=true, "dstl backends --check" also checks that the
+// store takes unsigned bodies, which MinIO does, and says so; without the
+// parameter it does not check them.
+func TestBackendsCheckUnsignedPayloadMinIO(t *testing.T) {
+	var env []string
+	for _, n := range []string{"DSTL_S3_ENDPOINT", "DSTL_S3_REGION", "DSTL_S3_ACCESS_KEY", "DSTL_S3_SECRET_KEY", "DSTL_S3_BUCKET"} {
+		v := os.Getenv(n)
+		if v == "" {
+			t.Skipf("%s not set: this test needs MinIO (run it under minio-test/with-emulators.sh)", n)
+		}
+		env = append(env, v)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", env[2])
+	t.Setenv("AWS_SECRET_ACCESS_KEY", env[3])
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	base := "s3://" + env[4] + "/dstl-backends-check/" + strings.ToLower(rand.Text()[:12]) +
+		"?endpoint=" + env[0] + "&region=" + env[1] + "&use_path_style=true"
+	for _, unsigned := range []bool{true, false} {
+		u := base
+		if unsigned {
+			u += "&unsigned_payload=true"
+		}
+		code, out, errOut := runCLI(t, "backends", "--check", u, "--json")
+		var rep createOnlyReport
+		if err := json.Unmarshal([]byte(out), &rep); code != exitOK || err != nil || !rep.CreateOnly || (rep.UnsignedPayload == "taken") != unsigned {
+			t.Fatalf("unsigned %v: exit %d, %v: %s%s", unsigned, code, err, out, errOut)
+		}
+		if unsigned {
+			code, out, errOut = runCLI(t, "backends", "--check", u)
+			if code != exitOK || !strings.Contains(out, "takes upload bodies that are not signed") {
+				t.Fatalf("exit %d: %s%s", code, out, errOut)
+			}
+		}
 	}
 }

@@ -68,7 +68,7 @@ The month is 30 days: its checkpoints are 30 days over
 bytes are the average over the month (the retained checkpoints and, on
 average, half a materialisation period); a restore reads, on average,
 half a period; a listing of N objects is N/1000 pages (N/5000 on Azure).
-Prices are the providers' published list prices (the README names them
+Prices are the providers' published list prices (docs/COST.md names them
 and their date), per request and per GiB-month; --price
 PROVIDER.FIELD=PRICE (PROVIDER s3, gcs or azure; FIELD put, get, list,
 delete or storage; PRICE in dollars, or dollars/count: s3.put=0.005/1000)

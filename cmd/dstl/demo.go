@@ -15,9 +15,11 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
@@ -55,7 +57,7 @@ truncates, then crashes, recovers from the last confirmed checkpoint and verifie
 that the rebuilt state equals the expected state. Exits 1 if it does not.`, stderr)
 	fs.StringVar(&o.basePath, "base-path", "", "where objects go: a URL (file:///...) or a local path; each run writes under a prefix of its own (default: a new temporary directory, removed afterwards)")
 	fs.StringVar(&o.storage, "storage", "", "backend identifier (default: chosen by the base path's URL scheme)")
-	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory")
+	fs.BoolVar(&o.keep, "keep", false, "keep what the run wrote: its objects (under a prefix of their own, which the report names) and the temporary directories")
 	fs.IntVar(&o.writers, "writers", 8, "operator instances (writers), each owning a share of the key groups")
 	fs.IntVar(&o.recoverWriters, "recover-writers", 0, "writers after the crash (rescaling); 0 means the same as --writers")
 	fs.IntVar(&o.keyGroups, "key-groups", 128, "key groups (maximum parallelism)")
@@ -217,7 +219,11 @@ type demoReport struct {
 	snapshotBytes            int64
 	confirmed, aborted       int
 	materialisations         int
-	objects, objectBytes     int64
+	objects, objectBytes     int64 // left once the storages closed
+	named                    int   // of which the last confirmed checkpoint names
+	prefix                   string
+	kept                     bool  // the objects stay (--keep)
+	removed                  int64 // objects the demo deleted at its end
 	requests                 counting.Stats
 	persistP50, persistP99   time.Duration
 	recoveryTime             time.Duration
@@ -230,7 +236,7 @@ type demoReport struct {
 	elapsed                  time.Duration
 }
 
-func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, error) {
+func demo(ctx context.Context, o demoOptions, progress io.Writer) (rep *demoReport, err error) {
 	start := time.Now()
 	cfg := dstl.DefaultConfig(o.basePath)
 	cfg.Storage = o.storage
@@ -251,6 +257,25 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 	}
 	counting := counting.New(backend)
 	defer counting.Close()
+	prefix := objname.JobPrefix(cfg.JobID)
+	if !o.keep {
+		// What the run made goes at its end, whatever its outcome (after
+		// the storages close: their deferred Closes run first).
+		defer func() {
+			if err != nil && counting.Stats().BytesPut == 0 {
+				return // nothing was stored
+			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			n, rerr := removeAll(rctx, backend, prefix)
+			if rep != nil {
+				rep.removed = n
+			}
+			if rerr != nil {
+				err = errors.Join(err, fmt.Errorf("deleting what the demo wrote under %s: %w", prefix, rerr))
+			}
+		}()
+	}
 	log := o.log
 	if log == nil {
 		log = slog.Default()
@@ -260,7 +285,7 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		return nil, err
 	}
 	defer storage.Close()
-	rep := &demoReport{basePath: o.basePath, writers: o.writers, recovered: o.recoverWriters, localRecovery: o.localRecovery}
+	rep = &demoReport{basePath: o.basePath, writers: o.writers, recovered: o.recoverWriters, localRecovery: o.localRecovery, prefix: prefix, kept: o.keep}
 	fmt.Fprintf(progress, "dstl demo: %d writers, %d key groups, %d checkpoints of %d changes x %d bytes per writer, on %s (%s)\n",
 		o.writers, o.keyGroups, o.checkpoints, o.changes, o.changeSize, id, o.basePath)
 
@@ -442,7 +467,12 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 		rep.keys += len(m)
 	}
 
-	err = counting.List(ctx, objname.JobPrefix(cfg.JobID), func(oi backends.ObjectInfo) error {
+	// The end of both processes: closing, each storage deletes what it
+	// released (a real job deletes the rest as it drops checkpoints).
+	if err := errors.Join(storage.Close(), storage2.Close()); err != nil {
+		return nil, err
+	}
+	err = counting.List(ctx, prefix, func(oi backends.ObjectInfo) error {
 		rep.objects++
 		rep.objectBytes += oi.Size
 		return nil
@@ -450,6 +480,20 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (*demoReport, 
 	if err != nil {
 		return nil, err
 	}
+	named := map[string]bool{}
+	for i, b := range last.handles {
+		var h dstl.Handle
+		if err := h.UnmarshalBinary(b); err != nil {
+			return nil, fmt.Errorf("handle of writer %d: %w", i, err)
+		}
+		for _, e := range h.Entries {
+			named[e.Object] = true
+		}
+		if last.snapshots[i] != "" {
+			named[last.snapshots[i]] = true
+		}
+	}
+	rep.named = len(named)
 	rep.requests = counting.Stats()
 	for _, dw := range ws {
 		rep.logical += dw.appended
@@ -559,6 +603,32 @@ func forEach(ws []*demoWriter, fn func(int, *demoWriter) error) error {
 	return errors.Join(errs...)
 }
 
+// removeAll deletes every object under prefix, a few at a time, and
+// returns how many it deleted.
+func removeAll(ctx context.Context, b backends.Backend, prefix string) (int64, error) {
+	var names []string
+	if err := b.List(ctx, prefix, func(oi backends.ObjectInfo) error {
+		names = append(names, oi.Name)
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	var deleted atomic.Int64
+	var g errgroup.Group
+	g.SetLimit(8)
+	for _, name := range names {
+		g.Go(func() error {
+			if err := b.Delete(ctx, name); err != nil {
+				return err
+			}
+			deleted.Add(1)
+			return nil
+		})
+	}
+	err := g.Wait()
+	return deleted.Load(), err
+}
+
 func putSnapshot(ctx context.Context, b backends.Backend, name string, s snapshot) (int64, error) {
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(s); err != nil {
@@ -616,7 +686,13 @@ func (r *demoReport) print(w io.Writer) {
 	fmt.Fprintf(w, "checkpoints:        %d confirmed, %d aborted, %d materialisations\n", r.confirmed, r.aborted, r.materialisations)
 	fmt.Fprintf(w, "changes:            %d appended by %d %s\n", r.changes, r.writers, plural(r.writers, "writer"))
 	fmt.Fprintf(w, "bytes:              %s of changes appended, %s of change-set objects stored (%s of snapshots)\n", mib(r.logical), mib(r.stored), mib(r.snapshotBytes))
-	fmt.Fprintf(w, "objects left:       %d (%s), snapshots included\n", r.objects, mib(r.objectBytes))
+	fmt.Fprintf(w, "objects left:       %d (%s) once the storages closed, snapshots included, %d of them named by checkpoint %d; ",
+		r.objects, mib(r.objectBytes), r.named, r.lastCheckpoint)
+	if r.kept {
+		fmt.Fprintf(w, "kept under %s (--keep)\n", r.prefix)
+	} else {
+		fmt.Fprintf(w, "%d deleted at the end (--keep keeps them)\n", r.removed)
+	}
 	fmt.Fprintf(w, "requests:           %d put, %d get, %d delete, %d list\n", r.requests.Puts, r.requests.Gets, r.requests.Deletes, r.requests.Lists)
 	fmt.Fprintf(w, "persist latency:    p50 %v, p99 %v\n", r.persistP50.Round(time.Microsecond), r.persistP99.Round(time.Microsecond))
 	fmt.Fprintf(w, "recovery:           checkpoint %d into %d %s in %v: %d ranged reads fetched %s for %s of change sets (%d served from the cache)\n",

@@ -17,10 +17,18 @@ import (
 // (no batching delay). It returns each writer's handle.
 func persistHandles(t *testing.T, dir, job string, writers int) []dstl.Handle {
 	t.Helper()
+	return persistHandlesVersion(t, dir, job, writers, 1)
+}
+
+// persistHandlesVersion is persistHandles with the objects in the format
+// version given.
+func persistHandlesVersion(t *testing.T, dir, job string, writers, version int) []dstl.Handle {
+	t.Helper()
 	ctx := context.Background()
 	cfg := dstl.DefaultConfig("file://" + dir)
 	cfg.JobID = job
 	cfg.BatchPersistDelay = dstl.NoBatchDelay
+	cfg.FormatVersion = version
 	s, err := dstl.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

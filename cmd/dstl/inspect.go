@@ -23,7 +23,8 @@ import (
 const inspectAbout = `Describes an object or file that dstl writes, and checks it. What it is, inspect
 tells by its first bytes:
 
-  - a log object ("DSTL", UUIDv7.dstl): its change sets, each with its offset
+  - a log object ("DSTL", UUIDv7.dstl): its format version (1 or 2, from its
+    header) and its change sets, each with its offset
     and stored size, the writer's log id, the sequence number, the key groups
     with their number of changes, the logical (uncompressed) size and whether
     its CRC32C and structure check out. The object's footer index is read and
@@ -174,9 +175,12 @@ func fetchObject(ctx context.Context, storage, arg string) (string, []byte, erro
 
 // objectReport is what inspect finds in an object.
 type objectReport struct {
-	Kind       string      `json:"kind"` // "log"
-	Object     string      `json:"object"`
-	Size       int64       `json:"size"`
+	Kind   string `json:"kind"` // "log"
+	Object string `json:"object"`
+	Size   int64  `json:"size"`
+	// Version is the object's format version, from its header; 0 when
+	// the header is not one of a version this release reads.
+	Version    int         `json:"version"`
 	OK         bool        `json:"ok"`
 	Index      string      `json:"index"` // "ok", or what is wrong with it
 	ChangeSets []setReport `json:"change_sets"`
@@ -186,7 +190,8 @@ type objectReport struct {
 // setReport describes one change set (one frame).
 type setReport struct {
 	Offset      int64   `json:"offset"`
-	Length      int64   `json:"length"` // stored bytes of the frame
+	Length      int64   `json:"length"`            // stored bytes of the frame
+	Version     int     `json:"version,omitempty"` // the frame's format version, once it checked out
 	LogID       string  `json:"log_id,omitempty"`
 	SQN         *uint64 `json:"sqn,omitempty"`
 	Codec       string  `json:"codec,omitempty"`
@@ -233,6 +238,9 @@ func problemOf(err error) problem {
 // inspectObject decodes everything it can of an object's bytes.
 func inspectObject(name string, data []byte) *objectReport {
 	rep := &objectReport{Kind: "log", Object: name, Size: int64(len(data)), Index: "ok"}
+	if len(data) >= format.HeaderSize && string(data[:4]) == format.Magic && (data[4] == format.Version1 || data[4] == format.Version2) {
+		rep.Version = int(data[4])
+	}
 	index, err := format.ReadIndex(name, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		rep.Index = err.Error()
@@ -299,6 +307,7 @@ func checkFrame(name string, off int64, frame []byte, want *format.IndexEntry) f
 		return c
 	}
 	c.Checksum, c.OK = "ok", true
+	c.Version = h.Version
 	c.LogID = uuid.UUID(h.LogID).String()
 	sqn := h.SequenceNumber
 	c.SQN = &sqn
@@ -348,7 +357,11 @@ func (r *objectReport) print(w io.Writer) {
 	if !r.OK {
 		status = "DAMAGED"
 	}
-	fmt.Fprintf(w, "log object %s: %s, %d change %s, %s\n", r.Object, formatBytes(r.Size), len(r.ChangeSets), plural(len(r.ChangeSets), "set"), status)
+	version := "format version ?"
+	if r.Version != 0 {
+		version = fmt.Sprintf("format version %d", r.Version)
+	}
+	fmt.Fprintf(w, "log object %s: %s, %s, %d change %s, %s\n", r.Object, formatBytes(r.Size), version, len(r.ChangeSets), plural(len(r.ChangeSets), "set"), status)
 	if r.Index != "ok" {
 		fmt.Fprintf(w, "index: %s\n", r.Index)
 	}

@@ -34,9 +34,39 @@ func TestInspectObject(t *testing.T) {
 		t.Fatalf("change set %+v, handle %+v", cs, hs[0])
 	}
 
+	if rep.Version != 1 || cs.Version != 1 {
+		t.Fatalf("format version %d, change set's %d; want 1", rep.Version, cs.Version)
+	}
+
 	// The same object by URL, as a table for people.
 	code, out, errOut = runCLI(t, "inspect", "file://"+path)
-	if code != exitOK || !strings.Contains(out, "OK") || !strings.Contains(out, hs[0].LogID.String()) {
+	if code != exitOK || !strings.Contains(out, "OK") || !strings.Contains(out, hs[0].LogID.String()) || !strings.Contains(out, "format version 1,") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestInspectObjectVersion2: an object of format version 2 is reported as
+// such, its change sets as those of version 1 are.
+func TestInspectObjectVersion2(t *testing.T) {
+	dir := t.TempDir()
+	hs := persistHandlesVersion(t, dir, "job", 1, format.Version2)
+	path := objectPath(dir, hs[0].Entries[0].Object)
+	code, out, errOut := runCLI(t, "inspect", "--json", path)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	var rep objectReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || rep.Version != 2 || len(rep.ChangeSets) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	if cs := rep.ChangeSets[0]; cs.Version != 2 || cs.Changes != 51 || cs.KeyGroups != "meta, 0-3" {
+		t.Fatalf("change set %+v", cs)
+	}
+	code, out, errOut = runCLI(t, "inspect", path)
+	if code != exitOK || !strings.Contains(out, "format version 2,") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 }

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,6 +29,7 @@ func TestDemo(t *testing.T) {
 		{"compressed, rescaled to 3 writers", []string{"-checkpoints", "7", "-changes", "100", "-compression", "-recover-writers", "3"}},
 		{"no materialisation, no aborts", []string{"-checkpoints", "5", "-changes", "50", "-materialize-every", "0", "-abort-every", "0", "-writers", "2"}},
 		{"explicit base path", []string{"-checkpoints", "3", "-changes", "20", "-base-path", "file://" + t.TempDir()}},
+		{"explicit base path, kept", []string{"-checkpoints", "6", "-changes", "20", "-keep", "-base-path", t.TempDir()}},
 		{"local recovery, rescaled", []string{"-checkpoints", "9", "-changes", "100", "-local-recovery", "-recover-writers", "5"}},
 		{"local recovery in a given directory", []string{"-checkpoints", "4", "-changes", "50", "-local-recovery", "-local-dir", t.TempDir()}},
 	} {
@@ -40,6 +44,38 @@ func TestDemo(t *testing.T) {
 			}
 			if slices.Contains(tc.args, "-local-recovery") && !strings.Contains(out.String(), "0 (0.00 MiB) from the backend, 0 fallbacks") {
 				t.Fatalf("local recovery read from the backend:\n%s", out.String())
+			}
+			// The objects left once the storages closed: as many as
+			// the base path holds with --keep, deleted without it.
+			m := regexp.MustCompile(`objects left: +(\d+) \(.*\) once the storages closed, snapshots included, (\d+) of them named by checkpoint \d+; (?:(\d+) deleted at the end|kept under (\S+) )`).FindStringSubmatch(out.String())
+			if m == nil {
+				t.Fatalf("no objects line:\n%s", out.String())
+			}
+			left, _ := strconv.Atoi(m[1])
+			if named, _ := strconv.Atoi(m[2]); named < 1 || named > left {
+				t.Errorf("%d objects left, %d named by the last checkpoint:\n%s", left, named, out.String())
+			}
+			keep := slices.Contains(tc.args, "-keep")
+			if deleted, _ := strconv.Atoi(m[3]); !keep && deleted != left {
+				t.Errorf("%d objects left, %d deleted:\n%s", left, deleted, out.String())
+			}
+			if i := slices.Index(tc.args, "-base-path"); i >= 0 {
+				files := 0
+				err := filepath.WalkDir(strings.TrimPrefix(tc.args[i+1], "file://"), func(_ string, d fs.DirEntry, err error) error {
+					if err == nil && !d.IsDir() {
+						files++
+					}
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := map[bool]int{true: left}[keep]; files != want {
+					t.Errorf("%d files under the base path, want %d:\n%s", files, want, out.String())
+				}
+				if keep && !strings.Contains(out.String(), "kept under demo-") {
+					t.Errorf("the kept prefix not named:\n%s", out.String())
+				}
 			}
 		})
 	}

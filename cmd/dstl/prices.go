@@ -14,7 +14,7 @@ import (
 
 // The list prices dstl cost uses by default, as the providers published
 // them for their standard tier in one region each, in US dollars, dated
-// 2026-11-30 (the README's "Cost" section names the pages and which
+// 2026-11-30 (docs/COST.md names the pages and which
 // figures were checked against them on that date). Requests are
 // priced per request; storage per GiB-month (2^30 bytes kept for a month:
 // the providers' "GB" is 2^30 bytes and a month's storage is its average).
@@ -29,7 +29,7 @@ import (
 //	Azure Blob Storage, block blobs, Hot, LRS, East US:
 //	  write $0.055 per 10,000; list $0.055 per 10,000; read $0.0044 per 10,000;
 //	  storage (first 50 TB) $0.018 per GB-month
-//	  (the figures of the summary of Azure's page the README cites, the
+//	  (the figures of the summary of Azure's page docs/COST.md cites, the
 //	  one source of that date for them)
 const pricesDate = "2026-11-30"
 

@@ -23,6 +23,7 @@ const (
 
 // frameView is a frame whose header, checksum and directory were validated.
 type frameView struct {
+	version byte
 	logID   [16]byte
 	sqn     uint64
 	codec   Codec
@@ -82,9 +83,11 @@ func parseFrame(object string, offset int64, frame []byte, verified bool) (frame
 	}
 	crcAt := len(frame) - FrameCRCSize
 
-	if frame[frameOffVersion] != Version {
-		return v, errorf(object, offset+frameOffVersion, ErrVersion, "frame version %d, this reader supports %d", frame[frameOffVersion], Version)
+	v.version = frame[frameOffVersion]
+	if v.version != Version1 && v.version != Version2 {
+		return v, errorf(object, offset+frameOffVersion, ErrVersion, "frame version %d, this reader supports %d and %d", v.version, Version1, Version2)
 	}
+	dirEntry := dirEntrySize(v.version)
 	v.codec = Codec(frame[frameOffCodec])
 	if v.codec != CodecNone && v.codec != CodecZstd {
 		return v, errorf(object, offset+frameOffCodec, ErrCorrupt, "unknown codec %d", frame[frameOffCodec])
@@ -102,11 +105,11 @@ func parseFrame(object string, offset int64, frame []byte, verified bool) (frame
 	}
 	v.logical = int(logical)
 	groups := binary.LittleEndian.Uint32(frame[frameOffGroups:])
-	if uint64(groups) > uint64(crcAt-FrameHeaderSize)/DirEntrySize {
+	if uint64(groups) > uint64(crcAt-FrameHeaderSize)/uint64(dirEntry) {
 		return v, errorf(object, offset+frameOffGroups, ErrCorrupt, "%d groups do not fit in a %d-byte frame", groups, len(frame))
 	}
 	v.groups = int(groups)
-	dirEnd := FrameHeaderSize + v.groups*DirEntrySize
+	dirEnd := FrameHeaderSize + v.groups*dirEntry
 	v.dir = frame[FrameHeaderSize:dirEnd]
 	v.payload = frame[dirEnd:crcAt]
 	v.payOff = offset + int64(dirEnd)
@@ -119,6 +122,9 @@ func parseFrame(object string, offset int64, frame []byte, verified bool) (frame
 		if uint64(v.logical) > uint64(len(v.payload))*zstdMaxRatio {
 			return v, errorf(object, offset+frameOffPayloadSize, ErrCorrupt, "payload size %d is impossible for %d bytes of zstd", v.logical, len(v.payload))
 		}
+	}
+	if v.version == Version2 {
+		return v, checkDirectoryV2(object, offset, &v)
 	}
 
 	prev := int64(MetaKeyGroup) - 1
@@ -161,6 +167,7 @@ func ReadFrameHeader(object string, offset int64, frame []byte) (*FrameHeader, e
 		return nil, err
 	}
 	h := &FrameHeader{
+		Version:        int(v.version),
 		LogID:          v.logID,
 		SequenceNumber: v.sqn,
 		Codec:          v.codec,
@@ -170,12 +177,16 @@ func ReadFrameHeader(object string, offset int64, frame []byte) (*FrameHeader, e
 	if v.groups > 0 {
 		h.Groups = make([]GroupInfo, v.groups)
 	}
+	entry, sizeAt := DirEntrySize, 12
+	if v.version == Version2 {
+		entry, sizeAt = DirEntrySizeV2, 8
+	}
 	for i := range h.Groups {
-		d := v.dir[i*DirEntrySize:]
+		d := v.dir[i*entry:]
 		h.Groups[i] = GroupInfo{
 			KeyGroup: int32(binary.LittleEndian.Uint32(d[0:])),
 			Count:    int(binary.LittleEndian.Uint32(d[4:])),
-			Size:     int64(binary.LittleEndian.Uint32(d[12:])),
+			Size:     int64(binary.LittleEndian.Uint32(d[sizeAt:])),
 		}
 	}
 	return h, nil
@@ -200,7 +211,8 @@ func DecodeFrame(object string, offset int64, frame []byte) (*ChangeSet, error) 
 type FrameDecoder struct {
 	cs      ChangeSet
 	changes [][]byte
-	used    int // changes[:used] may alias frames decoded since the last Reset
+	used    int       // changes[:used] may alias frames decoded since the last Reset
+	v2      []v2Group // scratch of frames of version 2
 }
 
 // Reset drops the decoder's references to the frames it decoded (its
@@ -267,7 +279,11 @@ func (d *FrameDecoder) decode(object string, offset int64, frame []byte, copyPay
 
 	cs := &d.cs
 	groups := cs.Groups[:0]
-	*cs = ChangeSet{LogID: v.logID, SequenceNumber: v.sqn}
+	*cs = ChangeSet{LogID: v.logID, SequenceNumber: v.sqn, Groups: groups}
+	if v.version == Version2 {
+		return d.decodeV2(object, v, payload)
+	}
+	cs.Groups = nil
 	if v.groups == 0 {
 		return nil
 	}
@@ -398,8 +414,8 @@ func checkHeader(object string, h []byte) error {
 	if string(h[:4]) != Magic {
 		return errorf(object, 0, ErrCorrupt, "magic is %q, want %q: not a dstl object", h[:4], Magic)
 	}
-	if h[4] != Version {
-		return errorf(object, 4, ErrVersion, "version %d, this reader supports %d", h[4], Version)
+	if h[4] != Version1 && h[4] != Version2 {
+		return errorf(object, 4, ErrVersion, "version %d, this reader supports %d and %d", h[4], Version1, Version2)
 	}
 	if h[5] != 0 {
 		return errorf(object, 5, ErrVersion, "unknown header flags %#02x", h[5])
@@ -482,6 +498,9 @@ func DecodeObject(object string, data []byte) ([]IndexEntry, []*ChangeSet, error
 		cs, err := DecodeFrame(object, e.Offset, data[e.Offset:e.Offset+e.Length])
 		if err != nil {
 			return nil, nil, err
+		}
+		if v := data[e.Offset+frameOffVersion]; v != data[4] {
+			return nil, nil, errorf(object, e.Offset+frameOffVersion, ErrCorrupt, "frame %d is of format version %d, its object of version %d", i, v, data[4])
 		}
 		at := indexOffset + int64(i*IndexEntrySize)
 		if cs.LogID != e.LogID {

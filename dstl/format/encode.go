@@ -6,6 +6,9 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"sync"
+
+	"github.com/dstlgo/dstl/internal/crc32c"
 )
 
 // EncoderOptions configures an [Encoder].
@@ -13,6 +16,21 @@ type EncoderOptions struct {
 	// Compression compresses each frame's payload with zstd, unless the
 	// compressed form is not smaller, in which case the frame is stored raw.
 	Compression bool
+	// Version is the format version written: [Version1] (0 means it too)
+	// or [Version2]. Readers of this package read both; a reader of an
+	// earlier release reads only version 1 (see docs/FORMAT.md).
+	Version int
+}
+
+// version returns the version byte that o writes.
+func (o EncoderOptions) version() (byte, error) {
+	switch o.Version {
+	case 0, Version1:
+		return Version1, nil
+	case Version2:
+		return Version2, nil
+	}
+	return 0, fmt.Errorf("dstl/format: encoder options: format version %d: %w (this package writes %d and %d)", o.Version, ErrVersion, Version1, Version2)
 }
 
 // maxRetainedBuffer bounds the scratch buffers an Encoder keeps between
@@ -42,28 +60,76 @@ type Encoder struct {
 	// [Encoder.ResetBuffer]).
 	inBuffer bool
 	out      []byte
+
+	version byte
+	// progress, when not nil, is told how much of the object built in
+	// out is final (see [Encoder.SetProgress]); progressed is the last
+	// length it was told.
+	progress   func(n int64)
+	progressed int64
+	// crc is the CRC32C of the object's bytes written so far, and
+	// crcDone whether it covers the whole object (after Close).
+	crc     uint32
+	crcDone bool
 }
 
 // NewEncoder returns an encoder writing to w. The header is written with the
 // first frame, or by Close if there is none.
+// An options' version that this package does not write fails every
+// later call with an error wrapping [ErrVersion].
 func NewEncoder(w io.Writer, opts EncoderOptions) *Encoder {
-	return &Encoder{w: w, opts: opts}
+	e := &Encoder{}
+	e.Reset(w, opts)
+	return e
 }
 
 // Reset makes the encoder write a new object to w with opts, keeping its
 // scratch buffers, so that a pooled encoder encodes without allocating.
 func (e *Encoder) Reset(w io.Writer, opts EncoderOptions) {
 	*e = Encoder{w: w, opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], slots: e.slots[:0], batch: e.batch, index: e.index[:0]}
+	e.version, e.err = opts.version()
 }
 
 // ResetBuffer makes the encoder build a new object in memory, appended to
 // dst[:0], with opts: each frame is built in place, with no copy from a
 // frame buffer to the object. [Encoder.Bytes] returns the object. Give dst
-// the capacity of [EncodedSize] and the object never grows (never copies
-// itself); a smaller dst grows as a slice does.
+// the capacity of [EncoderOptions.EncodedSize] and the object never grows
+// (never copies itself); a smaller dst grows as a slice does.
 func (e *Encoder) ResetBuffer(dst []byte, opts EncoderOptions) {
 	*e = Encoder{opts: opts, buf: e.buf[:0], zbuf: e.zbuf[:0], slots: e.slots[:0], batch: e.batch, index: e.index[:0], inBuffer: true, out: dst[:0]}
+	e.version, e.err = opts.version()
 }
+
+// SetProgress makes an encoder reset with [Encoder.ResetBuffer] call fn
+// with n each time the first n bytes of the object it builds are final:
+// no later call writes them again, so another goroutine may read them
+// (such as a Put of the object that starts before it is complete) while
+// the encoder writes the bytes after them. Without compression, a frame
+// of format version 2 becomes final a chunk of its changes at a time, as
+// they are written in the order they were appended; a frame of version 1,
+// whose changes are placed in their key groups, or a compressed frame,
+// once whole; the index with Close. The object never grows past the
+// capacity of the buffer ResetBuffer was given (a change set that would
+// grow it is rejected with [ErrInvalidChangeSet], and nothing of it is
+// written), so bytes told final stay where they are. fn is called on the
+// goroutine that calls the encoder; nil stops the calls. The next Reset
+// or ResetBuffer forgets fn.
+func (e *Encoder) SetProgress(fn func(n int64)) { e.progress = fn }
+
+// publish tells the progress function, if any, that the object's bytes
+// up to n are final.
+func (e *Encoder) publish(n int) {
+	if e.progress != nil && int64(n) > e.progressed {
+		e.progressed = int64(n)
+		e.progress(int64(n))
+	}
+}
+
+// ObjectCRC32C returns the CRC32C (Castagnoli) of the whole object, and
+// true, once [Encoder.Close] returned nil; before, or after a failure,
+// false. It comes from the frames' own checksums, combined, not from
+// another pass over the object's bytes.
+func (e *Encoder) ObjectCRC32C() (uint32, bool) { return e.crc, e.crcDone }
 
 // Bytes returns the object built so far by an encoder reset with
 // [Encoder.ResetBuffer] (complete once [Encoder.Close] returned nil), or
@@ -109,31 +175,48 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 	if lay.slots != nil && cap(lay.slots) <= maxRetainedSlots {
 		e.slots = lay.slots[:0]
 	}
-	payloadSize, logical := lay.payload, lay.logical
-	dirEnd := FrameHeaderSize + lay.groups*DirEntrySize
+	if e.version == Version2 {
+		lay.setTags(cs)
+	}
+	payloadSize, logical := lay.payload+lay.tags, lay.logical
+	dirEnd := FrameHeaderSize + lay.groups*dirEntrySize(e.version)
+	if payloadSize > MaxPayloadSize {
+		return FrameInfo{}, fmt.Errorf("dstl/format: change set %x/%d: payload of %d bytes exceeds %d bytes: %w",
+			cs.LogID, cs.SequenceNumber, payloadSize, MaxPayloadSize, ErrInvalidChangeSet)
+	}
 	if int64(dirEnd)+payloadSize+FrameCRCSize > MaxFrameSize {
 		return FrameInfo{}, fmt.Errorf("dstl/format: change set %x/%d: frame of %d groups and %d payload bytes exceeds %d bytes: %w",
 			cs.LogID, cs.SequenceNumber, lay.groups, payloadSize, MaxFrameSize, ErrInvalidChangeSet)
 	}
 	var offset int64
 	var frameLen int
+	var frameCRC uint32
 	if e.inBuffer {
 		// Built where it goes: at the end of the object.
+		header := 0
+		if !e.header {
+			header = HeaderSize
+		}
+		if e.progress != nil && int64(cap(e.out)-len(e.out)) < int64(header+dirEnd)+payloadSize+FrameCRCSize {
+			return FrameInfo{}, fmt.Errorf("dstl/format: change set %x/%d: a frame of %d bytes does not fit in the %d bytes left of the object's buffer: %w",
+				cs.LogID, cs.SequenceNumber, int64(dirEnd)+payloadSize+FrameCRCSize, cap(e.out)-len(e.out), ErrInvalidChangeSet)
+		}
 		if err := e.writeHeader(); err != nil {
 			return FrameInfo{}, err
 		}
 		offset = e.size
-		out, n, err := e.appendFrame(e.out, cs, &lay)
+		out, n, crc, err := e.appendFrame(e.out, cs, &lay)
 		if err != nil {
 			return FrameInfo{}, err
 		}
-		e.out, frameLen, e.size = out, n, int64(len(out))
+		e.out, frameLen, frameCRC, e.size = out, n, crc, int64(len(out))
+		e.publish(len(out))
 	} else {
-		buf, n, err := e.appendFrame(e.buf[:0], cs, &lay)
+		buf, n, crc, err := e.appendFrame(e.buf[:0], cs, &lay)
 		if err != nil {
 			return FrameInfo{}, err
 		}
-		frameLen = n
+		frameLen, frameCRC = n, crc
 		if cap(buf) <= maxRetainedBuffer {
 			e.buf = buf[:0]
 		} else {
@@ -153,30 +236,61 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 		LogID:          cs.LogID,
 		SequenceNumber: cs.SequenceNumber,
 	})
+	e.crc = crc32c.Combine(e.crc, withCRCField(frameCRC), int64(frameLen))
 	return FrameInfo{Offset: offset, Length: int64(frameLen), LogicalSize: logical}, nil
 }
 
+// withCRCField returns the CRC32C of a whole frame from crc, that of the
+// frame without its CRC field: crc continued over the field, crc's four
+// bytes, little-endian (by hand: a slice handed to crc32.Update escapes).
+func withCRCField(crc uint32) uint32 {
+	c := ^crc
+	for v, i := crc, 0; i < FrameCRCSize; i++ {
+		c = castagnoli[byte(c)^byte(v)] ^ c>>8
+		v >>= 8
+	}
+	return ^c
+}
+
+// dirEntrySize is the size of a directory entry of the version.
+func dirEntrySize(version byte) int {
+	if version == Version2 {
+		return DirEntrySizeV2
+	}
+	return DirEntrySize
+}
+
+// growFrame returns dst with room for need more bytes: dst itself, or,
+// for an object that may grow (no progress function), a copy with
+// headroom (the next frame is often a little larger; and an object built
+// in memory grows geometrically, as a slice does).
+func growFrame(dst []byte, need int) []byte {
+	base := len(dst)
+	if cap(dst)-base >= need {
+		return dst
+	}
+	grown := make([]byte, base, max(base+need+need/8, 2*cap(dst)))
+	copy(grown, dst)
+	return grown
+}
+
 // appendFrame appends cs as one frame to dst (whose capacity it grows as
-// needed) and returns it with the frame's length. cs is planned and valid:
-// lay is its layout.
-func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, lay *layout) ([]byte, int, error) {
+// needed) and returns it with the frame's length and its CRC32C. cs is
+// planned and valid: lay is its layout.
+func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, lay *layout) ([]byte, int, uint32, error) {
+	if e.version == Version2 {
+		return e.appendFrameV2(dst, cs, lay)
+	}
 	base := len(dst)
 	dirEnd := FrameHeaderSize + lay.groups*DirEntrySize
 	payloadSize := lay.payload
-	need := dirEnd + int(payloadSize) + FrameCRCSize
-	if cap(dst)-base < need {
-		// Headroom: the next frame is often a little larger; and an
-		// object built in memory grows geometrically, as a slice does.
-		grown := make([]byte, base, max(base+need+need/8, 2*cap(dst)))
-		copy(grown, dst)
-		dst = grown
-	}
+	dst = growFrame(dst, dirEnd+int(payloadSize)+FrameCRCSize)
 	buf := dst[:base+dirEnd]
 	clear(buf[base : base+FrameHeaderSize])
 	if cs.appendOrder() {
 		var err error
 		if buf, err = appendScattered(buf, base, cs, e.batch, lay); err != nil {
-			return dst[:base], 0, err
+			return dst[:base], 0, 0, err
 		}
 	} else {
 		var off uint32
@@ -197,33 +311,50 @@ func (e *Encoder) appendFrame(dst []byte, cs *ChangeSet, lay *layout) ([]byte, i
 		}
 	}
 
-	codec := CodecNone
-	if e.opts.Compression && payloadSize > 0 {
-		enc, err := zstdEncoder()
-		if err != nil {
-			return dst[:base], 0, fmt.Errorf("dstl/format: create zstd encoder: %w", err)
-		}
-		z := enc.EncodeAll(buf[base+dirEnd:], e.zbuf[:0])
-		if len(z) < int(payloadSize) {
-			buf = append(buf[:base+dirEnd], z...)
-			codec = CodecZstd
-		}
-		if cap(z) <= maxRetainedBuffer {
-			e.zbuf = z[:0]
-		}
+	buf, codec, err := e.compress(buf, base+dirEnd, payloadSize)
+	if err != nil {
+		return dst[:base], 0, 0, err
 	}
-
 	frame := buf[base:]
 	frameLen := len(frame) + FrameCRCSize
+	putFrameHeader(frame, Version1, codec, cs, payloadSize, lay.groups, frameLen)
+	crc := crc32.Checksum(frame, castagnoli)
+	return binary.LittleEndian.AppendUint32(buf, crc), frameLen, crc, nil
+}
+
+// compress replaces the payload at buf[at:], of payloadSize bytes, with
+// its zstd form when the encoder compresses and that is smaller, and
+// returns buf with the payload's codec.
+func (e *Encoder) compress(buf []byte, at int, payloadSize int64) ([]byte, Codec, error) {
+	if !e.opts.Compression || payloadSize == 0 {
+		return buf, CodecNone, nil
+	}
+	enc, err := zstdEncoder()
+	if err != nil {
+		return buf, CodecNone, fmt.Errorf("dstl/format: create zstd encoder: %w", err)
+	}
+	codec := CodecNone
+	z := enc.EncodeAll(buf[at:], e.zbuf[:0])
+	if len(z) < int(payloadSize) {
+		buf = append(buf[:at], z...)
+		codec = CodecZstd
+	}
+	if cap(z) <= maxRetainedBuffer {
+		e.zbuf = z[:0]
+	}
+	return buf, codec, nil
+}
+
+// putFrameHeader writes the fixed header of a frame of the version: all
+// but the reserved bytes, which the caller cleared.
+func putFrameHeader(frame []byte, version byte, codec Codec, cs *ChangeSet, payloadSize int64, groups, frameLen int) {
 	binary.LittleEndian.PutUint32(frame[0:], uint32(frameLen))
-	frame[frameOffVersion] = Version
+	frame[frameOffVersion] = version
 	frame[frameOffCodec] = byte(codec)
 	copy(frame[frameOffLogID:], cs.LogID[:])
 	binary.LittleEndian.PutUint64(frame[frameOffSQN:], cs.SequenceNumber)
 	binary.LittleEndian.PutUint32(frame[frameOffPayloadSize:], uint32(payloadSize))
-	binary.LittleEndian.PutUint32(frame[frameOffGroups:], uint32(lay.groups))
-	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(frame, castagnoli))
-	return buf, frameLen, nil
+	binary.LittleEndian.PutUint32(frame[frameOffGroups:], uint32(groups))
 }
 
 // appendScattered lays out the payload of a change set given in append
@@ -301,35 +432,75 @@ func putDirEntry(d []byte, kg int32, count, off, n uint32) {
 	binary.LittleEndian.PutUint32(d[12:], n)
 }
 
-// EncodedSize returns the size of the object that an encoder without
-// compression makes of the change sets, or an error for a change set it
-// would reject; with compression, the object is at most as large. A
-// buffer of this capacity, given to [Encoder.ResetBuffer], holds the whole
-// object without growing.
+// EncodedSize returns the size of the object that an encoder of format
+// version 1 without compression makes of the change sets:
+// EncoderOptions{}.EncodedSize.
 func EncodedSize(css ...*ChangeSet) (int64, error) {
+	return EncoderOptions{}.EncodedSize(css...)
+}
+
+// EncodedSize returns the size of the object that an encoder with the
+// options' version makes of the change sets without compression, or an
+// error for a change set it would reject (or for a version it does not
+// write); with compression, the object is at most as large. A buffer of
+// this capacity, given to [Encoder.ResetBuffer], holds the whole object
+// without growing.
+func (o EncoderOptions) EncodedSize(css ...*ChangeSet) (int64, error) {
+	version, err := o.version()
+	if err != nil {
+		return 0, err
+	}
 	size := int64(HeaderSize + TrailerSize)
-	var slots []groupSlot
-	var batch []KeyedChange
+	// Scratch from a pool: an upload measures its object before it
+	// encodes it, and should allocate no more for that than the encoder
+	// does.
+	sc := measureScratch.Get().(*measuring)
+	defer func() {
+		clear(sc.batch[:]) // keeps none of the caller's bytes reachable
+		if cap(sc.slots) > maxRetainedSlots {
+			sc.slots = nil
+		}
+		measureScratch.Put(sc)
+	}()
 	for _, cs := range css {
 		if cs == nil {
 			return 0, fmt.Errorf("dstl/format: nil change set: %w", ErrInvalidChangeSet)
 		}
-		if cs.AppendedFrom != nil && batch == nil {
-			batch = make([]KeyedChange, appendedBatchSize)
+		var batch []KeyedChange
+		if cs.AppendedFrom != nil {
+			batch = sc.batch[:]
 		}
-		_, lay, err := plan(cs, slots, batch)
+		planned, lay, err := plan(cs, sc.slots[:0], batch)
 		if err != nil {
 			return 0, err
 		}
-		slots = lay.slots
-		size += FrameHeaderSize + int64(lay.groups)*DirEntrySize + lay.payload + FrameCRCSize + IndexEntrySize
+		if lay.slots != nil {
+			sc.slots = lay.slots[:0]
+		}
+		if version == Version2 {
+			lay.setTags(planned)
+			if lay.payload+lay.tags > MaxPayloadSize {
+				return 0, fmt.Errorf("dstl/format: change set %x/%d: payload of %d bytes exceeds %d bytes: %w",
+					cs.LogID, cs.SequenceNumber, lay.payload+lay.tags, MaxPayloadSize, ErrInvalidChangeSet)
+			}
+		}
+		size += FrameHeaderSize + int64(lay.groups*dirEntrySize(version)) + lay.payload + lay.tags + FrameCRCSize + IndexEntrySize
 	}
 	return size, nil
 }
 
+// measuring is the scratch of EncodedSize.
+type measuring struct {
+	slots []groupSlot
+	batch [appendedBatchSize]KeyedChange
+}
+
+var measureScratch = sync.Pool{New: func() any { return new(measuring) }}
+
 // layout is the frame of a change set, as plan finds it.
 type layout struct {
-	payload int64 // uncompressed payload bytes
+	payload int64 // uncompressed payload bytes of version 1: the changes with their length prefixes
+	tags    int64 // version 2: the payload bytes of the changes' groups (see setTags)
 	logical int64 // the sum of the changes' lengths
 	groups  int   // directory entries
 	// Of a change set in append order: slot k is key group base+k.
@@ -549,7 +720,16 @@ func (e *Encoder) Close() error {
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(indexOffset))
 	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
 	buf = append(buf, FooterMagic...)
+	if e.inBuffer && e.progress != nil && len(buf) > cap(e.out)-len(e.out) {
+		e.err = fmt.Errorf("dstl/format: the index of %d bytes does not fit in the %d bytes left of the object's buffer: %w", len(buf), cap(e.out)-len(e.out), ErrInvalidChangeSet)
+		return e.err
+	}
 	err := e.write(buf)
+	if err == nil {
+		e.crc = crc32.Update(e.crc, castagnoli, buf)
+		e.crcDone = true
+		e.publish(len(e.out))
+	}
 	if cap(buf) <= maxRetainedBuffer {
 		e.buf = buf[:0] // kept for Reset
 	} else {
@@ -567,13 +747,15 @@ func (e *Encoder) writeHeader() error {
 	if e.inBuffer {
 		// Straight into the object: an array handed to write would
 		// escape, through the io.Writer, and cost an allocation.
-		e.out = append(append(e.out, Magic...), Version, 0, 0, 0)
+		e.out = append(append(e.out, Magic...), e.version, 0, 0, 0)
 		e.size += HeaderSize
+		e.crc = crc32.Checksum(e.out[len(e.out)-HeaderSize:], castagnoli)
 		return nil
 	}
 	var h [HeaderSize]byte
 	copy(h[:], Magic)
-	h[4] = Version
+	h[4] = e.version
+	e.crc = crc32.Checksum(h[:], castagnoli)
 	return e.write(h[:])
 }
 

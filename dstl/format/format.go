@@ -1,9 +1,12 @@
-// Package format encodes and decodes dstl objects: a header with magic and
-// version, change-set frames (each with its length, log id, sequence number,
-// key-group directory, changes and CRC32C, optionally compressed on its own)
-// and a footer index. See docs/FORMAT.md. The package does not depend on the
-// engine, so tools (an object inspector, a garbage collector, the fuzzer)
+// Package format encodes and decodes dstl objects. An object is a header
+// with magic and version, change-set frames, and a footer index, as
+// docs/FORMAT.md describes. The package does not depend on the engine, so
+// tools such as an object inspector, a garbage collector and the fuzzer
 // use it alone.
+//
+// Each frame holds one change set with its length, log id, sequence
+// number, key-group directory, changes and CRC32C, and is optionally
+// compressed on its own.
 package format
 
 import (
@@ -119,14 +122,24 @@ func (cs *ChangeSet) ByGroup() []Group {
 	return groups
 }
 
-// Layout constants of format version 1. See docs/FORMAT.md.
+// Layout constants of the format. See docs/FORMAT.md.
 const (
 	// Magic opens every object.
 	Magic = "DSTL"
 	// FooterMagic closes every object that was completely written.
 	FooterMagic = "LTSD"
-	// Version is the format version this package writes and reads.
-	Version = 1
+	// Version1 is the first format version: a frame holds its changes by
+	// key group. Every release reads and writes it.
+	Version1 = 1
+	// Version2 is the second format version: a frame holds its changes
+	// in the order they were appended, each with its group, so that an
+	// encoder writes them in one pass, in order, and a Put of the object
+	// can start before the object is complete. This package reads both
+	// versions; releases before it read only version 1.
+	Version2 = 2
+	// Version is the format version an [Encoder] writes unless
+	// [EncoderOptions.Version] says otherwise.
+	Version = Version1
 
 	// HeaderSize is the size of the object header: magic, version, flags
 	// and two reserved bytes.
@@ -134,8 +147,12 @@ const (
 	// FrameHeaderSize is the fixed part of a frame before its key-group
 	// directory.
 	FrameHeaderSize = 40
-	// DirEntrySize is the size of one key-group directory entry.
+	// DirEntrySize is the size of one key-group directory entry of
+	// format version 1.
 	DirEntrySize = 16
+	// DirEntrySizeV2 is the size of one key-group directory entry of
+	// format version 2.
+	DirEntrySizeV2 = 12
 	// FrameCRCSize is the size of the CRC32C that ends every frame.
 	FrameCRCSize = 4
 	// MinFrameSize is the size of a frame with no groups.
@@ -143,8 +160,8 @@ const (
 	// MaxFrameSize bounds the stored size of one frame.
 	MaxFrameSize = 1<<31 - 1
 	// MaxPayloadSize bounds the uncompressed payload of one frame (changes
-	// plus their length prefixes). Decoders reject larger declared lengths
-	// before allocating anything.
+	// plus their length prefixes, and in version 2 their groups' tags).
+	// Decoders reject larger declared lengths before allocating anything.
 	MaxPayloadSize = 1 << 30
 
 	// IndexEntrySize is the size of one footer index entry.
@@ -202,6 +219,8 @@ type IndexEntry struct {
 // FrameHeader is a frame's header and key-group directory, as read by
 // [ReadFrameHeader] without decompressing the payload.
 type FrameHeader struct {
+	// Version is the frame's format version: [Version1] or [Version2].
+	Version        int
 	LogID          [16]byte
 	SequenceNumber uint64
 	Codec          Codec

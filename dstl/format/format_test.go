@@ -41,9 +41,9 @@ func TestRoundTrip(t *testing.T) {
 		{"many frames", many},
 	}
 	for _, tc := range cases {
-		for _, compression := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/compression=%v", tc.name, compression), func(t *testing.T) {
-				data, infos := encode(t, EncoderOptions{Compression: compression}, tc.sets...)
+		for _, opts := range []EncoderOptions{{}, {Compression: true}, {Version: Version2}, {Version: Version2, Compression: true}} {
+			t.Run(fmt.Sprintf("%s/version=%d/compression=%v", tc.name, max(opts.Version, 1), opts.Compression), func(t *testing.T) {
+				data, infos := encode(t, opts, tc.sets...)
 				index, sets, err := DecodeObject("obj", data)
 				if err != nil {
 					t.Fatalf("DecodeObject: %v", err)
@@ -128,7 +128,7 @@ func TestReadFrameHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &FrameHeader{
-		LogID: cs.LogID, SequenceNumber: 77, Codec: CodecNone, LogicalSize: 4 + 202 + 1, StoredSize: 207,
+		Version: 1, LogID: cs.LogID, SequenceNumber: 77, Codec: CodecNone, LogicalSize: 4 + 202 + 1, StoredSize: 207,
 		Groups: []GroupInfo{{-1, 1, 4}, {4, 0, 0}, {5, 2, 203}},
 	}
 	if fmt.Sprint(h) != fmt.Sprint(want) {
@@ -136,6 +136,20 @@ func TestReadFrameHeader(t *testing.T) {
 	}
 	if fi.Length != FrameHeaderSize+3*DirEntrySize+207+FrameCRCSize {
 		t.Fatalf("frame length %d", fi.Length)
+	}
+	// Version 2: the same groups, and a tag of one byte before each of
+	// the three changes.
+	data, infos = encode(t, EncoderOptions{Version: Version2}, cs)
+	fi = infos[0]
+	if h, err = ReadFrameHeader("obj", fi.Offset, data[fi.Offset:fi.Offset+fi.Length]); err != nil {
+		t.Fatal(err)
+	}
+	want.Version, want.LogicalSize, want.StoredSize = 2, 210, 210
+	if fmt.Sprint(h) != fmt.Sprint(want) {
+		t.Fatalf("version 2: ReadFrameHeader = %+v\nwant %+v", h, want)
+	}
+	if fi.Length != FrameHeaderSize+3*DirEntrySizeV2+210+FrameCRCSize {
+		t.Fatalf("version 2: frame length %d", fi.Length)
 	}
 }
 
@@ -339,7 +353,7 @@ func TestCorruptHeader(t *testing.T) {
 	}{
 		{"bad magic", 0, 'X', ErrCorrupt, 0},
 		{"bad magic 3", 3, 'x', ErrCorrupt, 0},
-		{"newer version", 4, Version + 1, ErrVersion, 4},
+		{"newer version", 4, Version2 + 1, ErrVersion, 4},
 		{"version 0", 4, 0, ErrVersion, 4},
 		{"unknown flags", 5, 1, ErrVersion, 5},
 		{"reserved", 7, 1, ErrCorrupt, 6},
@@ -580,7 +594,7 @@ func TestLyingFrames(t *testing.T) {
 }
 
 func TestFrameVersion(t *testing.T) {
-	for _, v := range []byte{Version + 1, 0xff} {
+	for _, v := range []byte{Version2 + 1, 0xff} {
 		_, err := DecodeFrame("newer", 100, rawFrame{version: v}.bytes())
 		if fe := checkErr(t, err, "newer", ErrVersion); fe.Offset != 100+frameOffVersion {
 			t.Errorf("version %d: offset %d", v, fe.Offset)
@@ -752,11 +766,33 @@ func TestAppendedChangeSets(t *testing.T) {
 						t.Fatalf("compression=%v, reader %v: append order encodes to %x %+v, want %x %+v", compression, cs.AppendedFrom != nil, got, gotInfo, want, wantInfo)
 					}
 				}
+				// Version 2 keeps the append order, so the bytes differ
+				// from the same changes by group; the frames are as long,
+				// and decode to the same groups.
+				opts.Version = Version2
+				_, wantInfo = encode(t, opts, byGroup, byGroup)
+				for _, cs := range []*ChangeSet{app, from} {
+					got, gotInfo := encode(t, opts, cs, cs)
+					if !compression && !slices.Equal(gotInfo, wantInfo) {
+						t.Fatalf("version 2, reader %v: frames %+v, want %+v", cs.AppendedFrom != nil, gotInfo, wantInfo)
+					}
+					_, sets, err := DecodeObject("v2", got)
+					if err != nil {
+						t.Fatalf("version 2, compression=%v, reader %v: %v", compression, cs.AppendedFrom != nil, err)
+					}
+					for _, set := range sets {
+						if err := equalChangeSet(set, byGroup); err != nil {
+							t.Fatalf("version 2, compression=%v, reader %v: %v", compression, cs.AppendedFrom != nil, err)
+						}
+					}
+				}
 			}
-			wantSize, _ := EncodedSize(byGroup)
-			for _, cs := range []*ChangeSet{app, from} {
-				if size, err := EncodedSize(cs); err != nil || size != wantSize {
-					t.Fatalf("EncodedSize = %d, %v; want %d", size, err, wantSize)
+			for _, opts := range []EncoderOptions{{}, {Version: Version2}} {
+				wantSize, _ := opts.EncodedSize(byGroup)
+				for _, cs := range []*ChangeSet{app, from} {
+					if size, err := opts.EncodedSize(cs); err != nil || size != wantSize {
+						t.Fatalf("version %d: EncodedSize = %d, %v; want %d", opts.Version, size, err, wantSize)
+					}
 				}
 			}
 		})
@@ -820,22 +856,24 @@ func TestAppendedFromChangesBetweenReads(t *testing.T) {
 		{"counts moved between groups, the same bytes", changeList{kc(0, "a"), kc(1, "b"), kc(1, "c")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, inBuffer := range []bool{false, true} {
-				var buf bytes.Buffer
-				enc := NewEncoder(&buf, EncoderOptions{})
-				if inBuffer {
-					enc.ResetBuffer(nil, EncoderOptions{})
-				}
-				reads := 0
-				_, err := enc.WriteChangeSet(&ChangeSet{LogID: logID(3), SequenceNumber: 4, AppendedFrom: fickle{first, tc.then, &reads}})
-				if !errors.Is(err, ErrInvalidChangeSet) || !strings.Contains(err.Error(), "the second time") {
-					t.Fatalf("in buffer %v: %v; want ErrInvalidChangeSet saying the changes differ", inBuffer, err)
-				}
-				if buf.Len() != 0 || enc.Size() > HeaderSize || len(enc.Bytes()) > HeaderSize {
-					t.Fatalf("in buffer %v: %d bytes written, %d in the object", inBuffer, buf.Len(), len(enc.Bytes()))
-				}
-				if _, err := enc.WriteChangeSet(&ChangeSet{AppendedFrom: first}); err != nil {
-					t.Fatalf("in buffer %v: after the rejection: %v", inBuffer, err)
+			for _, opts := range []EncoderOptions{{}, {Version: Version2}, {Version: Version2, Compression: true}} {
+				for _, inBuffer := range []bool{false, true} {
+					var buf bytes.Buffer
+					enc := NewEncoder(&buf, opts)
+					if inBuffer {
+						enc.ResetBuffer(nil, opts)
+					}
+					reads := 0
+					_, err := enc.WriteChangeSet(&ChangeSet{LogID: logID(3), SequenceNumber: 4, AppendedFrom: fickle{first, tc.then, &reads}})
+					if !errors.Is(err, ErrInvalidChangeSet) || !strings.Contains(err.Error(), "the second time") {
+						t.Fatalf("%+v, in buffer %v: %v; want ErrInvalidChangeSet saying the changes differ", opts, inBuffer, err)
+					}
+					if buf.Len() != 0 || enc.Size() > HeaderSize || len(enc.Bytes()) > HeaderSize {
+						t.Fatalf("%+v, in buffer %v: %d bytes written, %d in the object", opts, inBuffer, buf.Len(), len(enc.Bytes()))
+					}
+					if _, err := enc.WriteChangeSet(&ChangeSet{AppendedFrom: first}); err != nil {
+						t.Fatalf("%+v, in buffer %v: after the rejection: %v", opts, inBuffer, err)
+					}
 				}
 			}
 		})
@@ -872,23 +910,25 @@ func TestAppendedFromChangesBetweenReadsPrefixes(t *testing.T) {
 			}
 			return l
 		}
-		reads := 0
-		var buf bytes.Buffer
-		enc := NewEncoder(&buf, EncoderOptions{})
-		_, err := enc.WriteChangeSet(&ChangeSet{AppendedFrom: fickle{list(tc.first), list(tc.then), &reads}})
-		same := len(tc.first) == len(tc.then)
-		if same {
-			if err != nil {
-				t.Errorf("%v then %v: %v", tc.first, tc.then, err)
-			} else if err := enc.Close(); err != nil {
-				t.Errorf("%v then %v: close: %v", tc.first, tc.then, err)
-			} else if _, _, err := DecodeObject("o", buf.Bytes()); err != nil {
-				t.Errorf("%v then %v: the frame does not decode: %v", tc.first, tc.then, err)
+		for _, opts := range []EncoderOptions{{}, {Version: Version2}} {
+			reads := 0
+			var buf bytes.Buffer
+			enc := NewEncoder(&buf, opts)
+			_, err := enc.WriteChangeSet(&ChangeSet{AppendedFrom: fickle{list(tc.first), list(tc.then), &reads}})
+			same := len(tc.first) == len(tc.then)
+			if same {
+				if err != nil {
+					t.Errorf("version %d, %v then %v: %v", opts.Version, tc.first, tc.then, err)
+				} else if err := enc.Close(); err != nil {
+					t.Errorf("version %d, %v then %v: close: %v", opts.Version, tc.first, tc.then, err)
+				} else if _, _, err := DecodeObject("o", buf.Bytes()); err != nil {
+					t.Errorf("version %d, %v then %v: the frame does not decode: %v", opts.Version, tc.first, tc.then, err)
+				}
+				continue
 			}
-			continue
-		}
-		if !errors.Is(err, ErrInvalidChangeSet) || buf.Len() != 0 {
-			t.Errorf("%v then %v: %v, %d bytes written; want ErrInvalidChangeSet and nothing", tc.first, tc.then, err, buf.Len())
+			if !errors.Is(err, ErrInvalidChangeSet) || buf.Len() != 0 {
+				t.Errorf("version %d, %v then %v: %v, %d bytes written; want ErrInvalidChangeSet and nothing", opts.Version, tc.first, tc.then, err, buf.Len())
+			}
 		}
 	}
 }
@@ -920,24 +960,42 @@ func TestAppendedAllocatesNothing(t *testing.T) {
 				list[i] = KeyedChange{KeyGroup: tc.kg(i), Data: data}
 			}
 			cs := &ChangeSet{LogID: logID(1), AppendedFrom: list}
-			size, err := EncodedSize(cs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			enc := NewEncoder(nil, EncoderOptions{})
-			obj := make([]byte, 0, size)
-			encodeOnce := func() {
-				enc.ResetBuffer(obj, EncoderOptions{})
-				if _, err := enc.WriteChangeSet(cs); err != nil {
+			for _, opts := range []EncoderOptions{{}, {Version: Version2}} {
+				size, err := opts.EncodedSize(cs)
+				if err != nil {
 					t.Fatal(err)
 				}
-				if err := enc.Close(); err != nil {
-					t.Fatal(err)
+				enc := NewEncoder(nil, opts)
+				obj := make([]byte, 0, size)
+				var published int64
+				progress := func(n int64) { published = n }
+				encodeOnce := func() {
+					enc.ResetBuffer(obj, opts)
+					enc.SetProgress(progress)
+					if _, err := enc.WriteChangeSet(cs); err != nil {
+						t.Fatal(err)
+					}
+					if err := enc.Close(); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			encodeOnce() // warm: the encoder's batch, slots and index
-			if allocs := testing.AllocsPerRun(5, encodeOnce); allocs != 0 {
-				t.Errorf("%.1f allocations per object", allocs)
+				encodeOnce() // warm: the encoder's batch, slots and index
+				if allocs := testing.AllocsPerRun(5, encodeOnce); allocs != 0 {
+					t.Errorf("version %d: %.1f allocations per object", opts.Version, allocs)
+				}
+				// Nor does measuring the object first, as an upload does.
+				measure := func() {
+					if n, err := opts.EncodedSize(cs); err != nil || n != size {
+						t.Fatalf("EncodedSize = %d, %v; want %d", n, err, size)
+					}
+				}
+				measure()
+				if allocs := testing.AllocsPerRun(5, measure); allocs != 0 && !raceEnabled {
+					t.Errorf("version %d: EncodedSize: %.1f allocations", opts.Version, allocs)
+				}
+				if published != size {
+					t.Errorf("version %d: the last progress was %d of %d bytes", opts.Version, published, size)
+				}
 			}
 		})
 	}

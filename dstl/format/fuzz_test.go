@@ -2,6 +2,7 @@ package format
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,17 +37,21 @@ func checkFuzzErr(t *testing.T, err error, object string, lo, hi int64) {
 	}
 }
 
-// reencode encodes sets without compression and decodes them back.
+// reencode encodes sets without compression, in each format version,
+// and decodes them back; the sets in append order, too, in version 2.
 func reencode(t *testing.T, sets []*ChangeSet) {
 	t.Helper()
+	v2, _ := encode(t, EncoderOptions{Version: Version2}, sets...)
 	data, _ := encode(t, EncoderOptions{}, sets...)
-	_, got, err := DecodeObject("reencoded", data)
-	if err != nil {
-		t.Fatalf("re-encoded object does not decode: %v", err)
-	}
-	for i := range sets {
-		if err := equalChangeSet(sets[i], got[i]); err != nil {
-			t.Fatalf("re-encoded set %d: %v", i, err)
+	for _, obj := range [][]byte{data, v2} {
+		_, got, err := DecodeObject("reencoded", obj)
+		if err != nil {
+			t.Fatalf("re-encoded object of version %d does not decode: %v", obj[4], err)
+		}
+		for i := range sets {
+			if err := equalChangeSet(sets[i], got[i]); err != nil {
+				t.Fatalf("re-encoded set %d, version %d: %v", i, obj[4], err)
+			}
 		}
 	}
 	// Given in append order, the same sets (with no empty group, which
@@ -68,6 +73,21 @@ func reencode(t *testing.T, sets []*ChangeSet) {
 	}
 	if again, _ := encode(t, EncoderOptions{}, from...); !bytes.Equal(again, data) {
 		t.Fatalf("the sets in append order, read through a reader, encode to %d bytes unlike the %d of the sets by group", len(again), len(data))
+	}
+	// In version 2, the sets in append order are as long, and decode to
+	// the same groups.
+	again, _ := encode(t, EncoderOptions{Version: Version2}, from...)
+	if len(again) != len(v2) {
+		t.Fatalf("in version 2, the sets in append order encode to %d bytes, by group to %d", len(again), len(v2))
+	}
+	_, got, err := DecodeObject("reencoded", again)
+	if err != nil {
+		t.Fatalf("the sets in append order, in version 2, do not decode: %v", err)
+	}
+	for i := range sets {
+		if err := equalChangeSet(sets[i], got[i]); err != nil {
+			t.Fatalf("the sets in append order, in version 2, set %d: %v", i, err)
+		}
 	}
 }
 
@@ -193,7 +213,17 @@ func FuzzDecodeFrame(f *testing.F) {
 			if g.KeyGroup != cs.Groups[i].KeyGroup || g.Count != len(cs.Groups[i].Changes) {
 				t.Fatalf("group %d: header %+v", i, g)
 			}
+			var changes int64
+			for _, c := range cs.Groups[i].Changes {
+				changes += int64(uvarintLen(uint64(len(c))) + len(c))
+			}
+			if h.Version == Version2 && g.Size != changes {
+				t.Fatalf("group %d: header says %d bytes, its changes take %d", i, g.Size, changes)
+			}
 			size += g.Size
+			if h.Version == Version2 && len(h.Groups) > 1 {
+				size += int64(g.Count * uvarintLen(uint64(i)))
+			}
 		}
 		if size != h.LogicalSize {
 			t.Fatalf("groups cover %d bytes, header says %d", size, h.LogicalSize)
@@ -227,6 +257,9 @@ func seedObjects(t testing.TB) []seed {
 	empty, _ := encode(t, EncoderOptions{})
 	raw, _ := encode(t, EncoderOptions{}, sets...)
 	zstd, infos := encode(t, EncoderOptions{Compression: true}, sets...)
+	v2, v2Infos := encode(t, EncoderOptions{Version: Version2}, sets...)
+	v2zstd, _ := encode(t, EncoderOptions{Version: Version2, Compression: true}, sets...)
+	v2Empty, _ := encode(t, EncoderOptions{Version: Version2})
 	damage := func(d []byte, f func([]byte)) []byte {
 		d = bytes.Clone(d)
 		f(d)
@@ -241,9 +274,15 @@ func seedObjects(t testing.TB) []seed {
 		{"truncated-frame", raw[:HeaderSize+30], false},
 		{"flipped-payload", damage(zstd, func(d []byte) { d[infos[0].Offset+infos[0].Length-10] ^= 4 }), false},
 		{"flipped-payload-fixed", damage(zstd, func(d []byte) { d[infos[0].Offset+infos[0].Length-10] ^= 4 }), true},
-		{"bad-version", damage(raw, func(d []byte) { d[4] = 2 }), false},
+		{"bad-version", damage(raw, func(d []byte) { d[4] = Version2 + 1 }), false},
 		{"lying-group-count", damage(raw, func(d []byte) { d[HeaderSize+36] = 0xff }), true},
 		{"lying-index", damage(raw, func(d []byte) { d[len(d)-TrailerSize-IndexEntrySize+8]++ }), true},
+		{"v2-empty", v2Empty, false},
+		{"v2-raw", v2, false},
+		{"v2-zstd", v2zstd, false},
+		{"v2-frames-of-version-1", damage(raw, func(d []byte) { d[4] = Version2 }), false},
+		{"v2-lying-tag", damage(v2, func(d []byte) { d[v2Infos[0].Offset+FrameHeaderSize+4*DirEntrySizeV2] = 9 }), true},
+		{"v2-lying-group-size", damage(v2, func(d []byte) { d[v2Infos[0].Offset+FrameHeaderSize+8]++ }), true},
 	}
 }
 
@@ -262,7 +301,72 @@ func seedFrames(t testing.TB) []seed {
 		seed{"lying-change-count", func() []byte { d := bytes.Clone(f); d[FrameHeaderSize+4] = 9; return d }(), true},
 		seed{"flipped-zstd", func() []byte { d := bytes.Clone(f); d[len(d)-8] ^= 0x80; return d }(), true},
 	)
+	for _, compression := range []bool{false, true} {
+		data, infos := encode(t, EncoderOptions{Version: Version2, Compression: compression}, seedSets()...)
+		for i, fi := range infos {
+			out = append(out, seed{fmt.Sprintf("v2-frame-%d-compression-%v", i, compression), data[fi.Offset : fi.Offset+fi.Length], false})
+		}
+	}
+	v2 := out[len(out)-6].data // the first frame of version 2, raw
+	out = append(out,
+		seed{"v2-lying-tag", func() []byte { d := bytes.Clone(v2); d[FrameHeaderSize+4*DirEntrySizeV2] = 7; return d }(), true},
+		seed{"v2-lying-count", func() []byte { d := bytes.Clone(v2); d[FrameHeaderSize+4]++; return d }(), true},
+		seed{"v2-lying-length", func() []byte { d := bytes.Clone(v2); d[FrameHeaderSize+4*DirEntrySizeV2+1] = 0x7f; return d }(), true},
+	)
 	return out
+}
+
+// FuzzDecodeFrameV2 decodes frames of version 2 built from a directory and
+// a payload that the fuzzer chooses, with a valid CRC and a payload size
+// that matches: it reaches the checks of the directory and of the
+// payload's tags, lengths and groups. A frame that decodes re-encodes, by
+// group, to a frame that decodes to the same change set.
+func FuzzDecodeFrameV2(f *testing.F) {
+	data, infos := encode(f, EncoderOptions{Version: Version2}, seedSets()...)
+	for _, fi := range infos {
+		frame := data[fi.Offset : fi.Offset+fi.Length]
+		groups := int(binary.LittleEndian.Uint32(frame[frameOffGroups:]))
+		dirEnd := FrameHeaderSize + groups*DirEntrySizeV2
+		f.Add(frame[FrameHeaderSize:dirEnd], frame[dirEnd:len(frame)-FrameCRCSize])
+	}
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 5, 0, 0, 0}, []byte{1, 1, 'a', 0, 1, 'm', 1, 2, 'b', 'c'})
+	f.Add([]byte{7, 0, 0, 0, 2, 0, 0, 0, 5, 0, 0, 0}, []byte{1, 'x', 2, 'y', 'z'})
+	const name = "fuzz/frame-v2"
+	const base = 4096
+	f.Fuzz(func(t *testing.T, dir, payload []byte) {
+		dir = dir[:len(dir)/DirEntrySizeV2*DirEntrySizeV2]
+		frame := make([]byte, FrameHeaderSize, FrameHeaderSize+len(dir)+len(payload)+FrameCRCSize)
+		frame[frameOffVersion] = Version2
+		binary.LittleEndian.PutUint32(frame[frameOffPayloadSize:], uint32(len(payload)))
+		binary.LittleEndian.PutUint32(frame[frameOffGroups:], uint32(len(dir)/DirEntrySizeV2))
+		frame = append(append(frame, dir...), payload...)
+		frame = append(frame, 0, 0, 0, 0)
+		binary.LittleEndian.PutUint32(frame, uint32(len(frame)))
+		fixFrameCRC(frame)
+		cs, err := DecodeFrame(name, base, frame)
+		var d FrameDecoder
+		dcs, derr := d.Decode(name, base, frame)
+		if (err == nil) != (derr == nil) {
+			t.Fatalf("DecodeFrame: %v; FrameDecoder.Decode: %v", err, derr)
+		}
+		if err != nil {
+			checkFuzzErr(t, err, name, base, base+int64(len(frame)))
+			return
+		}
+		if err := equalChangeSet(cs, dcs); err != nil {
+			t.Fatalf("DecodeFrame and FrameDecoder.Decode differ: %v", err)
+		}
+		var changes int64
+		for _, g := range cs.Groups {
+			for _, c := range g.Changes {
+				changes += int64(uvarintLen(uint64(len(c))) + len(c))
+			}
+		}
+		if changes > int64(len(payload)) {
+			t.Fatalf("the changes take %d bytes of a %d-byte payload", changes, len(payload))
+		}
+		reencode(t, []*ChangeSet{cs})
+	})
 }
 
 // TestFuzzSeedCorpus rewrites the committed seed corpus when run with

@@ -38,7 +38,7 @@ func encode(t testing.TB, opts EncoderOptions, sets ...*ChangeSet) ([]byte, []Fr
 	}
 	// Built in memory, the object is the same, in a buffer of EncodedSize
 	// that never grows (or fits, compressed), and in one that grows.
-	size, err := EncodedSize(sets...)
+	size, err := opts.EncodedSize(sets...)
 	if err != nil {
 		t.Fatalf("EncodedSize: %v", err)
 	}

@@ -1,9 +1,10 @@
-// Package objname owns the names of the objects that dstl and its state
-// stores write: it makes them, parses them and reads the time in them.
-// Everything that names or recognises an object (the engine's uploader,
-// the clean-up of local copies, the state stores' checkpointer, the
-// collection of old objects in package collect, which the gc command
-// runs) goes through it, so the scheme lives in one place.
+// Package objname makes and parses the names of the objects that dstl
+// writes, and reads the time in them. Everything that names or recognises
+// an object goes through it, so the scheme lives in one place.
+//
+// Its users are the engine's uploader, the clean-up of local copies, the
+// state stores' checkpointer, and the collection of old objects in
+// package collect, which the gc command runs.
 //
 // Under a job's prefix (see [JobPrefix]) a storage writes these kinds of
 // objects:

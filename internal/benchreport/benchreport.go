@@ -26,9 +26,13 @@ type Report struct {
 	RawPut   string            `json:"raw_put"` // what the SDK baseline does to put an object
 	RawGet   string            `json:"raw_get"`
 	Append   *Append           `json:"append,omitempty"`
-	Upload   []Upload          `json:"upload"`
-	Batching Batching          `json:"batching"`
-	Recovery Recovery          `json:"recovery"`
+	// Upload is (b) with compression off, the target's rows; and
+	// UploadCompressed with compression on (informative), empty when
+	// skipped.
+	Upload           []Upload `json:"upload"`
+	UploadCompressed []Upload `json:"upload_compressed,omitempty"`
+	Batching         Batching `json:"batching"`
+	Recovery         Recovery `json:"recovery"`
 	// Sustained is nil when (f) was skipped.
 	Sustained *Sustained `json:"sustained,omitempty"`
 	Targets   []Target   `json:"targets"`
@@ -51,36 +55,43 @@ type Append struct {
 	Speedup           float64 `json:"two_writers_speedup"`
 }
 
-// Upload is one row of section (b): one writer's upload throughput at
-// one object size, beside the SDK's put.
+// Upload is one row of section (b): one writer's checkpoint at one
+// object size, persist to confirm, beside the backend's Put and the SDK's
+// put of as many bytes.
 type Upload struct {
 	ObjectSize       int64   `json:"object_size"` // average stored size of the engine's objects
 	ChangesPerSet    int     `json:"changes_per_object"`
-	StoredPerLogical float64 `json:"stored_per_logical"`      // bytes stored per changes' byte: about 1, the changes being random
-	EngineBPS        float64 `json:"engine_bytes_per_second"` // changes' bytes appended and persisted per second
-	RawBPS           float64 `json:"raw_bytes_per_second"`    // bytes put per second by the SDK
-	// Ratio is the median, over pairs of one set appended and persisted
-	// and one SDK put of the same size run one after the other, of the
-	// engine's throughput over the SDK's; Pairs is how many pairs.
-	Ratio float64 `json:"ratio"`
-	Pairs int     `json:"pairs"`
-	// AppendP50Ms is the median time of a set's appends, and Ceiling
-	// the median over the pairs of the ratio that an engine would reach
-	// whose persist, confirm and truncate together cost exactly the SDK's
-	// put (uploadCeiling): the bound that appending the set puts on Ratio.
-	AppendP50Ms    float64   `json:"append_p50_ms"`
-	Ceiling        float64   `json:"ceiling"`
-	EngineRounds   []float64 `json:"engine_rounds"`
-	RawRounds      []float64 `json:"raw_rounds"`
-	PersistP50Ms   float64   `json:"persist_p50_ms"`
-	PersistP99Ms   float64   `json:"persist_p99_ms"`
-	PersistSamples int       `json:"persist_samples"` // persists the percentiles come from
-	RawPutP50Ms    float64   `json:"raw_put_p50_ms"`
-	RawPutSamples  int       `json:"raw_put_samples"`
-	// PipelinedBPS is the writer's throughput when it appends the next
-	// set while the last one is persisted (one persist at a time, as a
-	// task whose checkpoints are asynchronous does), and PipelinedRatio
-	// its ratio to the SDK's put.
+	Compression      bool    `json:"compression"`
+	FormatVersion    int     `json:"format_version"`
+	StoredPerLogical float64 `json:"stored_per_logical"` // bytes stored per changes' byte: about 1, the changes being random
+	// Ratio is the median, over the sets, of the set's persist -> confirm
+	// time over the backend's Put of as many bytes (the target); Pairs
+	// is how many sets. SDKRatio is the same over the SDK's put.
+	Ratio    float64 `json:"ratio"`
+	SDKRatio float64 `json:"sdk_ratio"`
+	Pairs    int     `json:"pairs"`
+	// PersistConfirmP50Ms is the median time from Persist to the end of
+	// Confirm; BackendPutP50Ms that of the backend's Put, and RawPutP50Ms
+	// that of the SDK's put; each has Pairs samples.
+	PersistConfirmP50Ms float64 `json:"persist_confirm_p50_ms"`
+	BackendPutP50Ms     float64 `json:"backend_put_p50_ms"`
+	BackendPutSamples   int     `json:"backend_put_samples"`
+	RawPutP50Ms         float64 `json:"raw_put_p50_ms"`
+	RawPutSamples       int     `json:"raw_put_samples"`
+	// AppendP50Ms is the median time of a set's appends, which no ratio
+	// counts.
+	AppendP50Ms float64 `json:"append_p50_ms"`
+	// PersistP50Ms and PersistP99Ms are from Persist to the handle.
+	PersistP50Ms   float64 `json:"persist_p50_ms"`
+	PersistP99Ms   float64 `json:"persist_p99_ms"`
+	PersistSamples int     `json:"persist_samples"` // persists the percentiles come from
+	// BackendPutBPS is the bytes the backend's Puts of the sets put per
+	// second of their time.
+	BackendPutBPS float64 `json:"backend_put_bytes_per_second"`
+	// PipelinedBPS is the writer's throughput, in changes' bytes per
+	// second, when it appends the next set while the last one is
+	// persisted (one persist at a time, as a task whose checkpoints are
+	// asynchronous does), and PipelinedRatio that over BackendPutBPS.
 	PipelinedBPS    float64   `json:"pipelined_bytes_per_second"`
 	PipelinedRatio  float64   `json:"pipelined_ratio"`
 	PipelinedRounds []float64 `json:"pipelined_rounds"`

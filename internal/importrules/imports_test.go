@@ -161,7 +161,7 @@ var (
 	// depend on: the state stores and what is built on them.
 	stateAndAbove = m("statestore", "kafkastate", "sim", "dstltest", "cmd", "examples")
 	// forTests are the packages meant for tests only.
-	forTests = append(m("dstltest", "conformance", "statestore/storetest", "sim", "backends/internal/faultproxy"), "testing")
+	forTests = append(m("dstltest", "conformance", "statestore/storetest", "sim", "backends/internal/faultproxy", "examples/internal/exampletest"), "testing")
 )
 
 const (

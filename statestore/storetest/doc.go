@@ -1,10 +1,12 @@
 // Package storetest is a conformance suite for the state stores of package
-// statestore: it checks, against models kept in maps, that the key-value,
-// window and versioned stores behave as statestore documents them, alone
-// (reads, writes, iteration order, codecs, key groups, logging, changes
-// applied from the log, snapshots) and under a Checkpointer (checkpoints,
-// materialisations, restores and rescaling). Every kind of store (in
-// memory, on disk with statestore.Config.Dir) must pass it.
+// statestore. It checks the key-value, window and versioned stores against
+// models kept in maps, alone and under a Checkpointer. Every kind of store,
+// in memory or on disk with statestore.Config.Dir, must pass it.
+//
+// Alone, it checks reads, writes, iteration order, codecs, key groups,
+// logging, changes applied from the log, and snapshots. Under a
+// Checkpointer, it checks checkpoints, materialisations, restores and
+// rescaling.
 //
 // A store implementation's test calls Run with the Config its stores need:
 //
