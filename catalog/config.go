@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"crypto/rand"
 	"fmt"
 	"log/slog"
@@ -105,27 +106,15 @@ type Config struct {
 const NoGrace = collect.NoGrace
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Processes == 0 {
-		c.Processes = c.Instances
-	}
-	if c.MaxParallelism == 0 {
-		c.MaxParallelism = DefaultMaxParallelism
-	}
-	if c.Mode == "" {
-		c.Mode = Aligned
-	}
-	if c.Retain == 0 {
-		c.Retain = DefaultRetain
-	}
-	switch {
-	case c.Grace == 0:
-		c.Grace = DefaultGrace
-	case c.Grace < 0 && c.Grace != NoGrace:
+	c.Processes = cmp.Or(c.Processes, c.Instances)
+	c.MaxParallelism = cmp.Or(c.MaxParallelism, DefaultMaxParallelism)
+	c.Mode = cmp.Or(c.Mode, Aligned)
+	c.Retain = cmp.Or(c.Retain, DefaultRetain)
+	c.Grace = cmp.Or(c.Grace, DefaultGrace)
+	if c.Grace < 0 && c.Grace != NoGrace {
 		return c, fmt.Errorf("catalog: grace %v: want 0 (the default), NoGrace or more", c.Grace)
 	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = max(c.Grace/4, time.Minute) // a minute under NoGrace
-	}
+	c.SweepInterval = cmp.Or(c.SweepInterval, max(c.Grace/4, time.Minute)) // a minute under NoGrace
 	if c.Now == nil {
 		c.Now = time.Now
 	}

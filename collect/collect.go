@@ -328,28 +328,26 @@ func (o Options) withDefaults() (Options, error) {
 	if err := o.check(); err != nil {
 		return o, err
 	}
-	switch o.Grace {
-	case 0:
-		o.Grace = DefaultGrace
-	case NoGrace:
-		o.Grace = 0
-	}
-	if o.Kinds == 0 {
-		o.Kinds = DefaultKinds
-	}
-	if o.Concurrency == 0 {
-		o.Concurrency = DefaultConcurrency
-	}
-	switch o.Timeout {
-	case 0:
-		o.Timeout = DefaultTimeout
-	case NoTimeout:
-		o.Timeout = 0
-	}
+	o.Grace = applied(o.Grace, DefaultGrace)
+	o.Kinds = cmp.Or(o.Kinds, DefaultKinds)
+	o.Concurrency = cmp.Or(o.Concurrency, DefaultConcurrency)
+	o.Timeout = applied(o.Timeout, DefaultTimeout)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	return o, nil
+}
+
+// applied returns the duration a collection applies for d, a Grace or a
+// Timeout: def for 0, and 0 (none) for -1 ([NoGrace], [NoTimeout]).
+func applied(d, def time.Duration) time.Duration {
+	switch d {
+	case 0:
+		return def
+	case -1:
+		return 0
+	}
+	return d
 }
 
 // tell calls OnEvent, if set, with e.

@@ -1,6 +1,7 @@
 package dstl
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -173,52 +174,32 @@ func DefaultConfig(basePath string) Config {
 // Other fields are kept as they are, also those that are not valid
 // ([Config.Validate] says so).
 func (c Config) WithDefaults() Config {
-	if c.PreemptivePersistThreshold == 0 {
-		c.PreemptivePersistThreshold = DefaultPreemptivePersistThreshold
-	} else if c.PreemptivePersistThreshold < 0 {
-		c.PreemptivePersistThreshold = NoPreemptivePersist
-	}
-	if c.BatchPersistDelay == 0 {
-		c.BatchPersistDelay = DefaultBatchPersistDelay
-	} else if c.BatchPersistDelay < 0 {
-		c.BatchPersistDelay = NoBatchDelay
-	}
-	if c.BatchPersistSizeThreshold == 0 {
-		c.BatchPersistSizeThreshold = DefaultBatchPersistSizeThreshold
-	}
-	if c.UploadBufferSize == 0 {
-		c.UploadBufferSize = DefaultUploadBufferSize
-	}
-	if c.UploadNumThreads == 0 {
-		c.UploadNumThreads = DefaultUploadNumThreads
-	}
-	if c.DiscardNumThreads == 0 {
-		c.DiscardNumThreads = DefaultDiscardNumThreads
-	}
-	if c.UploadMaxInFlight == 0 {
-		c.UploadMaxInFlight = DefaultUploadMaxInFlight
-	}
-	if c.RetryPolicy == "" {
-		c.RetryPolicy = RetryFixed
-	}
-	if c.UploadTimeout == 0 {
-		c.UploadTimeout = DefaultUploadTimeout
-	}
-	if c.UploadMaxAttempts == 0 {
-		c.UploadMaxAttempts = DefaultUploadMaxAttempts
-	}
-	if c.UploadNextAttemptDelay == 0 {
-		c.UploadNextAttemptDelay = DefaultUploadNextAttemptDelay
-	} else if c.UploadNextAttemptDelay < 0 {
-		c.UploadNextAttemptDelay = NoAttemptDelay
-	}
-	if c.CacheIdleTimeout == 0 {
-		c.CacheIdleTimeout = DefaultCacheIdleTimeout
-	}
-	if c.FormatVersion == 0 {
-		c.FormatVersion = DefaultFormatVersion
-	}
+	c.PreemptivePersistThreshold = defaultOrOff(c.PreemptivePersistThreshold, DefaultPreemptivePersistThreshold, NoPreemptivePersist)
+	c.BatchPersistDelay = defaultOrOff(c.BatchPersistDelay, DefaultBatchPersistDelay, NoBatchDelay)
+	c.BatchPersistSizeThreshold = cmp.Or(c.BatchPersistSizeThreshold, DefaultBatchPersistSizeThreshold)
+	c.UploadBufferSize = cmp.Or(c.UploadBufferSize, DefaultUploadBufferSize)
+	c.UploadNumThreads = cmp.Or(c.UploadNumThreads, DefaultUploadNumThreads)
+	c.DiscardNumThreads = cmp.Or(c.DiscardNumThreads, DefaultDiscardNumThreads)
+	c.UploadMaxInFlight = cmp.Or(c.UploadMaxInFlight, DefaultUploadMaxInFlight)
+	c.RetryPolicy = cmp.Or(c.RetryPolicy, RetryFixed)
+	c.UploadTimeout = cmp.Or(c.UploadTimeout, DefaultUploadTimeout)
+	c.UploadMaxAttempts = cmp.Or(c.UploadMaxAttempts, DefaultUploadMaxAttempts)
+	c.UploadNextAttemptDelay = defaultOrOff(c.UploadNextAttemptDelay, DefaultUploadNextAttemptDelay, NoAttemptDelay)
+	c.CacheIdleTimeout = cmp.Or(c.CacheIdleTimeout, DefaultCacheIdleTimeout)
+	c.FormatVersion = cmp.Or(c.FormatVersion, DefaultFormatVersion)
 	return c
+}
+
+// defaultOrOff returns def for a zero v, off for a negative one, and v
+// otherwise.
+func defaultOrOff[T int64 | time.Duration](v, def, off T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return off
+	}
+	return v
 }
 
 // ErrInvalidConfig is wrapped by every error of [ParseConfig] and
