@@ -212,10 +212,11 @@ func (s *store) cachedCommit(ctx context.Context, name string, gen *Generation, 
 // catalog objects of fenced generations, and of the first layout after
 // an upgrade, that no one needs and that are older than the grace.
 //
-// opts sets collect's options but for the job, the grace, the keep set,
-// the hold and the kinds, which the catalog sets; a dry run (opts.DryRun)
-// deletes nothing, not even catalog objects, and always sweeps. A fenced
-// member collects nothing (ErrFenced). The plan is nil when nothing was
+// opts sets collect's options, their zero fields collect's defaults, but
+// for the job, the grace, the keep set, the hold and the kinds, which the
+// catalog sets; a dry run (opts.DryRun) deletes nothing, not even catalog
+// objects, and always sweeps. A fenced member collects nothing
+// (ErrFenced). The plan is nil when nothing was
 // planned (no sweep due and nothing to drop); the report is nil without
 // a sweep.
 func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *collect.Report, error) {
