@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"crypto/rand"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 )
@@ -22,103 +24,97 @@ const (
 	// DefaultGrace is how old an object that no kept checkpoint
 	// references must be before the deletion rule deletes it: a day, as
 	// SlateDB's collector waits. What it protects, and what keeping a
-	// day of superseded objects costs, is in docs/CATALOG.md.
-	DefaultGrace = 24 * time.Hour
+	// day of superseded objects costs, is in docs/CATALOG.md. It is
+	// package collect's default grace.
+	DefaultGrace = collect.DefaultGrace
 )
 
 // Config configures a process's membership of a job's catalog. The zero
-// value of every field but JobID, Instances and Process is its default.
+// value of every field but JobID and Instances is its default (Process 0
+// is the leader's).
 type Config struct {
 	// JobID is the job: its objects and its catalog are under its prefix
 	// ([objname.JobPrefix]). Required.
 	JobID string
 	// Instances is how many instances the job runs as (P), 1 to
-	// objname.MaxInstances. Required.
+	// [objname.MaxInstances]. Required.
 	Instances int
 	// Processes is how many processes run the instances (Q), 1 to
 	// Instances: process p runs the instances of [InstancesOf](p,
 	// Processes, Instances) and commits their parts of a checkpoint in
-	// one object. Default Instances: each process runs one instance.
+	// one object. The default is Instances: each process runs one
+	// instance.
 	Processes int
 	// Process is this process's index, 0 to Processes-1 (a StatefulSet's
 	// ordinal). Process 0 leads: in the aligned mode it learns which
 	// checkpoints are complete and tells the others through its commits,
-	// and it applies the deletion rule.
+	// and it applies the deletion rule. The default is 0.
 	Process int
-	// MaxParallelism is the number of key groups, 1 to
-	// dstl.MaxKeyGroup+1 and at least Instances. Default
-	// DefaultMaxParallelism.
+	// MaxParallelism is the number of key groups, at least Instances and
+	// at most dstl.MaxKeyGroup+1. The default is
+	// [DefaultMaxParallelism].
 	MaxParallelism int
 	// KeyGroups, when set, assigns each instance its key-group range (one
-	// range per instance, not overlapping); by default the key groups are
-	// split evenly ([RangeOf]), as Flink does.
+	// range per instance, not overlapping, within MaxParallelism). By
+	// default, the key groups are split evenly ([RangeOf]), as Flink
+	// does.
 	KeyGroups []dstl.KeyGroupRange
-	// Mode is Aligned or Independent. Default Aligned.
+	// Mode is [Aligned] or [Independent]. The default is Aligned.
 	Mode Mode
 	// Retain is how many complete checkpoints are kept (per process in
-	// the independent mode), at least 1. Default DefaultRetain.
+	// the independent mode), at least 1. The default is [DefaultRetain].
 	Retain int
 	// Grace is how old an object that no kept checkpoint references must
 	// be, by the store's clock and by the time in its name, before the
 	// deletion rule deletes it. It must exceed the longest an upload
 	// takes from its start to the commit that references it and the
-	// clocks' skew. Default DefaultGrace; [NoGrace] for none.
+	// clocks' skew. The default is a day ([DefaultGrace]); [NoGrace] is
+	// none. Another negative value is not valid.
 	Grace time.Duration
 	// SweepInterval is how often [Member.Collect] lists the job's objects
 	// to delete those that no kept checkpoint references (at most once
 	// per interval; the commits of dropped checkpoints are deleted at
-	// every call). Default a quarter of Grace, at least a minute.
+	// every call). The default is a quarter of the grace, at least a
+	// minute; a negative value is not valid.
 	SweepInterval time.Duration
 	// RestoreFrom, when this process starts a generation, restores the
 	// retained checkpoint of that number rather than the latest one
 	// (aligned mode only): one of the last Retain complete checkpoints of
 	// the latest generation, or the one it restored while it keeps it;
-	// any other fails with ErrNoCheckpoint. Default 0: the latest.
+	// any other fails with ErrNoCheckpoint. The default, 0, is the
+	// latest; a negative value is not valid.
 	RestoreFrom int64
-	// Owner names this process in its claims and fences. Default a random
-	// id.
+	// Owner names this process in its claims and fences. The default is
+	// a random id.
 	Owner string
-	// Now is the clock. Default time.Now.
+	// Now is the clock. The default is time.Now.
 	Now func() time.Time
 	// MeterProvider receives the catalog's metrics (see docs/CATALOG.md).
-	// Default the global provider of go.opentelemetry.io/otel, a no-op
-	// unless the program installs one.
+	// The default is the global provider of go.opentelemetry.io/otel, a
+	// no-op unless the program installs one.
 	MeterProvider metric.MeterProvider
 	// Logger receives what the catalog does that no error reports: a
 	// join that started a generation, a fence found, a collection's
-	// outcome. Default slog.Default().
+	// outcome. The default is slog.Default().
 	Logger *slog.Logger
 }
 
-// NoGrace is the value of Config.Grace and the deletion rule's options for
-// no grace period at all: an object that no kept checkpoint references is
-// deleted however young. Only for tests and jobs that stopped.
-const NoGrace time.Duration = -1
+// NoGrace is the value of Config.Grace (and of the deletion rule's
+// collect.Options.Grace) for no grace period at all: an object that no
+// kept checkpoint references is deleted however young. Only for tests and
+// jobs that stopped. It is collect.NoGrace.
+const NoGrace = collect.NoGrace
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Processes == 0 {
-		c.Processes = c.Instances
-	}
-	if c.MaxParallelism == 0 {
-		c.MaxParallelism = DefaultMaxParallelism
-	}
-	if c.Mode == "" {
-		c.Mode = Aligned
-	}
-	if c.Retain == 0 {
-		c.Retain = DefaultRetain
-	}
-	switch {
-	case c.Grace == 0:
-		c.Grace = DefaultGrace
-	case c.Grace == NoGrace:
-		c.Grace = 0
-	case c.Grace < 0:
+	c.Processes = cmp.Or(c.Processes, c.Instances)
+	c.MaxParallelism = cmp.Or(c.MaxParallelism, DefaultMaxParallelism)
+	c.Mode = cmp.Or(c.Mode, Aligned)
+	c.Retain = cmp.Or(c.Retain, DefaultRetain)
+	c.Grace = cmp.Or(c.Grace, DefaultGrace)
+	if c.Grace < 0 && c.Grace != NoGrace {
 		return c, fmt.Errorf("catalog: grace %v: want 0 (the default), NoGrace or more", c.Grace)
 	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = max(c.Grace/4, time.Minute)
-	}
+	c.SweepInterval = cmp.Or(c.SweepInterval, max(c.Grace/4, time.Minute)) // a minute under NoGrace
 	if c.Now == nil {
 		c.Now = time.Now
 	}

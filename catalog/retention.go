@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -214,10 +213,11 @@ func (s *store) cachedCommit(ctx context.Context, name string, gen *Generation, 
 // generations (but their fences), and of the first layout after an
 // upgrade, that no one needs and that are older than the grace.
 //
-// opts sets collect's options but for the job, the grace, the keep set,
-// the hold and the kinds, which the catalog sets; a dry run (opts.DryRun)
-// deletes nothing, not even catalog objects, and always sweeps. A fenced
-// member collects nothing (ErrFenced). The plan is nil when nothing was
+// opts sets collect's options, their zero fields collect's defaults, but
+// for the job, the grace, the keep set, the hold and the kinds, which the
+// catalog sets; a dry run (opts.DryRun) deletes nothing, not even catalog
+// objects, and always sweeps. A fenced member collects nothing
+// (ErrFenced). The plan is nil when nothing was
 // planned (no sweep due and nothing to drop); the report is nil without
 // a sweep.
 func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *collect.Report, error) {
@@ -278,7 +278,8 @@ func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *col
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock() // a sweep and the cache are one at a time
-	p, rep, err := m.s.sweep(ctx, m.gen, m.cfg.Retain, m.cfg.Grace, cache, opts)
+	opts.Grace = m.cfg.Grace
+	p, rep, err := m.s.sweep(ctx, m.gen, m.cfg.Retain, cache, opts)
 	if errors.Is(err, ErrFenced) {
 		m.fenced = true
 	}
@@ -294,9 +295,10 @@ func (m *Member) Collect(ctx context.Context, opts collect.Options) (*Plan, *col
 }
 
 // sweep plans from a listing of gen's directory and applies the plan: the
-// data objects through collect.Run, then the catalog objects. It fails
-// with ErrFenced, deleting nothing, when the listing shows gen's fence.
-func (s *store) sweep(ctx context.Context, gen *Generation, retain int, grace time.Duration, cache map[string]*commit, opts collect.Options) (*Plan, *collect.Report, error) {
+// data objects through collect.Run, with opts' grace, then the catalog
+// objects, with the grace collect.Run applied. It fails with ErrFenced,
+// deleting nothing, when the listing shows gen's fence.
+func (s *store) sweep(ctx context.Context, gen *Generation, retain int, cache map[string]*commit, opts collect.Options) (*Plan, *collect.Report, error) {
 	v, err := s.listGeneration(ctx, gen.Number)
 	if err != nil {
 		return nil, nil, err
@@ -312,7 +314,7 @@ func (s *store) sweep(ctx context.Context, gen *Generation, retain int, grace ti
 	for o := range p.Keep {
 		keep.AddObject(o)
 	}
-	opts.JobID, opts.Grace, opts.Keep, opts.HoldFrom = s.jobID, grace, &keep, p.HoldFrom
+	opts.JobID, opts.Keep, opts.HoldFrom = s.jobID, &keep, p.HoldFrom
 	opts.Kinds, opts.AllOperators = collect.Logs|collect.Snapshots, true
 	rep, err := collect.Run(ctx, s.b, opts)
 	if rep != nil {
@@ -321,7 +323,7 @@ func (s *store) sweep(ctx context.Context, gen *Generation, retain int, grace ti
 	if err != nil {
 		return p, rep, err
 	}
-	p.Drop = append(p.Drop, s.staleCatalog(gen, rep, p, grace)...)
+	p.Drop = append(p.Drop, s.staleCatalog(gen, rep, p)...)
 	sort.Strings(p.Drop)
 	if opts.DryRun {
 		return p, rep, nil
@@ -331,13 +333,13 @@ func (s *store) sweep(ctx context.Context, gen *Generation, retain int, grace ti
 
 // staleCatalog returns the catalog objects of other generations than gen
 // (older ones) and of the first layout that rep listed, that no one needs
-// and that are older than the grace by the store's clock: everything but
+// and that are older than rep's grace by the store's clock: everything but
 // the objects gen restores while it needs them, every object of a
 // generation after gen (one that started since), the fences, which fence
 // their generations' members however long they stalled, and the first
 // layout's latest generation record, which keeps the processes of
 // releases before the second layout from starting.
-func (s *store) staleCatalog(gen *Generation, rep *collect.Report, p *Plan, grace time.Duration) []string {
+func (s *store) staleCatalog(gen *Generation, rep *collect.Report, p *Plan) []string {
 	needed := map[string]bool{}
 	for _, name := range p.Commits {
 		needed[name] = true
@@ -363,7 +365,7 @@ func (s *store) staleCatalog(gen *Generation, rep *collect.Report, p *Plan, grac
 			// and its sweep would plan from its own generation and delete
 			// the live one's objects.
 			continue
-		case o.ModTime.IsZero() || rep.Now.Sub(o.ModTime) <= grace:
+		case o.ModTime.IsZero() || rep.Now.Sub(o.ModTime) <= rep.Grace:
 			continue
 		}
 		out = append(out, o.Name)
@@ -386,40 +388,34 @@ func (s *store) dropAll(ctx context.Context, names []string) error {
 	return errors.Join(errs...)
 }
 
-// PlanOptions configure [CollectJob].
+// PlanOptions configure [CollectJob]. The zero value of every field is
+// its default.
 type PlanOptions struct {
-	// Retain is how many complete checkpoints are kept. Default
-	// DefaultRetain.
+	// Retain is how many complete checkpoints are kept, at least 1. The
+	// default is [DefaultRetain].
 	Retain int
-	// Grace is how old an object must be to be deleted. Default
-	// DefaultGrace; NoGrace for none.
-	Grace time.Duration
-	// MeterProvider receives the catalog's metrics; default the global
-	// one.
+	// MeterProvider receives the catalog's metrics. The default is the
+	// global provider of go.opentelemetry.io/otel.
 	MeterProvider metric.MeterProvider
 }
 
-// CollectJob applies the deletion rule to a job from outside it (a
-// garbage collector such as `dstl gc`), as the leader's sweep does (see
-// [Member.Collect]), for the job's live generation. It returns a nil plan
-// and report, and no error, when the job has no catalog of the second
-// layout, and fails with ErrFenced when the live generation is fenced (a
-// newer one is starting: collect again once it started). opts is as for
+// CollectJob applies the deletion rule to the job opts.JobID from
+// outside it (a garbage collector such as `dstl gc`), as the leader's
+// sweep does (see [Member.Collect]), for the job's live generation, with
+// the grace of opts (the default, a day, when it is 0; none for
+// [NoGrace]). It returns a nil plan and report, and no error, when the job
+// has no catalog of the second layout, and fails with ErrFenced when the
+// live generation is fenced (a newer one is starting: collect again once
+// it started). The catalog sets opts' keep set, hold and kinds, as for
 // Member.Collect.
-func CollectJob(ctx context.Context, b backends.Backend, jobID string, o PlanOptions, opts collect.Options) (*Plan, *collect.Report, error) {
+func CollectJob(ctx context.Context, b backends.Backend, o PlanOptions, opts collect.Options) (*Plan, *collect.Report, error) {
 	if o.Retain == 0 {
 		o.Retain = DefaultRetain
 	}
-	switch {
-	case o.Grace == 0:
-		o.Grace = DefaultGrace
-	case o.Grace == NoGrace:
-		o.Grace = 0
+	if o.Retain < 1 {
+		return nil, nil, fmt.Errorf("catalog: retain %d: want at least 1", o.Retain)
 	}
-	if o.Retain < 1 || o.Grace < 0 {
-		return nil, nil, fmt.Errorf("catalog: retain %d, grace %v: want at least 1 and not negative", o.Retain, o.Grace)
-	}
-	s := newStore(b, jobID, o.MeterProvider)
+	s := newStore(b, opts.JobID, o.MeterProvider)
 	latest, err := s.latestGeneration(ctx)
 	if err != nil || latest == 0 {
 		return nil, nil, err
@@ -428,5 +424,5 @@ func CollectJob(ctx context.Context, b backends.Backend, jobID string, o PlanOpt
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.sweep(ctx, gen, o.Retain, o.Grace, map[string]*commit{}, opts)
+	return s.sweep(ctx, gen, o.Retain, map[string]*commit{}, opts)
 }

@@ -357,7 +357,7 @@ func TestCollectJob(t *testing.T) {
 	objs := j.round(1)
 	kept := j.round(2)
 	j.b.Advance(2 * time.Hour)
-	plan, rep, err := catalog.CollectJob(t.Context(), j.b, "job", catalog.PlanOptions{Grace: time.Hour}, collect.Options{Now: j.b.Now})
+	plan, rep, err := catalog.CollectJob(t.Context(), j.b, catalog.PlanOptions{}, collect.Options{JobID: "job", Grace: time.Hour, Now: j.b.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestCollectJob(t *testing.T) {
 			t.Fatalf("kept object %s deleted", o)
 		}
 	}
-	if p, r, err := catalog.CollectJob(t.Context(), j.b, "no-such-job", catalog.PlanOptions{}, collect.Options{}); p != nil || r != nil || err != nil {
+	if p, r, err := catalog.CollectJob(t.Context(), j.b, catalog.PlanOptions{}, collect.Options{JobID: "no-such-job"}); p != nil || r != nil || err != nil {
 		t.Fatalf("a job with no catalog: %v, %v, %v", p, r, err)
 	}
 }

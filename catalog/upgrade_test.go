@@ -45,7 +45,7 @@ func readState(t *testing.T, b backends.Backend, p *catalog.Part) []string {
 	if err := h.UnmarshalBinary(p.State); err != nil {
 		t.Fatalf("part %s of instance %d: %v", p.Name, p.Instance, err)
 	}
-	r, err := dstl.NewReader(b, p.KeyGroups, time.Minute)
+	r, err := dstl.NewReader(b, p.KeyGroups, dstl.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

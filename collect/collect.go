@@ -58,8 +58,13 @@
 // Each step that waits for the storage is bounded by [Options.Timeout]:
 // the clock probe's put and listing together, its delete, the wait for
 // the next object of a listing (or page of incomplete uploads), each
-// delete and abort. Once a delete or abort times out, no further one
-// starts.
+// delete and abort. A step the storage does not answer in time fails with
+// a [*NoAnswerError] naming it. Once a delete or abort times out, no
+// further one starts.
+//
+// Run reports what it does as it goes through [Options.OnEvent], and what
+// it found and did in its [Report]: structured data, which a caller words
+// as it likes.
 package collect
 
 import (
@@ -98,88 +103,178 @@ const (
 	allKinds = Logs | Snapshots | Records
 )
 
-// DefaultConcurrency is the number of deletes (and aborts) in flight at
-// once when [Options.Concurrency] is 0.
-const DefaultConcurrency = 8
+// Defaults of [Options].
+const (
+	// DefaultGrace is the grace period of a collection whose
+	// [Options.Grace] is 0: a day, as the checkpoint catalog's default
+	// (docs/CATALOG.md says what it protects and what it costs).
+	DefaultGrace = 24 * time.Hour
+	// DefaultConcurrency is the number of deletes (and aborts) in flight
+	// at once when [Options.Concurrency] is 0.
+	DefaultConcurrency = 8
+	// DefaultTimeout bounds each step that waits for the storage when
+	// [Options.Timeout] is 0. It also bounds the clock probe's delete
+	// under [NoTimeout]: the probe is the collection's own, and its delete
+	// runs even when the caller's context is done.
+	DefaultTimeout = 30 * time.Second
+	// DefaultKinds are the kinds of objects collected when
+	// [Options.Kinds] is 0: log and snapshot objects.
+	DefaultKinds = Logs | Snapshots
+)
 
-// probeDeleteTimeout bounds the clock probe's delete when
-// [Options.Timeout] is 0: the probe is the collection's own, and its
-// delete runs even when the caller's context is done.
-const probeDeleteTimeout = 30 * time.Second
+// The values of [Options]' fields that turn a default off.
+const (
+	// NoGrace is [Options.Grace] for no grace period at all: an object
+	// that nothing keeps is deleted however young. Only for tests and
+	// jobs that stopped.
+	NoGrace time.Duration = -1
+	// NoTimeout is [Options.Timeout] for no bound on the steps that wait
+	// for the storage (the clock probe's delete is still bounded by
+	// [DefaultTimeout]).
+	NoTimeout time.Duration = -1
+)
 
 // ErrMissing is the error of a collection that refused to delete
 // anything: an object that the kept handles reference is not under the
 // prefix, or none of them is.
 var ErrMissing = errors.New("kept handles reference objects that are not there; nothing deleted")
 
-// ErrNoAnswer is wrapped by the error of a step that the storage did not
-// answer within [Options.Timeout] (with the call's error, such as
-// context.Canceled).
+// ErrNoAnswer is matched by the error of a step that the storage did not
+// answer within [Options.Timeout] (a [*NoAnswerError], which also matches
+// the call's error, such as context.Canceled).
 var ErrNoAnswer = errors.New("no answer in time")
 
-// Options say what a collection deletes and how.
+// Options say what a collection deletes and how. The zero value of every
+// field is its default; the zero Options collect the old log and snapshot
+// objects of the backend's root that nothing keeps (snapshots only of the
+// operators Keep names, so none).
 type Options struct {
 	// JobID is the job whose objects are collected: those under
-	// [objname.JobPrefix](JobID). Empty: the backend's root.
+	// [objname.JobPrefix](JobID). The default, empty, is the backend's
+	// root. It must be a valid object name less its slash: no "." or ".."
+	// segment, no empty one.
 	JobID string
 	// Grace is the age, by both clocks, below which no object is deleted.
-	// 0 is allowed; a negative grace is not.
+	// The default is a day ([DefaultGrace]); [NoGrace] is none. Another
+	// negative value is not valid.
 	Grace time.Duration
 	// Keep are the objects never deleted and the operators whose
-	// snapshots they account for; nil keeps nothing.
+	// snapshots they account for. The default, nil, keeps nothing.
 	Keep *Keep
-	// Kinds are the kinds of objects collected; at least one.
+	// Kinds are the kinds of objects collected. The default, 0, is
+	// [DefaultKinds], log and snapshot objects. A bit that is not one of
+	// the kinds is not valid.
 	Kinds Kinds
 	// AllOperators says that every snapshot under the prefix is the
 	// caller's to collect, of any operator (a job that is gone for good,
-	// or a catalog that holds every checkpoint of the job); without it,
+	// or a catalog that holds every checkpoint of the job); by default,
 	// only the snapshots of the operators the Keep names are collected,
 	// and the others are reported as [NotCollected].
 	AllOperators bool
 	// HoldFrom keeps every log and snapshot object and every record whose
-	// name records a checkpoint at or above it ([objname.Name.Checkpoint]), however old:
-	// a checkpoint that may still complete may reference it. A job's
-	// checkpoint catalog sets it to the checkpoint after its latest
-	// complete one, or lower while an instance may still reference
+	// name records a checkpoint at or above it ([objname.Name.Checkpoint]),
+	// however old: a checkpoint that may still complete may reference it.
+	// A job's checkpoint catalog sets it to the checkpoint after its
+	// latest complete one, or lower while an instance may still reference
 	// objects made for an earlier one (a materialisation in progress).
-	// 0 holds nothing by its checkpoint.
+	// The default, 0, holds nothing by its checkpoint; a negative value is
+	// not valid.
 	HoldFrom int64
-	// DryRun: find what would be deleted (and aborted), delete nothing
-	// but the clock probe.
+	// DryRun finds what would be deleted (and aborted) and deletes
+	// nothing but the clock probe. The default is false.
 	DryRun bool
-	// Concurrency is the number of deletes and aborts in flight at once;
-	// 0 is [DefaultConcurrency].
+	// Concurrency is the number of deletes and aborts in flight at once.
+	// The default is [DefaultConcurrency]; a negative value is not valid.
 	Concurrency int
-	// Timeout bounds each step that waits for the storage; 0: no bound
-	// (but for the clock probe's delete, bounded by 30 s all the same:
-	// it runs even once ctx is done).
+	// Timeout bounds each step that waits for the storage. The default is
+	// [DefaultTimeout]; [NoTimeout] is no bound. Another negative value is
+	// not valid.
 	Timeout time.Duration
-	// Now is the caller's clock; nil is time.Now.
+	// Now is the caller's clock. The default is time.Now.
 	Now func() time.Time
-	// Uploads lists and aborts the backend's incomplete uploads; nil
-	// finds them from the backend (see [FindUploadCollector]), if it has
-	// them.
+	// Uploads lists and aborts the backend's incomplete uploads. The
+	// default, nil, finds them from the backend (see
+	// [FindUploadCollector]), if it has them.
 	Uploads UploadCollector
-
-	// Location names the storage in errors ("the storage at LOCATION did
-	// not answer"), such as the base path it was opened with (secrets are
-	// redacted); empty: "the storage".
-	Location string
-	// TimeoutName names the bound in errors, before its value: with
-	// "--timeout", "did not answer within --timeout 8s"; empty: "did not
-	// answer within 8s".
-	TimeoutName string
-	// Progress, when not nil, is called as each step begins, with done
-	// 0, and after each delete or abort with the share of them done (more
-	// than 0, up to 1). Steps read as "reading the storage's clock",
-	// "listing PREFIX", "listing the incomplete uploads under PREFIX",
-	// "deleting N objects, aborting M uploads". Calls never overlap.
-	Progress func(step string, done float64)
-	// Warn, when not nil, is told what went wrong without failing the
-	// collection: a clock probe that could not be deleted (it stays
-	// behind), a dry run that goes on without the storage's clock.
-	Warn func(msg string)
+	// OnEvent, when set, is told what the collection does as it goes (see
+	// [EventKind]): each step as it begins, each delete and abort as it
+	// ends, and what goes wrong without failing the collection. Calls
+	// never overlap; each must return quickly.
+	OnEvent func(Event)
 }
+
+// EventKind says what an [Event] is.
+type EventKind string
+
+// The kinds of events.
+const (
+	// EventClock: the collection starts reading the storage's clock by
+	// its clock probe, of the name Name.
+	EventClock EventKind = "clock"
+	// EventListing: the collection starts listing the objects under the
+	// prefix Name.
+	EventListing EventKind = "listing"
+	// EventListingUploads: the collection starts listing the incomplete
+	// uploads under the prefix Name.
+	EventListingUploads EventKind = "listing-uploads"
+	// EventDeleting: the deletes and aborts start: Objects objects to
+	// delete and Uploads incomplete uploads to abort.
+	EventDeleting EventKind = "deleting"
+	// EventDeleted: the delete of the object Name, or the abort of its
+	// upload UploadID, ended, failed when Err is set; Done of Total
+	// deletes and aborts have ended.
+	EventDeleted EventKind = "deleted"
+	// EventProbeLeft: the clock probe Name could not be deleted (Err). It
+	// stays behind until a later collection finds it older than the
+	// grace.
+	EventProbeLeft EventKind = "probe-left"
+	// EventNoStoreClock: the clock probe failed (Err) in a dry run, which
+	// goes on with the caller's clock ([Report.ClockErr]).
+	EventNoStoreClock EventKind = "no-store-clock"
+)
+
+// Event is something a collection tells [Options.OnEvent] as it goes.
+type Event struct {
+	// Kind says what happened.
+	Kind EventKind
+	// Name is the object or prefix the event is about (see the kinds).
+	Name string
+	// UploadID is the incomplete upload, for an abort's EventDeleted.
+	UploadID string
+	// Objects and Uploads are the deletes and aborts that EventDeleting
+	// starts.
+	Objects, Uploads int
+	// Done and Total count the deletes and aborts ended and to end, for
+	// EventDeleted.
+	Done, Total int
+	// Err is the error of a failed delete or abort, of the probe left
+	// behind, or of the clock probe.
+	Err error
+}
+
+// NoAnswerError is the error of a step that the storage did not answer
+// within [Options.Timeout]. It matches [ErrNoAnswer] and the call's
+// error.
+type NoAnswerError struct {
+	// Step says what waited: "the clock probe NAME", "deleting the clock
+	// probe NAME", "listing PREFIX", "listing the incomplete uploads
+	// under PREFIX", "deleting NAME", "aborting the upload ID of NAME".
+	Step string
+	// Name is the object or prefix the step waited on.
+	Name string
+	// Timeout is the bound that ended the step.
+	Timeout time.Duration
+	// Err is the call's error.
+	Err error
+}
+
+// Error says which step the storage did not answer within which bound.
+func (e *NoAnswerError) Error() string {
+	return fmt.Sprintf("%s: the storage did not answer within %v: %v", e.Step, e.Timeout, e.Err)
+}
+
+// Unwrap returns the call's error and [ErrNoAnswer].
+func (e *NoAnswerError) Unwrap() []error { return []error{e.Err, ErrNoAnswer} }
 
 // check returns an error wrapping [backends.ErrInvalidConfig] for options
 // that are not valid.
@@ -194,14 +289,14 @@ func (o *Options) check() error {
 	}
 	switch {
 	case err != nil:
-	case o.Grace < 0:
-		err = fmt.Errorf("grace %v: want 0 or more", o.Grace)
-	case o.Kinds == 0 || o.Kinds&^allKinds != 0:
+	case o.Grace < 0 && o.Grace != NoGrace:
+		err = fmt.Errorf("grace %v: want 0 (the default), NoGrace or more", o.Grace)
+	case o.Kinds&^allKinds != 0:
 		err = fmt.Errorf("kinds %#x: want some of Logs, Snapshots and Records", uint8(o.Kinds))
 	case o.Concurrency < 0:
 		err = fmt.Errorf("concurrency %d: want 0 (the default) or more", o.Concurrency)
-	case o.Timeout < 0:
-		err = fmt.Errorf("timeout %v: want 0 (no bound) or more", o.Timeout)
+	case o.Timeout < 0 && o.Timeout != NoTimeout:
+		err = fmt.Errorf("timeout %v: want 0 (the default), NoTimeout or more", o.Timeout)
 	case o.HoldFrom < 0:
 		err = fmt.Errorf("hold from checkpoint %d: want 0 (none) or more", o.HoldFrom)
 	}
@@ -226,15 +321,39 @@ func (o *Options) collects(n objname.Name) bool {
 	return false
 }
 
-func (o *Options) progress(step string, done float64) {
-	if o.Progress != nil {
-		o.Progress(step, done)
+// withDefaults returns o, checked, with the default of every zero field
+// filled in, and Grace and Timeout as the collection applies them: NoGrace
+// is a grace of 0, NoTimeout a timeout of 0 (no bound).
+func (o Options) withDefaults() (Options, error) {
+	if err := o.check(); err != nil {
+		return o, err
 	}
+	o.Grace = applied(o.Grace, DefaultGrace)
+	o.Kinds = cmp.Or(o.Kinds, DefaultKinds)
+	o.Concurrency = cmp.Or(o.Concurrency, DefaultConcurrency)
+	o.Timeout = applied(o.Timeout, DefaultTimeout)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, nil
 }
 
-func (o *Options) warn(msg string) {
-	if o.Warn != nil {
-		o.Warn(msg)
+// applied returns the duration a collection applies for d, a Grace or a
+// Timeout: def for 0, and 0 (none) for -1 ([NoGrace], [NoTimeout]).
+func applied(d, def time.Duration) time.Duration {
+	switch d {
+	case 0:
+		return def
+	case -1:
+		return 0
+	}
+	return d
+}
+
+// tell calls OnEvent, if set, with e.
+func (o *Options) tell(e Event) {
+	if o.OnEvent != nil {
+		o.OnEvent(e)
 	}
 }
 
@@ -253,19 +372,13 @@ func Run(ctx context.Context, b backends.Backend, o Options) (*Report, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: collect: nil backend", backends.ErrInvalidConfig)
 	}
-	if err := o.check(); err != nil {
+	o, err := o.withDefaults()
+	if err != nil {
 		return nil, err
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Concurrency == 0 {
-		o.Concurrency = DefaultConcurrency
-	}
 	prefix := objname.JobPrefix(o.JobID)
-	rep := &Report{Prefix: prefix, DryRun: o.DryRun}
+	rep := &Report{Prefix: prefix, Grace: o.Grace, DryRun: o.DryRun}
 
-	o.progress("reading the storage's clock", 0)
 	rep.LocalNow = o.Now()
 	rep.Now = rep.LocalNow
 	// Under the job's prefix, where credentials scoped to the job allow
@@ -274,20 +387,20 @@ func Run(ctx context.Context, b backends.Backend, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the storage's clock (nothing deleted): %w", err)
 	}
+	o.tell(Event{Kind: EventClock, Name: probe})
 	storeNow, leftover, err := o.probeClock(ctx, b, probe)
 	if leftover != nil {
-		o.warn(leftover.Error())
+		o.tell(Event{Kind: EventProbeLeft, Name: probe, Err: leftover})
 	}
 	switch {
 	case err != nil && !o.DryRun:
 		return nil, fmt.Errorf("reading the storage's clock (nothing deleted): %w", err)
 	case err != nil:
-		rep.ClockNote = fmt.Sprintf("the clock probe failed (%v): ages are by this machine's clock", err)
-		o.warn(rep.ClockNote)
+		rep.ClockErr = err
+		o.tell(Event{Kind: EventNoStoreClock, Name: probe, Err: err})
 	case storeNow.IsZero():
 		// Such a storage reports no modification time of any object
 		// either, so every object is young (kept) whatever now is.
-		rep.ClockNote = "the storage reports no modification times"
 	default:
 		rep.StoreNow = storeNow
 		if storeNow.Before(rep.Now) {
@@ -295,9 +408,9 @@ func Run(ctx context.Context, b backends.Backend, o Options) (*Report, error) {
 		}
 	}
 
-	o.progress("listing "+prefix, 0)
+	o.tell(Event{Kind: EventListing, Name: prefix})
 	var listed []backends.ObjectInfo
-	st := o.step(ctx, "listing "+prefix)
+	st := o.step(ctx, "listing "+prefix, prefix)
 	err = st.done(b.List(st.ctx, prefix, func(oi backends.ObjectInfo) error {
 		st.kick() // each object is progress
 		// The clock probe is no object of the job's (listed when its
@@ -317,9 +430,9 @@ func Run(ctx context.Context, b backends.Backend, o Options) (*Report, error) {
 	}
 	var uploads []backends.IncompleteUpload
 	if uc != nil {
-		o.progress("listing the incomplete uploads under "+prefix, 0)
+		o.tell(Event{Kind: EventListingUploads, Name: prefix})
 		rep.UploadsChecked = true
-		st := o.step(ctx, "listing the incomplete uploads under "+prefix)
+		st := o.step(ctx, "listing the incomplete uploads under "+prefix, prefix)
 		err = st.done(uc.ListIncompleteUploads(st.ctx, prefix, func(u backends.IncompleteUpload) error {
 			uploads = append(uploads, u)
 			return nil
@@ -411,8 +524,7 @@ func Run(ctx context.Context, b backends.Backend, o Options) (*Report, error) {
 // aborts rep.Uploads, o.Concurrency at a time, recording each outcome in
 // rep.
 func (o *Options) remove(ctx context.Context, b backends.Backend, uc UploadCollector, rep *Report, deletable []int) error {
-	stepName := fmt.Sprintf("deleting %d objects, aborting %d uploads", len(deletable), len(rep.Uploads))
-	o.progress(stepName, 0)
+	o.tell(Event{Kind: EventDeleting, Objects: len(deletable), Uploads: len(rep.Uploads)})
 	rep.DeletesRun = true
 	var mu sync.Mutex
 	var stalled error // the first call the storage did not answer in time
@@ -435,12 +547,12 @@ func (o *Options) remove(ctx context.Context, b backends.Backend, uc UploadColle
 			var fail Failure
 			if i < len(deletable) {
 				obj := &rep.Objects[deletable[i]]
-				st = o.step(dctx, "deleting "+obj.Name)
+				st = o.step(dctx, "deleting "+obj.Name, obj.Name)
 				err = b.Delete(st.ctx, obj.Name)
 				fail.Name = obj.Name
 			} else {
 				u := &rep.Uploads[i-len(deletable)]
-				st = o.step(dctx, "aborting the upload "+u.UploadID+" of "+u.Name)
+				st = o.step(dctx, "aborting the upload "+u.UploadID+" of "+u.Name, u.Name)
 				err = uc.AbortIncompleteUpload(st.ctx, backends.IncompleteUpload{Name: u.Name, UploadID: u.UploadID, Initiated: u.Initiated})
 				fail.Name, fail.UploadID = u.Name, u.UploadID
 			}
@@ -464,7 +576,8 @@ func (o *Options) remove(ctx context.Context, b backends.Backend, uc UploadColle
 				rep.Uploads[i-len(deletable)].Aborted = true
 				rep.UploadsAborted++
 			}
-			o.progress(stepName, float64(rep.Deleted.Objects+rep.UploadsAborted+len(rep.Failed))/float64(total))
+			o.tell(Event{Kind: EventDeleted, Name: fail.Name, UploadID: fail.UploadID, Err: err,
+				Done: rep.Deleted.Objects + rep.UploadsAborted + len(rep.Failed), Total: total})
 			return nil
 		})
 	}
@@ -501,7 +614,7 @@ func (o *Options) remove(ctx context.Context, b backends.Backend, uc UploadColle
 // the grace.
 func (o *Options) probeClock(ctx context.Context, b backends.Backend, name string) (t time.Time, leftover, err error) {
 	body := []byte("dstl reads the storage's clock from this object's modification time before it collects old objects, then deletes it\n")
-	st := o.step(ctx, "the clock probe "+name)
+	st := o.step(ctx, "the clock probe "+name, name)
 	err = b.Put(st.ctx, name, bytes.NewReader(body), int64(len(body)))
 	put := err == nil
 	found := false
@@ -519,12 +632,9 @@ func (o *Options) probeClock(ctx context.Context, b backends.Backend, name strin
 	if err = st.done(err); !put {
 		return time.Time{}, nil, err
 	}
-	// Also when ctx is done: the probe is the collection's own.
-	what := "deleting the clock probe " + name
-	dst := o.step(context.WithoutCancel(ctx), what)
-	if o.Timeout == 0 {
-		dst = newStep(context.WithoutCancel(ctx), what, o.Location, probeDeleteTimeout, probeDeleteTimeout.String())
-	}
+	// Also when ctx is done, and bounded also without a timeout: the
+	// probe is the collection's own.
+	dst := newStep(context.WithoutCancel(ctx), "deleting the clock probe "+name, name, cmp.Or(o.Timeout, DefaultTimeout))
 	if derr := dst.done(b.Delete(dst.ctx, name)); derr != nil {
 		leftover = fmt.Errorf("the clock probe %q could not be deleted: %w", name, derr)
 	}
@@ -540,26 +650,18 @@ type step struct {
 	timer  *time.Timer // nil without a bound
 	d      time.Duration
 	what   string // the step, for errors
-	where  string // "the storage at LOCATION", for errors
-	limit  string // the bound, for errors
+	name   string // the object or prefix it waits on
 }
 
-// step starts a step bounded by o.Timeout (unbounded when it is 0).
-func (o *Options) step(ctx context.Context, what string) *step {
-	limit := o.Timeout.String()
-	if o.TimeoutName != "" {
-		limit = o.TimeoutName + " " + limit
-	}
-	return newStep(ctx, what, o.Location, o.Timeout, limit)
+// step starts a step bounded by o.Timeout (unbounded when it is 0), that
+// waits on the object or prefix name.
+func (o *Options) step(ctx context.Context, what, name string) *step {
+	return newStep(ctx, what, name, o.Timeout)
 }
 
-func newStep(ctx context.Context, what, location string, d time.Duration, limit string) *step {
+func newStep(ctx context.Context, what, name string, d time.Duration) *step {
 	sctx, cancel := context.WithCancelCause(ctx)
-	where := "the storage"
-	if location != "" {
-		where += " at " + backends.RedactURL(location)
-	}
-	s := &step{ctx: sctx, cancel: cancel, d: d, what: what, where: where, limit: limit}
+	s := &step{ctx: sctx, cancel: cancel, d: d, what: what, name: name}
 	if d > 0 {
 		s.timer = time.AfterFunc(d, func() { cancel(ErrNoAnswer) })
 	}
@@ -576,8 +678,8 @@ func (s *step) kick() {
 // timedOut reports whether the bound ended the step.
 func (s *step) timedOut() bool { return context.Cause(s.ctx) == ErrNoAnswer }
 
-// done ends the step and returns its error err, saying so, and wrapping
-// [ErrNoAnswer], when the bound ended it.
+// done ends the step and returns its error err, as a [*NoAnswerError]
+// when the bound ended it.
 func (s *step) done(err error) error {
 	timedOut := s.timedOut()
 	if s.timer != nil {
@@ -585,20 +687,7 @@ func (s *step) done(err error) error {
 	}
 	s.cancel(nil)
 	if err != nil && timedOut {
-		return &timeoutError{what: s.what, where: s.where, limit: s.limit, err: err}
+		return &NoAnswerError{Step: s.what, Name: s.name, Timeout: s.d, Err: err}
 	}
 	return err
 }
-
-// timeoutError is the error of a step that the storage did not answer in
-// time: it matches [ErrNoAnswer] and the call's error.
-type timeoutError struct {
-	what, where, limit string
-	err                error
-}
-
-func (e *timeoutError) Error() string {
-	return fmt.Sprintf("%s: %s did not answer within %s: %v", e.what, e.where, e.limit, e.err)
-}
-
-func (e *timeoutError) Unwrap() []error { return []error{e.err, ErrNoAnswer} }

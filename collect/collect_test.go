@@ -273,11 +273,11 @@ func TestRunClock(t *testing.T) {
 			if tc.noModTimes {
 				b = noModTimes{tb}
 			}
-			var warnings []string
+			var warnings []collect.Event
 			rep, err := collect.Run(t.Context(), b, collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, DryRun: tc.dryRun,
-				Now: func() time.Time { return time.Now().Add(tc.skew) }, Warn: func(m string) { warnings = append(warnings, m) }})
+				Now: func() time.Time { return time.Now().Add(tc.skew) }, OnEvent: warningsTo(&warnings)})
 			if err != nil || len(warnings) > 0 {
-				t.Fatalf("%v, warnings %q", err, warnings)
+				t.Fatalf("%v, warnings %+v", err, warnings)
 			}
 			if gone := tb.Len() == 0; gone != (tc.deleted && !tc.dryRun) {
 				t.Errorf("deleted %v, want %v; report %+v", gone, tc.deleted, rep)
@@ -289,11 +289,11 @@ func TestRunClock(t *testing.T) {
 				t.Errorf("now %v after the local clock's %v", rep.Now, rep.LocalNow)
 			}
 			if tc.noModTimes {
-				if !rep.StoreNow.IsZero() || rep.ClockNote != "the storage reports no modification times" {
-					t.Errorf("store now %v, note %q", rep.StoreNow, rep.ClockNote)
+				if !rep.StoreNow.IsZero() || rep.ClockErr != nil {
+					t.Errorf("store now %v, clock error %v", rep.StoreNow, rep.ClockErr)
 				}
-			} else if rep.StoreNow.IsZero() || rep.Now.After(rep.StoreNow) || rep.ClockNote != "" {
-				t.Errorf("now %v, store %v, note %q", rep.Now, rep.StoreNow, rep.ClockNote)
+			} else if rep.StoreNow.IsZero() || rep.Now.After(rep.StoreNow) || rep.ClockErr != nil {
+				t.Errorf("now %v, store %v, clock error %v", rep.Now, rep.StoreNow, rep.ClockErr)
 			}
 			// The probe was put and deleted, whatever else happened.
 			if c := tb.Counts(); c[dstltest.OpPut] != 2 {
@@ -335,21 +335,21 @@ func TestRunClockProbe(t *testing.T) {
 		fault   dstltest.FaultFunc
 		dryRun  bool
 		wantErr bool
-		warning string // a warning that holds this
-		left    int    // objects left, probes included
+		warning collect.EventKind // a warning of this kind
+		left    int               // objects left, probes included
 	}{
 		{"its put fails", isProbeOp(dstltest.OpPut), false, true, "", 2},
-		{"its put fails, dry run", isProbeOp(dstltest.OpPut), true, false, "the clock probe failed", 2},
+		{"its put fails, dry run", isProbeOp(dstltest.OpPut), true, false, collect.EventNoStoreClock, 2},
 		{"its listing fails", isProbeOp(dstltest.OpList), false, true, "", 2},
-		{"its delete fails", isProbeOp(dstltest.OpDelete), false, false, "could not be deleted", 1},
+		{"its delete fails", isProbeOp(dstltest.OpDelete), false, false, collect.EventProbeLeft, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newTimedBackend()
 			b.logs(t, 2, time.Now().Add(-3*time.Hour))
 			b.SetFault(tc.fault)
-			var warnings []string
+			var warnings []collect.Event
 			rep, err := collect.Run(t.Context(), b, collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, DryRun: tc.dryRun,
-				Warn: func(m string) { warnings = append(warnings, m) }})
+				OnEvent: warningsTo(&warnings)})
 			if tc.wantErr {
 				if rep != nil || !errors.Is(err, backends.ErrPermission) || !strings.Contains(err.Error(), "reading the storage's clock (nothing deleted)") {
 					t.Fatalf("report %+v, error %v", rep, err)
@@ -357,15 +357,16 @@ func TestRunClockProbe(t *testing.T) {
 			} else if err != nil {
 				t.Fatal(err)
 			}
-			if len(warnings) != map[bool]int{true: 1}[tc.warning != ""] || tc.warning != "" && !strings.Contains(warnings[0], tc.warning) {
-				t.Errorf("warnings %q, want one with %q", warnings, tc.warning)
+			if len(warnings) != map[bool]int{true: 1}[tc.warning != ""] ||
+				tc.warning != "" && (warnings[0].Kind != tc.warning || !isProbe(warnings[0].Name) || !errors.Is(warnings[0].Err, backends.ErrPermission)) {
+				t.Errorf("warnings %+v, want one %q of the probe with its error", warnings, tc.warning)
 			}
 			if b.Len() != tc.left {
 				t.Errorf("%d objects left, want %d: %v", b.Len(), tc.left, b.Objects())
 			}
 			switch tc.name {
 			case "its put fails, dry run":
-				if !rep.StoreNow.IsZero() || rep.ClockNote != warnings[0] || !rep.Now.Equal(rep.LocalNow) || rep.Deletable.Objects != 2 {
+				if !rep.StoreNow.IsZero() || rep.ClockErr != warnings[0].Err || !rep.Now.Equal(rep.LocalNow) || rep.Deletable.Objects != 2 {
 					t.Errorf("report %+v", rep)
 				}
 			case "its delete fails": // the probe stays, and is no object of the job's
@@ -380,7 +381,7 @@ func TestRunClockProbe(t *testing.T) {
 // TestRunClockProbeCancelled: a probe that was put is deleted even when
 // the context is done by then: it is the collection's own.
 func TestRunClockProbeCancelled(t *testing.T) {
-	for _, timeout := range []time.Duration{0, 5 * time.Second} {
+	for _, timeout := range []time.Duration{collect.NoTimeout, 0, 5 * time.Second} {
 		b := newTimedBackend()
 		b.logs(t, 1, time.Now().Add(-3*time.Hour))
 		ctx, cancel := context.WithCancel(t.Context())
@@ -510,15 +511,17 @@ func TestRunDeleteFailures(t *testing.T) {
 			}
 			start := time.Now()
 			rep, err := collect.Run(ctx, b, collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, Concurrency: 1,
-				Timeout: tc.timeout, Location: "mem://test", TimeoutName: "--timeout"})
+				Timeout: tc.timeout})
 			if took := time.Since(start); took > 10*timeout {
 				t.Errorf("took %v", took)
 			}
 			if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.msg) || rep == nil {
 				t.Fatalf("error %v, want %v with %q", err, tc.wantErr, tc.msg)
 			}
-			if tc.timeout > 0 && !strings.Contains(err.Error(), "the storage at mem://test did not answer within --timeout 300ms") {
-				t.Errorf("error %v", err)
+			var na *collect.NoAnswerError
+			if tc.timeout > 0 && (!errors.As(err, &na) || na.Name != names[1] || na.Step != "deleting "+names[1] || na.Timeout != timeout ||
+				!strings.Contains(err.Error(), "deleting "+names[1]+": the storage did not answer within 300ms")) {
+				t.Errorf("error %v, want a NoAnswerError naming %s", err, names[1])
 			}
 			if len(rep.Failed) != tc.failed || rep.Deleted.Objects != tc.deleted || !rep.DeletesRun || rep.Deletable.Objects != 5 {
 				t.Errorf("report %+v", rep)
@@ -546,7 +549,7 @@ func TestRunDeleteFailures(t *testing.T) {
 // TestRunStepTimeout: a storage that stops answering at a step before
 // the deletes (the clock probe, the listing) fails Run within about one
 // timeout (a dry run, which goes on without the storage's clock, two),
-// with an error that wraps ErrNoAnswer and names the storage and the
+// with a NoAnswerError that names the step, its object or prefix and the
 // bound, and nothing is deleted.
 func TestRunStepTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
@@ -559,33 +562,32 @@ func TestRunStepTimeout(t *testing.T) {
 		name   string
 		fault  dstltest.FaultFunc
 		dryRun bool
-		named  bool // Location and TimeoutName given
 		msg    string
+		what   string // the step's object or prefix: "probe" for the clock probe's
 	}{
-		{"probe put stalls", stallOn(dstltest.OpPut, isProbe), false, true,
-			"the clock probe job/.gc-clock-"},
-		{"probe listing stalls", stallOn(dstltest.OpList, isProbe), false, true,
-			"the clock probe job/.gc-clock-"},
-		{"listing stalls", stallOn(dstltest.OpList, func(p string) bool { return p == "job/" }), false, true,
-			"listing job/: the storage at mem://test?secret=REDACTED did not answer within --timeout 300ms"},
-		{"every call stalls, dry run", func(dstltest.Op, string) dstltest.Fault { return dstltest.Fault{Stall: true} }, true, true,
-			"listing job/: the storage at mem://test?secret=REDACTED did not answer within --timeout 300ms"},
-		{"listing stalls, storage unnamed", stallOn(dstltest.OpList, func(p string) bool { return p == "job/" }), false, false,
-			"listing job/: the storage did not answer within 300ms"},
+		{"probe put stalls", stallOn(dstltest.OpPut, isProbe), false,
+			"the clock probe job/.gc-clock-", "probe"},
+		{"probe listing stalls", stallOn(dstltest.OpList, isProbe), false,
+			"the clock probe job/.gc-clock-", "probe"},
+		{"listing stalls", stallOn(dstltest.OpList, func(p string) bool { return p == "job/" }), false,
+			"listing job/: the storage did not answer within 300ms", "job/"},
+		{"every call stalls, dry run", func(dstltest.Op, string) dstltest.Fault { return dstltest.Fault{Stall: true} }, true,
+			"listing job/: the storage did not answer within 300ms", "job/"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newTimedBackend()
 			b.logs(t, 3, time.Now().Add(-3*time.Hour))
 			b.SetFault(tc.fault)
 			o := collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, DryRun: tc.dryRun, Timeout: timeout}
-			if tc.named {
-				o.Location, o.TimeoutName = "mem://test?secret=hush", "--timeout"
-			}
 			start := time.Now()
 			rep, err := collect.Run(t.Context(), b, o)
 			took := time.Since(start)
-			if rep != nil || !errors.Is(err, collect.ErrNoAnswer) || !strings.Contains(err.Error(), tc.msg) || strings.Contains(err.Error(), "hush") {
+			var na *collect.NoAnswerError
+			if rep != nil || !errors.Is(err, collect.ErrNoAnswer) || !errors.As(err, &na) || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("report %+v, error %v; want %q", rep, err, tc.msg)
+			}
+			if named := na.Name == tc.what || tc.what == "probe" && isProbe(na.Name); !named || na.Timeout != timeout {
+				t.Errorf("no answer of %q within %v, want of %q within %v", na.Name, na.Timeout, tc.what, timeout)
 			}
 			if took > 10*timeout {
 				t.Errorf("failed after %v; want about %v", took, timeout)
@@ -597,28 +599,31 @@ func TestRunStepTimeout(t *testing.T) {
 	}
 }
 
-// TestRunProgress: Progress is told of each step as it begins and of the
-// share of the deletes and aborts done after each one, in order.
-func TestRunProgress(t *testing.T) {
+// TestRunEvents: OnEvent is told of each step as it begins and of each
+// delete and abort as it ends, with how many ended, in order.
+func TestRunEvents(t *testing.T) {
 	old := time.Now().Add(-3 * time.Hour)
 	b := &uploadsBackend{timedBackend: newTimedBackend()}
-	b.logs(t, 3, old)
-	b.uploads = append(b.uploads, s3IncompleteUpload(logName(t, "job/", old), "old", old))
-	type call struct {
-		step string
-		done float64
-	}
-	var calls []call
+	names := b.logs(t, 3, old)
+	upload := logName(t, "job/", old)
+	b.uploads = append(b.uploads, s3IncompleteUpload(upload, "old", old))
+	var events []collect.Event
 	_, err := collect.Run(t.Context(), b, collect.Options{JobID: "job", Grace: time.Hour, Kinds: collect.Logs, Concurrency: 1,
-		Progress: func(step string, done float64) { calls = append(calls, call{step, done}) }})
+		OnEvent: func(e collect.Event) { events = append(events, e) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const deleting = "deleting 3 objects, aborting 1 uploads"
-	want := []call{{"reading the storage's clock", 0}, {"listing job/", 0}, {"listing the incomplete uploads under job/", 0},
-		{deleting, 0}, {deleting, 0.25}, {deleting, 0.5}, {deleting, 0.75}, {deleting, 1}}
-	if !slices.Equal(calls, want) {
-		t.Errorf("progress %v, want %v", calls, want)
+	if len(events) == 0 || !isProbe(events[0].Name) {
+		t.Fatalf("events %+v: want the clock probe's first", events)
+	}
+	want := []collect.Event{{Kind: collect.EventClock, Name: events[0].Name}, {Kind: collect.EventListing, Name: "job/"},
+		{Kind: collect.EventListingUploads, Name: "job/"}, {Kind: collect.EventDeleting, Objects: 3, Uploads: 1}}
+	for i, n := range names {
+		want = append(want, collect.Event{Kind: collect.EventDeleted, Name: n, Done: i + 1, Total: 4})
+	}
+	want = append(want, collect.Event{Kind: collect.EventDeleted, Name: upload, UploadID: "old", Done: 4, Total: 4})
+	if !slices.Equal(events, want) {
+		t.Errorf("events\n%+v\nwant\n%+v", events, want)
 	}
 }
 
@@ -637,10 +642,13 @@ func TestRunOptions(t *testing.T) {
 		{"no job id: the root", func(o *collect.Options) { o.JobID = "" }, true},
 		{"job id escaping the root", func(o *collect.Options) { o.JobID = "../x" }, false},
 		{"job id with an empty segment", func(o *collect.Options) { o.JobID = "a//b" }, false},
+		{"zero: the defaults", func(o *collect.Options) { *o = collect.Options{DryRun: true} }, true},
+		{"no grace", func(o *collect.Options) { o.Grace = collect.NoGrace }, true},
 		{"negative grace", func(o *collect.Options) { o.Grace = -time.Second }, false},
-		{"no kinds", func(o *collect.Options) { o.Kinds = 0 }, false},
+		{"no kinds: the default", func(o *collect.Options) { o.Kinds = 0 }, true},
 		{"an unknown kind", func(o *collect.Options) { o.Kinds = collect.Logs | 1<<5 }, false},
 		{"negative concurrency", func(o *collect.Options) { o.Concurrency = -1 }, false},
+		{"no timeout", func(o *collect.Options) { o.Timeout = collect.NoTimeout }, true},
 		{"negative timeout", func(o *collect.Options) { o.Timeout = -time.Second }, false},
 		{"negative hold", func(o *collect.Options) { o.HoldFrom = -1 }, false},
 	} {

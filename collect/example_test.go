@@ -7,7 +7,6 @@ import (
 	"log"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/collect"
@@ -52,11 +51,11 @@ func Example() {
 	keep := new(collect.Keep)
 	keep.AddOperator("counter")
 	keep.AddObject(snapshot)
+	// The zero grace and kinds are the defaults: a day, and log and
+	// snapshot objects.
 	opts := collect.Options{
 		JobID:        "job-1",
-		Grace:        24 * time.Hour,
 		Keep:         keep,
-		Kinds:        collect.Logs | collect.Snapshots,
 		AllOperators: true,
 		DryRun:       true,
 	}

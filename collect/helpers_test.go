@@ -13,6 +13,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/s3"
+	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/dstltest"
 )
@@ -162,4 +163,14 @@ func (b *uploadsBackend) left() []string {
 		ids = append(ids, u.UploadID)
 	}
 	return ids
+}
+
+// warningsTo returns an OnEvent that appends to ws the events that tell
+// what went wrong without failing the collection.
+func warningsTo(ws *[]collect.Event) func(collect.Event) {
+	return func(e collect.Event) {
+		if e.Kind == collect.EventProbeLeft || e.Kind == collect.EventNoStoreClock {
+			*ws = append(*ws, e)
+		}
+	}
 }

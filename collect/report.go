@@ -10,18 +10,21 @@ import (
 type Report struct {
 	// Prefix is the job's prefix, [objname.JobPrefix] of the job id.
 	Prefix string
+	// Grace is the grace period the collection applied: [Options.Grace],
+	// its default filled in, and 0 for [NoGrace].
+	Grace time.Duration
 	// Now is the time ages count from: the earlier of LocalNow and
 	// StoreNow.
 	Now time.Time
 	// LocalNow is the caller's clock ([Options.Now]) at the start.
 	LocalNow time.Time
 	// StoreNow is the storage's clock, the clock probe's modification
-	// time; zero when unknown, and ClockNote then says why.
+	// time; zero when unknown: the probe failed (ClockErr), or the
+	// storage reports no modification times (ClockErr is nil).
 	StoreNow time.Time
-	// ClockNote says why StoreNow is unknown: the probe failed (in a dry
-	// run, which goes on without the storage's clock), or the storage
-	// reports no modification times.
-	ClockNote string
+	// ClockErr is the clock probe's error, when the probe failed in a dry
+	// run, which goes on with the caller's clock.
+	ClockErr error
 	// DryRun is [Options.DryRun].
 	DryRun bool
 	// DeletesRun says that deletes (and aborts) were started: not in a

@@ -528,7 +528,7 @@ func (s *suite) testLargeObjects(t *testing.T) {
 		for _, size := range []int{6 << 20, 300 << 10} {
 			cfg := engineConfig()
 			cfg.FormatVersion = version
-			cfg.PreemptivePersistThreshold = 0 // one change set, one object
+			cfg.PreemptivePersistThreshold = dstl.NoPreemptivePersist // one change set, one object
 			e := s.engine(t, cfg)
 			st := e.storage()
 			kgr := dstl.KeyGroupRange{Start: 0, End: 31}

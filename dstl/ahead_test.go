@@ -83,7 +83,7 @@ func newGatedStorage(t *testing.T, threshold int64) (*dstl.Storage, *dstltest.Ba
 	b := dstltest.NewBackend()
 	cfg := testConfig()
 	cfg.UploadNumThreads = 1
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	cfg.BatchPersistSizeThreshold = threshold
 	g := &gatedPreparer{gate: make(chan struct{}), started: make(chan struct{}, 64)}
 	s, err := dstl.New(cfg, b, dstl.WithStorageID("memory"), dstl.WithLogger(discardLogger),

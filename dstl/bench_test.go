@@ -106,7 +106,7 @@ func BenchmarkPersistLocal(b *testing.B) {
 			}
 			defer lb.Close()
 			cfg := benchConfig(dstl.DefaultConfig("local"))
-			cfg.BatchPersistDelay = 0 // a lone checkpoint need not wait for company
+			cfg.BatchPersistDelay = dstl.NoBatchDelay // a lone checkpoint need not wait for company
 			if writers > 1 {
 				cfg.BatchPersistDelay = dstl.DefaultConfig("").BatchPersistDelay
 			}
@@ -175,7 +175,7 @@ func BenchmarkCycle(b *testing.B) {
 	for _, changes := range []int{626, 10359, 41504} { // the objects of 64 KiB, 1 MiB and 4 MiB of dstl bench (b)
 		b.Run(fmt.Sprintf("changes=%d", changes), func(b *testing.B) {
 			cfg := benchConfig(dstl.DefaultConfig(discard.ID))
-			cfg.BatchPersistDelay = 0
+			cfg.BatchPersistDelay = dstl.NoBatchDelay
 			s := newStorage(b, discard.New(), cfg)
 			w := newWriter(b, s, "op", dstl.KeyGroupRange{Start: 0, End: 127})
 			change := bytes.Repeat([]byte("x"), 100)

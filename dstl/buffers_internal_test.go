@@ -39,8 +39,8 @@ func TestPooledSets(t *testing.T) {
 		maxInFlight, pre int64
 		want             int
 	}{
-		{5, 100 << 20, 5 << 20, 22}, // the defaults
-		{5, 100 << 20, 0, 10},       // no pre-emptive persists
+		{5, 100 << 20, 5 << 20, 22},             // the defaults
+		{5, 100 << 20, NoPreemptivePersist, 10}, // no pre-emptive persists
 		{20, 10 << 20, 5 << 20, 40},
 		{5, 10 << 30, 1 << 20, 64},
 	} {
@@ -96,7 +96,7 @@ func TestChunkPool(t *testing.T) {
 // of uploaded sets, a writer that appends, persists, confirms and
 // truncates in rounds appends into recycled chunks only.
 func TestSteadyAppendAllocatesNoChunks(t *testing.T) {
-	s := newStoringStorage(t, func(cfg *Config) { cfg.BatchPersistDelay = 0 })
+	s := newStoringStorage(t, func(cfg *Config) { cfg.BatchPersistDelay = NoBatchDelay })
 	ws := make([]*Writer, 4)
 	for i := range ws {
 		var err error

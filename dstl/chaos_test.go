@@ -145,7 +145,7 @@ func runChaos(t *testing.T, seed uint64) {
 		if x.last == nil {
 			continue
 		}
-		r, err := dstl.NewReader(b, x.w.KeyGroups(), time.Minute)
+		r, err := dstl.NewReader(b, x.w.KeyGroups(), dstl.ReaderOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

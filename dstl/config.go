@@ -1,6 +1,7 @@
 package dstl
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -18,79 +19,139 @@ import (
 // storage. [ParseConfig] accepts every key both bare and with this prefix.
 const FlinkKeyPrefix = "state.changelog.dstl.dfs."
 
-// Config configures a [Storage]. Start from [DefaultConfig]; each field
-// names its option key. The README's options table gives every key's
-// default, syntax and bounds.
+// Config configures a [Storage]. The zero value of every field is its
+// default: [Open] and [New] fill the defaults in ([Config.WithDefaults]),
+// so a Config needs only the fields it changes. A feature that is on by
+// default is turned off by a negative value, which the constants
+// [NoPreemptivePersist], [NoBatchDelay] and [NoAttemptDelay] spell. Each
+// field names its option key, which [ParseConfig] takes in Flink's syntax.
 type Config struct {
 	// BasePath is where objects go: a URL whose scheme selects the
-	// backend (s3://bucket/prefix, ...) or a local path. Key "base-path".
+	// backend (s3://bucket/prefix, ...) or a local path. [Open] requires
+	// it; [New] does not use it. Key "base-path".
 	BasePath string
-	// Storage names the backend; empty: by BasePath's scheme. Key "storage".
+	// Storage names the backend. The default, empty, chooses it by the
+	// URL scheme of BasePath. Key "storage".
 	Storage string
-	// JobID prefixes every object name ("JobID/..."). Key "job-id".
+	// JobID prefixes every object name ("JobID/..."). The default, empty,
+	// puts objects directly under the base path. It must not start or end
+	// with "/", hold "//", a "." or ".." segment, or a control character.
+	// Key "job-id".
 	JobID string
-	// CompressionEnabled compresses each change set (zstd). Key
-	// "compression.enabled".
+	// CompressionEnabled compresses each change set (zstd). The default is
+	// false. Key "compression.enabled".
 	CompressionEnabled bool
-	// PreemptivePersistThreshold: a writer persists on its own once this
-	// many bytes were appended since its last persist; 0: never. Key
-	// "preemptive-persist-threshold".
+	// PreemptivePersistThreshold is the number of bytes appended since a
+	// writer's last persist at which the writer persists on its own. The
+	// default is 5 MiB ([DefaultPreemptivePersistThreshold]). A negative
+	// value ([NoPreemptivePersist]) turns pre-emptive persists off. Key
+	// "preemptive-persist-threshold", where "0" turns them off.
 	PreemptivePersistThreshold int64
-	// BatchPersistDelay: tasks arriving within it share one object. Key
-	// "batch.persist-delay".
+	// BatchPersistDelay is how long a queued upload task waits for others
+	// to share its object. The default is 10 ms ([DefaultBatchPersistDelay]).
+	// A negative value ([NoBatchDelay]) uploads at once what is queued,
+	// without waiting. Key "batch.persist-delay", where "0" uploads at once.
 	BatchPersistDelay time.Duration
-	// BatchPersistSizeThreshold: a batch of this many bytes goes at once.
+	// BatchPersistSizeThreshold is the size in bytes at which a batch goes
+	// at once, without waiting for the delay. The default is 10 MiB
+	// ([DefaultBatchPersistSizeThreshold]); a negative value is not valid.
 	// Key "batch.persist-size-threshold".
 	BatchPersistSizeThreshold int64
-	// UploadBufferSize is an object buffer's initial size. Key
-	// "upload.buffer-size".
+	// UploadBufferSize is an object buffer's initial size in bytes. The
+	// default is 1 MiB ([DefaultUploadBufferSize]); a negative value is not
+	// valid. Key "upload.buffer-size".
 	UploadBufferSize int64
 	// UploadNumThreads bounds the uploads at once. While every one is
 	// busy and a full batch is queued, that batch is encoded (by the
 	// storage's own uploader, see uploader.Preparer), so that the next
-	// free upload only puts. Key "upload.num-threads".
+	// free upload only puts. The default is 5
+	// ([DefaultUploadNumThreads]); a negative value is not valid. Key
+	// "upload.num-threads".
 	UploadNumThreads int
-	// DiscardNumThreads deletes released objects. Key "discard.num-threads".
+	// DiscardNumThreads is the number of goroutines that delete released
+	// objects. The default is 1 ([DefaultDiscardNumThreads]); a negative
+	// value is not valid. Key "discard.num-threads".
 	DiscardNumThreads int
 	// UploadMaxInFlight bounds the bytes queued or uploading (plus one
-	// upload): at it, Append and Persist wait. Key "upload.max-in-flight".
-	// After a burst, a storage keeps up to twice this many bytes of
-	// change-set arenas (at least 16 MiB, at most 512 MiB) for its
-	// writers to reuse, until it is closed.
+	// upload): at it, Append and Persist wait. After a burst, a storage
+	// keeps up to twice this many bytes of change-set arenas (at least
+	// 16 MiB, at most 512 MiB) for its writers to reuse, until it is
+	// closed. The default is 100 MiB ([DefaultUploadMaxInFlight]); a
+	// negative value is not valid. Key "upload.max-in-flight".
 	UploadMaxInFlight int64
-	// RetryPolicy is [RetryFixed] or [RetryNone]. Key "upload.retry-policy".
+	// RetryPolicy is [RetryFixed] or [RetryNone]. The default, empty, is
+	// RetryFixed. Key "upload.retry-policy".
 	RetryPolicy string
-	// UploadTimeout: an attempt without progress for this long, or slower
-	// than 256 KiB/s after it, has stalled and another starts beside it.
-	// Key "upload.timeout".
+	// UploadTimeout is how long an attempt may go without progress, and
+	// how long it has before a floor of 256 KiB/s applies: an attempt
+	// slower than that has stalled, and another starts beside it. The
+	// default is 1 s ([DefaultUploadTimeout]); a negative value is not
+	// valid. [RetryNone] does not use it. Key "upload.timeout".
 	UploadTimeout time.Duration
-	// UploadMaxAttempts bounds the attempts of an upload. Key
-	// "upload.max-attempts".
+	// UploadMaxAttempts bounds the attempts of an upload, the first one
+	// included. The default is 3 ([DefaultUploadMaxAttempts]); a negative
+	// value is not valid. Key "upload.max-attempts".
 	UploadMaxAttempts int
-	// UploadNextAttemptDelay is the wait after a failed attempt. Key
-	// "upload.next-attempt-delay".
+	// UploadNextAttemptDelay is the wait after a failed attempt before the
+	// next one. The default is 500 ms ([DefaultUploadNextAttemptDelay]).
+	// A negative value ([NoAttemptDelay]) starts the next attempt at
+	// once. Key "upload.next-attempt-delay", where "0" starts it at once.
 	UploadNextAttemptDelay time.Duration
-	// CacheIdleTimeout: the reader's cache drops ranges idle this long.
-	// Key "download.local-cache.idle-timeout-ms".
+	// CacheIdleTimeout is how long the reader's cache keeps a range that
+	// no read uses. The default is 10 minutes ([DefaultCacheIdleTimeout]);
+	// a negative value is not valid. Key
+	// "download.local-cache.idle-timeout-ms".
 	CacheIdleTimeout time.Duration
 	// LocalRecoveryEnabled keeps a local copy of every object (see
-	// [WithLocalRecovery]). Key "local-recovery.enabled".
+	// [WithLocalRecovery]). The default is false. Key
+	// "local-recovery.enabled".
 	LocalRecoveryEnabled bool
 	// LocalRecoveryDir holds the local copies, for one storage at a time.
-	// Key "local-recovery.dir".
+	// It is required when LocalRecoveryEnabled is true, and not used
+	// otherwise. Key "local-recovery.dir".
 	LocalRecoveryDir string
-	// FormatVersion is the object format version the storage writes: 1
-	// (or 0) or 2 (docs/FORMAT.md). Version 2 keeps each change set's changes in
-	// the order they were appended, so that an upload encodes them in one
-	// pass and, without compression, starts its Put while it encodes the
-	// rest: a persist costs little more than the Put of its object. It
-	// costs a byte more per change (two with over 128 key groups in a
-	// change set). A reader of this release reads both versions; a
+	// FormatVersion is the object format version the storage writes, 1
+	// or 2 (docs/FORMAT.md). The default is 1 ([DefaultFormatVersion]).
+	// Version 2 keeps each change set's changes in the order they were
+	// appended, so that an upload encodes them in one pass and, without
+	// compression, starts its Put while it encodes the rest: a persist
+	// costs little more than the Put of its object. It costs a byte more
+	// per change (two with over 128 key groups in a change set). A reader of this release reads both versions; a
 	// process of an earlier release reads only version 1, so set 2 only
 	// once every process that may read the log (restore from it, inspect
 	// it) runs this release or a later one. Key "format.version".
 	FormatVersion int
 }
+
+// The defaults of [Config]'s fields, which a zero field takes.
+const (
+	DefaultPreemptivePersistThreshold int64         = 5 << 20
+	DefaultBatchPersistDelay          time.Duration = 10 * time.Millisecond
+	DefaultBatchPersistSizeThreshold  int64         = 10 << 20
+	DefaultUploadBufferSize           int64         = 1 << 20
+	DefaultUploadNumThreads                         = 5
+	DefaultDiscardNumThreads                        = 1
+	DefaultUploadMaxInFlight          int64         = 100 << 20
+	DefaultUploadTimeout                            = time.Second
+	DefaultUploadMaxAttempts                        = 3
+	DefaultUploadNextAttemptDelay                   = 500 * time.Millisecond
+	DefaultCacheIdleTimeout                         = 10 * time.Minute
+	DefaultFormatVersion                            = 1
+)
+
+// The values of [Config]'s fields that turn a feature off. Any negative
+// value does the same; [Config.WithDefaults] writes these.
+const (
+	// NoPreemptivePersist is [Config.PreemptivePersistThreshold] for no
+	// pre-emptive persists: a writer persists only when asked to.
+	NoPreemptivePersist int64 = -1
+	// NoBatchDelay is [Config.BatchPersistDelay] for no wait: what is
+	// queued is uploaded at once, in batches of the tasks queued together.
+	NoBatchDelay time.Duration = -1
+	// NoAttemptDelay is [Config.UploadNextAttemptDelay] for no wait: the
+	// next attempt starts as soon as one fails.
+	NoAttemptDelay time.Duration = -1
+)
 
 // Retry policies: fixed (up to UploadMaxAttempts attempts, one started
 // beside a stalled attempt and UploadNextAttemptDelay after a failed one)
@@ -100,24 +161,45 @@ const (
 	RetryNone  = "none"
 )
 
-// DefaultConfig returns the defaults, with basePath as the base path.
+// DefaultConfig returns the defaults, with basePath as the base path: the
+// Config that [ParseConfig] starts from, the same as
+// Config{BasePath: basePath}.WithDefaults().
 func DefaultConfig(basePath string) Config {
-	return Config{
-		BasePath:                   basePath,
-		PreemptivePersistThreshold: 5 << 20,
-		BatchPersistDelay:          10 * time.Millisecond,
-		BatchPersistSizeThreshold:  10 << 20,
-		UploadBufferSize:           1 << 20,
-		UploadNumThreads:           5,
-		DiscardNumThreads:          1,
-		UploadMaxInFlight:          100 << 20,
-		RetryPolicy:                RetryFixed,
-		UploadTimeout:              time.Second,
-		UploadMaxAttempts:          3,
-		UploadNextAttemptDelay:     500 * time.Millisecond,
-		CacheIdleTimeout:           10 * time.Minute,
-		FormatVersion:              1,
+	return Config{BasePath: basePath}.WithDefaults()
+}
+
+// WithDefaults returns c with the default of every zero field filled in,
+// and every field that is turned off by a negative value set to its
+// constant ([NoPreemptivePersist], [NoBatchDelay], [NoAttemptDelay]).
+// Other fields are kept as they are, also those that are not valid
+// ([Config.Validate] says so).
+func (c Config) WithDefaults() Config {
+	c.PreemptivePersistThreshold = defaultOrOff(c.PreemptivePersistThreshold, DefaultPreemptivePersistThreshold, NoPreemptivePersist)
+	c.BatchPersistDelay = defaultOrOff(c.BatchPersistDelay, DefaultBatchPersistDelay, NoBatchDelay)
+	c.BatchPersistSizeThreshold = cmp.Or(c.BatchPersistSizeThreshold, DefaultBatchPersistSizeThreshold)
+	c.UploadBufferSize = cmp.Or(c.UploadBufferSize, DefaultUploadBufferSize)
+	c.UploadNumThreads = cmp.Or(c.UploadNumThreads, DefaultUploadNumThreads)
+	c.DiscardNumThreads = cmp.Or(c.DiscardNumThreads, DefaultDiscardNumThreads)
+	c.UploadMaxInFlight = cmp.Or(c.UploadMaxInFlight, DefaultUploadMaxInFlight)
+	c.RetryPolicy = cmp.Or(c.RetryPolicy, RetryFixed)
+	c.UploadTimeout = cmp.Or(c.UploadTimeout, DefaultUploadTimeout)
+	c.UploadMaxAttempts = cmp.Or(c.UploadMaxAttempts, DefaultUploadMaxAttempts)
+	c.UploadNextAttemptDelay = defaultOrOff(c.UploadNextAttemptDelay, DefaultUploadNextAttemptDelay, NoAttemptDelay)
+	c.CacheIdleTimeout = cmp.Or(c.CacheIdleTimeout, DefaultCacheIdleTimeout)
+	c.FormatVersion = cmp.Or(c.FormatVersion, DefaultFormatVersion)
+	return c
+}
+
+// defaultOrOff returns def for a zero v, off for a negative one, and v
+// otherwise.
+func defaultOrOff[T int64 | time.Duration](v, def, off T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return off
 	}
+	return v
 }
 
 // ErrInvalidConfig is wrapped by every error of [ParseConfig] and
@@ -181,13 +263,13 @@ var cfgOptions = []cfgOption{
 		},
 		format: func(c *Config) string { return strconv.FormatBool(c.CompressionEnabled) },
 	},
-	cfgSizeOpt("preemptive-persist-threshold", 0, func(c *Config) *int64 { return &c.PreemptivePersistThreshold }),
-	cfgDurationOpt("batch.persist-delay", false, func(c *Config) *time.Duration { return &c.BatchPersistDelay }),
-	cfgSizeOpt("batch.persist-size-threshold", 1, func(c *Config) *int64 { return &c.BatchPersistSizeThreshold }),
-	cfgSizeOpt("upload.buffer-size", 1, func(c *Config) *int64 { return &c.UploadBufferSize }),
+	cfgSizeOpt("preemptive-persist-threshold", NoPreemptivePersist, func(c *Config) *int64 { return &c.PreemptivePersistThreshold }),
+	cfgDurationOpt("batch.persist-delay", NoBatchDelay, func(c *Config) *time.Duration { return &c.BatchPersistDelay }),
+	cfgSizeOpt("batch.persist-size-threshold", 0, func(c *Config) *int64 { return &c.BatchPersistSizeThreshold }),
+	cfgSizeOpt("upload.buffer-size", 0, func(c *Config) *int64 { return &c.UploadBufferSize }),
 	cfgIntOpt("upload.num-threads", 1, func(c *Config) *int { return &c.UploadNumThreads }),
 	cfgIntOpt("discard.num-threads", 1, func(c *Config) *int { return &c.DiscardNumThreads }),
-	cfgSizeOpt("upload.max-in-flight", 1, func(c *Config) *int64 { return &c.UploadMaxInFlight }),
+	cfgSizeOpt("upload.max-in-flight", 0, func(c *Config) *int64 { return &c.UploadMaxInFlight }),
 	{
 		key: "upload.retry-policy",
 		parse: func(c *Config, v string) error {
@@ -209,12 +291,12 @@ var cfgOptions = []cfgOption{
 			if c.RetryPolicy == RetryNone {
 				return nil // unused
 			}
-			return cfgCheckDuration(c.UploadTimeout, true)
+			return cfgCheckDuration(c.UploadTimeout, 0)
 		},
 	},
 	cfgIntOpt("upload.max-attempts", 1, func(c *Config) *int { return &c.UploadMaxAttempts }),
-	cfgDurationOpt("upload.next-attempt-delay", false, func(c *Config) *time.Duration { return &c.UploadNextAttemptDelay }),
-	cfgDurationOpt("download.local-cache.idle-timeout-ms", true, func(c *Config) *time.Duration { return &c.CacheIdleTimeout }),
+	cfgDurationOpt("upload.next-attempt-delay", NoAttemptDelay, func(c *Config) *time.Duration { return &c.UploadNextAttemptDelay }),
+	cfgDurationOpt("download.local-cache.idle-timeout-ms", 0, func(c *Config) *time.Duration { return &c.CacheIdleTimeout }),
 	{
 		key:   "local-recovery.enabled",
 		extra: []string{flinkLocalRecoveryKey},
@@ -293,46 +375,67 @@ func cfgIntOpt(key string, minimum int, field func(*Config) *int) cfgOption {
 	}
 }
 
-func cfgSizeOpt(key string, minimum int64, field func(*Config) *int64) cfgOption {
+// cfgSizeOpt is a size option. With off negative, the option's "0" (a
+// zero field is its default) turns a feature off: the field is off then,
+// and any negative field means off. With off 0, the field must be
+// positive once the defaults are filled in, and so must a value parsed.
+func cfgSizeOpt(key string, off int64, field func(*Config) *int64) cfgOption {
 	return cfgOption{
 		key: key,
 		parse: func(c *Config, v string) error {
 			n, err := cfgParseSize(v)
+			if n == 0 && off < 0 {
+				n = off
+			}
 			*field(c) = n
 			return err
 		},
-		format: func(c *Config) string { return cfgFormatSize(*field(c)) },
+		format: func(c *Config) string {
+			if n := *field(c); n >= 0 || off == 0 {
+				return cfgFormatSize(n)
+			}
+			return cfgFormatSize(0)
+		},
 		check: func(c *Config) error {
-			switch n := *field(c); {
-			case minimum > 0 && n <= 0:
+			if off == 0 && *field(c) <= 0 {
 				return errors.New("must be greater than 0")
-			case n < 0:
-				return errors.New("must not be negative")
 			}
 			return nil
 		},
 	}
 }
 
-func cfgDurationOpt(key string, positive bool, field func(*Config) *time.Duration) cfgOption {
+// cfgDurationOpt is a duration option; off is as for cfgSizeOpt. A
+// negative duration does not parse: off is "0".
+func cfgDurationOpt(key string, off time.Duration, field func(*Config) *time.Duration) cfgOption {
 	return cfgOption{
 		key: key,
 		parse: func(c *Config, v string) error {
 			d, err := cfgParseDuration(v)
+			if err == nil && d < 0 {
+				err = errors.New("must not be negative")
+			}
+			if d == 0 && off < 0 {
+				d = off
+			}
 			*field(c) = d
 			return err
 		},
-		format: func(c *Config) string { return cfgFormatDuration(*field(c)) },
-		check:  func(c *Config) error { return cfgCheckDuration(*field(c), positive) },
+		format: func(c *Config) string {
+			if d := *field(c); d >= 0 || off == 0 {
+				return cfgFormatDuration(d)
+			}
+			return cfgFormatDuration(0)
+		},
+		check: func(c *Config) error { return cfgCheckDuration(*field(c), off) },
 	}
 }
 
-func cfgCheckDuration(d time.Duration, positive bool) error {
-	switch {
-	case positive && d <= 0:
+// cfgCheckDuration checks a duration option's value d; off is as for
+// cfgSizeOpt.
+func cfgCheckDuration(d, off time.Duration) error {
+	if off == 0 && d <= 0 {
 		return errors.New("must be greater than 0")
-	case d < 0:
-		return errors.New("must not be negative")
 	}
 	return nil
 }
@@ -356,10 +459,17 @@ func cfgBadValue(key, value string, err error) error {
 // ParseConfig builds a Config from option keys and values, starting from
 // [DefaultConfig], and validates it as [Config.Validate] does. Every key is
 // accepted bare ("batch.persist-delay") and with [FlinkKeyPrefix]; values
-// follow Flink's syntax (sizes "5 mb", durations "10 ms", a bare number of
-// milliseconds), as the README's options section lists. Every error wraps
-// [ErrInvalidConfig] and names the key and value; all problems are
-// reported together.
+// follow Flink's syntax: a size is an integer and an optional binary unit
+// ("5 mb", "64kb", "1048576"), a duration an integer and an optional unit
+// ("10 ms", "1 s", "10 min"; a bare integer counts milliseconds) or Go's
+// form ("1m30s"), a boolean true or false. A value keeps
+// its meaning in Flink: "0" is not the default. For
+// "preemptive-persist-threshold", "batch.persist-delay" and
+// "upload.next-attempt-delay", "0" turns the feature off (the field is
+// [NoPreemptivePersist], [NoBatchDelay] or [NoAttemptDelay]); for the
+// other sizes, durations and numbers of threads or attempts, "0" is not
+// valid. Every error wraps [ErrInvalidConfig] and names the key and value;
+// all problems are reported together.
 func ParseConfig(opts map[string]string) (Config, error) {
 	c := DefaultConfig("")
 	keys := make([]string, 0, len(opts))
@@ -431,11 +541,13 @@ func cfgKnownKeys() []string {
 	return keys
 }
 
-// Options returns the configuration as bare option keys and values, every
-// option included: [ParseConfig] of the result yields c again, if c is
-// valid. Sizes and durations are written in Flink's syntax ("5 mb",
-// "10 ms"), so Flink accepts them too.
+// Options returns the configuration, its defaults filled in, as bare
+// option keys and values, every option included: [ParseConfig] of the
+// result yields c.WithDefaults(), if c is valid. Sizes and durations are
+// written in Flink's syntax ("5 mb", "10 ms"), so Flink accepts them too;
+// a feature turned off is written "0".
 func (c Config) Options() map[string]string {
+	c = c.WithDefaults()
 	m := make(map[string]string, len(cfgOptions))
 	for i := range cfgOptions {
 		m[cfgOptions[i].key] = cfgOptions[i].format(&c)
@@ -443,11 +555,12 @@ func (c Config) Options() map[string]string {
 	return m
 }
 
-// Validate checks every option against its bounds (the README's options
-// table lists them). Each problem names the option's bare key and the bad
-// value; all are reported together, and the error wraps
-// [ErrInvalidConfig].
+// Validate checks every option, its default filled in where it is zero,
+// against the bounds the fields' documentation states. Each problem names
+// the option's bare key and the bad value; all are reported together, and
+// the error wraps [ErrInvalidConfig].
 func (c Config) Validate() error {
+	c = c.WithDefaults()
 	var errs []error
 	for i := range cfgOptions {
 		o := &cfgOptions[i]

@@ -3,10 +3,13 @@ package dstl
 import (
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dstlgo/dstl/backends/mem"
 )
 
 const testBasePath = "s3://bucket/prefix"
@@ -53,9 +56,9 @@ func TestParseConfigEachKey(t *testing.T) {
 		{"compression.enabled", "TRUE", func(c *Config) { c.CompressionEnabled = true }},
 		{"compression.enabled", "False", func(c *Config) { c.CompressionEnabled = false }},
 		{"preemptive-persist-threshold", "7 mb", func(c *Config) { c.PreemptivePersistThreshold = 7 << 20 }},
-		{"preemptive-persist-threshold", "0", func(c *Config) { c.PreemptivePersistThreshold = 0 }},
+		{"preemptive-persist-threshold", "0", func(c *Config) { c.PreemptivePersistThreshold = NoPreemptivePersist }},
 		{"batch.persist-delay", "20 ms", func(c *Config) { c.BatchPersistDelay = 20 * time.Millisecond }},
-		{"batch.persist-delay", "0", func(c *Config) { c.BatchPersistDelay = 0 }},
+		{"batch.persist-delay", "0", func(c *Config) { c.BatchPersistDelay = NoBatchDelay }},
 		{"batch.persist-size-threshold", "20mb", func(c *Config) { c.BatchPersistSizeThreshold = 20 << 20 }},
 		{"upload.buffer-size", "64 kb", func(c *Config) { c.UploadBufferSize = 64 << 10 }},
 		{"upload.num-threads", "8", func(c *Config) { c.UploadNumThreads = 8 }},
@@ -66,7 +69,7 @@ func TestParseConfigEachKey(t *testing.T) {
 		{"upload.timeout", "2 s", func(c *Config) { c.UploadTimeout = 2 * time.Second }},
 		{"upload.max-attempts", "1", func(c *Config) { c.UploadMaxAttempts = 1 }},
 		{"upload.next-attempt-delay", "1s", func(c *Config) { c.UploadNextAttemptDelay = time.Second }},
-		{"upload.next-attempt-delay", "0 ms", func(c *Config) { c.UploadNextAttemptDelay = 0 }},
+		{"upload.next-attempt-delay", "0 ms", func(c *Config) { c.UploadNextAttemptDelay = NoAttemptDelay }},
 		{"download.local-cache.idle-timeout-ms", "60000", func(c *Config) { c.CacheIdleTimeout = time.Minute }},
 		{"download.local-cache.idle-timeout-ms", "5 min", func(c *Config) { c.CacheIdleTimeout = 5 * time.Minute }},
 		{"local-recovery.enabled", "false", func(c *Config) {}},
@@ -123,7 +126,7 @@ func TestParseConfigSizes(t *testing.T) {
 		want int64
 	}{
 		{"1048576", 1 << 20},
-		{"0", 0},
+		{"0", NoPreemptivePersist}, // Flink's 0: off
 		{"1", 1},
 		{"12b", 12},
 		{"12 B", 12},
@@ -168,7 +171,7 @@ func TestParseConfigDurations(t *testing.T) {
 		want time.Duration
 	}{
 		{"250", 250 * time.Millisecond}, // bare number: milliseconds, as in Flink
-		{"0", 0},
+		{"0", NoAttemptDelay},           // Flink's 0: no wait
 		{"7ns", 7},
 		{"7 nano", 7},
 		{"7 nanoseconds", 7},
@@ -359,10 +362,13 @@ func TestConfigValidate(t *testing.T) {
 		mutate func(c *Config)
 	}{
 		{"defaults", func(c *Config) {}},
-		{"no preemptive persist", func(c *Config) { c.PreemptivePersistThreshold = 0 }},
-		{"no batching delay", func(c *Config) { c.BatchPersistDelay = 0 }},
-		{"no delay between attempts", func(c *Config) { c.UploadNextAttemptDelay = 0 }},
+		{"zero: the defaults", func(c *Config) { *c = Config{BasePath: c.BasePath} }},
+		{"no preemptive persist", func(c *Config) { c.PreemptivePersistThreshold = NoPreemptivePersist }},
+		{"no preemptive persist, any negative", func(c *Config) { c.PreemptivePersistThreshold = -5 }},
+		{"no batching delay", func(c *Config) { c.BatchPersistDelay = NoBatchDelay }},
+		{"no delay between attempts", func(c *Config) { c.UploadNextAttemptDelay = NoAttemptDelay }},
 		{"policy none without timeout", func(c *Config) { c.RetryPolicy = RetryNone; c.UploadTimeout = 0 }},
+		{"policy none, negative timeout unused", func(c *Config) { c.RetryPolicy = RetryNone; c.UploadTimeout = -1 }},
 		{"one attempt", func(c *Config) { c.UploadMaxAttempts = 1 }},
 		{"nested job id", func(c *Config) { c.JobID = "a/b.c/d" }},
 	}
@@ -382,21 +388,16 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.BasePath = " " }, []string{`"base-path" is required`}},
 		{func(c *Config) { c.JobID = "x/" }, []string{`"job-id"`, `"x/"`}},
 		{func(c *Config) { c.JobID = "./x" }, []string{`"job-id"`, `"./x"`, `"."`}},
-		{func(c *Config) { c.PreemptivePersistThreshold = -1 }, []string{`"preemptive-persist-threshold"`, `"-1 bytes"`, "negative"}},
-		{func(c *Config) { c.BatchPersistSizeThreshold = 0 }, []string{`"batch.persist-size-threshold"`, `"0 bytes"`}},
+		{func(c *Config) { c.BatchPersistSizeThreshold = -1 }, []string{`"batch.persist-size-threshold"`, `"-1 bytes"`, "greater than 0"}},
 		{func(c *Config) { c.UploadBufferSize = -2048 }, []string{`"upload.buffer-size"`, `"-2048 bytes"`}},
-		{func(c *Config) { c.UploadMaxInFlight = 0 }, []string{`"upload.max-in-flight"`}},
-		{func(c *Config) { c.UploadNumThreads = 0 }, []string{`"upload.num-threads"`, `"0"`, "at least 1"}},
+		{func(c *Config) { c.UploadMaxInFlight = -1 }, []string{`"upload.max-in-flight"`}},
+		{func(c *Config) { c.UploadNumThreads = -1 }, []string{`"upload.num-threads"`, `"-1"`, "at least 1"}},
 		{func(c *Config) { c.DiscardNumThreads = -3 }, []string{`"discard.num-threads"`, `"-3"`}},
-		{func(c *Config) { c.UploadMaxAttempts = 0 }, []string{`"upload.max-attempts"`, `"0"`}},
+		{func(c *Config) { c.UploadMaxAttempts = -2 }, []string{`"upload.max-attempts"`, `"-2"`}},
 		{func(c *Config) { c.RetryPolicy = "exponential" }, []string{`"upload.retry-policy"`, `"exponential"`}},
-		{func(c *Config) { c.RetryPolicy = "" }, []string{`"upload.retry-policy"`, `""`}},
 		{func(c *Config) { c.RetryPolicy = "Fixed" }, []string{`"upload.retry-policy"`, `"Fixed"`}},
-		{func(c *Config) { c.UploadTimeout = 0 }, []string{`"upload.timeout"`, `"0 ms"`, "greater than 0"}},
-		{func(c *Config) { c.UploadTimeout = -time.Second }, []string{`"upload.timeout"`, `"-1s"`}},
-		{func(c *Config) { c.UploadNextAttemptDelay = -time.Millisecond }, []string{`"upload.next-attempt-delay"`, `"-1ms"`}},
-		{func(c *Config) { c.BatchPersistDelay = -1 }, []string{`"batch.persist-delay"`, `"-1ns"`}},
-		{func(c *Config) { c.CacheIdleTimeout = 0 }, []string{`"download.local-cache.idle-timeout-ms"`, `"0 ms"`}},
+		{func(c *Config) { c.UploadTimeout = -time.Second }, []string{`"upload.timeout"`, `"-1s"`, "greater than 0"}},
+		{func(c *Config) { c.CacheIdleTimeout = -time.Minute }, []string{`"download.local-cache.idle-timeout-ms"`, `"-1m0s"`}},
 		{func(c *Config) { c.LocalRecoveryEnabled = true }, []string{`"local-recovery.dir"`, "required when local-recovery.enabled"}},
 		{func(c *Config) { c.LocalRecoveryEnabled, c.LocalRecoveryDir = true, " " }, []string{`"local-recovery.dir"`}},
 		{func(c *Config) { c.FormatVersion = 3 }, []string{`"format.version"`, `"3"`, "want 1 or 2"}},
@@ -409,7 +410,7 @@ func TestConfigValidate(t *testing.T) {
 
 	// All problems are reported at once.
 	c := DefaultConfig("")
-	c.UploadNumThreads = 0
+	c.UploadNumThreads = -1
 	c.RetryPolicy = "sometimes"
 	checkConfigErr(t, c.Validate(), `"base-path"`, `"upload.num-threads"`, `"upload.retry-policy"`)
 }
@@ -419,8 +420,8 @@ func TestConfigOptionsRoundTrip(t *testing.T) {
 	all.Storage = "local"
 	all.JobID = "team/job-1"
 	all.CompressionEnabled = true
-	all.PreemptivePersistThreshold = 0
-	all.BatchPersistDelay = 0
+	all.PreemptivePersistThreshold = NoPreemptivePersist
+	all.BatchPersistDelay = NoBatchDelay
 	all.BatchPersistSizeThreshold = 1500
 	all.UploadBufferSize = 3 << 40
 	all.UploadNumThreads = 17
@@ -436,9 +437,11 @@ func TestConfigOptionsRoundTrip(t *testing.T) {
 
 	none := DefaultConfig("/tmp/dstl")
 	none.RetryPolicy = RetryNone
-	none.UploadTimeout = 0
+	none.UploadTimeout = 0 // the default, 1 s, once filled in
 
-	for _, c := range []Config{DefaultConfig(testBasePath), all, none} {
+	offNegative := Config{BasePath: "/tmp/dstl", PreemptivePersistThreshold: -7, BatchPersistDelay: -time.Second, UploadNextAttemptDelay: -1}
+
+	for _, c := range []Config{DefaultConfig(testBasePath), all, none, {BasePath: testBasePath}, offNegative} {
 		opts := c.Options()
 		if got, want := slices.Sorted(maps.Keys(opts)), slices.Sorted(slices.Values(cfgKnownKeys())); !slices.Equal(got, want) {
 			t.Errorf("Options keys = %v, want %v", got, want)
@@ -447,6 +450,7 @@ func TestConfigOptionsRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ParseConfig(%v): %v", opts, err)
 		}
+		c := c.WithDefaults()
 		if got != c {
 			t.Errorf("round trip through %v:\ngot  %+v\nwant %+v", opts, got, c)
 		}
@@ -486,5 +490,85 @@ func TestConfigOptionsFormat(t *testing.T) {
 	}
 	if !maps.Equal(opts, want) {
 		t.Errorf("Options() = %v\nwant %v", opts, want)
+	}
+}
+
+// TestConfigZeroIsDefault: every zero field of a Config is its default,
+// and a feature on by default is turned off by a negative value, which
+// WithDefaults writes as its constant and Options as Flink's "0".
+func TestConfigZeroIsDefault(t *testing.T) {
+	tests := []struct {
+		field string
+		got   func(c Config) any
+		want  any
+		off   func(c *Config) // turns the feature off, when it has an off
+		key   string          // the option key of off
+	}{
+		{"Storage", func(c Config) any { return c.Storage }, "", nil, ""},
+		{"JobID", func(c Config) any { return c.JobID }, "", nil, ""},
+		{"CompressionEnabled", func(c Config) any { return c.CompressionEnabled }, false, nil, ""},
+		{"PreemptivePersistThreshold", func(c Config) any { return c.PreemptivePersistThreshold }, DefaultPreemptivePersistThreshold,
+			func(c *Config) { c.PreemptivePersistThreshold = -3 }, "preemptive-persist-threshold"},
+		{"BatchPersistDelay", func(c Config) any { return c.BatchPersistDelay }, DefaultBatchPersistDelay,
+			func(c *Config) { c.BatchPersistDelay = -time.Hour }, "batch.persist-delay"},
+		{"BatchPersistSizeThreshold", func(c Config) any { return c.BatchPersistSizeThreshold }, DefaultBatchPersistSizeThreshold, nil, ""},
+		{"UploadBufferSize", func(c Config) any { return c.UploadBufferSize }, DefaultUploadBufferSize, nil, ""},
+		{"UploadNumThreads", func(c Config) any { return c.UploadNumThreads }, DefaultUploadNumThreads, nil, ""},
+		{"DiscardNumThreads", func(c Config) any { return c.DiscardNumThreads }, DefaultDiscardNumThreads, nil, ""},
+		{"UploadMaxInFlight", func(c Config) any { return c.UploadMaxInFlight }, DefaultUploadMaxInFlight, nil, ""},
+		{"RetryPolicy", func(c Config) any { return c.RetryPolicy }, RetryFixed, nil, ""},
+		{"UploadTimeout", func(c Config) any { return c.UploadTimeout }, DefaultUploadTimeout, nil, ""},
+		{"UploadMaxAttempts", func(c Config) any { return c.UploadMaxAttempts }, DefaultUploadMaxAttempts, nil, ""},
+		{"UploadNextAttemptDelay", func(c Config) any { return c.UploadNextAttemptDelay }, DefaultUploadNextAttemptDelay,
+			func(c *Config) { c.UploadNextAttemptDelay = -time.Millisecond }, "upload.next-attempt-delay"},
+		{"CacheIdleTimeout", func(c Config) any { return c.CacheIdleTimeout }, DefaultCacheIdleTimeout, nil, ""},
+		{"LocalRecoveryEnabled", func(c Config) any { return c.LocalRecoveryEnabled }, false, nil, ""},
+		{"LocalRecoveryDir", func(c Config) any { return c.LocalRecoveryDir }, "", nil, ""},
+		{"FormatVersion", func(c Config) any { return c.FormatVersion }, DefaultFormatVersion, nil, ""},
+	}
+	if n := reflect.TypeFor[Config]().NumField(); n != len(tests)+1 { // and BasePath
+		t.Fatalf("Config has %d fields, the table %d and BasePath: add the new ones", n, len(tests))
+	}
+	filled := Config{BasePath: testBasePath}.WithDefaults()
+	if filled != DefaultConfig(testBasePath) {
+		t.Errorf("zero Config with defaults = %+v, want DefaultConfig %+v", filled, DefaultConfig(testBasePath))
+	}
+	for _, tt := range tests {
+		t.Run(tt.field, func(t *testing.T) {
+			if got := tt.got(filled); got != tt.want {
+				t.Errorf("zero %s = %v once filled in, want %v", tt.field, got, tt.want)
+			}
+			if tt.off == nil {
+				return
+			}
+			c := Config{BasePath: testBasePath}
+			tt.off(&c)
+			if err := c.Validate(); err != nil {
+				t.Errorf("off: %v", err)
+			}
+			c = c.WithDefaults()
+			if got := reflect.ValueOf(tt.got(c)).Int(); got != -1 {
+				t.Errorf("off %s = %v once filled in, want its constant, -1", tt.field, got)
+			}
+			if v := c.Options()[tt.key]; v != "0 bytes" && v != "0 ms" {
+				t.Errorf("off %s: option %q = %q, want Flink's 0", tt.field, tt.key, v)
+			}
+		})
+	}
+}
+
+// TestNewZeroConfig: a storage made from the zero Config has the defaults.
+func TestNewZeroConfig(t *testing.T) {
+	b, err := mem.Open(t.Context(), mem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, want := s.Config(), DefaultConfig("(backend given)"); got != want {
+		t.Errorf("Config() = %+v, want %+v", got, want)
 	}
 }

@@ -22,8 +22,9 @@ func Example() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	// The first process: append, persist, confirm, keep the handle.
-	storage, err := dstl.Open(ctx, dstl.DefaultConfig(dir))
+	// The first process: append, persist, confirm, keep the handle. A
+	// Config's zero fields are their defaults.
+	storage, err := dstl.Open(ctx, dstl.Config{BasePath: dir})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func Example() {
 	}
 
 	// After a crash, another process reads the handle back.
-	restored, err := dstl.Open(ctx, dstl.DefaultConfig(dir))
+	restored, err := dstl.Open(ctx, dstl.Config{BasePath: dir})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -92,18 +93,23 @@ func Example() {
 	// key group 42: pears=5
 }
 
-// Options use Flink's keys, bare or with Flink's prefix.
+// Options use Flink's keys, bare or with Flink's prefix. As in Flink, a
+// threshold or delay of 0 turns its feature off.
 func ExampleParseConfig() {
 	cfg, err := dstl.ParseConfig(map[string]string{
 		"state.changelog.dstl.dfs.base-path":           "file:///var/lib/job/changelog",
 		"state.changelog.dstl.dfs.batch.persist-delay": "20 ms",
 		"upload.max-in-flight":                         "64 mb",
+		"preemptive-persist-threshold":                 "0",
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(cfg.BatchPersistDelay, cfg.UploadMaxInFlight>>20, "MiB")
-	// Output: 20ms 64 MiB
+	fmt.Println(cfg.PreemptivePersistThreshold == dstl.NoPreemptivePersist)
+	// Output:
+	// 20ms 64 MiB
+	// true
 }
 
 // A handle round-trips through its binary and JSON encodings.

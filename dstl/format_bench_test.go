@@ -43,7 +43,7 @@ func BenchmarkPersistConfirm(b *testing.B) {
 			}
 			defer lb.Close()
 			cfg := benchConfig(dstl.DefaultConfig("local"))
-			cfg.BatchPersistDelay = 0 // a lone writer has nobody to wait for
+			cfg.BatchPersistDelay = dstl.NoBatchDelay // a lone writer has nobody to wait for
 			cfg.JobID = "job"
 			s := newStorage(b, lb, cfg)
 			w := newWriter(b, s, "op", dstl.KeyGroupRange{Start: 0, End: 127})

@@ -157,7 +157,7 @@ func TestReadKeepsEvictedRange(t *testing.T) {
 	}
 	defer lb.Close()
 	cfg := DefaultConfig("local")
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = NoBatchDelay
 	s, err := New(cfg, lb, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func TestReadKeepsEvictedRange(t *testing.T) {
 		}
 		hs = append(hs, res.Remote)
 	}
-	r, err := NewReader(lb, KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	r, err := NewReader(lb, KeyGroupRange{Start: 0, End: 0}, ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

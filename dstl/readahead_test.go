@@ -24,7 +24,7 @@ func setsInObjects(t *testing.T, sets, perSet int) (*dstltest.Backend, dstl.Hand
 	t.Helper()
 	b := dstltest.NewBackend()
 	cfg := testConfig()
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s := newStorage(t, b, cfg)
 	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
 	var h dstl.Handle
@@ -161,7 +161,7 @@ func TestReadAheadStops(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+			r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, dstl.ReaderOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +210,7 @@ func TestReadAheadDamagedSet(t *testing.T) {
 func TestReadAheadCallerPanics(t *testing.T) {
 	b, h := setsInObjects(t, 10, 3)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, dstl.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestReadAheadCallerPanics(t *testing.T) {
 func TestReadAheadStopSharedCache(t *testing.T) {
 	b := dstltest.NewBackend()
 	cfg := testConfig()
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s := newStorage(t, b, cfg)
 	kgr := dstl.KeyGroupRange{Start: 0, End: 0}
 	w := newWriter(t, s, "op", kgr)
@@ -365,7 +365,7 @@ func TestReadCachedOnTheCallersGoroutine(t *testing.T) {
 // setsInObjects), closed when the test ends.
 func groupZeroReader(t *testing.T, b *dstltest.Backend) *dstl.Reader {
 	t.Helper()
-	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, time.Minute)
+	r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 0}, dstl.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

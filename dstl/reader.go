@@ -61,8 +61,10 @@ type ReadStats struct {
 }
 
 // NewReader returns a reader over the storage's backend that yields the
-// changes of the key groups in groups (and all metadata). It shares the
-// storage's cache; closing the storage closes it.
+// changes of the key groups in groups (and all metadata). It takes the
+// storage's settings: it shares the storage's cache (closing the storage
+// closes it), reads the local copies of a storage with local recovery,
+// and reads only handles that name the storage ([Storage.ID]).
 func (s *Storage) NewReader(groups KeyGroupRange) (*Reader, error) {
 	if err := groups.Validate(); err != nil {
 		return nil, err
@@ -70,13 +72,51 @@ func (s *Storage) NewReader(groups KeyGroupRange) (*Reader, error) {
 	return &Reader{backend: s.backend, local: s.local, log: s.log, storageID: s.id, groups: groups, cache: s.readerCache}, nil
 }
 
-// NewReader returns a reader over backend, with a cache of its own whose
-// ranges are dropped after idle; call [Reader.Close] when done.
-func NewReader(backend backends.Backend, groups KeyGroupRange, idle time.Duration) (*Reader, error) {
+// ReaderOptions configure a [Reader] made by [NewReader]. The zero value
+// of every field is its default.
+type ReaderOptions struct {
+	// CacheIdleTimeout is how long the reader's cache keeps a range that
+	// no read uses. The default is 10 minutes ([DefaultCacheIdleTimeout]);
+	// a negative value is not valid.
+	CacheIdleTimeout time.Duration
+	// CacheSize bounds the bytes the reader's cache keeps: past it, the
+	// least recently used ranges go first. The default is 256 MiB
+	// ([DefaultReaderCacheSize]); a negative value is not valid.
+	CacheSize int64
+	// StorageID, when set, is the storage that every handle read must
+	// name ([Handle.StorageID]): reading a handle of another storage is an
+	// error that wraps [ErrInvalidHandle]. The default, empty, reads the
+	// handles of any storage.
+	StorageID string
+}
+
+// DefaultReaderCacheSize is the default of [ReaderOptions.CacheSize], and
+// the size of a storage's cache for its readers.
+const DefaultReaderCacheSize int64 = defaultCacheLimit
+
+// NewReader returns a reader over backend that yields the changes of the
+// key groups in groups (and all metadata), with a cache of its own; call
+// [Reader.Close] when done. opts' zero fields are their defaults; an
+// option that is not valid is an error that wraps [ErrInvalidConfig] and
+// names it.
+func NewReader(backend backends.Backend, groups KeyGroupRange, opts ReaderOptions) (*Reader, error) {
 	if err := groups.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reader{backend: backend, log: slog.Default(), groups: groups, cache: newRangeCache(idle, defaultCacheLimit), ownCache: true}, nil
+	switch {
+	case opts.CacheIdleTimeout < 0:
+		return nil, fmt.Errorf("%w: reader option CacheIdleTimeout: %v is negative", ErrInvalidConfig, opts.CacheIdleTimeout)
+	case opts.CacheSize < 0:
+		return nil, fmt.Errorf("%w: reader option CacheSize: %d is negative", ErrInvalidConfig, opts.CacheSize)
+	}
+	if opts.CacheIdleTimeout == 0 {
+		opts.CacheIdleTimeout = DefaultCacheIdleTimeout
+	}
+	if opts.CacheSize == 0 {
+		opts.CacheSize = DefaultReaderCacheSize
+	}
+	return &Reader{backend: backend, log: slog.Default(), storageID: opts.StorageID, groups: groups,
+		cache: newRangeCache(opts.CacheIdleTimeout, opts.CacheSize), ownCache: true}, nil
 }
 
 // Close drops the reader's own cache. A reader made by [Storage.NewReader]

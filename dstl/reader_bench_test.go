@@ -40,7 +40,7 @@ func newRecoveryFixture(tb testing.TB, dir string, writers, objects int, objectS
 	cfg := dstl.DefaultConfig("local")
 	cfg.BatchPersistDelay = 200 * time.Millisecond // every writer's persist of a checkpoint in one object
 	cfg.BatchPersistSizeThreshold = 64 << 20
-	cfg.PreemptivePersistThreshold = 0
+	cfg.PreemptivePersistThreshold = dstl.NoPreemptivePersist
 	s := newStorage(tb, lb, cfg)
 	ws := make([]*dstl.Writer, writers)
 	for i := range ws {
@@ -99,7 +99,7 @@ func newRecoveryFixture(tb testing.TB, dir string, writers, objects int, objectS
 // restore after a crash does, and returns the reader's stats.
 func (f *recoveryFixture) recover(tb testing.TB) dstl.ReadStats {
 	ctx := context.Background()
-	r, err := dstl.NewReader(f.backend, dstl.KeyGroupRange{Start: 0, End: 127}, time.Minute)
+	r, err := dstl.NewReader(f.backend, dstl.KeyGroupRange{Start: 0, End: 127}, dstl.ReaderOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,9 +1,14 @@
 package dstl
 
 import (
+	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/dstlgo/dstl/backends/mem"
 )
 
 func TestPlanRanges(t *testing.T) {
@@ -41,5 +46,61 @@ func TestPlanRanges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReaderOptions: a zero ReaderOptions field is its default, a
+// negative one is an error naming it, and a reader with a StorageID reads
+// only the handles of that storage.
+func TestReaderOptions(t *testing.T) {
+	b, err := mem.Open(t.Context(), mem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := KeyGroupRange{Start: 0, End: 127}
+	for _, tc := range []struct {
+		name      string
+		opts      ReaderOptions
+		idle      time.Duration
+		size      int64
+		storageID string
+		err       string // part of the error, if one
+	}{
+		{name: "zero: the defaults", idle: DefaultCacheIdleTimeout, size: DefaultReaderCacheSize},
+		{name: "idle set", opts: ReaderOptions{CacheIdleTimeout: time.Second}, idle: time.Second, size: DefaultReaderCacheSize},
+		{name: "size set", opts: ReaderOptions{CacheSize: 1 << 20}, idle: DefaultCacheIdleTimeout, size: 1 << 20},
+		{name: "storage set", opts: ReaderOptions{StorageID: "s3"}, idle: DefaultCacheIdleTimeout, size: DefaultReaderCacheSize, storageID: "s3"},
+		{name: "negative idle", opts: ReaderOptions{CacheIdleTimeout: -1}, err: "CacheIdleTimeout"},
+		{name: "negative size", opts: ReaderOptions{CacheSize: -1}, err: "CacheSize"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := NewReader(b, groups, tc.opts)
+			if tc.err != "" {
+				if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v: want one wrapping ErrInvalidConfig naming %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if r.cache.idle != tc.idle || r.cache.limit != tc.size || r.storageID != tc.storageID {
+				t.Errorf("idle %v, size %d, storage %q; want %v, %d, %q", r.cache.idle, r.cache.limit, r.storageID, tc.idle, tc.size, tc.storageID)
+			}
+		})
+	}
+	r, err := NewReader(b, groups, ReaderOptions{StorageID: "s3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h := Handle{StorageID: "gcs", LogID: NewLogID(), KeyGroups: groups}
+	if err := r.Read(t.Context(), h, func(Change) error { return nil }); !errors.Is(err, ErrInvalidHandle) {
+		t.Errorf("reading a handle of another storage: %v, want ErrInvalidHandle", err)
+	}
+	h.StorageID = "s3"
+	if err := r.Read(t.Context(), h, func(Change) error { return nil }); err != nil {
+		t.Errorf("reading an empty handle of the reader's storage: %v", err)
 	}
 }

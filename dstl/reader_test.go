@@ -50,7 +50,7 @@ func manyWritersOneObject(t *testing.T) (*dstltest.Backend, *dstl.Storage, []*ds
 func TestReaderFetchesOnlyWhatItNeeds(t *testing.T) {
 	b, _, ws, hs := manyWritersOneObject(t)
 	obj := b.Objects()[0]
-	r, err := dstl.NewReader(b, ws[7].KeyGroups(), time.Minute)
+	r, err := dstl.NewReader(b, ws[7].KeyGroups(), dstl.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestReaderCacheExpiresIdleRanges(t *testing.T) {
 	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
 	mustAppend(t, w, 0, "x")
 	h := persist(t, w, 0, 1)
-	r, err := dstl.NewReader(b, w.KeyGroups(), 20*time.Millisecond)
+	r, err := dstl.NewReader(b, w.KeyGroups(), dstl.ReaderOptions{CacheIdleTimeout: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestReaderDamagedObject(t *testing.T) {
 			obj := h.Entries[0].Object
 			data, _ := b.ObjectBytes(obj)
 			b.SetObjectBytes(obj, tc.damage(append([]byte(nil), data...)))
-			r, _ := dstl.NewReader(b, w.KeyGroups(), time.Minute)
+			r, _ := dstl.NewReader(b, w.KeyGroups(), dstl.ReaderOptions{})
 			defer r.Close()
 			n := 0
 			err := r.Read(context.Background(), h, func(dstl.Change) error { n++; return nil })
@@ -231,14 +231,14 @@ func TestReaderPrefetchedDamagedFrame(t *testing.T) {
 		})
 		return got, err
 	}
-	plain, _ := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 127}, time.Minute)
+	plain, _ := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 127}, dstl.ReaderOptions{})
 	defer plain.Close()
 	_, wantErr := readAll(plain, hs[7])
 	if !errors.Is(wantErr, format.ErrChecksum) {
 		t.Fatalf("read without prefetch: %v, want a checksum error", wantErr)
 	}
 
-	r, _ := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 127}, time.Minute)
+	r, _ := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: 127}, dstl.ReaderOptions{})
 	defer r.Close()
 	if err := r.Prefetch(context.Background(), hs...); err != nil {
 		t.Fatal(err)
@@ -279,7 +279,7 @@ func TestReaderHeldGetsAreNoRequests(t *testing.T) {
 	w := newWriter(t, s, "op", dstl.KeyGroupRange{Start: 0, End: 0})
 	mustAppend(t, w, 0, "x")
 	h := persist(t, w, 0, 1)
-	r, err := dstl.NewReader(b, w.KeyGroups(), time.Minute)
+	r, err := dstl.NewReader(b, w.KeyGroups(), dstl.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func (s *scheduler) newUploadRun(batch []*uploadTask) *uploadRun {
 	hedge.Stop()
 	return &uploadRun{
 		s: s, batch: batch, maxAttempts: maxAttempts, timeout: timeout,
-		delays:   backoff.WithContext(backoff.NewConstantBackOff(s.cfg.UploadNextAttemptDelay), s.ctx),
+		delays:   backoff.WithContext(backoff.NewConstantBackOff(max(s.cfg.UploadNextAttemptDelay, 0)), s.ctx),
 		begin:    time.Now(),
 		results:  make(chan attemptResult, maxAttempts),
 		cancels:  make([]context.CancelFunc, 0, maxAttempts),

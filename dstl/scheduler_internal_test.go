@@ -127,7 +127,7 @@ func TestAttemptGoroutinesStay(t *testing.T) {
 // stays for the next one.
 func TestIdleAttemptGoroutineKeepsNothing(t *testing.T) {
 	s := newStoringStorage(t, func(cfg *Config) {
-		cfg.BatchPersistDelay = 0
+		cfg.BatchPersistDelay = NoBatchDelay
 		cfg.PreemptivePersistThreshold = 1 << 30
 		cfg.UploadMaxInFlight = 2 << 30
 	})

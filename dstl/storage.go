@@ -73,10 +73,12 @@ func WithUploader(wrap func(uploader.Uploader) uploader.Uploader) Option {
 // backend's identifier when the storage was opened by [Open], else "custom").
 func WithStorageID(id string) Option { return func(o *options) { o.storageID = id } }
 
-// Open validates cfg, opens the backend it names (by cfg.Storage or by the
-// URL scheme of cfg.BasePath, see [backends.Register]) and returns a
-// storage that owns the backend: closing the storage closes it.
+// Open fills in cfg's defaults ([Config.WithDefaults]), validates it,
+// opens the backend it names (by cfg.Storage or by the URL scheme of
+// cfg.BasePath, see [backends.Register]) and returns a storage that owns
+// the backend: closing the storage closes it.
 func Open(ctx context.Context, cfg Config, opts ...Option) (*Storage, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -92,9 +94,10 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Storage, error) {
 	return s, nil
 }
 
-// New returns a storage over a backend the caller opened and closes. The
-// backend's base path is where objects go; cfg.BasePath and cfg.Storage are
-// not used to open anything.
+// New returns a storage over a backend the caller opened and closes,
+// with cfg's defaults filled in ([Config.WithDefaults]). The backend's
+// base path is where objects go; cfg.BasePath and cfg.Storage are not
+// used to open anything.
 func New(cfg Config, backend backends.Backend, opts ...Option) (*Storage, error) {
 	return newStorage(context.Background(), cfg, backend, opts...)
 }
@@ -103,6 +106,7 @@ func newStorage(ctx context.Context, cfg Config, backend backends.Backend, opts 
 	if cfg.BasePath == "" {
 		cfg.BasePath = "(backend given)"
 	}
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -264,7 +268,7 @@ func (s *Storage) ID() string { return s.id }
 // Backend returns the storage's backend.
 func (s *Storage) Backend() backends.Backend { return s.backend }
 
-// Config returns the storage's configuration.
+// Config returns the storage's configuration, its defaults filled in.
 func (s *Storage) Config() Config { return s.cfg }
 
 // Close closes every writer, fails uploads still queued, cancels those

@@ -79,7 +79,7 @@ func persist(t testing.TB, w *dstl.Writer, from dstl.SequenceNumber, cp int64) d
 // process would, and returns the changes as "kg:data" strings.
 func readAll(t testing.TB, b backends.Backend, h dstl.Handle, kgr dstl.KeyGroupRange) []string {
 	t.Helper()
-	r, err := dstl.NewReader(b, kgr, time.Minute)
+	r, err := dstl.NewReader(b, kgr, dstl.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

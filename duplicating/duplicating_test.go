@@ -889,7 +889,7 @@ func TestPrepareWritesBothCopies(t *testing.T) {
 // report counts every set read.
 func TestReadPreferLocalReadsAhead(t *testing.T) {
 	cfg := testConfig(t.TempDir())
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s := openStorage(t, cfg, localRemote(t))
 	w, _ := s.NewWriter("op", dstl.KeyGroupRange{Start: 0, End: 3})
 	var res dstl.PersistResult

@@ -195,6 +195,9 @@ func (k *collector) run(ctx context.Context, opts collect.Options) (*CollectRepo
 	}
 	rep.HoldFrom = max(hold, 1)
 	opts.JobID, opts.Grace, opts.Keep, opts.HoldFrom = k.jobID, k.grace, keep, rep.HoldFrom
+	if k.grace == 0 {
+		opts.Grace = collect.NoGrace // collect takes a zero grace for its default
+	}
 	opts.Kinds = collect.Logs | collect.Snapshots | collect.Records
 	rep.Report, err = collect.Run(ctx, k.b, opts)
 	if err != nil || len(v1.drop) == 0 {

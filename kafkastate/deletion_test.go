@@ -61,7 +61,10 @@ func TestCollect(t *testing.T) {
 	if _, err := Collect(ctx, b, "job", other, collect.Options{}); !errors.Is(err, ErrNoCommittedRecord) || len(recordNames(b)) != len(before) {
 		t.Fatalf("Collect of another group: %v, %d records left of %d: want ErrNoCommittedRecord, nothing deleted", err, len(recordNames(b)), len(before))
 	}
-	rep, err := Collect(ctx, b, "job", ccfg, collect.Options{})
+	// No grace: every record not committed goes, however young.
+	none := ccfg
+	none.Grace = NoGrace
+	rep, err := Collect(ctx, b, "job", none, collect.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

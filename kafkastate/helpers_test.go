@@ -80,7 +80,7 @@ func newStorage(t testing.TB, b backends.Backend) *dstl.Storage {
 	t.Helper()
 	cfg := dstl.DefaultConfig("mem://kafkastate")
 	cfg.JobID = "job"
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s, err := dstl.New(cfg, b, dstl.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

@@ -717,7 +717,7 @@ func (p *proc) opRefresh() {
 // returns the plan.
 func (p *proc) collect() *catalog.Plan {
 	s := p.s
-	pl, rep, err := p.m.Collect(p.ctx, collect.Options{Concurrency: 1})
+	pl, rep, err := p.m.Collect(p.ctx, collect.Options{Concurrency: 1, Timeout: collect.NoTimeout})
 	if p.killed {
 		return nil
 	}

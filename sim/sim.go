@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -169,8 +170,8 @@ func (s *schedule) setup(r *rand.Rand) {
 	// From a stream of its own, so that the other draws of a seed stay
 	// what they were before there was a second format version.
 	cfg.FormatVersion = 1 + rand.New(rand.NewPCG(s.seed, 0xf0a7)).IntN(2)
-	cfg.PreemptivePersistThreshold = pick[int64](r, 0, 0, 0, int64(1+r.IntN(64)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)))
-	cfg.BatchPersistDelay = pick[time.Duration](r, 0, time.Duration(r.IntN(1500))*time.Microsecond)
+	cfg.PreemptivePersistThreshold = pick[int64](r, dstl.NoPreemptivePersist, dstl.NoPreemptivePersist, dstl.NoPreemptivePersist, int64(1+r.IntN(64)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)), int64(256+r.IntN(8<<10)))
+	cfg.BatchPersistDelay = pick[time.Duration](r, dstl.NoBatchDelay, time.Duration(r.IntN(1500))*time.Microsecond)
 	cfg.BatchPersistSizeThreshold = pick[int64](r, 1, int64(1+r.IntN(4<<10)), 10<<20)
 	cfg.UploadBufferSize = pick[int64](r, 1, 512, 1<<20)
 	cfg.UploadNumThreads = 1 + r.IntN(4)
@@ -179,7 +180,7 @@ func (s *schedule) setup(r *rand.Rand) {
 	cfg.RetryPolicy = pick(r, dstl.RetryFixed, dstl.RetryFixed, dstl.RetryFixed, dstl.RetryNone)
 	cfg.UploadTimeout = time.Duration(500+r.IntN(15000)) * time.Microsecond
 	cfg.UploadMaxAttempts = 1 + r.IntN(4)
-	cfg.UploadNextAttemptDelay = time.Duration(r.IntN(3000)) * time.Microsecond
+	cfg.UploadNextAttemptDelay = cmp.Or(time.Duration(r.IntN(3000))*time.Microsecond, dstl.NoAttemptDelay)
 	cfg.CacheIdleTimeout = time.Minute
 	s.cfg = cfg
 
@@ -793,7 +794,7 @@ func (w *simWriter) observe(rc *rec) {
 		w.s.count(func(st *Stats) { st.Unverifiable++ })
 		return
 	}
-	rd, err := dstl.NewReader(w.s.cl, w.kgr, time.Minute)
+	rd, err := dstl.NewReader(w.s.cl, w.kgr, dstl.ReaderOptions{CacheIdleTimeout: time.Minute})
 	if err != nil {
 		w.failf("new reader: %v", err)
 		return

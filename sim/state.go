@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -269,13 +270,13 @@ func (s *stateSchedule) setup(r *rand.Rand) {
 	// From a stream of its own, so that the other draws of a seed stay
 	// what they were before there was a second format version.
 	cfg.FormatVersion = 1 + rand.New(rand.NewPCG(s.seed, 0xf0a7)).IntN(2)
-	cfg.BatchPersistDelay = pick[time.Duration](r, 0, time.Duration(r.IntN(1000))*time.Microsecond)
+	cfg.BatchPersistDelay = pick[time.Duration](r, dstl.NoBatchDelay, time.Duration(r.IntN(1000))*time.Microsecond)
 	cfg.UploadNumThreads = 1 + r.IntN(4)
 	cfg.UploadMaxInFlight = pick[int64](r, int64(1+r.IntN(64<<10)), 100<<20)
-	cfg.PreemptivePersistThreshold = pick[int64](r, 0, int64(256+r.IntN(8<<10)))
+	cfg.PreemptivePersistThreshold = pick[int64](r, dstl.NoPreemptivePersist, int64(256+r.IntN(8<<10)))
 	cfg.UploadTimeout = time.Duration(200+r.IntN(800)) * time.Millisecond
 	cfg.UploadMaxAttempts = 1 + r.IntN(4)
-	cfg.UploadNextAttemptDelay = time.Duration(r.IntN(2000)) * time.Microsecond
+	cfg.UploadNextAttemptDelay = cmp.Or(time.Duration(r.IntN(2000))*time.Microsecond, dstl.NoAttemptDelay)
 	cfg.CacheIdleTimeout = time.Minute
 
 	var prof faultProfile

@@ -44,8 +44,9 @@ const (
 
 // NoGrace is the value of Config.Grace for no grace period at all: an
 // object that nothing the checkpointer keeps refers to is deleted however
-// young. For tests, and for a job that no other process writes to.
-const NoGrace time.Duration = -1
+// young. For tests, and for a job that no other process writes to. It is
+// collect.NoGrace.
+const NoGrace = collect.NoGrace
 
 // Config configures a Checkpointer.
 type Config struct {
@@ -119,8 +120,8 @@ type Config struct {
 	Retain int
 	// Grace is the age, by the storage's clock and by the time in its
 	// name, below which a collecting checkpointer deletes no object
-	// (collect.Options.Grace). Default DefaultGrace; NoGrace for none;
-	// other negative values are an error.
+	// (collect.Options.Grace). The default is an hour ([DefaultGrace]);
+	// [NoGrace] is none. Another negative value is not valid.
 	Grace time.Duration
 	// CollectInterval is the least time between two collections that
 	// completed checkpoints start in the background: a collection lists
@@ -266,7 +267,7 @@ type Checkpointer struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	grace          time.Duration // of collections: Config.Grace, NoGrace as 0
+	grace          time.Duration // of collections: Config.Grace, its default filled in (NoGrace stays, as collect takes it)
 	collectTrigger chan struct{} // wakes the background collection
 	collectMu      sync.Mutex    // one collection at a time
 
@@ -379,9 +380,7 @@ func NewCheckpointer(storage *dstl.Storage, cfg Config) (*Checkpointer, error) {
 	switch {
 	case grace == 0:
 		grace = DefaultGrace
-	case grace == NoGrace:
-		grace = 0
-	case grace < 0:
+	case grace < 0 && grace != NoGrace:
 		return nil, fmt.Errorf("statestore: Config.Grace %v: want 0 (the default, %v), NoGrace or more", cfg.Grace, DefaultGrace)
 	}
 	if cfg.CollectInterval == 0 {

@@ -608,7 +608,7 @@ func testKeepSnapshots(t *testing.T, keep, wantDeleted, disk bool) {
 	b := dstltest.NewBackend()
 	dir := t.TempDir()
 	cfg := dstl.DefaultConfig("mem://test")
-	cfg.JobID, cfg.BatchPersistDelay = "job", 0
+	cfg.JobID, cfg.BatchPersistDelay = "job", dstl.NoBatchDelay
 	cfg.LocalRecoveryEnabled, cfg.LocalRecoveryDir = true, dir
 	s, err := dstl.New(cfg, b, dstl.WithLocalRecovery(duplicating.Open))
 	if err != nil {

@@ -200,9 +200,10 @@ func (c *Checkpointer) collectOptions(background bool) (collect.Options, error) 
 		Keep:     keep,
 		Kinds:    kinds,
 		HoldFrom: max(hold, 1),
-		Location: scfg.BasePath,
-		Warn: func(msg string) {
-			c.log.Warn("statestore: collect: "+msg, "operator", c.cfg.Operator)
+		OnEvent: func(e collect.Event) {
+			if e.Kind == collect.EventProbeLeft {
+				c.log.Warn("statestore: collect: the clock probe could not be deleted", "operator", c.cfg.Operator, "probe", e.Name, "err", e.Err)
+			}
 		},
 	}, nil
 }

@@ -335,7 +335,7 @@ func TestCollectWaitsForUploads(t *testing.T) {
 	ctx := context.Background()
 	b := dstltest.NewBackend()
 	dcfg := dstl.DefaultConfig("mem://test")
-	dcfg.JobID, dcfg.BatchPersistDelay = "job", 0
+	dcfg.JobID, dcfg.BatchPersistDelay = "job", dstl.NoBatchDelay
 	dcfg.UploadTimeout = time.Minute // the stalled upload is not hedged
 	s, err := dstl.New(dcfg, b)
 	if err != nil {

@@ -25,7 +25,7 @@ func diskCheckpointer(t *testing.T, maxP int, kgr dstl.KeyGroupRange) *Checkpoin
 	}
 	cfg := dstl.DefaultConfig("file://test")
 	cfg.JobID = "job"
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	storage, err := dstl.New(cfg, b)
 	if err != nil {
 		t.Fatal(err)

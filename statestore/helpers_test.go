@@ -25,7 +25,7 @@ func newStorage(t testing.TB, b backends.Backend) *dstl.Storage {
 	t.Helper()
 	cfg := dstl.DefaultConfig("mem://test")
 	cfg.JobID = "job"
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s, err := dstl.New(cfg, b)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 func newLocalStorage(t *testing.T, b backends.Backend, dir string) *dstl.Storage {
 	t.Helper()
 	cfg := dstl.DefaultConfig("mem://test")
-	cfg.JobID, cfg.BatchPersistDelay = "job", 0
+	cfg.JobID, cfg.BatchPersistDelay = "job", dstl.NoBatchDelay
 	cfg.LocalRecoveryEnabled, cfg.LocalRecoveryDir = true, dir
 	s, err := dstl.New(cfg, b, dstl.WithLocalRecovery(duplicating.Open))
 	if err != nil {

@@ -24,7 +24,7 @@ func TestFlushErrorNamesTheKey(t *testing.T) {
 	open := func() (*Checkpointer, *KeyValueStore[uint64, string]) {
 		cfg := dstl.DefaultConfig("mem://test")
 		cfg.JobID = "job"
-		cfg.BatchPersistDelay = 0
+		cfg.BatchPersistDelay = dstl.NoBatchDelay
 		storage, err := dstl.New(cfg, backend)
 		if err != nil {
 			t.Fatal(err)

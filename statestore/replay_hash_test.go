@@ -58,7 +58,7 @@ func TestRestoreRejectsWrongKeyGroup(t *testing.T) {
 				open := func() (*Checkpointer, store) {
 					cfg := dstl.DefaultConfig("mem://test")
 					cfg.JobID = "job"
-					cfg.BatchPersistDelay = 0
+					cfg.BatchPersistDelay = dstl.NoBatchDelay
 					storage, err := dstl.New(cfg, backend)
 					if err != nil {
 						t.Fatal(err)

@@ -58,7 +58,7 @@ func newApplyFixture(b *testing.B, store string, keys, changes int) *applyFixtur
 	ctx := context.Background()
 	cfg := dstl.DefaultConfig("mem://bench")
 	cfg.JobID = "job"
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	storage, err := dstl.New(cfg, dstltest.NewBackend())
 	if err != nil {
 		b.Fatal(err)

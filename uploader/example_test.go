@@ -30,7 +30,7 @@ func (f *failFirst) Upload(ctx context.Context, tasks []*uploader.Task) (*upload
 func Example() {
 	ctx := context.Background()
 	cfg := dstl.DefaultConfig("memory")
-	cfg.UploadNextAttemptDelay = 0
+	cfg.UploadNextAttemptDelay = dstl.NoAttemptDelay
 	var wrapped *failFirst
 	s, err := dstl.New(cfg, dstltest.NewBackend(), dstl.WithUploader(func(u uploader.Uploader) uploader.Uploader {
 		wrapped = &failFirst{Uploader: u}

@@ -95,7 +95,7 @@ func TestReaderRestoreSilentEndpoint(t *testing.T) {
 func restoreFromSilentEndpoint(t *testing.T, tune func(*Config), bound time.Duration) {
 	b, silent := silentBackend(t, tune)
 	groups := dstl.KeyGroupRange{Start: 0, End: 3}
-	r, err := dstl.NewReader(b, groups, time.Minute)
+	r, err := dstl.NewReader(b, groups, dstl.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -416,7 +416,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 		// An object of (f) holds a batch (up to the batch's size threshold)
 		// and pre-emptive persists past it: so much, or 64 MiB at most, of
 		// changes not alike.
-		maxObject = max(maxObject, min(cfg.BatchPersistSizeThreshold+cfg.PreemptivePersistThreshold, 64<<20))
+		maxObject = max(maxObject, min(cfg.BatchPersistSizeThreshold+max(cfg.PreemptivePersistThreshold, 0), 64<<20))
 	}
 	env := &benchEnv{o: o, cfg: cfg, backend: counting.New(b), raw: raw, id: id, prefix: objname.JobPrefix(cfg.JobID),
 		changes: newChangeSource(o.changeSize, maxObject), prog: prog}
@@ -452,7 +452,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 	}); err != nil {
 		return nil, err
 	}
-	rep.Batching = batchingResult{PersistEvery: o.persistEvery.String(), Delay: cfg.BatchPersistDelay.String()}
+	rep.Batching = batchingResult{PersistEvery: o.persistEvery.String(), Delay: max(cfg.BatchPersistDelay, 0).String()}
 	if err := o.section("c", func() error {
 		for i, w := range o.writers {
 			prog.begin(fmt.Sprintf("(c) batching, %d writers (%d/%d)", w, i+1, len(o.writers)))
@@ -474,7 +474,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 		return nil, fmt.Errorf("(d) recovery: %w", err)
 	}
 	if !o.skipSustained {
-		rep.Sustained = &sustainedResult{CheckpointEvery: o.checkpointEvery.String(), Delay: cfg.BatchPersistDelay.String(),
+		rep.Sustained = &sustainedResult{CheckpointEvery: o.checkpointEvery.String(), Delay: max(cfg.BatchPersistDelay, 0).String(),
 			RoundTime: o.sustainedTime.String(), RawThreads: cfg.UploadNumThreads}
 		if err := o.section("f", func() error {
 			for i, w := range o.sustainedWriters {
@@ -659,7 +659,7 @@ func (e *benchEnv) cleanup(ctx context.Context) error {
 // on or off.
 func (e *benchEnv) upload(ctx context.Context, size int64, compression bool) (uploadResult, error) {
 	cfg := e.cfg
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	cfg.CompressionEnabled = compression
 	s, err := e.newStorage(cfg)
 	if err != nil {
@@ -1091,7 +1091,7 @@ func (e *benchEnv) recovery(ctx context.Context) (recoveryResult, error) {
 	}
 
 	read := func(groups dstl.KeyGroupRange, hs ...dstl.Handle) (dstl.ReadStats, error) {
-		r, err := dstl.NewReader(e.backend, groups, time.Minute)
+		r, err := dstl.NewReader(e.backend, groups, dstl.ReaderOptions{})
 		if err != nil {
 			return dstl.ReadStats{}, err
 		}

@@ -103,7 +103,7 @@ func BenchmarkRecoveryRead(b *testing.B) {
 		b.SetBytes(total)
 		b.ReportAllocs()
 		for b.Loop() {
-			r, _ := dstl.NewReader(e.backend, dstl.KeyGroupRange{Start: 0, End: 127}, time.Minute)
+			r, _ := dstl.NewReader(e.backend, dstl.KeyGroupRange{Start: 0, End: 127}, dstl.ReaderOptions{})
 			if err := r.Prefetch(ctx, handles...); err != nil {
 				b.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func BenchmarkUpload(b *testing.B) {
 	e := newBenchEnv(b)
 	ctx := context.Background()
 	cfg := e.cfg
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s, err := e.newStorage(cfg)
 	if err != nil {
 		b.Fatal(err)

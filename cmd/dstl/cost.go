@@ -363,7 +363,7 @@ func cost(ctx context.Context, o costOptions) (*costReport, error) {
 		MonthDays: int(costMonth / (24 * time.Hour)), MonthCheckpoints: float64(costMonth) / float64(w.CheckpointInterval),
 		Prices: o.prices, PricesDate: pricesDate}
 	unbatched := cfg
-	unbatched.BatchPersistDelay, unbatched.BatchPersistSizeThreshold = 0, 1
+	unbatched.BatchPersistDelay, unbatched.BatchPersistSizeThreshold = dstl.NoBatchDelay, 1
 	unbatched.JobID = cfg.JobID + "-unbatched"
 	rep.Agree = true
 	rep.Job = &costJobPart{Coordinator: o.job.coordinator, Processes: o.processes, Instances: w.Writers, StateSize: o.job.stateSize, Grace: o.job.grace}
@@ -680,7 +680,7 @@ func (j *costJob) objects() map[string]bool {
 func (j *costJob) restore(ctx context.Context, b backends.Backend, idle time.Duration, checkpoints int) error {
 	got := 0
 	for p := range j.ss {
-		r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: max(128, j.w.Writers) - 1}, idle)
+		r, err := dstl.NewReader(b, dstl.KeyGroupRange{Start: 0, End: max(128, j.w.Writers) - 1}, dstl.ReaderOptions{CacheIdleTimeout: idle})
 		if err != nil {
 			return err
 		}

@@ -406,11 +406,10 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			prog.printf(stderr, "dstl gc: warning: a kept handle names storage %q, the base path is on %q; its objects are kept all the same\n", s, id)
 		}
 	}
-	// The collection's warnings are printed once it ended.
-	var (
-		warnMu   sync.Mutex
-		warnings []string
-	)
+	// One collection, of the job's checkpoint catalog, of its Kafka
+	// group's records or of the kept handles: gc words what it reports.
+	words := gcWords{location: readableURL(o.basePath), timeout: o.timeout}
+	ev := &gcEvents{prog: prog, words: words}
 	kinds := collect.Logs | collect.Snapshots
 	if o.keepNone {
 		kinds |= collect.Records // a job gone for good: its records too
@@ -425,19 +424,13 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		Concurrency:  o.concurrency,
 		Timeout:      o.timeout,
 		Now:          o.now,
-		Location:     readableURL(o.basePath),
-		TimeoutName:  "--timeout",
-		Progress: func(step string, done float64) {
-			if done == 0 {
-				prog.begin("gc: " + step)
-			}
-			prog.set(done)
-		},
-		Warn: func(msg string) {
-			warnMu.Lock()
-			defer warnMu.Unlock()
-			warnings = append(warnings, msg)
-		},
+		OnEvent:      ev.on,
+	}
+	if o.grace == 0 {
+		opts.Grace = collect.NoGrace // --grace 0: none
+	}
+	if o.timeout == 0 {
+		opts.Timeout = collect.NoTimeout // --timeout 0: no bound
 	}
 	// Without handle files, the job's checkpoint catalog says what is
 	// kept: its deletion rule runs as the job's leader runs it.
@@ -455,24 +448,30 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 		}
 	case len(o.keep) == 0 && !o.keepNone:
 		prog.begin("gc: reading the checkpoint catalog")
-		plan, res, err = collectCatalog(ctx, b, o, opts)
-		if plan == nil && res == nil && err == nil {
+		plan, res, err = catalog.CollectJob(ctx, b, catalog.PlanOptions{Retain: o.retain}, opts)
+		switch {
+		case plan == nil && res == nil && err == nil:
 			if hasRecords(ctx, b, prefix) {
 				return nil, fmt.Errorf("%w: %q holds kafkastate's checkpoint records, whose group's committed offsets say which are kept: give --kafka-brokers, --kafka-topic and --kafka-group", errUsage, objname.RecordPrefix(prefix))
 			}
 			return nil, fmt.Errorf("%w: no handle file to keep and no checkpoint catalog under %q: give --keep FILE (or, to delete every old object of the job, --keep-none)", errUsage, prefix)
+		case err != nil && res == nil:
+			// A damaged catalog object is a problem found (it wraps
+			// catalog.ErrDamaged); other errors are the storage's.
+			err = fmt.Errorf("the job's checkpoint catalog: %w", err)
 		}
 	default:
 		res, err = collect.Run(ctx, b, opts)
 	}
-	printGCWarnings(prog, stderr, warnings, err)
+	err = words.err(err)
+	ev.printWarnings(stderr, err)
 	if errors.Is(err, collect.ErrMissing) {
 		err = fmt.Errorf("%w (wrong --base-path or --job-id?)", err)
 	}
 	if res == nil {
 		return nil, err
 	}
-	rep := newGCReport(res, o, keptHandles)
+	rep := newGCReport(res, o, keptHandles, words)
 	if kres != nil {
 		rep.Kafka = &gcKafka{Topic: o.kafkaTopic, Group: o.kafkaGroup, Committed: len(kres.CommittedRecords), Young: len(kres.YoungRecords), HoldFrom: kres.HoldFrom,
 			FirstLayoutParts: len(kres.FirstLayoutParts), FirstLayoutDropped: len(kres.FirstLayoutDropped)}
@@ -486,28 +485,105 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 	return rep, err
 }
 
-// printGCWarnings prints the warnings of a collection that ended with err
+// gcEvents shows a collection's progress as its events come, and keeps
+// its warnings to print once it ended.
+type gcEvents struct {
+	prog  *progress
+	words gcWords
+
+	mu       sync.Mutex
+	warnings []collect.Event
+}
+
+// on takes an event of the collection.
+func (e *gcEvents) on(ev collect.Event) {
+	switch ev.Kind {
+	case collect.EventClock:
+		e.prog.begin("gc: reading the storage's clock")
+	case collect.EventListing:
+		e.prog.begin("gc: listing " + ev.Name)
+	case collect.EventListingUploads:
+		e.prog.begin("gc: listing the incomplete uploads under " + ev.Name)
+	case collect.EventDeleting:
+		e.prog.begin(fmt.Sprintf("gc: deleting %d objects, aborting %d uploads", ev.Objects, ev.Uploads))
+	case collect.EventDeleted:
+		e.prog.set(float64(ev.Done) / float64(ev.Total))
+	case collect.EventProbeLeft, collect.EventNoStoreClock:
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.warnings = append(e.warnings, ev)
+	}
+}
+
+// printWarnings prints the warnings of a collection that ended with err
 // (nil when it did not fail). A dry run's note that it goes on by this
 // machine's clock, since the clock probe failed, is left out once the run
 // failed: the failure's line says what went wrong.
-func printGCWarnings(prog *progress, stderr io.Writer, warnings []string, err error) {
-	for _, w := range warnings {
-		if err == nil || !strings.HasPrefix(w, "the clock probe failed") {
-			prog.printf(stderr, "dstl gc: warning: %s\n", w)
+func (e *gcEvents) printWarnings(stderr io.Writer, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, w := range e.warnings {
+		switch {
+		case w.Kind == collect.EventProbeLeft:
+			e.prog.printf(stderr, "dstl gc: warning: the clock probe %q could not be deleted: %v\n", w.Name, e.words.err(w.Err))
+		case err == nil:
+			e.prog.printf(stderr, "dstl gc: warning: %s\n", e.words.clockNote(w.Err))
 		}
 	}
 }
 
-// newGCReport returns gc's report of a collection's.
-func newGCReport(r *collect.Report, o gcOptions, keptHandles int) *gcReport {
+// gcWords words what a collection reports for gc's output: a step that
+// the storage did not answer in time names the base path, and --timeout
+// when that was the bound.
+type gcWords struct {
+	location string        // the base path, its query readable
+	timeout  time.Duration // --timeout
+}
+
+// err returns err, but for the message of a step the storage did not
+// answer in time (collect.NoAnswerError), which names the storage and the
+// flag; the error wraps err.
+func (w gcWords) err(err error) error {
+	var na *collect.NoAnswerError
+	if !errors.As(err, &na) {
+		return err
+	}
+	limit := na.Timeout.String()
+	if na.Timeout == w.timeout {
+		limit = "--timeout " + limit
+	}
+	ours := fmt.Sprintf("%s: the storage at %s did not answer within %s: %v", na.Step, backends.RedactURL(w.location), limit, na.Err)
+	return &rewordedError{msg: strings.ReplaceAll(err.Error(), na.Error(), ours), err: err}
+}
+
+// clockNote says why ages are by this machine's clock: the clock probe
+// failed with err, or (err nil) the storage reports no modification
+// times.
+func (w gcWords) clockNote(err error) string {
+	if err == nil {
+		return "the storage reports no modification times"
+	}
+	return fmt.Sprintf("the clock probe failed (%v): ages are by this machine's clock", w.err(err))
+}
+
+// rewordedError is an error in other words than the one it wraps.
+type rewordedError struct {
+	msg string
+	err error
+}
+
+func (e *rewordedError) Error() string { return e.msg }
+func (e *rewordedError) Unwrap() error { return e.err }
+
+// newGCReport returns gc's report of a collection's, in gc's words.
+func newGCReport(r *collect.Report, o gcOptions, keptHandles int, words gcWords) *gcReport {
 	count := func(c collect.Count) gcCount { return gcCount{Objects: c.Objects, Bytes: c.Bytes} }
 	rep := &gcReport{
 		BasePath:       backends.RedactURL(o.basePath),
 		Prefix:         r.Prefix,
-		Grace:          o.grace.String(),
+		Grace:          r.Grace.String(),
 		Now:            r.Now,
 		LocalNow:       r.LocalNow,
-		ClockNote:      r.ClockNote,
 		DryRun:         r.DryRun,
 		DeletesRun:     r.DeletesRun,
 		KeptHandles:    keptHandles,
@@ -529,6 +605,8 @@ func newGCReport(r *collect.Report, o gcOptions, keptHandles int) *gcReport {
 	if !r.StoreNow.IsZero() {
 		storeNow := r.StoreNow
 		rep.StoreNow = &storeNow
+	} else {
+		rep.ClockNote = words.clockNote(r.ClockErr)
 	}
 	for _, u := range r.Uploads {
 		rep.Uploads = append(rep.Uploads, gcUpload{Name: u.Name, UploadID: u.UploadID, Initiated: u.Initiated, NameTime: u.NameTime, Aborted: u.Aborted})
@@ -548,7 +626,7 @@ func newGCReport(r *collect.Report, o gcOptions, keptHandles int) *gcReport {
 		}
 	}
 	for _, f := range r.Failed {
-		rep.Failed = append(rep.Failed, gcFailure{Name: f.Name, UploadID: f.UploadID, Error: f.Err.Error()})
+		rep.Failed = append(rep.Failed, gcFailure{Name: f.Name, UploadID: f.UploadID, Error: words.err(f.Err).Error()})
 	}
 	return rep
 }
@@ -698,23 +776,6 @@ func (r *gcReport) print(w io.Writer) {
 	for _, m := range r.Missing {
 		fmt.Fprintf(w, "missing: %s (a kept handle references it)\n", m)
 	}
-}
-
-// collectCatalog applies the deletion rule of the job's checkpoint
-// catalog (catalog.CollectJob), reading the catalog within gcWaits times
-// --timeout. It returns no plan, report or error when the job has no
-// catalog. A damaged catalog object is a problem found (it wraps
-// catalog.ErrDamaged); other errors are the storage's.
-func collectCatalog(ctx context.Context, b backends.Backend, o gcOptions, opts collect.Options) (*catalog.Plan, *collect.Report, error) {
-	grace := o.grace
-	if grace == 0 {
-		grace = catalog.NoGrace
-	}
-	p, rep, err := catalog.CollectJob(ctx, b, o.jobID, catalog.PlanOptions{Retain: o.retain, Grace: grace}, opts)
-	if err != nil && rep == nil {
-		return nil, nil, fmt.Errorf("the job's checkpoint catalog: %w", err)
-	}
-	return p, rep, err
 }
 
 // collectKafka applies a kafkastate job's deletion rule

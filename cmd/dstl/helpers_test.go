@@ -27,7 +27,7 @@ func persistHandlesVersion(t *testing.T, dir, job string, writers, version int) 
 	ctx := context.Background()
 	cfg := dstl.DefaultConfig("file://" + dir)
 	cfg.JobID = job
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	cfg.FormatVersion = version
 	s, err := dstl.Open(ctx, cfg)
 	if err != nil {

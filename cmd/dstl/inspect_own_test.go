@@ -23,7 +23,7 @@ func stateCheckpoint(t *testing.T, dir string, disk bool) (statestore.Checkpoint
 	t.Helper()
 	ctx := context.Background()
 	cfg := dstl.DefaultConfig("file://" + dir)
-	cfg.JobID, cfg.BatchPersistDelay = "job", 0
+	cfg.JobID, cfg.BatchPersistDelay = "job", dstl.NoBatchDelay
 	s, err := dstl.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

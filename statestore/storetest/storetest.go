@@ -75,7 +75,7 @@ func (h *harness) storage() *dstl.Storage {
 	h.t.Helper()
 	cfg := dstl.DefaultConfig(h.root)
 	cfg.JobID = "job"
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s, err := dstl.New(cfg, h.backend)
 	if err != nil {
 		h.t.Fatal(err)
