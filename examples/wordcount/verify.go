@@ -938,7 +938,8 @@ type report struct {
 
 // inventory lists the job's prefix: every object must be one the plan
 // keeps (a log object, snapshot object or snapshot file of Keep; a commit
-// of Commits, the record or a claim of the live generation), an object
+// of Commits, the record or a claim of the live generation, the fence of
+// a fenced generation), an object
 // made for a checkpoint at or above the plan's HoldFrom, or younger than
 // cutoff by either clock; every object of Keep must be there.
 func inventory(ctx context.Context, b backends.Backend, jobID string, plan *catalog.Plan, cutoff time.Time) (report, error) {
@@ -966,7 +967,9 @@ func inventory(ctx context.Context, b backends.Backend, jobID string, plan *cata
 				r.logs++
 			}
 		case commits[o.Name],
-			c.Version == 2 && c.Generation == plan.Generation && (c.Kind == objname.CatalogGeneration || c.Kind == objname.CatalogClaim):
+			c.Version == 2 && c.Generation == plan.Generation && (c.Kind == objname.CatalogGeneration || c.Kind == objname.CatalogClaim),
+			c.Version == 2 && c.Kind == objname.CatalogFence: // each fenced generation's fence stays
+
 			r.catalog++
 		case data && d.Checkpoint >= plan.HoldFrom:
 			r.held++
