@@ -1,6 +1,7 @@
 package kafkastate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -203,7 +204,13 @@ func (k *collector) run(ctx context.Context, opts collect.Options) (*CollectRepo
 	if err != nil || len(v1.drop) == 0 {
 		return rep, err
 	}
-	rep.FirstLayoutDropped, err = k.dropFirstLayout(ctx, v1.drop, rep.Now, opts.Timeout, opts.DryRun)
+	// Each delete is bounded as collect bounds its steps: a zero Timeout
+	// is collect's default, NoTimeout no bound.
+	timeout := cmp.Or(opts.Timeout, collect.DefaultTimeout)
+	if timeout == collect.NoTimeout {
+		timeout = 0
+	}
+	rep.FirstLayoutDropped, err = k.dropFirstLayout(ctx, v1.drop, rep.Now, timeout, opts.DryRun)
 	return rep, err
 }
 

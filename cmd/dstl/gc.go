@@ -460,6 +460,10 @@ func gc(ctx context.Context, o gcOptions, prog *progress, stderr io.Writer) (*gc
 			// catalog.ErrDamaged); other errors are the storage's.
 			err = fmt.Errorf("the job's checkpoint catalog: %w", err)
 		}
+	case len(o.keep) > 0 && hasRecords(ctx, b, prefix):
+		// Handle files say nothing of the records a kafkastate job's
+		// group commits, nor of the log objects those records name.
+		return nil, fmt.Errorf("%w: %q holds kafkastate's checkpoint records, which handle files do not name: give --kafka-brokers, --kafka-topic and --kafka-group instead of --keep (or, to delete every old object of the job, --keep-none)", errUsage, objname.RecordPrefix(prefix))
 	default:
 		res, err = collect.Run(ctx, b, opts)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/local"
+	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/kafkastate"
 )
@@ -90,5 +92,37 @@ func TestGCKafka(t *testing.T) {
 	}
 	if diff := diffCounts(want, loadCounts(t, b, cfg, partitions)); diff != "" {
 		t.Errorf("after gc, the job restores other counts: %s", diff)
+	}
+}
+
+// TestGCKeepRefusedOnKafkaJob: handle files do not name a kafkastate
+// job's records, so gc refuses --keep on a prefix that holds them; it
+// deleted the log objects the committed records name before.
+func TestGCKeepRefusedOnKafkaJob(t *testing.T) {
+	const partitions = 4
+	brokers := newKafkaCluster(t, partitions)
+	dir := t.TempDir()
+	b, err := local.Open(t.Context(), local.Config{Root: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cfg := kafkaJobConfig(brokers, 50*time.Millisecond)
+	cfg.MaterializeInterval = time.Hour // logs, not snapshots, hold the state
+	want := map[string]int64{}
+	produceWords(t, brokers, 200, want)
+	svc := startKafkaService(t, kafkaStorage(t, b), cfg)
+	svc.waitFor(t, "the partitions' restores", func(s kafkastate.Stats) bool { return s.FirstStarts == partitions })
+	svc.waitFor(t, "the input", func(s kafkastate.Stats) bool { return s.Records == 200 })
+	svc.waitFor(t, "commits", func(s kafkastate.Stats) bool { return s.Commits >= 5 })
+	svc.stop(t)
+	time.Sleep(100 * time.Millisecond) // every object older than the grace below
+	keep := writeHandleFile(t, filepath.Join(t.TempDir(), "h.json"), false, dstl.Handle{KeyGroups: dstl.KeyGroupRange{Start: 0, End: 0}})
+	code, _, errOut := runCLI(t, "gc", "--base-path", dir, "--job-id", "job", "--grace", "50ms", "--keep", keep)
+	if code != exitUsage || !strings.Contains(errOut, "--kafka-group") {
+		t.Errorf("gc --keep on a kafkastate job: exit %d, stderr %q: want %d and a message naming the --kafka flags", code, errOut, exitUsage)
+	}
+	if diff := diffCounts(want, loadCounts(t, b, cfg, partitions)); diff != "" {
+		t.Errorf("after gc --keep, the kafkastate job restores other counts: %s", diff)
 	}
 }

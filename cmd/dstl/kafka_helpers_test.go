@@ -97,7 +97,7 @@ func kafkaStorage(t *testing.T, b backends.Backend) *dstl.Storage {
 	t.Helper()
 	cfg := dstl.DefaultConfig("mem://cmd-test")
 	cfg.JobID = "job"
-	cfg.BatchPersistDelay = 0
+	cfg.BatchPersistDelay = dstl.NoBatchDelay
 	s, err := dstl.New(cfg, b, dstl.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
