@@ -190,17 +190,26 @@ func TestCostCountComparison(t *testing.T) {
 
 // TestCostOverrunIsNotAModelError: a run whose checkpoints overrun its
 // interval (1ms: every checkpoint takes longer) is estimated at the
-// checkpoints it took; its lag is a warning, not a mismatch.
+// checkpoints it took; its lag is a warning, not a mismatch. One writer:
+// two writers' persists that a loaded machine spreads beyond the batch
+// delay split a checkpoint's batch, which is a count the timing decides
+// (see TestCostEstimateMatchesCounted), not the overrun under test.
 func TestCostOverrunIsNotAModelError(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"cost", "--json", "--calibrate", "3", "--run-interval", "1ms",
-		"--writers", "2", "--change-rate", "8KiB", "--materialize-interval", "30s", "--run-checkpoints", "10"}, &out, &errOut)
+		"--writers", "1", "--change-rate", "8KiB", "--materialize-interval", "30s", "--run-checkpoints", "10"}, &out, &errOut)
 	var rep costReport
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("exit %d: %v\n%s", code, err, errOut.String())
 	}
 	if code != exitOK || !rep.Agree {
 		t.Errorf("exit %d (agree=%v): a run that fell behind its compressed schedule is reported as the estimate being off", code, rep.Agree)
+		for _, s := range []costSide{rep.Batched, rep.Unbatched} {
+			t.Logf("%s: estimate %+v, counted %+v", s.Name, s.RunEstimate, s.RunCounted)
+		}
+		if rep.Job != nil {
+			t.Logf("the rest of the job: estimate %+v, counted %+v", rep.Job.RunEstimate, rep.Job.RunCounted)
+		}
 	}
 	for _, s := range []costSide{rep.Batched, rep.Unbatched} {
 		if s.RunEstimate.Puts != s.Units.PutsPerCheckpoint*10 {
