@@ -109,6 +109,15 @@ func (c *Checkpointer) collect(ctx context.Context, background bool) (*collect.R
 	if err != nil {
 		c.stats.CollectFailures++
 	}
+	if errors.Is(err, collect.ErrMissing) && rep != nil && len(rep.Missing) > 0 && !keepsAny(c.keepLocked(), rep.Missing) {
+		// The missing objects were a pending checkpoint's that a later
+		// one subsumed, or an aborted one's, and the log deleted them
+		// while the collection ran. Nothing the checkpointer keeps now is
+		// missing: the collection deleted nothing, and the next completed
+		// checkpoint asks for another.
+		c.wantCollect = true
+		err = fmt.Errorf("%w: %d objects that the collection kept were dropped meanwhile", errCollectLater, len(rep.Missing))
+	}
 	// The snapshots that the checkpointer dropped meanwhile, which the
 	// collection kept, go now.
 	c.collectKeep = nil
@@ -121,6 +130,28 @@ func (c *Checkpointer) collect(ctx context.Context, background bool) (*collect.R
 		return rep, fmt.Errorf("statestore: collect: %w", err)
 	}
 	return rep, nil
+}
+
+// keepLocked returns what the checkpointer keeps now: the objects of the
+// retained checkpoints, of the pending ones, of the current state and of
+// the logs it restored, and every snapshot of its operator.
+func (c *Checkpointer) keepLocked() *collect.Keep {
+	keep := new(collect.Keep)
+	keep.AddOperator(c.cfg.Operator)
+	for _, r := range c.retained {
+		keep.AddObject(r.objects...)
+	}
+	for _, p := range c.pending {
+		keep.AddObject(p.objects...)
+	}
+	for _, s := range c.current {
+		keep.AddObject(s.Object)
+		keep.AddObject(s.Files...)
+	}
+	for _, l := range c.restoredLogs {
+		keep.AddHandle(l.Remote)
+	}
+	return keep
 }
 
 // collectOptions returns what a collection keeps and holds, taken from
@@ -169,21 +200,7 @@ func (c *Checkpointer) collectOptions(background bool) (collect.Options, error) 
 		}
 		kinds |= collect.Logs
 	}
-	keep := new(collect.Keep)
-	keep.AddOperator(c.cfg.Operator)
-	for _, r := range c.retained {
-		keep.AddObject(r.objects...)
-	}
-	for _, p := range c.pending {
-		keep.AddObject(p.objects...)
-	}
-	for _, s := range c.current {
-		keep.AddObject(s.Object)
-		keep.AddObject(s.Files...)
-	}
-	for _, l := range c.restoredLogs {
-		keep.AddHandle(l.Remote)
-	}
+	keep := c.keepLocked()
 	hold := c.retained[len(c.retained)-1].id + 1
 	hold = min(hold, c.w.NextCheckpoint())
 	if c.materializing > 0 {
@@ -206,4 +223,14 @@ func (c *Checkpointer) collectOptions(background bool) (collect.Options, error) 
 			}
 		},
 	}, nil
+}
+
+// keepsAny reports whether keep holds one of names.
+func keepsAny(keep *collect.Keep, names []string) bool {
+	for _, n := range names {
+		if keep.Has(n) {
+			return true
+		}
+	}
+	return false
 }
