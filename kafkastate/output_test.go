@@ -32,6 +32,15 @@ func countAndEmit(ctx context.Context, r *kgo.Record, p *Partition[counts]) erro
 // read_committed, and counts its records by key.
 func readOutput(t *testing.T, brokers []string) map[string]int64 {
 	t.Helper()
+	return readOutputBy(t, brokers, func(r *kgo.Record) string { return string(r.Key) })
+}
+
+// readOutputBy reads the output topic to its end, with isolation
+// read_committed, and counts its records by what by returns. It waits up
+// to 30 s for the first record (a loaded machine is slow to fetch it),
+// then reads until three polls of a second find nothing.
+func readOutputBy(t *testing.T, brokers []string, by func(*kgo.Record) string) map[string]int64 {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(outTopic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -39,16 +48,19 @@ func readOutput(t *testing.T, brokers []string) map[string]int64 {
 	}
 	defer cl.Close()
 	got := map[string]int64{}
+	first := time.Now().Add(30 * time.Second)
 	for idle := 0; idle < 3; {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		fs := cl.PollFetches(ctx)
 		cancel()
 		if fs.NumRecords() == 0 {
-			idle++
+			if len(got) > 0 || time.Now().After(first) {
+				idle++
+			}
 			continue
 		}
 		idle = 0
-		fs.EachRecord(func(r *kgo.Record) { got[string(r.Key)]++ })
+		fs.EachRecord(func(r *kgo.Record) { got[by(r)]++ })
 	}
 	return got
 }

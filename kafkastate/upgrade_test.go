@@ -452,23 +452,5 @@ func TestUpgradeTransactionalOutput(t *testing.T) {
 // read_committed, and counts its records by value.
 func readOutputValues(t *testing.T, brokers []string) map[string]int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(outTopic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	got := map[string]int64{}
-	for idle := 0; idle < 3; {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		if fs.NumRecords() == 0 {
-			idle++
-			continue
-		}
-		idle = 0
-		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)]++ })
-	}
-	return got
+	return readOutputBy(t, brokers, func(r *kgo.Record) string { return string(r.Value) })
 }
