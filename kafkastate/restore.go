@@ -157,22 +157,30 @@ type records struct {
 	prefix string
 	topic  string
 	mu     sync.Mutex
-	byName map[string]*record
+	byName map[string]cachedRecord
 	gets   int // records read from the store, for tests
 }
 
+// cachedRecord is a record kept, and when the process learnt it: when it
+// read the record, or when it put it. The store's modification time of
+// the record is no later than that.
+type cachedRecord struct {
+	r      *record
+	learnt time.Time
+}
+
 func newRecords(b backends.Backend, prefix, topic string) *records {
-	return &records{b: b, prefix: prefix, topic: topic, byName: map[string]*record{}}
+	return &records{b: b, prefix: prefix, topic: topic, byName: map[string]cachedRecord{}}
 }
 
 // read returns the record of the object name: from the cache, or from
 // one GET.
 func (rs *records) read(ctx context.Context, name string) (*record, error) {
 	rs.mu.Lock()
-	r := rs.byName[name]
+	c, ok := rs.byName[name]
 	rs.mu.Unlock()
-	if r != nil {
-		return r, nil
+	if ok {
+		return c.r, nil
 	}
 	rc, err := rs.b.Get(ctx, name, 0, -1)
 	if err != nil {
@@ -183,44 +191,48 @@ func (rs *records) read(ctx context.Context, name string) (*record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafkastate: reading record %q: %w", name, err)
 	}
-	r, err = decodeRecord(rs.prefix, name, rs.topic, data)
+	r, err := decodeRecord(rs.prefix, name, rs.topic, data)
 	if err != nil {
 		return nil, err
 	}
 	rs.mu.Lock()
-	rs.byName[name] = r
+	rs.byName[name] = cachedRecord{r: r, learnt: time.Now()}
 	rs.gets++
 	rs.mu.Unlock()
 	return r, nil
 }
 
-// add keeps a record the process wrote.
+// add keeps a record the process put.
 func (rs *records) add(name string, r *record) {
 	rs.mu.Lock()
-	rs.byName[name] = r
+	rs.byName[name] = cachedRecord{r: r, learnt: time.Now()}
 	rs.mu.Unlock()
 }
 
-// retain forgets the records that are neither in keep nor named after
-// since: a process keeps the records committed for its partitions, and
-// the young ones (which a run of the deletion rule reads).
+// retain forgets the records that are not in keep and that are older than
+// since both by their name and by when the process learnt them: a process
+// keeps the records committed for its partitions, and the young ones. A
+// run of the deletion rule reads every record young by its name or by its
+// modification time, which is later than its name by the time its put
+// took; keeping a record learnt within the grace keeps every record that
+// such a run reads.
 func (rs *records) retain(keep map[string]bool, since time.Time) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	for n := range rs.byName {
-		if !keep[n] && objname.Parse(rs.prefix, n).Time().Before(since) {
+	for n, c := range rs.byName {
+		if !keep[n] && c.learnt.Before(since) && objname.Parse(rs.prefix, n).Time().Before(since) {
 			delete(rs.byName, n)
 		}
 	}
 }
 
 // forget forgets the records that a listing begun at since did not
-// return, though their names are older: they were deleted.
+// return, though the process learnt them before it: they were deleted.
 func (rs *records) forget(listed map[string]bool, since time.Time) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	for n := range rs.byName {
-		if !listed[n] && objname.Parse(rs.prefix, n).Time().Before(since) {
+	for n, c := range rs.byName {
+		if !listed[n] && c.learnt.Before(since) {
 			delete(rs.byName, n)
 		}
 	}

@@ -3,11 +3,13 @@ package kafkastate
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -309,5 +311,77 @@ func TestRecordEncoding(t *testing.T) {
 	}
 	if n, err := recordOf("job/", metadataOf(name)); n != name || err != nil {
 		t.Errorf("recordOf(its metadata) = %q, %v", n, err)
+	}
+}
+
+// TestRecordsCacheKeepsWhatTheRuleReads: the cache of records keeps a
+// record as long as a run of the deletion rule counts it young. The rule
+// counts a record young by its name's time or by its modification time,
+// which is later by the time a checkpoint takes to put its logs; a record
+// learnt within the grace stays cached however old its name, and the rule
+// reads each record once.
+func TestRecordsCacheKeepsWhatTheRuleReads(t *testing.T) {
+	ctx := context.Background()
+	const grace = 3 * time.Second
+	b := dstltest.NewBackend()
+	rs := newRecords(b, "job/", "input")
+	now := time.Now()
+	// A record named 50 ms past the grace, put and learnt just now.
+	named := now.Add(-grace - 50*time.Millisecond)
+	n := checkpointOf(named)
+	id, err := uuid.NewV7()
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.BigEndian.PutUint16(id[4:6], uint16(named.UnixMilli())) // a UUIDv7's first 48 bits are its milliseconds
+	binary.BigEndian.PutUint32(id[0:4], uint32(named.UnixMilli()>>16))
+	name, err := objname.Format("job/", objname.Name{Kind: objname.Record, ID: id, Checkpoint: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := objname.Parse("job/", name).Time(); got.UnixMilli() != named.UnixMilli() {
+		t.Fatalf("the name's time is %v, want %v", got, named)
+	}
+	data, err := encodeRecord(&record{Topic: "input", Checkpoint: n, Partitions: []recordPartition{{Partition: 0, Offset: 1, State: []byte("s")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, name, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		what string
+		do   func()
+	}{
+		{"retain", func() { rs.retain(nil, now.Add(-grace)) }},
+		{"forget after a listing that returned it", func() { rs.forget(map[string]bool{name: true}, now) }},
+		{"forget after a listing begun before it was learnt", func() { rs.forget(nil, now.Add(-time.Second)) }},
+	} {
+		if _, err := rs.read(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		step.do()
+		if _, err := rs.read(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if got := rs.gets; got != 1 {
+			t.Fatalf("after %s: %d GETs of the record, want 1", step.what, got)
+		}
+	}
+	// Forgotten once learnt before the grace, or not listed by a listing
+	// begun after it was learnt (deleted).
+	rs.retain(nil, time.Now().Add(time.Second))
+	if _, err := rs.read(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if got := rs.gets; got != 2 {
+		t.Fatalf("after retain past the grace: %d GETs, want 2", got)
+	}
+	rs.forget(nil, time.Now().Add(time.Second))
+	if _, err := rs.read(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if got := rs.gets; got != 3 {
+		t.Fatalf("after a listing that did not return it: %d GETs, want 3", got)
 	}
 }
