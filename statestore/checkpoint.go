@@ -292,7 +292,13 @@ type Checkpointer struct {
 	// materializing is the checkpoint the running materialisation's
 	// objects are made for; 0 when none runs.
 	materializing int64
-	pending       map[int64]*pendingCheckpoint
+	// unnamed is the checkpoint the objects of the latest written
+	// snapshot were made for, until the handle of a checkpoint taken
+	// since names them; 0 when they are named. unnamedBy is the
+	// materialisation that wrote them (stats.Materializations then).
+	unnamed   int64
+	unnamedBy int64
+	pending   map[int64]*pendingCheckpoint
 	// retained are the completed checkpoints whose objects are kept, the
 	// oldest first: the last Config.Retain of them when collecting, else
 	// the latest; after a restore, the restored one.
@@ -533,17 +539,27 @@ func (c *Checkpointer) Flush(ctx context.Context) error {
 
 // HoldFrom returns the lowest checkpoint that the objects a later
 // checkpoint of this checkpointer may reference were made for (see
-// dstl.Writer.SetNextCheckpoint): the log's next checkpoint, or the one
-// the running materialisation's objects are made for, when lower. A job's
-// checkpoint catalog keeps every object made for it or a later checkpoint,
-// however old, while this checkpointer's latest checkpoint is the
-// instance's; give it with each checkpoint's commit.
+// dstl.Writer.SetNextCheckpoint): the log's next checkpoint, or, when
+// lower, the one the running materialisation's objects are made for, or
+// the one a written snapshot's objects were made for until a checkpoint's
+// handle names them. A job's checkpoint catalog keeps every object made
+// for it or a later checkpoint, however old, while this checkpointer's
+// latest checkpoint is the instance's; give it with each checkpoint's
+// commit, reading it after SnapshotState returns.
 func (c *Checkpointer) HoldFrom() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.holdFromLocked()
+}
+
+// holdFromLocked is HoldFrom with c.mu held.
+func (c *Checkpointer) holdFromLocked() int64 {
 	h := c.w.NextCheckpoint()
 	if c.materializing > 0 {
 		h = min(h, c.materializing)
+	}
+	if c.unnamed > 0 {
+		h = min(h, c.unnamed)
 	}
 	return h
 }
@@ -593,6 +609,8 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 	}
 	p := &pendingCheckpoint{id: id, from: c.from, snapshots: c.current}
 	c.pending[id] = p
+	// The handle names the snapshot of the latest materialisation.
+	names := c.stats.Materializations
 	c.persisting++
 	h := &CheckpointHandle{CheckpointID: id, Operator: c.cfg.Operator, KeyGroups: c.cfg.KeyGroups, MaxParallelism: c.cfg.MaxParallelism,
 		Snapshots: append([]SnapshotRef(nil), c.current...), Logs: append([]LogRef(nil), c.restoredLogs...)}
@@ -612,6 +630,9 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 	}
 	h.Logs = append(h.Logs, LogRef{Remote: res.Remote, Local: res.Local})
 	p.from, p.to, p.objects, p.done = res.From, res.To, h.Objects(), true
+	if c.unnamed > 0 && c.unnamedBy == names {
+		c.unnamed = 0 // the handle returned names the snapshot
+	}
 	// A collection that waited for this upload may begin.
 	c.kickCollectLocked()
 	// A notification that came while the upload ran is passed on now.

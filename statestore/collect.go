@@ -202,10 +202,7 @@ func (c *Checkpointer) collectOptions(background bool) (collect.Options, error) 
 	}
 	keep := c.keepLocked()
 	hold := c.retained[len(c.retained)-1].id + 1
-	hold = min(hold, c.w.NextCheckpoint())
-	if c.materializing > 0 {
-		hold = min(hold, c.materializing)
-	}
+	hold = min(hold, c.holdFromLocked())
 	c.lastCollect, c.wantCollect = time.Now(), false
 	// Until the collection ends, the checkpointer deletes none of what it
 	// keeps: the collection would take it for missing (collect.ErrMissing).

@@ -2,6 +2,7 @@ package statestore_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -15,45 +16,90 @@ import (
 )
 
 // snapshotGate holds the Puts of snapshot objects and snapshot files
-// while its gate is shut.
+// while its gate is shut, and, when logGate is not nil, the Puts of log
+// objects made for checkpoint logFor while logGate is shut.
 type snapshotGate struct {
 	backends.Backend
 	gate    chan struct{}
 	waiting atomic.Int32 // Puts waiting at the gate
+
+	logGate    chan struct{}
+	logFor     int64
+	logWaiting atomic.Int32
 }
 
 // Unwrap returns the backend the calls go to.
 func (g *snapshotGate) Unwrap() backends.Backend { return g.Backend }
 
 func (g *snapshotGate) Put(ctx context.Context, name string, body io.ReaderAt, size int64) error {
-	if strings.Contains(name, objname.SnapshotDir) {
-		g.waiting.Add(1)
+	wait := func(gate chan struct{}, waiting *atomic.Int32) error {
+		waiting.Add(1)
 		select {
-		case <-g.gate:
+		case <-gate:
+			return nil
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	}
+	if strings.Contains(name, objname.SnapshotDir) {
+		if err := wait(g.gate, &g.waiting); err != nil {
+			return err
+		}
+	} else if n := objname.Parse("job/", name); g.logGate != nil && n.Kind == objname.Log && n.Checkpoint == g.logFor {
+		if err := wait(g.logGate, &g.logWaiting); err != nil {
+			return err
 		}
 	}
 	return g.Backend.Put(ctx, name, body, size)
 }
 
+// waitFor waits until n says that a Put waits at a gate.
+func waitFor(t *testing.T, what string, n *atomic.Int32) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for n.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not start", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestSnapshotsRecordTheirCheckpoint: the objects of a materialisation
 // are made for the log's next checkpoint (after a restore, the one after
-// the restored checkpoint), and while it runs HoldFrom reports that
-// checkpoint rather than the log's later one, so that a catalog keeps them
-// until a checkpoint references them; once the snapshot is written,
-// HoldFrom is the log's next checkpoint again. In memory and on disk.
+// the restored checkpoint), and HoldFrom reports that checkpoint rather
+// than the log's later one while the materialisation runs and once it is
+// written, until the handle of a checkpoint names the snapshot, so that a
+// catalog keeps its objects until a commit references them. A checkpoint
+// taken before the snapshot was written does not name it, even when its
+// upload ends after. In memory and on disk.
+//
+// The job simulation found it (go test ./job -run '^TestJobSimulation$'
+// -job.sim.seed=6381, under load): HoldFrom was the log's next checkpoint
+// as soon as the snapshot was written, a commit gave it while its handle
+// named the older snapshot, and the catalog's sweep deleted the new one
+// before the next commit named it.
 func TestSnapshotsRecordTheirCheckpoint(t *testing.T) {
-	for _, disk := range []bool{false, true} {
-		name := "memory"
-		if disk {
-			name = "disk"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		disk bool
+		// straddle: checkpoint 12 is taken before the snapshot is
+		// written, and its upload ends after.
+		straddle bool
+	}{
+		{"memory", false, false},
+		{"disk", true, false},
+		{"memory/straddling checkpoint", false, true},
+		{"disk/straddling checkpoint", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			b := &snapshotGate{Backend: dstltest.NewBackend(), gate: make(chan struct{})}
+			if tc.straddle {
+				b.logGate, b.logFor = make(chan struct{}), 12
+			}
 			cfg := statestore.Config{}
-			if disk {
+			if tc.disk {
 				cfg.Dir = t.TempDir()
 			}
 			o := newOperator(t, newStorage(t, b), "op", allGroups, cfg)
@@ -68,17 +114,23 @@ func TestSnapshotsRecordTheirCheckpoint(t *testing.T) {
 			go func() { done <- o.cp.Materialize(ctx) }()
 			// While the snapshot's Puts wait, checkpoints 11 and 12 are
 			// taken; the snapshot's objects are made for 11.
-			deadline := time.Now().Add(10 * time.Second)
-			for b.waiting.Load() == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the materialisation did not start")
-				}
-				time.Sleep(time.Millisecond)
+			waitFor(t, "the materialisation", &b.waiting)
+			if _, err := o.cp.SnapshotState(ctx, statestore.CheckpointInfo{CheckpointID: 11}); err != nil {
+				t.Fatal(err)
 			}
-			for _, n := range []int64{11, 12} {
-				if _, err := o.cp.SnapshotState(ctx, statestore.CheckpointInfo{CheckpointID: n}); err != nil {
-					t.Fatal(err)
+			newWorkload(1).run(t, o, 10)
+			took := make(chan error, 1)
+			go func() {
+				h, err := o.cp.SnapshotState(ctx, statestore.CheckpointInfo{CheckpointID: 12})
+				if err == nil && len(h.Snapshots) > 0 {
+					err = fmt.Errorf("checkpoint 12 names the snapshots %v, taken before the materialisation ended", h.Snapshots)
 				}
+				took <- err
+			}()
+			if tc.straddle {
+				waitFor(t, "checkpoint 12's upload", &b.logWaiting)
+			} else if err := <-took; err != nil {
+				t.Fatal(err)
 			}
 			if h := o.cp.HoldFrom(); h != 11 {
 				t.Fatalf("HoldFrom during the materialisation, after checkpoint 12 = %d, want 11", h)
@@ -87,8 +139,14 @@ func TestSnapshotsRecordTheirCheckpoint(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
-			if h := o.cp.HoldFrom(); h != 13 {
-				t.Fatalf("HoldFrom after the materialisation = %d, want 13", h)
+			if tc.straddle {
+				close(b.logGate)
+				if err := <-took; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if h := o.cp.HoldFrom(); h != 11 {
+				t.Fatalf("HoldFrom after the materialisation, before a checkpoint names its snapshot = %d, want 11", h)
 			}
 			h, err := o.cp.SnapshotState(ctx, statestore.CheckpointInfo{CheckpointID: 13})
 			if err != nil {
@@ -107,6 +165,9 @@ func TestSnapshotsRecordTheirCheckpoint(t *testing.T) {
 			}
 			if snapshots == 0 {
 				t.Fatalf("checkpoint 13 names no snapshot: %v", h.Objects())
+			}
+			if h := o.cp.HoldFrom(); h != 14 {
+				t.Fatalf("HoldFrom once checkpoint 13 names the snapshot = %d, want 14", h)
 			}
 		})
 	}
