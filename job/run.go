@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/catalog"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/statestore"
@@ -171,6 +172,9 @@ func (r *runner) runGeneration(ctx context.Context, a *Assignment) (err error) {
 	for _, as := range a.Instances {
 		in, err := r.openInstance(ctx, g, as)
 		if err != nil {
+			if ctx.Err() == nil {
+				err = r.fencedRestore(ctx, err)
+			}
 			if ctx.Err() != nil {
 				return errStop
 			}
@@ -523,6 +527,25 @@ func (r *runner) openInstance(ctx context.Context, g *generation, as Assigned) (
 	}
 	r.event(Event{Kind: EventRestored, Generation: a.Generation, Instance: as.Index, Checkpoint: as.Restored})
 	return inst, nil
+}
+
+// fencedRestore returns the error of a restore that found an object gone,
+// joined with ErrFenced when the coordinator says that a newer generation
+// started: its deletion rule may delete what only this generation
+// restores, and the runner joins again. Otherwise, or when the
+// coordinator cannot tell, the object is missing: the error says so.
+func (r *runner) fencedRestore(ctx context.Context, err error) error {
+	if !errors.Is(err, backends.ErrNotFound) {
+		return err
+	}
+	_, ferr := r.coord.Refresh(ctx)
+	switch {
+	case errors.Is(ferr, ErrFenced):
+		return fmt.Errorf("%w, and the restore found an object gone: %w", ferr, err)
+	case ferr != nil:
+		return errors.Join(err, fmt.Errorf("job: learning whether a newer generation started: %w", ferr))
+	}
+	return err
 }
 
 // restoreHandles decodes the state handles an assigned instance restores,

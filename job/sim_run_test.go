@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,6 +176,11 @@ func newSimWorld(seed uint64, logf func(string, ...any)) *simWorld {
 	w := &simWorld{seed: seed, p: simPlan(seed), store: mem.NewStore(), logf: logf, exitNote: make(chan struct{}, 1)}
 	w.begin = time.Now()
 	w.store.OnChange(func(key string, data []byte, deleted bool) {
+		if deleted {
+			w.tracef("store: %s deleted", key)
+		} else if strings.Contains(key, "_catalog") {
+			w.tracef("store: %s put", key)
+		}
 		w.mu.Lock()
 		w.history = append(w.history, simChange{key: key, data: data, deleted: deleted, at: time.Since(w.begin)})
 		w.mu.Unlock()
@@ -237,6 +243,9 @@ func (w *simWorld) start(shape simShape, slot int) *simInc {
 
 // fault is the fault of one of the process's requests.
 func (inc *simInc) fault(c faulty.Call) faulty.Fault {
+	if inc.w.logf != nil && c.Op == faulty.OpDelete {
+		inc.w.tracef("%v deletes %s (%s)", inc, c.Name, deleter())
+	}
 	if inc.dead.Load() {
 		return faulty.Fault{Err: errKilled}
 	}
@@ -674,4 +683,23 @@ func (w *simWorld) waitAll() {
 		}
 	}
 	w.takeExited()
+}
+
+// deleter names the functions of the project that issued a delete, the
+// innermost first, for the trace: which deletion took an object.
+func deleter() string {
+	pcs := make([]uintptr, 40)
+	n := runtime.Callers(2, pcs)
+	fr := runtime.CallersFrames(pcs[:n])
+	var out []string
+	for {
+		f, more := fr.Next()
+		if strings.Contains(f.Function, "dstlgo/dstl/") && !strings.Contains(f.Function, "faulty.") && !strings.Contains(f.Function, "job_test.") {
+			out = append(out, f.Function[strings.LastIndex(f.Function, "/")+1:])
+		}
+		if !more || len(out) >= 4 {
+			break
+		}
+	}
+	return strings.Join(out, " < ")
 }
