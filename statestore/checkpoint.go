@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -292,13 +293,7 @@ type Checkpointer struct {
 	// materializing is the checkpoint the running materialisation's
 	// objects are made for; 0 when none runs.
 	materializing int64
-	// unnamed is the checkpoint the objects of the latest written
-	// snapshot were made for, until the handle of a checkpoint taken
-	// since names them; 0 when they are named. unnamedBy is the
-	// materialisation that wrote them (stats.Materializations then).
-	unnamed   int64
-	unnamedBy int64
-	pending   map[int64]*pendingCheckpoint
+	pending       map[int64]*pendingCheckpoint
 	// retained are the completed checkpoints whose objects are kept, the
 	// oldest first: the last Config.Retain of them when collecting, else
 	// the latest; after a restore, the restored one.
@@ -541,11 +536,13 @@ func (c *Checkpointer) Flush(ctx context.Context) error {
 // checkpoint of this checkpointer may reference were made for (see
 // dstl.Writer.SetNextCheckpoint): the log's next checkpoint, or, when
 // lower, the one the running materialisation's objects are made for, or
-// the one a written snapshot's objects were made for until a checkpoint's
-// handle names them. A job's checkpoint catalog keeps every object made
-// for it or a later checkpoint, however old, while this checkpointer's
-// latest checkpoint is the instance's; give it with each checkpoint's
-// commit, reading it after SnapshotState returns.
+// the lowest one that an object of the current snapshot was made for,
+// among those that the latest completed checkpoint does not name (a
+// snapshot written since, with the files it shares with another such
+// snapshot). A job's checkpoint catalog keeps every object made for it or
+// a later checkpoint, however old, while this checkpointer's latest
+// checkpoint is the instance's; give it with each checkpoint's commit,
+// reading it after SnapshotState returns.
 func (c *Checkpointer) HoldFrom() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -558,8 +555,26 @@ func (c *Checkpointer) holdFromLocked() int64 {
 	if c.materializing > 0 {
 		h = min(h, c.materializing)
 	}
-	if c.unnamed > 0 {
-		h = min(h, c.unnamed)
+	// A snapshot written while a checkpoint uploads is named first by a
+	// later checkpoint; until one that names it completes, the commits
+	// hold it.
+	var named []string // sorted
+	if k := len(c.retained); k > 0 {
+		named = c.retained[k-1].objects
+	}
+	prefix := objname.JobPrefix(c.storage.Config().JobID)
+	hold := func(name string) {
+		if _, ok := slices.BinarySearch(named, name); !ok {
+			if n := objname.Parse(prefix, name).Checkpoint; n > 0 {
+				h = min(h, n)
+			}
+		}
+	}
+	for _, s := range c.current {
+		hold(s.Object)
+		for _, f := range s.Files {
+			hold(f)
+		}
 	}
 	return h
 }
@@ -609,8 +624,6 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 	}
 	p := &pendingCheckpoint{id: id, from: c.from, snapshots: c.current}
 	c.pending[id] = p
-	// The handle names the snapshot of the latest materialisation.
-	names := c.stats.Materializations
 	c.persisting++
 	h := &CheckpointHandle{CheckpointID: id, Operator: c.cfg.Operator, KeyGroups: c.cfg.KeyGroups, MaxParallelism: c.cfg.MaxParallelism,
 		Snapshots: append([]SnapshotRef(nil), c.current...), Logs: append([]LogRef(nil), c.restoredLogs...)}
@@ -630,9 +643,6 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 	}
 	h.Logs = append(h.Logs, LogRef{Remote: res.Remote, Local: res.Local})
 	p.from, p.to, p.objects, p.done = res.From, res.To, h.Objects(), true
-	if c.unnamed > 0 && c.unnamedBy == names {
-		c.unnamed = 0 // the handle returned names the snapshot
-	}
 	// A collection that waited for this upload may begin.
 	c.kickCollectLocked()
 	// A notification that came while the upload ran is passed on now.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -69,10 +70,10 @@ func waitFor(t *testing.T, what string, n *atomic.Int32) {
 // are made for the log's next checkpoint (after a restore, the one after
 // the restored checkpoint), and HoldFrom reports that checkpoint rather
 // than the log's later one while the materialisation runs and once it is
-// written, until the handle of a checkpoint names the snapshot, so that a
-// catalog keeps its objects until a commit references them. A checkpoint
-// taken before the snapshot was written does not name it, even when its
-// upload ends after. In memory and on disk.
+// written, until a checkpoint that names the snapshot completes, so that
+// a catalog keeps its objects until a kept commit references them. A
+// checkpoint taken before the snapshot was written does not name it, even
+// when its upload ends after. In memory and on disk.
 //
 // The job simulation found it (go test ./job -run '^TestJobSimulation$'
 // -job.sim.seed=6381, under load): HoldFrom was the log's next checkpoint
@@ -166,8 +167,83 @@ func TestSnapshotsRecordTheirCheckpoint(t *testing.T) {
 			if snapshots == 0 {
 				t.Fatalf("checkpoint 13 names no snapshot: %v", h.Objects())
 			}
+			if h := o.cp.HoldFrom(); h != 11 {
+				t.Fatalf("HoldFrom once checkpoint 13 names the snapshot = %d, want 11 until it completes", h)
+			}
+			if err := o.cp.NotifyCheckpointComplete(ctx, 13); err != nil {
+				t.Fatal(err)
+			}
 			if h := o.cp.HoldFrom(); h != 14 {
-				t.Fatalf("HoldFrom once checkpoint 13 names the snapshot = %d, want 14", h)
+				t.Fatalf("HoldFrom once checkpoint 13 completed = %d, want 14", h)
+			}
+		})
+	}
+}
+
+// TestHoldFromCoversWhatLaterCheckpointsName: every object that a
+// checkpoint names and the one before it does not is made for a
+// checkpoint at or above the hold the one before it gave (HoldFrom read
+// after its SnapshotState returned), when two materialisations end while
+// that checkpoint uploads. On disk the second snapshot shares the files
+// of the first, made for an earlier checkpoint than its own; a hold of
+// the second's checkpoint alone let a catalog delete them before the
+// next checkpoint's commit named them. In memory and on disk.
+func TestHoldFromCoversWhatLaterCheckpointsName(t *testing.T) {
+	for _, disk := range []bool{false, true} {
+		name := "memory"
+		if disk {
+			name = "disk"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			b := &snapshotGate{Backend: dstltest.NewBackend(), gate: make(chan struct{}), logGate: make(chan struct{}), logFor: 11}
+			cfg := statestore.Config{}
+			if disk {
+				cfg.Dir = t.TempDir()
+			}
+			o := newOperator(t, newStorage(t, b), "op", allGroups, cfg)
+			if err := o.cp.InitializeState(ctx, statestore.CheckpointInfo{CheckpointID: 10}); err != nil {
+				t.Fatal(err)
+			}
+			newWorkload(1).run(t, o, 200)
+			first := make(chan error, 1)
+			go func() { first <- o.cp.Materialize(ctx) }()
+			waitFor(t, "the first materialisation", &b.waiting)
+			took := make(chan *statestore.CheckpointHandle, 1)
+			go func() {
+				h, err := o.cp.SnapshotState(ctx, statestore.CheckpointInfo{CheckpointID: 11})
+				if err != nil {
+					t.Error(err)
+				}
+				took <- h
+			}()
+			waitFor(t, "checkpoint 11's upload", &b.logWaiting)
+			close(b.gate)
+			if err := <-first; err != nil {
+				t.Fatal(err)
+			}
+			newWorkload(2).run(t, o, 3)
+			if err := o.cp.Materialize(ctx); err != nil {
+				t.Fatal(err)
+			}
+			close(b.logGate)
+			h11 := <-took
+			if h11 == nil {
+				t.Fatal("checkpoint 11 failed")
+			}
+			hold := o.cp.HoldFrom()
+			h12, err := o.cp.SnapshotState(ctx, statestore.CheckpointInfo{CheckpointID: 12})
+			if err != nil {
+				t.Fatal(err)
+			}
+			named := h11.Objects()
+			for _, obj := range h12.Objects() {
+				if _, ok := slices.BinarySearch(named, obj); ok {
+					continue
+				}
+				if n := objname.Parse("job/", obj); n.Checkpoint > 0 && n.Checkpoint < hold {
+					t.Errorf("checkpoint 12 names %s, made for %d, which checkpoint 11 does not name; checkpoint 11 held from %d", obj, n.Checkpoint, hold)
+				}
 			}
 		})
 	}

@@ -143,9 +143,6 @@ func (c *Checkpointer) Materialize(ctx context.Context) error {
 	c.restoredLogs, c.mergedRestore = nil, false
 	c.from = sqn
 	c.stats.Materializations++
-	// No handle names the snapshot yet: HoldFrom holds what it was made
-	// for until one does.
-	c.unnamed, c.unnamedBy = madeFor, c.stats.Materializations
 	c.stats.SnapshotBytes = res.ref.Size
 	res.report.Duration = time.Since(start)
 	c.stats.LastMaterialization = res.report

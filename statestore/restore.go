@@ -172,7 +172,7 @@ func (c *Checkpointer) InitializeState(ctx context.Context, info CheckpointInfo,
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.current, c.unnamed = nil, 0
+	c.current = nil
 	var objects []string
 	for _, h := range hs {
 		c.current = append(c.current, h.Snapshots...)
