@@ -646,16 +646,22 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 	// A collection that waited for this upload may begin.
 	c.kickCollectLocked()
 	// A notification that came while the upload ran is passed on now.
-	switch p.outcome {
-	case outcomeCompleted:
-		err = c.w.Confirm(p.from, p.to, id)
-	case outcomeAborted:
-		err = c.w.Reset(p.from, p.to, id)
-	}
-	if err != nil {
+	if err := c.tellLog(p, p.outcome); err != nil {
 		return nil, fmt.Errorf("statestore: checkpoint %d: %w", id, err)
 	}
 	return h, nil
+}
+
+// tellLog passes outcome, if completed or aborted, on to the log for p,
+// whose upload is done (dstl.Writer.Confirm or Reset).
+func (c *Checkpointer) tellLog(p *pendingCheckpoint, outcome checkpointOutcome) error {
+	switch outcome {
+	case outcomeCompleted:
+		return c.w.Confirm(p.from, p.to, p.id)
+	case outcomeAborted:
+		return c.w.Reset(p.from, p.to, p.id)
+	}
+	return nil
 }
 
 // NotifyCheckpointComplete tells the log that the checkpoint completed
@@ -668,36 +674,22 @@ func (c *Checkpointer) SnapshotState(ctx context.Context, info CheckpointInfo) (
 // upload: the log learns it when the upload is done (and nothing, if the
 // upload fails: the checkpoint could not have completed).
 func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointID int64) error {
-	c.mu.Lock()
-	p := c.pending[checkpointID]
-	if p == nil {
-		c.mu.Unlock()
-		return fmt.Errorf("%w: %d", ErrUnknownCheckpoint, checkpointID)
-	}
-	if p.done {
-		if err := c.w.Confirm(p.from, p.to, checkpointID); err != nil {
-			c.mu.Unlock()
-			return fmt.Errorf("statestore: checkpoint %d completed: %w", checkpointID, err)
-		}
-	}
-	p.outcome = outcomeCompleted
-	c.lastCompleted = checkpointID
-	c.retainLocked(p)
-	for id, q := range c.pending {
-		if id <= checkpointID {
-			if id < checkpointID {
-				q.outcome = outcomeSubsumed
+	return c.notify(ctx, checkpointID, outcomeCompleted, func(p *pendingCheckpoint) {
+		c.lastCompleted = checkpointID
+		c.retainLocked(p)
+		for id, q := range c.pending {
+			if id <= checkpointID {
+				if id < checkpointID {
+					q.outcome = outcomeSubsumed
+				}
+				delete(c.pending, id)
 			}
-			delete(c.pending, id)
 		}
-	}
-	if c.collecting() && c.cfg.CollectInterval > 0 && time.Since(c.lastCollect) >= c.cfg.CollectInterval {
-		c.wantCollect = true
-		c.kickCollectLocked()
-	}
-	doomed := c.unreferencedLocked()
-	c.mu.Unlock()
-	return c.deleteSnapshots(ctx, doomed)
+		if c.collecting() && c.cfg.CollectInterval > 0 && time.Since(c.lastCollect) >= c.cfg.CollectInterval {
+			c.wantCollect = true
+			c.kickCollectLocked()
+		}
+	})
 }
 
 // NotifyCheckpointAborted tells the log that the checkpoint was aborted
@@ -706,6 +698,16 @@ func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context, checkpointI
 // Like NotifyCheckpointComplete, it may come while SnapshotState still
 // waits for the upload.
 func (c *Checkpointer) NotifyCheckpointAborted(ctx context.Context, checkpointID int64) error {
+	return c.notify(ctx, checkpointID, outcomeAborted, func(*pendingCheckpoint) {
+		delete(c.pending, checkpointID)
+	})
+}
+
+// notify is NotifyCheckpointComplete and NotifyCheckpointAborted: it passes
+// outcome on to the log if the checkpoint's upload is done (else the upload
+// does when done), records it, calls settle with c.mu held, then deletes the
+// snapshot objects no retained checkpoint references any more.
+func (c *Checkpointer) notify(ctx context.Context, checkpointID int64, outcome checkpointOutcome, settle func(p *pendingCheckpoint)) error {
 	c.mu.Lock()
 	p := c.pending[checkpointID]
 	if p == nil {
@@ -713,13 +715,17 @@ func (c *Checkpointer) NotifyCheckpointAborted(ctx context.Context, checkpointID
 		return fmt.Errorf("%w: %d", ErrUnknownCheckpoint, checkpointID)
 	}
 	if p.done {
-		if err := c.w.Reset(p.from, p.to, checkpointID); err != nil {
+		if err := c.tellLog(p, outcome); err != nil {
 			c.mu.Unlock()
-			return fmt.Errorf("statestore: checkpoint %d aborted: %w", checkpointID, err)
+			word := "completed"
+			if outcome == outcomeAborted {
+				word = "aborted"
+			}
+			return fmt.Errorf("statestore: checkpoint %d %s: %w", checkpointID, word, err)
 		}
 	}
-	p.outcome = outcomeAborted
-	delete(c.pending, checkpointID)
+	p.outcome = outcome
+	settle(p)
 	doomed := c.unreferencedLocked()
 	c.mu.Unlock()
 	return c.deleteSnapshots(ctx, doomed)

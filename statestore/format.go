@@ -202,18 +202,7 @@ func (d *decoder) byte() byte {
 	return v
 }
 
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(errTruncated)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) uvarint() uint64 { return readVarint(d, binary.Uvarint) }
 
 // count reads a count or length that cannot exceed the bytes left.
 func (d *decoder) count() int {
@@ -225,11 +214,14 @@ func (d *decoder) count() int {
 	return int(v)
 }
 
-func (d *decoder) varint() int64 {
+func (d *decoder) varint() int64 { return readVarint(d, binary.Varint) }
+
+// readVarint reads a varint with read (binary.Uvarint or binary.Varint).
+func readVarint[T uint64 | int64](d *decoder, read func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.b)
+	v, n := read(d.b)
 	if n <= 0 {
 		d.fail(errTruncated)
 		return 0

@@ -381,15 +381,11 @@ func (s *KeyValueStore[K, V]) makeTables() []anyTable {
 // logging is on or not, so a value that does not encode is an error either
 // way.
 func (s *KeyValueStore[K, V]) Put(k K, v V) error {
-	kb, key, kg, err := s.encodeKey(k)
+	kb, key, kg, err := s.lockKey(k)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
 	vb, logged, err := encodeLogged(&s.storeBase, s.vc, v)
 	if err != nil {
 		return err
@@ -419,33 +415,34 @@ func (s *KeyValueStore[K, V]) encodeKey(k K) (kb []byte, key string, kg int, err
 	return kb, string(kb), kg, nil
 }
 
+// lockKey is encodeKey followed by lockOpen: when it succeeds, the caller
+// holds the store's lock.
+func (s *KeyValueStore[K, V]) lockKey(k K) (kb []byte, key string, kg int, err error) {
+	if kb, key, kg, err = s.encodeKey(k); err == nil {
+		err = s.lockOpen()
+	}
+	return kb, key, kg, err
+}
+
 // Get returns the value of k, and whether there is one.
 func (s *KeyValueStore[K, V]) Get(k K) (V, bool, error) {
 	var zero V
-	kb, _, kg, err := s.encodeKey(k)
+	kb, _, kg, err := s.lockKey(k)
 	if err != nil {
 		return zero, false, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return zero, false, ErrClosed
-	}
 	r, ok, err := s.t.get(kg, kb)
 	return r.v, ok, err
 }
 
 // Delete removes k and logs a tombstone.
 func (s *KeyValueStore[K, V]) Delete(k K) error {
-	kb, _, kg, err := s.encodeKey(k)
+	kb, _, kg, err := s.lockKey(k)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
 	if err := s.t.del(kg, kb); err != nil {
 		return err
 	}
@@ -534,11 +531,10 @@ func (s *KeyValueStore[K, V]) entries(lower, upper []byte) iter.Seq2[K, V] {
 
 // view returns a view of the table as it is now, or fails with ErrClosed.
 func (s *KeyValueStore[K, V]) view() (tableView[kvRow[K, V]], error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
+	if err := s.lockOpen(); err != nil {
+		return nil, err
 	}
+	defer s.mu.Unlock()
 	return s.t.view()
 }
 
@@ -586,11 +582,10 @@ func (s *KeyValueStore[K, V]) replayChange(c Change) error {
 			return fmt.Errorf("%w: store %q: value: %w", ErrLogFormat, s.name, err)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
+	if err := s.lockOpen(); err != nil {
+		return err
 	}
+	defer s.mu.Unlock()
 	r := &s.replay
 	if r.valueBytes >= maxReplayValueBytes {
 		// Values that grew left their old slots behind: apply what was
@@ -623,11 +618,10 @@ func (s *KeyValueStore[K, V]) replayChange(c Change) error {
 
 // endReplay applies what replayChange gathered.
 func (s *KeyValueStore[K, V]) endReplay() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
+	if err := s.lockOpen(); err != nil {
+		return err
 	}
+	defer s.mu.Unlock()
 	return s.applyReplayLocked()
 }
 

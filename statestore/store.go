@@ -554,13 +554,29 @@ func (b *storeBase) closeLocked() {
 // restoreStreamTime raises the stream time to st, which counts as logged
 // (it is in the snapshot).
 func (b *storeBase) restoreStreamTime(st int64) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
+	return b.restoreStreamTimeThen(st, func() error { return nil })
+}
+
+// restoreStreamTimeThen is restoreStreamTime followed, under the store's
+// lock, by then, which returns its error.
+func (b *storeBase) restoreStreamTimeThen(st int64, then func() error) error {
+	if err := b.lockOpen(); err != nil {
+		return err
 	}
+	defer b.mu.Unlock()
 	b.advanceLocked(st)
 	b.loggedStreamTime = max(b.loggedStreamTime, st)
+	return then()
+}
+
+// lockOpen locks the store if it is open; if it is closed, it leaves it
+// unlocked and fails with ErrClosed.
+func (b *storeBase) lockOpen() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
 	return nil
 }
 
@@ -590,6 +606,16 @@ func encodeKey[K any](b *storeBase, kc Codec[K], k K) ([]byte, int, error) {
 		return nil, 0, fmt.Errorf("statestore: store %q: key: %w", b.name, err)
 	}
 	kg, err := b.keyGroup(kb)
+	return kb, kg, err
+}
+
+// lockKey is encodeKey followed by lockOpen: when it succeeds, the caller
+// holds the store's lock.
+func lockKey[K any](b *storeBase, kc Codec[K], k K) ([]byte, int, error) {
+	kb, kg, err := encodeKey(b, kc, k)
+	if err == nil {
+		err = b.lockOpen()
+	}
 	return kb, kg, err
 }
 

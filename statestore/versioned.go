@@ -206,15 +206,11 @@ func (s *VersionedStore[K, V]) Delete(k K, ts int64) error {
 }
 
 func (s *VersionedStore[K, V]) change(k K, v V, ts int64, deleted bool) error {
-	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
+	kb, kg, err := lockKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
 	r := verRow[K, V]{k: k, v: v, deleted: deleted}
 	var vb, enc []byte
 	logged := s.logging.Load()
@@ -304,15 +300,11 @@ func (s *VersionedStore[K, V]) Get(k K) (v V, ts int64, ok bool, err error) {
 // version; ok is false when it had none, when it was deleted, or when asOf
 // is older than the history retention reaches.
 func (s *VersionedStore[K, V]) GetAsOf(k K, asOf int64) (v V, ts int64, ok bool, err error) {
-	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
+	kb, kg, err := lockKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return v, 0, false, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return v, 0, false, ErrClosed
-	}
 	if asOf < s.horizon() {
 		return v, 0, false, nil
 	}
@@ -336,15 +328,11 @@ func (s *VersionedStore[K, V]) GetAsOf(k K, asOf int64) (v V, ts int64, ok bool,
 // first, deletions included. It fails with ErrClosed once the store is
 // closed.
 func (s *VersionedStore[K, V]) History(k K) ([]Version[V], error) {
-	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
+	kb, kg, err := lockKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
 	p := appendEscaped(nil, kb)
 	var vs []Version[V]
 	for e, err := range s.t.scanIn(kg, p, prefixEnd(p), true) {
@@ -613,15 +601,10 @@ func (s *VersionedStore[K, V]) installLocked(st int64, items []rawVersions[K, V]
 // The versions that snapshot's files brought have unknown timestamps: the
 // bound becomes none-known (math.MinInt64).
 func (s *VersionedStore[K, V]) restoreStreamTime(st int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	s.advanceLocked(st)
-	s.loggedStreamTime = max(s.loggedStreamTime, st)
-	s.oldest = math.MinInt64
-	return nil
+	return s.restoreStreamTimeThen(st, func() error {
+		s.oldest = math.MinInt64
+		return nil
+	})
 }
 
 // parseVersioned decodes the body of a versioned payload: the stream time,

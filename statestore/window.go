@@ -258,15 +258,11 @@ func (s *WindowStore[K, V]) removeLocked(kg int, kb []byte, start int64) error {
 // Put sets the value of k in the window starting at start. It advances the
 // stream time; a put into an expired window is dropped (and not logged).
 func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
-	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
+	kb, kg, err := lockKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
 	r := kvRow[K, V]{k: k, v: v}
 	vb, logged, err := encodeLogged(&s.storeBase, s.vc, v)
 	enc := vb
@@ -288,15 +284,11 @@ func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
 
 // Delete removes the window of k starting at start and logs a tombstone.
 func (s *WindowStore[K, V]) Delete(k K, start int64) error {
-	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
+	kb, kg, err := lockKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
 	if err := s.removeLocked(kg, kb, start); err != nil {
 		return err
 	}
@@ -307,15 +299,11 @@ func (s *WindowStore[K, V]) Delete(k K, start int64) error {
 // Get returns the value of k in the window starting at start.
 func (s *WindowStore[K, V]) Get(k K, start int64) (V, bool, error) {
 	var zero V
-	kb, kg, err := encodeKey(&s.storeBase, s.kc, k)
+	kb, kg, err := lockKey(&s.storeBase, s.kc, k)
 	if err != nil {
 		return zero, false, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return zero, false, ErrClosed
-	}
 	if start < s.liveFrom() {
 		return zero, false, nil
 	}
@@ -565,15 +553,10 @@ func (s *WindowStore[K, V]) installLocked(st int64, items []rawWindow[K, V], wip
 // bound becomes none-known (math.MinInt64), so that expiry reads the whole
 // index once.
 func (s *WindowStore[K, V]) restoreStreamTime(st int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	s.advanceLocked(st)
-	s.loggedStreamTime = max(s.loggedStreamTime, st)
-	s.oldest = math.MinInt64
-	return s.expireLocked()
+	return s.restoreStreamTimeThen(st, func() error {
+		s.oldest = math.MinInt64
+		return s.expireLocked()
+	})
 }
 
 // parseWindows decodes the body of a window payload: the stream time, then

@@ -120,45 +120,39 @@ func closeCheckpointer(t *testing.T, cp *statestore.Checkpointer) {
 	}
 }
 
-// register registers s with cp, failing the test if it cannot.
-func register(t *testing.T, cp *statestore.Checkpointer, s statestore.Store) {
+// registered registers s, which a constructor returned with err, with cp,
+// and returns it; it fails the test if the constructor failed or s cannot
+// be registered.
+func registered[S statestore.Store](t *testing.T, cp *statestore.Checkpointer, s S, err error) S {
 	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cp.Register(s); err != nil {
 		t.Fatalf("register store %q: %v", s.Name(), err)
 	}
+	return s
 }
 
 // newKV makes a key-value store logging to cp's writer and registers it.
 func newKV[K, V any](t *testing.T, cp *statestore.Checkpointer, name string, kc statestore.Codec[K], vc statestore.Codec[V]) *statestore.KeyValueStore[K, V] {
 	t.Helper()
 	s, err := statestore.NewKeyValueStore(name, cp.Log(), kc, vc, statestore.WithMaxParallelism(cp.MaxParallelism()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	register(t, cp, s)
-	return s
+	return registered(t, cp, s, err)
 }
 
 func newWindow(t *testing.T, cp *statestore.Checkpointer, name string, retention int64) *statestore.WindowStore[string, int64] {
 	t.Helper()
 	s, err := statestore.NewWindowStore(name, cp.Log(), statestore.StringCodec{}, statestore.Int64Codec{}, retention,
 		statestore.WithMaxParallelism(cp.MaxParallelism()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	register(t, cp, s)
-	return s
+	return registered(t, cp, s, err)
 }
 
 func newVersioned(t *testing.T, cp *statestore.Checkpointer, name string, retention int64) *statestore.VersionedStore[string, string] {
 	t.Helper()
 	s, err := statestore.NewVersionedStore(name, cp.Log(), statestore.StringCodec{}, statestore.StringCodec{}, retention,
 		statestore.WithMaxParallelism(cp.MaxParallelism()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	register(t, cp, s)
-	return s
+	return registered(t, cp, s, err)
 }
 
 // newRand returns the subtest's random numbers, from a seed that the

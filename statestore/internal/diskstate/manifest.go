@@ -290,24 +290,16 @@ func (d *decoder) fail(what, why string) {
 	}
 }
 
-func (d *decoder) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(what, "truncated or overlong varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) uvarint(what string) uint64 { return readVarint(d, what, binary.Uvarint) }
 
-func (d *decoder) varint(what string) int64 {
+func (d *decoder) varint(what string) int64 { return readVarint(d, what, binary.Varint) }
+
+// readVarint reads a varint with read (binary.Uvarint or binary.Varint).
+func readVarint[T uint64 | int64](d *decoder, what string, read func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.b)
+	v, n := read(d.b)
 	if n <= 0 {
 		d.fail(what, "truncated or overlong varint")
 		return 0
