@@ -194,10 +194,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	usageErr := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "dstl bench: "+format+"\n", args...)
-		return exitUsage
-	}
+	usageErr := reporter{stderr, "dstl bench"}.usage
 	var err error
 	if o.sizes, err = parseList(*sizes, parseSize); err != nil {
 		return usageErr("--sizes: %v", err)
