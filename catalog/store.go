@@ -32,6 +32,15 @@ func newStore(b backends.Backend, jobID string, mp metric.MeterProvider) *store 
 	return &store{b: b, prefix: objname.JobPrefix(jobID), jobID: jobID, metrics: newMetrics(mp)}
 }
 
+// read reads the record name and decodes it, of the given kind, into v.
+func (s *store) read(ctx context.Context, name string, kind byte, v any) error {
+	data, err := s.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	return decode(name, data, kind, v)
+}
+
 // get reads a whole object.
 func (s *store) get(ctx context.Context, name string) ([]byte, error) {
 	s.metrics.request(ctx, "get")
@@ -111,12 +120,8 @@ func (s *store) delete(ctx context.Context, name string) error {
 // generation reads and checks generation g's record.
 func (s *store) generation(ctx context.Context, g int64) (*Generation, error) {
 	name := objname.CatalogV2GenerationName(s.prefix, g)
-	data, err := s.get(ctx, name)
-	if err != nil {
-		return nil, err
-	}
 	var gen Generation
-	if err := decode(name, data, kindGeneration, &gen); err != nil {
+	if err := s.read(ctx, name, kindGeneration, &gen); err != nil {
 		return nil, err
 	}
 	if err := gen.validate(name, g); err != nil {
@@ -135,12 +140,8 @@ func (s *store) commit(ctx context.Context, name string, gen *Generation) (*comm
 	if gen != nil && gen.Number != ref.Generation {
 		gen = nil
 	}
-	data, err := s.get(ctx, name)
-	if err != nil {
-		return nil, err
-	}
 	var c commit
-	if err := decode(name, data, kindCommit, &c); err != nil {
+	if err := s.read(ctx, name, kindCommit, &c); err != nil {
 		return nil, err
 	}
 	if err := c.validate(name, ref.Generation, ref.Checkpoint, ref.Process, gen); err != nil {

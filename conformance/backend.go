@@ -147,9 +147,7 @@ func (s *suite) backend(t *testing.T) backends.Backend {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	if names := list(t, b, ""); len(names) != 0 {
-		t.Fatalf("the harness returned a backend that is not empty: %q", names)
-	}
+	requireEmpty(t, b, "the harness returned a backend that is not empty")
 	return b
 }
 
@@ -174,6 +172,15 @@ func listInfo(t *testing.T, b backends.Backend, prefix string) []backends.Object
 	return out
 }
 
+// requireEmpty fails the test, with why and the names, when b stores any
+// object.
+func requireEmpty(t *testing.T, b backends.Backend, why string) {
+	t.Helper()
+	if names := list(t, b, ""); len(names) != 0 {
+		t.Fatalf("%s: %q", why, names)
+	}
+}
+
 // list returns the names List reports under prefix.
 func list(t *testing.T, b backends.Backend, prefix string) []string {
 	t.Helper()
@@ -189,9 +196,7 @@ func (s *suite) checkEmpty(t *testing.T, b backends.Backend, name string) {
 	t.Helper()
 	_, err := Read(t.Context(), b, name, 0, -1)
 	s.checkErr(t, err, "get", name, backends.ErrNotFound)
-	if names := list(t, b, ""); len(names) != 0 {
-		t.Fatalf("objects left behind: %q", names)
-	}
+	requireEmpty(t, b, "objects left behind")
 }
 
 func (s *suite) testGetRange(t *testing.T) {
@@ -471,9 +476,7 @@ func (s *suite) testInvalidNames(t *testing.T) {
 			s.checkErr(t, b.Delete(t.Context(), name), "delete", name, backends.ErrInvalidName)
 		})
 	}
-	if names := list(t, b, ""); len(names) != 0 {
-		t.Fatalf("objects stored: %q", names)
-	}
+	requireEmpty(t, b, "objects stored")
 }
 
 func (s *suite) testDelete(t *testing.T) {
@@ -656,9 +659,7 @@ func (s *suite) testListCallbackCallsBackend(t *testing.T) {
 	if !slices.Equal(seen, names) {
 		t.Fatalf("listed %q, want %q", seen, names)
 	}
-	if got := list(t, b, ""); len(got) != 0 {
-		t.Fatalf("left after deleting every listed object: %q", got)
-	}
+	requireEmpty(t, b, "left after deleting every listed object")
 }
 
 func (s *suite) testListCancelled(t *testing.T) {

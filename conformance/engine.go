@@ -339,7 +339,7 @@ func (e *engineCase) runCheckpoints(st *dstl.Storage, writers, keyGroups, checkp
 	e.t.Helper()
 	logs := make([]*logState, writers)
 	for i := range logs {
-		kgr := dstl.KeyGroupRange{Start: i * keyGroups / writers, End: (i+1)*keyGroups/writers - 1}
+		kgr := share(i, writers, keyGroups)
 		logs[i] = &logState{w: e.writer(st, fmt.Sprint("op-", i), kgr), since: map[int][]string{}, owned: map[string]bool{}}
 	}
 	for cp := 1; cp <= checkpoints; cp++ {
@@ -444,6 +444,31 @@ func cloneChanges(m map[int][]string) map[int][]string {
 	return out
 }
 
+// share returns the i-th of n ranges that split [0, keyGroups).
+func share(i, n, keyGroups int) dstl.KeyGroupRange {
+	return dstl.KeyGroupRange{Start: i * keyGroups / n, End: (i+1)*keyGroups/n - 1}
+}
+
+// checkRescaled reads the last confirmed handles of logs, whose writers'
+// ranges split [0, keyGroups), back in a fresh storage, rescaled: for each
+// parallelism, each reader of a share of the key groups reads every
+// handle whose writer's range overlaps its own.
+func (e *engineCase) checkRescaled(logs []*logState, keyGroups int, parallelisms ...int) {
+	e.t.Helper()
+	fresh := e.storage()
+	for _, parallelism := range parallelisms {
+		for i := range parallelism {
+			kgr := share(i, parallelism, keyGroups)
+			for _, l := range logs {
+				w := l.w.KeyGroups()
+				if kgr.Start <= w.End && w.Start <= kgr.End {
+					e.checkRead(fresh, kgr, e.roundTrip(l.last.Remote), l.lastWant)
+				}
+			}
+		}
+	}
+}
+
 // roundTrip returns h encoded with MarshalBinary and decoded with
 // UnmarshalBinary, as a checkpoint keeps it.
 func (e *engineCase) roundTrip(h dstl.Handle) dstl.Handle {
@@ -505,18 +530,7 @@ func (s *suite) testRescaling(t *testing.T) {
 	const keyGroups = 32
 	logs := e.runCheckpoints(st, 4, keyGroups, 5)
 	e.closeStorage(st)
-	fresh := e.storage()
-	for _, parallelism := range []int{8, 2, 3} {
-		for i := range parallelism {
-			kgr := dstl.KeyGroupRange{Start: i * keyGroups / parallelism, End: (i+1)*keyGroups/parallelism - 1}
-			for _, l := range logs {
-				w := l.w.KeyGroups()
-				if kgr.Start <= w.End && w.Start <= kgr.End {
-					e.checkRead(fresh, kgr, e.roundTrip(l.last.Remote), l.lastWant)
-				}
-			}
-		}
-	}
+	e.checkRescaled(logs, keyGroups, 8, 2, 3)
 }
 
 // testLargeObjects: in each format version, a checkpoint of 6 MiB of
@@ -579,18 +593,7 @@ func (s *suite) testFormatVersion2(t *testing.T) {
 			t.Fatalf("object %s begins %x (%v): want a header of format version 2", name, h, err)
 		}
 	}
-	fresh := e.storage()
-	for _, parallelism := range []int{1, 4, 3} {
-		for i := range parallelism {
-			kgr := dstl.KeyGroupRange{Start: i * keyGroups / parallelism, End: (i+1)*keyGroups/parallelism - 1}
-			for _, l := range logs {
-				w := l.w.KeyGroups()
-				if kgr.Start <= w.End && w.Start <= kgr.End {
-					e.checkRead(fresh, kgr, e.roundTrip(l.last.Remote), l.lastWant)
-				}
-			}
-		}
-	}
+	e.checkRescaled(logs, keyGroups, 1, 4, 3)
 }
 
 // testReleasedObjectsDeleted: an aborted checkpoint's object goes once its

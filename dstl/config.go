@@ -291,7 +291,7 @@ var cfgOptions = []cfgOption{
 			if c.RetryPolicy == RetryNone {
 				return nil // unused
 			}
-			return cfgCheckDuration(c.UploadTimeout, 0)
+			return cfgCheckPositive(c.UploadTimeout, 0)
 		},
 	},
 	cfgIntOpt("upload.max-attempts", 1, func(c *Config) *int { return &c.UploadMaxAttempts }),
@@ -380,10 +380,29 @@ func cfgIntOpt(key string, minimum int, field func(*Config) *int) cfgOption {
 // and any negative field means off. With off 0, the field must be
 // positive once the defaults are filled in, and so must a value parsed.
 func cfgSizeOpt(key string, off int64, field func(*Config) *int64) cfgOption {
+	return cfgNumOpt(key, off, field, cfgParseSize, cfgFormatSize)
+}
+
+// cfgDurationOpt is a duration option; off is as for cfgSizeOpt. A
+// negative duration does not parse: off is "0".
+func cfgDurationOpt(key string, off time.Duration, field func(*Config) *time.Duration) cfgOption {
+	parse := func(v string) (time.Duration, error) {
+		d, err := cfgParseDuration(v)
+		if err == nil && d < 0 {
+			err = errors.New("must not be negative")
+		}
+		return d, err
+	}
+	return cfgNumOpt(key, off, field, parse, cfgFormatDuration)
+}
+
+// cfgNumOpt is a size or a duration option, which parse reads and show
+// writes; off is as for cfgSizeOpt.
+func cfgNumOpt[T int64 | time.Duration](key string, off T, field func(*Config) *T, parse func(string) (T, error), show func(T) string) cfgOption {
 	return cfgOption{
 		key: key,
 		parse: func(c *Config, v string) error {
-			n, err := cfgParseSize(v)
+			n, err := parse(v)
 			if n == 0 && off < 0 {
 				n = off
 			}
@@ -392,49 +411,18 @@ func cfgSizeOpt(key string, off int64, field func(*Config) *int64) cfgOption {
 		},
 		format: func(c *Config) string {
 			if n := *field(c); n >= 0 || off == 0 {
-				return cfgFormatSize(n)
+				return show(n)
 			}
-			return cfgFormatSize(0)
+			return show(0)
 		},
-		check: func(c *Config) error {
-			if off == 0 && *field(c) <= 0 {
-				return errors.New("must be greater than 0")
-			}
-			return nil
-		},
+		check: func(c *Config) error { return cfgCheckPositive(*field(c), off) },
 	}
 }
 
-// cfgDurationOpt is a duration option; off is as for cfgSizeOpt. A
-// negative duration does not parse: off is "0".
-func cfgDurationOpt(key string, off time.Duration, field func(*Config) *time.Duration) cfgOption {
-	return cfgOption{
-		key: key,
-		parse: func(c *Config, v string) error {
-			d, err := cfgParseDuration(v)
-			if err == nil && d < 0 {
-				err = errors.New("must not be negative")
-			}
-			if d == 0 && off < 0 {
-				d = off
-			}
-			*field(c) = d
-			return err
-		},
-		format: func(c *Config) string {
-			if d := *field(c); d >= 0 || off == 0 {
-				return cfgFormatDuration(d)
-			}
-			return cfgFormatDuration(0)
-		},
-		check: func(c *Config) error { return cfgCheckDuration(*field(c), off) },
-	}
-}
-
-// cfgCheckDuration checks a duration option's value d; off is as for
-// cfgSizeOpt.
-func cfgCheckDuration(d, off time.Duration) error {
-	if off == 0 && d <= 0 {
+// cfgCheckPositive checks a size or a duration option's value n; off is
+// as for cfgSizeOpt.
+func cfgCheckPositive[T int64 | time.Duration](n, off T) error {
+	if off == 0 && n <= 0 {
 		return errors.New("must be greater than 0")
 	}
 	return nil

@@ -560,10 +560,9 @@ func (w *Writer) localHandleLocked(pw *persistWaiter, h Handle) *Handle {
 func (w *Writer) Confirm(from, to SequenceNumber, checkpointID int64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.checkRangeLocked("confirm", from, to, checkpointID); err != nil {
+	if err := w.acceptRangeLocked("confirm", from, to, checkpointID); err != nil {
 		return err
 	}
-	w.seeCheckpointLocked(checkpointID)
 	n := 0
 	for _, cs := range w.sets {
 		if cs.sqn >= from && cs.sqn < to && cs.state == setUploaded && cs.coveredBy(checkpointID) {
@@ -627,9 +626,11 @@ func (w *Writer) seeCheckpointLocked(id int64) {
 	}
 }
 
-// checkRangeLocked checks that [from, to) is a range a persist can have
-// returned: from at most to, and to at most the active change set.
-func (w *Writer) checkRangeLocked(op string, from, to SequenceNumber, checkpointID int64) error {
+// acceptRangeLocked checks that [from, to) is a range a persist can have
+// returned for checkpoint checkpointID (from at most to, and to at most
+// the active change set), the range that op confirms or resets; with a
+// good range, it records the checkpoint (see seeCheckpointLocked).
+func (w *Writer) acceptRangeLocked(op string, from, to SequenceNumber, checkpointID int64) error {
 	switch {
 	case from > to:
 		return fmt.Errorf("dstl: %s checkpoint %d of log %s: range [%d, %d) starts past its end: %w", op, checkpointID, w.logID, from, to, ErrTruncated)
@@ -637,6 +638,7 @@ func (w *Writer) checkRangeLocked(op string, from, to SequenceNumber, checkpoint
 		return fmt.Errorf("dstl: %s checkpoint %d of log %s: range [%d, %d) ends past the active change set %d: %w",
 			op, checkpointID, w.logID, from, to, w.active.sqn, ErrTruncated)
 	}
+	w.seeCheckpointLocked(checkpointID)
 	return nil
 }
 
@@ -670,10 +672,9 @@ func (w *Writer) confirmLocked(cs *changeSet, checkpointID int64) int {
 func (w *Writer) Reset(from, to SequenceNumber, checkpointID int64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.checkRangeLocked("reset", from, to, checkpointID); err != nil {
+	if err := w.acceptRangeLocked("reset", from, to, checkpointID); err != nil {
 		return err
 	}
-	w.seeCheckpointLocked(checkpointID)
 	for _, pw := range w.waiters {
 		if pw.checkpoint == checkpointID {
 			pw.aborted = true // its handle will not keep the sets

@@ -182,12 +182,7 @@ func (rs *records) read(ctx context.Context, name string) (*record, error) {
 	if ok {
 		return c.r, nil
 	}
-	rc, err := rs.b.Get(ctx, name, 0, -1)
-	if err != nil {
-		return nil, fmt.Errorf("kafkastate: reading record %q: %w", name, err)
-	}
-	data, err := io.ReadAll(rc)
-	rc.Close()
+	data, err := readObject(ctx, rs.b, name)
 	if err != nil {
 		return nil, fmt.Errorf("kafkastate: reading record %q: %w", name, err)
 	}
@@ -200,6 +195,16 @@ func (rs *records) read(ctx context.Context, name string) (*record, error) {
 	rs.gets++
 	rs.mu.Unlock()
 	return r, nil
+}
+
+// readObject reads the whole object name.
+func readObject(ctx context.Context, b backends.Backend, name string) ([]byte, error) {
+	rc, err := b.Get(ctx, name, 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 // add keeps a record the process put.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -127,12 +126,7 @@ func (l *firstLayoutListing) fenced(ctx context.Context, b backends.Backend, pre
 		return false, nil
 	}
 	name := objname.CatalogGenerationName(prefix, l.latest)
-	rc, err := b.Get(ctx, name, 0, -1)
-	if err != nil {
-		return false, fmt.Errorf("kafkastate: reading the first layout's %q: %w", name, err)
-	}
-	data, err := io.ReadAll(rc)
-	rc.Close()
+	data, err := readObject(ctx, b, name)
 	if err != nil {
 		return false, fmt.Errorf("kafkastate: reading the first layout's %q: %w", name, err)
 	}

@@ -402,8 +402,15 @@ func (t *truth) fenceSeq(g int64) int64 {
 // the commits stored at seq q, by process (as a listing shows them: a
 // damaged one too).
 func (t *truth) commitsAt(g int64, q int64) map[int64]map[int]*life {
+	return t.byCheckpointAt(t.cmts[g], q, func(l *life) int { return l.ref.Process })
+}
+
+// byCheckpointAt returns, for each checkpoint, the objects of names
+// stored at seq q, by the index that who returns of each (its process or
+// instance).
+func (t *truth) byCheckpointAt(names []string, q int64, who func(*life) int) map[int64]map[int]*life {
 	out := map[int64]map[int]*life{}
-	for _, name := range t.cmts[g] {
+	for _, name := range names {
 		l := t.at(name, q)
 		if l == nil {
 			continue
@@ -411,7 +418,7 @@ func (t *truth) commitsAt(g int64, q int64) map[int64]map[int]*life {
 		if out[l.ref.Checkpoint] == nil {
 			out[l.ref.Checkpoint] = map[int]*life{}
 		}
-		out[l.ref.Checkpoint][l.ref.Process] = l
+		out[l.ref.Checkpoint][who(l)] = l
 	}
 	return out
 }
@@ -581,18 +588,7 @@ func (t *truth) maxCheckpointAt(g int64, q int64) int64 {
 // parts1At returns, for each checkpoint of first-layout generation g, the
 // parts stored at seq q, by instance.
 func (t *truth) parts1At(g int64, q int64) map[int64]map[int]*life {
-	out := map[int64]map[int]*life{}
-	for _, name := range t.parts1[g] {
-		l := t.at(name, q)
-		if l == nil {
-			continue
-		}
-		if out[l.ref.Checkpoint] == nil {
-			out[l.ref.Checkpoint] = map[int]*life{}
-		}
-		out[l.ref.Checkpoint][l.ref.Instance] = l
-	}
-	return out
+	return t.byCheckpointAt(t.parts1[g], q, func(l *life) int { return l.ref.Instance })
 }
 
 // latestGen1At returns the latest first-layout generation whose record

@@ -96,49 +96,67 @@ type schedule struct {
 	closeMu sync.RWMutex
 	abrupt  atomic.Bool
 
-	mu    sync.Mutex
-	stats Stats
-	errs  []string
+	recorder[Stats]
 
 	writers []*simWriter
 }
 
-func (s *schedule) failf(format string, args ...any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.errs) < 20 {
-		s.errs = append(s.errs, fmt.Sprintf(format, args...))
+// recorder holds what a schedule counts (stats, of type S) and the
+// invariants it found broken (errs), under mu.
+type recorder[S fmt.Stringer] struct {
+	mu    sync.Mutex
+	stats S
+	errs  []string
+}
+
+// failf records a broken invariant; the first 20 are kept.
+func (r *recorder[S]) failf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.errs) < 20 {
+		r.errs = append(r.errs, fmt.Sprintf(format, args...))
 	}
 }
 
-func (s *schedule) count(f func(*Stats)) {
-	s.mu.Lock()
-	f(&s.stats)
-	s.mu.Unlock()
+// count updates the stats with f.
+func (r *recorder[S]) count(f func(*S)) {
+	r.mu.Lock()
+	f(&r.stats)
+	r.mu.Unlock()
+}
+
+// watch runs the schedule run of seed under the watchdog of d (60 s when
+// d is not positive) and returns the stats, with an error that reports a
+// hang or lists the broken invariants. After a run that ended, it calls
+// ended (which may log) with how long the run took.
+func (r *recorder[S]) watch(seed uint64, d time.Duration, run func(), ended func(time.Duration)) (S, error) {
+	if d <= 0 {
+		d = 60 * time.Second
+	}
+	begin := time.Now()
+	if dump := watchdog(d, run); dump != "" {
+		r.mu.Lock()
+		st := r.stats
+		r.mu.Unlock()
+		return st, fmt.Errorf("seed %d: schedule still running after %v (hang)\n%s\ngoroutines:\n%s", seed, d, st, dump)
+	}
+	ended(time.Since(begin))
+	if len(r.errs) > 0 {
+		return r.stats, fmt.Errorf("seed %d: %s\n%s", seed, strings.Join(r.errs, "\n"), r.stats)
+	}
+	return r.stats, nil
 }
 
 // Run runs the schedule of seed and returns what it did; the error lists
 // the invariants it broke.
 func Run(seed uint64, opt Options) (Stats, error) {
-	if opt.Watchdog <= 0 {
-		opt.Watchdog = 60 * time.Second
-	}
 	s := &schedule{seed: seed, opt: opt}
-	begin := time.Now()
-	if dump := watchdog(opt.Watchdog, s.run); dump != "" {
-		s.mu.Lock()
-		st := s.stats
-		s.mu.Unlock()
-		return st, fmt.Errorf("seed %d: schedule still running after %v (hang)\n%s\ngoroutines:\n%s", seed, opt.Watchdog, st, dump)
-	}
-	s.stats.Duration = time.Since(begin)
-	if opt.Logf != nil {
-		opt.Logf("seed %d: %s", seed, s.stats)
-	}
-	if len(s.errs) > 0 {
-		return s.stats, fmt.Errorf("seed %d: %s\n%s", seed, strings.Join(s.errs, "\n"), s.stats)
-	}
-	return s.stats, nil
+	return s.watch(seed, opt.Watchdog, s.run, func(d time.Duration) {
+		s.stats.Duration = d
+		if opt.Logf != nil {
+			opt.Logf("seed %d: %s", seed, s.stats)
+		}
+	})
 }
 
 // watchdog runs f and waits up to d for it; past d, it returns a dump of

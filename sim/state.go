@@ -114,12 +114,10 @@ type stateSchedule struct {
 	// checkpoint made its own again.
 	tolerated map[string]bool
 	fatal     atomic.Bool
-	mu        sync.Mutex
-	stats     StateStats
-	errs      []string
-	step      int      // the step running
-	trace     []string // what happened: steps, puts and deletes of objects
-	deleted   []string // snapshot objects and files deleted through the backend
+	recorder[StateStats]
+	step    int      // the step running
+	trace   []string // what happened: steps, puts and deletes of objects
+	deleted []string // snapshot objects and files deleted through the backend
 	// removed are the objects damaged removed for a while: a collection
 	// that ran meanwhile finds one missing (collect.ErrMissing) and
 	// deletes nothing, as it must.
@@ -178,51 +176,25 @@ type cpPart struct {
 	err   error
 }
 
-func (s *stateSchedule) failf(format string, args ...any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.errs) < 20 {
-		s.errs = append(s.errs, fmt.Sprintf(format, args...))
-	}
-}
-
 // fail records an error and stops the schedule's steps.
 func (s *stateSchedule) fail(format string, args ...any) {
 	s.failf(format, args...)
 	s.fatal.Store(true)
 }
 
-func (s *stateSchedule) count(f func(*StateStats)) {
-	s.mu.Lock()
-	f(&s.stats)
-	s.mu.Unlock()
-}
-
 // RunState runs the schedule of seed of the state-store simulation and
 // returns what it did; the error lists the invariants it broke.
 func RunState(seed uint64, opt Options) (StateStats, error) {
-	if opt.Watchdog <= 0 {
-		opt.Watchdog = 60 * time.Second
-	}
 	s := &stateSchedule{seed: seed, opt: opt}
-	begin := time.Now()
-	if dump := watchdog(opt.Watchdog, s.run); dump != "" {
-		s.mu.Lock()
-		st := s.stats
-		s.mu.Unlock()
-		return st, fmt.Errorf("seed %d: schedule still running after %v (hang)\n%s\ngoroutines:\n%s", seed, opt.Watchdog, st, dump)
-	}
-	s.stats.Duration = time.Since(begin)
-	if opt.Logf != nil {
-		opt.Logf("seed %d: %s", seed, s.stats)
-		if opt.Trace {
-			opt.Logf("trace:\n  %s", strings.Join(s.trace, "\n  "))
+	return s.watch(seed, opt.Watchdog, s.run, func(d time.Duration) {
+		s.stats.Duration = d
+		if opt.Logf != nil {
+			opt.Logf("seed %d: %s", seed, s.stats)
+			if opt.Trace {
+				opt.Logf("trace:\n  %s", strings.Join(s.trace, "\n  "))
+			}
 		}
-	}
-	if len(s.errs) > 0 {
-		return s.stats, fmt.Errorf("seed %d: %s\n%s", seed, strings.Join(s.errs, "\n"), s.stats)
-	}
-	return s.stats, nil
+	})
 }
 
 // handleObjects describes what handles name: snapshots (with their

@@ -160,7 +160,7 @@ func writeBenchIndex(runs []benchRun, in, dir string, charts []benchChart) error
 		Charts                     []benchChart
 	}{Title: "dstl bench, " + first.Start.Format("2006-01-02"), Charts: charts}
 	m := first.Machine
-	data.Machine = fmt.Sprintf("%s, %d cores, %s of memory, %s, %s", m.CPU, m.Cores, formatBytes(m.Memory), m.GoVersion, m.OS)
+	data.Machine = fmt.Sprintf("%s, %d cores, %s of memory, %s, %s", m.CPU, m.Cores, benchreport.FormatBytes(m.Memory), m.GoVersion, m.OS)
 	for _, r := range runs {
 		data.Runs = append(data.Runs, fmt.Sprintf("%s (%s)", r.Name, r.Report.Backend))
 	}
@@ -293,7 +293,7 @@ func uploadRatioChart(runs []benchRun) (*plot.Plot, error) {
 	keys := slices.Sorted(maps.Keys(sizes))
 	groups := make([]string, len(keys))
 	for i, k := range keys {
-		groups[i] = formatBytes(k) + " objects"
+		groups[i] = benchreport.FormatBytes(k) + " objects"
 	}
 	values := make([][]float64, len(runs))
 	for s, r := range runs {
@@ -408,7 +408,7 @@ func latencyChart(runs []benchRun) (*plot.Plot, error) {
 		if up := r.Report.Upload; len(up) > 0 {
 			u := up[len(up)/2]
 			bp50, bp99 = u.PersistP50Ms, u.PersistP99Ms
-			if sz := formatBytes(nominalSize(u.ObjectSize)); !slices.Contains(sizes, sz) {
+			if sz := benchreport.FormatBytes(nominalSize(u.ObjectSize)); !slices.Contains(sizes, sz) {
 				sizes = append(sizes, sz)
 			}
 		}
@@ -520,26 +520,4 @@ func sustainedChart(runs []benchRun) (*plot.Plot, error) {
 		names, values = append(names, r.Name), append(values, vs)
 	}
 	return groupedBars(groups, names, values, "engine ÷ the backend's parallel Put", 0.95)
-}
-
-// formatBytes writes n bytes in the largest binary unit below it, with
-// three significant digits: "812 B", "1.50 KiB", "64.0 MiB", "2.00 GiB"
-// (as dstl's reports write them).
-func formatBytes(n int64) string {
-	const units = "KMGTPE"
-	if n < 1024 && n > -1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n)/1024, 0
-	for (v >= 1024 || v <= -1024) && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	switch {
-	case v >= 100 || v <= -100:
-		return fmt.Sprintf("%.0f %ciB", v, units[i])
-	case v >= 10 || v <= -10:
-		return fmt.Sprintf("%.1f %ciB", v, units[i])
-	}
-	return fmt.Sprintf("%.2f %ciB", v, units[i])
 }

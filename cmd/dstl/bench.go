@@ -194,10 +194,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	usageErr := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "dstl bench: "+format+"\n", args...)
-		return exitUsage
-	}
+	usageErr := reporter{stderr, "dstl bench"}.usage
 	var err error
 	if o.sizes, err = parseList(*sizes, parseSize); err != nil {
 		return usageErr("--sizes: %v", err)
@@ -453,16 +450,9 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 		return nil, err
 	}
 	rep.Batching = batchingResult{PersistEvery: o.persistEvery.String(), Delay: max(cfg.BatchPersistDelay, 0).String()}
-	if err := o.section("c", func() error {
-		for i, w := range o.writers {
-			prog.begin(fmt.Sprintf("(c) batching, %d writers (%d/%d)", w, i+1, len(o.writers)))
-			row, err := env.batching(ctx, w)
-			if err != nil {
-				return fmt.Errorf("(c) batching, %d writers: %w", w, err)
-			}
-			rep.Batching.Rows = append(rep.Batching.Rows, row)
-		}
-		return nil
+	if err := o.section("c", func() (err error) {
+		rep.Batching.Rows, err = writerRows(ctx, prog, "(c) batching", "(c) batching", o.writers, env.batching)
+		return err
 	}); err != nil {
 		return nil, err
 	}
@@ -476,16 +466,9 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 	if !o.skipSustained {
 		rep.Sustained = &sustainedResult{CheckpointEvery: o.checkpointEvery.String(), Delay: max(cfg.BatchPersistDelay, 0).String(),
 			RoundTime: o.sustainedTime.String(), RawThreads: cfg.UploadNumThreads}
-		if err := o.section("f", func() error {
-			for i, w := range o.sustainedWriters {
-				prog.begin(fmt.Sprintf("(f) sustained, %d writers (%d/%d)", w, i+1, len(o.sustainedWriters)))
-				row, err := env.sustained(ctx, w)
-				if err != nil {
-					return fmt.Errorf("(f) sustained logging, %d writers: %w", w, err)
-				}
-				rep.Sustained.Rows = append(rep.Sustained.Rows, row)
-			}
-			return nil
+		if err := o.section("f", func() (err error) {
+			rep.Sustained.Rows, err = writerRows(ctx, prog, "(f) sustained", "(f) sustained logging", o.sustainedWriters, env.sustained)
+			return err
 		}); err != nil {
 			return nil, err
 		}
@@ -939,6 +922,22 @@ func persistChanges(ctx context.Context, w *dstl.Writer, n int, kg func(int) int
 func uvarintLen(n int) int {
 	var b [binary.MaxVarintLen64]byte
 	return binary.PutUvarint(b[:], uint64(n))
+}
+
+// writerRows measures a row with each number of writers, in turn,
+// showing the progress of label, and returns the rows; an error names
+// what it measured and the number of writers.
+func writerRows[R any](ctx context.Context, prog *progress, label, what string, writers []int, row func(context.Context, int) (R, error)) ([]R, error) {
+	var rows []R
+	for i, w := range writers {
+		prog.begin(fmt.Sprintf("%s, %d writers (%d/%d)", label, w, i+1, len(writers)))
+		r, err := row(ctx, w)
+		if err != nil {
+			return rows, fmt.Errorf("%s, %d writers: %w", what, w, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
 }
 
 // batching measures (c) with n writers: all persist together every

@@ -66,14 +66,8 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 	if code, ok := parseInterspersed(fs, args, &pos); !ok {
 		return code
 	}
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(stderr, "dstl checkpoints: "+format+"\n", args...)
-		return code
-	}
-	failErr := func(code int, err error) int {
-		printFailure(stderr, "dstl checkpoints: ", err)
-		return code
-	}
+	r := reporter{stderr, "dstl checkpoints"}
+	fail, failErr := r.fail, r.err
 	var show int64
 	switch {
 	case len(pos) == 0:

@@ -164,10 +164,7 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	usageErr := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "dstl cost: "+format+"\n", args...)
-		return exitUsage
-	}
+	usageErr := reporter{stderr, "dstl cost"}.usage
 	var err error
 	if o.w.ChangeRate, err = parseSize(*rate); err != nil {
 		return usageErr("--change-rate: %v", err)

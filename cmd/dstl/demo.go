@@ -87,8 +87,20 @@ that the rebuilt state equals the expected state. Exits 1 if it does not.`, stde
 		fmt.Fprintf(stderr, "dstl demo: %s\n", msg)
 		return exitUsage
 	}
-	if o.basePath == "" {
-		dir, err := os.MkdirTemp("", "dstl-demo-")
+	// A temporary directory for the base path and the local directory
+	// not given, removed at the end unless kept.
+	for _, t := range []struct {
+		dir     *string
+		pattern string
+		need    bool
+	}{
+		{&o.basePath, "dstl-demo-", o.basePath == ""},
+		{&o.localDir, "dstl-demo-local-", o.localRecovery && o.localDir == ""},
+	} {
+		if !t.need {
+			continue
+		}
+		dir, err := os.MkdirTemp("", t.pattern)
 		if err != nil {
 			printFailure(stderr, "dstl demo: ", err)
 			return exitRuntime
@@ -96,18 +108,7 @@ that the rebuilt state equals the expected state. Exits 1 if it does not.`, stde
 		if !o.keep {
 			defer os.RemoveAll(dir)
 		}
-		o.basePath = dir
-	}
-	if o.localRecovery && o.localDir == "" {
-		dir, err := os.MkdirTemp("", "dstl-demo-local-")
-		if err != nil {
-			printFailure(stderr, "dstl demo: ", err)
-			return exitRuntime
-		}
-		if !o.keep {
-			defer os.RemoveAll(dir)
-		}
-		o.localDir = dir
+		*t.dir = dir
 	}
 	report, err := demo(ctx, o, stdout)
 	if err != nil {

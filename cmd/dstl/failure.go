@@ -18,6 +18,30 @@ func printFailure(w io.Writer, prefix string, err error) {
 	}
 }
 
+// reporter writes a command's failures to w, each after the command's
+// name (such as "dstl gc"), and returns the code the command exits with.
+type reporter struct {
+	w       io.Writer
+	command string
+}
+
+// fail writes the message of format and args and returns code.
+func (r reporter) fail(code int, format string, args ...any) int {
+	fmt.Fprintf(r.w, r.command+": "+format+"\n", args...)
+	return code
+}
+
+// usage writes the message of format and args and returns exitUsage.
+func (r reporter) usage(format string, args ...any) int {
+	return r.fail(exitUsage, format, args...)
+}
+
+// err writes err as printFailure does and returns code.
+func (r reporter) err(code int, err error) int {
+	printFailure(r.w, r.command+": ", err)
+	return code
+}
+
 // failureLines returns the lines that report err: one per distinct
 // failure. The parts of a joined error (errors.Join, here or in an error
 // it wraps) are failures of their own; parts of the same cause (a network

@@ -197,10 +197,7 @@ func runGCWith(ctx context.Context, args []string, stdout, stderr io.Writer, o g
 		return code
 	}
 	o.keep = append(o.keep, files...)
-	usageErr := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "dstl gc: "+format+"\n", args...)
-		return exitUsage
-	}
+	usageErr := reporter{stderr, "dstl gc"}.usage
 	switch {
 	case o.basePath == "":
 		return usageErr("--base-path is required")

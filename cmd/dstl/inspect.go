@@ -73,14 +73,8 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code, ok := parseInterspersed(fs, args, &pos); !ok {
 		return code
 	}
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(stderr, "dstl inspect: "+format+"\n", args...)
-		return code
-	}
-	failErr := func(code int, err error) int {
-		printFailure(stderr, "dstl inspect: ", err)
-		return code
-	}
+	r := reporter{stderr, "dstl inspect"}
+	fail, failErr := r.fail, r.err
 	if *handleFile != "" {
 		if len(pos) > 1 {
 			return fail(exitUsage, "with --handle, give at most one BASE-PATH (got %q)", pos)

@@ -8,28 +8,14 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dstlgo/dstl/internal/benchreport"
 )
 
 // formatBytes writes n bytes in the largest binary unit below it, with
-// three significant digits: "812 B", "1.50 KiB", "64.0 MiB", "2.00 GiB".
-func formatBytes(n int64) string {
-	const units = "KMGTPE"
-	if n < 1024 && n > -1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n)/1024, 0
-	for (v >= 1024 || v <= -1024) && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	switch {
-	case v >= 100 || v <= -100:
-		return fmt.Sprintf("%.0f %ciB", v, units[i])
-	case v >= 10 || v <= -10:
-		return fmt.Sprintf("%.1f %ciB", v, units[i])
-	}
-	return fmt.Sprintf("%.2f %ciB", v, units[i])
-}
+// three significant digits: "812 B", "1.50 KiB", "64.0 MiB", "2.00 GiB"
+// (as the chart tool of dstl bench's reports writes them too).
+func formatBytes(n int64) string { return benchreport.FormatBytes(n) }
 
 // formatRate writes a throughput in bytes per second.
 func formatRate(bytesPerSecond float64) string {

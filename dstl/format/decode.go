@@ -283,24 +283,11 @@ func (d *FrameDecoder) decode(object string, offset int64, frame []byte, copyPay
 	if v.version == Version2 {
 		return d.decodeV2(object, v, payload)
 	}
-	cs.Groups = nil
 	if v.groups == 0 {
+		cs.Groups = nil
 		return nil
 	}
-	total := 0
-	for i := 0; i < v.groups; i++ {
-		total += int(binary.LittleEndian.Uint32(v.dir[i*DirEntrySize+4:]))
-	}
-	if cap(groups) < v.groups {
-		groups = make([]Group, v.groups)
-	}
-	groups = groups[:v.groups]
-	if cap(d.changes) < total {
-		d.changes = make([][]byte, total)
-	}
-	changes := d.changes[:total]
-	d.used = max(d.used, total)
-	cs.Groups = groups
+	changes := d.readyGroups(v, DirEntrySize)
 	for i := range cs.Groups {
 		d := v.dir[i*DirEntrySize:]
 		count := int(binary.LittleEndian.Uint32(d[4:]))
@@ -332,6 +319,27 @@ func (d *FrameDecoder) decode(object string, offset int64, frame []byte, copyPay
 		}
 	}
 	return nil
+}
+
+// readyGroups sets d.cs.Groups to the v.groups groups of the directory
+// (reusing its array when large enough) and returns the changes of all of
+// them, in d.changes; the directory's entries are entrySize bytes long,
+// each with its group's count of changes at byte 4.
+func (d *FrameDecoder) readyGroups(v frameView, entrySize int) [][]byte {
+	total := 0
+	for i := 0; i < v.groups; i++ {
+		total += int(binary.LittleEndian.Uint32(v.dir[i*entrySize+4:]))
+	}
+	groups := d.cs.Groups[:0]
+	if cap(groups) < v.groups {
+		groups = make([]Group, v.groups)
+	}
+	d.cs.Groups = groups[:v.groups]
+	if cap(d.changes) < total {
+		d.changes = make([][]byte, total)
+	}
+	d.used = max(d.used, total)
+	return d.changes[:total]
 }
 
 // payloadError reports a problem at byte pos of the uncompressed payload: at

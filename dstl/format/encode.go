@@ -357,6 +357,13 @@ func putFrameHeader(frame []byte, version byte, codec Codec, cs *ChangeSet, payl
 	binary.LittleEndian.PutUint32(frame[frameOffGroups:], uint32(groups))
 }
 
+// changedError reports that cs's reader gave other changes the second
+// time it was read, seen at change n.
+func changedError(cs *ChangeSet, n int) error {
+	return fmt.Errorf("dstl/format: change set %x/%d: its reader gave other changes the second time (seen at change %d): %w",
+		cs.LogID, cs.SequenceNumber, n, ErrInvalidChangeSet)
+}
+
 // appendScattered lays out the payload of a change set given in append
 // order, and its directory, after the frame header at buf[base:]: it reads
 // the changes in append order (AppendedFrom's a batch at a time, into
@@ -381,10 +388,6 @@ func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, l
 	}
 	// The changes are read a second time: a reader must give the same
 	// ones, or the frame would hold other bytes than its directory says.
-	changed := func(n int) error {
-		return fmt.Errorf("dstl/format: change set %x/%d: its reader gave other changes the second time (seen at change %d): %w",
-			cs.LogID, cs.SequenceNumber, n, ErrInvalidChangeSet)
-	}
 	n := 0
 	for {
 		changes := cs.appendedBatch(n, batch)
@@ -394,7 +397,7 @@ func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, l
 		for j, c := range changes {
 			k := int64(c.KeyGroup) - int64(lay.base)
 			if k < 0 || k >= int64(len(lay.slots)) {
-				return buf, changed(n + j)
+				return buf, changedError(cs, n+j)
 			}
 			sl := &lay.slots[k]
 			p, need := sl.pos, len(c.Data)+1
@@ -402,7 +405,7 @@ func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, l
 				need = len(c.Data) + uvarintLen(uint64(len(c.Data)))
 			}
 			if sl.end-p < need || sl.left == 0 {
-				return buf, changed(n + j)
+				return buf, changedError(cs, n+j)
 			}
 			sl.left--
 			if len(c.Data) < 0x80 {
@@ -417,7 +420,7 @@ func appendScattered(buf []byte, base int, cs *ChangeSet, batch []KeyedChange, l
 	}
 	for k := range lay.slots {
 		if sl := &lay.slots[k]; sl.pos != sl.end || sl.left != 0 {
-			return buf, changed(n)
+			return buf, changedError(cs, n)
 		}
 	}
 	return buf, nil

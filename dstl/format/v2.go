@@ -105,10 +105,6 @@ func (e *Encoder) appendFrameV2(dst []byte, cs *ChangeSet, lay *layout) ([]byte,
 			sl.pos, sl.end, sl.left = d, int(sl.size), sl.count
 			d++
 		}
-		changed := func(n int) error {
-			return fmt.Errorf("dstl/format: change set %x/%d: its reader gave other changes the second time (seen at change %d): %w",
-				cs.LogID, cs.SequenceNumber, n, ErrInvalidChangeSet)
-		}
 		n := 0
 		for {
 			changes := cs.appendedBatch(n, e.batch)
@@ -118,7 +114,7 @@ func (e *Encoder) appendFrameV2(dst []byte, cs *ChangeSet, lay *layout) ([]byte,
 			for j, c := range changes {
 				k := int64(c.KeyGroup) - int64(lay.base)
 				if k < 0 || k >= int64(len(lay.slots)) {
-					return dst[:base], 0, 0, changed(n + j)
+					return dst[:base], 0, 0, changedError(cs, n+j)
 				}
 				sl := &lay.slots[k]
 				need := len(c.Data) + 1
@@ -126,7 +122,7 @@ func (e *Encoder) appendFrameV2(dst []byte, cs *ChangeSet, lay *layout) ([]byte,
 					need = len(c.Data) + uvarintLen(uint64(len(c.Data)))
 				}
 				if sl.left == 0 || sl.end < need {
-					return dst[:base], 0, 0, changed(n + j)
+					return dst[:base], 0, 0, changedError(cs, n+j)
 				}
 				sl.left--
 				sl.end -= need
@@ -153,7 +149,7 @@ func (e *Encoder) appendFrameV2(dst []byte, cs *ChangeSet, lay *layout) ([]byte,
 		}
 		for k := range lay.slots {
 			if sl := &lay.slots[k]; sl.left != 0 || sl.end != 0 {
-				return dst[:base], 0, 0, changed(n)
+				return dst[:base], 0, 0, changedError(cs, n)
 			}
 		}
 	} else {
@@ -248,30 +244,16 @@ type v2Group struct {
 // header is set: the groups of the directory, each with its changes in
 // the payload's order.
 func (d *FrameDecoder) decodeV2(object string, v frameView, payload []byte) error {
-	cs := &d.cs
-	groups := cs.Groups[:0]
 	if v.groups == 0 {
-		cs.Groups = nil
+		d.cs.Groups = nil
 		return nil
 	}
-	total := 0
-	for i := 0; i < v.groups; i++ {
-		total += int(binary.LittleEndian.Uint32(v.dir[i*DirEntrySizeV2+4:]))
-	}
-	if cap(groups) < v.groups {
-		groups = make([]Group, v.groups)
-	}
-	groups = groups[:v.groups]
-	if cap(d.changes) < total {
-		d.changes = make([][]byte, total)
-	}
-	changes := d.changes[:total]
-	d.used = max(d.used, total)
+	changes := d.readyGroups(v, DirEntrySizeV2)
+	groups := d.cs.Groups
 	if cap(d.v2) < v.groups {
 		d.v2 = make([]v2Group, v.groups)
 	}
 	st := d.v2[:v.groups]
-	cs.Groups = groups
 	start := 0
 	for i := range groups {
 		e := v.dir[i*DirEntrySizeV2:]

@@ -4,7 +4,10 @@
 // both programs use these types, so a change to them reaches both.
 package benchreport
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Machine describes the computer a benchmark ran on.
 type Machine struct {
@@ -185,4 +188,26 @@ type Target struct {
 	Value  string `json:"value"`
 	Target string `json:"target"`
 	Met    bool   `json:"met"`
+}
+
+// FormatBytes writes n bytes in the largest binary unit below it, with
+// three significant digits: "812 B", "1.50 KiB", "64.0 MiB", "2.00 GiB",
+// as dstl's reports and the chart tool write them.
+func FormatBytes(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 && n > -1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/1024, 0
+	for (v >= 1024 || v <= -1024) && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	switch {
+	case v >= 100 || v <= -100:
+		return fmt.Sprintf("%.0f %ciB", v, units[i])
+	case v >= 10 || v <= -10:
+		return fmt.Sprintf("%.1f %ciB", v, units[i])
+	}
+	return fmt.Sprintf("%.2f %ciB", v, units[i])
 }

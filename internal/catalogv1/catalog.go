@@ -262,12 +262,8 @@ type reader struct {
 // generation reads and checks generation g's record.
 func (c *reader) generation(ctx context.Context, g int64) (*Generation, error) {
 	name := objname.CatalogGenerationName(c.prefix, g)
-	data, err := c.get(ctx, name)
-	if err != nil {
-		return nil, err
-	}
 	var gen Generation
-	if err := decode(name, data, kindGeneration, &gen); err != nil {
+	if err := c.read(ctx, name, kindGeneration, &gen); err != nil {
 		return nil, err
 	}
 	if err := gen.validate(name, g); err != nil {
@@ -282,12 +278,8 @@ func (c *reader) part(ctx context.Context, name string, gen *Generation) (*Part,
 	if ref.Kind != objname.CatalogPart {
 		return nil, fmt.Errorf("%w %q: not the name of a part", ErrDamaged, name)
 	}
-	data, err := c.get(ctx, name)
-	if err != nil {
-		return nil, err
-	}
 	var p Part
-	if err := decode(name, data, kindPart, &p); err != nil {
+	if err := c.read(ctx, name, kindPart, &p); err != nil {
 		return nil, err
 	}
 	if err := p.validate(name, ref.Generation, ref.Checkpoint, ref.Instance, gen); err != nil {
@@ -295,6 +287,15 @@ func (c *reader) part(ctx context.Context, name string, gen *Generation) (*Part,
 	}
 	p.Name = name
 	return &p, nil
+}
+
+// read reads the record name and decodes it, of the given kind, into v.
+func (c *reader) read(ctx context.Context, name string, kind byte, v any) error {
+	data, err := c.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	return decode(name, data, kind, v)
 }
 
 func (c *reader) get(ctx context.Context, name string) ([]byte, error) {

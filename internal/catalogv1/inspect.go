@@ -306,10 +306,7 @@ func Inspect(ctx context.Context, b backends.Backend, jobID string, opts Inspect
 	if err := readAll(ctx, claims, func(ctx context.Context, ci **ClaimInfo) error {
 		cl := *ci
 		var rec claim
-		data, err := c.get(ctx, cl.Object.Name)
-		if err == nil {
-			err = decode(cl.Object.Name, data, kindClaim, &rec)
-		}
+		err := c.read(ctx, cl.Object.Name, kindClaim, &rec)
 		if err == nil {
 			cl.Owner, cl.Created = rec.Owner, rec.Created
 		}

@@ -201,16 +201,8 @@ func PlanJob(ctx context.Context, b backends.Backend, jobID string, o PlanOption
 		return nil, err
 	}
 	c := &reader{b: b, prefix: objname.JobPrefix(jobID)}
-	v, err := c.list(ctx)
-	if err != nil {
-		return nil, err
-	}
-	latest := v.latest()
-	if latest == 0 {
-		return nil, nil
-	}
-	gen, err := c.generation(ctx, latest)
-	if err != nil {
+	v, gen, err := c.latestGeneration(ctx)
+	if err != nil || v == nil {
 		return nil, err
 	}
 	m := &Member{b: b, cfg: Config{JobID: jobID, Retain: o.Retain, Grace: o.Grace, Now: o.Now}, prefix: c.prefix, gen: gen, view: v}

@@ -64,39 +64,49 @@ func IsFence(prefix string, gen *Generation) bool {
 func Fence(ctx context.Context, b backends.Backend, jobID, owner string, now time.Time, mode Mode, retain int, restoreFrom int64) (*UpgradePoint, error) {
 	c := &reader{b: b, prefix: objname.JobPrefix(jobID)}
 	cfg := Config{Mode: mode, Retain: retain, RestoreFrom: restoreFrom}
-	for range maxJoinRounds {
-		v, err := c.list(ctx)
+	return c.upgradeLoop(ctx, cfg, jobID, "fenced", func(v *view, gen *Generation, latest int64) (*UpgradePoint, bool, error) {
+		if latest == math.MaxInt64 || v.maxCheckpoint == math.MaxInt64 {
+			return nil, false, fmt.Errorf("%w: generation %d or checkpoint %d has no successor", ErrDamaged, latest, v.maxCheckpoint)
+		}
+		f := &Generation{Number: latest + 1, Mode: gen.Mode, MaxParallelism: gen.MaxParallelism, KeyGroups: gen.KeyGroups,
+			Restored: []string{FenceMarker(c.prefix, latest+1)}, FirstCheckpoint: v.maxCheckpoint + 1, Created: now.UTC()}
+		data, err := encode(kindGeneration, f)
 		if err != nil {
+			return nil, false, err
+		}
+		if _, err := c.put(ctx, objname.CatalogGenerationName(c.prefix, f.Number), data); err != nil {
+			return nil, false, err
+		}
+		return nil, true, nil // list again: the fence is ours, another mover's, or an older release's new generation
+	})
+}
+
+// upgradeLoop is the loop Fence and Peek share. It lists the catalog and
+// reads the latest generation's record (listing again when the record is
+// gone by then). When that record is a fence, it returns what a
+// generation after the one the fence follows restores. Otherwise it calls
+// unfenced, which returns the result, or again to list once more. It
+// returns nil and no error when the job has no catalog of this layout;
+// state names the catalog's state in the error after maxJoinRounds.
+func (c *reader) upgradeLoop(ctx context.Context, cfg Config, jobID, state string, unfenced func(v *view, gen *Generation, latest int64) (up *UpgradePoint, again bool, err error)) (*UpgradePoint, error) {
+	for range maxJoinRounds {
+		v, gen, err := c.latestGeneration(ctx)
+		if v != nil && errors.Is(err, backends.ErrNotFound) {
+			continue
+		}
+		if err != nil || v == nil {
 			return nil, err
 		}
 		latest := v.latest()
-		if latest == 0 {
-			return nil, nil
-		}
-		gen, err := c.generation(ctx, latest)
-		if errors.Is(err, backends.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
 		if !IsFence(c.prefix, gen) {
-			if latest == math.MaxInt64 || v.maxCheckpoint == math.MaxInt64 {
-				return nil, fmt.Errorf("%w: generation %d or checkpoint %d has no successor", ErrDamaged, latest, v.maxCheckpoint)
+			up, again, err := unfenced(v, gen, latest)
+			if again {
+				continue
 			}
-			f := &Generation{Number: latest + 1, Mode: gen.Mode, MaxParallelism: gen.MaxParallelism, KeyGroups: gen.KeyGroups,
-				Restored: []string{FenceMarker(c.prefix, latest+1)}, FirstCheckpoint: v.maxCheckpoint + 1, Created: now.UTC()}
-			data, err := encode(kindGeneration, f)
-			if err != nil {
-				return nil, err
-			}
-			if _, err := c.put(ctx, objname.CatalogGenerationName(c.prefix, f.Number), data); err != nil {
-				return nil, err
-			}
-			continue // list again: the fence is ours, another mover's, or an older release's new generation
+			return up, err
 		}
-		// The fence is the latest record: list again (done above) and
-		// restore from the generation before it.
+		// The fence is the latest record: restore from the generation
+		// before it.
 		if latest < 2 {
 			return nil, fmt.Errorf("%w %q: a fence with no generation before it", ErrDamaged, objname.CatalogGenerationName(c.prefix, latest))
 		}
@@ -106,7 +116,24 @@ func Fence(ctx context.Context, b backends.Backend, jobID, owner string, now tim
 		}
 		return c.upgradePoint(ctx, cfg, v, prev, latest)
 	}
-	return nil, fmt.Errorf("catalogv1: job %q: %d generations started while its catalog was fenced", jobID, maxJoinRounds)
+	return nil, fmt.Errorf("catalogv1: job %q: %d generations started while its catalog was %s", jobID, maxJoinRounds, state)
+}
+
+// latestGeneration lists the catalog and reads the latest generation's
+// record. The view is nil when the listing fails or finds no generation
+// (with no error then); with the view and an error, the record's read
+// failed.
+func (c *reader) latestGeneration(ctx context.Context) (*view, *Generation, error) {
+	v, err := c.list(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	latest := v.latest()
+	if latest == 0 {
+		return nil, nil, nil
+	}
+	gen, err := c.generation(ctx, latest)
+	return v, gen, err
 }
 
 // upgradePoint returns what a generation after prev restores, as v lists
@@ -153,35 +180,10 @@ func (c *reader) upgradePoint(ctx context.Context, cfg Config, v *view, prev *Ge
 func Peek(ctx context.Context, b backends.Backend, jobID string, retain int) (*UpgradePoint, error) {
 	c := &reader{b: b, prefix: objname.JobPrefix(jobID)}
 	cfg := Config{Retain: retain}
-	for range maxJoinRounds {
-		v, err := c.list(ctx)
-		if err != nil {
-			return nil, err
-		}
-		latest := v.latest()
-		if latest == 0 {
-			return nil, nil
-		}
-		gen, err := c.generation(ctx, latest)
-		if errors.Is(err, backends.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !IsFence(c.prefix, gen) {
-			return c.upgradePoint(ctx, cfg, v, gen, 0)
-		}
-		if latest < 2 {
-			return nil, fmt.Errorf("%w %q: a fence with no generation before it", ErrDamaged, objname.CatalogGenerationName(c.prefix, latest))
-		}
-		prev, err := c.generation(ctx, latest-1)
-		if err != nil {
-			return nil, fmt.Errorf("catalogv1: the generation the fence follows: %w", err)
-		}
-		return c.upgradePoint(ctx, cfg, v, prev, latest)
-	}
-	return nil, fmt.Errorf("catalogv1: job %q: %d generations started while its catalog was read", jobID, maxJoinRounds)
+	return c.upgradeLoop(ctx, cfg, jobID, "read", func(v *view, gen *Generation, _ int64) (*UpgradePoint, bool, error) {
+		up, err := c.upgradePoint(ctx, cfg, v, gen, 0)
+		return up, false, err
+	})
 }
 
 // upgradeIndependent returns the parts the upgrade restores from prev, a
