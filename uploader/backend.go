@@ -45,8 +45,9 @@ type Backend struct {
 
 // scratch is an object buffer and an encoder, reused across uploads.
 type scratch struct {
-	buf []byte
-	enc *format.Encoder
+	buf      []byte
+	enc      *format.Encoder
+	measured format.Measured // the change sets of an object put while encoded
 }
 
 // maxPooledObject bounds the object buffers kept for reuse.
@@ -96,11 +97,17 @@ func (u *Backend) uploadStreaming(ctx context.Context, tasks []*Task) (*Output, 
 	for _, t := range tasks {
 		sets = append(sets, t.ChangeSets...)
 	}
-	size, err := u.opts.EncodedSize(sets...)
-	if err != nil {
+	sc := u.getScratch()
+	// Measured once: the encoder writes what this read learnt, reading
+	// the changes only once more.
+	m := &sc.measured
+	if err := m.Reset(u.opts, sets...); err != nil {
+		u.recycle(sc)
 		return nil, fmt.Errorf("dstl: encode an object of %d tasks: %w", len(tasks), err)
 	}
+	size := m.Size()
 	if size < minStreamed {
+		u.recycle(sc)
 		e, err := u.encode(tasks)
 		if err != nil {
 			return nil, err
@@ -114,9 +121,9 @@ func (u *Backend) uploadStreaming(ctx context.Context, tasks []*Task) (*Output, 
 	}
 	name, err := objname.NewLog(u.prefix, checkpoint)
 	if err != nil {
+		u.recycle(sc)
 		return nil, err
 	}
-	sc := u.getScratch()
 	if int64(cap(sc.buf)) < size {
 		sc.buf = make([]byte, 0, size+size/8) // headroom: the next is often a little larger
 	}
@@ -129,10 +136,12 @@ func (u *Backend) uploadStreaming(ctx context.Context, tasks []*Task) (*Output, 
 		// format.Encoder.SetProgress).
 		enc.ResetBuffer(sc.buf[:0:size], u.opts)
 		enc.SetProgress(body.final)
+		k := 0 // the change set's place in m
 		for i, t := range tasks {
 			rs := make([]Result, len(t.ChangeSets))
 			for j, cs := range t.ChangeSets {
-				fi, err := enc.WriteChangeSet(cs)
+				fi, err := enc.WriteMeasured(m, k)
+				k++
 				if err != nil {
 					body.finish(0, 0, fmt.Errorf("dstl: encode change set %d of log %x: %w", cs.SequenceNumber, t.LogID, err))
 					return
@@ -232,6 +241,7 @@ func (u *Backend) encode(tasks []*Task) (*encoded, error) {
 // is too large to keep or enough are kept.
 func (u *Backend) recycle(sc *scratch) {
 	sc.enc.ResetBuffer(nil, format.EncoderOptions{}) // keeps nothing of the object, nor its progress function
+	sc.measured.Clear()                              // nor its change sets
 	if cap(sc.buf) > maxPooledObject {
 		return
 	}

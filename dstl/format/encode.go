@@ -178,6 +178,41 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 	if e.version == Version2 {
 		lay.setTags(cs)
 	}
+	return e.writePlanned(cs, lay)
+}
+
+// WriteMeasured appends the change set i of m (the i-th given to
+// [Measured.Reset]) to the object as one frame and returns where the
+// frame is, as [Encoder.WriteChangeSet] does, without measuring it again:
+// it reads the set's changes once, checking that they are those m
+// measured. m must have been measured with the encoder's format version.
+// The encoder does not retain m.
+func (e *Encoder) WriteMeasured(m *Measured, i int) (FrameInfo, error) {
+	if e.closed {
+		return FrameInfo{}, fmt.Errorf("dstl/format: write change set: %w", ErrClosed)
+	}
+	if e.err != nil {
+		return FrameInfo{}, e.err
+	}
+	if i < 0 || i >= len(m.sets) {
+		return FrameInfo{}, fmt.Errorf("dstl/format: change set %d of %d measured: %w", i, len(m.sets), ErrInvalidChangeSet)
+	}
+	if m.version != e.version {
+		return FrameInfo{}, fmt.Errorf("dstl/format: change sets measured for format version %d, written in version %d: %w", m.version, e.version, ErrInvalidChangeSet)
+	}
+	cs := m.sets[i]
+	if cs.AppendedFrom != nil {
+		if e.batch == nil {
+			e.batch = make([]KeyedChange, appendedBatchSize)
+		}
+		defer clear(e.batch)
+	}
+	return e.writePlanned(cs, m.lays[i])
+}
+
+// writePlanned appends cs, whose layout plan found (with its tags, in
+// version 2), as one frame.
+func (e *Encoder) writePlanned(cs *ChangeSet, lay layout) (FrameInfo, error) {
 	payloadSize, logical := lay.payload+lay.tags, lay.logical
 	dirEnd := FrameHeaderSize + lay.groups*dirEntrySize(e.version)
 	if payloadSize > MaxPayloadSize {
@@ -490,6 +525,85 @@ func (o EncoderOptions) EncodedSize(css ...*ChangeSet) (int64, error) {
 		size += FrameHeaderSize + int64(lay.groups*dirEntrySize(version)) + lay.payload + lay.tags + FrameCRCSize + IndexEntrySize
 	}
 	return size, nil
+}
+
+// Measured is change sets measured for one object, in the order given: the
+// object's size and each set's layout, so that an encoder writes them
+// ([Encoder.WriteMeasured]) without reading their changes twice more. A
+// zero Measured is empty; [Measured.Reset] measures, and reuses what an
+// earlier measure allocated. It keeps the change sets it measured until
+// [Measured.Clear] or the next Reset.
+type Measured struct {
+	version byte
+	size    int64
+	sets    []*ChangeSet
+	lays    []layout
+	slots   [][]groupSlot // scratch, one per set, kept between measures
+	batch   []KeyedChange
+}
+
+// Reset measures the change sets as [EncoderOptions.EncodedSize] does,
+// with o's format version, and keeps what it learnt for
+// [Encoder.WriteMeasured]. On error m is empty.
+func (m *Measured) Reset(o EncoderOptions, css ...*ChangeSet) error {
+	m.Clear()
+	version, err := o.version()
+	if err != nil {
+		return err
+	}
+	m.version, m.size = version, int64(HeaderSize+TrailerSize)
+	for len(m.slots) < len(css) {
+		m.slots = append(m.slots, nil)
+	}
+	for i, cs := range css {
+		if cs == nil {
+			m.Clear()
+			return fmt.Errorf("dstl/format: nil change set: %w", ErrInvalidChangeSet)
+		}
+		var batch []KeyedChange
+		if cs.AppendedFrom != nil {
+			if m.batch == nil {
+				m.batch = make([]KeyedChange, appendedBatchSize)
+			}
+			batch = m.batch
+		}
+		planned, lay, err := plan(cs, m.slots[i][:0], batch)
+		clear(batch)
+		if err != nil {
+			m.Clear()
+			return err
+		}
+		if lay.slots != nil && cap(lay.slots) <= maxRetainedSlots {
+			m.slots[i] = lay.slots[:0]
+		}
+		if version == Version2 {
+			lay.setTags(planned)
+		}
+		if lay.payload+lay.tags > MaxPayloadSize {
+			m.Clear()
+			return fmt.Errorf("dstl/format: change set %x/%d: payload of %d bytes exceeds %d bytes: %w",
+				cs.LogID, cs.SequenceNumber, lay.payload+lay.tags, MaxPayloadSize, ErrInvalidChangeSet)
+		}
+		m.sets, m.lays = append(m.sets, planned), append(m.lays, lay)
+		m.size += FrameHeaderSize + int64(lay.groups*dirEntrySize(version)) + lay.payload + lay.tags + FrameCRCSize + IndexEntrySize
+	}
+	return nil
+}
+
+// Size returns the size of the object that an encoder without
+// compression makes of the measured change sets.
+func (m *Measured) Size() int64 { return m.size }
+
+// Len returns the number of change sets measured.
+func (m *Measured) Len() int { return len(m.sets) }
+
+// Clear empties m, so that it keeps none of the change sets it measured,
+// and keeps its scratch for the next [Measured.Reset].
+func (m *Measured) Clear() {
+	clear(m.sets)
+	m.sets, m.size = m.sets[:0], 0
+	clear(m.lays)
+	m.lays = m.lays[:0]
 }
 
 // measuring is the scratch of EncodedSize.

@@ -64,6 +64,31 @@ func encode(t testing.TB, opts EncoderOptions, sets ...*ChangeSet) ([]byte, []Fr
 			t.Fatalf("the object outgrew a buffer of EncodedSize %d", size)
 		}
 	}
+	// Measured first, then written from what the measuring learnt, twice
+	// (as a retry would), the object is the same again.
+	var m Measured
+	if err := m.Reset(opts, sets...); err != nil || m.Size() != size || m.Len() != len(sets) {
+		t.Fatalf("Measured.Reset: %v, size %d of %d sets; want size %d of %d", err, m.Size(), m.Len(), size, len(sets))
+	}
+	for range 2 {
+		enc.ResetBuffer(make([]byte, 0, size), opts)
+		for i := range sets {
+			fi, err := enc.WriteMeasured(&m, i)
+			if err != nil || fi != infos[i] {
+				t.Fatalf("measured, set %d: %+v, %v; want %+v", i, fi, err, infos[i])
+			}
+		}
+		if err := enc.Close(); err != nil {
+			t.Fatalf("measured, Close: %v", err)
+		}
+		if got := enc.Bytes(); !bytes.Equal(got, buf.Bytes()) {
+			t.Fatalf("measured: %d bytes differ from the %d written", len(got), buf.Len())
+		}
+	}
+	m.Clear()
+	if m.Len() != 0 || m.Size() != 0 {
+		t.Fatalf("after Clear: %d sets, size %d", m.Len(), m.Size())
+	}
 	return buf.Bytes(), infos
 }
 
