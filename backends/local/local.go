@@ -60,7 +60,11 @@ const TempPrefix = ".tmp-"
 const (
 	filePerm  = 0o644
 	dirPerm   = 0o755
-	copyChunk = 1 << 20
+	// copyChunk is what Put writes at a time: small enough that the write
+	// of a body still being encoded follows its encoder closely (a chunk
+	// is written once all of it is final), large enough that a syscall
+	// per chunk costs nothing.
+	copyChunk = 256 << 10
 )
 
 func init() { backends.RegisterURL(ID, ParseURL, Open, Scheme) }
