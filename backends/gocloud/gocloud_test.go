@@ -1066,7 +1066,7 @@ func TestPutBudget(t *testing.T) {
 	for _, tt := range tests {
 		d := &bucket{cfg: DefaultConfig("mem://")}
 		d.cfg.PartSize, d.cfg.Request.Timeout = tt.partSize, tt.timeout
-		if got := d.cfg.Request.ForBody(d.putBudget(tt.size)).Timeout; got != tt.want {
+		if got := d.cfg.Request.ForBody(d.putBudget(tt.size, d.cfg.PartSize)).Timeout; got != tt.want {
 			t.Errorf("part size %d, timeout %v, size %d: Put timeout %v, want %v", tt.partSize, tt.timeout, tt.size, got, tt.want)
 		}
 	}
