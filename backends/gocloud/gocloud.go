@@ -25,6 +25,11 @@
 //     Put cancels the writer's context before the driver closes it, so
 //     that the driver commits nothing (s3blob aborts its multipart upload,
 //     and so does this package when s3blob's own abort did not happen).
+//     For an s3blob or a gcsblob bucket, the driver also has the
+//     multipart path of [driver.MultipartPutter], so that the create-only
+//     check of the portable layer (backends.VerifyCreateOnly) probes the
+//     completion of a multipart or resumable upload too; other drivers
+//     have one path.
 //     The whole upload is one request, retried as a whole when it timed
 //     out or failed for a transient reason; its timeout is the request
 //     timeout once per part it goes up in, and twice more (see
