@@ -82,23 +82,30 @@ beside the backend's own Put, their targets' baseline):
       a coordinator checkpoints them all every --checkpoint-every: it
       persists each writer's log since the last confirmed checkpoint, waits
       for every handle, confirms the checkpoint and truncates every log up
-      to it. The engine's throughput is the changes' bytes of the confirmed
-      checkpoints per second, beside the backend's own Put (what the engine
+      to it. The engine's throughput is the changes' bytes of the
+      checkpoints confirmed per second once it runs steadily: from the
+      first checkpoint confirmed after --sustained-warmup, for
+      --sustained-time. Beside it: the backend's own Put (what the engine
       stores with, which makes an object appear whole or not at all) of
       objects of the engine's average object size, as many at once as
-      upload.num-threads, flat out for as long, and, informative, the SDK's
-      put the same way (the two alternate which goes first from round to
-      round), their objects kept until the round is over as the engine's
-      are (on mem:// each is deleted after its put), then deleted untimed;
-      with checkpoints and objects per second, and the
-      checkpoints' latency p50/p99, from the first Persist to the last
-      Confirm. Appenders wait while the storage is over upload.max-in-flight.
-      The engine's options are the configured ones (batch.persist-delay
+      upload.num-threads, flat out for as long; informative, the SDK's
+      put the same way; and informative, the raw loop: as many producers
+      as writers copy the same changes into objects of that size, put
+      with the backend's Put as many at once, without the engine, which
+      is the producers' and the store's work alone, the ceiling of what
+      the engine does on the machine. The three alternate which goes first
+      from round to round. Their objects are kept until the round is over
+      as the engine's are (on mem:// each is deleted after its put), then
+      deleted untimed. The report adds checkpoints and objects per second,
+      and the checkpoints' latency p50/p99, from the first Persist to the
+      last Confirm. Appenders wait while the storage is over
+      upload.max-in-flight, and so do the raw loop's producers. The
+      engine's options are the configured ones (batch.persist-delay
       included). --skip-sustained skips it.
 
 Throughputs are the median of --rounds rounds, engine and SDK alternating, so
 that noise hits both alike; each round of (b) and (d) runs for --round-time,
-each of (f) for --sustained-time.
+each of (f) for --sustained-warmup and then --sustained-time.
 On local disk the SDK's put creates the file, writes it, fsyncs it and
 fsyncs its directory, as a durable create does (the backend writes a
 temporary file, fsyncs it, links it and fsyncs the directory). Objects go under a prefix of their own
@@ -152,6 +159,7 @@ type benchOptions struct {
 	recoveryObject    int64
 	sustainedWriters  []int
 	sustainedTime     time.Duration
+	sustainedWarmup   time.Duration
 	checkpointEvery   time.Duration
 	skipAppend        bool
 	skipSustained     bool
@@ -182,7 +190,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&o.recoveryObjects, "recovery-objects", 8, "(d) objects (checkpoints) each writer's handle spans")
 	recoveryObject := fs.String("recovery-object-size", "1MiB", "(d) `SIZE` of each object")
 	sustainedWriters := fs.String("sustained-writers", "16,64", "(f) writer `COUNTS`, comma-separated, each at most 128")
-	fs.DurationVar(&o.sustainedTime, "sustained-time", 3*time.Second, "(f) length of each round")
+	fs.DurationVar(&o.sustainedTime, "sustained-time", 3*time.Second, "(f) length of each round's window, measured once the engine runs steadily")
+	fs.DurationVar(&o.sustainedWarmup, "sustained-warmup", time.Second, "(f) the engine's warm-up in each round, not measured: the window opens at the first checkpoint confirmed after it")
 	fs.DurationVar(&o.checkpointEvery, "checkpoint-every", 100*time.Millisecond, "(f) a checkpoint of all writers this often")
 	fs.BoolVar(&o.skipAppend, "skip-append", false, "skip (a), which does not depend on the backend")
 	fs.BoolVar(&o.skipSustained, "skip-sustained", false, "skip (f), the longest section")
@@ -217,8 +226,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageErr("--writers must each be between 1 and %d", dstl.MaxKeyGroup+1)
 	case slices.ContainsFunc(o.sustainedWriters, func(n int) bool { return n < 1 || n > sustainedKeyGroups }):
 		return usageErr("--sustained-writers must each be between 1 and %d (the writers split %d key groups)", sustainedKeyGroups, sustainedKeyGroups)
-	case o.rounds < 1, o.appendRuns < 1, o.roundTime <= 0, o.batchTime <= 0, o.persistEvery <= 0, o.sustainedTime <= 0, o.checkpointEvery <= 0:
-		return usageErr("--rounds, --append-runs, --round-time, --batch-time, --persist-every, --sustained-time and --checkpoint-every must be positive")
+	case o.rounds < 1, o.appendRuns < 1, o.roundTime <= 0, o.batchTime <= 0, o.persistEvery <= 0, o.sustainedTime <= 0, o.checkpointEvery <= 0, o.sustainedWarmup < 0:
+		return usageErr("--rounds, --append-runs, --round-time, --batch-time, --persist-every, --sustained-time and --checkpoint-every must be positive, and --sustained-warmup not negative")
 	case o.changeSize < 1:
 		return usageErr("--change-size must be at least 1")
 	case o.recoveryWriters < 2 || o.recoveryWriters > 128:
@@ -465,7 +474,7 @@ func bench(ctx context.Context, o benchOptions, prog *progress) (*benchReport, e
 	}
 	if !o.skipSustained {
 		rep.Sustained = &sustainedResult{CheckpointEvery: o.checkpointEvery.String(), Delay: max(cfg.BatchPersistDelay, 0).String(),
-			RoundTime: o.sustainedTime.String(), RawThreads: cfg.UploadNumThreads}
+			RoundTime: o.sustainedTime.String(), Warmup: o.sustainedWarmup.String(), RawThreads: cfg.UploadNumThreads}
 		if err := o.section("f", func() (err error) {
 			rep.Sustained.Rows, err = writerRows(ctx, prog, "(f) sustained", "(f) sustained logging", o.sustainedWriters, env.sustained)
 			return err
@@ -1198,14 +1207,20 @@ func (e *benchEnv) sustained(ctx context.Context, n int) (sustainedRow, error) {
 				return err
 			},
 		}
-		if r%2 == 1 {
-			sides[0], sides[1] = sides[1], sides[0]
+		sides = append(sides, func() error {
+			bps, puts, err := e.producersPut(ctx, fmt.Sprintf("loop-sustained-%d-%d", n, r), n, size, e.cfg.UploadNumThreads, e.o.sustainedWarmup, e.o.sustainedTime)
+			row.LoopRounds, row.LoopPuts = append(row.LoopRounds, bps), row.LoopPuts+puts
+			return err
+		})
+		// Each goes first in turn.
+		for range r % len(sides) {
+			sides = append(sides[1:], sides[0])
 		}
 		for i, side := range sides {
 			if err := side(); err != nil {
 				return row, err
 			}
-			e.prog.set((float64(r) + 0.5 + float64(i+1)/4) / float64(e.o.rounds))
+			e.prog.set((float64(r) + 0.5 + float64(i+1)/float64(2*len(sides))) / float64(e.o.rounds))
 		}
 	}
 	row.CheckpointsPerSec = float64(row.Checkpoints) / elapsed.Seconds()
@@ -1214,18 +1229,22 @@ func (e *benchEnv) sustained(ctx context.Context, n int) (sustainedRow, error) {
 	row.ObjectSize = stored / objects
 	row.EngineBPS, row.BackendBPS, row.RawBPS = median(row.EngineRounds), median(row.BackendRounds), median(row.RawRounds)
 	row.Ratio, row.SDKRatio = row.EngineBPS/row.BackendBPS, row.EngineBPS/row.RawBPS
+	row.LoopBPS = median(row.LoopRounds)
+	row.LoopRatio = row.EngineBPS / row.LoopBPS
 	row.PersistP50Ms, row.PersistP99Ms = ms(percentile(latencies, 50)), ms(percentile(latencies, 99))
 	row.PersistSamples = len(latencies)
 	return row, nil
 }
 
-// sustainedRound is what a round of the engine in (f) measured.
+// sustainedRound is what a round of the engine in (f) measured, in its
+// window: from the first checkpoint confirmed after the warm-up to the
+// last one.
 type sustainedRound struct {
-	logical   int64           // changes' bytes of the confirmed checkpoints
-	elapsed   time.Duration   // from the start of the appends to the last confirmation
-	puts      int64           // objects put in elapsed
+	logical   int64           // changes' bytes of the checkpoints confirmed in the window
+	elapsed   time.Duration   // the window's length
+	puts      int64           // objects put in the window
 	bytesPut  int64           // their bytes
-	latencies []time.Duration // of each checkpoint, from its first Persist to its last Confirm
+	latencies []time.Duration // of each checkpoint of the window, from its first Persist to its last Confirm
 }
 
 // sustainedEngine runs a round of (f) for the engine: n writers, each over
@@ -1237,6 +1256,15 @@ type sustainedRound struct {
 // elsewhere). The confirmed checkpoints own their objects, which are
 // deleted at the end of the round. progress is told the part of the round
 // done.
+//
+// The round measures the engine once it runs steadily: its window opens
+// at the first checkpoint confirmed after --sustained-warmup and lasts
+// --sustained-time, to the checkpoint confirmed then. Counted from the
+// first append, a round would count the time the writers take to fill
+// their first objects, when nothing uploads, and leave out the objects
+// uploaded for the checkpoint after the last: the pipeline's fill and
+// drain, which the backend's parallel Put, busy from its first instant,
+// does not have.
 func (e *benchEnv) sustainedEngine(ctx context.Context, n int, progress func(float64)) (res sustainedRound, err error) {
 	s, err := e.newStorage(e.cfg)
 	if err != nil {
@@ -1274,8 +1302,16 @@ func (e *benchEnv) sustainedEngine(ctx context.Context, n int, progress func(flo
 		}
 	}()
 	const run = 64 // changes taken from the source at a time
-	before := e.backend.Stats()
 	t0 := time.Now()
+	// The window: it opens at mark, once the warm-up is over.
+	var (
+		mark       time.Time
+		before     counting.Stats
+		latencies  []time.Duration
+		logical    int64
+		warmedUp   bool
+		windowFrom int64 // logical at mark
+	)
 	for i, w := range ws {
 		wg.Go(func() {
 			kgr := w.KeyGroups()
@@ -1311,12 +1347,12 @@ func (e *benchEnv) sustainedEngine(ctx context.Context, n int, progress func(flo
 				return res, fmt.Errorf("writer %d: %w", i, err)
 			}
 		}
-		var logical int64
+		var cpLogical int64
 		for i, f := range futures {
 			if results[i], err = f.Wait(ctx); err != nil {
 				return res, fmt.Errorf("writer %d: checkpoint %d: %w", i, cp, err)
 			}
-			logical += results[i].Remote.LogicalSize
+			cpLogical += results[i].Remote.LogicalSize
 		}
 		for i, w := range ws {
 			if err := w.Confirm(results[i].From, results[i].To, cp); err != nil {
@@ -1324,17 +1360,25 @@ func (e *benchEnv) sustainedEngine(ctx context.Context, n int, progress func(flo
 			}
 		}
 		now := time.Now()
-		res.latencies = append(res.latencies, now.Sub(t1))
-		res.logical += logical
-		res.elapsed = now.Sub(t0)
-		after := e.backend.Stats()
-		res.puts, res.bytesPut = after.Puts-before.Puts, after.BytesPut-before.BytesPut
+		logical += cpLogical
+		if warmedUp {
+			latencies = append(latencies, now.Sub(t1))
+		} else if now.Sub(t0) >= e.o.sustainedWarmup {
+			warmedUp, mark, windowFrom, before = true, now, logical, e.backend.Stats()
+		}
 		for i, w := range ws {
 			if err := w.Truncate(results[i].To); err != nil {
 				return res, fmt.Errorf("writer %d: %w", i, err)
 			}
 			froms[i] = results[i].To
 		}
+		if !warmedUp {
+			progress(0)
+			continue
+		}
+		res.latencies, res.logical, res.elapsed = latencies, logical-windowFrom, now.Sub(mark)
+		after := e.backend.Stats()
+		res.puts, res.bytesPut = after.Puts-before.Puts, after.BytesPut-before.BytesPut
 		if res.elapsed >= e.o.sustainedTime {
 			return res, nil
 		}
@@ -1431,6 +1475,149 @@ func (e *benchEnv) parallelPut(ctx context.Context, tag string, size int64, thre
 		n += puts[i]
 	}
 	return float64(n) * float64(size) / end.Sub(t0).Seconds(), n, nil
+}
+
+// producersPut is (f)'s raw loop: the work of the engine's producers and
+// of its store, without the engine. n producers, as many as the engine's
+// writers, take changes from the same source as they do and copy each
+// into an object buffer of size bytes of their own, as an append copies
+// it into its writer's log; a full buffer goes to threads putters, which
+// put it with the backend's Put (a body in memory) and hand it back. Full
+// buffers wait for a putter up to upload.max-in-flight bytes, and a
+// producer waits beyond it, as the engine's appenders do. There is no
+// framing, checksum, batching, checkpoint or confirmation: this is the
+// ceiling of what the engine does on this machine. The round's window
+// opens after warmup and lasts d; the result is the bytes put in it (a
+// put that straddles its ends counted by the part inside) per second, and
+// the number of puts. Objects are kept and deleted as parallelPut's are.
+func (e *benchEnv) producersPut(ctx context.Context, tag string, n int, size int64, threads int, warmup, d time.Duration) (float64, int, error) {
+	if size <= 0 {
+		return 0, 0, fmt.Errorf("raw loop: objects of %d bytes", size)
+	}
+	inMemory := strings.HasPrefix(e.o.basePath, "mem://")
+	queued := int(max(e.cfg.UploadMaxInFlight/size, 1))
+	queue := make(chan []byte, queued)
+	free := make(chan []byte, n+queued+threads)
+	t0 := time.Now()
+	from, to := t0.Add(warmup), t0.Add(warmup+d)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var producers sync.WaitGroup
+	for range n {
+		producers.Go(func() {
+			buf := make([]byte, 0, size)
+			const run = 64 // changes taken from the source at a time
+			for time.Now().Before(to) {
+				off := e.changes.take(run)
+				for k := range run {
+					c := e.changes.at(off + int64(k*e.o.changeSize))
+					if int64(len(buf)+len(c)) > size {
+						select {
+						case queue <- buf:
+						case <-ctx.Done():
+							return
+						}
+						select {
+						case buf = <-free:
+							buf = buf[:0]
+						default:
+							buf = make([]byte, 0, size)
+						}
+					}
+					buf = append(buf, c...)
+				}
+			}
+		})
+	}
+	go func() {
+		producers.Wait()
+		close(queue)
+	}()
+
+	type putSpan struct {
+		start, end time.Time
+		bytes      int
+	}
+	spans := make([][]putSpan, threads)
+	errs := make([]error, threads)
+	var mu sync.Mutex
+	var kept []string
+	var putters sync.WaitGroup
+	for i := range threads {
+		putters.Go(func() {
+			for j := 0; ; j++ {
+				buf, ok := <-queue
+				if !ok {
+					return
+				}
+				name := fmt.Sprintf("%s%s-%d-%d.bin", e.prefix, tag, i, j)
+				start := time.Now()
+				if err := e.backend.Put(ctx, name, backends.NewMemoryBody(buf), int64(len(buf))); err != nil {
+					errs[i] = fmt.Errorf("put of %s: %w", name, err)
+					cancel()
+					return
+				}
+				spans[i] = append(spans[i], putSpan{start, time.Now(), len(buf)})
+				if inMemory {
+					if err := e.backend.Delete(ctx, name); err != nil {
+						errs[i] = fmt.Errorf("delete of %s: %w", name, err)
+						cancel()
+						return
+					}
+				} else {
+					mu.Lock()
+					kept = append(kept, name)
+					mu.Unlock()
+				}
+				select {
+				case free <- buf:
+				default:
+				}
+			}
+		})
+	}
+	putters.Wait()
+	cancel()
+	for range queue { // a producer blocked on a full queue when a put failed
+	}
+	dctx := context.WithoutCancel(ctx)
+	for _, name := range kept {
+		if err := e.backend.Delete(dctx, name); err != nil {
+			errs = append(errs, fmt.Errorf("delete of %s: %w", name, err))
+			break
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, 0, err
+	}
+	var bytes float64
+	puts := 0
+	for _, ss := range spans {
+		for _, sp := range ss {
+			puts++
+			lo, hi := later(sp.start, from), earlier(sp.end, to)
+			if !hi.After(lo) {
+				continue
+			}
+			bytes += float64(sp.bytes) * float64(hi.Sub(lo)) / float64(max(sp.end.Sub(sp.start), 1))
+		}
+	}
+	return bytes / d.Seconds(), puts, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func median(xs []float64) float64 {
@@ -1558,15 +1745,30 @@ func (r *benchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "  SDK get: %s\n", r.RawGet)
 	fmt.Fprintln(w, "\n(e) persist latency: the P50 and P99 columns of (b) and (c), (N) the persists they come from")
 	if su := r.Sustained; su != nil {
-		fmt.Fprintf(w, "\n(f) sustained logging: writers appending flat out, a checkpoint of all every %s, batch.persist-delay %s, rounds of %s\n",
-			su.CheckpointEvery, su.Delay, su.RoundTime)
+		warmup := ""
+		if su.Warmup != "" {
+			warmup = ", each measured after a warm-up of " + su.Warmup
+		}
+		fmt.Fprintf(w, "\n(f) sustained logging: writers appending flat out, a checkpoint of all every %s, batch.persist-delay %s, rounds of %s%s\n",
+			su.CheckpointEvery, su.Delay, su.RoundTime, warmup)
 		fmt.Fprintf(w, "  ENGINE: changes' bytes of confirmed checkpoints per second; BACKEND PUT: the backend's Put (what the engine stores with: the object appears whole or not at all) of objects of AVG OBJECT, %d at once; RATIO: ENGINE over BACKEND PUT (the target); SDK PUT: the SDK used directly, as many at once, and ENGINE over it, SDK RATIO (informative); medians of %d rounds\n",
 			su.RawThreads, len(firstOr(su.Rows).EngineRounds))
-		fmt.Fprintln(tw, "  WRITERS\tCHECKPOINTS/S\tOBJECTS/S\tAVG OBJECT\tENGINE\tBACKEND PUT\tRATIO\tSDK PUT\tSDK RATIO\tPERSIST P50\tP99\t(N)")
+		loop := firstOr(su.Rows).LoopBPS > 0
+		if loop {
+			fmt.Fprintln(w, "  RAW LOOP: as many producers as writers copy the same changes into objects of AVG OBJECT, put with the backend's Put as many at once, without the engine (no framing, checksum, batching or checkpoint): the producers' and the store's work alone; OVER LOOP: ENGINE over it (informative)")
+		}
+		head := "  WRITERS\tCHECKPOINTS/S\tOBJECTS/S\tAVG OBJECT\tENGINE\tBACKEND PUT\tRATIO\tSDK PUT\tSDK RATIO"
+		if loop {
+			head += "\tRAW LOOP\tOVER LOOP"
+		}
+		fmt.Fprintln(tw, head+"\tPERSIST P50\tP99\t(N)")
 		for _, row := range su.Rows {
-			fmt.Fprintf(tw, "  %d\t%.1f\t%.1f\t%s\t%s\t%s\t%.2f\t%s\t%.2f\t%.1f ms\t%.1f ms\t(%d)\n", row.Writers, row.CheckpointsPerSec, row.ObjectsPerSec,
-				formatBytes(row.ObjectSize), formatRate(row.EngineBPS), formatRate(row.BackendBPS), row.Ratio, formatRate(row.RawBPS), row.SDKRatio,
-				row.PersistP50Ms, row.PersistP99Ms, row.PersistSamples)
+			fmt.Fprintf(tw, "  %d\t%.1f\t%.1f\t%s\t%s\t%s\t%.2f\t%s\t%.2f", row.Writers, row.CheckpointsPerSec, row.ObjectsPerSec,
+				formatBytes(row.ObjectSize), formatRate(row.EngineBPS), formatRate(row.BackendBPS), row.Ratio, formatRate(row.RawBPS), row.SDKRatio)
+			if loop {
+				fmt.Fprintf(tw, "\t%s\t%.2f", formatRate(row.LoopBPS), row.LoopRatio)
+			}
+			fmt.Fprintf(tw, "\t%.1f ms\t%.1f ms\t(%d)\n", row.PersistP50Ms, row.PersistP99Ms, row.PersistSamples)
 		}
 		tw.Flush()
 	}

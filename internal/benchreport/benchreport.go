@@ -148,6 +148,7 @@ type Sustained struct {
 	CheckpointEvery string         `json:"checkpoint_every"`
 	Delay           string         `json:"batch_persist_delay"`
 	RoundTime       string         `json:"round_time"`
+	Warmup          string         `json:"warmup,omitempty"`  // of each round, before its window of RoundTime
 	RawThreads      int            `json:"raw_parallel_puts"` // the SDK's puts at once: upload.num-threads
 	Rows            []SustainedRow `json:"rows"`
 }
@@ -172,11 +173,21 @@ type SustainedRow struct {
 	// RawThreads puts at once, and SDKRatio the engine's over it
 	// (informative: the SDK's put does not make the object appear whole or
 	// not at all, as the backend's Put does).
-	RawBPS         float64   `json:"raw_bytes_per_second"`
-	SDKRatio       float64   `json:"sdk_ratio"`
-	EngineRounds   []float64 `json:"engine_rounds"`
-	RawRounds      []float64 `json:"raw_rounds"`
-	RawPuts        int       `json:"raw_puts"` // over all rounds
+	RawBPS       float64   `json:"raw_bytes_per_second"`
+	SDKRatio     float64   `json:"sdk_ratio"`
+	EngineRounds []float64 `json:"engine_rounds"`
+	RawRounds    []float64 `json:"raw_rounds"`
+	RawPuts      int       `json:"raw_puts"` // over all rounds
+	// LoopBPS is the bytes put per second by the raw loop: the writers'
+	// changes copied into objects by as many producers and put with the
+	// backend's Put, RawThreads at once, without the engine (its
+	// producers' and its store's work alone); LoopRatio is the engine's
+	// over it (informative: how close the engine comes to the work it
+	// cannot avoid on this machine).
+	LoopBPS        float64   `json:"loop_bytes_per_second,omitempty"`
+	LoopRatio      float64   `json:"loop_ratio,omitempty"`
+	LoopRounds     []float64 `json:"loop_rounds,omitempty"`
+	LoopPuts       int       `json:"loop_puts,omitempty"` // over all rounds
 	PersistP50Ms   float64   `json:"persist_p50_ms"`
 	PersistP99Ms   float64   `json:"persist_p99_ms"`
 	PersistSamples int       `json:"persist_samples"` // checkpoints the percentiles come from
