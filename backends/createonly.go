@@ -45,8 +45,13 @@ type CreateOnlyVerifier interface {
 // and its abort), on GCS 6 (the start of a resumable session and its two
 // chunks), on Azure 6 (the refused Put Blob is followed by a HEAD of the
 // blob, the multipart path is one staged block and the refused block
-// list). A store that lets a Put through is sent that Put once more.
-const ProbeRequests = 7
+// list). The gocloud backend sends more: 11 requests through s3blob (a
+// HEAD after each refused Put, and before the Delete; the refused
+// multipart upload aborted twice, by the transfer manager and by the
+// driver), 8 through gcsblob (a GET of the object's attributes after
+// each refused Put). A store that lets a Put through is sent that Put
+// once more.
+const ProbeRequests = 11
 
 // VerifyCreateOnly checks that b refuses a Put of an existing name on
 // every path its Puts take: it puts name, then puts name again in one

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/local"
 	"github.com/dstlgo/dstl/catalog"
 )
@@ -32,7 +33,7 @@ func Example() {
 	cfg := func(process int) catalog.Config {
 		return catalog.Config{JobID: "example", Instances: 2, Process: process, Logger: slog.New(slog.DiscardHandler)}
 	}
-	join := func(process int) *catalog.Member {
+	join := func(store backends.Backend, process int) *catalog.Member {
 		m, err := catalog.Join(ctx, store, cfg(process))
 		if err != nil {
 			log.Fatal(err)
@@ -49,14 +50,20 @@ func Example() {
 		return st
 	}
 
-	leader, other := join(0), join(1)
+	leader, other := join(store, 0), join(store, 1)
 	for n := int64(1); n <= 2; n++ {
 		commit(other, n)
 		st := commit(leader, n) // the leader's commit completes n
 		fmt.Printf("checkpoint %d complete: %v\n", n, st.Complete == n)
 	}
 
-	restarted := join(1) // its slot is held: a new generation, which fences the other
+	// Process 1 restarts: a process of its own, with a backend of its own.
+	fresh, err := local.Open(ctx, local.Config{Root: dir})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer fresh.Close()
+	restarted := join(fresh, 1) // its slot is held: a new generation, which fences the other
 	g := restarted.Generation()
 	fmt.Printf("generation %d restores checkpoint %d\n", g.Number, g.RestoredCheckpoint)
 	for _, p := range restarted.Restore(1) {

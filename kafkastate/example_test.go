@@ -22,8 +22,9 @@ import (
 
 // A word count of a topic of two partitions on an in-process Kafka
 // (franz-go's kfake), its state on local disk: the service counts the
-// lines and stops, which commits a last checkpoint; Load then restores
-// every partition from the record its committed offset names.
+// lines and stops, which commits a last checkpoint; Load, on a storage opened
+// afresh as a restarted process opens it, then restores every partition from
+// the record its committed offset names.
 func Example() {
 	ctx := context.Background()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "lines"))
@@ -47,7 +48,6 @@ func Example() {
 	scfg.JobID = "wordcount"
 	storage, err := dstl.Open(ctx, scfg)
 	check(err)
-	defer storage.Close()
 
 	type counts = *statestore.KeyValueStore[string, int64]
 	cfg := kafkastate.Config[counts]{
@@ -86,9 +86,14 @@ func Example() {
 	}
 	stop()
 	check(<-done) // the last checkpoint is committed
+	check(storage.Close())
 
-	// What a restore finds: each partition's state at its committed offset.
-	states, release, err := kafkastate.Load(ctx, storage, cfg, 2)
+	// What a restore finds, in a process of its own with a storage of its
+	// own: each partition's state at its committed offset.
+	restored, err := dstl.Open(ctx, scfg)
+	check(err)
+	defer restored.Close()
+	states, release, err := kafkastate.Load(ctx, restored, cfg, 2)
 	check(err)
 	defer release()
 	total := map[string]int64{}

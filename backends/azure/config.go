@@ -266,10 +266,24 @@ func parseURL(basePath string, env func(string) string) (Config, error) {
 		cfg.AccountKey = env(EnvKey)
 	}
 	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("azure: base path %q: %w", shown, err)
+		return Config{}, &basePathError{shown, err}
 	}
 	return cfg, nil
 }
+
+// basePathError is an error of the configuration that a base path gives,
+// which says "azure: " once: before the base path, not again before the
+// error of the configuration.
+type basePathError struct {
+	shown string // the base path, as error messages show it
+	err   error
+}
+
+func (e *basePathError) Error() string {
+	return fmt.Sprintf("azure: base path %q: %s", e.shown, strings.TrimPrefix(e.err.Error(), "azure: "))
+}
+
+func (e *basePathError) Unwrap() error { return e.err }
 
 // redact returns u without user information and with "?..." for its
 // query, for error messages.

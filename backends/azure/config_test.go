@@ -166,3 +166,12 @@ func TestRegistered(t *testing.T) {
 		t.Fatalf("OpenBackend with an unknown parameter: %v", err)
 	}
 }
+
+// TestParseURLPrefixOnce: an error of the configuration a base path gives
+// says "azure: " once.
+func TestParseURLPrefixOnce(t *testing.T) {
+	_, err := parseURL("azblob://c", func(string) string { return "" })
+	if err == nil || strings.Count(err.Error(), "azure: ") != 1 || !strings.Contains(err.Error(), "an account URL") {
+		t.Fatalf("parseURL = %v, want an error about the account that says \"azure: \" once", err)
+	}
+}

@@ -25,6 +25,11 @@
 //     Put cancels the writer's context before the driver closes it, so
 //     that the driver commits nothing (s3blob aborts its multipart upload,
 //     and so does this package when s3blob's own abort did not happen).
+//     For an s3blob or a gcsblob bucket, the driver also has the
+//     multipart path of [driver.MultipartPutter], so that the create-only
+//     check of the portable layer (backends.VerifyCreateOnly) probes the
+//     completion of a multipart or resumable upload too; other drivers
+//     have one path.
 //     The whole upload is one request, retried as a whole when it timed
 //     out or failed for a transient reason; its timeout is the request
 //     timeout once per part it goes up in, and twice more (see
@@ -158,8 +163,73 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if d.bucket.As(&client) && client != nil {
 		d.s3 = client
 	}
-	return &Backend{Bucket: backends.New(ID, d, cfg.Request, backends.WithPrefix(cfg.Prefix)), d: d}, nil
+	return &Backend{Bucket: backends.New(ID, d.driver(), cfg.Request, backends.WithPrefix(cfg.Prefix)), d: d}, nil
 }
+
+// driver returns the driver that the portable layer runs: d itself, or,
+// for an s3blob or a gcsblob bucket, whose Puts above the part size take
+// a second path, d with that path as a [driver.MultipartPutter] (see
+// [multipartBucket]).
+func (d *bucket) driver() driver.Bucket {
+	var gcs *storage.Client
+	switch {
+	case d.s3 != nil:
+		// The transfer manager, which beforeWrite rebuilds, uploads in
+		// parts from the threshold on: from 1 byte, any body goes up as a
+		// multipart upload, in one part up to the part size.
+		return &multipartBucket{bucket: d, min: 1, up: upload{
+			bufferSize: max(d.cfg.PartSize, s3MinPartSize),
+			threshold:  1,
+		}}
+	case d.bucket.As(&gcs) && gcs != nil:
+		// The GCS client sends a body of at most one chunk in one
+		// request, whatever its chunk size, and rounds the chunk size up
+		// to a multiple of the smallest one.
+		return &multipartBucket{bucket: d, min: gcsMinChunkSize + 1, up: upload{bufferSize: gcsMinChunkSize}}
+	}
+	return d
+}
+
+// s3MinPartSize is the smallest part S3 takes but for the last one.
+const s3MinPartSize = 5 << 20
+
+// gcsMinChunkSize is the smallest chunk of a GCS resumable upload.
+const gcsMinChunkSize = 256 << 10
+
+// multipartBucket is the driver of an s3blob or a gcsblob bucket: whose
+// Puts above the part size go up as an S3 multipart upload, completed by
+// CompleteMultipartUpload, or as a GCS resumable upload, completed by its
+// last chunk. It adds that path as [driver.MultipartPutter], for the
+// check of create-only ([backends.VerifyCreateOnly]).
+//
+// The drivers of other buckets have no second path, and the portable
+// layer probes their single-request path only: azureblob stages blocks
+// and commits a block list (with If-None-Match: *) whatever the size of
+// the body, so that its Puts all take one path, which that probe tests;
+// memblob and fileblob (mem://, file://) keep objects whole, and so does
+// a driver this package does not know.
+type multipartBucket struct {
+	*bucket
+	min int64  // the smallest size that up sends on the multipart path
+	up  upload // how PutMultipart goes up
+}
+
+var _ driver.MultipartPutter = (*multipartBucket)(nil)
+
+// PutMultipart stores body as one blob.Writer whose buffer forces the
+// multipart path, otherwise as Put does (create-only, with the same
+// errors and the same handling of a lost answer): on S3 a multipart upload
+// with a threshold of 1 byte, in one part up to the part size (at least
+// 5 MiB), completed by CompleteMultipartUpload with If-None-Match: *; on
+// GCS a resumable upload in chunks of 256 KiB with the DoesNotExist
+// precondition.
+func (d *multipartBucket) PutMultipart(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	return d.put(ctx, rt, name, body, size, d.up)
+}
+
+// MinMultipartSize is the smallest size that PutMultipart sends on the
+// multipart path: 1 byte on S3, 256 KiB and one byte on GCS.
+func (d *multipartBucket) MinMultipartSize() int64 { return d.min }
 
 // Close closes the bucket when the backend opened it itself (and, where
 // the driver's HTTP client allows it, that client's idle connections). A
@@ -212,9 +282,23 @@ const metaID = "dstl-upload-id"
 // retries within the attempt), and the Put succeeds if the object is its
 // own (see [bucket.mine]).
 func (d *bucket) Put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64) error {
+	return d.put(ctx, rt, name, body, size, upload{bufferSize: d.cfg.PartSize, threshold: int64(d.cfg.PartSize)})
+}
+
+// upload is how the writer of a Put goes up: the writer's buffer size
+// (blob.WriterOptions.BufferSize, the part or chunk size), and for s3blob
+// the size from which its transfer manager uploads in parts (0 keeps the
+// driver's own transfer manager, with its threshold of 16 MiB).
+type upload struct {
+	bufferSize int
+	threshold  int64
+}
+
+// put is Put with the writer's upload up.
+func (d *bucket) put(ctx context.Context, rt driver.Runner, name string, body *driver.Body, size int64, up upload) error {
 	id := rand.Text()
-	return rt.Do(ctx, d.putBudget(size), func(ctx context.Context) error {
-		err := d.write(ctx, rt, name, id, body, size)
+	return rt.Do(ctx, d.putBudget(size, up.bufferSize), func(ctx context.Context) error {
+		err := d.write(ctx, rt, name, id, body, size, up)
 		if gcerrors.Code(err) != gcerrors.FailedPrecondition {
 			return err
 		}
@@ -259,9 +343,9 @@ func (d *bucket) mine(ctx context.Context, name, id string, body *driver.Body, s
 // that MinThroughput sends in them. An object that takes longer than one
 // request timeout to upload as a whole but whose every request fits in it
 // is thus not cut short and sent again. A part size of 0 counts parts of
-// [DefaultPartSize].
-func (d *bucket) putBudget(size int64) int64 {
-	part := int64(d.cfg.PartSize)
+// [DefaultPartSize]. The part size is partSize, the writer's buffer size.
+func (d *bucket) putBudget(size int64, partSize int) int64 {
+	part := int64(partSize)
 	if part <= 0 {
 		part = DefaultPartSize
 	}
@@ -282,7 +366,7 @@ func (d *bucket) putBudget(size int64) int64 {
 // panics after a failed upload). A failure of the body cancels the
 // writer's context before the driver sees it, so that its Close commits
 // nothing; so does the end of ctx.
-func (d *bucket) write(ctx context.Context, rt driver.Runner, name, id string, body *driver.Body, size int64) error {
+func (d *bucket) write(ctx context.Context, rt driver.Runner, name, id string, body *driver.Body, size int64, up upload) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var seen written
@@ -290,10 +374,10 @@ func (d *bucket) write(ctx context.Context, rt driver.Runner, name, id string, b
 	err := d.bucket.Upload(wctx, name, src, &blob.WriterOptions{
 		ContentType:    "application/octet-stream",
 		IfNotExist:     true,
-		BufferSize:     d.cfg.PartSize,
+		BufferSize:     up.bufferSize,
 		MaxConcurrency: d.cfg.Concurrency,
 		Metadata:       map[string]string{metaID: id},
-		BeforeWrite:    func(as func(any) bool) error { return d.beforeWrite(as, &seen) },
+		BeforeWrite:    func(as func(any) bool) error { return d.beforeWrite(as, &seen, up) },
 	})
 	src.committed()
 	if err == nil {
@@ -378,10 +462,11 @@ func (d *bucket) abort(ctx context.Context, rt driver.Runner, w written, err err
 // driver's escaping), for abort, and whether the write is fileblob's. It
 // tunes s3blob's transfer manager:
 // s3blob passes it the part size and the concurrency, but not the
-// threshold above which it uploads in parts (16 MiB by default), so the
-// transfer manager is rebuilt with the threshold at the part size. The
-// bucket's checksum setting is kept.
-func (d *bucket) beforeWrite(as func(any) bool, w *written) error {
+// threshold from which it uploads in parts (16 MiB by default), so the
+// transfer manager is rebuilt with the part size and the threshold of up
+// (for a Put, the threshold at the part size) unless up's threshold is 0.
+// The bucket's checksum setting is kept.
+func (d *bucket) beforeWrite(as func(any) bool, w *written, up upload) error {
 	var f *os.File
 	w.file = as(&f)
 	var in *transfermanager.UploadObjectInput
@@ -389,13 +474,13 @@ func (d *bucket) beforeWrite(as func(any) bool, w *written) error {
 		w.s3Bucket, w.s3Key = aws.ToString(in.Bucket), aws.ToString(in.Key)
 	}
 	var tm *transfermanager.Client
-	if d.s3 == nil || d.cfg.PartSize == 0 || !as(&tm) || tm == nil {
+	if d.s3 == nil || up.threshold == 0 || !as(&tm) || tm == nil {
 		return nil
 	}
 	*tm = *transfermanager.New(d.s3, func(o *transfermanager.Options) {
 		o.RequestChecksumCalculation = d.s3.Options().RequestChecksumCalculation
-		o.PartSizeBytes = int64(d.cfg.PartSize)
-		o.MultipartUploadThreshold = int64(d.cfg.PartSize)
+		o.PartSizeBytes = int64(up.bufferSize)
+		o.MultipartUploadThreshold = up.threshold
 		if d.cfg.Concurrency > 0 {
 			o.Concurrency = d.cfg.Concurrency
 		}

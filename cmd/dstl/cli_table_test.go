@@ -64,6 +64,17 @@ func TestCLITable(t *testing.T) {
 	noCredentials := map[string]string{"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_PROFILE": "",
 		"AWS_EC2_METADATA_DISABLED": "false", "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.URL,
 		"AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none")}
+	// No credentials, as on a machine without an instance metadata
+	// service.
+	noIMDS := map[string]string{"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_PROFILE": "", "AWS_EC2_METADATA_DISABLED": "true",
+		"AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none")}
+	noAzure := map[string]string{"AZURE_STORAGE_CONNECTION_STRING": "", "AZURE_STORAGE_ACCOUNT": "", "AZURE_STORAGE_KEY": "",
+		"AZURE_CLIENT_ID": "", "AZURE_TENANT_ID": "", "AZURE_CLIENT_SECRET": "", "AZURE_FEDERATED_TOKEN_FILE": "",
+		"IDENTITY_ENDPOINT": "", "MSI_ENDPOINT": "", "HOME": t.TempDir(), "PATH": t.TempDir(),
+		// The developer tools alone (not found on an empty PATH), not a
+		// managed identity, which asks the metadata address of the
+		// machine, whatever answers there.
+		"AZURE_TOKEN_CREDENTIALS": "dev"}
 	q := regexp.QuoteMeta
 	refusedRE := `dial tcp ` + q(refused) + `: connect: connection refused \(`
 
@@ -105,7 +116,13 @@ func TestCLITable(t *testing.T) {
 		{"gc --dry-run, refused", []string{"gc", "--dry-run", "--grace", "1h", "--keep-none", "--base-path", s3URL}, credentials, exitRuntime,
 			`^dstl gc: ` + refusedRE + `s3 list`, 1},
 		{"checkpoints, no credentials", []string{"checkpoints", "--base-path", s3URL}, noCredentials, exitRuntime,
-			`^dstl checkpoints: .*no EC2 IMDS role found`, 1},
+			`^dstl checkpoints: no credentials for s3: .*no EC2 IMDS role found.* \(catalog: list "_catalog/": s3 list `, 1},
+		{"inspect, no credentials", []string{"inspect", strings.Replace(s3URL, "/job?", "/job/x.dstl?", 1)}, noIMDS, exitRuntime,
+			`^dstl inspect: no credentials for s3: .*no EC2 IMDS role found.* \(s3 get "x.dstl": .*GetObject\)$`, 1},
+		{"checkpoints, no azure credentials", []string{"checkpoints", "--base-path", "azblob://c/p?account=acct&endpoint=https://" + refused}, noAzure, exitRuntime,
+			`^dstl checkpoints: missing or refused Azure credentials .* \(catalog: list "_catalog/": azure list `, 1},
+		{"checkpoints, no azure account", []string{"checkpoints", "--base-path", "azblob://c/p"}, noAzure, exitUsage,
+			`^dstl checkpoints: open azure backend at "azblob://c/p": azure: base path "azblob://c/p": an account URL`, 1},
 
 		// Bad command lines.
 		{"bad price", []string{"cost", "--price", "foo"}, nil, exitUsage,

@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"os"
+	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -23,6 +26,7 @@ import (
 
 	"github.com/dstlgo/dstl/backends"
 	"github.com/dstlgo/dstl/backends/counting"
+	"github.com/dstlgo/dstl/backends/driver"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/duplicating"
@@ -269,6 +273,9 @@ func demo(ctx context.Context, o demoOptions, progress io.Writer) (rep *demoRepo
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			n, rerr := removeAll(rctx, backend, prefix)
+			if rerr == nil {
+				removeEmptyDirs(backend, prefix)
+			}
 			if rep != nil {
 				rep.removed = n
 			}
@@ -628,6 +635,31 @@ func removeAll(ctx context.Context, b backends.Backend, prefix string) (int64, e
 	}
 	err := g.Wait()
 	return deleted.Load(), err
+}
+
+// removeEmptyDirs removes the directories under prefix, and prefix's own,
+// that a local backend made for the objects the run wrote under it, once
+// they are empty: the prefix is the run's own, so they are the run's too.
+// Directories that still hold something stay, as does any of another
+// backend.
+func removeEmptyDirs(b backends.Backend, prefix string) {
+	var root *os.Root
+	var at driver.Root // its Prefix: the bucket's key prefix, if any
+	if a, ok := b.(interface{ As(any) bool }); !ok || !a.As(&root) || !a.As(&at) {
+		return
+	}
+	dir := path.Clean(at.Prefix + prefix)
+	var dirs []string
+	_ = fs.WalkDir(root.FS(), dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	// Deepest first: a directory is empty once those under it are gone.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = root.Remove(filepath.FromSlash(dirs[i]))
+	}
 }
 
 func putSnapshot(ctx context.Context, b backends.Backend, name string, s snapshot) (int64, error) {

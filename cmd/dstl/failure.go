@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net"
 	"net/url"
 	"strings"
@@ -46,7 +47,8 @@ func (r reporter) err(code int, err error) int {
 // failure. The parts of a joined error (errors.Join, here or in an error
 // it wraps) are failures of their own; parts of the same cause (a network
 // error, such as a refused connection) are one failure, reported by the
-// first. A line starts with its network cause, when it has one, the
+// first. A line starts with its network cause, or the credentials that
+// a cloud SDK did not find or was refused, when it has one, the
 // context after it in parentheses; the package prefix "dstl: ", which the
 // command's own prefix makes redundant, is left out.
 func failureLines(err error) []string {
@@ -163,17 +165,83 @@ func causeFirst(text string, err error) (string, string) {
 	case errors.As(err, &de):
 		cause, whole = de.Error(), de.Error()
 	default:
-		return text, ""
+		if cause, whole = credentialCause(text, err); cause == "" {
+			return text, ""
+		}
 	}
 	i := strings.Index(text, whole)
 	if i < 0 {
 		return text, ""
 	}
-	context := strings.TrimSuffix(strings.TrimSpace(text[:i]), ":") + text[i+len(whole):]
+	context := strings.TrimRight(strings.TrimSpace(text[:i]), ":,") + text[i+len(whole):]
 	if context == "" {
 		return cause, cause
 	}
 	return cause + " (" + context + ")", cause
+}
+
+// credentialMarks are the starts of the messages with which the cloud
+// SDKs say that they found no credentials (or were refused the ones they
+// found), each with the cause's words for it: the AWS SDK's "get
+// identity: " (of an operation) and "get credentials: " (of its
+// credentials' adapter), Google's Application Default Credentials' "could
+// not find default credentials" and the azure backend's own words for
+// azidentity's failures.
+var credentialMarks = []struct{ mark, cause string }{
+	{"get identity: get credentials: ", "no credentials for s3: "},
+	{"get identity: ", "no credentials for s3: "},
+	{"credentials: could not find default credentials", "no credentials for gcs: could not find default credentials"},
+	{"missing or refused Azure credentials", "missing or refused Azure credentials"},
+}
+
+// credentialCause returns the credential failure in err, whose message is
+// text, as the cause that causeFirst puts first ("no credentials for s3:
+// ...") and the text the failure takes in text; "" and "" when err is of
+// no credential failure. The failure takes the error in err's chain whose
+// message starts with a mark, or else text from the mark to its end.
+func credentialCause(text string, err error) (cause, whole string) {
+	for _, m := range credentialMarks {
+		i := strings.Index(text, m.mark)
+		if i < 0 {
+			continue
+		}
+		whole = text[i:]
+		for e := range errorChain(err) {
+			if msg := e.Error(); strings.HasPrefix(msg, m.mark) && strings.Contains(text, msg) {
+				whole = msg
+				break
+			}
+		}
+		return m.cause + strings.TrimPrefix(whole, m.mark), whole
+	}
+	return "", ""
+}
+
+// errorChain yields err and every error it wraps, depth first.
+func errorChain(err error) iter.Seq[error] {
+	return func(yield func(error) bool) {
+		var walk func(error) bool
+		walk = func(e error) bool {
+			if e == nil {
+				return true
+			}
+			if !yield(e) {
+				return false
+			}
+			switch u := e.(type) {
+			case interface{ Unwrap() error }:
+				return walk(u.Unwrap())
+			case interface{ Unwrap() []error }:
+				for _, c := range u.Unwrap() {
+					if !walk(c) {
+						return false
+					}
+				}
+			}
+			return true
+		}
+		walk(err)
+	}
 }
 
 // dropPrefix removes the package prefix "dstl: " from the start of line

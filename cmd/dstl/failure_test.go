@@ -48,6 +48,9 @@ func TestFailureLines(t *testing.T) {
 				cause + ` (persist [0, 1) of log 3: upload of 8 tasks to "s3" failed after 3 attempts: s3 put "x.dstl": s3://b/x.dstl at http://127.0.0.1:1: PutObject: no answer), and 1 more failure of this cause`}},
 		{"a request ended by its context", fmt.Errorf("no answer within 2s: gcs list: %w", &url.Error{Op: "Get", URL: "http://h/b", Err: context.DeadlineExceeded}),
 			[]string{`no answer within 2s: gcs list: Get "http://h/b": context deadline exceeded`}},
+		{"no gcs credentials", fmt.Errorf(`dstl: open gcs backend at "gs://b/p": gcs: open bucket "b": dialing: %w`,
+			errors.New("credentials: could not find default credentials. See https://cloud.google.com/docs/authentication/external/set-up-adc for more information")),
+			[]string{`no credentials for gcs: could not find default credentials. See https://cloud.google.com/docs/authentication/external/set-up-adc for more information (open gcs backend at "gs://b/p": gcs: open bucket "b": dialing)`}},
 		{"a join wrapped twice", fmt.Errorf("%w: %w", errUsage, errors.Join(errors.New("a"), errors.New("b"))), []string{"bad argument: a", "bad argument: b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,8 +39,10 @@ tells by its first bytes:
     against its name;
   - a handle file: as with --handle, below.
 
-An SST file of a disk-backed snapshot (.sst) and the probes of gc and of the
-create-only check are named as such. Anything else is no dstl object. An
+An SST file of a disk-backed snapshot (.sst), the probes of gc and of the
+create-only check, and the snapshots that dstl demo --keep leaves
+(snapshots/operator-N-cp-M.snap, the demo's own gob encoding) are named as
+such. Anything else is no dstl object. An
 object is a local FILE or the URL of an object (e.g.
 s3://bucket/job/0190....dstl?endpoint=...; the query configures the backend as
 in a base path).

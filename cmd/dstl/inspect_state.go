@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -161,6 +163,8 @@ func objectKind(name string, data []byte) string {
 		return "clock probe"
 	case strings.HasPrefix(base, objname.CreateOnlyProbePrefix):
 		return "create-only probe"
+	case demoSnapshotName.MatchString(base) && decodeDemoSnapshot(data) != nil:
+		return "demo snapshot"
 	}
 	return "log" // the log decoder says what is wrong with it
 }
@@ -451,7 +455,7 @@ func printCheckpoint(w io.Writer, file string, c checkpointHandleReport, checked
 // by its name alone: an SST file of a disk-backed snapshot, or a probe
 // object.
 type otherReport struct {
-	Kind   string `json:"kind"` // "snapshot file", "clock probe" or "create-only probe"
+	Kind   string `json:"kind"` // "snapshot file", "clock probe", "create-only probe" or "demo snapshot"
 	Object string `json:"object"`
 	Size   int64  `json:"size"`
 	OK     bool   `json:"ok"`
@@ -465,7 +469,37 @@ func inspectOther(kind, name string, data []byte) *otherReport {
 		"clock probe":       "gc's clock probe, which gc deletes after reading the storage's clock (one left behind is deleted by a later gc)",
 		"create-only probe": "the probe object of the create-only check (dstl backends --check), deleted after the check (one left behind is deleted by gc)",
 	}[kind]
+	if kind == "demo snapshot" {
+		about = describeDemoSnapshot(decodeDemoSnapshot(data))
+	}
 	return &otherReport{Kind: kind, Object: name, Size: int64(len(data)), OK: true, About: about}
+}
+
+// demoSnapshotName matches the name of a snapshot that dstl demo writes
+// (snapshots/operator-N-cp-M.snap under the run's prefix).
+var demoSnapshotName = regexp.MustCompile(`^operator-\d+-cp-\d+\.snap$`)
+
+// decodeDemoSnapshot decodes a snapshot of dstl demo (gob-encoded, the
+// demo's own format); nil if data is none.
+func decodeDemoSnapshot(data []byte) *snapshot {
+	var s snapshot
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&s); err != nil {
+		return nil
+	}
+	return &s
+}
+
+// describeDemoSnapshot says what a demo snapshot holds.
+func describeDemoSnapshot(s *snapshot) string {
+	keys, groups := 0, 0
+	for _, kv := range s.State {
+		if len(kv) > 0 {
+			groups++
+			keys += len(kv)
+		}
+	}
+	return fmt.Sprintf("dstl demo's own snapshot (gob, no library format) of %d keys in %d key groups, the log from sequence number %d",
+		keys, groups, s.From)
 }
 
 func (r *otherReport) print(w io.Writer) {

@@ -35,6 +35,7 @@ import (
 	"regexp"
 
 	_ "github.com/dstlgo/dstl/backends/all"
+	"github.com/dstlgo/dstl/internal/flagusage"
 )
 
 // Exit codes, the same for every command.
@@ -168,29 +169,9 @@ func newFlagSet(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: dstl %s %s\n\n%s\n\nFlags:\n", name, synopsis, about)
-		printFlags(fs)
+		flagusage.PrintFlags(fs)
 	}
 	return fs
-}
-
-// printFlags writes the flags of fs with two dashes, their type and their
-// default, like flag.PrintDefaults.
-func printFlags(fs *flag.FlagSet) {
-	w := fs.Output()
-	fs.VisitAll(func(f *flag.Flag) {
-		typ, help := flag.UnquoteUsage(f)
-		if typ != "" {
-			typ = " " + typ
-		}
-		fmt.Fprintf(w, "  --%s%s\n    \t%s", f.Name, typ, help)
-		if def := f.DefValue; def != "" && def != "false" && def != "0" {
-			if typ == " string" {
-				def = fmt.Sprintf("%q", def)
-			}
-			fmt.Fprintf(w, " (default %s)", def)
-		}
-		fmt.Fprintln(w)
-	})
 }
 
 // parseFlags parses a command's flags; it returns the exit code to end with

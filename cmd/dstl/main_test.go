@@ -60,10 +60,15 @@ func TestDemo(t *testing.T) {
 				t.Errorf("%d objects left, %d deleted:\n%s", left, deleted, out.String())
 			}
 			if i := slices.Index(tc.args, "-base-path"); i >= 0 {
-				files := 0
-				err := filepath.WalkDir(strings.TrimPrefix(tc.args[i+1], "file://"), func(_ string, d fs.DirEntry, err error) error {
-					if err == nil && !d.IsDir() {
+				files, dirs := 0, 0 // dirs: under the base path
+				root := strings.TrimPrefix(tc.args[i+1], "file://")
+				err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+					switch {
+					case err != nil:
+					case !d.IsDir():
 						files++
+					case p != root:
+						dirs++
 					}
 					return err
 				})
@@ -72,6 +77,10 @@ func TestDemo(t *testing.T) {
 				}
 				if want := map[bool]int{true: left}[keep]; files != want {
 					t.Errorf("%d files under the base path, want %d:\n%s", files, want, out.String())
+				}
+				// Without --keep, the directories the run made go too.
+				if !keep && dirs != 0 {
+					t.Errorf("%d directories left under the base path, want none", dirs)
 				}
 				if keep && !strings.Contains(out.String(), "kept under demo-") {
 					t.Errorf("the kept prefix not named:\n%s", out.String())

@@ -56,6 +56,7 @@ import (
 	"github.com/dstlgo/dstl/collect"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/examples/internal/child"
+	"github.com/dstlgo/dstl/internal/flagusage"
 	"github.com/dstlgo/dstl/job"
 	"github.com/dstlgo/dstl/statestore"
 )
@@ -82,7 +83,7 @@ func main() {
 	case len(os.Args) > 1 && os.Args[1] == "verify":
 		code = verifyMain(ctx, os.Args[2:], child.Self, os.Stdout, os.Stderr)
 	default:
-		fmt.Fprintln(os.Stderr, "usage: counter run|verify [flags] (-h for the flags)")
+		fmt.Fprintln(os.Stderr, "usage: counter run|verify [flags] (--help for the flags)")
 	}
 	os.Exit(code)
 }
@@ -90,6 +91,7 @@ func main() {
 // run runs process -process of -processes until ctx ends.
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("counter run", flag.ContinueOnError)
+	flagusage.Set(fs)
 	basePath := fs.String("base-path", filepath.Join(os.TempDir(), "dstl-counter"), "where the log, snapshots and catalog go: a directory, or a URL of a dstl backend")
 	jobID := fs.String("job-id", "counter", "the job: the prefix of its objects")
 	instances := fs.Int("instances", 4, "instances of the job (P), each owning a share of the key groups")

@@ -23,6 +23,7 @@ import (
 	"github.com/dstlgo/dstl/catalog"
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/examples/internal/child"
+	"github.com/dstlgo/dstl/internal/flagusage"
 	"github.com/dstlgo/dstl/statestore"
 )
 
@@ -53,6 +54,7 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 	stdout, stderr = child.LockedWriter{Mu: &mu, W: stdout}, child.LockedWriter{Mu: &mu, W: stderr}
 	v := &verifier{cmd: cmd, stdout: stdout, stderr: stderr, started: time.Now()}
 	fs := flag.NewFlagSet("counter verify", flag.ContinueOnError)
+	flagusage.Set(fs)
 	fs.SetOutput(stderr)
 	fs.StringVar(&v.basePath, "base-path", "", "where the job goes (default: a new temporary directory)")
 	fs.StringVar(&v.jobID, "job-id", "", "the job (default: a new unique one)")

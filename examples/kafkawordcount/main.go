@@ -61,13 +61,14 @@ import (
 	_ "github.com/dstlgo/dstl/backends/all" // every backend: local, s3, gcs, azure, gocloud
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/examples/internal/child"
+	"github.com/dstlgo/dstl/internal/flagusage"
 	"github.com/dstlgo/dstl/kafkastate"
 	"github.com/dstlgo/dstl/statestore"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kafkawordcount run|verify [flags] (-h for the flags)")
+		fmt.Fprintln(os.Stderr, "usage: kafkawordcount run|verify [flags] (--help for the flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -107,7 +108,7 @@ func (o *options) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.basePath, "base-path", "", "where the state's log, snapshots and checkpoint records go: a path or a URL of a dstl backend")
 	fs.StringVar(&o.jobID, "job-id", "kafkawordcount", "the job: prefix of its objects")
 	fs.DurationVar(&o.interval, "checkpoint-interval", time.Second, "time between checkpoints")
-	fs.DurationVar(&o.grace, "grace", 2*time.Minute, "age before an object no kept record names is deleted: at least twice four session timeouts (the rebalance and transaction timeouts) plus -commit-timeout")
+	fs.DurationVar(&o.grace, "grace", 2*time.Minute, "age before an object no kept record names is deleted: at least twice four session timeouts (the rebalance and transaction timeouts) plus --commit-timeout")
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "the group's session timeout; the rebalance and transaction timeouts are four times as long")
 	fs.DurationVar(&o.commitTimeout, "commit-timeout", 10*time.Second, "the longest a checkpoint's commit may take")
 	fs.StringVar(&o.output, "output", "", "produce each word's new count to this topic")
@@ -178,6 +179,7 @@ const eventPrefix = "kafkawordcount: "
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs := flag.NewFlagSet("kafkawordcount run", flag.ContinueOnError)
+	flagusage.Set(fs)
 	fs.SetOutput(stderr)
 	o.flags(fs)
 	if err := fs.Parse(args); err != nil {

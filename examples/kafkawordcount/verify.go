@@ -27,6 +27,7 @@ import (
 
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/examples/internal/child"
+	"github.com/dstlgo/dstl/internal/flagusage"
 	"github.com/dstlgo/dstl/kafkastate"
 )
 
@@ -54,6 +55,7 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 	stdout, stderr = child.LockedWriter{Mu: &mu, W: stdout}, child.LockedWriter{Mu: &mu, W: stderr}
 	var o verifyOptions
 	fs := flag.NewFlagSet("kafkawordcount verify", flag.ContinueOnError)
+	flagusage.Set(fs)
 	fs.SetOutput(stderr)
 	o.flags(fs)
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of the input topic")
@@ -61,7 +63,7 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 	fs.IntVar(&o.rate, "rate", 2000, "input records produced per second")
 	fs.DurationVar(&o.input, "input", 20*time.Second, "how long the input is produced, with faults")
 	fs.IntVar(&o.minFaults, "faults", 10, "the least number of faults (kills, stops and the scale-out), each a rebalance: faults go on after the input until there were as many")
-	fs.DurationVar(&o.faultEvery, "fault-every", 1500*time.Millisecond, "mean time between faults (default with -brokers: twice the session timeout)")
+	fs.DurationVar(&o.faultEvery, "fault-every", 1500*time.Millisecond, "mean time between faults (default with --brokers: twice the session timeout)")
 	fs.DurationVar(&o.maxStop, "max-stop", 0, "longest SIGSTOP, beyond the session timeout so that the group drops the process (default 1.5 session timeouts)")
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the input and the faults (default: from the clock)")
 	fs.DurationVar(&o.timeout, "timeout", 4*time.Minute, "give up (and fail) after this long")
@@ -146,7 +148,7 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 		return 2
 	}
 	if o.grace < 2*o.maxStop || o.grace < 4*o.interval || o.grace < 2*(4*o.sessionTimeout+o.commitTimeout) {
-		fmt.Fprintf(stderr, "kafkawordcount verify: -grace %v: want at least twice -max-stop (%v), four checkpoint intervals, and twice four session timeouts plus -commit-timeout (%v)\n",
+		fmt.Fprintf(stderr, "kafkawordcount verify: --grace %v: want at least twice --max-stop (%v), four checkpoint intervals, and twice four session timeouts plus --commit-timeout (%v)\n",
 			o.grace, o.maxStop, 2*(4*o.sessionTimeout+o.commitTimeout))
 		return 2
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -23,7 +24,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"--help"}, 0, "Usage: wordcount run|verify [flags]", ""},
 		{[]string{"help"}, 0, "Usage: wordcount run|verify [flags]", ""},
 		{nil, 2, "", "Usage: wordcount run|verify [flags]"},
-		{[]string{"run", "-h"}, 0, "", "-instances"},
+		{[]string{"run", "-h"}, 0, "", "--instances"},
 		{[]string{"verify", "-help"}, 0, "", "-scales"},
 		{[]string{"count"}, 2, "", `wordcount: unknown command "count" (run, verify)`},
 	} {
@@ -32,6 +33,28 @@ func TestHelp(t *testing.T) {
 		if code != tc.code || !strings.HasPrefix(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {
 			t.Errorf("wordcount %q: exit %d, stdout %q, stderr %q; want exit %d, stdout from %q, stderr with %q",
 				tc.args, code, stdout.String(), stderr.String(), tc.code, tc.stdout, tc.stderr)
+		}
+	}
+}
+
+// TestHelpFlagStyle: the help names the flags with two dashes, as dstl
+// does, and no flag with one.
+func TestHelpFlagStyle(t *testing.T) {
+	oneDash := regexp.MustCompile(`(^|[\s\[(])-[a-z]`)
+	for _, tc := range []struct {
+		args []string
+		flag string // a flag the help names
+	}{
+		{[]string{"--help"}, "--instances P"},
+		{[]string{"run", "-h"}, "  --instances int"},
+		{[]string{"verify", "--help"}, "  --disk"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := mainCode(context.Background(), tc.args, &stdout, &stderr)
+		help := stdout.String() + stderr.String()
+		if code != 0 || !strings.Contains(help, tc.flag) || oneDash.MatchString(help) {
+			t.Errorf("wordcount %q: exit %d, want 0, a help that names %q and no flag with one dash (%q):\n%s",
+				tc.args, code, tc.flag, oneDash.FindString(help), help)
 		}
 	}
 }

@@ -152,6 +152,7 @@ import (
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/duplicating"
 	"github.com/dstlgo/dstl/examples/internal/child"
+	"github.com/dstlgo/dstl/internal/flagusage"
 	"github.com/dstlgo/dstl/job"
 	"github.com/dstlgo/dstl/statestore"
 )
@@ -166,14 +167,14 @@ func main() {
 // usage is what "wordcount -h" prints.
 const usage = `Usage: wordcount run|verify [flags]
 
-  wordcount run -instances P -index I -base-path URL -job-id ID [-state-dir DIR] [flags]
+  wordcount run --instances P --index I --base-path URL --job-id ID [--state-dir DIR] [flags]
         instance I of P: count, checkpoint, print events
-  wordcount verify [-disk] [flags]
+  wordcount verify [--disk] [flags]
         run P=3 instances, kill and stop random ones at random moments,
         rescale 3 → 2 → 4, and check the counts and what is left in the
         store (exit 1 if anything is off)
 
-Run "wordcount run -h" or "wordcount verify -h" for a command's flags.
+Run "wordcount run --help" or "wordcount verify --help" for a command's flags.
 `
 
 // mainCode runs the command args names and returns the exit code.
@@ -339,6 +340,7 @@ const (
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs := flag.NewFlagSet("wordcount run", flag.ContinueOnError)
+	flagusage.Set(fs)
 	fs.SetOutput(stderr)
 	o.flags(fs, true)
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {

@@ -30,6 +30,7 @@ import (
 	"github.com/dstlgo/dstl/dstl"
 	"github.com/dstlgo/dstl/dstl/objname"
 	"github.com/dstlgo/dstl/examples/internal/child"
+	"github.com/dstlgo/dstl/internal/flagusage"
 	"github.com/dstlgo/dstl/statestore"
 )
 
@@ -90,6 +91,7 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 	var o verifyOptions
 	var scales string
 	fs := flag.NewFlagSet("wordcount verify", flag.ContinueOnError)
+	flagusage.Set(fs)
 	fs.SetOutput(stderr)
 	o.flags(fs, false)
 	fs.StringVar(&o.localDir, "local-recovery-dir", "", "give each process local recovery in a directory of its own under this one")
@@ -101,7 +103,7 @@ func verifyMain(ctx context.Context, args []string, cmd child.Command, stdout, s
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the faults (default: from the clock)")
 	fs.DurationVar(&o.timeout, "timeout", 4*time.Minute, "give up (and fail) after this long")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory")
-	fs.BoolVar(&o.disk, "disk", false, "keep each instance's state on disk (run -state-dir), in a directory of its own per process under the temporary directory, with incremental snapshots (SST files)")
+	fs.BoolVar(&o.disk, "disk", false, "keep each instance's state on disk (run --state-dir), in a directory of its own per process under the temporary directory, with incremental snapshots (SST files)")
 	fs.BoolVar(&o.verbose, "v", false, "print the processes' event lines")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return 0
