@@ -129,7 +129,7 @@ fuzz:
 
 ## bench: `dstl bench` on local disk, MinIO (signed and unsigned upload
 ## bodies), fake-gcs-server, Azurite and
-## mem://, with the emulators started first; tables and JSON into
+## mem://, objects of format version 2, with the emulators started first; tables and JSON into
 ## bench/results/DATE-MACHINE.{txt,json}, and an SVG chart of each section
 ## with an index.html into bench/results/DATE-MACHINE/ (by the tool
 ## bench/report, as bench-report does); BENCH_ARGS go to every run
