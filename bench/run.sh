@@ -27,6 +27,12 @@ slug=$(printf '%s-%sc' "${cpu:-unknown-cpu}" "$(getconf _NPROCESSORS_ONLN)" |
 	tr '[:upper:]' '[:lower:]' | sed 's/([^)]*)//g; s/[^a-z0-9]\{1,\}/-/g; s/^-//; s/-$//')
 mkdir -p bench/results
 out="$(pwd)/bench/results/$(date -u +%F)-$slug"
+# A second run on the same day and machine gets a number of its own.
+if [ -e "$out.txt" ]; then
+	n=2
+	while [ -e "$out-$n.txt" ]; do n=$((n + 1)); done
+	out="$out-$n"
+fi
 
 run() { # NAME BASE-PATH [ENV=VALUE...]
 	local name=$1 base=$2
