@@ -122,7 +122,9 @@ Put at each writer count.
 
 --cpu-profile PREFIX writes a CPU profile of each section run to
 PREFIX-a.pprof, PREFIX-b.pprof, ... PREFIX-f.pprof (read them with
-go tool pprof -top).
+go tool pprof -top). In (f)'s, each side of a round carries the labels
+side (engine, backend-put, sdk-put or raw-loop) and writers: go tool
+pprof -tagfocus=side=engine shows the engine's rounds alone.
 
 Exits 0 when the measurements ran (targets met or not), or 1 with --check
 when a target is missed.
@@ -1174,8 +1176,12 @@ func (e *benchEnv) sustained(ctx context.Context, n int) (sustainedRow, error) {
 		stored    int64
 	)
 	for r := range e.o.rounds {
-		er, err := e.sustainedEngine(ctx, n, func(done float64) {
-			e.prog.set((float64(r) + done/2) / float64(e.o.rounds))
+		var er sustainedRound
+		err := side(ctx, "engine", n, func(ctx context.Context) (err error) {
+			er, err = e.sustainedEngine(ctx, n, func(done float64) {
+				e.prog.set((float64(r) + done/2) / float64(e.o.rounds))
+			})
+			return err
 		})
 		if err != nil {
 			return row, err
@@ -1197,21 +1203,27 @@ func (e *benchEnv) sustained(ctx context.Context, n int) (sustainedRow, error) {
 		size := er.bytesPut / er.puts
 		sides := []func() error{
 			func() error {
-				bps, puts, err := e.parallelPut(ctx, fmt.Sprintf("backend-sustained-%d-%d", n, r), size, e.cfg.UploadNumThreads, e.o.sustainedTime, e.backendPutter())
-				row.BackendRounds, row.BackendPuts = append(row.BackendRounds, bps), row.BackendPuts+puts
-				return err
+				return side(ctx, "backend-put", n, func(ctx context.Context) error {
+					bps, puts, err := e.parallelPut(ctx, fmt.Sprintf("backend-sustained-%d-%d", n, r), size, e.cfg.UploadNumThreads, e.o.sustainedTime, e.backendPutter())
+					row.BackendRounds, row.BackendPuts = append(row.BackendRounds, bps), row.BackendPuts+puts
+					return err
+				})
 			},
 			func() error {
-				bps, puts, err := e.rawParallelPut(ctx, fmt.Sprintf("raw-sustained-%d-%d", n, r), size, e.cfg.UploadNumThreads, e.o.sustainedTime)
-				row.RawRounds, row.RawPuts = append(row.RawRounds, bps), row.RawPuts+puts
-				return err
+				return side(ctx, "sdk-put", n, func(ctx context.Context) error {
+					bps, puts, err := e.rawParallelPut(ctx, fmt.Sprintf("raw-sustained-%d-%d", n, r), size, e.cfg.UploadNumThreads, e.o.sustainedTime)
+					row.RawRounds, row.RawPuts = append(row.RawRounds, bps), row.RawPuts+puts
+					return err
+				})
+			},
+			func() error {
+				return side(ctx, "raw-loop", n, func(ctx context.Context) error {
+					bps, puts, err := e.producersPut(ctx, fmt.Sprintf("loop-sustained-%d-%d", n, r), n, size, e.cfg.UploadNumThreads, e.o.sustainedWarmup, e.o.sustainedTime)
+					row.LoopRounds, row.LoopPuts = append(row.LoopRounds, bps), row.LoopPuts+puts
+					return err
+				})
 			},
 		}
-		sides = append(sides, func() error {
-			bps, puts, err := e.producersPut(ctx, fmt.Sprintf("loop-sustained-%d-%d", n, r), n, size, e.cfg.UploadNumThreads, e.o.sustainedWarmup, e.o.sustainedTime)
-			row.LoopRounds, row.LoopPuts = append(row.LoopRounds, bps), row.LoopPuts+puts
-			return err
-		})
 		// Each goes first in turn.
 		for range r % len(sides) {
 			sides = append(sides[1:], sides[0])
@@ -1234,6 +1246,17 @@ func (e *benchEnv) sustained(ctx context.Context, n int) (sustainedRow, error) {
 	row.PersistP50Ms, row.PersistP99Ms = ms(percentile(latencies, 50)), ms(percentile(latencies, 99))
 	row.PersistSamples = len(latencies)
 	return row, nil
+}
+
+// side runs f, one side of a round of (f) with n writers, under the
+// profiler labels side=NAME and writers=N, which the goroutines it starts
+// inherit: in the CPU profile of (f) (--cpu-profile), go tool pprof
+// -tagfocus=side=engine shows the engine's rounds alone, side=raw-loop
+// the raw loop's.
+func side(ctx context.Context, name string, n int, f func(context.Context) error) error {
+	var err error
+	pprof.Do(ctx, pprof.Labels("side", name, "writers", strconv.Itoa(n)), func(ctx context.Context) { err = f(ctx) })
+	return err
 }
 
 // sustainedRound is what a round of the engine in (f) measured, in its
