@@ -554,6 +554,25 @@ func TestBenchTargets(t *testing.T) {
 	}) {
 		t.Errorf("targets without (a) and (f): %+v", ts)
 	}
+	// Azurite has no recovery read target: the row stays, marked, and
+	// neither counts nor fails --check; Azure itself keeps the target.
+	r = base()
+	r.Backend, r.BasePath, r.Recovery.Ratio = "azure", "azblob://c/bench?endpoint=http://127.0.0.1:1/devstoreaccount1&account=devstoreaccount1", 0.3
+	ts := r.targets()
+	i := slices.IndexFunc(ts, func(tr targetResult) bool { return tr.Name == "recovery read" })
+	if len(ts) != 8 || i < 0 || !ts[i].None || ts[i].Met || !strings.Contains(ts[i].Target, "Azurite") {
+		t.Errorf("targets on Azurite: %+v", ts)
+	}
+	r.Targets = ts
+	var out strings.Builder
+	r.print(&out)
+	if !strings.Contains(out.String(), "the emulator's limit") || !strings.Contains(out.String(), "7 of 7 targets met") {
+		t.Errorf("report on Azurite:\n%s", out.String())
+	}
+	r.BasePath = "azblob://c/bench?account=mine"
+	if ts := r.targets(); slices.ContainsFunc(ts, func(tr targetResult) bool { return tr.Name == "recovery read" && (tr.None || tr.Met) }) {
+		t.Errorf("targets on Azure: %+v", ts)
+	}
 	// A bucket in memory has no recovery read target, however slow.
 	r = base()
 	r.Backend, r.BasePath, r.Recovery.Ratio = "gocloud", "mem://bench/run", 0.05

@@ -199,6 +199,9 @@ type Target struct {
 	Value  string `json:"value"`
 	Target string `json:"target"`
 	Met    bool   `json:"met"`
+	// None is true for a row kept in the report where the design sets no
+	// target on this store; Target says why, and Met does not count.
+	None bool `json:"no_target,omitempty"`
 }
 
 // FormatBytes writes n bytes in the largest binary unit below it, with
