@@ -142,7 +142,8 @@ bench:
 ## an index.html, with the tool bench/report (a Go module of its own, so
 ## that the dstl module requires no chart package); REPORT is one `dstl
 ## bench --save` file or make bench's object of them
-REPORT ?= $(lastword $(sort $(wildcard bench/results/*.json)))
+LATEST_REPORT := $(shell ls bench/results/*.json 2>/dev/null | sed 's/\.json$$//' | sort -V | tail -n 1)
+REPORT ?= $(if $(LATEST_REPORT),$(LATEST_REPORT).json)
 CHARTS ?= $(basename $(REPORT))
 bench-report:
 	@if [ -z "$(REPORT)" ]; then echo "bench-report: no REPORT=FILE.json given and none in bench/results/"; exit 2; fi

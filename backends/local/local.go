@@ -58,8 +58,8 @@ const Scheme = "file"
 const TempPrefix = ".tmp-"
 
 const (
-	filePerm  = 0o644
-	dirPerm   = 0o755
+	filePerm = 0o644
+	dirPerm  = 0o755
 	// copyChunk is what Put writes at a time: small enough that the write
 	// of a body still being encoded follows its encoder closely (a chunk
 	// is written once all of it is final), large enough that a syscall

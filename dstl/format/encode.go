@@ -185,8 +185,10 @@ func (e *Encoder) WriteChangeSet(cs *ChangeSet) (FrameInfo, error) {
 // [Measured.Reset]) to the object as one frame and returns where the
 // frame is, as [Encoder.WriteChangeSet] does, without measuring it again:
 // it reads the set's changes once, checking that they are those m
-// measured. m must have been measured with the encoder's format version.
-// The encoder does not retain m.
+// measured (for a set given by group, their number and lengths, read
+// again). m must have been measured with the encoder's format version.
+// WriteMeasured uses m's scratch: two encoders must not write from the
+// same m at once. The encoder does not retain m.
 func (e *Encoder) WriteMeasured(m *Measured, i int) (FrameInfo, error) {
 	if e.closed {
 		return FrameInfo{}, fmt.Errorf("dstl/format: write change set: %w", ErrClosed)
@@ -200,14 +202,31 @@ func (e *Encoder) WriteMeasured(m *Measured, i int) (FrameInfo, error) {
 	if m.version != e.version {
 		return FrameInfo{}, fmt.Errorf("dstl/format: change sets measured for format version %d, written in version %d: %w", m.version, e.version, ErrInvalidChangeSet)
 	}
-	cs := m.sets[i]
+	cs, lay := m.sets[i], m.lays[i]
+	if !cs.appendOrder() {
+		// Laid out from the groups' lengths, which the caller may have
+		// changed since: measured again (it reads only lengths), as
+		// WriteChangeSet does. A set in append order is checked as it is
+		// written.
+		payload, logical, err := measure(cs)
+		if err != nil {
+			return FrameInfo{}, err
+		}
+		again := layout{payload: payload, logical: logical, groups: len(cs.Groups)}
+		if m.version == Version2 {
+			again.setTags(cs)
+		}
+		if again.payload != lay.payload || again.logical != lay.logical || again.groups != lay.groups || again.tags != lay.tags {
+			return FrameInfo{}, changedError(cs, 0)
+		}
+	}
 	if cs.AppendedFrom != nil {
 		if e.batch == nil {
 			e.batch = make([]KeyedChange, appendedBatchSize)
 		}
 		defer clear(e.batch)
 	}
-	return e.writePlanned(cs, m.lays[i])
+	return e.writePlanned(cs, lay)
 }
 
 // writePlanned appends cs, whose layout plan found (with its tags, in
@@ -604,6 +623,14 @@ func (m *Measured) Clear() {
 	m.sets, m.size = m.sets[:0], 0
 	clear(m.lays)
 	m.lays = m.lays[:0]
+	// The scratch kept for the next measure: as many slots in all as an
+	// encoder keeps for one set.
+	kept := 0
+	for i := range m.slots {
+		if kept += cap(m.slots[i]); kept > maxRetainedSlots {
+			m.slots[i] = nil
+		}
+	}
 }
 
 // measuring is the scratch of EncodedSize.

@@ -86,3 +86,50 @@ func TestWriteMeasuredRejects(t *testing.T) {
 		t.Error("version 9: no error")
 	}
 }
+
+// TestWriteMeasuredGroupsChanged: a set given by group whose changes the
+// caller changed after Measured.Reset (longer, in fewer groups, or, in
+// version 2, more of them in the same bytes, which changes its tags) is
+// rejected with ErrInvalidChangeSet, nothing written, where the encoder
+// would otherwise write past the layout it planned. In version 1 the
+// same bytes in more changes lay out alike, and the frame written is the
+// set's as it is then.
+func TestWriteMeasuredGroupsChanged(t *testing.T) {
+	long := bytes.Repeat([]byte{1}, 200) // a prefix of two bytes
+	for _, tc := range []struct {
+		name string
+		then []Group
+		v1ok bool
+	}{
+		{"two changes in the bytes of one", []Group{{KeyGroup: 1, Changes: [][]byte{long[:100], long[:100]}}, {KeyGroup: 2, Changes: [][]byte{{9}}}}, true},
+		{"longer", []Group{{KeyGroup: 1, Changes: [][]byte{long, {7}}}, {KeyGroup: 2, Changes: [][]byte{{9}}}}, false},
+		{"another group", []Group{{KeyGroup: 1, Changes: [][]byte{long}}}, false},
+	} {
+		for _, opts := range []EncoderOptions{{}, {Version: Version2}} {
+			cs := &ChangeSet{LogID: logID(1), SequenceNumber: 1, Groups: []Group{{KeyGroup: 1, Changes: [][]byte{long}}, {KeyGroup: 2, Changes: [][]byte{{9}}}}}
+			var m Measured
+			if err := m.Reset(opts, cs); err != nil {
+				t.Fatal(err)
+			}
+			cs.Groups = tc.then
+			enc := NewEncoder(nil, opts)
+			enc.ResetBuffer(make([]byte, 0, m.Size()), opts)
+			if tc.v1ok && opts.Version != Version2 {
+				want, _ := encode(t, opts, cs)
+				if _, err := enc.WriteMeasured(&m, 0); err != nil {
+					t.Fatalf("%s, %+v: %v", tc.name, opts, err)
+				}
+				if err := enc.Close(); err != nil || !bytes.Equal(enc.Bytes(), want) {
+					t.Fatalf("%s, %+v: %v, or the object differs from the set's as it is", tc.name, opts, err)
+				}
+				continue
+			}
+			if _, err := enc.WriteMeasured(&m, 0); !errors.Is(err, ErrInvalidChangeSet) {
+				t.Fatalf("%s, %+v: %v; want ErrInvalidChangeSet", tc.name, opts, err)
+			}
+			if len(enc.Bytes()) > HeaderSize {
+				t.Fatalf("%s, %+v: %d bytes in the object", tc.name, opts, len(enc.Bytes()))
+			}
+		}
+	}
+}
