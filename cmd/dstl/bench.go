@@ -125,7 +125,7 @@ Put at each writer count.
 PREFIX-a.pprof, PREFIX-b.pprof, ... PREFIX-f.pprof (read them with
 go tool pprof -top). In (f)'s, each side of a round carries the labels
 side (engine, backend-put, sdk-put or raw-loop) and writers: go tool
-pprof -tagfocus=side=engine shows the engine's rounds alone.
+pprof -tagfocus=side=engine shows the engine's rounds.
 
 Exits 0 when the measurements ran (targets met or not), or 1 with --check
 when a target is missed.
@@ -1165,9 +1165,9 @@ func (e *benchEnv) recovery(ctx context.Context) (recoveryResult, error) {
 const sustainedKeyGroups = 128
 
 // sustained measures (f) with n writers: rounds of the engine under
-// sustained load, each followed by a round of the backend's parallel Put
-// and one of the SDK's parallel put, of objects of the size the engine
-// wrote.
+// sustained load, each followed by a round of the backend's parallel Put,
+// one of the SDK's parallel put and one of the raw loop, of objects of the
+// size the engine wrote.
 func (e *benchEnv) sustained(ctx context.Context, n int) (sustainedRow, error) {
 	row := sustainedRow{Writers: n}
 	var (
@@ -1198,9 +1198,10 @@ func (e *benchEnv) sustained(ctx context.Context, n int) (sustainedRow, error) {
 		row.EngineRounds = append(row.EngineRounds, float64(er.logical)/er.elapsed.Seconds())
 		e.prog.set((float64(r) + 0.5) / float64(e.o.rounds))
 
-		// The baselines, each for as long as the engine ran: the
-		// backend's Put, and the SDK's put, the one that goes first
-		// alternating from round to round.
+		// The baselines, each for as long as the engine's window: the
+		// backend's Put, the SDK's put and the raw loop (after a warm-up
+		// as long as the engine's), the one that goes first rotating
+		// from round to round.
 		size := er.bytesPut / er.puts
 		sides := []func() error{
 			func() error {
@@ -1229,8 +1230,8 @@ func (e *benchEnv) sustained(ctx context.Context, n int) (sustainedRow, error) {
 		for range r % len(sides) {
 			sides = append(sides[1:], sides[0])
 		}
-		for i, side := range sides {
-			if err := side(); err != nil {
+		for i, run := range sides {
+			if err := run(); err != nil {
 				return row, err
 			}
 			e.prog.set((float64(r) + 0.5 + float64(i+1)/float64(2*len(sides))) / float64(e.o.rounds))
@@ -1243,7 +1244,9 @@ func (e *benchEnv) sustained(ctx context.Context, n int) (sustainedRow, error) {
 	row.EngineBPS, row.BackendBPS, row.RawBPS = median(row.EngineRounds), median(row.BackendRounds), median(row.RawRounds)
 	row.Ratio, row.SDKRatio = row.EngineBPS/row.BackendBPS, row.EngineBPS/row.RawBPS
 	row.LoopBPS = median(row.LoopRounds)
-	row.LoopRatio = row.EngineBPS / row.LoopBPS
+	if row.LoopBPS > 0 {
+		row.LoopRatio = row.EngineBPS / row.LoopBPS
+	}
 	row.PersistP50Ms, row.PersistP99Ms = ms(percentile(latencies, 50)), ms(percentile(latencies, 99))
 	row.PersistSamples = len(latencies)
 	return row, nil
@@ -1252,8 +1255,10 @@ func (e *benchEnv) sustained(ctx context.Context, n int) (sustainedRow, error) {
 // side runs f, one side of a round of (f) with n writers, under the
 // profiler labels side=NAME and writers=N, which the goroutines it starts
 // inherit: in the CPU profile of (f) (--cpu-profile), go tool pprof
-// -tagfocus=side=engine shows the engine's rounds alone, side=raw-loop
-// the raw loop's.
+// -tagfocus=side=engine shows the engine's rounds, side=raw-loop the raw
+// loop's. A connection that one side opens keeps that side's label when a
+// later side reuses it, so a little of one side's network work may show
+// under another.
 func side(ctx context.Context, name string, n int, f func(context.Context) error) error {
 	var err error
 	pprof.Do(ctx, pprof.Labels("side", name, "writers", strconv.Itoa(n)), func(ctx context.Context) { err = f(ctx) })
@@ -1513,7 +1518,7 @@ func (e *benchEnv) parallelPut(ctx context.Context, tag string, size int64, thre
 // ceiling of what the engine does on this machine. The round's window
 // opens after warmup and lasts d; the result is the bytes put in it (a
 // put that straddles its ends counted by the part inside) per second, and
-// the number of puts. Objects are kept and deleted as parallelPut's are.
+// the number of puts in it, whole or in part. Objects are kept and deleted as parallelPut's are.
 func (e *benchEnv) producersPut(ctx context.Context, tag string, n int, size int64, threads int, warmup, d time.Duration) (float64, int, error) {
 	if size <= 0 {
 		return 0, 0, fmt.Errorf("raw loop: objects of %d bytes", size)
@@ -1536,7 +1541,7 @@ func (e *benchEnv) producersPut(ctx context.Context, tag string, n int, size int
 				off := e.changes.take(run)
 				for k := range run {
 					c := e.changes.at(off + int64(k*e.o.changeSize))
-					if int64(len(buf)+len(c)) > size {
+					if len(buf) > 0 && int64(len(buf)+len(c)) > size {
 						select {
 						case queue <- buf:
 						case <-ctx.Done():
@@ -1619,11 +1624,11 @@ func (e *benchEnv) producersPut(ctx context.Context, tag string, n int, size int
 	puts := 0
 	for _, ss := range spans {
 		for _, sp := range ss {
-			puts++
 			lo, hi := later(sp.start, from), earlier(sp.end, to)
 			if !hi.After(lo) {
-				continue
+				continue // outside the window
 			}
+			puts++
 			bytes += float64(sp.bytes) * float64(hi.Sub(lo)) / float64(max(sp.end.Sub(sp.start), 1))
 		}
 	}
