@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"net/http"
 	"reflect"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/dstlgo/dstl/backends/driver"
+	"github.com/dstlgo/dstl/internal/errchain"
 )
 
 // Open makes one ranged Get Blob request and returns its body.
@@ -191,7 +191,7 @@ func isCredentialError(err error) bool {
 		code := af.RawResponse.StatusCode
 		return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 	}
-	for e := range errorChain(err) {
+	for e := range errchain.All(err) {
 		if reflect.TypeOf(e) == credentialUnavailableType {
 			return true
 		}
@@ -202,33 +202,6 @@ func isCredentialError(err error) bool {
 // credentialUnavailableType is the type of azidentity's error for a
 // credential that lacks what it needs to try (its type is not exported).
 var credentialUnavailableType = reflect.TypeOf(azidentity.NewCredentialUnavailableError(""))
-
-// errorChain yields err and every error it wraps, depth first.
-func errorChain(err error) iter.Seq[error] {
-	return func(yield func(error) bool) {
-		var walk func(error) bool
-		walk = func(e error) bool {
-			if e == nil {
-				return true
-			}
-			if !yield(e) {
-				return false
-			}
-			switch u := e.(type) {
-			case interface{ Unwrap() error }:
-				return walk(u.Unwrap())
-			case interface{ Unwrap() []error }:
-				for _, e := range u.Unwrap() {
-					if !walk(e) {
-						return false
-					}
-				}
-			}
-			return true
-		}
-		walk(err)
-	}
-}
 
 // credentialError says that no credentials were usable, and how to give
 // some, before azidentity's long account of what it tried.

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"net"
 	"net/url"
 	"strings"
+
+	"github.com/dstlgo/dstl/internal/errchain"
 )
 
 // printFailure writes err to w as failureLines does, each line after
@@ -206,7 +207,7 @@ func credentialCause(text string, err error) (cause, whole string) {
 			continue
 		}
 		whole = text[i:]
-		for e := range errorChain(err) {
+		for e := range errchain.All(err) {
 			if msg := e.Error(); strings.HasPrefix(msg, m.mark) && strings.Contains(text, msg) {
 				whole = msg
 				break
@@ -215,33 +216,6 @@ func credentialCause(text string, err error) (cause, whole string) {
 		return m.cause + strings.TrimPrefix(whole, m.mark), whole
 	}
 	return "", ""
-}
-
-// errorChain yields err and every error it wraps, depth first.
-func errorChain(err error) iter.Seq[error] {
-	return func(yield func(error) bool) {
-		var walk func(error) bool
-		walk = func(e error) bool {
-			if e == nil {
-				return true
-			}
-			if !yield(e) {
-				return false
-			}
-			switch u := e.(type) {
-			case interface{ Unwrap() error }:
-				return walk(u.Unwrap())
-			case interface{ Unwrap() []error }:
-				for _, c := range u.Unwrap() {
-					if !walk(c) {
-						return false
-					}
-				}
-			}
-			return true
-		}
-		walk(err)
-	}
 }
 
 // dropPrefix removes the package prefix "dstl: " from the start of line
