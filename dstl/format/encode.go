@@ -503,47 +503,18 @@ func EncodedSize(css ...*ChangeSet) (int64, error) {
 // this capacity, given to [Encoder.ResetBuffer], holds the whole object
 // without growing.
 func (o EncoderOptions) EncodedSize(css ...*ChangeSet) (int64, error) {
-	version, err := o.version()
-	if err != nil {
-		return 0, err
-	}
-	size := int64(HeaderSize + TrailerSize)
 	// Scratch from a pool: an upload measures its object before it
 	// encodes it, and should allocate no more for that than the encoder
 	// does.
-	sc := measureScratch.Get().(*measuring)
+	m := measuredPool.Get().(*Measured)
 	defer func() {
-		clear(sc.batch[:]) // keeps none of the caller's bytes reachable
-		if cap(sc.slots) > maxRetainedSlots {
-			sc.slots = nil
-		}
-		measureScratch.Put(sc)
+		m.Clear() // keeps none of the caller's change sets reachable
+		measuredPool.Put(m)
 	}()
-	for _, cs := range css {
-		if cs == nil {
-			return 0, fmt.Errorf("dstl/format: nil change set: %w", ErrInvalidChangeSet)
-		}
-		var batch []KeyedChange
-		if cs.AppendedFrom != nil {
-			batch = sc.batch[:]
-		}
-		planned, lay, err := plan(cs, sc.slots[:0], batch)
-		if err != nil {
-			return 0, err
-		}
-		if lay.slots != nil {
-			sc.slots = lay.slots[:0]
-		}
-		if version == Version2 {
-			lay.setTags(planned)
-			if lay.payload+lay.tags > MaxPayloadSize {
-				return 0, fmt.Errorf("dstl/format: change set %x/%d: payload of %d bytes exceeds %d bytes: %w",
-					cs.LogID, cs.SequenceNumber, lay.payload+lay.tags, MaxPayloadSize, ErrInvalidChangeSet)
-			}
-		}
-		size += FrameHeaderSize + int64(lay.groups*dirEntrySize(version)) + lay.payload + lay.tags + FrameCRCSize + IndexEntrySize
+	if err := m.Reset(o, css...); err != nil {
+		return 0, err
 	}
-	return size, nil
+	return m.Size(), nil
 }
 
 // Measured is change sets measured for one object, in the order given: the
@@ -633,13 +604,8 @@ func (m *Measured) Clear() {
 	}
 }
 
-// measuring is the scratch of EncodedSize.
-type measuring struct {
-	slots []groupSlot
-	batch [appendedBatchSize]KeyedChange
-}
-
-var measureScratch = sync.Pool{New: func() any { return new(measuring) }}
+// measuredPool holds the scratch of EncodedSize.
+var measuredPool = sync.Pool{New: func() any { return new(Measured) }}
 
 // layout is the frame of a change set, as plan finds it.
 type layout struct {
